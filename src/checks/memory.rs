@@ -1,0 +1,261 @@
+//! Memory settings: swap, swappiness, transparent huge pages, NUMA balancing, zone reclaim
+//! and the system-wide file limit.
+
+use crate::finding::{Area, Change, Finding, Status};
+use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
+
+use super::Context;
+
+const THP_ENABLED: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
+const THP_DEFRAG: &str = "/sys/kernel/mm/transparent_hugepage/defrag";
+
+pub const KEYS: &[KeySpec] = &[
+    KeySpec {
+        key: "vm.swappiness",
+        kind: Number,
+        why: "High swappiness pages out data-loader workers and pinned-memory neighbours; one stalled rank stalls every rank of a synchronous job.",
+    },
+    KeySpec {
+        key: "swap.devices",
+        kind: Number,
+        why: "Active swap lets the kernel page out training processes under pressure instead of failing fast; GPU nodes usually run without swap.",
+    },
+    KeySpec {
+        key: "transparent_hugepage.enabled",
+        kind: Text,
+        why: "THP `always` makes khugepaged compact and collapse pages behind the job, causing latency spikes; `madvise` lets allocators opt in.",
+    },
+    KeySpec {
+        key: "transparent_hugepage.defrag",
+        kind: Text,
+        why: "Synchronous THP defragmentation stalls allocations in the training loop.",
+    },
+    KeySpec {
+        key: "kernel.numa_balancing",
+        kind: Number,
+        why: "Automatic NUMA balancing unmaps and migrates pages under pinned DMA buffers and data loaders, adding page faults to the hot path.",
+    },
+    KeySpec {
+        key: "vm.zone_reclaim_mode",
+        kind: Number,
+        why: "Zone reclaim evicts the page cache holding the dataset instead of using the other socket's memory.",
+    },
+    KeySpec {
+        key: "fs.file-max",
+        kind: Number,
+        why: "Data-loader workers, NCCL sockets and checkpoint shards open many files; hitting the system limit fails the job.",
+    },
+];
+
+pub fn audit(ctx: &Context) -> Vec<Finding> {
+    let mut findings = super::sysctl::audit(ctx, Area::Memory, |key| !is_special(key));
+    for (key, setting) in ctx.profile.area(Area::Memory) {
+        match key.as_str() {
+            "swap.devices" => findings.push(swap(ctx, setting)),
+            "transparent_hugepage.enabled" => findings.push(thp(ctx, key, setting, THP_ENABLED)),
+            "transparent_hugepage.defrag" => findings.push(thp(ctx, key, setting, THP_DEFRAG)),
+            _ => {}
+        }
+    }
+    findings
+}
+
+fn is_special(key: &str) -> bool {
+    key.starts_with("swap.") || key.starts_with("transparent_hugepage.")
+}
+
+/// One active swap area from `/proc/swaps`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SwapArea {
+    pub name: String,
+    pub size_kib: u64,
+}
+
+/// Parses `/proc/swaps`: a header line, then `Filename Type Size Used Priority` rows.
+pub fn parse_swaps(text: &str) -> Result<Vec<SwapArea>, String> {
+    let mut lines = text.lines();
+    match lines.next() {
+        Some(header) if header.starts_with("Filename") => {}
+        _ => return Err("/proc/swaps has no `Filename Type Size Used Priority` header".into()),
+    }
+    lines
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            match fields.as_slice() {
+                [name, _kind, size, _used, _prio] => size
+                    .parse()
+                    .map(|size_kib| SwapArea {
+                        name: name.to_string(),
+                        size_kib,
+                    })
+                    .map_err(|_| format!("/proc/swaps: size `{size}` of {name} is not a number")),
+                _ => Err(format!("/proc/swaps: malformed line `{line}`")),
+            }
+        })
+        .collect()
+}
+
+fn swap(ctx: &Context, setting: &Setting) -> Finding {
+    let id = "swap.devices";
+    let expected = setting.rule.describe();
+    let text = match ctx.root.read_optional("/proc/swaps") {
+        Ok(Some(text)) => text,
+        Ok(None) => {
+            return Finding::skip(
+                id,
+                Area::Memory,
+                expected,
+                "/proc/swaps is absent (kernel built without swap)",
+            );
+        }
+        Err(e) => return Finding::error(id, Area::Memory, expected, e.to_string()),
+    };
+    let areas = match parse_swaps(&text) {
+        Ok(areas) => areas,
+        Err(e) => return Finding::error(id, Area::Memory, expected, e),
+    };
+    let count = areas.len().to_string();
+    let (status, _) = setting.status_for(&count);
+    let total_mib: u64 = areas.iter().map(|a| a.size_kib).sum::<u64>() / 1024;
+    let names: Vec<&str> = areas.iter().map(|a| a.name.as_str()).collect();
+    let actual = if areas.is_empty() {
+        "0".to_string()
+    } else {
+        format!("{count} ({total_mib} MiB: {})", names.join(", "))
+    };
+    let fix = if status == Status::Pass {
+        String::new()
+    } else {
+        "swapoff -a, and remove the swap entries from /etc/fstab (and any swap .swap units) so it stays off".to_string()
+    };
+    Finding {
+        id: id.into(),
+        area: Area::Memory,
+        status,
+        expected,
+        actual,
+        message: super::why(ctx, Area::Memory, id),
+        fix,
+        change: None,
+    }
+}
+
+/// The selected word of a THP knob: `always [madvise] never` → `madvise`.
+pub fn parse_bracketed(text: &str) -> Option<&str> {
+    let start = text.find('[')?;
+    let end = text[start..].find(']')? + start;
+    Some(text[start + 1..end].trim()).filter(|s| !s.is_empty())
+}
+
+fn thp(ctx: &Context, key: &str, setting: &Setting, path: &str) -> Finding {
+    let expected = setting.rule.describe();
+    let text = match ctx.root.read_optional(path) {
+        Ok(Some(text)) => text,
+        Ok(None) => {
+            return Finding::skip(
+                key,
+                Area::Memory,
+                expected,
+                format!("{path} is absent (kernel without transparent huge pages)"),
+            );
+        }
+        Err(e) => return Finding::error(key, Area::Memory, expected, e.to_string()),
+    };
+    let Some(actual) = parse_bracketed(&text) else {
+        return Finding::error(
+            key,
+            Area::Memory,
+            expected,
+            format!(
+                "{path} reads `{}`, expected a bracketed choice such as `always [madvise] never`",
+                text.trim()
+            ),
+        );
+    };
+    let (status, _) = setting.status_for(actual);
+    let mut finding = Finding {
+        id: key.into(),
+        area: Area::Memory,
+        status,
+        expected,
+        actual: actual.to_string(),
+        message: super::why(ctx, Area::Memory, key),
+        fix: String::new(),
+        change: None,
+    };
+    if status != Status::Pass
+        && let Some(target) = setting.rule.target(actual)
+    {
+        let param = if path == THP_ENABLED {
+            "transparent_hugepage"
+        } else {
+            "transparent_hugepage_defrag"
+        };
+        finding.fix = format!(
+            "echo {target} > {path} (persist with {param}={target} on the kernel command line)"
+        );
+        finding.change = Some(Change::Sysfs {
+            path: path.into(),
+            value: target,
+        });
+    }
+    finding
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn swaps() {
+        let header = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n";
+        let cases: &[(&str, Result<Vec<SwapArea>, ()>)] = &[
+            (header, Ok(vec![])),
+            (
+                "Filename Type Size Used Priority\n/swapfile file 2097148 0 -2\n/dev/sda2 partition 1048572 0 -3\n",
+                Ok(vec![
+                    SwapArea {
+                        name: "/swapfile".into(),
+                        size_kib: 2097148,
+                    },
+                    SwapArea {
+                        name: "/dev/sda2".into(),
+                        size_kib: 1048572,
+                    },
+                ]),
+            ),
+            ("", Err(())),
+            ("garbage\n", Err(())),
+            (
+                "Filename Type Size Used Priority\n/swapfile file big 0 -2\n",
+                Err(()),
+            ),
+            (
+                "Filename Type Size Used Priority\n/swapfile file\n",
+                Err(()),
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_swaps(text).map_err(|_| ()), *want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn bracketed() {
+        let cases = [
+            ("always [madvise] never\n", Some("madvise")),
+            ("[always] madvise never", Some("always")),
+            (
+                "always defer defer+madvise [madvise] never",
+                Some("madvise"),
+            ),
+            ("always madvise never", None),
+            ("[]", None),
+            ("", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_bracketed(text), want, "{text:?}");
+        }
+    }
+}

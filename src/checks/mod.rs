@@ -1,0 +1,82 @@
+//! Checks, one module per area of the node. Each module owns its checks end to end: the
+//! keys it understands, reading the facts, judging them against the profile and the
+//! [`Change`](crate::finding::Change) that would fix a failure.
+
+pub mod memory;
+pub mod network;
+pub mod sysctl;
+
+use crate::finding::{Area, Finding};
+use crate::host::Root;
+use crate::profile::Profile;
+use crate::profile::setting::KeySpec;
+
+/// Options of `gputune audit` that some areas need.
+#[derive(Debug, Clone, Default)]
+pub struct AuditOptions {
+    /// `--cgroup PATH`: the cgroup to judge instead of the current process's.
+    pub cgroup: Option<String>,
+    /// `--peer ADDR`: a peer node whose route picks the NIC to judge.
+    pub peer: Option<String>,
+    /// `--persisted`: judge what the node's configuration files would give after a reboot.
+    pub persisted: bool,
+}
+
+/// What every check reads from.
+pub struct Context<'a> {
+    pub root: &'a Root,
+    pub profile: &'a Profile,
+    pub options: &'a AuditOptions,
+}
+
+/// One area's checks: the keys a profile may set for it, and the function that runs them.
+pub struct AreaChecks {
+    pub area: Area,
+    pub keys: &'static [KeySpec],
+    pub audit: fn(&Context) -> Vec<Finding>,
+}
+
+/// Every area that has checks, in report order.
+pub const AREAS: &[AreaChecks] = &[
+    AreaChecks {
+        area: Area::Network,
+        keys: network::KEYS,
+        audit: network::audit,
+    },
+    AreaChecks {
+        area: Area::Memory,
+        keys: memory::KEYS,
+        audit: memory::audit,
+    },
+];
+
+/// The keys a profile may set in `area` (empty for areas without checks yet).
+pub fn keys(area: Area) -> &'static [KeySpec] {
+    AREAS
+        .iter()
+        .find(|a| a.area == area)
+        .map_or(&[], |a| a.keys)
+}
+
+/// Runs the checks of the selected areas (all when `only` is empty).
+pub fn run(ctx: &Context, only: &[Area]) -> Vec<Finding> {
+    AREAS
+        .iter()
+        .filter(|a| only.is_empty() || only.contains(&a.area))
+        .flat_map(|a| (a.audit)(ctx))
+        .collect()
+}
+
+/// The reason a key matters: the profile's own words, else the check's.
+pub fn why(ctx: &Context, area: Area, key: &str) -> String {
+    ctx.profile
+        .get(area, key)
+        .and_then(|s| s.why.clone())
+        .or_else(|| {
+            keys(area)
+                .iter()
+                .find(|k| k.key == key)
+                .map(|k| k.why.to_string())
+        })
+        .unwrap_or_default()
+}

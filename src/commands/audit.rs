@@ -1,0 +1,84 @@
+//! `gputune audit`: judge the node against a profile.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::checks::{self, AuditOptions, Context};
+use crate::error::{ExitCode, Result};
+use crate::finding::Area;
+use crate::host::Root;
+use crate::profile::{Loader, Profile, default};
+use crate::report::{Format, HostFacts, Report};
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Profile name or TOML file [default: chosen from the node, see `gputune profiles list`]
+    #[arg(long, value_name = "NAME|FILE")]
+    pub profile: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Write the report to FILE (atomically: temp file + rename) instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Check only these areas.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "AREA,...")]
+    pub only: Vec<Area>,
+    /// Treat warnings as failures (exit 1).
+    #[arg(long)]
+    pub strict: bool,
+    /// Judge what the node would have after a reboot, from its configuration files alone.
+    #[arg(long)]
+    pub persisted: bool,
+    /// Judge the limits of this cgroup [default: the current process's].
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Option<String>,
+    /// Judge the NIC that routes to this peer node [default: the default route's].
+    #[arg(long, value_name = "ADDR")]
+    pub peer: Option<String>,
+}
+
+pub fn run(args: &AuditArgs, root: &Root) -> Result<ExitCode> {
+    let (profile, chosen_by) = load_profile(args.profile.as_deref(), root)?;
+    if let Some(reason) = &chosen_by
+        && args.format != Format::Table
+    {
+        eprintln!("gputune: using profile {} ({reason})", profile.name);
+    }
+    let options = AuditOptions {
+        cgroup: args.cgroup.clone(),
+        peer: args.peer.clone(),
+        persisted: args.persisted,
+    };
+    let ctx = Context {
+        root,
+        profile: &profile,
+        options: &options,
+    };
+    let report = Report {
+        profile: &profile,
+        chosen_by,
+        host: HostFacts::read(root),
+        findings: checks::run(&ctx, &args.only),
+        strict: args.strict,
+    };
+    super::emit(&report.render(args.format), args.output.as_deref())?;
+    Ok(if report.failed() {
+        ExitCode::Findings
+    } else {
+        ExitCode::Ok
+    })
+}
+
+/// The named profile, or the one the node's hardware calls for and why.
+pub fn load_profile(name: Option<&str>, root: &Root) -> Result<(Profile, Option<String>)> {
+    let loader = Loader::new(root, &checks::keys);
+    match name {
+        Some(name) => Ok((loader.load(name)?, None)),
+        None => {
+            let (name, reason) = default::choose(root)?;
+            Ok((loader.load(name)?, Some(reason)))
+        }
+    }
+}

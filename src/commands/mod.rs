@@ -1,0 +1,46 @@
+//! One module per subcommand: its arguments and what it does.
+
+pub mod apply;
+pub mod audit;
+pub mod bench;
+pub mod pin;
+pub mod profiles;
+pub mod topo;
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::cli::{Cli, Command};
+use crate::error::{Error, ExitCode, Result};
+use crate::host::Root;
+
+pub fn run(cli: Cli) -> Result<ExitCode> {
+    let root = cli.root.map_or_else(Root::live, Root::new);
+    match cli.command {
+        Command::Audit(args) => audit::run(&args, &root),
+        Command::Apply(args) => apply::run(&args, &root),
+        Command::Rollback(args) => apply::rollback(&args, &root),
+        Command::Profiles(args) => profiles::run(&args, &root),
+        Command::Topo(args) => topo::run(&args, &root),
+        Command::Pin(args) => pin::run(&args, &root),
+        Command::Bench(args) => bench::run(&args, &root),
+    }
+}
+
+/// Writes a rendered report to `--output` atomically, or to stdout.
+pub fn emit(text: &str, output: Option<&Path>) -> Result<()> {
+    match output {
+        Some(path) => crate::host::atomic::write_atomic(path, text.as_bytes()).map_err(|source| {
+            Error::Write {
+                path: path.to_path_buf(),
+                source,
+            }
+        }),
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())
+                .and_then(|_| out.flush())
+                .map_err(Error::Stdout)
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! The one error type of the library and the exit code each kind maps to.
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::host::HostError;
+use crate::profile::ProfileError;
+
+/// Exit codes, one meaning each (DESIGN.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitCode {
+    /// Everything checked passed, or the action succeeded.
+    Ok = 0,
+    /// A check failed or a benchmark fell below its threshold.
+    Findings = 1,
+    /// Usage or configuration error.
+    Usage = 2,
+    /// A runtime error stopped the job.
+    Runtime = 3,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Profile(#[from] ProfileError),
+    #[error("{0}")]
+    Host(#[from] HostError),
+    /// A flag or value the user gave is wrong; the message names it.
+    #[error("{0}")]
+    Usage(String),
+    /// Something on the node stopped the job; the message says what to do.
+    #[error("{0}")]
+    Runtime(String),
+    #[error("`gputune {0}` is not yet built in this version")]
+    NotBuilt(&'static str),
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot write to standard output: {0}")]
+    Stdout(#[source] io::Error),
+}
+
+impl Error {
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            Error::Profile(_) | Error::Usage(_) | Error::NotBuilt(_) => ExitCode::Usage,
+            Error::Host(_) | Error::Runtime(_) | Error::Write { .. } | Error::Stdout(_) => {
+                ExitCode::Runtime
+            }
+        }
+    }
+
+    /// A reader closed our stdout (`gputune audit | head`): not an error worth a message.
+    pub fn is_broken_pipe(&self) -> bool {
+        matches!(self, Error::Stdout(e) if e.kind() == io::ErrorKind::BrokenPipe)
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,173 @@
+//! What a check concludes: one [`Finding`] per check, and the [`Change`] that would fix it.
+
+use serde::Serialize;
+
+/// The part of the node a check belongs to; the names `--only` takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Area {
+    /// Kernel network sysctls.
+    Network,
+    /// Swap, swappiness, transparent huge pages, NUMA balancing, file-max.
+    Memory,
+    /// NUMA topology and placement.
+    Numa,
+    /// Network interfaces: speed, MTU, driver, firmware.
+    Nic,
+    /// GPUs, NVIDIA driver, CUDA and NCCL.
+    Gpu,
+    /// PCIe ACS, IOMMU, peer memory.
+    Platform,
+    /// ulimits, /dev/shm, logind.
+    Limits,
+    /// cgroup limits.
+    Cgroup,
+    /// Firewall rules for rendezvous and NCCL ports.
+    Firewall,
+}
+
+impl Area {
+    pub const ALL: [Area; 9] = [
+        Area::Network,
+        Area::Memory,
+        Area::Numa,
+        Area::Nic,
+        Area::Gpu,
+        Area::Platform,
+        Area::Limits,
+        Area::Cgroup,
+        Area::Firewall,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Area::Network => "network",
+            Area::Memory => "memory",
+            Area::Numa => "numa",
+            Area::Nic => "nic",
+            Area::Gpu => "gpu",
+            Area::Platform => "platform",
+            Area::Limits => "limits",
+            Area::Cgroup => "cgroup",
+            Area::Firewall => "firewall",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Area> {
+        Area::ALL.into_iter().find(|a| a.name() == name)
+    }
+}
+
+impl std::fmt::Display for Area {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How a check came out. `Error` means the fact could not be read or parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pass,
+    Warn,
+    Fail,
+    Skip,
+    Error,
+}
+
+impl Status {
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Warn => "warn",
+            Status::Fail => "fail",
+            Status::Skip => "skip",
+            Status::Error => "error",
+        }
+    }
+}
+
+/// A modification of the node that makes a failing check pass. `apply` journals, executes,
+/// verifies and persists these; `audit` only shows them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Change {
+    /// A `/proc/sys` key: written live, persisted in `/etc/sysctl.d/90-gputune.conf`.
+    Sysctl { key: String, value: String },
+    /// A `/sys` knob written live (e.g. transparent huge pages).
+    Sysfs { path: String, value: String },
+    /// A line of `/etc/security/limits.d/90-gputune.conf`.
+    Limit {
+        domain: String,
+        kind: String,
+        item: String,
+        value: String,
+    },
+    /// A `KEY=VALUE` line of `/etc/nccl.conf`.
+    NcclEnv { key: String, value: String },
+    /// Accept inbound TCP to these port ranges in the nftables table `inet gputune`.
+    FirewallAccept { ports: Vec<(u16, u16)> },
+    /// A cgroup limit: a systemd slice drop-in when systemd manages cgroups, else cgroupfs.
+    Cgroup {
+        slice: String,
+        key: String,
+        value: String,
+    },
+}
+
+/// One check's verdict, with everything a person needs to act on it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    /// Stable identifier, usually the profile key (`net.core.rmem_max`).
+    pub id: String,
+    pub area: Area,
+    pub status: Status,
+    pub expected: String,
+    pub actual: String,
+    /// Why it matters, or why the check was skipped or could not run.
+    pub message: String,
+    /// The exact command or edit that fixes it; empty when it passes.
+    pub fix: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change: Option<Change>,
+}
+
+impl Finding {
+    /// A check that could not be judged on this node, with the reason.
+    pub fn skip(
+        id: impl Into<String>,
+        area: Area,
+        expected: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        Finding {
+            id: id.into(),
+            area,
+            status: Status::Skip,
+            expected: expected.into(),
+            actual: "-".into(),
+            message: reason.into(),
+            fix: String::new(),
+            change: None,
+        }
+    }
+
+    /// A fact that could not be read or parsed: never a panic, always a finding.
+    pub fn error(
+        id: impl Into<String>,
+        area: Area,
+        expected: impl Into<String>,
+        problem: impl Into<String>,
+    ) -> Self {
+        Finding {
+            id: id.into(),
+            area,
+            status: Status::Error,
+            expected: expected.into(),
+            actual: "?".into(),
+            message: problem.into(),
+            fix: String::new(),
+            change: None,
+        }
+    }
+}

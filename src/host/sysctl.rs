@@ -1,0 +1,93 @@
+//! Kernel parameters under `/proc/sys`, named the way `sysctl(8)` names them.
+
+use super::{HostError, Root};
+
+/// The host path of a sysctl key: `net.core.rmem_max` → `/proc/sys/net/core/rmem_max`.
+pub fn host_path(key: &str) -> String {
+    format!("/proc/sys/{}", key.replace('.', "/"))
+}
+
+/// The value of a sysctl with runs of white space folded to one space, as `sysctl -n`
+/// users write it; `None` when this kernel has no such key.
+pub fn read(root: &Root, key: &str) -> Result<Option<String>, HostError> {
+    Ok(root
+        .read_optional(&host_path(key))?
+        .map(|raw| normalize(&raw)))
+}
+
+/// Folds tabs, newlines and repeated spaces: `"4096\t131072\t6291456\n"` → `"4096 131072 6291456"`.
+pub fn normalize(raw: &str) -> String {
+    raw.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A sysctl made of several numbers whose parts a profile may judge one by one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Vector {
+    pub key: &'static str,
+    pub parts: &'static [&'static str],
+}
+
+/// The multi-part sysctls gputune judges part by part.
+pub const VECTORS: &[Vector] = &[
+    Vector {
+        key: "net.ipv4.tcp_rmem",
+        parts: &["min", "default", "max"],
+    },
+    Vector {
+        key: "net.ipv4.tcp_wmem",
+        parts: &["min", "default", "max"],
+    },
+    Vector {
+        key: "net.ipv4.ip_local_port_range",
+        parts: &["low", "high"],
+    },
+];
+
+/// Splits a profile key such as `net.ipv4.tcp_rmem.max` into the sysctl and part index.
+pub fn split_part(profile_key: &str) -> Option<(&'static Vector, usize)> {
+    let (base, part) = profile_key.rsplit_once('.')?;
+    let vector = VECTORS.iter().find(|v| v.key == base)?;
+    let index = vector.parts.iter().position(|p| *p == part)?;
+    Some((vector, index))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_map_to_proc_sys() {
+        assert_eq!(
+            host_path("net.core.rmem_max"),
+            "/proc/sys/net/core/rmem_max"
+        );
+        assert_eq!(host_path("fs.file-max"), "/proc/sys/fs/file-max");
+    }
+
+    #[test]
+    fn values_are_normalized() {
+        assert_eq!(normalize("4096\t131072\t6291456\n"), "4096 131072 6291456");
+        assert_eq!(normalize("10\n"), "10");
+        assert_eq!(normalize(""), "");
+    }
+
+    #[test]
+    fn parts_are_found_by_suffix() {
+        let (v, i) = split_part("net.ipv4.tcp_rmem.max").unwrap();
+        assert_eq!((v.key, i), ("net.ipv4.tcp_rmem", 2));
+        let (v, i) = split_part("net.ipv4.ip_local_port_range.low").unwrap();
+        assert_eq!((v.key, i), ("net.ipv4.ip_local_port_range", 0));
+        assert!(split_part("net.core.rmem_max").is_none());
+        assert!(split_part("net.ipv4.tcp_rmem.middle").is_none());
+    }
+
+    #[test]
+    fn reading_a_missing_key_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        std::fs::create_dir_all(dir.path().join("proc/sys/vm")).unwrap();
+        std::fs::write(dir.path().join("proc/sys/vm/swappiness"), "60\n").unwrap();
+        assert_eq!(read(&root, "vm.swappiness").unwrap().as_deref(), Some("60"));
+        assert_eq!(read(&root, "vm.nothing").unwrap(), None);
+    }
+}

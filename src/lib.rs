@@ -1,0 +1,21 @@
+//! gputune: tune and validate Linux GPU training nodes.
+//!
+//! Layers, data flowing one way: [`cli`] → [`commands`] → [`profile`] and [`checks`] (per
+//! area of the node) → [`host`] (every path under one [`host::Root`]); [`report`] renders.
+
+pub mod checks;
+pub mod cli;
+pub mod commands;
+pub mod docs;
+pub mod error;
+pub mod finding;
+pub mod host;
+pub mod profile;
+pub mod report;
+
+pub use error::{Error, ExitCode, Result};
+
+/// Runs a parsed command line.
+pub fn run(cli: cli::Cli) -> Result<ExitCode> {
+    commands::run(cli)
+}

@@ -1,0 +1,260 @@
+use super::*;
+
+const KEYS: &[KeySpec] = &[
+    KeySpec {
+        key: "net.core.rmem_max",
+        kind: ValueKind::Number,
+        why: "buffers",
+    },
+    KeySpec {
+        key: "vm.swappiness",
+        kind: ValueKind::Number,
+        why: "swap",
+    },
+    KeySpec {
+        key: "thp",
+        kind: ValueKind::Text,
+        why: "thp",
+    },
+    KeySpec {
+        key: "nccl",
+        kind: ValueKind::Version,
+        why: "nccl",
+    },
+];
+
+fn keys(_: Area) -> &'static [KeySpec] {
+    KEYS
+}
+
+/// A node root with site profiles written into it.
+fn site(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let profiles = dir.path().join("etc/gputune/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    for (name, text) in files {
+        std::fs::write(profiles.join(format!("{name}.toml")), text).unwrap();
+    }
+    dir
+}
+
+fn load(files: &[(&str, &str)], name: &str) -> Result<Profile, ProfileError> {
+    let dir = site(files);
+    let root = Root::new(dir.path());
+    Loader::new(&root, &keys).load(name)
+}
+
+#[test]
+fn include_merges_and_the_child_wins() {
+    let profile = load(
+        &[
+            ("parent", "description = \"p\"\n[network]\n\"net.core.rmem_max\" = { min = 100 }\n[memory]\n\"vm.swappiness\" = { max = 60 }\n"),
+            ("child", "include = [\"parent\"]\n[network]\n\"net.core.rmem_max\" = { min = \"16M\", severity = \"warn\" }\n"),
+        ],
+        "child",
+    )
+    .unwrap();
+    let rmem = profile.get(Area::Network, "net.core.rmem_max").unwrap();
+    assert_eq!(rmem.rule.min, Some(Amount::Finite(16 << 20)));
+    assert_eq!(rmem.severity, Severity::Warn);
+    assert!(rmem.origin.ends_with("child.toml:3"), "{}", rmem.origin);
+    assert_eq!(
+        profile.get(Area::Memory, "vm.swappiness").unwrap().rule.max,
+        Some(Amount::Finite(60))
+    );
+    assert_eq!(profile.chain, vec!["parent", "child"]);
+    assert_eq!(profile.description, "p");
+}
+
+/// Each case: files, the profile to load, and what the error must name (file, line, key, text).
+/// Files in the site directory, the profile to load, and what the error must name: file,
+/// line, key and a piece of the message.
+type BadCase<'a> = (
+    &'a [(&'a str, &'a str)],
+    &'a str,
+    &'a str,
+    Option<usize>,
+    Option<&'a str>,
+    &'a str,
+);
+
+#[test]
+fn bad_profiles_name_file_line_and_key() {
+    let cases: &[BadCase] = &[
+        (
+            &[("p", "[network]\n\"net.core.rmem_mx\" = { min = 1 }\n")],
+            "p",
+            "p.toml",
+            Some(2),
+            Some("[network] net.core.rmem_mx"),
+            "unknown key",
+        ),
+        (
+            &[("p", "colour = 1\n")],
+            "p",
+            "p.toml",
+            Some(1),
+            None,
+            "unknown field `colour`",
+        ),
+        (
+            &[(
+                "p",
+                "[network]\n\n\"net.core.rmem_max\" = { min = \"lots\" }\n",
+            )],
+            "p",
+            "p.toml",
+            Some(3),
+            Some("[network] net.core.rmem_max"),
+            "not a number",
+        ),
+        (
+            &[("p", "[network]\n\"net.core.rmem_max\" = { minimum = 1 }\n")],
+            "p",
+            "p.toml",
+            Some(2),
+            Some("[network] net.core.rmem_max"),
+            "unknown field `minimum`",
+        ),
+        (
+            &[("p", "[network]\n\"net.core.rmem_max\" = 5\n")],
+            "p",
+            "p.toml",
+            Some(2),
+            Some("[network] net.core.rmem_max"),
+            "invalid type",
+        ),
+        (
+            &[(
+                "p",
+                "[network]\n\"net.core.rmem_max\" = { severity = \"warn\" }\n",
+            )],
+            "p",
+            "p.toml",
+            Some(2),
+            None,
+            "no rule",
+        ),
+        (
+            &[(
+                "p",
+                "[network]\n\"net.core.rmem_max\" = { min = 1, severity = \"fatal\" }\n",
+            )],
+            "p",
+            "p.toml",
+            Some(2),
+            None,
+            "severity `fatal`",
+        ),
+        (
+            &[("p", "[network]\n\"thp\" = { min = 1 }\n")],
+            "p",
+            "p.toml",
+            Some(2),
+            None,
+            "`min` does not apply",
+        ),
+        (
+            &[("p", "[network]\n\"nccl\" = { version = \"~2\" }\n")],
+            "p",
+            "p.toml",
+            Some(2),
+            None,
+            "not a version requirement",
+        ),
+        (
+            &[(
+                "p",
+                "[network]\n\"net.core.rmem_max\" = { min = 10, max = 1 }\n",
+            )],
+            "p",
+            "p.toml",
+            Some(2),
+            None,
+            "above max",
+        ),
+        (
+            &[("p", "include = [\"nowhere\"]\n")],
+            "p",
+            "p.toml",
+            Some(1),
+            Some("include"),
+            "no profile named `nowhere`",
+        ),
+        (
+            &[("a", "include = [\"b\"]\n"), ("b", "\ninclude = [\"a\"]\n")],
+            "a",
+            "a.toml",
+            None,
+            Some("include"),
+            "include cycle",
+        ),
+        (&[("p", "[network\n")], "p", "p.toml", Some(1), None, ""),
+        (
+            &[],
+            "no/such/file.toml",
+            "no/such/file.toml",
+            None,
+            None,
+            "cannot read",
+        ),
+        (&[], "../etc", "../etc", None, None, "cannot read"),
+        (
+            &[],
+            "bad name!",
+            "bad name!",
+            None,
+            None,
+            "not a profile name",
+        ),
+    ];
+    for (files, name, file, line, key, text) in cases {
+        let err = load(files, name).expect_err(name);
+        assert!(err.file.ends_with(file), "{err}: file");
+        if line.is_some() {
+            assert_eq!(err.line, *line, "{err}: line");
+        }
+        if key.is_some() {
+            assert_eq!(err.key.as_deref(), *key, "{err}: key");
+        }
+        assert!(err.message.contains(text), "{err}: wants {text:?}");
+    }
+}
+
+#[test]
+fn site_profiles_shadow_built_in_ones() {
+    let profile = load(&[("ddp-10gbe", "description = \"site\"\n")], "ddp-10gbe").unwrap();
+    assert_eq!(profile.description, "site");
+    assert!(
+        profile
+            .source
+            .ends_with("etc/gputune/profiles/ddp-10gbe.toml")
+    );
+}
+
+#[test]
+fn resolved_profiles_print_as_loadable_toml() {
+    let profile = load(
+        &[("p", "description = \"d\"\n[network]\n\"net.core.rmem_max\" = { min = \"16M\", why = \"say \\\"why\\\"\" }\n\"thp\" = { one_of = [\"madvise\", \"never\"], severity = \"warn\" }\n\"nccl\" = { version = \">=2.14\" }\n[bench]\nmin_busbw = 2.5\n")],
+        "p",
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("again.toml");
+    std::fs::write(&path, profile.to_toml()).unwrap();
+    let root = Root::new(dir.path());
+    let again = Loader::new(&root, &keys)
+        .load(path.to_str().unwrap())
+        .unwrap();
+    assert_eq!(again.settings.len(), profile.settings.len());
+    for (area, settings) in &profile.settings {
+        for (key, setting) in settings {
+            let other = again.get(*area, key).unwrap();
+            assert_eq!(
+                (&other.rule, other.severity, &other.why),
+                (&setting.rule, setting.severity, &setting.why)
+            );
+        }
+    }
+    assert_eq!(again.bench.min_busbw, Some(2.5));
+}

@@ -1,0 +1,170 @@
+//! Version requirements such as `">=2.14"` or `">=11.8, <13"`, judged on dotted numbers
+//! (`535.104.05`, `12.4`, `2.21.5`).
+
+use std::cmp::Ordering;
+use std::fmt;
+
+/// A dotted version; missing trailing parts count as zero (`2.14` == `2.14.0`).
+#[derive(Debug, Clone)]
+pub struct Version(pub Vec<u64>);
+
+impl PartialEq for Version {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for Version {}
+
+impl Version {
+    /// Parses the leading dotted number of `text` (`"535.104.05"`, `"2.21.5+cuda12.2"`).
+    pub fn parse(text: &str) -> Option<Version> {
+        let t = text.trim().trim_start_matches('v');
+        let end = t
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(t.len());
+        let parts: Option<Vec<u64>> = t[..end]
+            .trim_end_matches('.')
+            .split('.')
+            .map(|p| p.parse().ok())
+            .collect();
+        parts.filter(|p| !p.is_empty()).map(Version)
+    }
+}
+
+impl Ord for Version {
+    fn cmp(&self, other: &Self) -> Ordering {
+        let len = self.0.len().max(other.0.len());
+        (0..len)
+            .map(|i| {
+                let a = self.0.get(i).copied().unwrap_or(0);
+                let b = other.0.get(i).copied().unwrap_or(0);
+                a.cmp(&b)
+            })
+            .find(|o| o.is_ne())
+            .unwrap_or(Ordering::Equal)
+    }
+}
+
+impl PartialOrd for Version {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self.0.iter().map(u64::to_string).collect();
+        f.write_str(&parts.join("."))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Ge,
+    Gt,
+    Le,
+    Lt,
+    Eq,
+}
+
+/// One or more comparisons, all of which must hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionReq {
+    text: String,
+    terms: Vec<(Op, Version)>,
+}
+
+impl VersionReq {
+    pub fn parse(text: &str) -> Result<VersionReq, String> {
+        let mut terms = Vec::new();
+        for term in text.split(',') {
+            let term = term.trim();
+            let (op, rest) = [
+                (">=", Op::Ge),
+                ("<=", Op::Le),
+                ("==", Op::Eq),
+                (">", Op::Gt),
+                ("<", Op::Lt),
+                ("=", Op::Eq),
+            ]
+            .into_iter()
+            .find_map(|(sym, op)| term.strip_prefix(sym).map(|rest| (op, rest)))
+            .unwrap_or((Op::Ge, term));
+            let version = Version::parse(rest)
+                .filter(|_| rest.trim().chars().all(|c| c.is_ascii_digit() || c == '.'))
+                .ok_or_else(|| format!("`{text}` is not a version requirement (examples: \">=2.14\", \">=11.8, <13\")"))?;
+            terms.push((op, version));
+        }
+        Ok(VersionReq {
+            text: text.trim().to_string(),
+            terms,
+        })
+    }
+
+    pub fn matches(&self, version: &Version) -> bool {
+        self.terms.iter().all(|(op, want)| {
+            let o = version.cmp(want);
+            match op {
+                Op::Ge => o.is_ge(),
+                Op::Gt => o.is_gt(),
+                Op::Le => o.is_le(),
+                Op::Lt => o.is_lt(),
+                Op::Eq => o.is_eq(),
+            }
+        })
+    }
+}
+
+impl fmt::Display for VersionReq {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(text: &str) -> Version {
+        Version::parse(text).unwrap()
+    }
+
+    #[test]
+    fn versions_parse_and_order() {
+        assert_eq!(v("535.104.05"), Version(vec![535, 104, 5]));
+        assert_eq!(v("2.21.5+cuda12.2"), Version(vec![2, 21, 5]));
+        assert_eq!(v("v12.4"), Version(vec![12, 4]));
+        assert!(v("2.14") == v("2.14.0"));
+        assert!(v("2.9") < v("2.14"));
+        assert!(Version::parse("abc").is_none());
+        assert!(Version::parse("").is_none());
+    }
+
+    #[test]
+    fn requirements() {
+        let cases = [
+            (">=2.14", "2.14.3", true),
+            (">=2.14", "2.13.4", false),
+            ("2.14", "2.18", true),
+            (">=11.8, <13", "12.4", true),
+            (">=11.8, <13", "13.0", false),
+            ("==535.104.05", "535.104.5", true),
+            ("<470", "470.1", false),
+        ];
+        for (req, version, want) in cases {
+            assert_eq!(
+                VersionReq::parse(req).unwrap().matches(&v(version)),
+                want,
+                "{req} vs {version}"
+            );
+        }
+    }
+
+    #[test]
+    fn malformed_requirements() {
+        for text in ["", ">=", "~2.14", ">=2.x", "latest"] {
+            assert!(VersionReq::parse(text).is_err(), "{text:?}");
+        }
+    }
+}

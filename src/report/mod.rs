@@ -1,0 +1,129 @@
+//! Rendering an audit: a table for people, JSON, JUnit XML and Prometheus text for machines.
+
+pub mod json;
+pub mod junit;
+pub mod prometheus;
+pub mod table;
+
+use serde::Serialize;
+
+use crate::finding::{Finding, Status};
+use crate::host::Root;
+use crate::profile::Profile;
+
+/// The output formats of `gputune audit --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+    Junit,
+    Prometheus,
+}
+
+/// Facts identifying the node an audit ran on.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostFacts {
+    pub hostname: String,
+    pub kernel: String,
+    pub root: String,
+}
+
+impl HostFacts {
+    pub fn read(root: &Root) -> Self {
+        let read = |path: &str| {
+            root.read_optional(path)
+                .ok()
+                .flatten()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "unknown".into())
+        };
+        HostFacts {
+            hostname: read("/proc/sys/kernel/hostname"),
+            kernel: read("/proc/sys/kernel/osrelease"),
+            root: root.dir().display().to_string(),
+        }
+    }
+}
+
+/// Counts of findings by status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub passed: usize,
+    pub warned: usize,
+    pub failed: usize,
+    pub skipped: usize,
+    pub errors: usize,
+}
+
+impl Summary {
+    pub fn of(findings: &[Finding]) -> Self {
+        let mut s = Summary::default();
+        for f in findings {
+            match f.status {
+                Status::Pass => s.passed += 1,
+                Status::Warn => s.warned += 1,
+                Status::Fail => s.failed += 1,
+                Status::Skip => s.skipped += 1,
+                Status::Error => s.errors += 1,
+            }
+        }
+        s
+    }
+
+    /// `N passed, N warned, N failed, N skipped` (and `, N errors` when there are any).
+    pub fn line(&self) -> String {
+        let mut line = format!(
+            "{} passed, {} warned, {} failed, {} skipped",
+            self.passed, self.warned, self.failed, self.skipped
+        );
+        if self.errors > 0 {
+            line.push_str(&format!(", {} errors", self.errors));
+        }
+        line
+    }
+}
+
+/// Everything a renderer needs.
+pub struct Report<'a> {
+    pub profile: &'a Profile,
+    /// Why the profile was chosen, when the user did not name one.
+    pub chosen_by: Option<String>,
+    pub host: HostFacts,
+    pub findings: Vec<Finding>,
+    /// `--strict`: warnings count as failures.
+    pub strict: bool,
+}
+
+impl Report<'_> {
+    pub fn summary(&self) -> Summary {
+        Summary::of(&self.findings)
+    }
+
+    /// True when the audit should exit 1: a failure, an error, or a warning under `--strict`.
+    pub fn failed(&self) -> bool {
+        let s = self.summary();
+        s.failed > 0 || s.errors > 0 || (self.strict && s.warned > 0)
+    }
+
+    pub fn render(&self, format: Format) -> String {
+        match format {
+            Format::Table => table::render(self),
+            Format::Json => json::render(self),
+            Format::Junit => junit::render(self),
+            Format::Prometheus => prometheus::render(self),
+        }
+    }
+
+    /// Findings grouped by area, in area order, keeping check order inside each area.
+    pub fn by_area(&self) -> Vec<(crate::finding::Area, Vec<&Finding>)> {
+        let mut groups: Vec<(crate::finding::Area, Vec<&Finding>)> = Vec::new();
+        for area in crate::finding::Area::ALL {
+            let group: Vec<&Finding> = self.findings.iter().filter(|f| f.area == area).collect();
+            if !group.is_empty() {
+                groups.push((area, group));
+            }
+        }
+        groups
+    }
+}
