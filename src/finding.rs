@@ -107,6 +107,9 @@ pub enum Change {
     NcclEnv { key: String, value: String },
     /// Accept inbound TCP to these port ranges in the nftables table `inet gputune`.
     FirewallAccept { ports: Vec<(u16, u16)> },
+    /// Steer an interrupt to CPUs (`/proc/irq/N/smp_affinity_list`), e.g. a NIC's queues to
+    /// its local NUMA node. Live only: irqbalance may undo it.
+    IrqAffinity { irq: u32, cpus: String },
     /// A cgroup limit: a systemd slice drop-in when systemd manages cgroups, else cgroupfs.
     Cgroup {
         slice: String,
