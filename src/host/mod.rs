@@ -3,6 +3,9 @@
 //! as a live node.
 
 pub mod atomic;
+pub mod cpulist;
+pub mod ldcache;
+pub mod nccl;
 pub mod net;
 pub mod sysctl;
 
@@ -69,6 +72,16 @@ impl Root {
         let path = self.path(host_path);
         match fs::read(&path) {
             Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(HostError::new(path, e)),
+        }
+    }
+
+    /// Reads a whole binary file; a missing file is `Ok(None)`.
+    pub fn read_optional_bytes(&self, host_path: &str) -> Result<Option<Vec<u8>>, HostError> {
+        let path = self.path(host_path);
+        match fs::read(&path) {
+            Ok(bytes) => Ok(Some(bytes)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(HostError::new(path, e)),
         }

@@ -1,0 +1,448 @@
+//! NCCL found and loaded at run time (dlopen), never linked: on nodes without it gputune
+//! still runs and says what it searched. Lookup order: `$GPUTUNE_NCCL_LIB` (a file),
+//! `LD_LIBRARY_PATH`, the dynamic linker's cache, then Python installs'
+//! `site-packages/nvidia/nccl/lib/` (where PyTorch's NCCL wheel puts it).
+//!
+//! Only `libnccl.so.2` is looked for: it is the name NCCL installs under (cudarc's loader
+//! tries `libnccl.so`, `.so.12`, `.so.11`, ... and so misses it).
+
+use std::ffi::{CStr, c_char, c_int};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use super::Root;
+
+/// The file name NCCL 2.x installs under.
+pub const SONAME: &str = "libnccl.so.2";
+
+/// Where a library was found, said in findings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// `$GPUTUNE_NCCL_LIB`.
+    EnvVar,
+    /// A directory of `LD_LIBRARY_PATH`.
+    LdLibraryPath,
+    /// `/etc/ld.so.cache`.
+    LinkerCache,
+    /// A Python install's `site-packages` (PyTorch's `nvidia-nccl-cu12` wheel).
+    Python,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Origin::EnvVar => "$GPUTUNE_NCCL_LIB",
+            Origin::LdLibraryPath => "LD_LIBRARY_PATH",
+            Origin::LinkerCache => "the dynamic linker's cache",
+            Origin::Python => "a Python site-packages",
+        })
+    }
+}
+
+/// A library file and how it was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    /// The real path to open (under the root when the root is not `/`).
+    pub path: PathBuf,
+    pub origin: Origin,
+}
+
+/// The process environment the search depends on, captured once so tests can set it.
+#[derive(Debug, Clone, Default)]
+pub struct SearchEnv {
+    pub gputune_nccl_lib: Option<String>,
+    pub ld_library_path: Option<String>,
+    /// `$VIRTUAL_ENV`, `$CONDA_PREFIX` and `$HOME/.local`: Python prefixes beyond the system ones.
+    pub python_prefixes: Vec<String>,
+}
+
+impl SearchEnv {
+    pub fn from_process() -> Self {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let mut python_prefixes: Vec<String> = ["VIRTUAL_ENV", "CONDA_PREFIX"]
+            .iter()
+            .filter_map(|n| var(n))
+            .collect();
+        if let Some(home) = var("HOME") {
+            python_prefixes.push(format!("{home}/.local"));
+        }
+        SearchEnv {
+            gputune_nccl_lib: var("GPUTUNE_NCCL_LIB"),
+            ld_library_path: var("LD_LIBRARY_PATH"),
+            python_prefixes,
+        }
+    }
+}
+
+/// System Python prefixes searched under the root.
+const SYSTEM_PYTHON_PREFIXES: &[&str] = &["/usr/local", "/usr", "/opt/conda"];
+
+/// The first `libnccl.so.2` in lookup order, or every place searched.
+pub fn locate(root: &Root, env: &SearchEnv) -> Result<Located, Vec<String>> {
+    let mut searched = Vec::new();
+    if let Some(file) = &env.gputune_nccl_lib {
+        // An explicit path is the user's choice: taken as given, even under --root.
+        let path = PathBuf::from(file);
+        if path.is_file() {
+            return Ok(Located {
+                path,
+                origin: Origin::EnvVar,
+            });
+        }
+        searched.push(format!("$GPUTUNE_NCCL_LIB={file} (no such file)"));
+    }
+    // The environment describes this process, so it only speaks for the live node.
+    if root.is_live()
+        && let Some(dirs) = &env.ld_library_path
+    {
+        for dir in dirs.split(':').filter(|d| !d.is_empty()) {
+            let path = Path::new(dir).join(SONAME);
+            if path.is_file() {
+                return Ok(Located {
+                    path,
+                    origin: Origin::LdLibraryPath,
+                });
+            }
+        }
+        searched.push(format!("LD_LIBRARY_PATH={dirs}"));
+    }
+    match root.read_optional_bytes("/etc/ld.so.cache") {
+        Ok(Some(bytes)) => match super::ldcache::parse(&bytes) {
+            Ok(cache) => {
+                if let Some(path) = cache
+                    .get(SONAME)
+                    .into_iter()
+                    .flatten()
+                    .map(|p| root.path(p))
+                    .find(|p| p.is_file())
+                {
+                    return Ok(Located {
+                        path,
+                        origin: Origin::LinkerCache,
+                    });
+                }
+                searched.push("/etc/ld.so.cache".into());
+            }
+            Err(e) => searched.push(format!("/etc/ld.so.cache (unreadable: {e})")),
+        },
+        Ok(None) => searched.push("/etc/ld.so.cache (absent)".into()),
+        Err(e) => searched.push(e.to_string()),
+    }
+    let extra: Vec<&str> = if root.is_live() {
+        env.python_prefixes.iter().map(String::as_str).collect()
+    } else {
+        Vec::new()
+    };
+    for prefix in extra
+        .iter()
+        .copied()
+        .chain(SYSTEM_PYTHON_PREFIXES.iter().copied())
+    {
+        if let Some(path) = python_nccl(root, prefix) {
+            return Ok(Located {
+                path,
+                origin: Origin::Python,
+            });
+        }
+        searched.push(format!(
+            "{prefix}/lib/python3*/{{site,dist}}-packages/nvidia/nccl/lib"
+        ));
+    }
+    Err(searched)
+}
+
+/// `PREFIX/lib/python3*/{site,dist}-packages/nvidia/nccl/lib/libnccl.so.2`, newest Python first.
+fn python_nccl(root: &Root, prefix: &str) -> Option<PathBuf> {
+    let lib = format!("{}/lib", prefix.trim_end_matches('/'));
+    let mut pythons: Vec<String> = root
+        .list_dir(&lib)
+        .ok()
+        .flatten()?
+        .into_iter()
+        .filter(|n| n.starts_with("python3"))
+        .collect();
+    pythons.reverse();
+    pythons
+        .iter()
+        .flat_map(|py| {
+            ["site-packages", "dist-packages"]
+                .map(|pkgs| format!("{lib}/{py}/{pkgs}/nvidia/nccl/lib/{SONAME}"))
+        })
+        .map(|p| root.path(&p))
+        .find(|p| p.is_file())
+}
+
+/// Why NCCL could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum NcclError {
+    #[error("cannot load {}: {message}", path.display())]
+    Load { path: PathBuf, message: String },
+    #[error("{} has no symbol {symbol} (too old or not NCCL)", path.display())]
+    SymbolMissing { path: PathBuf, symbol: &'static str },
+    #[error("{function} failed: {message} (ncclResult_t {code})")]
+    Call {
+        function: &'static str,
+        code: i32,
+        message: String,
+    },
+}
+
+/// NCCL's version as `ncclGetVersion` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NcclVersion {
+    pub major: u32,
+    pub minor: u32,
+    pub patch: u32,
+    /// The raw code (`23203` for 2.32.3).
+    pub code: i32,
+}
+
+impl NcclVersion {
+    /// Decodes NCCL_VERSION_CODE: `X*10000 + Y*100 + Z` since 2.9, `X*1000 + Y*100 + Z` before.
+    pub fn from_code(code: i32) -> NcclVersion {
+        let c = code.max(0) as u32;
+        let (major, minor, patch) = if c >= 10000 {
+            (c / 10000, (c % 10000) / 100, c % 100)
+        } else {
+            (c / 1000, (c % 1000) / 100, c % 100)
+        };
+        NcclVersion {
+            major,
+            minor,
+            patch,
+            code,
+        }
+    }
+}
+
+impl fmt::Display for NcclVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
+/// The opaque 128-byte id rank 0 creates and every rank needs to join a communicator.
+pub const UNIQUE_ID_BYTES: usize = 128;
+
+/// An opened NCCL library. Each function is resolved when called, so a library that lacks
+/// one fails only that call.
+pub struct Nccl {
+    path: PathBuf,
+    library: libloading::Library,
+}
+
+impl Nccl {
+    pub fn open(path: &Path) -> Result<Nccl, NcclError> {
+        // SAFETY: loading runs NCCL's initialisers, which only set up static state.
+        let library = unsafe { libloading::Library::new(path) }.map_err(|e| NcclError::Load {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        Ok(Nccl {
+            path: path.to_path_buf(),
+            library,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The loaded library, for callers that bind further NCCL functions.
+    pub fn library(&self) -> &libloading::Library {
+        &self.library
+    }
+
+    /// Resolves a symbol of type `T` (a function pointer matching NCCL's C signature).
+    ///
+    /// # Safety
+    /// `T` must be the exact C signature of `symbol`.
+    pub unsafe fn symbol<T: Copy>(&self, symbol: &'static str) -> Result<T, NcclError> {
+        let name = format!("{symbol}\0");
+        // SAFETY: the caller guarantees `T` matches the symbol's signature.
+        unsafe { self.library.get::<T>(name.as_bytes()) }
+            .map(|s| *s)
+            .map_err(|_| NcclError::SymbolMissing {
+                path: self.path.clone(),
+                symbol,
+            })
+    }
+
+    pub fn version(&self) -> Result<NcclVersion, NcclError> {
+        // SAFETY: ncclResult_t ncclGetVersion(int *version).
+        let get: unsafe extern "C" fn(*mut c_int) -> c_int =
+            unsafe { self.symbol("ncclGetVersion")? };
+        let mut code: c_int = 0;
+        // SAFETY: `code` is a valid out-pointer for the duration of the call.
+        self.check("ncclGetVersion", unsafe { get(&mut code) })?;
+        Ok(NcclVersion::from_code(code))
+    }
+
+    /// A fresh communicator id (works without a GPU).
+    pub fn unique_id(&self) -> Result<[u8; UNIQUE_ID_BYTES], NcclError> {
+        // SAFETY: ncclResult_t ncclGetUniqueId(ncclUniqueId *id), ncclUniqueId = char[128].
+        let get: unsafe extern "C" fn(*mut u8) -> c_int =
+            unsafe { self.symbol("ncclGetUniqueId")? };
+        let mut id = [0u8; UNIQUE_ID_BYTES];
+        // SAFETY: `id` is 128 writable bytes, the size of ncclUniqueId.
+        self.check("ncclGetUniqueId", unsafe { get(id.as_mut_ptr()) })?;
+        Ok(id)
+    }
+
+    /// NCCL's own text for a result code.
+    pub fn error_string(&self, code: i32) -> String {
+        // SAFETY: const char *ncclGetErrorString(ncclResult_t result).
+        let Ok(get) = (unsafe {
+            self.symbol::<unsafe extern "C" fn(c_int) -> *const c_char>("ncclGetErrorString")
+        }) else {
+            return format!("NCCL error {code}");
+        };
+        // SAFETY: NCCL returns a pointer to a static NUL-terminated string, or null.
+        let text = unsafe { get(code) };
+        if text.is_null() {
+            return format!("NCCL error {code}");
+        }
+        // SAFETY: non-null and NUL-terminated, per NCCL's API.
+        unsafe { CStr::from_ptr(text) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// Turns a non-zero `ncclResult_t` into an error carrying NCCL's message.
+    pub fn check(&self, function: &'static str, code: c_int) -> Result<(), NcclError> {
+        if code == 0 {
+            Ok(())
+        } else {
+            Err(NcclError::Call {
+                function,
+                code,
+                message: self.error_string(code),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_codes() {
+        assert_eq!(NcclVersion::from_code(23203).to_string(), "2.32.3");
+        assert_eq!(NcclVersion::from_code(21805).to_string(), "2.18.5");
+        assert_eq!(NcclVersion::from_code(2804).to_string(), "2.8.4");
+    }
+
+    fn fake_root(files: &[&str]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for f in files {
+            let path = dir.path().join(f.trim_start_matches('/'));
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, b"not really a library").unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn lookup_order_under_a_root() {
+        let dir = fake_root(&[
+            "/usr/lib/python3.10/site-packages/nvidia/nccl/lib/libnccl.so.2",
+            "/usr/local/lib/python3.11/dist-packages/nvidia/nccl/lib/libnccl.so.2",
+        ]);
+        let root = Root::new(dir.path());
+        let found = locate(&root, &SearchEnv::default()).unwrap();
+        assert_eq!(found.origin, Origin::Python);
+        assert!(
+            found
+                .path
+                .ends_with("usr/local/lib/python3.11/dist-packages/nvidia/nccl/lib/libnccl.so.2"),
+            "{found:?}"
+        );
+
+        let explicit = dir
+            .path()
+            .join("usr/lib/python3.10/site-packages/nvidia/nccl/lib/libnccl.so.2");
+        let env = SearchEnv {
+            gputune_nccl_lib: Some(explicit.display().to_string()),
+            ..SearchEnv::default()
+        };
+        assert_eq!(
+            locate(&root, &env).unwrap(),
+            Located {
+                path: explicit,
+                origin: Origin::EnvVar
+            }
+        );
+    }
+
+    #[test]
+    fn nothing_found_lists_every_place_searched() {
+        let dir = fake_root(&[]);
+        let env = SearchEnv {
+            gputune_nccl_lib: Some("/nonexistent/libnccl.so.2".into()),
+            ..SearchEnv::default()
+        };
+        let searched = locate(&Root::new(dir.path()), &env).unwrap_err();
+        assert!(searched[0].contains("/nonexistent/libnccl.so.2"));
+        assert!(searched.iter().any(|s| s.contains("ld.so.cache")));
+        assert!(
+            searched
+                .iter()
+                .any(|s| s.contains("/usr/local/lib/python3*"))
+        );
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_library_fails_to_load_with_its_path() {
+        let dir = fake_root(&["/lib/libnccl.so.2"]);
+        let path = dir.path().join("lib/libnccl.so.2");
+        let Err(err) = Nccl::open(&path) else {
+            panic!("a text file loaded as a library")
+        };
+        assert!(
+            err.to_string().contains(&path.display().to_string()),
+            "{err}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod real_library {
+    use super::*;
+
+    /// The real libnccl.so.2 from the nvidia-nccl-cu12 wheel that scripts/test installs.
+    fn real_nccl() -> PathBuf {
+        let path = std::env::var("GPUTUNE_TEST_NCCL_LIB")
+            .expect("GPUTUNE_TEST_NCCL_LIB is unset: run the tests with scripts/test, which installs the real NCCL");
+        PathBuf::from(path)
+    }
+
+    #[test]
+    fn reports_the_version_and_makes_ids_without_a_gpu() {
+        let nccl = Nccl::open(&real_nccl()).unwrap();
+        let version = nccl.version().unwrap();
+        assert_eq!(version.major, 2);
+        assert!(version.minor >= 14, "{version}");
+        let (a, b) = (nccl.unique_id().unwrap(), nccl.unique_id().unwrap());
+        assert_ne!(a, [0; UNIQUE_ID_BYTES]);
+        assert_ne!(a, b, "two ids must differ");
+        assert!(!nccl.error_string(1).is_empty());
+    }
+
+    #[test]
+    fn is_found_through_ld_library_path() {
+        let lib = real_nccl();
+        let env = SearchEnv {
+            ld_library_path: Some(format!("/nonexistent:{}", lib.parent().unwrap().display())),
+            ..SearchEnv::default()
+        };
+        let found = locate(&Root::live(), &env).unwrap();
+        assert_eq!(
+            found,
+            Located {
+                path: lib,
+                origin: Origin::LdLibraryPath
+            }
+        );
+    }
+}
