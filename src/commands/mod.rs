@@ -15,7 +15,16 @@ use crate::error::{Error, ExitCode, Result};
 use crate::host::Root;
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
-    let root = cli.root.map_or_else(Root::live, Root::new);
+    let root = match cli.root {
+        Some(dir) if !dir.is_dir() => {
+            return Err(Error::Usage(format!(
+                "--root {}: no such directory",
+                dir.display()
+            )));
+        }
+        Some(dir) => Root::new(dir),
+        None => Root::live(),
+    };
     match cli.command {
         Command::Audit(args) => audit::run(&args, &root),
         Command::Apply(args) => apply::run(&args, &root),

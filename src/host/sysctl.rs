@@ -51,6 +51,12 @@ pub fn split_part(profile_key: &str) -> Option<(&'static Vector, usize)> {
     Some((vector, index))
 }
 
+/// The sysctl a profile key reads: the key itself, or the vector it names a part of
+/// (`net.ipv4.tcp_rmem.max` → `net.ipv4.tcp_rmem`).
+pub fn sysctl_of(profile_key: &str) -> &str {
+    split_part(profile_key).map_or(profile_key, |(v, _)| v.key)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,6 +85,8 @@ mod tests {
         assert_eq!((v.key, i), ("net.ipv4.ip_local_port_range", 0));
         assert!(split_part("net.core.rmem_max").is_none());
         assert!(split_part("net.ipv4.tcp_rmem.middle").is_none());
+        assert_eq!(sysctl_of("net.ipv4.tcp_rmem.max"), "net.ipv4.tcp_rmem");
+        assert_eq!(sysctl_of("vm.swappiness"), "vm.swappiness");
     }
 
     #[test]

@@ -1,0 +1,119 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_gputune_global_optspecs
+    string join \n root= h/help V/version
+end
+
+function __fish_gputune_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_gputune_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_gputune_using_subcommand
+    set -l cmd (__fish_gputune_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c gputune -n "__fish_gputune_needs_command" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
+complete -c gputune -n "__fish_gputune_needs_command" -s h -l help -d 'Print help'
+complete -c gputune -n "__fish_gputune_needs_command" -s V -l version -d 'Print version'
+complete -c gputune -n "__fish_gputune_needs_command" -f -a "audit" -d 'Check the node against a profile and report every finding with its fix'
+complete -c gputune -n "__fish_gputune_needs_command" -f -a "apply" -d 'Apply a profile: preview, journal, apply, verify and persist'
+complete -c gputune -n "__fish_gputune_needs_command" -f -a "rollback" -d 'Restore the values saved by the last apply'
+complete -c gputune -n "__fish_gputune_needs_command" -f -a "profiles" -d 'List profiles, or show one fully resolved'
+complete -c gputune -n "__fish_gputune_needs_command" -f -a "topo" -d 'Show GPUs, NICs, NUMA nodes, CPU lists, PCIe links and their affinity'
+complete -c gputune -n "__fish_gputune_needs_command" -f -a "pin" -d 'Run a command bound to the CPUs and memory local to its GPU'
+complete -c gputune -n "__fish_gputune_needs_command" -f -a "bench" -d 'Benchmark collectives across the node\'s GPUs and between nodes'
+complete -c gputune -n "__fish_gputune_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c gputune -n "__fish_gputune_using_subcommand audit" -l profile -d 'Profile name or TOML file [default: chosen from the node, see `gputune profiles list`]' -r
+complete -c gputune -n "__fish_gputune_using_subcommand audit" -l format -d 'Output format' -r -f -a "table\t''
+json\t''
+junit\t''
+prometheus\t''"
+complete -c gputune -n "__fish_gputune_using_subcommand audit" -l output -d 'Write the report to FILE (atomically: temp file + rename) instead of stdout' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand audit" -l only -d 'Check only these areas' -r -f -a "network\t'Kernel network sysctls'
+memory\t'Swap, swappiness, transparent huge pages, NUMA balancing, file-max'
+numa\t'NUMA topology and placement'
+nic\t'Network interfaces: speed, MTU, driver, firmware'
+gpu\t'GPUs, NVIDIA driver, CUDA and NCCL'
+platform\t'PCIe ACS, IOMMU, peer memory'
+limits\t'ulimits, /dev/shm, logind'
+cgroup\t'cgroup limits'
+firewall\t'Firewall rules for rendezvous and NCCL ports'"
+complete -c gputune -n "__fish_gputune_using_subcommand audit" -l cgroup -d 'Judge the limits of this cgroup [default: the current process\'s]' -r
+complete -c gputune -n "__fish_gputune_using_subcommand audit" -l peer -d 'Judge the NIC that routes to this peer node [default: the default route\'s]' -r
+complete -c gputune -n "__fish_gputune_using_subcommand audit" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand audit" -l strict -d 'Treat warnings as failures (exit 1)'
+complete -c gputune -n "__fish_gputune_using_subcommand audit" -l persisted -d 'Judge what the node would have after a reboot, from its configuration files alone'
+complete -c gputune -n "__fish_gputune_using_subcommand audit" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c gputune -n "__fish_gputune_using_subcommand apply" -l profile -d 'Profile name or TOML file to apply' -r
+complete -c gputune -n "__fish_gputune_using_subcommand apply" -l only -d 'Apply only the changes of these areas' -r -f -a "network\t'Kernel network sysctls'
+memory\t'Swap, swappiness, transparent huge pages, NUMA balancing, file-max'
+numa\t'NUMA topology and placement'
+nic\t'Network interfaces: speed, MTU, driver, firmware'
+gpu\t'GPUs, NVIDIA driver, CUDA and NCCL'
+platform\t'PCIe ACS, IOMMU, peer memory'
+limits\t'ulimits, /dev/shm, logind'
+cgroup\t'cgroup limits'
+firewall\t'Firewall rules for rendezvous and NCCL ports'"
+complete -c gputune -n "__fish_gputune_using_subcommand apply" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand apply" -l dry-run -d 'Print the plan (before -> after) and change nothing'
+complete -c gputune -n "__fish_gputune_using_subcommand apply" -s y -l yes -d 'Apply without asking for confirmation'
+complete -c gputune -n "__fish_gputune_using_subcommand apply" -l no-persist -d 'Change the live values only; write nothing that survives a reboot'
+complete -c gputune -n "__fish_gputune_using_subcommand apply" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c gputune -n "__fish_gputune_using_subcommand rollback" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand rollback" -s h -l help -d 'Print help'
+complete -c gputune -n "__fish_gputune_using_subcommand profiles; and not __fish_seen_subcommand_from list show help" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand profiles; and not __fish_seen_subcommand_from list show help" -s h -l help -d 'Print help'
+complete -c gputune -n "__fish_gputune_using_subcommand profiles; and not __fish_seen_subcommand_from list show help" -f -a "list" -d 'List built-in and site profiles (/etc/gputune/profiles wins on a name clash)'
+complete -c gputune -n "__fish_gputune_using_subcommand profiles; and not __fish_seen_subcommand_from list show help" -f -a "show" -d 'Print a profile fully resolved (includes merged), each setting with its origin'
+complete -c gputune -n "__fish_gputune_using_subcommand profiles; and not __fish_seen_subcommand_from list show help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c gputune -n "__fish_gputune_using_subcommand profiles; and __fish_seen_subcommand_from list" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand profiles; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
+complete -c gputune -n "__fish_gputune_using_subcommand profiles; and __fish_seen_subcommand_from show" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand profiles; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
+complete -c gputune -n "__fish_gputune_using_subcommand profiles; and __fish_seen_subcommand_from help" -f -a "list" -d 'List built-in and site profiles (/etc/gputune/profiles wins on a name clash)'
+complete -c gputune -n "__fish_gputune_using_subcommand profiles; and __fish_seen_subcommand_from help" -f -a "show" -d 'Print a profile fully resolved (includes merged), each setting with its origin'
+complete -c gputune -n "__fish_gputune_using_subcommand profiles; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c gputune -n "__fish_gputune_using_subcommand topo" -l format -d 'Output format' -r -f -a "table\t''
+json\t''"
+complete -c gputune -n "__fish_gputune_using_subcommand topo" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand topo" -s h -l help -d 'Print help'
+complete -c gputune -n "__fish_gputune_using_subcommand pin" -l local-rank -d 'The GPU index to bind to [default: $LOCAL_RANK, as torchrun, Slurm and Open MPI set it]' -r
+complete -c gputune -n "__fish_gputune_using_subcommand pin" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand pin" -s v -l verbose -d 'Say which CPUs and memory nodes the command was bound to'
+complete -c gputune -n "__fish_gputune_using_subcommand pin" -s h -l help -d 'Print help'
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and not __fish_seen_subcommand_from allreduce help" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and not __fish_seen_subcommand_from allreduce help" -s h -l help -d 'Print help'
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and not __fish_seen_subcommand_from allreduce help" -f -a "allreduce" -d 'AllReduce bandwidth and latency, with nccl-tests-compatible numbers'
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and not __fish_seen_subcommand_from allreduce help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l backend -d 'Which transport to measure: NCCL on GPUs, or TCP between CPU ranks' -r -f -a "auto\t''
+nccl\t''
+tcp\t''"
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -s b -l minbytes -d 'Smallest message size (K/M/G are powers of two)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -s e -l maxbytes -d 'Largest message size (K/M/G are powers of two)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -s h -l help -d 'Print help'
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "allreduce" -d 'AllReduce bandwidth and latency, with nccl-tests-compatible numbers'
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench help" -f -a "audit" -d 'Check the node against a profile and report every finding with its fix'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench help" -f -a "apply" -d 'Apply a profile: preview, journal, apply, verify and persist'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench help" -f -a "rollback" -d 'Restore the values saved by the last apply'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench help" -f -a "profiles" -d 'List profiles, or show one fully resolved'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench help" -f -a "topo" -d 'Show GPUs, NICs, NUMA nodes, CPU lists, PCIe links and their affinity'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench help" -f -a "pin" -d 'Run a command bound to the CPUs and memory local to its GPU'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench help" -f -a "bench" -d 'Benchmark collectives across the node\'s GPUs and between nodes'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and __fish_seen_subcommand_from profiles" -f -a "list" -d 'List built-in and site profiles (/etc/gputune/profiles wins on a name clash)'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and __fish_seen_subcommand_from profiles" -f -a "show" -d 'Print a profile fully resolved (includes merged), each setting with its origin'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "allreduce" -d 'AllReduce bandwidth and latency, with nccl-tests-compatible numbers'
