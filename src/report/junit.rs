@@ -19,8 +19,7 @@ pub fn render(report: &Report) -> String {
         total.skipped
     );
     for (area, findings) in report.by_area() {
-        let owned: Vec<Finding> = findings.iter().map(|f| (*f).clone()).collect();
-        let s = Summary::of(&owned);
+        let s = Summary::of(findings.iter().copied());
         let _ = writeln!(
             out,
             "  <testsuite name=\"{area}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" hostname=\"{}\">",

@@ -57,7 +57,7 @@ pub struct Summary {
 }
 
 impl Summary {
-    pub fn of(findings: &[Finding]) -> Self {
+    pub fn of<'a>(findings: impl IntoIterator<Item = &'a Finding>) -> Self {
         let mut s = Summary::default();
         for f in findings {
             match f.status {
