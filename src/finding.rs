@@ -143,16 +143,14 @@ impl Finding {
         expected: impl Into<String>,
         reason: impl Into<String>,
     ) -> Self {
-        Finding {
-            id: id.into(),
+        Finding::unjudged(
+            id.into(),
             area,
-            status: Status::Skip,
-            expected: expected.into(),
-            actual: "-".into(),
-            message: reason.into(),
-            fix: String::new(),
-            change: None,
-        }
+            Status::Skip,
+            expected.into(),
+            "-",
+            reason.into(),
+        )
     }
 
     /// A fact that could not be read or parsed: never a panic, always a finding.
@@ -162,13 +160,31 @@ impl Finding {
         expected: impl Into<String>,
         problem: impl Into<String>,
     ) -> Self {
-        Finding {
-            id: id.into(),
+        Finding::unjudged(
+            id.into(),
             area,
-            status: Status::Error,
-            expected: expected.into(),
-            actual: "?".into(),
-            message: problem.into(),
+            Status::Error,
+            expected.into(),
+            "?",
+            problem.into(),
+        )
+    }
+
+    fn unjudged(
+        id: String,
+        area: Area,
+        status: Status,
+        expected: String,
+        actual: &str,
+        message: String,
+    ) -> Self {
+        Finding {
+            id,
+            area,
+            status,
+            expected,
+            actual: actual.into(),
+            message,
             fix: String::new(),
             change: None,
         }

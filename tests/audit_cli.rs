@@ -7,6 +7,17 @@ use predicates::prelude::*;
 
 const KERNEL_AREAS: &str = "network,memory";
 
+/// Runs `gputune audit --only network,memory --root FIXTURE ARGS...`: exit code and stdout.
+fn audit_text(fixture_name: &str, args: &[&str]) -> (Option<i32>, String) {
+    let out = gputune()
+        .args(["audit", "--only", KERNEL_AREAS, "--root"])
+        .arg(fixture(fixture_name))
+        .args(args)
+        .output()
+        .unwrap();
+    (out.status.code(), String::from_utf8(out.stdout).unwrap())
+}
+
 #[test]
 fn a_tuned_node_passes_and_exits_0() {
     let (code, doc) = audit_json("tuned-node", &["--only", KERNEL_AREAS]);
@@ -102,13 +113,8 @@ fn an_untuned_node_fails_with_expected_actual_why_and_fix() {
 
 #[test]
 fn the_table_groups_by_area_and_ends_with_the_summary() {
-    let out = gputune()
-        .args(["audit", "--only", KERNEL_AREAS, "--root"])
-        .arg(fixture("untuned-node"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let text = String::from_utf8(out.stdout).unwrap();
+    let (code, text) = audit_text("untuned-node", &[]);
+    assert_eq!(code, Some(1));
     assert!(text.contains("against profile ddp-25gbe"));
     assert!(text.contains("profile chosen from the node: fastest link ens1f0 at 25000 Mb/s"));
     let network = text.find("\nnetwork\n").expect("network heading");
@@ -123,20 +129,8 @@ fn the_table_groups_by_area_and_ends_with_the_summary() {
 
 #[test]
 fn junit_is_valid_xml_with_a_suite_per_area_and_a_case_per_check() {
-    let out = gputune()
-        .args([
-            "audit",
-            "--only",
-            KERNEL_AREAS,
-            "--format",
-            "junit",
-            "--root",
-        ])
-        .arg(fixture("untuned-node"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let text = String::from_utf8(out.stdout).unwrap();
+    let (code, text) = audit_text("untuned-node", &["--format", "junit"]);
+    assert_eq!(code, Some(1));
     let xml = roxmltree::Document::parse(&text).expect("valid XML");
     let root = xml.root_element();
     assert_eq!(root.tag_name().name(), "testsuites");
@@ -189,20 +183,7 @@ fn junit_is_valid_xml_with_a_suite_per_area_and_a_case_per_check() {
 
 #[test]
 fn strict_junit_turns_warnings_into_failures() {
-    let out = gputune()
-        .args([
-            "audit",
-            "--only",
-            KERNEL_AREAS,
-            "--format",
-            "junit",
-            "--strict",
-            "--root",
-        ])
-        .arg(fixture("untuned-node"))
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
+    let (_, text) = audit_text("untuned-node", &["--format", "junit", "--strict"]);
     let xml = roxmltree::Document::parse(&text).unwrap();
     assert_eq!(xml.root_element().attribute("failures"), Some("14"));
 }
