@@ -11,6 +11,7 @@ pub mod io;
 pub mod journal;
 pub mod lock;
 pub mod nft;
+pub mod operator;
 pub mod owned;
 pub mod plan;
 pub mod target;

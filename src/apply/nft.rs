@@ -144,19 +144,21 @@ fn parse_range(item: &str) -> Option<(u16, u16)> {
 mod tests {
     use super::*;
 
+    type Ranges = Vec<(u16, u16)>;
+
     #[test]
     fn ports_merge_and_sort() {
-        let cases: &[(&[(u16, u16)], &[(u16, u16)])] = &[
-            (&[], &[]),
-            (&[(29500, 29550)], &[(29500, 29550)]),
+        let cases: &[(Ranges, Ranges)] = &[
+            (vec![], vec![]),
+            (vec![(29500, 29550)], vec![(29500, 29550)]),
             (
-                &[(50000, 51000), (29500, 29550)],
-                &[(29500, 29550), (50000, 51000)],
+                vec![(50000, 51000), (29500, 29550)],
+                vec![(29500, 29550), (50000, 51000)],
             ),
-            (&[(10, 20), (21, 30)], &[(10, 30)]),
-            (&[(10, 20), (15, 25), (5, 5)], &[(5, 5), (10, 25)]),
-            (&[(20, 10)], &[(10, 20)]),
-            (&[(65535, 65535), (65534, 65535)], &[(65534, 65535)]),
+            (vec![(10, 20), (21, 30)], vec![(10, 30)]),
+            (vec![(10, 20), (15, 25), (5, 5)], vec![(5, 5), (10, 25)]),
+            (vec![(20, 10)], vec![(10, 20)]),
+            (vec![(65535, 65535), (65534, 65535)], vec![(65534, 65535)]),
         ];
         for (input, want) in cases {
             assert_eq!(normalize_ports(input), *want, "{input:?}");
@@ -165,7 +167,7 @@ mod tests {
 
     #[test]
     fn listings_give_their_ports() {
-        let cases: &[(&str, Result<Vec<(u16, u16)>, ()>)] = &[
+        let cases: &[(&str, Result<Ranges, ()>)] = &[
             ("table inet gputune {\n}\n", Ok(vec![])),
             (
                 "table inet gputune {\n\tchain input {\n\t\ttcp dport { 29500-29550, 50000-51000 } accept\n\t}\n}\n",
