@@ -58,6 +58,13 @@ pub fn apply_with(
             "gputune apply writes kernel settings and files under /etc: run it as root (`--dry-run` shows the plan without root)".into(),
         ));
     }
+    // The lock comes before the audit, so the plan is made from facts no other apply
+    // is changing.
+    let _lock = if args.dry_run {
+        None
+    } else {
+        Some(lock::acquire(root, lock::WAIT).map_err(Error::Runtime)?)
+    };
     let options = AuditOptions::default();
     let ctx = Context {
         root,
@@ -76,11 +83,6 @@ pub fn apply_with(
     let io = HostIo {
         root,
         nft: live_kernel.then_some(nft),
-    };
-    let _lock = if args.dry_run {
-        None
-    } else {
-        Some(lock::acquire(root, lock::WAIT).map_err(Error::Runtime)?)
     };
     let previous = journal::load(root).map_err(Error::Runtime)?;
     if !args.dry_run
