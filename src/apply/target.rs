@@ -57,13 +57,14 @@ impl State {
 }
 
 /// The writable value of a knob from what reading it gives: the bracketed choice of sysfs
-/// selectors (`always [madvise] never` → `madvise`), else the text without its final
-/// newline, so writing it back restores the knob byte for byte.
+/// selectors (`always [madvise] never` → `madvise`), else the text as read (the kernel
+/// accepts its own output, newline included), so writing it back restores the knob byte
+/// for byte.
 pub fn knob_value(raw: &str) -> String {
-    if let Some(choice) = crate::checks::memory::parse_bracketed(raw) {
-        return choice.to_string();
+    match crate::checks::memory::parse_bracketed(raw) {
+        Some(choice) => choice.to_string(),
+        None => raw.to_string(),
     }
-    raw.strip_suffix('\n').unwrap_or(raw).to_string()
 }
 
 /// One write of the plan: the target, what it holds now and what apply makes it hold.
@@ -84,8 +85,8 @@ mod tests {
     fn knob_values_are_writable_back() {
         let cases = [
             ("always [madvise] never\n", "madvise"),
-            ("4096\t131072\t6291456\n", "4096\t131072\t6291456"),
-            ("60\n", "60"),
+            ("4096\t131072\t6291456\n", "4096\t131072\t6291456\n"),
+            ("60\n", "60\n"),
             ("0-3", "0-3"),
             ("", ""),
         ];
