@@ -37,10 +37,12 @@ pub struct ApplyArgs {
 #[derive(Debug, Args)]
 pub struct RollbackArgs {}
 
+/// `gputune apply`: as the user running it, with the real `nft`.
 pub fn run(args: &ApplyArgs, root: &Root) -> Result<ExitCode> {
     apply_with(args, root, &Console, &NftCommand)
 }
 
+/// `gputune rollback`: restores what the journal recorded before the last applies.
 pub fn rollback(_args: &RollbackArgs, root: &Root) -> Result<ExitCode> {
     rollback_with(root, &Console, &NftCommand)
 }
