@@ -18,6 +18,7 @@ const INSIDE: &str = "GPUTUNE_TEST_IN_NETNS";
 fn require(tool: &str) {
     let found = Command::new("sh")
         .args(["-c", &format!("command -v {tool}")])
+        .stdout(std::process::Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
     assert!(
@@ -166,7 +167,7 @@ fn a_table_nft_rejects_is_restored() {
     bad.steps[0].after = State::Present("table inet gputune { chain input { nonsense } }\n".into());
     let failure = transaction::execute(&bad.steps, &io).unwrap_err();
     assert!(
-        failure.error.contains("nft -f - failed"),
+        failure.error.to_string().contains("nft -f - failed"),
         "{}",
         failure.error
     );

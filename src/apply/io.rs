@@ -6,14 +6,17 @@ use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;
 
+use super::error::ApplyError;
 use super::nft::{self, Nft};
 use super::target::{State, Target, knob_value};
 use crate::host::{HostError, Root, atomic};
 
 /// Reads and writes the state of targets.
 pub trait Io {
-    fn read(&self, target: &Target) -> Result<State, String>;
-    fn write(&self, target: &Target, state: &State) -> Result<(), String>;
+    /// The target's current state.
+    fn read(&self, target: &Target) -> Result<State, ApplyError>;
+    /// Makes the target hold `state` (removing it for `Absent`).
+    fn write(&self, target: &Target, state: &State) -> Result<(), ApplyError>;
 }
 
 /// The node under a root. `nft` is `None` when the root is not the running kernel's (a
@@ -24,20 +27,20 @@ pub struct HostIo<'a> {
 }
 
 impl Io for HostIo<'_> {
-    fn read(&self, target: &Target) -> Result<State, String> {
+    fn read(&self, target: &Target) -> Result<State, ApplyError> {
         match target {
-            Target::Knob(p) => match self.root.read_optional(p).map_err(|e| e.to_string())? {
+            Target::Knob(p) => match self.root.read_optional(p)? {
                 Some(raw) => Ok(State::Present(knob_value(&raw))),
-                None => Err(format!(
-                    "{} does not exist on this node",
-                    self.root.path(p).display()
-                )),
+                None => Err(ApplyError::Missing {
+                    path: self.root.path(p),
+                    hint: String::new(),
+                }),
             },
             Target::File(p) => match self.root.read_optional(p) {
                 Ok(text) => Ok(text.map_or(State::Absent, State::Present)),
                 // A file under something that is not a directory does not exist either.
                 Err(e) if e.source.kind() == io::ErrorKind::NotADirectory => Ok(State::Absent),
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(e.into()),
             },
             Target::Link(p) => {
                 let path = self.root.path(p);
@@ -51,7 +54,7 @@ impl Io for HostIo<'_> {
                     {
                         Ok(State::Absent)
                     }
-                    Err(e) => Err(HostError::new(path, e).to_string()),
+                    Err(e) => Err(HostError::new(path, e).into()),
                 }
             }
             Target::NftTable => Ok(self
@@ -61,20 +64,20 @@ impl Io for HostIo<'_> {
         }
     }
 
-    fn write(&self, target: &Target, state: &State) -> Result<(), String> {
+    fn write(&self, target: &Target, state: &State) -> Result<(), ApplyError> {
         match (target, state) {
-            (Target::Knob(p), State::Present(v)) => write_knob(&self.root.path(p), v),
-            (Target::Knob(p), State::Absent) => {
-                Err(format!("{p} is a kernel knob and cannot be removed"))
-            }
+            (Target::Knob(p), State::Present(v)) => Ok(write_knob(&self.root.path(p), v)?),
+            (Target::Knob(p), State::Absent) => Err(ApplyError::Refused(format!(
+                "{p} is a kernel knob and cannot be removed"
+            ))),
             (Target::File(p), State::Present(text)) => {
                 let path = self.root.path(p);
                 create_parent(&path)?;
                 atomic::write_atomic(&path, text.as_bytes())
-                    .map_err(|e| HostError::new(path, e).to_string())
+                    .map_err(|e| HostError::new(path, e).into())
             }
-            (Target::File(p) | Target::Link(p), State::Absent) => remove(&self.root.path(p)),
-            (Target::Link(p), State::Present(dest)) => link_atomic(&self.root.path(p), dest),
+            (Target::File(p) | Target::Link(p), State::Absent) => Ok(remove(&self.root.path(p))?),
+            (Target::Link(p), State::Present(dest)) => Ok(link_atomic(&self.root.path(p), dest)?),
             (Target::NftTable, state) => {
                 let def = match state {
                     State::Present(d) => Some(d.as_str()),
@@ -87,12 +90,12 @@ impl Io for HostIo<'_> {
 }
 
 impl HostIo<'_> {
-    fn nft(&self) -> Result<&dyn Nft, String> {
+    fn nft(&self) -> Result<&dyn Nft, ApplyError> {
         self.nft.ok_or_else(|| {
-            format!(
+            ApplyError::Nft(format!(
                 "the root {} is not the running kernel's, so its live firewall cannot be read or changed",
                 self.root.dir().display()
-            )
+            ))
         })
     }
 }
@@ -104,27 +107,25 @@ pub fn has_live_kernel(root: &Root) -> bool {
 }
 
 /// Writes a `/proc/sys` or `/sys` knob in place with one `write`, as the kernel requires.
-fn write_knob(path: &Path, value: &str) -> Result<(), String> {
+fn write_knob(path: &Path, value: &str) -> Result<(), HostError> {
     let mut file = OpenOptions::new()
         .write(true)
         .truncate(true)
         .open(path)
-        .map_err(|e| HostError::new(path, e).to_string())?;
+        .map_err(|e| HostError::new(path, e))?;
     file.write_all(value.as_bytes())
-        .map_err(|e| HostError::new(path, e).to_string())
+        .map_err(|e| HostError::new(path, e))
 }
 
-fn create_parent(path: &Path) -> Result<(), String> {
+fn create_parent(path: &Path) -> Result<(), HostError> {
     match path.parent() {
-        Some(dir) if !dir.exists() => {
-            fs::create_dir_all(dir).map_err(|e| HostError::new(dir, e).to_string())
-        }
+        Some(dir) if !dir.exists() => fs::create_dir_all(dir).map_err(|e| HostError::new(dir, e)),
         _ => Ok(()),
     }
 }
 
 /// Removes a file or link and syncs its directory; an already missing one is fine.
-fn remove(path: &Path) -> Result<(), String> {
+fn remove(path: &Path) -> Result<(), HostError> {
     match fs::remove_file(path) {
         Ok(()) => sync_parent(path),
         Err(e)
@@ -135,12 +136,12 @@ fn remove(path: &Path) -> Result<(), String> {
         {
             Ok(())
         }
-        Err(e) => Err(HostError::new(path, e).to_string()),
+        Err(e) => Err(HostError::new(path, e)),
     }
 }
 
 /// Makes `path` a link to `dest` through a temporary link and a rename.
-fn link_atomic(path: &Path, dest: &str) -> Result<(), String> {
+fn link_atomic(path: &Path, dest: &str) -> Result<(), HostError> {
     create_parent(path)?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
     let tmp = path.with_file_name(format!(
@@ -149,19 +150,19 @@ fn link_atomic(path: &Path, dest: &str) -> Result<(), String> {
         std::process::id()
     ));
     let _ = fs::remove_file(&tmp);
-    std::os::unix::fs::symlink(dest, &tmp).map_err(|e| HostError::new(&tmp, e).to_string())?;
+    std::os::unix::fs::symlink(dest, &tmp).map_err(|e| HostError::new(&tmp, e))?;
     if let Err(e) = fs::rename(&tmp, path) {
         let _ = fs::remove_file(&tmp);
-        return Err(HostError::new(path, e).to_string());
+        return Err(HostError::new(path, e));
     }
     sync_parent(path)
 }
 
-fn sync_parent(path: &Path) -> Result<(), String> {
+fn sync_parent(path: &Path) -> Result<(), HostError> {
     match path.parent() {
         Some(dir) => fs::File::open(dir)
             .and_then(|d| d.sync_all())
-            .map_err(|e| HostError::new(dir, e).to_string()),
+            .map_err(|e| HostError::new(dir, e)),
         None => Ok(()),
     }
 }
@@ -293,6 +294,7 @@ mod tests {
         assert!(
             io.read(&Target::NftTable)
                 .unwrap_err()
+                .to_string()
                 .contains("not the running kernel")
         );
     }

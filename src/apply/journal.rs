@@ -4,8 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::error::ApplyError;
 use super::target::Step;
-use crate::host::{Root, atomic};
+use crate::host::{HostError, Root, atomic};
 
 /// Where the journal lives (under the root).
 pub const PATH: &str = "/var/lib/gputune/journal.json";
@@ -59,32 +60,35 @@ impl Journal {
 }
 
 /// Reads the journal; `None` when there is none.
-pub fn load(root: &Root) -> Result<Option<Journal>, String> {
-    match root.read_optional(PATH).map_err(|e| e.to_string())? {
+pub fn load(root: &Root) -> Result<Option<Journal>, ApplyError> {
+    match root.read_optional(PATH)? {
         None => Ok(None),
-        Some(text) => serde_json::from_str(&text).map(Some).map_err(|e| {
-            format!(
-                "{} is not a gputune journal ({e}); move it away to apply again",
-                root.path(PATH).display()
-            )
-        }),
+        Some(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| ApplyError::Journal {
+                path: root.path(PATH),
+                message: format!("not a gputune journal ({e}); move it away to apply again"),
+            }),
     }
 }
 
 /// Writes the journal atomically and durably (temp + fsync + rename + directory fsync).
-pub fn save(root: &Root, journal: &Journal) -> Result<(), String> {
+pub fn save(root: &Root, journal: &Journal) -> Result<(), ApplyError> {
     let path = root.path(PATH);
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|e| HostError::new(dir, e))?;
     }
-    let mut text = serde_json::to_string_pretty(journal).map_err(|e| e.to_string())?;
+    let mut text = serde_json::to_string_pretty(journal).map_err(|e| ApplyError::Journal {
+        path: path.clone(),
+        message: e.to_string(),
+    })?;
     text.push('\n');
-    atomic::write_atomic(&path, text.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))
+    atomic::write_atomic(&path, text.as_bytes()).map_err(|e| HostError::new(path, e).into())
 }
 
 /// Puts back the journal an apply started from (or removes it when there was none), after
 /// that apply failed and restored the node.
-pub fn restore(root: &Root, previous: Option<&Journal>) -> Result<(), String> {
+pub fn restore(root: &Root, previous: Option<&Journal>) -> Result<(), ApplyError> {
     match previous {
         Some(p) => save(root, p),
         None => {
@@ -92,7 +96,7 @@ pub fn restore(root: &Root, previous: Option<&Journal>) -> Result<(), String> {
             match std::fs::remove_file(&path) {
                 Ok(()) => Ok(()),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-                Err(e) => Err(format!("{}: {e}", path.display())),
+                Err(e) => Err(HostError::new(path, e).into()),
             }
         }
     }
@@ -149,6 +153,11 @@ mod tests {
         restore(&root, None).unwrap();
         assert_eq!(load(&root).unwrap(), None);
         std::fs::write(root.path(PATH), "{ not json").unwrap();
-        assert!(load(&root).unwrap_err().contains("journal.json"));
+        assert!(
+            load(&root)
+                .unwrap_err()
+                .to_string()
+                .contains("journal.json")
+        );
     }
 }

@@ -5,7 +5,8 @@ use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use crate::host::Root;
+use super::error::ApplyError;
+use crate::host::{HostError, Root};
 
 /// The lock file (under the root).
 pub const PATH: &str = "/run/gputune.lock";
@@ -20,17 +21,17 @@ pub struct Lock {
 }
 
 /// Takes the lock, retrying until `wait` has passed; the error says who to wait for.
-pub fn acquire(root: &Root, wait: Duration) -> Result<Lock, String> {
+pub fn acquire(root: &Root, wait: Duration) -> Result<Lock, ApplyError> {
     let path = root.path(PATH);
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|e| HostError::new(dir, e))?;
     }
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|e| HostError::new(&path, e))?;
     let start = Instant::now();
     loop {
         // SAFETY: flock on a file descriptor this function owns; no memory is involved.
@@ -40,14 +41,14 @@ pub fn acquire(root: &Root, wait: Duration) -> Result<Lock, String> {
         }
         let err = std::io::Error::last_os_error();
         if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
-            return Err(format!("cannot lock {}: {err}", path.display()));
+            return Err(HostError::new(path, err).into());
         }
         if start.elapsed() >= wait {
-            return Err(format!(
+            return Err(ApplyError::Lock(format!(
                 "another gputune apply or rollback holds {} (waited {} s); wait for it to finish and run again",
                 path.display(),
                 wait.as_secs()
-            ));
+            )));
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -63,7 +64,7 @@ mod tests {
         let root = Root::new(dir.path());
         let first = acquire(&root, WAIT).unwrap();
         let err = acquire(&root, Duration::from_millis(300)).unwrap_err();
-        assert!(err.contains("gputune.lock"), "{err}");
+        assert!(err.to_string().contains("gputune.lock"), "{err}");
         drop(first);
         assert!(acquire(&root, Duration::ZERO).is_ok());
     }

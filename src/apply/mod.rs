@@ -6,6 +6,7 @@
 //! (write, read back, verify; restore in reverse on failure) → journal marked applied.
 
 pub mod cgroup;
+pub mod error;
 pub mod firewall;
 pub mod io;
 pub mod journal;

@@ -4,15 +4,17 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
+use super::error::ApplyError;
+
 /// The table gputune owns; it never touches another table.
 pub const TABLE: &str = "inet gputune";
 
 /// Runs nftables commands. The real one is [`NftCommand`]; tests use an in-memory table.
 pub trait Nft {
     /// `nft list table inet gputune`, or `None` when the table does not exist.
-    fn list_table(&self) -> Result<Option<String>, String>;
+    fn list_table(&self) -> Result<Option<String>, ApplyError>;
     /// Runs an nft script (`nft -f -`) as one atomic transaction.
-    fn run_script(&self, script: &str) -> Result<(), String>;
+    fn run_script(&self, script: &str) -> Result<(), ApplyError>;
 }
 
 /// The real `nft` binary found on `PATH`.
@@ -20,12 +22,12 @@ pub trait Nft {
 pub struct NftCommand;
 
 impl Nft for NftCommand {
-    fn list_table(&self) -> Result<Option<String>, String> {
+    fn list_table(&self) -> Result<Option<String>, ApplyError> {
         let out = Command::new("nft")
             .args(["list", "table", "inet", "gputune"])
             .stdin(Stdio::null())
             .output()
-            .map_err(|e| format!("cannot run nft (install nftables): {e}"))?;
+            .map_err(|e| ApplyError::Nft(format!("cannot run nft (install nftables): {e}")))?;
         if out.status.success() {
             return Ok(Some(String::from_utf8_lossy(&out.stdout).into_owned()));
         }
@@ -33,33 +35,36 @@ impl Nft for NftCommand {
         if err.contains("No such file or directory") {
             Ok(None)
         } else {
-            Err(format!("nft list table {TABLE}: {}", err.trim()))
+            Err(ApplyError::Nft(format!(
+                "nft list table {TABLE}: {}",
+                err.trim()
+            )))
         }
     }
 
-    fn run_script(&self, script: &str) -> Result<(), String> {
+    fn run_script(&self, script: &str) -> Result<(), ApplyError> {
         let mut child = Command::new("nft")
             .args(["-f", "-"])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("cannot run nft (install nftables): {e}"))?;
+            .map_err(|e| ApplyError::Nft(format!("cannot run nft (install nftables): {e}")))?;
         if let Some(mut stdin) = child.stdin.take() {
             stdin
                 .write_all(script.as_bytes())
-                .map_err(|e| format!("nft -f -: {e}"))?;
+                .map_err(|e| ApplyError::Nft(format!("nft -f -: {e}")))?;
         }
         let out = child
             .wait_with_output()
-            .map_err(|e| format!("nft -f -: {e}"))?;
+            .map_err(|e| ApplyError::Nft(format!("nft -f -: {e}")))?;
         if out.status.success() {
             Ok(())
         } else {
-            Err(format!(
+            Err(ApplyError::Nft(format!(
                 "nft -f - failed: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
-            ))
+            )))
         }
     }
 }

@@ -6,6 +6,7 @@ use crate::checks::sysctl_d::{self, GPUTUNE_CONF};
 use crate::finding::Change;
 use crate::host::{Root, sysctl};
 
+use super::error::ApplyError;
 use super::io::{Io, holds, parse_cpu_list};
 use super::owned::{self, KeyOf};
 use super::target::{State, Step, Target};
@@ -96,7 +97,7 @@ pub fn build(
     root: &Root,
     io: &dyn Io,
     options: PlanOptions,
-) -> Result<Plan, String> {
+) -> Result<Plan, ApplyError> {
     let mut b = Builder::default();
     for change in changes {
         add(&mut b, change, root, options)?;
@@ -104,7 +105,12 @@ pub fn build(
     finish(b, root, io, options)
 }
 
-fn add(b: &mut Builder, change: &Change, root: &Root, options: PlanOptions) -> Result<(), String> {
+fn add(
+    b: &mut Builder,
+    change: &Change,
+    root: &Root,
+    options: PlanOptions,
+) -> Result<(), ApplyError> {
     let persist = options.persist;
     match change {
         Change::Sysctl { key, value } => {
@@ -128,7 +134,9 @@ fn add(b: &mut Builder, change: &Change, root: &Root, options: PlanOptions) -> R
         }
         Change::Sysfs { path, value } => {
             if !path.starts_with("/sys/") || path.contains("..") {
-                return Err(format!("refusing sysfs change outside /sys: `{path}`"));
+                return Err(ApplyError::Refused(format!(
+                    "refusing sysfs change outside /sys: `{path}`"
+                )));
             }
             check_line(value, path)?;
             b.live
@@ -171,7 +179,9 @@ fn add(b: &mut Builder, change: &Change, root: &Root, options: PlanOptions) -> R
                     .chars()
                     .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
             {
-                return Err(format!("`{key}` is not an NCCL variable name"));
+                return Err(ApplyError::Refused(format!(
+                    "`{key}` is not an NCCL variable name"
+                )));
             }
             check_line(value, key)?;
             if !persist {
@@ -192,7 +202,9 @@ fn add(b: &mut Builder, change: &Change, root: &Root, options: PlanOptions) -> R
         Change::FirewallAccept { ports } => b.ports.extend(ports.iter().copied()),
         Change::IrqAffinity { irq, cpus } => {
             if parse_cpu_list(cpus).is_none() {
-                return Err(format!("`{cpus}` is not a CPU list (irq {irq})"));
+                return Err(ApplyError::Refused(format!(
+                    "`{cpus}` is not a CPU list (irq {irq})"
+                )));
             }
             let path = format!("/proc/irq/{irq}/smp_affinity_list");
             b.live
@@ -216,14 +228,14 @@ fn add_cgroup(
     value: &str,
     root: &Root,
     persist: bool,
-) -> Result<(), String> {
+) -> Result<(), ApplyError> {
     check_word(slice, "slice")?;
     check_word(key, "cgroup key")?;
     check_line(value, key)?;
     if slice.contains('/') || key.contains('/') || slice.contains("..") {
-        return Err(format!(
+        return Err(ApplyError::Refused(format!(
             "refusing cgroup change `{slice}` `{key}`: not a slice name and file"
-        ));
+        )));
     }
     let systemd = root.exists("/run/systemd/system");
     let dir = if systemd {
@@ -237,10 +249,10 @@ fn add_cgroup(
         b.live
             .push((what.clone(), Target::Knob(knob.clone()), value.to_string()));
     } else if !systemd {
-        return Err(format!(
-            "{} does not exist: cannot set {what} (create the cgroup first)",
-            root.path(&knob).display()
-        ));
+        return Err(ApplyError::Missing {
+            path: root.path(&knob),
+            hint: format!(": cannot set {what} (create the cgroup first)"),
+        });
     }
     if !systemd {
         b.note(format!("{what} is set in cgroupfs only: systemd does not manage cgroups here, so it is lost when the cgroup is removed or the node reboots"));
@@ -249,8 +261,9 @@ fn add_cgroup(
     if persist {
         let unit = cgroup::unit_name(slice);
         let path = format!("/etc/systemd/system/{unit}.d/90-gputune.conf");
-        let directives = cgroup::directives(key, value)
-            .ok_or_else(|| format!("cgroup key `{key}` has no systemd slice directive"))?;
+        let directives = cgroup::directives(key, value).ok_or_else(|| {
+            ApplyError::Refused(format!("cgroup key `{key}` has no systemd slice directive"))
+        })?;
         for (name, v) in directives {
             b.file(
                 &path,
@@ -267,10 +280,15 @@ fn add_cgroup(
     Ok(())
 }
 
-fn finish(mut b: Builder, root: &Root, io: &dyn Io, options: PlanOptions) -> Result<Plan, String> {
+fn finish(
+    mut b: Builder,
+    root: &Root,
+    io: &dyn Io,
+    options: PlanOptions,
+) -> Result<Plan, ApplyError> {
     let mut steps = Vec::new();
-    let mut want = |what: &str, target: Target, after: State| -> Result<(), String> {
-        let before = io.read(&target).map_err(|e| format!("{what}: {e}"))?;
+    let mut want = |what: &str, target: Target, after: State| -> Result<(), ApplyError> {
+        let before = io.read(&target).map_err(|e| ApplyError::during(what, e))?;
         if !holds(&target, &after, &before) {
             steps.push(Step {
                 what: what.to_string(),
@@ -326,7 +344,8 @@ fn finish(mut b: Builder, root: &Root, io: &dyn Io, options: PlanOptions) -> Res
             edit.preamble,
             &edit.entries,
             edit.key_of,
-        )?;
+        )
+        .map_err(ApplyError::Refused)?;
         want(
             &format!("persist in {}", edit.path),
             target,
@@ -343,7 +362,11 @@ fn finish(mut b: Builder, root: &Root, io: &dyn Io, options: PlanOptions) -> Res
 }
 
 /// The table with the ports it already accepts and the new ones.
-fn firewall_table(new: &[(u16, u16)], io: &dyn Io, options: PlanOptions) -> Result<String, String> {
+fn firewall_table(
+    new: &[(u16, u16)],
+    io: &dyn Io,
+    options: PlanOptions,
+) -> Result<String, ApplyError> {
     let current = if options.live_kernel {
         io.read(&Target::NftTable)?
     } else {
@@ -351,17 +374,17 @@ fn firewall_table(new: &[(u16, u16)], io: &dyn Io, options: PlanOptions) -> Resu
     };
     let mut ports = new.to_vec();
     if let State::Present(text) = current {
-        ports.extend(nft::accepted_ports(&text)?);
+        ports.extend(nft::accepted_ports(&text).map_err(ApplyError::Nft)?);
     }
     Ok(nft::render_table(&ports))
 }
 
-fn refuse_foreign(io: &dyn Io, target: &Target) -> Result<(), String> {
+fn refuse_foreign(io: &dyn Io, target: &Target) -> Result<(), ApplyError> {
     match io.read(target)? {
-        State::Present(text) if !owned::is_ours(&text) => Err(format!(
+        State::Present(text) if !owned::is_ours(&text) => Err(ApplyError::Refused(format!(
             "{} exists and was not written by gputune; gputune never edits files it did not create",
             target.label()
-        )),
+        ))),
         _ => Ok(()),
     }
 }
@@ -396,17 +419,21 @@ fn sysctl_overrides(b: &mut Builder, root: &Root) {
     }
 }
 
-fn check_word(text: &str, what: &str) -> Result<(), String> {
+fn check_word(text: &str, what: &str) -> Result<(), ApplyError> {
     if text.is_empty() || text.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        Err(format!("{what} `{text}` must be one word"))
+        Err(ApplyError::Refused(format!(
+            "{what} `{text}` must be one word"
+        )))
     } else {
         Ok(())
     }
 }
 
-fn check_line(text: &str, what: &str) -> Result<(), String> {
+fn check_line(text: &str, what: &str) -> Result<(), ApplyError> {
     if text.contains(['\n', '\r']) {
-        Err(format!("the value for {what} must be one line"))
+        Err(ApplyError::Refused(format!(
+            "the value for {what} must be one line"
+        )))
     } else {
         Ok(())
     }

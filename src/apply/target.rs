@@ -48,7 +48,7 @@ impl State {
                 let lines: Vec<&str> = v.lines().filter(|l| !l.trim().is_empty()).collect();
                 match lines.as_slice() {
                     [] => "(empty)".into(),
-                    [one] => one.trim().to_string(),
+                    [one] => one.split_whitespace().collect::<Vec<_>>().join(" "),
                     many => format!("{} lines", many.len()),
                 }
             }
@@ -99,6 +99,10 @@ mod tests {
     fn summaries_are_one_line() {
         assert_eq!(State::Absent.summary(), "(absent)");
         assert_eq!(State::Present("10".into()).summary(), "10");
+        assert_eq!(
+            State::Present("4096\t131072 6291456\n".into()).summary(),
+            "4096 131072 6291456"
+        );
         assert_eq!(State::Present("# x\na\nb\n".into()).summary(), "3 lines");
         assert_eq!(State::Present("\n".into()).summary(), "(empty)");
     }

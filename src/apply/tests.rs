@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
+use super::error::ApplyError;
 use super::io::{HostIo, Io};
 use super::nft::Nft;
 use super::plan::{self, PlanOptions};
@@ -21,10 +22,10 @@ struct MemoryNft {
 }
 
 impl Nft for MemoryNft {
-    fn list_table(&self) -> Result<Option<String>, String> {
+    fn list_table(&self) -> Result<Option<String>, ApplyError> {
         Ok(self.table.borrow().clone())
     }
-    fn run_script(&self, script: &str) -> Result<(), String> {
+    fn run_script(&self, script: &str) -> Result<(), ApplyError> {
         let def = script
             .find("table inet gputune {")
             .map(|i| script[i..].to_string());
@@ -41,14 +42,16 @@ struct FailAt<'a> {
 }
 
 impl Io for FailAt<'_> {
-    fn read(&self, target: &Target) -> Result<State, String> {
+    fn read(&self, target: &Target) -> Result<State, ApplyError> {
         self.inner.read(target)
     }
-    fn write(&self, target: &Target, state: &State) -> Result<(), String> {
+    fn write(&self, target: &Target, state: &State) -> Result<(), ApplyError> {
         let n = self.writes.get();
         self.writes.set(n + 1);
         if n == self.k {
-            return Err(format!("injected failure at write {n}"));
+            return Err(ApplyError::Refused(format!(
+                "injected failure at write {n}"
+            )));
         }
         self.inner.write(target, state)
     }
@@ -268,7 +271,7 @@ fn a_failure_at_any_step_leaves_the_node_as_it_started() {
         let failure = transaction::execute(&plan.steps, &io).unwrap_err();
         assert_eq!(failure.step, k);
         assert!(
-            failure.error.contains("injected failure"),
+            failure.error.to_string().contains("injected failure"),
             "{}",
             failure.error
         );
@@ -294,7 +297,11 @@ fn a_real_write_failure_restores_earlier_changes() {
     let start = snapshot(dir.path(), &MemoryNft::default());
     let plan = plan::build(&every_change()[..6], &root, &io, LIVE).unwrap();
     let failure = transaction::execute(&plan.steps, &io).unwrap_err();
-    assert!(failure.error.contains("limits.d"), "{}", failure.error);
+    assert!(
+        failure.error.to_string().contains("limits.d"),
+        "{}",
+        failure.error
+    );
     assert!(failure.step > 0, "earlier steps were written first");
     assert_eq!(snapshot(dir.path(), &MemoryNft::default()), start);
 }
@@ -312,7 +319,9 @@ fn files_of_others_are_never_edited() {
         key: "NCCL_SOCKET_IFNAME".into(),
         value: "eth0".into(),
     };
-    let err = plan::build(&[change], &root, &io, LIVE).unwrap_err();
+    let err = plan::build(&[change], &root, &io, LIVE)
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("/etc/nccl.conf exists and was not written by gputune"),
         "{err}"
@@ -429,6 +438,7 @@ fn cgroupfs_without_systemd_needs_the_cgroup() {
     assert!(
         plan::build(&[missing], &root, &io, LIVE)
             .unwrap_err()
+            .to_string()
             .contains("does not exist")
     );
 }

@@ -2,15 +2,16 @@
 //! every earlier write (and the failed one, which may have half happened) is restored in
 //! reverse order, so the node ends exactly as it started.
 
+use super::error::ApplyError;
 use super::io::{Io, holds};
 use super::target::{State, Step};
 
 /// A plan that could not be applied, and how restoring the node went.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct Failure {
     /// Index of the step that failed.
     pub step: usize,
-    pub error: String,
+    pub error: ApplyError,
     /// Targets that could not be put back (empty when the node is as it started).
     pub unrestored: Vec<String>,
 }
@@ -35,6 +36,7 @@ pub fn execute(steps: &[Step], io: &dyn Io) -> Result<(), Failure> {
             let unrestored = restore(&steps[..=i], io)
                 .into_iter()
                 .filter_map(Result::err)
+                .map(|e| e.to_string())
                 .collect();
             return Err(Failure {
                 step: i,
@@ -48,17 +50,20 @@ pub fn execute(steps: &[Step], io: &dyn Io) -> Result<(), Failure> {
 
 /// Puts every target of `steps` back to its `before` state, last step first. Each target
 /// is handled even when another fails, so as much as possible is restored.
-pub fn restore(steps: &[Step], io: &dyn Io) -> Vec<Result<Restored, String>> {
+pub fn restore(steps: &[Step], io: &dyn Io) -> Vec<Result<Restored, ApplyError>> {
     steps
         .iter()
         .rev()
         .map(|step| {
             let label = step.target.label();
-            let current = io.read(&step.target).map_err(|e| format!("{label}: {e}"))?;
+            let current = io
+                .read(&step.target)
+                .map_err(|e| ApplyError::during(format!("restoring {label}"), e))?;
             if holds(&step.target, &step.before, &current) {
                 return Ok(Restored::Unchanged { target: label });
             }
-            write_verified(io, step, &step.before).map_err(|e| format!("{label}: {e}"))?;
+            write_verified(io, step, &step.before)
+                .map_err(|e| ApplyError::during(format!("restoring {label}"), e))?;
             Ok(Restored::Changed {
                 target: label,
                 from: current.summary(),
@@ -68,21 +73,22 @@ pub fn restore(steps: &[Step], io: &dyn Io) -> Vec<Result<Restored, String>> {
         .collect()
 }
 
-fn write_verified(io: &dyn Io, step: &Step, want: &State) -> Result<(), String> {
-    let label = step.target.label();
+fn write_verified(io: &dyn Io, step: &Step, want: &State) -> Result<(), ApplyError> {
     io.write(&step.target, want)
-        .map_err(|e| format!("{}: writing {label}: {e}", step.what))?;
+        .map_err(|e| ApplyError::during(&step.what, e))?;
     let got = io
         .read(&step.target)
-        .map_err(|e| format!("{}: reading back {label}: {e}", step.what))?;
+        .map_err(|e| ApplyError::during(format!("{}: reading back", step.what), e))?;
     if holds(&step.target, want, &got) {
         Ok(())
     } else {
-        Err(format!(
-            "{}: {label} reads back `{}` after writing `{}`",
-            step.what,
-            got.summary(),
-            want.summary()
+        Err(ApplyError::during(
+            &step.what,
+            ApplyError::Verify {
+                target: step.target.label(),
+                got: got.summary(),
+                want: want.summary(),
+            },
         ))
     }
 }

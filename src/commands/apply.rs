@@ -65,7 +65,7 @@ pub fn apply_with(
     let _lock = if args.dry_run {
         None
     } else {
-        Some(lock::acquire(root, lock::WAIT).map_err(Error::Runtime)?)
+        Some(lock::acquire(root, lock::WAIT).map_err(runtime)?)
     };
     let options = AuditOptions::default();
     let ctx = Context {
@@ -86,7 +86,7 @@ pub fn apply_with(
         root,
         nft: live_kernel.then_some(nft),
     };
-    let previous = journal::load(root).map_err(Error::Runtime)?;
+    let previous = journal::load(root).map_err(runtime)?;
     if !args.dry_run
         && previous
             .as_ref()
@@ -101,7 +101,7 @@ pub fn apply_with(
         persist: !args.no_persist,
         live_kernel,
     };
-    let plan = plan::build(&changes, root, &io, plan_options).map_err(Error::Runtime)?;
+    let plan = plan::build(&changes, root, &io, plan_options).map_err(runtime)?;
     print!("{}", render_plan(&profile.name, &plan));
 
     if plan.steps.is_empty() {
@@ -154,18 +154,17 @@ pub fn apply_with(
             Ok(ExitCode::Ok)
         }
         Err(failure) => {
-            let what = &plan.steps[failure.step].what;
             if failure.unrestored.is_empty() {
-                journal::restore(root, previous.as_ref()).map_err(Error::Runtime)?;
+                journal::restore(root, previous.as_ref()).map_err(runtime)?;
                 Err(Error::Runtime(format!(
-                    "apply failed at change {} of {} ({what}): {}\nevery earlier change was restored in reverse order; the node is as it started",
+                    "apply failed at change {} of {}: {}\nevery earlier change was restored in reverse order; the node is as it started",
                     failure.step + 1,
                     plan.steps.len(),
                     failure.error
                 )))
             } else {
                 Err(Error::Runtime(format!(
-                    "apply failed at change {} of {} ({what}): {}\ncould not restore: {}\nthe journal {} keeps the old values: fix the cause and run `gputune rollback`",
+                    "apply failed at change {} of {}: {}\ncould not restore: {}\nthe journal {} keeps the old values: fix the cause and run `gputune rollback`",
                     failure.step + 1,
                     plan.steps.len(),
                     failure.error,
@@ -184,8 +183,8 @@ pub fn rollback_with(root: &Root, operator: &dyn Operator, nft: &dyn Nft) -> Res
             "gputune rollback writes kernel settings and files under /etc: run it as root".into(),
         ));
     }
-    let _lock = lock::acquire(root, lock::WAIT).map_err(Error::Runtime)?;
-    let Some(mut record) = journal::load(root).map_err(Error::Runtime)? else {
+    let _lock = lock::acquire(root, lock::WAIT).map_err(runtime)?;
+    let Some(mut record) = journal::load(root).map_err(runtime)? else {
         println!(
             "nothing to roll back: there is no {}",
             root.path(journal::PATH).display()
@@ -207,7 +206,7 @@ pub fn rollback_with(root: &Root, operator: &dyn Operator, nft: &dyn Nft) -> Res
                 println!("restored {target}: {from} -> {to}")
             }
             Ok(Restored::Unchanged { target }) => println!("unchanged {target}: already as before"),
-            Err(e) => failed.push(e),
+            Err(e) => failed.push(e.to_string()),
         }
     }
     if !failed.is_empty() {
@@ -217,13 +216,18 @@ pub fn rollback_with(root: &Root, operator: &dyn Operator, nft: &dyn Nft) -> Res
         )));
     }
     record.phase = Phase::RolledBack;
-    journal::save(root, &record).map_err(Error::Runtime)?;
+    journal::save(root, &record).map_err(runtime)?;
     println!(
         "rolled back {} targets changed by profile {}",
         record.steps.len(),
         record.profiles.join(", ")
     );
     Ok(ExitCode::Ok)
+}
+
+/// Apply's errors stop the job: exit 3 with the message.
+fn runtime(e: crate::apply::error::ApplyError) -> Error {
+    Error::Runtime(e.to_string())
 }
 
 /// The plan as people read it: one line per write, `before -> after`, then the notes.
