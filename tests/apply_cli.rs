@@ -549,3 +549,51 @@ fn two_applies_never_interleave() {
     assert_eq!(node.ns.sysctls(), start);
     assert_eq!(fs::read_to_string(node.path(THP)).unwrap(), "always");
 }
+
+#[test]
+fn two_applies_started_together_run_one_after_the_other() {
+    let node = Node::new(NETWORK_PROFILE);
+    let start = node.ns.sysctls();
+    let spawn = || {
+        node.gputune_std(&["apply", "--yes"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    let outputs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
+    for out in &outputs {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let stdouts: Vec<String> = outputs
+        .iter()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .collect();
+    // Had they interleaved, both would have planned the changes and the journal would
+    // record the first one's new values as the second one's "before".
+    assert_eq!(
+        stdouts
+            .iter()
+            .filter(|s| s.contains("applied and verified"))
+            .count(),
+        1,
+        "{stdouts:?}"
+    );
+    assert_eq!(
+        stdouts
+            .iter()
+            .filter(|s| s.contains("nothing to change"))
+            .count(),
+        1,
+        "{stdouts:?}"
+    );
+    let journal = node.journal().unwrap();
+    assert_eq!(journal["profiles"].as_array().unwrap().len(), 1);
+    node.gputune(&["rollback"]).assert().success();
+    assert_eq!(node.ns.sysctls(), start);
+}

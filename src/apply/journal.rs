@@ -11,6 +11,9 @@ use crate::host::{HostError, Root, atomic};
 /// Where the journal lives (under the root).
 pub const PATH: &str = "/var/lib/gputune/journal.json";
 
+/// The journal format this build reads and writes.
+pub const VERSION: u32 = 1;
+
 /// Where an apply got to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -41,7 +44,7 @@ impl Journal {
         let mut journal = match previous {
             Some(p) if p.phase == Phase::Applied => p.clone(),
             _ => Journal {
-                version: 1,
+                version: VERSION,
                 phase: Phase::Applying,
                 profiles: Vec::new(),
                 steps: Vec::new(),
@@ -63,12 +66,23 @@ impl Journal {
 pub fn load(root: &Root) -> Result<Option<Journal>, ApplyError> {
     match root.read_optional(PATH)? {
         None => Ok(None),
-        Some(text) => serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| ApplyError::Journal {
-                path: root.path(PATH),
-                message: format!("not a gputune journal ({e}); move it away to apply again"),
-            }),
+        Some(text) => {
+            let journal: Journal =
+                serde_json::from_str(&text).map_err(|e| ApplyError::Journal {
+                    path: root.path(PATH),
+                    message: format!("not a gputune journal ({e}); move it away to apply again"),
+                })?;
+            if journal.version != VERSION {
+                return Err(ApplyError::Journal {
+                    path: root.path(PATH),
+                    message: format!(
+                        "journal version {} is not {VERSION}; use the gputune that wrote it to roll back",
+                        journal.version
+                    ),
+                });
+            }
+            Ok(Some(journal))
+        }
     }
 }
 
@@ -152,6 +166,16 @@ mod tests {
         assert_eq!(load(&root).unwrap(), Some(j.clone()));
         restore(&root, None).unwrap();
         assert_eq!(load(&root).unwrap(), None);
+        let newer = serde_json::to_string(&j)
+            .unwrap()
+            .replace("\"version\":1", "\"version\":2");
+        std::fs::write(root.path(PATH), newer).unwrap();
+        assert!(
+            load(&root)
+                .unwrap_err()
+                .to_string()
+                .contains("journal version 2")
+        );
         std::fs::write(root.path(PATH), "{ not json").unwrap();
         assert!(
             load(&root)
