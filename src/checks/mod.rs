@@ -5,6 +5,7 @@
 pub mod memory;
 pub mod network;
 pub mod sysctl;
+pub mod sysctl_d;
 
 use crate::finding::{Area, Finding};
 use crate::host::Root;

@@ -9,6 +9,10 @@ use crate::host::sysctl::{self, Vector};
 use crate::profile::setting::Setting;
 
 use super::Context;
+use super::sysctl_d::{self, Assignment};
+
+/// What the configuration files set at boot, key by key (or why they could not be read).
+type Boot = Result<BTreeMap<String, Assignment>, String>;
 
 /// Findings for every setting of `area` whose key is a sysctl (`is_sysctl`).
 pub fn audit(ctx: &Context, area: Area, is_sysctl: impl Fn(&str) -> bool) -> Vec<Finding> {
@@ -18,13 +22,26 @@ pub fn audit(ctx: &Context, area: Area, is_sysctl: impl Fn(&str) -> bool) -> Vec
         .filter(|(k, _)| is_sysctl(k))
         .collect();
 
-    // Read each sysctl once, and work out the value every part-wise fix should set.
+    if settings.is_empty() {
+        return Vec::new();
+    }
+    let boot: Boot = sysctl_d::assignments(ctx.root)
+        .map(|a| sysctl_d::effective(&a))
+        .map_err(|e| e.to_string());
+    let persisted = ctx.options.persisted;
+
+    // Read each sysctl once (from the files with --persisted, where they set it), and work
+    // out the value every part-wise fix should set.
     let mut values: BTreeMap<String, Result<Option<String>, String>> = BTreeMap::new();
     for (key, _) in &settings {
         let name = sysctl_name(key);
         values
             .entry(name.to_string())
-            .or_insert_with(|| sysctl::read(ctx.root, name).map_err(|e| e.to_string()));
+            .or_insert_with(|| match (persisted, &boot) {
+                (true, Ok(b)) if b.contains_key(name) => Ok(Some(b[name].value.clone())),
+                (true, Err(e)) => Err(e.clone()),
+                _ => sysctl::read(ctx.root, name).map_err(|e| e.to_string()),
+            });
     }
     let targets = vector_targets(&settings, &values);
 
@@ -34,7 +51,7 @@ pub fn audit(ctx: &Context, area: Area, is_sysctl: impl Fn(&str) -> bool) -> Vec
             let name = sysctl_name(key);
             let expected = setting.rule.describe();
             let why = super::why(ctx, area, key);
-            match &values[name] {
+            let finding = match &values[name] {
                 Err(e) => Finding::error(key.as_str(), area, expected, e.clone()),
                 Ok(None) => Finding::skip(
                     key.as_str(),
@@ -46,9 +63,134 @@ pub fn audit(ctx: &Context, area: Area, is_sysctl: impl Fn(&str) -> bool) -> Vec
                     ),
                 ),
                 Ok(Some(value)) => judge(key, area, setting, name, value, targets.get(name), why),
+            };
+            let Ok(boot) = &boot else {
+                return finding;
+            };
+            let value = values[name].as_ref().ok().and_then(Option::as_deref);
+            if persisted {
+                at_boot(finding, key, setting, name, boot.get(name))
+            } else {
+                live_and_boot(finding, key, setting, name, value, boot.get(name))
             }
         })
         .collect()
+}
+
+/// `--persisted`: the finding judged the files' value; say where it comes from, and judge
+/// a key no file sets by what the kernel default would give.
+fn at_boot(
+    mut finding: Finding,
+    key: &str,
+    setting: &Setting,
+    name: &str,
+    assignment: Option<&Assignment>,
+) -> Finding {
+    if let Some(a) = assignment {
+        if finding.status != Status::Error {
+            finding.message = format!(
+                "at boot {} sets {name} = {}; {}",
+                a.origin(),
+                a.value,
+                finding.message
+            );
+        }
+        return finding;
+    }
+    let unset = format!("no sysctl.d file sets {name}: after a reboot the kernel default applies");
+    match finding.status {
+        Status::Pass => {
+            finding.status = Status::Warn;
+            finding.message = format!(
+                "{unset}; it passes only while the default is `{}`",
+                finding.actual
+            );
+            finding.fix = persist_fix(name, &finding.actual);
+        }
+        Status::Skip => {
+            finding.status = setting.severity.status();
+            finding.actual = "unset".into();
+            finding.message = unset;
+            if sysctl::split_part(key).is_none()
+                && let Some(target) = setting.rule.target("")
+            {
+                finding.fix = persist_fix(name, &target);
+                finding.change = Some(Change::Sysctl {
+                    key: name.into(),
+                    value: target,
+                });
+            }
+        }
+        _ => finding.message = format!("{unset}; {}", finding.message),
+    }
+    finding
+}
+
+/// A live finding, with what the files would set at boot: right live but not persisted
+/// (lost at reboot) is a warning whose change persists the live value; persisted but not
+/// live says how to load it.
+fn live_and_boot(
+    mut finding: Finding,
+    key: &str,
+    setting: &Setting,
+    name: &str,
+    live: Option<&str>,
+    assignment: Option<&Assignment>,
+) -> Finding {
+    let Some(live) = live else {
+        return finding;
+    };
+    let boot_ok = assignment.map(|a| {
+        actual_of(key, &a.value).is_ok_and(|part| setting.status_for(&part).0 == Status::Pass)
+    });
+    match (finding.status, assignment, boot_ok) {
+        (Status::Pass, None, _) => {
+            finding.status = Status::Warn;
+            finding.message = format!(
+                "right live, but no sysctl.d file sets {name}: a reboot brings back the kernel default"
+            );
+        }
+        (Status::Pass, Some(a), Some(false)) => {
+            finding.status = Status::Warn;
+            finding.message = format!(
+                "right live, but at boot {} sets {name} = {}: lost at reboot",
+                a.origin(),
+                a.value
+            );
+        }
+        (Status::Fail | Status::Warn, Some(a), Some(true)) => {
+            finding.message = format!(
+                "{}; {} sets {name} = {} for boot but it is not live (run `sysctl --system` or `gputune apply`)",
+                finding.message,
+                a.origin(),
+                a.value
+            );
+            return finding;
+        }
+        _ => return finding,
+    }
+    finding.fix = persist_fix(name, live);
+    finding.change = Some(Change::Sysctl {
+        key: name.into(),
+        value: live.to_string(),
+    });
+    finding
+}
+
+/// How to persist a sysctl by hand (apply does it in its own file).
+fn persist_fix(name: &str, value: &str) -> String {
+    format!(
+        "persist it: `gputune apply`, or a line `{name} = {value}` in a file under /etc/sysctl.d/ ({} is gputune's)",
+        sysctl_d::GPUTUNE_CONF
+    )
+}
+
+/// The value a profile key judges: the sysctl's value or the part it names.
+fn actual_of(key: &str, value: &str) -> Result<String, String> {
+    match sysctl::split_part(key) {
+        Some((vector, index)) => part_of(value, vector, index),
+        None => Ok(value.to_string()),
+    }
 }
 
 /// The sysctl a profile key reads: the key itself, or the vector it names a part of.
@@ -151,4 +293,177 @@ fn vector_targets(
         .into_iter()
         .map(|(k, parts)| (k, parts.join(" ")))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::AuditOptions;
+    use crate::host::Root;
+    use crate::profile::Loader;
+
+    const PROFILE: &str = r#"
+description = "test"
+[network]
+"net.core.somaxconn" = { min = 4096 }
+"net.ipv4.tcp_rmem.max" = { min = 16777216 }
+"#;
+
+    /// Findings for a node with these files (host path, content), live or `--persisted`.
+    fn audit_node(files: &[(&str, &str)], persisted: bool) -> Vec<Finding> {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            let full = dir.path().join(path.trim_start_matches('/'));
+            std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+            std::fs::write(full, text).unwrap();
+        }
+        let profile_path = dir.path().join("p.toml");
+        std::fs::write(&profile_path, PROFILE).unwrap();
+        let root = Root::new(dir.path());
+        let profile = Loader::new(&root, &crate::checks::keys)
+            .load(profile_path.to_str().unwrap())
+            .unwrap();
+        let options = AuditOptions {
+            persisted,
+            ..AuditOptions::default()
+        };
+        let ctx = Context {
+            root: &root,
+            profile: &profile,
+            options: &options,
+        };
+        audit(&ctx, Area::Network, |_| true)
+    }
+
+    const SOMAXCONN: &str = "/proc/sys/net/core/somaxconn";
+    const OURS: &str = "/etc/sysctl.d/90-gputune.conf";
+
+    #[test]
+    fn live_values_are_checked_against_boot_files() {
+        type Case<'a> = (&'a [(&'a str, &'a str)], Status, &'a str, Option<&'a str>);
+        let cases: &[Case] = &[
+            // right live, no file: lost at reboot, and the change persists the live value
+            (
+                &[(SOMAXCONN, "4096\n")],
+                Status::Warn,
+                "no sysctl.d file sets",
+                Some("4096"),
+            ),
+            (
+                &[(SOMAXCONN, "4096\n"), (OURS, "net.core.somaxconn = 4096\n")],
+                Status::Pass,
+                "",
+                None,
+            ),
+            // a later user file sets it back at boot
+            (
+                &[
+                    (SOMAXCONN, "4096\n"),
+                    (OURS, "net.core.somaxconn = 4096\n"),
+                    ("/etc/sysctl.d/99-user.conf", "net.core.somaxconn = 128\n"),
+                ],
+                Status::Warn,
+                "at boot /etc/sysctl.d/99-user.conf:1 sets net.core.somaxconn = 128",
+                Some("4096"),
+            ),
+            // /etc/sysctl.conf is read last
+            (
+                &[
+                    (SOMAXCONN, "4096\n"),
+                    (OURS, "net.core.somaxconn = 4096\n"),
+                    ("/etc/sysctl.conf", "net.core.somaxconn=10\n"),
+                ],
+                Status::Warn,
+                "/etc/sysctl.conf:1",
+                Some("4096"),
+            ),
+            // persisted but not live
+            (
+                &[
+                    (SOMAXCONN, "128\n"),
+                    ("/usr/lib/sysctl.d/50-x.conf", "net.core.somaxconn = 8192\n"),
+                ],
+                Status::Fail,
+                "/usr/lib/sysctl.d/50-x.conf:1 sets net.core.somaxconn = 8192 for boot but it is not live",
+                Some("4096"),
+            ),
+        ];
+        for (files, status, message, change) in cases {
+            let findings = audit_node(files, false);
+            let f = findings
+                .iter()
+                .find(|f| f.id == "net.core.somaxconn")
+                .unwrap();
+            assert_eq!(f.status, *status, "{files:?}: {f:?}");
+            assert!(f.message.contains(message), "{files:?}: {}", f.message);
+            let want = change.map(|v| Change::Sysctl {
+                key: "net.core.somaxconn".into(),
+                value: v.into(),
+            });
+            assert_eq!(f.change, want, "{files:?}");
+        }
+    }
+
+    #[test]
+    fn persisted_audits_judge_the_files() {
+        type Case<'a> = (&'a [(&'a str, &'a str)], &'a str, Status, &'a str);
+        let cases: &[Case] = &[
+            (
+                &[(SOMAXCONN, "128\n"), (OURS, "net.core.somaxconn = 4096\n")],
+                "net.core.somaxconn",
+                Status::Pass,
+                "at boot /etc/sysctl.d/90-gputune.conf:1",
+            ),
+            (
+                &[],
+                "net.core.somaxconn",
+                Status::Fail,
+                "no sysctl.d file sets net.core.somaxconn",
+            ),
+            (
+                &[(SOMAXCONN, "4096\n")],
+                "net.core.somaxconn",
+                Status::Warn,
+                "passes only while the default is `4096`",
+            ),
+            (
+                &[(SOMAXCONN, "128\n")],
+                "net.core.somaxconn",
+                Status::Fail,
+                "no sysctl.d file sets",
+            ),
+            (
+                &[(
+                    "/run/sysctl.d/x.conf",
+                    "net.ipv4.tcp_rmem = 4096 131072 16777216\n",
+                )],
+                "net.ipv4.tcp_rmem.max",
+                Status::Pass,
+                "/run/sysctl.d/x.conf:1",
+            ),
+            (
+                &[(
+                    "/etc/sysctl.d/x.conf",
+                    "net.ipv4.tcp_rmem = 4096 131072 6291456\n",
+                )],
+                "net.ipv4.tcp_rmem.max",
+                Status::Fail,
+                "/etc/sysctl.d/x.conf:1",
+            ),
+        ];
+        for (files, id, status, message) in cases {
+            let findings = audit_node(files, true);
+            let f = findings.iter().find(|f| f.id == *id).unwrap();
+            assert_eq!(f.status, *status, "{files:?}: {f:?}");
+            assert!(f.message.contains(message), "{files:?}: {}", f.message);
+        }
+        let unset = audit_node(&[], true);
+        assert_eq!(
+            unset[0].change,
+            Some(Change::Sysctl {
+                key: "net.core.somaxconn".into(),
+                value: "4096".into()
+            })
+        );
+    }
 }

@@ -1,9 +1,18 @@
-//! `gputune apply` and `gputune rollback`.
+//! `gputune apply` and `gputune rollback`: the command-line side of [`crate::apply`] —
+//! who may run them, what they print, and the exit codes.
 
 use clap::Args;
 
+use crate::apply::io::{HostIo, has_live_kernel};
+use crate::apply::journal::{self, Journal, Phase};
+use crate::apply::lock;
+use crate::apply::nft::{Nft, NftCommand};
+use crate::apply::operator::{Console, Operator};
+use crate::apply::plan::{self, Plan, PlanOptions};
+use crate::apply::transaction::{self, Restored};
+use crate::checks::{self, AuditOptions, Context};
 use crate::error::{Error, ExitCode, Result};
-use crate::finding::Area;
+use crate::finding::{Area, Status};
 use crate::host::Root;
 
 #[derive(Debug, Args)]
@@ -28,10 +37,213 @@ pub struct ApplyArgs {
 #[derive(Debug, Args)]
 pub struct RollbackArgs {}
 
-pub fn run(_args: &ApplyArgs, _root: &Root) -> Result<ExitCode> {
-    Err(Error::NotBuilt("apply"))
+/// `gputune apply`: as the user running it, with the real `nft`.
+pub fn run(args: &ApplyArgs, root: &Root) -> Result<ExitCode> {
+    apply_with(args, root, &Console, &NftCommand)
 }
 
-pub fn rollback(_args: &RollbackArgs, _root: &Root) -> Result<ExitCode> {
-    Err(Error::NotBuilt("rollback"))
+/// `gputune rollback`: restores what the journal recorded before the last applies.
+pub fn rollback(_args: &RollbackArgs, root: &Root) -> Result<ExitCode> {
+    rollback_with(root, &Console, &NftCommand)
+}
+
+/// Apply with the operator and nftables given, so tests can stand in for both.
+pub fn apply_with(
+    args: &ApplyArgs,
+    root: &Root,
+    operator: &dyn Operator,
+    nft: &dyn Nft,
+) -> Result<ExitCode> {
+    let (profile, _) = super::audit::load_profile(Some(&args.profile), root)?;
+    if !args.dry_run && !operator.is_root() {
+        return Err(Error::Runtime(
+            "gputune apply writes kernel settings and files under /etc: run it as root (`--dry-run` shows the plan without root)".into(),
+        ));
+    }
+    // The lock comes before the audit, so the plan is made from facts no other apply
+    // is changing.
+    let _lock = if args.dry_run {
+        None
+    } else {
+        Some(lock::acquire(root, lock::WAIT).map_err(runtime)?)
+    };
+    let options = AuditOptions::default();
+    let ctx = Context {
+        root,
+        profile: &profile,
+        options: &options,
+    };
+    let findings = checks::run(&ctx, &args.only);
+    let changes = plan::dedup(
+        findings
+            .into_iter()
+            .filter(|f| matches!(f.status, Status::Fail | Status::Warn))
+            .filter_map(|f| f.change),
+    );
+
+    let live_kernel = has_live_kernel(root);
+    let io = HostIo {
+        root,
+        nft: live_kernel.then_some(nft),
+    };
+    let previous = journal::load(root).map_err(runtime)?;
+    if !args.dry_run
+        && previous
+            .as_ref()
+            .is_some_and(|j| j.phase == Phase::Applying)
+    {
+        return Err(Error::Runtime(format!(
+            "an earlier apply was interrupted ({} says `applying`): run `gputune rollback` first",
+            root.path(journal::PATH).display()
+        )));
+    }
+    let plan_options = PlanOptions {
+        persist: !args.no_persist,
+        live_kernel,
+    };
+    let plan = plan::build(&changes, root, &io, plan_options).map_err(runtime)?;
+    print!("{}", render_plan(&profile.name, &plan));
+
+    if plan.steps.is_empty() {
+        println!(
+            "nothing to change: the node already matches profile {}",
+            profile.name
+        );
+        return Ok(ExitCode::Ok);
+    }
+    if args.dry_run {
+        println!("dry run: nothing was changed");
+        return Ok(ExitCode::Ok);
+    }
+    if !args.yes {
+        if !operator.can_ask() {
+            return Err(Error::Usage(
+                "standard input is not a terminal, so apply cannot ask for confirmation: pass --yes to apply, or --dry-run to only see the plan".into(),
+            ));
+        }
+        let question = format!("Apply these {} changes?", plan.steps.len());
+        let yes = operator
+            .confirm(&question)
+            .map_err(|e| Error::Runtime(format!("cannot read the answer: {e}")))?;
+        if !yes {
+            println!("not applied: nothing was changed");
+            return Ok(ExitCode::Ok);
+        }
+    }
+
+    let mut record = Journal::begin(previous.as_ref(), &profile.name, &plan.steps);
+    journal::save(root, &record).map_err(|e| {
+        Error::Runtime(format!(
+            "cannot write the journal, nothing was changed: {e}"
+        ))
+    })?;
+    match transaction::execute(&plan.steps, &io) {
+        Ok(()) => {
+            record.phase = Phase::Applied;
+            journal::save(root, &record).map_err(|e| {
+                Error::Runtime(format!(
+                    "every change was applied and verified, but marking the journal failed ({e}); `gputune rollback` still undoes it"
+                ))
+            })?;
+            println!(
+                "applied and verified {} changes of profile {}; the previous values are in {}; undo with `gputune rollback`",
+                plan.steps.len(),
+                profile.name,
+                root.path(journal::PATH).display()
+            );
+            Ok(ExitCode::Ok)
+        }
+        Err(failure) => {
+            if failure.unrestored.is_empty() {
+                journal::restore(root, previous.as_ref()).map_err(runtime)?;
+                Err(Error::Runtime(format!(
+                    "apply failed at change {} of {}: {}\nevery earlier change was restored in reverse order; the node is as it started",
+                    failure.step + 1,
+                    plan.steps.len(),
+                    failure.error
+                )))
+            } else {
+                Err(Error::Runtime(format!(
+                    "apply failed at change {} of {}: {}\ncould not restore: {}\nthe journal {} keeps the old values: fix the cause and run `gputune rollback`",
+                    failure.step + 1,
+                    plan.steps.len(),
+                    failure.error,
+                    failure.unrestored.join("; "),
+                    root.path(journal::PATH).display()
+                )))
+            }
+        }
+    }
+}
+
+/// Rollback with the operator and nftables given.
+pub fn rollback_with(root: &Root, operator: &dyn Operator, nft: &dyn Nft) -> Result<ExitCode> {
+    if !operator.is_root() {
+        return Err(Error::Runtime(
+            "gputune rollback writes kernel settings and files under /etc: run it as root".into(),
+        ));
+    }
+    let _lock = lock::acquire(root, lock::WAIT).map_err(runtime)?;
+    let Some(mut record) = journal::load(root).map_err(runtime)? else {
+        println!(
+            "nothing to roll back: there is no {}",
+            root.path(journal::PATH).display()
+        );
+        return Ok(ExitCode::Ok);
+    };
+    if record.phase == Phase::RolledBack {
+        println!("nothing to roll back: the last apply was already rolled back");
+        return Ok(ExitCode::Ok);
+    }
+    let io = HostIo {
+        root,
+        nft: has_live_kernel(root).then_some(nft),
+    };
+    let mut failed = Vec::new();
+    for result in transaction::restore(&record.steps, &io) {
+        match result {
+            Ok(Restored::Changed { target, from, to }) => {
+                println!("restored {target}: {from} -> {to}")
+            }
+            Ok(Restored::Unchanged { target }) => println!("unchanged {target}: already as before"),
+            Err(e) => failed.push(e.to_string()),
+        }
+    }
+    if !failed.is_empty() {
+        return Err(Error::Runtime(format!(
+            "could not restore: {}\nthe journal is kept: fix the cause and run `gputune rollback` again",
+            failed.join("; ")
+        )));
+    }
+    record.phase = Phase::RolledBack;
+    journal::save(root, &record).map_err(runtime)?;
+    println!(
+        "rolled back {} targets changed by profile {}",
+        record.steps.len(),
+        record.profiles.join(", ")
+    );
+    Ok(ExitCode::Ok)
+}
+
+/// Apply's errors stop the job: exit 3 with the message.
+fn runtime(e: crate::apply::error::ApplyError) -> Error {
+    Error::Runtime(e.to_string())
+}
+
+/// The plan as people read it: one line per write, `before -> after`, then the notes.
+pub fn render_plan(profile: &str, plan: &Plan) -> String {
+    let mut out = format!("plan for profile {profile}: {} changes\n", plan.steps.len());
+    for step in &plan.steps {
+        out.push_str(&format!(
+            "  {}: {}: {} -> {}\n",
+            step.what,
+            step.target.label(),
+            step.before.summary(),
+            step.after.summary()
+        ));
+    }
+    for note in &plan.notes {
+        out.push_str(&format!("note: {note}\n"));
+    }
+    out
 }

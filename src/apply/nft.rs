@@ -1,0 +1,212 @@
+//! The nftables table `inet gputune`: rendering it from port ranges, reading the ranges
+//! back from a listing, and the [`Nft`] boundary that runs the real `nft`.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use super::error::ApplyError;
+
+/// The table gputune owns; it never touches another table.
+pub const TABLE: &str = "inet gputune";
+
+/// Runs nftables commands. The real one is [`NftCommand`]; tests use an in-memory table.
+pub trait Nft {
+    /// `nft list table inet gputune`, or `None` when the table does not exist.
+    fn list_table(&self) -> Result<Option<String>, ApplyError>;
+    /// Runs an nft script (`nft -f -`) as one atomic transaction.
+    fn run_script(&self, script: &str) -> Result<(), ApplyError>;
+}
+
+/// The real `nft` binary found on `PATH`.
+#[derive(Debug, Default)]
+pub struct NftCommand;
+
+impl Nft for NftCommand {
+    fn list_table(&self) -> Result<Option<String>, ApplyError> {
+        let out = Command::new("nft")
+            .args(["list", "table", "inet", "gputune"])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| ApplyError::Nft(format!("cannot run nft (install nftables): {e}")))?;
+        if out.status.success() {
+            return Ok(Some(String::from_utf8_lossy(&out.stdout).into_owned()));
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        if err.contains("No such file or directory") {
+            Ok(None)
+        } else {
+            Err(ApplyError::Nft(format!(
+                "nft list table {TABLE}: {}",
+                err.trim()
+            )))
+        }
+    }
+
+    fn run_script(&self, script: &str) -> Result<(), ApplyError> {
+        let mut child = Command::new("nft")
+            .args(["-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| ApplyError::Nft(format!("cannot run nft (install nftables): {e}")))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin
+                .write_all(script.as_bytes())
+                .map_err(|e| ApplyError::Nft(format!("nft -f -: {e}")))?;
+        }
+        let out = child
+            .wait_with_output()
+            .map_err(|e| ApplyError::Nft(format!("nft -f -: {e}")))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(ApplyError::Nft(format!(
+                "nft -f - failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )))
+        }
+    }
+}
+
+/// The script that makes the table exactly `definition` (or removes it when `None`) in
+/// one transaction: declaring the table first lets `delete` succeed when it is absent.
+pub fn replace_script(definition: Option<&str>) -> String {
+    let mut script = format!("table {TABLE}\ndelete table {TABLE}\n");
+    if let Some(def) = definition {
+        script.push_str(def);
+    }
+    script
+}
+
+/// The table accepting inbound TCP to `ports`, in the form `nft list table` prints. Its
+/// input chain runs just before the usual filter priority; note that in nftables an accept
+/// ends only this table's chain, so a drop in another table at the same hook still drops.
+pub fn render_table(ports: &[(u16, u16)]) -> String {
+    let set: Vec<String> = normalize_ports(ports)
+        .iter()
+        .map(|&(lo, hi)| {
+            if lo == hi {
+                lo.to_string()
+            } else {
+                format!("{lo}-{hi}")
+            }
+        })
+        .collect();
+    let mut out = format!(
+        "table {TABLE} {{\n\tchain input {{\n\t\ttype filter hook input priority filter - 1; policy accept;\n"
+    );
+    if !set.is_empty() {
+        out.push_str(&format!("\t\ttcp dport {{ {} }} accept\n", set.join(", ")));
+    }
+    out.push_str("\t}\n}\n");
+    out
+}
+
+/// Sorted, merged port ranges, so the same ports always render and compare the same.
+pub fn normalize_ports(ports: &[(u16, u16)]) -> Vec<(u16, u16)> {
+    let mut sorted: Vec<(u16, u16)> = ports.iter().map(|&(a, b)| (a.min(b), a.max(b))).collect();
+    sorted.sort_unstable();
+    let mut merged: Vec<(u16, u16)> = Vec::new();
+    for (lo, hi) in sorted {
+        match merged.last_mut() {
+            Some(last) if u32::from(lo) <= u32::from(last.1) + 1 => last.1 = last.1.max(hi),
+            _ => merged.push((lo, hi)),
+        }
+    }
+    merged
+}
+
+/// The TCP port ranges a table listing accepts (`tcp dport { 29500-29550, 8080 } accept`
+/// or `tcp dport 22 accept`), merged; an error names a line it cannot read.
+pub fn accepted_ports(listing: &str) -> Result<Vec<(u16, u16)>, String> {
+    let mut ports = Vec::new();
+    for line in listing.lines().map(str::trim) {
+        let Some(rest) = line.strip_prefix("tcp dport ") else {
+            continue;
+        };
+        let Some(spec) = rest.strip_suffix(" accept") else {
+            return Err(format!("unexpected rule `{line}` in table {TABLE}"));
+        };
+        let spec = spec.trim().trim_start_matches('{').trim_end_matches('}');
+        for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            ports.push(parse_range(item).ok_or_else(|| {
+                format!("unreadable port `{item}` in rule `{line}` of table {TABLE}")
+            })?);
+        }
+    }
+    Ok(normalize_ports(&ports))
+}
+
+fn parse_range(item: &str) -> Option<(u16, u16)> {
+    match item.split_once('-') {
+        Some((lo, hi)) => Some((lo.trim().parse().ok()?, hi.trim().parse().ok()?)),
+        None => item.parse().ok().map(|p| (p, p)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Ranges = Vec<(u16, u16)>;
+
+    #[test]
+    fn ports_merge_and_sort() {
+        let cases: &[(Ranges, Ranges)] = &[
+            (vec![], vec![]),
+            (vec![(29500, 29550)], vec![(29500, 29550)]),
+            (
+                vec![(50000, 51000), (29500, 29550)],
+                vec![(29500, 29550), (50000, 51000)],
+            ),
+            (vec![(10, 20), (21, 30)], vec![(10, 30)]),
+            (vec![(10, 20), (15, 25), (5, 5)], vec![(5, 5), (10, 25)]),
+            (vec![(20, 10)], vec![(10, 20)]),
+            (vec![(65535, 65535), (65534, 65535)], vec![(65534, 65535)]),
+        ];
+        for (input, want) in cases {
+            assert_eq!(normalize_ports(input), *want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn listings_give_their_ports() {
+        let cases: &[(&str, Result<Ranges, ()>)] = &[
+            ("table inet gputune {\n}\n", Ok(vec![])),
+            (
+                "table inet gputune {\n\tchain input {\n\t\ttcp dport { 29500-29550, 50000-51000 } accept\n\t}\n}\n",
+                Ok(vec![(29500, 29550), (50000, 51000)]),
+            ),
+            ("\t\ttcp dport 22 accept\n", Ok(vec![(22, 22)])),
+            (
+                "tcp dport { 80, 81 } accept\ntcp dport 82 accept",
+                Ok(vec![(80, 82)]),
+            ),
+            ("tcp dport 22 drop\n", Err(())),
+            ("tcp dport { eighty } accept\n", Err(())),
+            ("tcp dport { 70000 } accept\n", Err(())),
+        ];
+        for (text, want) in cases {
+            assert_eq!(accepted_ports(text).map_err(|_| ()), *want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn rendered_tables_read_back() {
+        let ports = [(50000, 51000), (29500, 29550), (22, 22)];
+        let table = render_table(&ports);
+        assert!(table.starts_with("table inet gputune {"));
+        assert_eq!(accepted_ports(&table).unwrap(), normalize_ports(&ports));
+        assert_eq!(accepted_ports(&render_table(&[])).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn replacing_declares_before_deleting() {
+        assert_eq!(
+            replace_script(None),
+            "table inet gputune\ndelete table inet gputune\n"
+        );
+        assert!(replace_script(Some("table inet gputune {\n}\n")).ends_with("{\n}\n"));
+    }
+}

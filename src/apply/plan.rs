@@ -1,0 +1,451 @@
+//! From changes to a plan: every [`Change`] becomes the writes it needs (live knobs, the
+//! nftables table, gputune's own files), each with the target's current state. Writes
+//! that would change nothing are left out, which is what makes a second apply a no-op.
+
+use crate::checks::sysctl_d::{self, GPUTUNE_CONF};
+use crate::finding::Change;
+use crate::host::{Root, sysctl};
+
+use super::error::ApplyError;
+use super::io::{Io, holds, parse_cpu_list};
+use super::owned::{self, KeyOf};
+use super::target::{State, Step, Target};
+use super::{cgroup, firewall, nft};
+
+/// Persisted limits.
+pub const LIMITS_CONF: &str = "/etc/security/limits.d/90-gputune.conf";
+/// System-wide NCCL settings (NCCL reads it at initialisation).
+pub const NCCL_CONF: &str = "/etc/nccl.conf";
+
+/// The writes of one apply, in order, and what people should know about them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub steps: Vec<Step>,
+    pub notes: Vec<String>,
+}
+
+/// How apply writes: whether to persist, and whether the root's kernel is the running one.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanOptions {
+    pub persist: bool,
+    pub live_kernel: bool,
+}
+
+/// Changes in first-seen order with duplicates removed (two checks may ask for the same).
+pub fn dedup(changes: impl IntoIterator<Item = Change>) -> Vec<Change> {
+    let mut out: Vec<Change> = Vec::new();
+    for c in changes {
+        if !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+struct FileEdit {
+    path: String,
+    preamble: &'static str,
+    key_of: KeyOf,
+    entries: Vec<(String, String)>,
+}
+
+#[derive(Default)]
+struct Builder {
+    live: Vec<(String, Target, String)>,
+    files: Vec<FileEdit>,
+    ports: Vec<(u16, u16)>,
+    notes: Vec<String>,
+}
+
+impl Builder {
+    fn file(
+        &mut self,
+        path: &str,
+        preamble: &'static str,
+        key_of: KeyOf,
+        key: String,
+        line: String,
+    ) {
+        let edit = match self.files.iter_mut().position(|f| f.path == path) {
+            Some(i) => &mut self.files[i],
+            None => {
+                self.files.push(FileEdit {
+                    path: path.to_string(),
+                    preamble,
+                    key_of,
+                    entries: Vec::new(),
+                });
+                let last = self.files.len() - 1;
+                &mut self.files[last]
+            }
+        };
+        edit.entries.retain(|(k, _)| *k != key);
+        edit.entries.push((key, line));
+    }
+
+    fn note(&mut self, note: String) {
+        if !self.notes.contains(&note) {
+            self.notes.push(note);
+        }
+    }
+}
+
+/// The plan for `changes` on the node behind `io`; an error names the change or file that
+/// cannot be planned (nothing has been written then).
+pub fn build(
+    changes: &[Change],
+    root: &Root,
+    io: &dyn Io,
+    options: PlanOptions,
+) -> Result<Plan, ApplyError> {
+    let mut b = Builder::default();
+    for change in changes {
+        add(&mut b, change, root, options)?;
+    }
+    finish(b, root, io, options)
+}
+
+fn add(
+    b: &mut Builder,
+    change: &Change,
+    root: &Root,
+    options: PlanOptions,
+) -> Result<(), ApplyError> {
+    let persist = options.persist;
+    match change {
+        Change::Sysctl { key, value } => {
+            check_word(key, "sysctl key")?;
+            check_line(value, key)?;
+            b.live.push((
+                key.clone(),
+                Target::Knob(sysctl::host_path(key)),
+                value.clone(),
+            ));
+            if persist {
+                let line = format!("{key} = {}", sysctl::normalize(value));
+                b.file(
+                    GPUTUNE_CONF,
+                    "",
+                    owned::key_before_equals,
+                    key.clone(),
+                    line,
+                );
+            }
+        }
+        Change::Sysfs { path, value } => {
+            if !path.starts_with("/sys/") || path.contains("..") {
+                return Err(ApplyError::Refused(format!(
+                    "refusing sysfs change outside /sys: `{path}`"
+                )));
+            }
+            check_line(value, path)?;
+            b.live
+                .push((path.clone(), Target::Knob(path.clone()), value.clone()));
+            b.note(format!(
+                "{path} is set live only: the kernel resets it at boot (persist it on the kernel command line or with a systemd-tmpfiles rule)"
+            ));
+        }
+        Change::Limit {
+            domain,
+            kind,
+            item,
+            value,
+        } => {
+            for (field, name) in [
+                (domain, "domain"),
+                (kind, "type"),
+                (item, "item"),
+                (value, "value"),
+            ] {
+                check_word(field, &format!("limits {name}"))?;
+            }
+            if !persist {
+                b.note(format!("limit {domain} {kind} {item} skipped: limits exist only in {LIMITS_CONF}, which --no-persist does not write"));
+                return Ok(());
+            }
+            let key = format!("{domain} {kind} {item}");
+            b.file(
+                LIMITS_CONF,
+                "",
+                owned::limits_key,
+                key.clone(),
+                format!("{key} {value}"),
+            );
+            b.note("limits apply to sessions started from now on (pam_limits reads limits.d at login); running jobs keep theirs".into());
+        }
+        Change::NcclEnv { key, value } => {
+            if key.is_empty()
+                || !key
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+            {
+                return Err(ApplyError::Refused(format!(
+                    "`{key}` is not an NCCL variable name"
+                )));
+            }
+            check_line(value, key)?;
+            if !persist {
+                b.note(format!("{key} skipped: NCCL settings exist only in {NCCL_CONF}, which --no-persist does not write"));
+                return Ok(());
+            }
+            b.file(
+                NCCL_CONF,
+                "",
+                owned::key_before_equals,
+                key.clone(),
+                format!("{key}={value}"),
+            );
+            b.note(format!(
+                "NCCL reads {NCCL_CONF} when a job starts; a job's own environment overrides it"
+            ));
+        }
+        Change::FirewallAccept { ports } => b.ports.extend(ports.iter().copied()),
+        Change::IrqAffinity { irq, cpus } => {
+            if parse_cpu_list(cpus).is_none() {
+                return Err(ApplyError::Refused(format!(
+                    "`{cpus}` is not a CPU list (irq {irq})"
+                )));
+            }
+            let path = format!("/proc/irq/{irq}/smp_affinity_list");
+            b.live
+                .push((format!("irq {irq}"), Target::Knob(path), cpus.clone()));
+            b.note(
+                "interrupt affinity is live only: it is lost at reboot, reapply after boot".into(),
+            );
+            if irqbalance_active(root) {
+                b.note("irqbalance is enabled on this node and will move the steered interrupts again; ban them (IRQBALANCE_BANNED_CPULIST or --banirq) or stop irqbalance".into());
+            }
+        }
+        Change::Cgroup { slice, key, value } => add_cgroup(b, slice, key, value, root, persist)?,
+    }
+    Ok(())
+}
+
+fn add_cgroup(
+    b: &mut Builder,
+    slice: &str,
+    key: &str,
+    value: &str,
+    root: &Root,
+    persist: bool,
+) -> Result<(), ApplyError> {
+    check_word(slice, "slice")?;
+    check_word(key, "cgroup key")?;
+    check_line(value, key)?;
+    if slice.contains('/') || key.contains('/') || slice.contains("..") {
+        return Err(ApplyError::Refused(format!(
+            "refusing cgroup change `{slice}` `{key}`: not a slice name and file"
+        )));
+    }
+    let systemd = root.exists("/run/systemd/system");
+    let dir = if systemd {
+        cgroup::slice_dir(slice)
+    } else {
+        slice.to_string()
+    };
+    let knob = format!("/sys/fs/cgroup/{dir}/{key}");
+    let what = format!("{slice} {key}");
+    if cgroup::is_cgroupfs_key(key) && root.exists(&knob) {
+        b.live
+            .push((what.clone(), Target::Knob(knob.clone()), value.to_string()));
+    } else if !systemd {
+        return Err(ApplyError::Missing {
+            path: root.path(&knob),
+            hint: format!(": cannot set {what} (create the cgroup first)"),
+        });
+    }
+    if !systemd {
+        b.note(format!("{what} is set in cgroupfs only: systemd does not manage cgroups here, so it is lost when the cgroup is removed or the node reboots"));
+        return Ok(());
+    }
+    if persist {
+        let unit = cgroup::unit_name(slice);
+        let path = format!("/etc/systemd/system/{unit}.d/90-gputune.conf");
+        let directives = cgroup::directives(key, value).ok_or_else(|| {
+            ApplyError::Refused(format!("cgroup key `{key}` has no systemd slice directive"))
+        })?;
+        for (name, v) in directives {
+            b.file(
+                &path,
+                "[Slice]\n",
+                owned::key_before_equals,
+                name.clone(),
+                format!("{name}={v}"),
+            );
+        }
+        b.note(format!(
+            "systemd reads {path} at the next `systemctl daemon-reload` or boot"
+        ));
+    }
+    Ok(())
+}
+
+fn finish(
+    mut b: Builder,
+    root: &Root,
+    io: &dyn Io,
+    options: PlanOptions,
+) -> Result<Plan, ApplyError> {
+    let mut steps = Vec::new();
+    let mut want = |what: &str, target: Target, after: State| -> Result<(), ApplyError> {
+        let before = io.read(&target).map_err(|e| ApplyError::during(what, e))?;
+        if !holds(&target, &after, &before) {
+            steps.push(Step {
+                what: what.to_string(),
+                target,
+                before,
+                after,
+            });
+        }
+        Ok(())
+    };
+    for (what, target, value) in std::mem::take(&mut b.live) {
+        want(&what, target, State::Present(value))?;
+    }
+    if !b.ports.is_empty() {
+        let table = firewall_table(&b.ports, io, options)?;
+        if options.live_kernel {
+            want(
+                "firewall ports",
+                Target::NftTable,
+                State::Present(table.clone()),
+            )?;
+        } else {
+            b.note("the live firewall is left alone: --root is not the running kernel's; only the rules file is written".into());
+        }
+        if options.persist {
+            let rules = Target::File(firewall::RULES_FILE.into());
+            refuse_foreign(io, &rules)?;
+            want(
+                "firewall rules at boot",
+                rules,
+                State::Present(firewall::rules_file(&table)),
+            )?;
+            let unit = Target::File(firewall::UNIT_FILE.into());
+            refuse_foreign(io, &unit)?;
+            want("firewall unit", unit, State::Present(firewall::unit_file()))?;
+            want(
+                "firewall unit enabled",
+                Target::Link(firewall::UNIT_LINK.into()),
+                State::Present(firewall::UNIT_FILE.into()),
+            )?;
+        }
+        b.note("nftables ends an accept only in its own table: a drop rule in another table (firewalld, iptables-nft) still drops these ports".into());
+    }
+    for edit in &b.files {
+        let target = Target::File(edit.path.clone());
+        let existing = match io.read(&target)? {
+            State::Present(text) => Some(text),
+            State::Absent => None,
+        };
+        let merged = owned::merge(
+            &edit.path,
+            existing.as_deref(),
+            edit.preamble,
+            &edit.entries,
+            edit.key_of,
+        )
+        .map_err(ApplyError::Refused)?;
+        want(
+            &format!("persist in {}", edit.path),
+            target,
+            State::Present(merged),
+        )?;
+    }
+    if options.persist {
+        sysctl_overrides(&mut b, root);
+    }
+    Ok(Plan {
+        steps,
+        notes: b.notes,
+    })
+}
+
+/// The table with the ports it already accepts and the new ones.
+fn firewall_table(
+    new: &[(u16, u16)],
+    io: &dyn Io,
+    options: PlanOptions,
+) -> Result<String, ApplyError> {
+    let current = if options.live_kernel {
+        io.read(&Target::NftTable)?
+    } else {
+        io.read(&Target::File(firewall::RULES_FILE.into()))?
+    };
+    let mut ports = new.to_vec();
+    if let State::Present(text) = current {
+        ports.extend(nft::accepted_ports(&text).map_err(ApplyError::Nft)?);
+    }
+    Ok(nft::render_table(&ports))
+}
+
+fn refuse_foreign(io: &dyn Io, target: &Target) -> Result<(), ApplyError> {
+    match io.read(target)? {
+        State::Present(text) if !owned::is_ours(&text) => Err(ApplyError::Refused(format!(
+            "{} exists and was not written by gputune; gputune never edits files it did not create",
+            target.label()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Notes for sysctls a later configuration file would set back at boot.
+fn sysctl_overrides(b: &mut Builder, root: &Root) {
+    let Some(edit) = b.files.iter().find(|f| f.path == GPUTUNE_CONF) else {
+        return;
+    };
+    let assignments = match sysctl_d::assignments(root) {
+        Ok(a) => a,
+        Err(e) => {
+            b.notes.push(format!(
+                "cannot check which sysctl.d files override {GPUTUNE_CONF}: {e}"
+            ));
+            return;
+        }
+    };
+    let mut notes = Vec::new();
+    for (key, line) in &edit.entries {
+        let value = line.split_once('=').map_or("", |(_, v)| v);
+        for other in sysctl_d::overriding(&assignments, key, value) {
+            notes.push(format!(
+                "{} sets {key} = {} and overrides {GPUTUNE_CONF} at boot; gputune does not edit files it did not create: change or remove that line",
+                other.origin(),
+                other.value
+            ));
+        }
+    }
+    for n in notes {
+        b.note(n);
+    }
+}
+
+fn check_word(text: &str, what: &str) -> Result<(), ApplyError> {
+    if text.is_empty() || text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        Err(ApplyError::Refused(format!(
+            "{what} `{text}` must be one word"
+        )))
+    } else {
+        Ok(())
+    }
+}
+
+fn check_line(text: &str, what: &str) -> Result<(), ApplyError> {
+    if text.contains(['\n', '\r']) {
+        Err(ApplyError::Refused(format!(
+            "the value for {what} must be one line"
+        )))
+    } else {
+        Ok(())
+    }
+}
+
+/// True when irqbalance runs or starts at boot, so it would move steered interrupts.
+fn irqbalance_active(root: &Root) -> bool {
+    [
+        "/run/irqbalance",
+        "/run/irqbalance.pid",
+        "/etc/systemd/system/multi-user.target.wants/irqbalance.service",
+    ]
+    .iter()
+    .any(|p| root.exists(p))
+}

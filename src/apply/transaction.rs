@@ -1,0 +1,94 @@
+//! Executing a plan all or nothing: each write is read back and verified; when one fails,
+//! every earlier write (and the failed one, which may have half happened) is restored in
+//! reverse order, so the node ends exactly as it started.
+
+use super::error::ApplyError;
+use super::io::{Io, holds};
+use super::target::{State, Step};
+
+/// A plan that could not be applied, and how restoring the node went.
+#[derive(Debug)]
+pub struct Failure {
+    /// Index of the step that failed.
+    pub step: usize,
+    pub error: ApplyError,
+    /// Targets that could not be put back (empty when the node is as it started).
+    pub unrestored: Vec<String>,
+}
+
+/// What restoring one target did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Restored {
+    /// The target held something else and now holds its old state.
+    Changed {
+        target: String,
+        from: String,
+        to: String,
+    },
+    /// The target already held its old state (the change had not happened yet).
+    Unchanged { target: String },
+}
+
+/// Writes every step in order, verifying each; on failure restores and reports.
+pub fn execute(steps: &[Step], io: &dyn Io) -> Result<(), Failure> {
+    for (i, step) in steps.iter().enumerate() {
+        if let Err(error) = write_verified(io, step, &step.after) {
+            let unrestored = restore(&steps[..=i], io)
+                .into_iter()
+                .filter_map(Result::err)
+                .map(|e| e.to_string())
+                .collect();
+            return Err(Failure {
+                step: i,
+                error,
+                unrestored,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Puts every target of `steps` back to its `before` state, last step first. Each target
+/// is handled even when another fails, so as much as possible is restored.
+pub fn restore(steps: &[Step], io: &dyn Io) -> Vec<Result<Restored, ApplyError>> {
+    steps
+        .iter()
+        .rev()
+        .map(|step| {
+            let label = step.target.label();
+            let current = io
+                .read(&step.target)
+                .map_err(|e| ApplyError::during(format!("restoring {label}"), e))?;
+            if holds(&step.target, &step.before, &current) {
+                return Ok(Restored::Unchanged { target: label });
+            }
+            write_verified(io, step, &step.before)
+                .map_err(|e| ApplyError::during(format!("restoring {label}"), e))?;
+            Ok(Restored::Changed {
+                target: label,
+                from: current.summary(),
+                to: step.before.summary(),
+            })
+        })
+        .collect()
+}
+
+fn write_verified(io: &dyn Io, step: &Step, want: &State) -> Result<(), ApplyError> {
+    io.write(&step.target, want)
+        .map_err(|e| ApplyError::during(&step.what, e))?;
+    let got = io
+        .read(&step.target)
+        .map_err(|e| ApplyError::during(format!("{}: reading back", step.what), e))?;
+    if holds(&step.target, want, &got) {
+        Ok(())
+    } else {
+        Err(ApplyError::during(
+            &step.what,
+            ApplyError::Verify {
+                target: step.target.label(),
+                got: got.summary(),
+                want: want.summary(),
+            },
+        ))
+    }
+}
