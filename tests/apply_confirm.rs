@@ -146,9 +146,9 @@ fn a_script_without_yes_exits_2_and_a_terminal_is_asked() {
     );
     assert_eq!(swappiness(dir.path()), "10");
     let conf = fs::read_to_string(dir.path().join("etc/sysctl.d/90-gputune.conf")).unwrap();
+    // fs.file-max passes live and its default depends on the machine, so it is left alone.
     assert!(
-        conf.contains("\nvm.swappiness = 10\n")
-            && conf.contains("\nfs.file-max = 9223372036854775807\n"),
+        conf.contains("\nvm.swappiness = 10\n") && !conf.contains("fs.file-max"),
         "{conf}"
     );
 }

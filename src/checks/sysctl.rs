@@ -98,6 +98,11 @@ fn at_boot(
         return finding;
     }
     let unset = format!("no sysctl.d file sets {name}: after a reboot the kernel default applies");
+    if let Some(default) = sysctl::kernel_default(name)
+        && let Ok(actual) = actual_of(key, default)
+    {
+        return judge_default(finding, setting, name, default, actual, unset);
+    }
     match finding.status {
         Status::Pass => {
             finding.status = Status::Warn;
@@ -126,6 +131,40 @@ fn at_boot(
     finding
 }
 
+/// `--persisted` for a key no file sets but whose kernel default is known: judge the default.
+fn judge_default(
+    mut finding: Finding,
+    setting: &Setting,
+    name: &str,
+    default: &str,
+    actual: String,
+    unset: String,
+) -> Finding {
+    let (status, _) = setting.status_for(&actual);
+    finding.status = status;
+    finding.actual = format!("{actual} (kernel default)");
+    finding.change = None;
+    finding.fix = String::new();
+    if status == Status::Pass {
+        finding.message = format!("{unset}, and its default `{default}` passes");
+    } else {
+        finding.message = format!("{unset}, `{default}`; {}", finding.message);
+        if let Some(target) = setting.rule.target(&actual) {
+            let value = match sysctl::split_part(&finding.id) {
+                Some((_, index)) => {
+                    let mut parts: Vec<String> =
+                        default.split_whitespace().map(str::to_string).collect();
+                    parts[index] = target;
+                    parts.join(" ")
+                }
+                None => target,
+            };
+            finding.fix = persist_fix(name, &value);
+        }
+    }
+    finding
+}
+
 /// A live finding, with what the files would set at boot: right live but not persisted
 /// (lost at reboot) is a warning whose change persists the live value; persisted but not
 /// live says how to load it.
@@ -145,9 +184,19 @@ fn live_and_boot(
     });
     match (finding.status, assignment, boot_ok) {
         (Status::Pass, None, _) => {
+            // Only a default known to fail makes a reboot lose anything; an unknown default
+            // (it varies by kernel or machine) is left to `audit --persisted`.
+            let Some(default) = sysctl::kernel_default(name) else {
+                return finding;
+            };
+            let default_passes = actual_of(key, default)
+                .is_ok_and(|part| setting.status_for(&part).0 == Status::Pass);
+            if default_passes {
+                return finding;
+            }
             finding.status = Status::Warn;
             finding.message = format!(
-                "right live, but no sysctl.d file sets {name}: a reboot brings back the kernel default"
+                "right live, but no sysctl.d file sets {name}: a reboot brings back the kernel default `{default}`"
             );
         }
         (Status::Pass, Some(a), Some(false)) => {
@@ -307,6 +356,8 @@ description = "test"
 [network]
 "net.core.somaxconn" = { min = 4096 }
 "net.ipv4.tcp_rmem.max" = { min = 16777216 }
+"net.ipv4.tcp_fin_timeout" = { max = 30 }
+"net.ipv4.tcp_sack" = { equals = 1 }
 "#;
 
     /// Findings for a node with these files (host path, content), live or `--persisted`.
@@ -342,13 +393,9 @@ description = "test"
     fn live_values_are_checked_against_boot_files() {
         type Case<'a> = (&'a [(&'a str, &'a str)], Status, &'a str, Option<&'a str>);
         let cases: &[Case] = &[
-            // right live, no file: lost at reboot, and the change persists the live value
-            (
-                &[(SOMAXCONN, "4096\n")],
-                Status::Warn,
-                "no sysctl.d file sets",
-                Some("4096"),
-            ),
+            // right live, no file, and no known kernel default (128 before 5.4): left to
+            // `audit --persisted` rather than warning on every default
+            (&[(SOMAXCONN, "4096\n")], Status::Pass, "", None),
             (
                 &[(SOMAXCONN, "4096\n"), (OURS, "net.core.somaxconn = 4096\n")],
                 Status::Pass,
@@ -402,6 +449,45 @@ description = "test"
             });
             assert_eq!(f.change, want, "{files:?}");
         }
+    }
+
+    #[test]
+    fn known_kernel_defaults_decide_what_a_reboot_loses() {
+        let fin = "/proc/sys/net/ipv4/tcp_fin_timeout";
+        let sack = "/proc/sys/net/ipv4/tcp_sack";
+        let find =
+            |findings: &[Finding], id: &str| findings.iter().find(|f| f.id == id).cloned().unwrap();
+
+        // Live: fin_timeout 30 is right, but the kernel default 60 comes back at reboot.
+        let live = audit_node(&[(fin, "30\n"), (sack, "1\n")], false);
+        let f = find(&live, "net.ipv4.tcp_fin_timeout");
+        assert_eq!(f.status, Status::Warn, "{f:?}");
+        assert!(f.message.contains("kernel default `60`"), "{}", f.message);
+        assert_eq!(
+            f.change,
+            Some(Change::Sysctl {
+                key: "net.ipv4.tcp_fin_timeout".into(),
+                value: "30".into()
+            })
+        );
+        // sack's default 1 passes: nothing is lost at reboot.
+        assert_eq!(find(&live, "net.ipv4.tcp_sack").status, Status::Pass);
+
+        // Persisted, on an image with no files: the defaults are judged.
+        let image = audit_node(&[], true);
+        let f = find(&image, "net.ipv4.tcp_fin_timeout");
+        assert_eq!(
+            (f.status, f.actual.as_str()),
+            (Status::Fail, "60 (kernel default)"),
+            "{f:?}"
+        );
+        assert!(f.fix.contains("net.ipv4.tcp_fin_timeout = 30"), "{}", f.fix);
+        let f = find(&image, "net.ipv4.tcp_sack");
+        assert_eq!(
+            (f.status, f.actual.as_str()),
+            (Status::Pass, "1 (kernel default)"),
+            "{f:?}"
+        );
     }
 
     #[test]

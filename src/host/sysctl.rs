@@ -51,6 +51,29 @@ pub fn split_part(profile_key: &str) -> Option<(&'static Vector, usize)> {
     Some((vector, index))
 }
 
+/// What the kernel sets when no configuration file does, for the keys whose default has not
+/// depended on the machine or the kernel version for a decade (64-bit Linux). Keys missing
+/// here (`tcp_rmem`, raised to 32 MiB in 6.x; `somaxconn`, 128 before 5.4; `file-max` and
+/// `numa_balancing`, which depend on the machine) have no known default.
+pub fn kernel_default(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "net.core.rmem_default"
+        | "net.core.wmem_default"
+        | "net.core.rmem_max"
+        | "net.core.wmem_max" => "212992",
+        "net.core.netdev_max_backlog" => "1000",
+        "net.ipv4.tcp_wmem" => "4096 16384 4194304",
+        "net.ipv4.tcp_window_scaling" | "net.ipv4.tcp_timestamps" | "net.ipv4.tcp_sack" => "1",
+        "net.ipv4.tcp_slow_start_after_idle" => "1",
+        "net.ipv4.tcp_fin_timeout" => "60",
+        "net.ipv4.tcp_mtu_probing" => "0",
+        "net.ipv4.ip_local_port_range" => "32768 60999",
+        "vm.swappiness" => "60",
+        "vm.zone_reclaim_mode" => "0",
+        _ => return None,
+    })
+}
+
 /// The sysctl a profile key reads: the key itself, or the vector it names a part of
 /// (`net.ipv4.tcp_rmem.max` → `net.ipv4.tcp_rmem`).
 pub fn sysctl_of(profile_key: &str) -> &str {
