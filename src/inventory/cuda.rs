@@ -19,8 +19,9 @@ impl CudaProbe for RealCuda {
     fn driver_version(&self) -> Result<String, String> {
         // SAFETY: loading the NVIDIA driver's user-space library runs its initialisers,
         // which are designed to be loaded by any process.
-        let lib = unsafe { libloading::Library::new(CUDA_LIBRARY) }
-            .map_err(|e| format!("NVIDIA driver not found ({CUDA_LIBRARY}: {e})"))?;
+        let lib = unsafe { libloading::Library::new(CUDA_LIBRARY) }.map_err(|e| {
+            format!("NVIDIA driver not found ({CUDA_LIBRARY} cannot be loaded: {e})")
+        })?;
         // SAFETY: the signature is CUresult cuDriverGetVersion(int *driverVersion).
         let get: libloading::Symbol<unsafe extern "C" fn(*mut c_int) -> c_int> =
             unsafe { lib.get(b"cuDriverGetVersion\0") }
