@@ -9,9 +9,15 @@ use super::Context;
 
 /// The inventory with live probes on the live node, or an error finding saying which file
 /// could not be read.
-pub fn inventory(ctx: &Context, area: Area, probes: &Probes) -> Result<Inventory, Finding> {
-    Inventory::read(ctx.root, probes)
-        .map_err(|e| Finding::error(format!("{area}.inventory"), area, "-", e.to_string()))
+pub fn inventory(ctx: &Context, area: Area, probes: &Probes) -> Result<Inventory, Box<Finding>> {
+    Inventory::read(ctx.root, probes).map_err(|e| {
+        Box::new(Finding::error(
+            format!("{area}.inventory"),
+            area,
+            "-",
+            e.to_string(),
+        ))
+    })
 }
 
 /// A finding with every field given; `fix` is dropped when it passes.

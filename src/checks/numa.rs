@@ -16,7 +16,7 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
     let probes = Probes::absent("not needed for NUMA checks");
     let inv = match hw::inventory(ctx, Area::Numa, &probes) {
         Ok(inv) => inv,
-        Err(f) => return vec![f],
+        Err(f) => return vec![*f],
     };
     let mut out = vec![nodes(&inv)];
     for g in &inv.gpus {

@@ -27,7 +27,7 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
     let probes = Probes::absent("not needed for platform checks");
     let inv = match hw::inventory(ctx, Area::Platform, &probes) {
         Ok(inv) => inv,
-        Err(f) => return vec![f],
+        Err(f) => return vec![*f],
     };
     let mut out = acs(ctx, &inv);
     for (key, setting) in ctx.profile.area(Area::Platform) {

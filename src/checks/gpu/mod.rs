@@ -36,7 +36,7 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
 pub fn audit_with(ctx: &Context, probes: &Probes) -> Vec<Finding> {
     let inv = match hw::inventory(ctx, Area::Gpu, probes) {
         Ok(inv) => inv,
-        Err(f) => return vec![f],
+        Err(f) => return vec![*f],
     };
     let mut findings = vec![count(&inv)];
     findings.extend(inv.gpus.iter().map(pcie_link));

@@ -99,9 +99,7 @@ pub fn audit(ctx: &Context, inv: &Inventory, nic: &Nic, setting: &Setting) -> Ve
         .map(|t| parse_interrupts(&t))
         .unwrap_or_default();
     let balancer = if irqbalance_running(ctx) {
-        format!(
-            " irqbalance is running and will move it back: stop it (systemctl disable --now irqbalance) or ban these IRQs (IRQBALANCE_BANNED_CPULIST, or --banirq={{irq}})"
-        )
+        " irqbalance is running and will move it back: stop it (systemctl disable --now irqbalance) or ban these IRQs (IRQBALANCE_BANNED_CPULIST, or --banirq={irq})".to_string()
     } else {
         String::new()
     };

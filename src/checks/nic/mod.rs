@@ -41,7 +41,7 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
 pub fn audit_with(ctx: &Context, probes: &Probes) -> Vec<Finding> {
     let inv = match hw::inventory(ctx, Area::Nic, probes) {
         Ok(inv) => inv,
-        Err(f) => return vec![f],
+        Err(f) => return vec![*f],
     };
     let mut findings = Vec::new();
     let (judged, why_judged) = training_nics(ctx, &inv, probes, &mut findings);
