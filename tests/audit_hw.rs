@@ -288,3 +288,37 @@ fn real_snapshots_audit_without_errors() {
     assert_eq!(status(f, "link.mtu.ib0"), "skip");
     assert_eq!(status(f, "gpu.count"), "skip");
 }
+
+#[test]
+fn peer_route_is_asked_of_the_kernel_over_netlink() {
+    // 127.0.0.1 routes through `lo` (a route lookup sends no packet): virtual, so the
+    // check says so and falls back to the default route's NIC.
+    let (mut cmd, _home) = audit(None);
+    cmd.args(["--profile", "base", "--only", "nic", "--peer", "127.0.0.1"]);
+    let f = run_json(cmd, 0);
+    let skip = find(&f, "nic.peer_route");
+    assert_eq!(skip["status"], "skip");
+    assert!(
+        skip["message"]
+            .as_str()
+            .unwrap()
+            .contains("virtual interface"),
+        "{skip}"
+    );
+    let (mut cmd, _home) = audit(None);
+    cmd.args([
+        "--profile",
+        "base",
+        "--only",
+        "nic",
+        "--peer",
+        "no-such-host.invalid",
+    ]);
+    let f = run_json(cmd, 0);
+    assert!(
+        find(&f, "nic.peer_route")["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot be resolved")
+    );
+}

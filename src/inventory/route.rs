@@ -257,6 +257,26 @@ pub fn default_from_proc(text: &str) -> Option<String> {
         .map(|(_, name)| name)
 }
 
+/// Fixed routing answers, for tests of which NIC gputune judges.
+pub struct FixedRoutes {
+    pub default: Option<u32>,
+    /// `(peer, interface index)` pairs; other peers have no route.
+    pub peers: Vec<(IpAddr, u32)>,
+}
+
+impl RouteProbe for FixedRoutes {
+    fn default_route(&self) -> Result<Option<u32>, String> {
+        Ok(self.default)
+    }
+    fn route_to(&self, peer: IpAddr) -> Result<u32, String> {
+        self.peers
+            .iter()
+            .find(|(p, _)| *p == peer)
+            .map(|(_, i)| *i)
+            .ok_or_else(|| format!("no route to {peer}"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

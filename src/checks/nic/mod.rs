@@ -283,3 +283,120 @@ fn numa_placement(inv: &Inventory, nic: &Nic) -> Option<Finding> {
         "move the NIC to a slot wired to the GPUs' socket (see `gputune topo`), or use a NIC on that node",
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::AuditOptions;
+    use crate::host::Root;
+    use crate::inventory::route::FixedRoutes;
+    use crate::profile::Loader;
+    use std::os::unix::fs::symlink;
+
+    /// Two PCI NICs: eth0 (10 GbE, ifindex 2) and eth1 (100 GbE, ifindex 3).
+    fn two_nics() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, bdf, speed, index) in [
+            ("eth0", "0000:01:00.0", 10000, 2),
+            ("eth1", "0000:02:00.0", 100000, 3),
+        ] {
+            let dev = dir.path().join(format!("sys/devices/pci0000:00/{bdf}"));
+            let net = dev.join("net").join(name);
+            std::fs::create_dir_all(&net).unwrap();
+            for (f, v) in [
+                ("speed", speed.to_string()),
+                ("mtu", "1500".into()),
+                ("operstate", "up".into()),
+                ("ifindex", index.to_string()),
+            ] {
+                std::fs::write(net.join(f), format!("{v}\n")).unwrap();
+            }
+            symlink("../..", net.join("device")).unwrap();
+            std::fs::create_dir_all(dir.path().join("sys/class/net")).unwrap();
+            symlink(
+                format!("../../devices/pci0000:00/{bdf}/net/{name}"),
+                dir.path().join("sys/class/net").join(name),
+            )
+            .unwrap();
+        }
+        dir
+    }
+
+    fn run(dir: &std::path::Path, peer: Option<&str>, routes: FixedRoutes) -> Vec<Finding> {
+        let root = Root::new(dir);
+        let profile = Loader::new(&root, &crate::checks::keys)
+            .load("ddp-10gbe")
+            .unwrap();
+        let options = AuditOptions {
+            peer: peer.map(str::to_string),
+            ..Default::default()
+        };
+        let ctx = Context {
+            root: &root,
+            profile: &profile,
+            options: &options,
+        };
+        let mut probes = Probes::absent("in a test");
+        probes.routes = Box::new(routes);
+        audit_with(&ctx, &probes)
+    }
+
+    #[test]
+    fn the_nic_routing_to_the_peer_is_judged_and_recommended() {
+        let dir = two_nics();
+        let routes = FixedRoutes {
+            default: Some(3),
+            peers: vec![("192.0.2.7".parse().unwrap(), 2)],
+        };
+        let f = run(dir.path(), Some("192.0.2.7"), routes);
+        let up = f
+            .iter()
+            .find(|f| f.id == "nic.eth0.up")
+            .expect("eth0 judged");
+        assert!(
+            up.message.contains("routes to --peer 192.0.2.7"),
+            "{}",
+            up.message
+        );
+        assert!(f.iter().all(|f| f.id != "nic.eth1.up"));
+        let ifname = f
+            .iter()
+            .find(|f| f.id == "nccl.NCCL_SOCKET_IFNAME")
+            .unwrap();
+        assert_eq!(ifname.expected, "eth0");
+    }
+
+    #[test]
+    fn without_a_route_to_the_peer_the_fastest_nic_is_judged() {
+        let dir = two_nics();
+        let routes = FixedRoutes {
+            default: None,
+            peers: vec![],
+        };
+        let f = run(dir.path(), Some("192.0.2.9"), routes);
+        let skip = f.iter().find(|f| f.id == "nic.peer_route").unwrap();
+        assert_eq!(skip.status, Status::Skip);
+        assert!(skip.message.contains("no route to 192.0.2.9"));
+        // Not the live node: the default route comes from /proc/net/route (absent here).
+        let up = f
+            .iter()
+            .find(|f| f.id == "nic.eth1.up")
+            .expect("fastest judged");
+        assert!(up.message.contains("fastest"), "{}", up.message);
+        let speed = f.iter().find(|f| f.id == "link.speed_mbps.eth1").unwrap();
+        assert_eq!(speed.status, Status::Pass);
+        assert_eq!(speed.change, None);
+    }
+
+    #[test]
+    fn fastest_up_prefers_speed_then_name() {
+        let dir = two_nics();
+        let (nics, _) = crate::inventory::nic::nics(
+            &Root::new(dir.path()),
+            &crate::inventory::ethtool::NoEthtool("test".into()),
+        )
+        .unwrap();
+        assert_eq!(fastest_up(&nics).map(|n| n.name.as_str()), Some("eth1"));
+        assert_eq!(fastest_up(&[]), None);
+    }
+}
