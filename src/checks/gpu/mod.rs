@@ -236,4 +236,123 @@ mod tests {
             ("Gen5 x8", "Gen5 x16")
         );
     }
+
+    /// Two GPUs as plain sysfs directories, for what NVML adds to them.
+    fn two_gpu_root() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for bdf in ["0000:18:00.0", "0000:2a:00.0"] {
+            let d = dir.path().join("sys/bus/pci/devices").join(bdf);
+            std::fs::create_dir_all(&d).unwrap();
+            for (f, v) in [
+                ("vendor", "0x10de"),
+                ("device", "0x20b0"),
+                ("class", "0x030200"),
+                ("numa_node", "0"),
+            ] {
+                std::fs::write(d.join(f), format!("{v}\n")).unwrap();
+            }
+        }
+        dir
+    }
+
+    fn nvml_gpu(
+        addr: &str,
+        peer: &str,
+        persistence: bool,
+        ecc: u64,
+    ) -> crate::inventory::nvml::NvmlGpu {
+        crate::inventory::nvml::NvmlGpu {
+            pci_address: addr.into(),
+            name: "NVIDIA A100-SXM4-80GB".into(),
+            memory_bytes: Some(80 << 30),
+            persistence_mode: Some(persistence),
+            ecc_uncorrected: Some(ecc),
+            nvlink_peers: vec![peer.into(); 12],
+        }
+    }
+
+    #[test]
+    fn nvml_facts_enrich_the_inventory_and_drive_health_checks() {
+        use crate::checks::AuditOptions;
+        use crate::host::Root;
+        use crate::inventory::nvml::{FixedNvml, NvmlFacts};
+        let dir = two_gpu_root();
+        let root = Root::new(dir.path());
+        let mut probes = Probes::absent("in a test");
+        probes.nvml = Box::new(FixedNvml(NvmlFacts {
+            driver_version: Some("535.104.05".into()),
+            cuda_version: Some("12.2".into()),
+            gpus: vec![
+                nvml_gpu("0000:18:00.0", "0000:2a:00.0", true, 0),
+                nvml_gpu("0000:2a:00.0", "0000:18:00.0", false, 3),
+            ],
+        }));
+        let inv = Inventory::read(&root, &probes).unwrap();
+        assert_eq!(inv.matrix().rows[0].links, ["X", "NV12"]);
+        assert_eq!(
+            inv.gpus[1].nvml.as_ref().unwrap().name,
+            "NVIDIA A100-SXM4-80GB"
+        );
+
+        let profile = crate::profile::Loader::new(&root, &crate::checks::keys)
+            .load("base")
+            .unwrap();
+        let options = AuditOptions::default();
+        let ctx = Context {
+            root: &root,
+            profile: &profile,
+            options: &options,
+        };
+        let f = audit_with(&ctx, &probes);
+        let get = |id: &str| {
+            f.iter()
+                .find(|x| x.id == id)
+                .unwrap_or_else(|| panic!("{id}: {f:#?}"))
+        };
+        assert_eq!(get("gpu0.persistence_mode").status, Status::Pass);
+        assert_eq!(get("gpu1.persistence_mode").status, Status::Warn);
+        assert_eq!(get("gpu1.ecc_uncorrected").status, Status::Fail);
+        assert_eq!(get("gpu1.ecc_uncorrected").actual, "3");
+        // No driver files in the tree: the driver version comes from NVML, CUDA too.
+        assert_eq!(get("driver.version").actual, "535.104.05");
+        assert!(get("driver.version").message.starts_with("from NVML"));
+        assert_eq!(get("cuda.version").actual, "12.2");
+        assert_eq!(get("cuda.version").status, Status::Pass);
+    }
+
+    #[test]
+    fn an_old_cuda_fails_the_profile() {
+        use crate::checks::AuditOptions;
+        use crate::host::Root;
+        use crate::inventory::nvml::{FixedNvml, NvmlFacts};
+        let dir = two_gpu_root();
+        let root = Root::new(dir.path());
+        std::fs::create_dir_all(dir.path().join("sys/module/nvidia")).unwrap();
+        std::fs::write(dir.path().join("sys/module/nvidia/version"), "470.57.02\n").unwrap();
+        let mut probes = Probes::absent("in a test");
+        probes.nvml = Box::new(FixedNvml(NvmlFacts {
+            cuda_version: Some("11.4".into()),
+            ..Default::default()
+        }));
+        let profile = crate::profile::Loader::new(&root, &crate::checks::keys)
+            .load("base")
+            .unwrap();
+        let options = AuditOptions::default();
+        let ctx = Context {
+            root: &root,
+            profile: &profile,
+            options: &options,
+        };
+        let f = audit_with(&ctx, &probes);
+        let get = |id: &str| f.iter().find(|x| x.id == id).unwrap();
+        assert_eq!(get("cuda.version").status, Status::Fail);
+        assert_eq!(get("driver.version").status, Status::Fail);
+        assert_eq!(get("driver.version").actual, "470.57.02");
+        assert!(
+            get("driver.version")
+                .message
+                .contains("/sys/module/nvidia/version")
+        );
+        assert!(!get("driver.version").fix.is_empty());
+    }
 }
