@@ -131,4 +131,31 @@ mod tests {
         assert!(err.contains("gputune-none0"), "{err}");
         assert!(RealEthtool.driver_info("").is_err());
     }
+
+    #[test]
+    fn the_real_ioctl_agrees_with_sysfs_on_this_machines_nics() {
+        // Every device-backed interface here (virtio_net on CI) answers ETHTOOL_GDRVINFO
+        // with the driver sysfs links to and its PCI function as bus_info.
+        let mut checked = 0;
+        for entry in std::fs::read_dir("/sys/class/net").unwrap() {
+            let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+            let device = std::path::Path::new("/sys/class/net")
+                .join(&name)
+                .join("device");
+            let Ok(driver) = std::fs::read_link(device.join("driver")) else {
+                continue;
+            };
+            let info = RealEthtool.driver_info(&name).unwrap();
+            assert_eq!(
+                info.driver,
+                driver.file_name().unwrap().to_string_lossy(),
+                "{name}"
+            );
+            checked += 1;
+        }
+        assert!(
+            checked > 0,
+            "this machine has at least one device-backed NIC"
+        );
+    }
 }
