@@ -120,24 +120,23 @@ fn bad_ranks_are_usage_errors() {
 
 #[test]
 fn no_gpus_unknown_numa_and_missing_commands_are_runtime_errors() {
-    let empty = tempfile::tempdir().unwrap();
-    pin(empty.path())
-        .args(["--local-rank", "0", "--", "true"])
-        .assert()
-        .code(3)
-        .stderr(predicates::str::contains("no NVIDIA GPU found"));
-    let t = common::unknown_numa_fixture();
-    pin(t.root())
-        .args(["--local-rank", "0", "--", "true"])
-        .assert()
-        .code(3)
-        .stderr(predicates::str::contains("numa_node = -1"));
-    let t = common::pin_fixture();
-    pin(t.root())
-        .args(["--local-rank", "0", "--", "gputune-no-such-command"])
-        .assert()
-        .code(3)
-        .stderr(predicates::str::contains(
+    let empty = common::Tree::new();
+    let unknown = common::unknown_numa_fixture();
+    let good = common::pin_fixture();
+    let cases = [
+        (&empty, "true", "no NVIDIA GPU found"),
+        (&unknown, "true", "numa_node = -1"),
+        (
+            &good,
+            "gputune-no-such-command",
             "cannot run gputune-no-such-command",
-        ));
+        ),
+    ];
+    for (tree, command, said) in cases {
+        pin(tree.root())
+            .args(["--local-rank", "0", "--", command])
+            .assert()
+            .code(3)
+            .stderr(predicates::str::contains(said));
+    }
 }

@@ -271,29 +271,17 @@ mod tests {
         }
     }
 
-    #[test]
-    fn nvml_facts_enrich_the_inventory_and_drive_health_checks() {
+    /// The gpu checks of the base profile on `dir` with NVML answering `facts`.
+    fn audit_base(
+        dir: &std::path::Path,
+        facts: crate::inventory::nvml::NvmlFacts,
+    ) -> (Vec<Finding>, Inventory) {
         use crate::checks::AuditOptions;
         use crate::host::Root;
-        use crate::inventory::nvml::{FixedNvml, NvmlFacts};
-        let dir = two_gpu_root();
-        let root = Root::new(dir.path());
+        let root = Root::new(dir);
         let mut probes = Probes::absent("in a test");
-        probes.nvml = Box::new(FixedNvml(NvmlFacts {
-            driver_version: Some("535.104.05".into()),
-            cuda_version: Some("12.2".into()),
-            gpus: vec![
-                nvml_gpu("0000:18:00.0", "0000:2a:00.0", true, 0),
-                nvml_gpu("0000:2a:00.0", "0000:18:00.0", false, 3),
-            ],
-        }));
+        probes.nvml = Box::new(crate::inventory::nvml::FixedNvml(facts));
         let inv = Inventory::read(&root, &probes).unwrap();
-        assert_eq!(inv.matrix().rows[0].links, ["X", "NV12"]);
-        assert_eq!(
-            inv.gpus[1].nvml.as_ref().unwrap().name,
-            "NVIDIA A100-SXM4-80GB"
-        );
-
         let profile = crate::profile::Loader::new(&root, &crate::checks::keys)
             .load("base")
             .unwrap();
@@ -303,7 +291,29 @@ mod tests {
             profile: &profile,
             options: &options,
         };
-        let f = audit_with(&ctx, &probes);
+        (audit_with(&ctx, &probes), inv)
+    }
+
+    #[test]
+    fn nvml_facts_enrich_the_inventory_and_drive_health_checks() {
+        use crate::inventory::nvml::NvmlFacts;
+        let dir = two_gpu_root();
+        let (f, inv) = audit_base(
+            dir.path(),
+            NvmlFacts {
+                driver_version: Some("535.104.05".into()),
+                cuda_version: Some("12.2".into()),
+                gpus: vec![
+                    nvml_gpu("0000:18:00.0", "0000:2a:00.0", true, 0),
+                    nvml_gpu("0000:2a:00.0", "0000:18:00.0", false, 3),
+                ],
+            },
+        );
+        assert_eq!(inv.matrix().rows[0].links, ["X", "NV12"]);
+        assert_eq!(
+            inv.gpus[1].nvml.as_ref().unwrap().name,
+            "NVIDIA A100-SXM4-80GB"
+        );
         let get = |id: &str| {
             f.iter()
                 .find(|x| x.id == id)
@@ -322,28 +332,17 @@ mod tests {
 
     #[test]
     fn an_old_cuda_fails_the_profile() {
-        use crate::checks::AuditOptions;
-        use crate::host::Root;
-        use crate::inventory::nvml::{FixedNvml, NvmlFacts};
+        use crate::inventory::nvml::NvmlFacts;
         let dir = two_gpu_root();
-        let root = Root::new(dir.path());
         std::fs::create_dir_all(dir.path().join("sys/module/nvidia")).unwrap();
         std::fs::write(dir.path().join("sys/module/nvidia/version"), "470.57.02\n").unwrap();
-        let mut probes = Probes::absent("in a test");
-        probes.nvml = Box::new(FixedNvml(NvmlFacts {
-            cuda_version: Some("11.4".into()),
-            ..Default::default()
-        }));
-        let profile = crate::profile::Loader::new(&root, &crate::checks::keys)
-            .load("base")
-            .unwrap();
-        let options = AuditOptions::default();
-        let ctx = Context {
-            root: &root,
-            profile: &profile,
-            options: &options,
-        };
-        let f = audit_with(&ctx, &probes);
+        let (f, _) = audit_base(
+            dir.path(),
+            NvmlFacts {
+                cuda_version: Some("11.4".into()),
+                ..Default::default()
+            },
+        );
         let get = |id: &str| f.iter().find(|x| x.id == id).unwrap();
         assert_eq!(get("cuda.version").status, Status::Fail);
         assert_eq!(get("driver.version").status, Status::Fail);

@@ -53,21 +53,36 @@ pub fn driver(ctx: &Context, inv: &Inventory, setting: &Setting) -> Finding {
     let expected = setting.rule.describe();
     match driver_version(ctx.root, inv) {
         Err(reason) => Finding::skip(id, Area::Gpu, expected, reason),
-        Ok((version, source)) => {
-            let (status, note) = hw::judge(setting, &version);
-            hw::finding(
-                id,
-                Area::Gpu,
-                status,
-                expected,
-                version,
-                note.unwrap_or_else(|| {
-                    format!("from {source}. {}", super::super::why(ctx, Area::Gpu, id))
-                }),
-                "install a newer NVIDIA data-centre driver (the CUDA release notes list the minimum for each CUDA version), then reboot or reload the nvidia modules",
-            )
-        }
+        Ok((version, source)) => judged(
+            ctx,
+            id,
+            setting,
+            version,
+            &source,
+            "install a newer NVIDIA data-centre driver (the CUDA release notes list the minimum for each CUDA version), then reboot or reload the nvidia modules",
+        ),
     }
+}
+
+/// A version read from `source`, judged against its setting.
+fn judged(
+    ctx: &Context,
+    id: &str,
+    setting: &Setting,
+    version: String,
+    source: &str,
+    fix: &str,
+) -> Finding {
+    let (status, note) = hw::judge(setting, &version);
+    hw::finding(
+        id,
+        Area::Gpu,
+        status,
+        setting.rule.describe(),
+        version,
+        note.unwrap_or_else(|| format!("from {source}. {}", super::super::why(ctx, Area::Gpu, id))),
+        fix,
+    )
 }
 
 /// `cuda.version`: the CUDA version the driver supports (what `nvidia-smi` shows).
@@ -82,14 +97,12 @@ pub fn cuda(ctx: &Context, inv: &Inventory, probes: &Probes, setting: &Setting) 
             Err(reason) => return Finding::skip(id, Area::Gpu, expected, reason),
         },
     };
-    let (status, note) = hw::judge(setting, &version);
-    hw::finding(
+    judged(
+        ctx,
         id,
-        Area::Gpu,
-        status,
-        expected,
+        setting,
         version,
-        note.unwrap_or_else(|| format!("from {source}. {}", super::super::why(ctx, Area::Gpu, id))),
+        &source,
         "upgrade the NVIDIA driver: the CUDA version a node can run is capped by its driver",
     )
 }
