@@ -42,6 +42,15 @@ pub fn driver_version(root: &Root, inv: &Inventory) -> Result<(String, String), 
     {
         return Ok((v.clone(), "NVML".into()));
     }
+    if inv
+        .gpus
+        .iter()
+        .any(|g| g.driver.as_deref() == Some("nvidia"))
+    {
+        return Err(format!(
+            "the nvidia driver is bound to the GPUs but neither {proc_file} nor {module} is readable (a partial snapshot?)"
+        ));
+    }
     Err(format!(
         "NVIDIA driver not found (no {proc_file}, no {module}: the nvidia kernel module is not loaded)"
     ))
