@@ -11,6 +11,7 @@ pub mod docs;
 pub mod error;
 pub mod finding;
 pub mod host;
+pub mod inventory;
 pub mod profile;
 pub mod report;
 

@@ -2,8 +2,13 @@
 //! keys it understands, reading the facts, judging them against the profile and the
 //! [`Change`](crate::finding::Change) that would fix a failure.
 
+pub mod gpu;
+pub mod hw;
 pub mod memory;
 pub mod network;
+pub mod nic;
+pub mod numa;
+pub mod platform;
 pub mod sysctl;
 pub mod sysctl_d;
 
@@ -48,6 +53,26 @@ pub const AREAS: &[AreaChecks] = &[
         area: Area::Memory,
         keys: memory::KEYS,
         audit: memory::audit,
+    },
+    AreaChecks {
+        area: Area::Numa,
+        keys: numa::KEYS,
+        audit: numa::audit,
+    },
+    AreaChecks {
+        area: Area::Nic,
+        keys: nic::KEYS,
+        audit: nic::audit,
+    },
+    AreaChecks {
+        area: Area::Gpu,
+        keys: gpu::KEYS,
+        audit: gpu::audit,
+    },
+    AreaChecks {
+        area: Area::Platform,
+        keys: platform::KEYS,
+        audit: platform::audit,
     },
 ];
 

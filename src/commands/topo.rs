@@ -1,9 +1,14 @@
-//! `gputune topo`: GPUs, NICs, NUMA nodes and how they reach each other.
+//! `gputune topo`: GPUs, NICs, NUMA nodes and how they reach each other, in the spirit of
+//! `nvidia-smi topo -m` but with NICs, CPU lists and PCIe link training, and working
+//! without the NVIDIA driver.
 
 use clap::Args;
+use comfy_table::{Table, presets::NOTHING};
+use serde::Serialize;
 
-use crate::error::{Error, ExitCode, Result};
+use crate::error::{ExitCode, Result};
 use crate::host::Root;
+use crate::inventory::{Inventory, Matrix, Probes, gpu_label};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum TopoFormat {
@@ -18,6 +23,166 @@ pub struct TopoArgs {
     pub format: TopoFormat,
 }
 
-pub fn run(_args: &TopoArgs, _root: &Root) -> Result<ExitCode> {
-    Err(Error::NotBuilt("topo"))
+pub fn run(args: &TopoArgs, root: &Root) -> Result<ExitCode> {
+    let inventory = Inventory::read(root, &Probes::for_root(root))?;
+    let text = match args.format {
+        TopoFormat::Table => table(&inventory),
+        TopoFormat::Json => json(&inventory),
+    };
+    super::emit(&text, None)?;
+    Ok(ExitCode::Ok)
 }
+
+/// The stable JSON document (DESIGN.md "topo json").
+#[derive(Serialize)]
+struct TopoJson<'a> {
+    schema_version: u32,
+    numa_nodes: &'a [crate::inventory::numa::NumaNode],
+    gpus: &'a [crate::inventory::gpu::Gpu],
+    nics: &'a [crate::inventory::nic::Nic],
+    skipped_nics: &'a [crate::inventory::nic::SkippedNic],
+    rdma_devices: &'a [crate::inventory::nic::RdmaDevice],
+    affinity: Matrix,
+    /// Why NVML facts (names, NVLink) are missing, when they are.
+    nvml_skipped: Option<&'a str>,
+}
+
+pub fn json(inv: &Inventory) -> String {
+    let doc = TopoJson {
+        schema_version: 1,
+        numa_nodes: &inv.numa_nodes,
+        gpus: &inv.gpus,
+        nics: &inv.nics,
+        skipped_nics: &inv.skipped_nics,
+        rdma_devices: &inv.rdma,
+        affinity: inv.matrix(),
+        nvml_skipped: inv.nvml.as_ref().err().map(String::as_str),
+    };
+    // Serialising plain data with string keys cannot fail.
+    serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
+}
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map_or("-".into(), |v| v.to_string())
+}
+
+fn new_table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_style(NOTHING).set_header(header.to_vec());
+    t
+}
+
+/// Bytes as GiB with one decimal.
+fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+pub fn table(inv: &Inventory) -> String {
+    let mut out = String::new();
+    let mut nodes = new_table(&["NODE", "CPUS", "MEMORY"]);
+    for n in &inv.numa_nodes {
+        nodes.add_row(vec![
+            n.id.to_string(),
+            n.cpus.to_string(),
+            opt(n.memory.map(gib)),
+        ]);
+    }
+    out += &format!("NUMA nodes: {}\n{nodes}\n\n", inv.numa_nodes.len());
+
+    out += &format!("GPUs: {}\n", inv.gpus.len());
+    if !inv.gpus.is_empty() {
+        let mut t = new_table(&[
+            "GPU", "PCI", "DEVICE", "NAME", "DRIVER", "NUMA", "CPUS", "PCIE NOW", "PCIE MAX",
+        ]);
+        for g in &inv.gpus {
+            t.add_row(vec![
+                gpu_label(g),
+                g.pci_address.clone(),
+                g.device_id.clone(),
+                opt(g.nvml.as_ref().map(|n| n.name.clone())),
+                opt(g.driver.clone()),
+                opt(g.numa_node),
+                opt(g.local_cpus.as_ref()),
+                g.link.current(),
+                g.link.max(),
+            ]);
+        }
+        out += &format!("{t}\n");
+    }
+    if let Err(reason) = &inv.nvml {
+        out += &format!("NVML: skipped ({reason})\n");
+    }
+    out += "\n";
+
+    out += &format!("NICs: {}\n", inv.nics.len());
+    if !inv.nics.is_empty() {
+        let mut t = new_table(&[
+            "NIC", "PCI", "DRIVER", "NUMA", "SPEED", "MTU", "STATE", "FIRMWARE", "PCIE NOW",
+            "PCIE MAX", "RDMA",
+        ]);
+        for n in &inv.nics {
+            t.add_row(vec![
+                n.name.clone(),
+                opt(n.pci_address.clone()),
+                opt(n.driver.clone()),
+                opt(n.numa_node),
+                opt(n.speed_mbps.map(|s| format!("{s} Mb/s"))),
+                opt(n.mtu),
+                n.operstate.clone(),
+                opt(n.firmware.clone()),
+                opt(n.link.as_ref().map(|l| l.current())),
+                opt(n.link.as_ref().map(|l| l.max())),
+                if n.rdma.is_empty() {
+                    "-".into()
+                } else {
+                    n.rdma.join(",")
+                },
+            ]);
+        }
+        out += &format!("{t}\n");
+    }
+    for s in &inv.skipped_nics {
+        out += &format!("  skipped {}: {}\n", s.name, s.reason);
+    }
+    if !inv.rdma.is_empty() {
+        out += &format!("\nRDMA devices: {}\n", inv.rdma.len());
+        for r in &inv.rdma {
+            out += &format!(
+                "  {} (PCI {}, NUMA {}): {}\n",
+                r.name,
+                opt(r.pci_address.clone()),
+                opt(r.numa_node),
+                r.ports.join("; ")
+            );
+        }
+    }
+
+    if !inv.gpus.is_empty() {
+        let m = inv.matrix();
+        let mut header = vec![String::new()];
+        header.extend(m.columns.iter().cloned());
+        header.push("CPU AFFINITY".into());
+        header.push("NUMA".into());
+        let mut t = Table::new();
+        t.load_style(NOTHING).set_header(header);
+        for r in &m.rows {
+            let mut row = vec![r.name.clone()];
+            row.extend(r.links.iter().cloned());
+            row.push(opt(r.cpus.clone()));
+            row.push(opt(r.numa_node));
+            t.add_row(row);
+        }
+        out += &format!("\nAffinity\n{t}\n\n{LEGEND}\n");
+    }
+    out
+}
+
+const LEGEND: &str = "Legend:
+  X    = self
+  NV#  = NVLink (# links, from NVML)
+  PIX  = behind the same PCIe switch port (at most one bridge)
+  PXB  = through several PCIe bridges, not the host bridge
+  PHB  = through one PCIe host bridge (root complex)
+  NODE = through several host bridges of one NUMA node
+  SYS  = across NUMA nodes (the socket interconnect)
+  ?    = NUMA node not reported by the firmware";

@@ -3,6 +3,7 @@
 //! as a live node.
 
 pub mod atomic;
+pub mod bind;
 pub mod cpulist;
 pub mod ldcache;
 pub mod nccl;

@@ -41,3 +41,7 @@ pub fn finding<'a>(doc: &'a serde_json::Value, id: &str) -> &'a serde_json::Valu
         .and_then(|all| all.iter().find(|f| f["id"] == id))
         .unwrap_or_else(|| panic!("no finding {id} in {doc:#}"))
 }
+
+mod hw;
+#[allow(unused_imports)]
+pub use hw::*;

@@ -1,0 +1,357 @@
+//! GPUs: that the node has them, that each PCIe link trained at full width and speed, what
+//! NVML says of their health, and which driver, CUDA and NCCL versions they would train with.
+
+pub mod versions;
+
+use crate::finding::{Area, Finding, Status};
+use crate::inventory::gpu::Gpu;
+use crate::inventory::{Inventory, Probes};
+use crate::profile::setting::{KeySpec, ValueKind::Version};
+
+use super::{Context, hw};
+
+pub const KEYS: &[KeySpec] = &[
+    KeySpec {
+        key: "driver.version",
+        kind: Version,
+        why: "The kernel driver caps the CUDA version the node can run; an older driver fails at CUDA initialisation.",
+    },
+    KeySpec {
+        key: "cuda.version",
+        kind: Version,
+        why: "PyTorch wheels are built for a CUDA version; the driver must support at least that version or CUDA fails to initialise.",
+    },
+    KeySpec {
+        key: "nccl.version",
+        kind: Version,
+        why: "Older NCCL lacks fixes and algorithms distributed PyTorch relies on (e.g. NVLS, robust socket bootstrap).",
+    },
+];
+
+pub fn audit(ctx: &Context) -> Vec<Finding> {
+    audit_with(ctx, &Probes::for_root(ctx.root))
+}
+
+/// The gpu checks with the given live probes (tests pass fixed ones).
+pub fn audit_with(ctx: &Context, probes: &Probes) -> Vec<Finding> {
+    let inv = match hw::inventory(ctx, Area::Gpu, probes) {
+        Ok(inv) => inv,
+        Err(f) => return vec![*f],
+    };
+    let mut findings = vec![count(&inv)];
+    findings.extend(inv.gpus.iter().map(pcie_link));
+    findings.extend(nvml(&inv));
+    for (key, setting) in ctx.profile.area(Area::Gpu) {
+        findings.push(match key.as_str() {
+            "driver.version" => versions::driver(ctx, &inv, setting),
+            "cuda.version" => versions::cuda(ctx, &inv, probes, setting),
+            "nccl.version" => versions::nccl(ctx, &inv, setting),
+            other => Finding::error(other, Area::Gpu, "-", "no check for this key"),
+        });
+    }
+    findings
+}
+
+fn count(inv: &Inventory) -> Finding {
+    if inv.gpus.is_empty() {
+        return Finding::skip(
+            "gpu.count",
+            Area::Gpu,
+            ">= 1",
+            "no NVIDIA GPU on the PCI bus (vendor 0x10de, display class): GPU checks do not apply",
+        );
+    }
+    let list: Vec<String> = inv
+        .gpus
+        .iter()
+        .map(|g| format!("{} {}", g.pci_address, g.device_id))
+        .collect();
+    hw::finding(
+        "gpu.count",
+        Area::Gpu,
+        Status::Pass,
+        ">= 1",
+        inv.gpus.len().to_string(),
+        list.join(", "),
+        "",
+    )
+}
+
+/// A GPU whose link trained narrower or slower than it can: the commonest silent cause of
+/// slow training (a badly seated card, a riser, a BIOS lane setting).
+pub fn pcie_link(g: &Gpu) -> Finding {
+    let id = format!("gpu{}.pcie_link", g.index);
+    let expected = g.link.max();
+    let actual = g.link.current();
+    let fix = format!(
+        "reseat GPU {} or its riser/cable, check the slot's lane setting (bifurcation) in the BIOS, then confirm with `lspci -vv -s {}` (LnkSta vs LnkCap)",
+        g.pci_address, g.pci_address
+    );
+    let (status, message) = if g.link.max_width.is_none() && g.link.max_gts.is_none() {
+        return Finding::skip(
+            id,
+            Area::Gpu,
+            "-",
+            format!(
+                "{} reports no PCIe link (no max_link_speed/max_link_width in sysfs)",
+                g.pci_address
+            ),
+        );
+    } else if g.link.width_downtrained() {
+        (
+            Status::Fail,
+            format!(
+                "{} trained at {actual}, below its {expected}: fewer lanes cut host<->GPU and GPU<->NIC bandwidth proportionally",
+                g.pci_address
+            ),
+        )
+    } else if g.link.speed_downtrained() && g.link.current_gts == Some(2.5) {
+        (
+            Status::Warn,
+            format!(
+                "{} runs at {actual} of {expected}; idle GPUs drop to Gen1 to save power, so re-check under load (`nvidia-smi -q -d PCIE`)",
+                g.pci_address
+            ),
+        )
+    } else if g.link.speed_downtrained() {
+        (
+            Status::Fail,
+            format!(
+                "{} trained at {actual}, below its {expected}: each lane carries less, cutting PCIe bandwidth",
+                g.pci_address
+            ),
+        )
+    } else {
+        (
+            Status::Pass,
+            format!("{} at full width and speed", g.pci_address),
+        )
+    };
+    hw::finding(id, Area::Gpu, status, expected, actual, message, fix)
+}
+
+/// NVML health: persistence mode and uncorrected ECC errors per GPU, or one skip saying why
+/// NVML could not be asked.
+fn nvml(inv: &Inventory) -> Vec<Finding> {
+    if inv.gpus.is_empty() {
+        return vec![];
+    }
+    if let Err(reason) = &inv.nvml {
+        return vec![Finding::skip(
+            "gpu.nvml",
+            Area::Gpu,
+            "NVML available",
+            format!("skipped: {reason}; sysfs facts are still shown"),
+        )];
+    }
+    let mut out = Vec::new();
+    for g in &inv.gpus {
+        let Some(n) = &g.nvml else {
+            out.push(Finding::skip(
+                format!("gpu{}.nvml", g.index),
+                Area::Gpu,
+                "NVML sees the GPU",
+                format!(
+                    "NVML does not list {} (driver not bound to it?)",
+                    g.pci_address
+                ),
+            ));
+            continue;
+        };
+        if let Some(on) = n.persistence_mode {
+            out.push(hw::finding(
+                format!("gpu{}.persistence_mode", g.index),
+                Area::Gpu,
+                if on { Status::Pass } else { Status::Warn },
+                "enabled",
+                if on { "enabled" } else { "disabled" },
+                format!("{} ({}): without persistence the driver tears the GPU down between jobs and every job start pays the init cost", n.name, g.pci_address),
+                "systemctl enable --now nvidia-persistenced",
+            ));
+        }
+        if let Some(errors) = n.ecc_uncorrected {
+            out.push(hw::finding(
+                format!("gpu{}.ecc_uncorrected", g.index),
+                Area::Gpu,
+                if errors == 0 {
+                    Status::Pass
+                } else {
+                    Status::Fail
+                },
+                "0",
+                errors.to_string(),
+                format!(
+                    "{} ({}): uncorrected ECC errors corrupt results or crash jobs",
+                    n.name, g.pci_address
+                ),
+                "drain the node; reset the GPU (nvidia-smi -r) and, if errors return, replace it",
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inventory::pci::PciLink;
+
+    fn gpu(current: (f64, u32), max: (f64, u32)) -> Gpu {
+        Gpu {
+            index: 0,
+            pci_address: "0000:1b:00.0".into(),
+            device_id: "10de:2330".into(),
+            driver: Some("nvidia".into()),
+            numa_node: Some(0),
+            local_cpus: None,
+            link: PciLink {
+                current_gts: Some(current.0),
+                max_gts: Some(max.0),
+                current_width: Some(current.1),
+                max_width: Some(max.1),
+            },
+            bridges: vec![],
+            host_bridge: None,
+            nvml: None,
+        }
+    }
+
+    #[test]
+    fn link_training_verdicts() {
+        let cases = [
+            ((32.0, 16), (32.0, 16), Status::Pass),
+            ((32.0, 8), (32.0, 16), Status::Fail),
+            ((8.0, 16), (32.0, 16), Status::Fail),
+            ((2.5, 16), (32.0, 16), Status::Warn),
+            ((2.5, 8), (32.0, 16), Status::Fail),
+        ];
+        for (current, max, want) in cases {
+            let f = pcie_link(&gpu(current, max));
+            assert_eq!(f.status, want, "{current:?} of {max:?}: {}", f.message);
+            assert_eq!(f.fix.is_empty(), want == Status::Pass);
+        }
+        let f = pcie_link(&gpu((32.0, 8), (32.0, 16)));
+        assert_eq!(
+            (f.actual.as_str(), f.expected.as_str()),
+            ("Gen5 x8", "Gen5 x16")
+        );
+    }
+
+    /// Two GPUs as plain sysfs directories, for what NVML adds to them.
+    fn two_gpu_root() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for bdf in ["0000:18:00.0", "0000:2a:00.0"] {
+            let d = dir.path().join("sys/bus/pci/devices").join(bdf);
+            std::fs::create_dir_all(&d).unwrap();
+            for (f, v) in [
+                ("vendor", "0x10de"),
+                ("device", "0x20b0"),
+                ("class", "0x030200"),
+                ("numa_node", "0"),
+            ] {
+                std::fs::write(d.join(f), format!("{v}\n")).unwrap();
+            }
+        }
+        dir
+    }
+
+    fn nvml_gpu(
+        addr: &str,
+        peer: &str,
+        persistence: bool,
+        ecc: u64,
+    ) -> crate::inventory::nvml::NvmlGpu {
+        crate::inventory::nvml::NvmlGpu {
+            pci_address: addr.into(),
+            name: "NVIDIA A100-SXM4-80GB".into(),
+            memory_bytes: Some(80 << 30),
+            persistence_mode: Some(persistence),
+            ecc_uncorrected: Some(ecc),
+            nvlink_peers: vec![peer.into(); 12],
+        }
+    }
+
+    /// The gpu checks of the base profile on `dir` with NVML answering `facts`.
+    fn audit_base(
+        dir: &std::path::Path,
+        facts: crate::inventory::nvml::NvmlFacts,
+    ) -> (Vec<Finding>, Inventory) {
+        use crate::checks::AuditOptions;
+        use crate::host::Root;
+        let root = Root::new(dir);
+        let mut probes = Probes::absent("in a test");
+        probes.nvml = Box::new(crate::inventory::nvml::FixedNvml(facts));
+        let inv = Inventory::read(&root, &probes).unwrap();
+        let profile = crate::profile::Loader::new(&root, &crate::checks::keys)
+            .load("base")
+            .unwrap();
+        let options = AuditOptions::default();
+        let ctx = Context {
+            root: &root,
+            profile: &profile,
+            options: &options,
+        };
+        (audit_with(&ctx, &probes), inv)
+    }
+
+    #[test]
+    fn nvml_facts_enrich_the_inventory_and_drive_health_checks() {
+        use crate::inventory::nvml::NvmlFacts;
+        let dir = two_gpu_root();
+        let (f, inv) = audit_base(
+            dir.path(),
+            NvmlFacts {
+                driver_version: Some("535.104.05".into()),
+                cuda_version: Some("12.2".into()),
+                gpus: vec![
+                    nvml_gpu("0000:18:00.0", "0000:2a:00.0", true, 0),
+                    nvml_gpu("0000:2a:00.0", "0000:18:00.0", false, 3),
+                ],
+            },
+        );
+        assert_eq!(inv.matrix().rows[0].links, ["X", "NV12"]);
+        assert_eq!(
+            inv.gpus[1].nvml.as_ref().unwrap().name,
+            "NVIDIA A100-SXM4-80GB"
+        );
+        let get = |id: &str| {
+            f.iter()
+                .find(|x| x.id == id)
+                .unwrap_or_else(|| panic!("{id}: {f:#?}"))
+        };
+        assert_eq!(get("gpu0.persistence_mode").status, Status::Pass);
+        assert_eq!(get("gpu1.persistence_mode").status, Status::Warn);
+        assert_eq!(get("gpu1.ecc_uncorrected").status, Status::Fail);
+        assert_eq!(get("gpu1.ecc_uncorrected").actual, "3");
+        // No driver files in the tree: the driver version comes from NVML, CUDA too.
+        assert_eq!(get("driver.version").actual, "535.104.05");
+        assert!(get("driver.version").message.starts_with("from NVML"));
+        assert_eq!(get("cuda.version").actual, "12.2");
+        assert_eq!(get("cuda.version").status, Status::Pass);
+    }
+
+    #[test]
+    fn an_old_cuda_fails_the_profile() {
+        use crate::inventory::nvml::NvmlFacts;
+        let dir = two_gpu_root();
+        std::fs::create_dir_all(dir.path().join("sys/module/nvidia")).unwrap();
+        std::fs::write(dir.path().join("sys/module/nvidia/version"), "470.57.02\n").unwrap();
+        let (f, _) = audit_base(
+            dir.path(),
+            NvmlFacts {
+                cuda_version: Some("11.4".into()),
+                ..Default::default()
+            },
+        );
+        let get = |id: &str| f.iter().find(|x| x.id == id).unwrap();
+        assert_eq!(get("cuda.version").status, Status::Fail);
+        assert_eq!(get("driver.version").status, Status::Fail);
+        assert_eq!(get("driver.version").actual, "470.57.02");
+        assert!(
+            get("driver.version")
+                .message
+                .contains("/sys/module/nvidia/version")
+        );
+        assert!(!get("driver.version").fix.is_empty());
+    }
+}

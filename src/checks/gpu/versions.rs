@@ -1,0 +1,218 @@
+//! The software GPUs train with: NVIDIA driver, CUDA driver API and NCCL versions, judged
+//! against the profile's minimums.
+
+use crate::finding::{Area, Finding, Status};
+use crate::host::Root;
+use crate::host::nccl::{self, Nccl, SearchEnv};
+use crate::inventory::{Inventory, Probes};
+use crate::profile::setting::Setting;
+
+use super::super::{Context, hw};
+
+/// Parses `/proc/driver/nvidia/version`: the first dotted number on the `NVRM version:`
+/// line (`... Kernel Module  535.104.05  Sat Aug 19 ...`, or `... for x86_64  550.54.15`).
+pub fn parse_proc_driver_version(text: &str) -> Option<String> {
+    let line = text.lines().find(|l| l.starts_with("NVRM version:"))?;
+    line.split_whitespace()
+        .find(|w| {
+            w.contains('.')
+                && w.split('.').count() >= 2
+                && w.split('.')
+                    .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+        })
+        .map(str::to_string)
+}
+
+/// The loaded driver's version and the file it came from, or why there is none.
+pub fn driver_version(root: &Root, inv: &Inventory) -> Result<(String, String), String> {
+    let proc_file = "/proc/driver/nvidia/version";
+    if let Ok(Some(text)) = root.read_optional(proc_file)
+        && let Some(v) = parse_proc_driver_version(&text)
+    {
+        return Ok((v, proc_file.into()));
+    }
+    let module = "/sys/module/nvidia/version";
+    if let Ok(Some(text)) = root.read_optional(module)
+        && !text.trim().is_empty()
+    {
+        return Ok((text.trim().to_string(), module.into()));
+    }
+    if let Ok(facts) = &inv.nvml
+        && let Some(v) = &facts.driver_version
+    {
+        return Ok((v.clone(), "NVML".into()));
+    }
+    if inv
+        .gpus
+        .iter()
+        .any(|g| g.driver.as_deref() == Some("nvidia"))
+    {
+        return Err(format!(
+            "the nvidia driver is bound to the GPUs but neither {proc_file} nor {module} is readable (a partial snapshot?)"
+        ));
+    }
+    Err(format!(
+        "NVIDIA driver not found (no {proc_file}, no {module}: the nvidia kernel module is not loaded)"
+    ))
+}
+
+/// `driver.version`.
+pub fn driver(ctx: &Context, inv: &Inventory, setting: &Setting) -> Finding {
+    let id = "driver.version";
+    let expected = setting.rule.describe();
+    match driver_version(ctx.root, inv) {
+        Err(reason) => Finding::skip(id, Area::Gpu, expected, reason),
+        Ok((version, source)) => judged(
+            ctx,
+            id,
+            setting,
+            version,
+            &source,
+            "install a newer NVIDIA data-centre driver (the CUDA release notes list the minimum for each CUDA version), then reboot or reload the nvidia modules",
+        ),
+    }
+}
+
+/// A version read from `source`, judged against its setting.
+fn judged(
+    ctx: &Context,
+    id: &str,
+    setting: &Setting,
+    version: String,
+    source: &str,
+    fix: &str,
+) -> Finding {
+    let (status, note) = hw::judge(setting, &version);
+    hw::finding(
+        id,
+        Area::Gpu,
+        status,
+        setting.rule.describe(),
+        version,
+        note.unwrap_or_else(|| format!("from {source}. {}", super::super::why(ctx, Area::Gpu, id))),
+        fix,
+    )
+}
+
+/// `cuda.version`: the CUDA version the driver supports (what `nvidia-smi` shows).
+pub fn cuda(ctx: &Context, inv: &Inventory, probes: &Probes, setting: &Setting) -> Finding {
+    let id = "cuda.version";
+    let expected = setting.rule.describe();
+    let from_nvml = inv.nvml.as_ref().ok().and_then(|f| f.cuda_version.clone());
+    let (version, source) = match from_nvml {
+        Some(v) => (v, "NVML".to_string()),
+        None => match probes.cuda.driver_version() {
+            Ok(v) => (v, "cuDriverGetVersion in libcuda.so.1".to_string()),
+            Err(reason) => return Finding::skip(id, Area::Gpu, expected, reason),
+        },
+    };
+    judged(
+        ctx,
+        id,
+        setting,
+        version,
+        &source,
+        "upgrade the NVIDIA driver: the CUDA version a node can run is capped by its driver",
+    )
+}
+
+/// `nccl.version`: the NCCL a job would load, found in gputune's lookup order.
+pub fn nccl(ctx: &Context, inv: &Inventory, setting: &Setting) -> Finding {
+    nccl_with(ctx, inv, setting, &SearchEnv::from_process())
+}
+
+pub fn nccl_with(ctx: &Context, inv: &Inventory, setting: &Setting, env: &SearchEnv) -> Finding {
+    let id = "nccl.version";
+    let expected = setting.rule.describe();
+    let located = match nccl::locate(ctx.root, env) {
+        Ok(l) => l,
+        Err(searched) => {
+            let message = format!(
+                "{} not found; searched {}",
+                nccl::SONAME,
+                searched.join(", ")
+            );
+            // Without a GPU or driver, NCCL has nothing to drive: not this node's problem.
+            if inv.gpus.is_empty() {
+                return Finding::skip(
+                    id,
+                    Area::Gpu,
+                    expected,
+                    format!("no NVIDIA GPU on this node; {message}"),
+                );
+            }
+            return hw::finding(
+                id,
+                Area::Gpu,
+                setting.severity.status(),
+                expected,
+                "not found",
+                message,
+                "pip install nvidia-nccl-cu12 (PyTorch's NCCL) or install libnccl2 from NVIDIA's repository, or point $GPUTUNE_NCCL_LIB at libnccl.so.2",
+            );
+        }
+    };
+    let shown = located.path.display().to_string();
+    let version = match Nccl::open(&located.path).and_then(|lib| lib.version()) {
+        Ok(v) => v.to_string(),
+        Err(e) => {
+            return Finding::error(
+                id,
+                Area::Gpu,
+                expected,
+                format!("{shown} (found via {}): {e}", located.origin),
+            );
+        }
+    };
+    let (status, note) = hw::judge(setting, &version);
+    let mut f = hw::finding(
+        id,
+        Area::Gpu,
+        status,
+        expected,
+        version,
+        format!(
+            "{shown} (found via {}). {}",
+            located.origin,
+            note.unwrap_or_else(|| super::super::why(ctx, Area::Gpu, id))
+        ),
+        "upgrade NCCL: pip install -U nvidia-nccl-cu12 (or the libnccl2 package), or point $GPUTUNE_NCCL_LIB at a newer libnccl.so.2",
+    );
+    if status == Status::Pass {
+        f.fix.clear();
+    }
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_driver_versions() {
+        let cases: &[(&str, Option<&str>)] = &[
+            (
+                "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\nGCC version:  gcc version 12.2.0\n",
+                Some("535.104.05"),
+            ),
+            (
+                "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build  (dvs-builder@U16-I3-B03-4-3)  Tue Mar  5 22:15:33 UTC 2024\n",
+                Some("550.54.15"),
+            ),
+            (
+                "NVRM version: NVIDIA UNIX aarch64 Kernel Module  580.95.05  Tue Sep 30 2025\n",
+                Some("580.95.05"),
+            ),
+            ("GCC version: gcc version 12.2.0\n", None),
+            ("", None),
+            ("NVRM version: garbage\n", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(
+                parse_proc_driver_version(text).as_deref(),
+                *want,
+                "{text:?}"
+            );
+        }
+    }
+}

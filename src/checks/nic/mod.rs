@@ -1,0 +1,402 @@
+//! NICs that carry training traffic: link up, speed and MTU against the profile, NUMA
+//! placement against the GPUs, interrupt placement, and the `NCCL_SOCKET_IFNAME` NCCL
+//! should use. Which NICs are judged: the one routing to `--peer`, else the RDMA-capable
+//! ones, else the default route's, else the fastest one that is up.
+
+pub mod irq;
+pub mod ncclconf;
+
+use std::net::{IpAddr, ToSocketAddrs};
+
+use crate::finding::{Area, Finding, Status};
+use crate::inventory::nic::Nic;
+use crate::inventory::{Inventory, Probes, route};
+use crate::profile::setting::{KeySpec, Setting, ValueKind::Number};
+
+use super::{Context, hw};
+
+pub const KEYS: &[KeySpec] = &[
+    KeySpec {
+        key: "link.speed_mbps",
+        kind: Number,
+        why: "Inter-node all-reduce runs at most at the NIC's line rate; a slower link (or one that negotiated down) caps every step.",
+    },
+    KeySpec {
+        key: "link.mtu",
+        kind: Number,
+        why: "Jumbo frames (9000) cut per-packet CPU cost by six at high link speeds; NCCL's socket transport is CPU-bound without them.",
+    },
+    KeySpec {
+        key: "irq.numa_local",
+        kind: Number,
+        why: "NIC interrupts handled on the other socket add a cross-socket hop to every packet; 1 asks for them on the NIC's own NUMA node.",
+    },
+];
+
+pub fn audit(ctx: &Context) -> Vec<Finding> {
+    audit_with(ctx, &Probes::for_root(ctx.root))
+}
+
+/// The nic checks with the given live probes (tests pass fixed ones).
+pub fn audit_with(ctx: &Context, probes: &Probes) -> Vec<Finding> {
+    let inv = match hw::inventory(ctx, Area::Nic, probes) {
+        Ok(inv) => inv,
+        Err(f) => return vec![*f],
+    };
+    let mut findings = Vec::new();
+    let (judged, why_judged) = training_nics(ctx, &inv, probes, &mut findings);
+    if judged.is_empty() {
+        findings.push(Finding::skip(
+            "nic.count",
+            Area::Nic,
+            ">= 1 physical NIC",
+            format!(
+                "no physical network interface in /sys/class/net ({} virtual ones skipped)",
+                inv.skipped_nics.len()
+            ),
+        ));
+        return findings;
+    }
+    for nic in &judged {
+        findings.push(link_up(nic, &why_judged));
+        for (key, setting) in ctx.profile.area(Area::Nic) {
+            match key.as_str() {
+                "link.speed_mbps" => findings.push(speed(ctx, nic, setting)),
+                "link.mtu" => findings.push(mtu(ctx, nic, setting)),
+                "irq.numa_local" => findings.extend(irq::audit(ctx, &inv, nic, setting)),
+                _ => {}
+            }
+        }
+        if let Some(f) = numa_placement(&inv, nic) {
+            findings.push(f);
+        }
+    }
+    findings.push(ncclconf::socket_ifname(ctx, &inv, &judged));
+    findings
+}
+
+/// The NICs to judge and why those.
+fn training_nics<'a>(
+    ctx: &Context,
+    inv: &'a Inventory,
+    probes: &Probes,
+    findings: &mut Vec<Finding>,
+) -> (Vec<&'a Nic>, String) {
+    if let Some(peer) = &ctx.options.peer {
+        match peer_nic(inv, probes, peer) {
+            Ok(nic) => return (vec![nic], format!("it routes to --peer {peer}")),
+            Err(reason) => findings.push(Finding::skip(
+                "nic.peer_route",
+                Area::Nic,
+                format!("an interface routes to {peer}"),
+                reason,
+            )),
+        }
+    }
+    let rdma: Vec<&Nic> = inv.nics.iter().filter(|n| !n.rdma.is_empty()).collect();
+    if !rdma.is_empty() {
+        return (rdma, "it is RDMA-capable (the training fabric)".into());
+    }
+    let default = if ctx.root.is_live() {
+        probes
+            .routes
+            .default_route()
+            .ok()
+            .flatten()
+            .and_then(|i| inv.nics.iter().find(|n| n.ifindex == Some(i)))
+    } else {
+        ctx.root
+            .read_optional("/proc/net/route")
+            .ok()
+            .flatten()
+            .and_then(|t| route::default_from_proc(&t))
+            .and_then(|name| inv.nics.iter().find(|n| n.name == name))
+    };
+    if let Some(nic) = default {
+        return (vec![nic], "it carries the default route".into());
+    }
+    if let Some(nic) = fastest_up(&inv.nics) {
+        return (vec![nic], "it is the fastest interface that is up".into());
+    }
+    (
+        inv.nics.iter().collect(),
+        "no interface is up, so every physical one is judged".into(),
+    )
+}
+
+/// The fastest physical NIC that is up (unknown speed counts as slowest), never `lo` or
+/// `docker*` (those are virtual and never in the list).
+pub fn fastest_up(nics: &[Nic]) -> Option<&Nic> {
+    nics.iter().filter(|n| n.is_up()).max_by(|a, b| {
+        a.speed_mbps
+            .unwrap_or(0)
+            .cmp(&b.speed_mbps.unwrap_or(0))
+            .then_with(|| b.name.cmp(&a.name))
+    })
+}
+
+fn peer_nic<'a>(inv: &'a Inventory, probes: &Probes, peer: &str) -> Result<&'a Nic, String> {
+    let addr: IpAddr = match peer.parse() {
+        Ok(a) => a,
+        Err(_) => (peer, 0)
+            .to_socket_addrs()
+            .map_err(|e| format!("--peer {peer}: not an address and cannot be resolved: {e}"))?
+            .next()
+            .map(|s| s.ip())
+            .ok_or_else(|| format!("--peer {peer}: resolves to no address"))?,
+    };
+    let ifindex = probes.routes.route_to(addr)?;
+    inv.nics
+        .iter()
+        .find(|n| n.ifindex == Some(ifindex))
+        .ok_or_else(|| {
+            format!("the route to {peer} leaves through interface index {ifindex}, a virtual interface (bond, VLAN, bridge or loopback) whose ports are judged instead")
+        })
+}
+
+fn link_up(nic: &Nic, why_judged: &str) -> Finding {
+    hw::finding(
+        format!("nic.{}.up", nic.name),
+        Area::Nic,
+        if nic.is_up() {
+            Status::Pass
+        } else {
+            Status::Fail
+        },
+        "up",
+        nic.operstate.clone(),
+        format!(
+            "{} ({}, driver {}, firmware {}) is judged because {why_judged}",
+            nic.name,
+            nic.pci_address.as_deref().unwrap_or("no PCI address"),
+            nic.driver.as_deref().unwrap_or("?"),
+            nic.firmware.as_deref().unwrap_or("unknown"),
+        ),
+        format!(
+            "ip link set {} up, and check the cable/transceiver and the switch port (`ethtool {}`)",
+            nic.name, nic.name
+        ),
+    )
+}
+
+fn speed(ctx: &Context, nic: &Nic, setting: &Setting) -> Finding {
+    let id = format!("link.speed_mbps.{}", nic.name);
+    let expected = setting.rule.describe();
+    let Some(mbps) = nic.speed_mbps else {
+        return Finding::skip(
+            id,
+            Area::Nic,
+            expected,
+            format!(
+                "{} reports no speed ({}): virtio and most cloud NICs do not, and a link that is down has none",
+                nic.name,
+                nic.driver.as_deref().unwrap_or("unknown driver")
+            ),
+        );
+    };
+    let (status, note) = hw::judge(setting, &mbps.to_string());
+    hw::finding(
+        id,
+        Area::Nic,
+        status,
+        expected,
+        mbps.to_string(),
+        note.unwrap_or_else(|| super::why(ctx, Area::Nic, "link.speed_mbps")),
+        format!(
+            "check the negotiated speed with `ethtool {}` (cable, transceiver, switch port), or pick the profile for this fabric",
+            nic.name
+        ),
+    )
+}
+
+fn mtu(ctx: &Context, nic: &Nic, setting: &Setting) -> Finding {
+    let id = format!("link.mtu.{}", nic.name);
+    let expected = setting.rule.describe();
+    if nic.kind == "infiniband" {
+        return Finding::skip(
+            id,
+            Area::Nic,
+            expected,
+            format!(
+                "{} is IPoIB: NCCL's InfiniBand transport does not use the IP MTU",
+                nic.name
+            ),
+        );
+    }
+    let Some(mtu) = nic.mtu else {
+        return Finding::error(
+            id,
+            Area::Nic,
+            expected,
+            format!("/sys/class/net/{}/mtu is unreadable", nic.name),
+        );
+    };
+    let (status, note) = hw::judge(setting, &mtu.to_string());
+    let target = setting
+        .rule
+        .target(&mtu.to_string())
+        .unwrap_or_else(|| "9000".into());
+    hw::finding(
+        id,
+        Area::Nic,
+        status,
+        expected,
+        mtu.to_string(),
+        note.unwrap_or_else(|| super::why(ctx, Area::Nic, "link.mtu")),
+        format!(
+            "ip link set {} mtu {target}, persist it in the interface's network configuration, and set the same MTU on the switch ports and every peer",
+            nic.name
+        ),
+    )
+}
+
+/// A NIC should sit on a NUMA node that has GPUs, or every GPU<->NIC transfer crosses the
+/// socket interconnect.
+fn numa_placement(inv: &Inventory, nic: &Nic) -> Option<Finding> {
+    if inv.gpus.is_empty() || inv.single_numa_node() {
+        return None;
+    }
+    let id = format!("nic.{}.numa", nic.name);
+    let gpu_nodes: std::collections::BTreeSet<u32> =
+        inv.gpus.iter().filter_map(|g| g.numa_node).collect();
+    let shown: Vec<String> = gpu_nodes.iter().map(u32::to_string).collect();
+    let expected = format!("a node with GPUs ({})", shown.join(","));
+    let Some(node) = nic.numa_node else {
+        return Some(Finding::skip(
+            id,
+            Area::Nic,
+            expected,
+            format!("{} reports no NUMA node (numa_node = -1)", nic.name),
+        ));
+    };
+    let local = gpu_nodes.contains(&node);
+    Some(hw::finding(
+        id,
+        Area::Nic,
+        if local { Status::Pass } else { Status::Warn },
+        expected,
+        node.to_string(),
+        format!(
+            "{} is on NUMA node {node}; GPUDirect and staged copies between its GPUs and a NIC on another node cross the socket interconnect",
+            nic.name
+        ),
+        "move the NIC to a slot wired to the GPUs' socket (see `gputune topo`), or use a NIC on that node",
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::AuditOptions;
+    use crate::host::Root;
+    use crate::inventory::route::FixedRoutes;
+    use crate::profile::Loader;
+    use std::os::unix::fs::symlink;
+
+    /// Two PCI NICs: eth0 (10 GbE, ifindex 2) and eth1 (100 GbE, ifindex 3).
+    fn two_nics() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, bdf, speed, index) in [
+            ("eth0", "0000:01:00.0", 10000, 2),
+            ("eth1", "0000:02:00.0", 100000, 3),
+        ] {
+            let dev = dir.path().join(format!("sys/devices/pci0000:00/{bdf}"));
+            let net = dev.join("net").join(name);
+            std::fs::create_dir_all(&net).unwrap();
+            for (f, v) in [
+                ("speed", speed.to_string()),
+                ("mtu", "1500".into()),
+                ("operstate", "up".into()),
+                ("ifindex", index.to_string()),
+            ] {
+                std::fs::write(net.join(f), format!("{v}\n")).unwrap();
+            }
+            symlink("../..", net.join("device")).unwrap();
+            std::fs::create_dir_all(dir.path().join("sys/class/net")).unwrap();
+            symlink(
+                format!("../../devices/pci0000:00/{bdf}/net/{name}"),
+                dir.path().join("sys/class/net").join(name),
+            )
+            .unwrap();
+        }
+        dir
+    }
+
+    fn run(dir: &std::path::Path, peer: Option<&str>, routes: FixedRoutes) -> Vec<Finding> {
+        let root = Root::new(dir);
+        let profile = Loader::new(&root, &crate::checks::keys)
+            .load("ddp-10gbe")
+            .unwrap();
+        let options = AuditOptions {
+            peer: peer.map(str::to_string),
+            ..Default::default()
+        };
+        let ctx = Context {
+            root: &root,
+            profile: &profile,
+            options: &options,
+        };
+        let mut probes = Probes::absent("in a test");
+        probes.routes = Box::new(routes);
+        audit_with(&ctx, &probes)
+    }
+
+    #[test]
+    fn the_nic_routing_to_the_peer_is_judged_and_recommended() {
+        let dir = two_nics();
+        let routes = FixedRoutes {
+            default: Some(3),
+            peers: vec![("192.0.2.7".parse().unwrap(), 2)],
+        };
+        let f = run(dir.path(), Some("192.0.2.7"), routes);
+        let up = f
+            .iter()
+            .find(|f| f.id == "nic.eth0.up")
+            .expect("eth0 judged");
+        assert!(
+            up.message.contains("routes to --peer 192.0.2.7"),
+            "{}",
+            up.message
+        );
+        assert!(f.iter().all(|f| f.id != "nic.eth1.up"));
+        let ifname = f
+            .iter()
+            .find(|f| f.id == "nccl.NCCL_SOCKET_IFNAME")
+            .unwrap();
+        assert_eq!(ifname.expected, "eth0");
+    }
+
+    #[test]
+    fn without_a_route_to_the_peer_the_fastest_nic_is_judged() {
+        let dir = two_nics();
+        let routes = FixedRoutes {
+            default: None,
+            peers: vec![],
+        };
+        let f = run(dir.path(), Some("192.0.2.9"), routes);
+        let skip = f.iter().find(|f| f.id == "nic.peer_route").unwrap();
+        assert_eq!(skip.status, Status::Skip);
+        assert!(skip.message.contains("no route to 192.0.2.9"));
+        // Not the live node: the default route comes from /proc/net/route (absent here).
+        let up = f
+            .iter()
+            .find(|f| f.id == "nic.eth1.up")
+            .expect("fastest judged");
+        assert!(up.message.contains("fastest"), "{}", up.message);
+        let speed = f.iter().find(|f| f.id == "link.speed_mbps.eth1").unwrap();
+        assert_eq!(speed.status, Status::Pass);
+        assert_eq!(speed.change, None);
+    }
+
+    #[test]
+    fn fastest_up_prefers_speed_then_name() {
+        let dir = two_nics();
+        let (nics, _) = crate::inventory::nic::nics(
+            &Root::new(dir.path()),
+            &crate::inventory::ethtool::NoEthtool("test".into()),
+        )
+        .unwrap();
+        assert_eq!(fastest_up(&nics).map(|n| n.name.as_str()), Some("eth1"));
+        assert_eq!(fastest_up(&[]), None);
+    }
+}

@@ -1,0 +1,161 @@
+//! NIC driver and firmware versions through the ethtool `ETHTOOL_GDRVINFO` ioctl, the
+//! same call `ethtool -i` makes. sysfs does not carry the firmware version.
+
+use std::ffi::{c_char, c_void};
+
+/// What `ethtool -i` shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverInfo {
+    pub driver: String,
+    pub version: String,
+    pub firmware: String,
+    pub bus_info: String,
+}
+
+/// A source of driver info: the real ioctl, or fixed answers in tests.
+pub trait EthtoolProbe {
+    /// Driver info of interface `name`, or why it cannot be read.
+    fn driver_info(&self, name: &str) -> Result<DriverInfo, String>;
+}
+
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const ETHTOOL_GDRVINFO: u32 = 0x0000_0003;
+
+/// `struct ethtool_drvinfo` from `<linux/ethtool.h>`.
+#[repr(C)]
+struct EthtoolDrvinfo {
+    cmd: u32,
+    driver: [c_char; 32],
+    version: [c_char; 32],
+    fw_version: [c_char; 32],
+    bus_info: [c_char; 32],
+    erom_version: [c_char; 32],
+    reserved2: [c_char; 12],
+    n_priv_flags: u32,
+    n_stats: u32,
+    testinfo_len: u32,
+    eedump_len: u32,
+    regdump_len: u32,
+}
+
+/// `struct ifreq` with the `ifr_data` member of its union, padded to the kernel's 40 bytes.
+#[repr(C)]
+struct IfreqData {
+    name: [c_char; libc::IFNAMSIZ],
+    data: *mut c_void,
+    _pad: [u8; 16],
+}
+
+/// Text of a NUL-terminated fixed-size C field.
+pub fn c_field(field: &[c_char]) -> String {
+    let bytes: Vec<u8> = field
+        .iter()
+        .take_while(|c| **c != 0)
+        .map(|c| *c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).trim().to_string()
+}
+
+/// The real ioctl on an `AF_INET` datagram socket.
+pub struct RealEthtool;
+
+impl EthtoolProbe for RealEthtool {
+    fn driver_info(&self, name: &str) -> Result<DriverInfo, String> {
+        if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+            return Err(format!("`{name}` is not an interface name"));
+        }
+        // SAFETY: plain socket(2) call; the descriptor is closed below.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(format!("socket: {}", std::io::Error::last_os_error()));
+        }
+        // SAFETY: all-zero is a valid value of these plain C structs.
+        let mut info: EthtoolDrvinfo = unsafe { std::mem::zeroed() };
+        info.cmd = ETHTOOL_GDRVINFO;
+        let mut req: IfreqData = unsafe { std::mem::zeroed() };
+        for (dst, src) in req.name.iter_mut().zip(name.bytes()) {
+            *dst = src as c_char;
+        }
+        req.data = (&mut info as *mut EthtoolDrvinfo).cast();
+        // SAFETY: SIOCETHTOOL reads `req` and writes `info`, both alive for the call.
+        let rc = unsafe { libc::ioctl(fd, SIOCETHTOOL as _, &mut req) };
+        let err = std::io::Error::last_os_error();
+        // SAFETY: closing the descriptor opened above, once.
+        unsafe { libc::close(fd) };
+        if rc < 0 {
+            return Err(format!("ETHTOOL_GDRVINFO on {name}: {err}"));
+        }
+        Ok(DriverInfo {
+            driver: c_field(&info.driver),
+            version: c_field(&info.version),
+            firmware: c_field(&info.fw_version),
+            bus_info: c_field(&info.bus_info),
+        })
+    }
+}
+
+/// No ioctl possible (not the live node), with the reason.
+pub struct NoEthtool(pub String);
+
+impl EthtoolProbe for NoEthtool {
+    fn driver_info(&self, _name: &str) -> Result<DriverInfo, String> {
+        Err(self.0.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c_fields() {
+        let mut field = [0 as c_char; 32];
+        for (d, s) in field.iter_mut().zip(b"16.35.2000 (MT_0000000838)") {
+            *d = *s as c_char;
+        }
+        assert_eq!(c_field(&field), "16.35.2000 (MT_0000000838)");
+        assert_eq!(c_field(&[0; 4]), "");
+    }
+
+    #[test]
+    fn the_real_ioctl_answers_for_loopback_and_refuses_unknown_names() {
+        assert_eq!(std::mem::size_of::<IfreqData>(), 40);
+        let lo = RealEthtool.driver_info("lo");
+        // Loopback has no ethtool driver info on most kernels: either answer is a result.
+        if let Ok(info) = &lo {
+            assert!(!info.driver.is_empty());
+        }
+        let err = RealEthtool
+            .driver_info("gputune-none0")
+            .expect_err("no such interface");
+        assert!(err.contains("gputune-none0"), "{err}");
+        assert!(RealEthtool.driver_info("").is_err());
+    }
+
+    #[test]
+    fn the_real_ioctl_agrees_with_sysfs_on_this_machines_nics() {
+        // Every device-backed interface here (virtio_net on CI) answers ETHTOOL_GDRVINFO
+        // with the driver sysfs links to and its PCI function as bus_info.
+        let mut checked = 0;
+        for entry in std::fs::read_dir("/sys/class/net").unwrap() {
+            let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+            let device = std::path::Path::new("/sys/class/net")
+                .join(&name)
+                .join("device");
+            let Ok(driver) = std::fs::read_link(device.join("driver")) else {
+                continue;
+            };
+            let info = RealEthtool.driver_info(&name).unwrap();
+            assert_eq!(
+                info.driver,
+                driver.file_name().unwrap().to_string_lossy(),
+                "{name}"
+            );
+            checked += 1;
+        }
+        assert!(
+            checked > 0,
+            "this machine has at least one device-backed NIC"
+        );
+    }
+}

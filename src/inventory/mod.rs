@@ -1,0 +1,229 @@
+//! What hardware the node has and where it sits: GPUs, NICs, RDMA devices and NUMA nodes,
+//! read from sysfs under the [`Root`], enriched by live-only sources (NVML, ethtool,
+//! netlink) when the root is the running node. `topo`, `pin` and the gpu, nic, numa and
+//! platform checks all read this one inventory.
+
+pub mod affinity;
+pub mod cuda;
+pub mod ethtool;
+pub mod gpu;
+pub mod nic;
+pub mod numa;
+pub mod nvml;
+pub mod pci;
+pub mod route;
+
+use std::fmt::Display;
+
+use serde::{Serialize, Serializer};
+
+use crate::host::{HostError, Root};
+use affinity::{Path, Place};
+use cuda::CudaProbe;
+use ethtool::EthtoolProbe;
+use gpu::Gpu;
+use nic::{Nic, RdmaDevice, SkippedNic};
+use numa::NumaNode;
+use nvml::{NvmlFacts, NvmlProbe};
+use route::RouteProbe;
+
+/// The sources that are not files. On `--root DIR` they would describe the machine
+/// gputune runs on rather than DIR, so they are replaced by absent ones saying so.
+pub struct Probes {
+    pub nvml: Box<dyn NvmlProbe>,
+    pub cuda: Box<dyn CudaProbe>,
+    pub ethtool: Box<dyn EthtoolProbe>,
+    pub routes: Box<dyn RouteProbe>,
+}
+
+/// Why live-only facts are missing under `--root`.
+pub const NOT_LIVE: &str = "describes the running node only, not --root";
+
+impl Probes {
+    /// Real probes on the live node, absent ones with the reason under `--root`.
+    pub fn for_root(root: &Root) -> Probes {
+        if root.is_live() {
+            Probes {
+                nvml: Box::new(nvml::RealNvml),
+                cuda: Box::new(cuda::RealCuda),
+                ethtool: Box::new(ethtool::RealEthtool),
+                routes: Box::new(route::Netlink),
+            }
+        } else {
+            Probes::absent(&format!("{NOT_LIVE} {}", root.dir().display()))
+        }
+    }
+
+    /// Probes that all answer `reason`.
+    pub fn absent(reason: &str) -> Probes {
+        Probes {
+            nvml: Box::new(nvml::NoNvml(format!("NVML {reason}"))),
+            cuda: Box::new(cuda::NoCuda(format!("libcuda {reason}"))),
+            ethtool: Box::new(ethtool::NoEthtool(format!("ethtool {reason}"))),
+            routes: Box::new(route::NoRoutes(format!("netlink {reason}"))),
+        }
+    }
+}
+
+/// The node's hardware.
+#[derive(Debug, Clone, Serialize)]
+pub struct Inventory {
+    pub numa_nodes: Vec<NumaNode>,
+    pub gpus: Vec<Gpu>,
+    pub nics: Vec<Nic>,
+    pub skipped_nics: Vec<SkippedNic>,
+    pub rdma: Vec<RdmaDevice>,
+    /// NVML facts, or why there are none.
+    #[serde(skip)]
+    pub nvml: Result<NvmlFacts, String>,
+}
+
+impl Inventory {
+    /// Reads everything; only unreadable (not missing) files are errors.
+    pub fn read(root: &Root, probes: &Probes) -> Result<Inventory, HostError> {
+        let numa_nodes = numa::nodes(root)?;
+        let devices = pci::devices(root)?;
+        let mut gpus = gpu::gpus(&devices);
+        let (mut nics, skipped_nics) = nic::nics(root, probes.ethtool.as_ref())?;
+        let rdma = nic::rdma_devices(root)?;
+        // A one-node host leaves `numa_node` at -1: every device is on that node.
+        if let [only] = numa_nodes.as_slice() {
+            for g in gpus.iter_mut().filter(|g| g.numa_node.is_none()) {
+                g.numa_node = Some(only.id);
+            }
+            for n in nics.iter_mut().filter(|n| n.numa_node.is_none()) {
+                n.numa_node = Some(only.id);
+            }
+        }
+        let nvml = if gpus.is_empty() {
+            Err("no NVIDIA GPU on the PCI bus".to_string())
+        } else {
+            probes.nvml.probe()
+        };
+        if let Ok(facts) = &nvml {
+            for g in &mut gpus {
+                g.nvml = facts
+                    .gpus
+                    .iter()
+                    .find(|n| n.pci_address == g.pci_address)
+                    .cloned();
+            }
+        }
+        Ok(Inventory {
+            numa_nodes,
+            gpus,
+            nics,
+            skipped_nics,
+            rdma,
+            nvml,
+        })
+    }
+
+    pub fn single_numa_node(&self) -> bool {
+        self.numa_nodes.len() <= 1
+    }
+
+    pub fn node(&self, id: u32) -> Option<&NumaNode> {
+        self.numa_nodes.iter().find(|n| n.id == id)
+    }
+
+    /// How GPU `a` reaches GPU `b`.
+    pub fn gpu_to_gpu(&self, a: &Gpu, b: &Gpu) -> Path {
+        let nvlinks = a.nvml.as_ref().map_or(0, |n| {
+            n.nvlink_peers
+                .iter()
+                .filter(|p| **p == b.pci_address)
+                .count() as u32
+        });
+        affinity::path_between(
+            &gpu_place(a),
+            &gpu_place(b),
+            nvlinks,
+            self.single_numa_node(),
+        )
+    }
+
+    /// How a GPU reaches a NIC.
+    pub fn gpu_to_nic(&self, g: &Gpu, n: &Nic) -> Path {
+        let nic = Place {
+            address: n.pci_address.as_deref(),
+            bridges: &n.bridges,
+            host_bridge: n.host_bridge.as_deref(),
+            numa_node: n.numa_node,
+        };
+        affinity::path_between(&gpu_place(g), &nic, 0, self.single_numa_node())
+    }
+
+    /// The affinity matrix: a row per GPU, a column per GPU then per NIC.
+    pub fn matrix(&self) -> Matrix {
+        let mut columns: Vec<String> = self.gpus.iter().map(gpu_label).collect();
+        columns.extend(self.nics.iter().map(|n| n.name.clone()));
+        let rows = self
+            .gpus
+            .iter()
+            .map(|g| MatrixRow {
+                name: gpu_label(g),
+                numa_node: g.numa_node,
+                cpus: g.local_cpus.as_ref().map(ToString::to_string).or_else(|| {
+                    g.numa_node
+                        .and_then(|id| self.node(id))
+                        .map(|n| n.cpus.to_string())
+                }),
+                links: self
+                    .gpus
+                    .iter()
+                    .map(|o| self.gpu_to_gpu(g, o).label())
+                    .chain(self.nics.iter().map(|n| self.gpu_to_nic(g, n).label()))
+                    .collect(),
+            })
+            .collect();
+        Matrix { columns, rows }
+    }
+}
+
+fn gpu_place(g: &Gpu) -> Place<'_> {
+    Place {
+        address: Some(&g.pci_address),
+        bridges: &g.bridges,
+        host_bridge: g.host_bridge.as_deref(),
+        numa_node: g.numa_node,
+    }
+}
+
+/// `GPU0`, as nvidia-smi names them.
+pub fn gpu_label(g: &Gpu) -> String {
+    format!("GPU{}", g.index)
+}
+
+/// The GPU ↔ GPU/NIC matrix of `gputune topo`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Matrix {
+    pub columns: Vec<String>,
+    pub rows: Vec<MatrixRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MatrixRow {
+    pub name: String,
+    pub numa_node: Option<u32>,
+    /// CPUs local to the GPU (its `local_cpulist`, else its node's CPUs).
+    pub cpus: Option<String>,
+    /// One label per column: `X`, `NV12`, `PIX`, `PXB`, `PHB`, `NODE`, `SYS`, `?`.
+    pub links: Vec<String>,
+}
+
+/// Serialises a value in its Display form (CPU lists as the kernel writes them).
+pub fn serialize_display<T: Display, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
+}
+
+/// Serialises an optional value in its Display form.
+pub fn serialize_opt_display<T: Display, S: Serializer>(
+    v: &Option<T>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => s.collect_str(v),
+        None => s.serialize_none(),
+    }
+}

@@ -1,0 +1,224 @@
+//! Network interfaces from `/sys/class/net` that can carry training traffic, and the RDMA
+//! devices of `/sys/class/infiniband`. Software interfaces (loopback, bridges, bonds,
+//! VLANs, veth, docker) are listed apart with the reason.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::ethtool::EthtoolProbe;
+use super::pci::{self, PciLink};
+use crate::host::cpulist::CpuList;
+use crate::host::{HostError, Root};
+
+/// One physical (device-backed) interface.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Nic {
+    pub name: String,
+    pub pci_address: Option<String>,
+    pub driver: Option<String>,
+    pub numa_node: Option<u32>,
+    #[serde(serialize_with = "super::serialize_opt_display")]
+    pub local_cpus: Option<CpuList>,
+    /// Mb/s; `None` when the link is down or the driver reports none (virtio).
+    pub speed_mbps: Option<u64>,
+    pub mtu: Option<u32>,
+    pub operstate: String,
+    /// From `ETHTOOL_GDRVINFO`; live node only.
+    pub firmware: Option<String>,
+    /// `ethernet` or `infiniband` (IPoIB), from the ARP hardware `type`.
+    pub kind: String,
+    pub link: Option<PciLink>,
+    /// RDMA devices on the same PCI function (`mlx5_0`).
+    pub rdma: Vec<String>,
+    #[serde(skip)]
+    pub bridges: Vec<String>,
+    #[serde(skip)]
+    pub host_bridge: Option<String>,
+    #[serde(skip)]
+    pub ifindex: Option<u32>,
+}
+
+impl Nic {
+    pub fn is_up(&self) -> bool {
+        self.operstate == "up"
+    }
+}
+
+/// An interface left out of the inventory, with why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SkippedNic {
+    pub name: String,
+    pub reason: String,
+}
+
+/// An RDMA device (InfiniBand HCA or RoCE NIC).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RdmaDevice {
+    pub name: String,
+    pub pci_address: Option<String>,
+    pub numa_node: Option<u32>,
+    /// `port N: STATE RATE` lines, e.g. `1: ACTIVE 100 Gb/sec (4X EDR)`.
+    pub ports: Vec<String>,
+}
+
+/// Why an interface is software-only, or `None` when a device backs it.
+pub fn virtual_reason(root: &Root, name: &str) -> Option<String> {
+    let dir = format!("/sys/class/net/{name}");
+    let real = std::fs::canonicalize(root.path(&dir)).unwrap_or_default();
+    let is_virtual = real.components().any(|c| c.as_os_str() == "virtual")
+        || !root.exists(&format!("{dir}/device"));
+    if !is_virtual {
+        return None;
+    }
+    let kind = if name == "lo" {
+        "loopback"
+    } else if name.starts_with("docker") || name.starts_with("br-") {
+        "container bridge"
+    } else if root.exists(&format!("{dir}/bridge")) {
+        "bridge"
+    } else if root.exists(&format!("{dir}/bonding")) {
+        "bond (its member ports are listed)"
+    } else if name.starts_with("veth") {
+        "veth pair end"
+    } else {
+        "software interface"
+    };
+    Some(format!("virtual: {kind}, no device behind it"))
+}
+
+/// Maps ARP hardware type to a name (`type` file: 1 Ethernet, 32 InfiniBand).
+pub fn link_kind(arp_type: Option<&str>) -> &'static str {
+    match arp_type.map(str::trim) {
+        Some("32") => "infiniband",
+        _ => "ethernet",
+    }
+}
+
+/// The PCI function behind a device link: the device itself (`0000:3b:00.0`) or, for
+/// virtio and similar buses, its parent (`.../0000:00:03.0/virtio2`).
+pub fn pci_function(real_device: &Path) -> Option<&Path> {
+    let is_pci = |p: &Path| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(pci::is_pci_address)
+    };
+    if is_pci(real_device) {
+        return Some(real_device);
+    }
+    real_device.parent().filter(|p| is_pci(p))
+}
+
+/// Reads every interface; physical ones fully, virtual ones only named with the reason.
+pub fn nics(
+    root: &Root,
+    ethtool: &dyn EthtoolProbe,
+) -> Result<(Vec<Nic>, Vec<SkippedNic>), HostError> {
+    let rdma = rdma_devices(root)?;
+    let mut nics = Vec::new();
+    let mut skipped = Vec::new();
+    for name in root.list_dir("/sys/class/net")?.unwrap_or_default() {
+        if let Some(reason) = virtual_reason(root, &name) {
+            skipped.push(SkippedNic { name, reason });
+            continue;
+        }
+        let dir = format!("/sys/class/net/{name}");
+        let file = |f: &str| root.read_optional(&format!("{dir}/{f}")).ok().flatten();
+        let real_device = std::fs::canonicalize(root.path(&format!("{dir}/device"))).ok();
+        let pci_dev = match real_device.as_deref().and_then(pci_function) {
+            Some(p) => {
+                let host = pci::host_path(root, p);
+                Some(pci::read_device(root, &host.to_string_lossy())?)
+            }
+            None => None,
+        };
+        let driver = pci::link_name(&root.path(&format!("{dir}/device/driver")))
+            .or_else(|| pci_dev.as_ref().and_then(|p| p.driver.clone()));
+        let pci_address = pci_dev.as_ref().map(|p| p.address.clone());
+        let firmware = ethtool
+            .driver_info(&name)
+            .ok()
+            .map(|i| i.firmware)
+            .filter(|f| !f.is_empty() && f != "N/A");
+        nics.push(Nic {
+            rdma: rdma
+                .iter()
+                .filter(|r| r.pci_address.is_some() && r.pci_address == pci_address)
+                .map(|r| r.name.clone())
+                .collect(),
+            speed_mbps: file("speed")
+                .as_deref()
+                .and_then(crate::host::net::parse_speed),
+            mtu: file("mtu").and_then(|m| m.trim().parse().ok()),
+            operstate: file("operstate").map_or("unknown".into(), |s| s.trim().to_string()),
+            kind: link_kind(file("type").as_deref()).to_string(),
+            ifindex: file("ifindex").and_then(|i| i.trim().parse().ok()),
+            numa_node: pci_dev.as_ref().and_then(|p| p.numa_node),
+            local_cpus: pci_dev.as_ref().and_then(|p| p.local_cpus.clone()),
+            link: pci_dev.as_ref().map(|p| p.link.clone()),
+            bridges: pci_dev.as_ref().map_or(vec![], |p| p.bridges.clone()),
+            host_bridge: pci_dev.as_ref().and_then(|p| p.host_bridge.clone()),
+            pci_address,
+            driver,
+            firmware,
+            name,
+        });
+    }
+    Ok((nics, skipped))
+}
+
+/// RDMA devices with their PCI function and port states.
+pub fn rdma_devices(root: &Root) -> Result<Vec<RdmaDevice>, HostError> {
+    let mut out = Vec::new();
+    for name in crate::host::net::rdma_devices(root)? {
+        let dir = format!("/sys/class/infiniband/{name}");
+        let real = std::fs::canonicalize(root.path(&format!("{dir}/device"))).ok();
+        let pci_dev = match real.as_deref().and_then(pci_function) {
+            Some(p) => Some(pci::read_device(
+                root,
+                &pci::host_path(root, p).to_string_lossy(),
+            )?),
+            None => None,
+        };
+        let mut ports = Vec::new();
+        for port in root.list_dir(&format!("{dir}/ports"))?.unwrap_or_default() {
+            let read = |f: &str| {
+                root.read_optional(&format!("{dir}/ports/{port}/{f}"))
+                    .ok()
+                    .flatten()
+                    .map(|s| s.trim().to_string())
+            };
+            let state = read("state").unwrap_or_default();
+            let state = state.split_once(": ").map_or(state.as_str(), |(_, s)| s);
+            let rate = read("rate").unwrap_or_default();
+            ports.push(format!("{port}: {state} {rate}").trim().to_string());
+        }
+        out.push(RdmaDevice {
+            pci_address: pci_dev.as_ref().map(|p| p.address.clone()),
+            numa_node: pci_dev.as_ref().and_then(|p| p.numa_node),
+            ports,
+            name,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_and_pci_functions() {
+        assert_eq!(link_kind(Some("32\n")), "infiniband");
+        assert_eq!(link_kind(Some("1")), "ethernet");
+        assert_eq!(link_kind(None), "ethernet");
+        let virtio = Path::new("/sys/devices/pci0000:00/0000:00:03.0/virtio2");
+        assert_eq!(
+            pci_function(virtio),
+            Some(Path::new("/sys/devices/pci0000:00/0000:00:03.0"))
+        );
+        let pci = Path::new("/sys/devices/pci0000:00/0000:00:03.0");
+        assert_eq!(pci_function(pci), Some(pci));
+        assert_eq!(pci_function(Path::new("/sys/devices/platform/x")), None);
+    }
+}

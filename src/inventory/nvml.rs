@@ -1,0 +1,154 @@
+//! NVML (the NVIDIA driver's management library), loaded at run time from
+//! `libnvidia-ml.so.1`. Absent or without a loaded driver is a normal state: callers get the
+//! reason and show sysfs facts alone.
+
+use std::ffi::OsStr;
+
+use serde::Serialize;
+
+/// The soname drivers ship (many installs lack the unversioned `libnvidia-ml.so`).
+pub const NVML_LIBRARY: &str = "libnvidia-ml.so.1";
+
+/// `NVML_NVLINK_MAX_LINKS` of current drivers (18 links per GPU on Hopper).
+const NVLINK_MAX_LINKS: u32 = 18;
+
+/// What NVML says about one GPU.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NvmlGpu {
+    /// Normalised to sysfs form, `0000:3b:00.0`.
+    pub pci_address: String,
+    pub name: String,
+    pub memory_bytes: Option<u64>,
+    pub persistence_mode: Option<bool>,
+    /// Uncorrected ECC errors since the driver loaded.
+    pub ecc_uncorrected: Option<u64>,
+    /// PCI addresses of the peers reached through active NVLinks (a peer per link).
+    pub nvlink_peers: Vec<String>,
+}
+
+/// What NVML says about the node.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct NvmlFacts {
+    pub driver_version: Option<String>,
+    /// CUDA driver API version as `12.4`.
+    pub cuda_version: Option<String>,
+    pub gpus: Vec<NvmlGpu>,
+}
+
+/// A source of NVML facts: the real library, or a fixed answer in tests.
+pub trait NvmlProbe {
+    /// The facts, or why NVML cannot give them (shown as the skip reason).
+    fn probe(&self) -> Result<NvmlFacts, String>;
+}
+
+/// `00000000:3B:00.0` (NVML) → `0000:3b:00.0` (sysfs).
+pub fn normalise_bus_id(bus_id: &str) -> String {
+    let lower = bus_id.trim().to_ascii_lowercase();
+    match lower.len() {
+        n if n > 12 => lower[n - 12..].to_string(),
+        _ => lower,
+    }
+}
+
+/// `12040` (cudaDriverGetVersion form) → `12.4`.
+pub fn cuda_version_text(code: i32) -> String {
+    format!("{}.{}", code / 1000, (code % 1000) / 10)
+}
+
+/// NVML through nvml-wrapper, opening `libnvidia-ml.so.1` explicitly.
+pub struct RealNvml;
+
+impl NvmlProbe for RealNvml {
+    fn probe(&self) -> Result<NvmlFacts, String> {
+        use nvml_wrapper::error::NvmlError;
+        use nvml_wrapper::{
+            Nvml, enum_wrappers::device::EccCounter, enum_wrappers::device::MemoryError,
+        };
+        let nvml = Nvml::builder()
+            .lib_path(OsStr::new(NVML_LIBRARY))
+            .init()
+            .map_err(|e| match e {
+                NvmlError::LibloadingError(_) | NvmlError::LibraryNotFound => {
+                    format!("NVIDIA driver not found ({NVML_LIBRARY} cannot be loaded)")
+                }
+                NvmlError::DriverNotLoaded => "NVIDIA driver not loaded".to_string(),
+                NvmlError::NoPermission => "no permission to use NVML".to_string(),
+                other => format!("NVML failed to start: {other}"),
+            })?;
+        let count = nvml
+            .device_count()
+            .map_err(|e| format!("NVML cannot count GPUs: {e}"))?;
+        let mut gpus = Vec::new();
+        for index in 0..count {
+            let Ok(device) = nvml.device_by_index(index) else {
+                continue;
+            };
+            let Ok(pci) = device.pci_info() else { continue };
+            let mut nvlink_peers = Vec::new();
+            for link in 0..NVLINK_MAX_LINKS {
+                let wrapper = device.link_wrapper_for(link);
+                if wrapper.is_active().unwrap_or(false)
+                    && let Ok(remote) = wrapper.remote_pci_info()
+                {
+                    nvlink_peers.push(normalise_bus_id(&remote.bus_id));
+                }
+            }
+            gpus.push(NvmlGpu {
+                pci_address: normalise_bus_id(&pci.bus_id),
+                name: device.name().unwrap_or_default(),
+                memory_bytes: device.memory_info().ok().map(|m| m.total),
+                persistence_mode: device.is_in_persistent_mode().ok(),
+                ecc_uncorrected: device
+                    .total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
+                    .ok(),
+                nvlink_peers,
+            });
+        }
+        Ok(NvmlFacts {
+            driver_version: nvml.sys_driver_version().ok(),
+            cuda_version: nvml.sys_cuda_driver_version().ok().map(cuda_version_text),
+            gpus,
+        })
+    }
+}
+
+/// No NVML to ask, with the reason (not the live node, or a test).
+pub struct NoNvml(pub String);
+
+impl NvmlProbe for NoNvml {
+    fn probe(&self) -> Result<NvmlFacts, String> {
+        Err(self.0.clone())
+    }
+}
+
+/// A fixed answer, for tests of what gputune does with NVML facts.
+pub struct FixedNvml(pub NvmlFacts);
+
+impl NvmlProbe for FixedNvml {
+    fn probe(&self) -> Result<NvmlFacts, String> {
+        Ok(self.0.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bus_ids_and_versions() {
+        assert_eq!(normalise_bus_id("00000000:3B:00.0"), "0000:3b:00.0");
+        assert_eq!(normalise_bus_id("0000:3b:00.0"), "0000:3b:00.0");
+        assert_eq!(cuda_version_text(12040), "12.4");
+        assert_eq!(cuda_version_text(11080), "11.8");
+    }
+
+    #[test]
+    fn real_nvml_is_absent_here_and_says_why() {
+        // No NVIDIA driver on development and CI machines: a reason, never a panic.
+        if std::path::Path::new("/proc/driver/nvidia/version").exists() {
+            return;
+        }
+        let reason = RealNvml.probe().unwrap_err();
+        assert!(reason.contains("NVIDIA driver"), "{reason}");
+    }
+}

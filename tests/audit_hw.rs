@@ -1,0 +1,324 @@
+//! `gputune audit` of the gpu, nic, numa and platform areas on fixture roots and on this
+//! machine, with the real libnccl.so.2 from the nvidia-nccl-cu12 wheel (scripts/test).
+
+mod common;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+const HW: &str = "gpu,nic,numa,platform";
+
+/// The real libnccl.so.2 that scripts/test installs; a clear failure without it.
+fn nccl_lib() -> String {
+    std::env::var("GPUTUNE_TEST_NCCL_LIB").expect(
+        "GPUTUNE_TEST_NCCL_LIB is not set: run scripts/test, which installs the real libnccl.so.2",
+    )
+}
+
+fn nccl_venv() -> String {
+    std::env::var("GPUTUNE_TEST_NCCL_VENV")
+        .expect("GPUTUNE_TEST_NCCL_VENV is not set: run scripts/test, which installs nvidia-nccl-cu12 in a venv")
+}
+
+/// `gputune audit` with no NCCL reachable through the environment.
+fn audit(root: Option<&std::path::Path>) -> (Command, tempfile::TempDir) {
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = Command::cargo_bin("gputune").unwrap();
+    for var in [
+        "GPUTUNE_NCCL_LIB",
+        "LD_LIBRARY_PATH",
+        "VIRTUAL_ENV",
+        "CONDA_PREFIX",
+        "GPUTUNE_ROOT",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env("HOME", home.path());
+    if let Some(root) = root {
+        cmd.arg("--root").arg(root);
+    }
+    cmd.arg("audit");
+    (cmd, home)
+}
+
+fn run_json(mut cmd: Command, code: i32) -> Vec<Value> {
+    let out = cmd.args(["--format", "json"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    v["findings"].as_array().unwrap().clone()
+}
+
+fn find<'a>(findings: &'a [Value], id: &str) -> &'a Value {
+    findings
+        .iter()
+        .find(|f| f["id"] == id)
+        .unwrap_or_else(|| panic!("no finding {id} in {findings:#?}"))
+}
+
+fn status<'a>(findings: &'a [Value], id: &str) -> &'a str {
+    find(findings, id)["status"].as_str().unwrap()
+}
+
+#[test]
+fn healthy_hgx_node_passes_and_reports_the_real_nccls_version_and_path() {
+    let t = common::hgx(Default::default());
+    let lib = nccl_lib();
+    let (mut cmd, _home) = audit(Some(t.root()));
+    cmd.env("GPUTUNE_NCCL_LIB", &lib)
+        .args(["--profile", "ddp-infiniband", "--only", HW]);
+    let f = run_json(cmd, 0);
+    assert_eq!(find(&f, "gpu.count")["actual"], "8");
+    for i in 0..8 {
+        assert_eq!(status(&f, &format!("gpu{i}.pcie_link")), "pass");
+        assert_eq!(find(&f, &format!("gpu{i}.pcie_link"))["actual"], "Gen5 x16");
+        assert_eq!(status(&f, &format!("numa.gpu{i}.node")), "pass");
+        assert_eq!(
+            find(&f, &format!("numa.gpu{i}.nic"))["actual"],
+            format!("ens{i}np0 via PXB")
+        );
+        assert_eq!(status(&f, &format!("nic.ens{i}np0.up")), "pass");
+        assert_eq!(status(&f, &format!("link.speed_mbps.ens{i}np0")), "pass");
+        assert_eq!(status(&f, &format!("nic.ens{i}np0.numa")), "pass");
+    }
+    let driver = find(&f, "driver.version");
+    assert_eq!(
+        (driver["status"].as_str(), driver["actual"].as_str()),
+        (Some("pass"), Some("550.54.15"))
+    );
+    let nccl = find(&f, "nccl.version");
+    assert_eq!(nccl["status"], "pass");
+    assert_eq!(nccl["actual"], "2.32.3", "the wheel's exact version");
+    let msg = nccl["message"].as_str().unwrap();
+    assert!(
+        msg.contains(&lib) && msg.contains("$GPUTUNE_NCCL_LIB"),
+        "{msg}"
+    );
+    assert!(
+        find(&f, "gpu.nvml")["message"]
+            .as_str()
+            .unwrap()
+            .contains("skipped")
+    );
+    assert_eq!(status(&f, "cuda.version"), "skip");
+    assert_eq!(status(&f, "platform.acs"), "pass");
+    assert_eq!(
+        find(&f, "platform.acs")["actual"],
+        "24 bridge(s) checked",
+        "root port, switch upstream and downstream port above each of 8 GPUs"
+    );
+    assert_eq!(find(&f, "iommu.mode")["actual"], "passthrough");
+    assert_eq!(status(&f, "nvidia_peermem.loaded"), "pass");
+    assert_eq!(status(&f, "numa.nodes"), "pass");
+    let ifname = find(&f, "nccl.NCCL_SOCKET_IFNAME");
+    assert_eq!(ifname["status"], "warn");
+    assert_eq!(ifname["change"]["type"], "nccl_env");
+    assert_eq!(ifname["change"]["key"], "NCCL_SOCKET_IFNAME");
+    assert_eq!(ifname["change"]["value"], "ens0np0");
+}
+
+#[test]
+fn nccl_conf_that_selects_the_nic_passes() {
+    let t = common::hgx(Default::default());
+    t.write("/etc/nccl.conf", "# by hand\nNCCL_SOCKET_IFNAME=ens\n");
+    let (mut cmd, _home) = audit(Some(t.root()));
+    cmd.env("GPUTUNE_NCCL_LIB", nccl_lib())
+        .args(["--profile", "ddp-infiniband", "--only", "nic"]);
+    let f = run_json(cmd, 0);
+    assert_eq!(status(&f, "nccl.NCCL_SOCKET_IFNAME"), "pass");
+}
+
+#[test]
+fn downtrained_links_acs_and_remote_irqs_are_found_with_their_fixes() {
+    let t = common::hgx(common::HgxFaults {
+        downtrained: true,
+        acs_on: true,
+        remote_irqs: true,
+    });
+    let (mut cmd, _home) = audit(Some(t.root()));
+    cmd.env("GPUTUNE_NCCL_LIB", nccl_lib())
+        .args(["--profile", "ddp-100gbe", "--only", HW]);
+    let f = run_json(cmd, 1);
+    let gpu3 = find(&f, "gpu3.pcie_link");
+    assert_eq!(gpu3["status"], "fail");
+    assert_eq!(
+        (gpu3["actual"].as_str(), gpu3["expected"].as_str()),
+        (Some("Gen5 x8"), Some("Gen5 x16"))
+    );
+    let gpu5 = find(&f, "gpu5.pcie_link");
+    assert_eq!(gpu5["status"], "fail");
+    assert_eq!(gpu5["actual"], "Gen3 x16");
+    assert_eq!(status(&f, "gpu0.pcie_link"), "pass");
+    let acs = find(&f, "platform.acs.0000:10:01.0");
+    assert_eq!(acs["status"], "warn");
+    assert_eq!(
+        acs["actual"],
+        "SrcValid+ ReqRedir+ CmpltRedir+ UpstreamFwd+"
+    );
+    assert_eq!(
+        acs["fix"].as_str().unwrap().split(" (").next(),
+        Some("setpci -s 0000:10:01.0 ECAP_ACS+0x6.w=0000")
+    );
+    // NICs 4-7 are on node 1 but their IRQs were steered to node 0's CPUs.
+    let irq = find(&f, "irq.numa_local.ens4np0.108");
+    assert_eq!(irq["status"], "warn");
+    assert_eq!(irq["change"]["type"], "irq_affinity");
+    assert_eq!(irq["change"]["irq"], 108);
+    assert_eq!(irq["change"]["cpus"], common::NODE1_CPUS);
+    assert!(
+        irq["message"]
+            .as_str()
+            .unwrap()
+            .contains("mlx5_comp0@pci:0000:94:00.0")
+    );
+    assert_eq!(status(&f, "irq.numa_local.ens0np0"), "pass");
+}
+
+#[test]
+fn irqbalance_is_named_when_it_would_undo_the_steering() {
+    let t = common::hgx(common::HgxFaults {
+        remote_irqs: true,
+        ..Default::default()
+    });
+    t.write("/proc/1234/comm", "irqbalance\n");
+    let (mut cmd, _home) = audit(Some(t.root()));
+    cmd.env("GPUTUNE_NCCL_LIB", nccl_lib())
+        .args(["--profile", "ddp-100gbe", "--only", "nic"]);
+    let f = run_json(cmd, 0);
+    let msg = find(&f, "irq.numa_local.ens7np0.114")["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("irqbalance is running"), "{msg}");
+    assert!(msg.contains("--banirq=114"), "{msg}");
+}
+
+#[test]
+fn no_nccl_anywhere_fails_a_gpu_node_per_the_profile() {
+    let t = common::hgx(Default::default());
+    let (mut cmd, _home) = audit(Some(t.root()));
+    cmd.args(["--profile", "base", "--only", "gpu"]);
+    let f = run_json(cmd, 1);
+    let nccl = find(&f, "nccl.version");
+    assert_eq!(nccl["status"], "fail");
+    assert_eq!(nccl["actual"], "not found");
+    assert!(
+        nccl["message"]
+            .as_str()
+            .unwrap()
+            .contains("libnccl.so.2 not found; searched")
+    );
+
+    // The same with the setting at warn severity: a warning, exit 0.
+    let profile = t.root().join("warn-nccl.toml");
+    std::fs::write(&profile, "include = [\"base\"]\n[gpu]\n\"nccl.version\" = { version = \">=2.14\", severity = \"warn\" }\n").unwrap();
+    let (mut cmd, _home) = audit(Some(t.root()));
+    cmd.arg("--profile").arg(&profile).args(["--only", "gpu"]);
+    let f = run_json(cmd, 0);
+    assert_eq!(status(&f, "nccl.version"), "warn");
+}
+
+#[test]
+fn nccl_found_through_a_python_venv_on_this_node() {
+    let (mut cmd, _home) = audit(None);
+    cmd.env("VIRTUAL_ENV", nccl_venv())
+        .args(["--profile", "base", "--only", "gpu"]);
+    let f = run_json(cmd, 0);
+    let nccl = find(&f, "nccl.version");
+    assert_eq!(nccl["actual"], "2.32.3");
+    let msg = nccl["message"].as_str().unwrap();
+    assert!(
+        msg.contains("site-packages/nvidia/nccl/lib/libnccl.so.2"),
+        "{msg}"
+    );
+    assert!(msg.contains("a Python site-packages"), "{msg}");
+}
+
+#[test]
+fn live_audit_of_this_gpu_less_vm_is_sensible() {
+    let (mut cmd, _home) = audit(None);
+    cmd.args(["--only", HW]);
+    let f = run_json(cmd, 0);
+    assert_eq!(status(&f, "gpu.count"), "skip");
+    assert!(
+        find(&f, "driver.version")["message"]
+            .as_str()
+            .unwrap()
+            .contains("NVIDIA driver not found")
+    );
+    assert_eq!(status(&f, "nccl.version"), "skip");
+    assert_eq!(status(&f, "numa.nodes"), "pass");
+    assert_eq!(status(&f, "platform.acs"), "skip");
+    assert!(
+        f.iter().all(|x| x["id"] != "nic.lo.up"),
+        "loopback is never judged"
+    );
+}
+
+#[test]
+fn real_snapshots_audit_without_errors() {
+    // The P100 VM: one GPU, no link files, a hypervisor; the 4-node host with its HCA.
+    let (_d, vm) = common::extract("ghw/linux-amd64-accel-nvidia/linux-amd64-accel-nvidia.tar.gz");
+    let (mut cmd, _home) = audit(Some(&vm));
+    cmd.env("GPUTUNE_NCCL_LIB", nccl_lib())
+        .args(["--profile", "base", "--only", HW]);
+    let f = run_json(cmd, 0);
+    assert_eq!(find(&f, "gpu.count")["actual"], "1");
+    assert_eq!(status(&f, "gpu0.pcie_link"), "skip");
+    assert_eq!(status(&f, "numa.gpu0.node"), "pass");
+    assert!(f.iter().all(|x| x["status"] != "error"), "{f:#?}");
+
+    let (_d, hca) =
+        common::extract("hwloc/40intel64-2g2n4c+pcilocality/40intel64-2g2n4c+pcilocality.tar.bz2");
+    let (mut cmd, _home) = audit(Some(&hca));
+    cmd.args(["--only", HW]);
+    let out = cmd.args(["--format", "json"]).output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["profile"]["name"], "ddp-infiniband",
+        "chosen for the RDMA device"
+    );
+    let f = v["findings"].as_array().unwrap();
+    assert_eq!(status(f, "nic.ib0.up"), "pass");
+    assert_eq!(status(f, "link.mtu.ib0"), "skip");
+    assert_eq!(status(f, "gpu.count"), "skip");
+}
+
+#[test]
+fn peer_route_is_asked_of_the_kernel_over_netlink() {
+    // 127.0.0.1 routes through `lo` (a route lookup sends no packet): virtual, so the
+    // check says so and falls back to the default route's NIC.
+    let (mut cmd, _home) = audit(None);
+    cmd.args(["--profile", "base", "--only", "nic", "--peer", "127.0.0.1"]);
+    let f = run_json(cmd, 0);
+    let skip = find(&f, "nic.peer_route");
+    assert_eq!(skip["status"], "skip");
+    assert!(
+        skip["message"]
+            .as_str()
+            .unwrap()
+            .contains("virtual interface"),
+        "{skip}"
+    );
+    let (mut cmd, _home) = audit(None);
+    cmd.args([
+        "--profile",
+        "base",
+        "--only",
+        "nic",
+        "--peer",
+        "no-such-host.invalid",
+    ]);
+    let f = run_json(cmd, 0);
+    assert!(
+        find(&f, "nic.peer_route")["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot be resolved")
+    );
+}

@@ -1,0 +1,369 @@
+#![allow(dead_code)]
+//! Fixture roots for the hardware tests: the real snapshots in `tests/fixtures/` (extracted
+//! at test time so their symlinks stay intact and the repository small), and trees built
+//! here for what no snapshot has: an 8-GPU, 2-socket HGX-style node, a node with a
+//! downtrained GPU link, and small topologies for `gputune pin`.
+
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use tempfile::TempDir;
+
+/// Extracts `tests/fixtures/<archive>` and returns the temp dir and the root inside it.
+pub fn extract(archive: &str) -> (TempDir, PathBuf) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(archive);
+    let dir = tempfile::tempdir().unwrap();
+    let status = Command::new("tar")
+        .arg("xf")
+        .arg(&src)
+        .arg("-C")
+        .arg(dir.path())
+        .status()
+        .expect("tar runs (scripts/test installs bzip2 for .tar.bz2)");
+    assert!(status.success(), "extracting {}", src.display());
+    // hwloc archives hold one top folder (the root); ghw archives are the root itself.
+    let entries: Vec<PathBuf> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    let root = match entries.as_slice() {
+        [only] if !only.ends_with("sys") && !only.ends_with("proc") => only.clone(),
+        _ => dir.path().to_path_buf(),
+    };
+    (dir, root)
+}
+
+/// Builds a sysfs/procfs tree under a temp dir, with relative symlinks like the kernel's.
+pub struct Tree {
+    pub dir: TempDir,
+}
+
+impl Tree {
+    pub fn new() -> Tree {
+        Tree {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn write(&self, host_path: &str, content: &str) {
+        self.write_bytes(host_path, content.as_bytes());
+    }
+
+    pub fn write_bytes(&self, host_path: &str, content: &[u8]) {
+        let path = self.root().join(host_path.trim_start_matches('/'));
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, content).unwrap();
+    }
+
+    pub fn mkdir(&self, host_path: &str) {
+        fs::create_dir_all(self.root().join(host_path.trim_start_matches('/'))).unwrap();
+    }
+
+    /// A relative symlink at `link` to `target` (both host paths), as sysfs has them.
+    pub fn link(&self, link: &str, target: &str) {
+        let depth = Path::new(link).parent().unwrap().components().count() - 1;
+        let rel = format!("{}{}", "../".repeat(depth), target.trim_start_matches('/'));
+        let at = self.root().join(link.trim_start_matches('/'));
+        fs::create_dir_all(at.parent().unwrap()).unwrap();
+        symlink(rel, at).unwrap();
+    }
+
+    pub fn numa_node(&self, id: u32, cpus: &str, mem_kib: Option<u64>) {
+        let dir = format!("/sys/devices/system/node/node{id}");
+        self.write(&format!("{dir}/cpulist"), &format!("{cpus}\n"));
+        if let Some(kib) = mem_kib {
+            self.write(
+                &format!("{dir}/meminfo"),
+                &format!(
+                    "Node {id} MemTotal:       {kib} kB\nNode {id} MemFree:        {kib} kB\n"
+                ),
+            );
+        }
+    }
+
+    /// A PCI function at `path` (`/sys/devices/pci0000:10/0000:10:01.0/...`), listed in
+    /// `/sys/bus/pci/devices`.
+    pub fn pci(&self, path: &str, dev: &Pci) {
+        let bdf = path.rsplit('/').next().unwrap();
+        self.write(
+            &format!("{path}/vendor"),
+            &format!("0x{:04x}\n", dev.vendor),
+        );
+        self.write(
+            &format!("{path}/device"),
+            &format!("0x{:04x}\n", dev.device),
+        );
+        self.write(&format!("{path}/class"), &format!("0x{:06x}\n", dev.class));
+        self.write(
+            &format!("{path}/numa_node"),
+            &format!("{}\n", dev.numa_node),
+        );
+        self.write(&format!("{path}/local_cpulist"), &format!("{}\n", dev.cpus));
+        self.write(
+            &format!("{path}/current_link_speed"),
+            &format!("{} GT/s PCIe\n", dev.speed.0),
+        );
+        self.write(
+            &format!("{path}/max_link_speed"),
+            &format!("{} GT/s PCIe\n", dev.speed.1),
+        );
+        self.write(
+            &format!("{path}/current_link_width"),
+            &format!("{}\n", dev.width.0),
+        );
+        self.write(
+            &format!("{path}/max_link_width"),
+            &format!("{}\n", dev.width.1),
+        );
+        if let Some(driver) = dev.driver {
+            self.mkdir(&format!("/sys/bus/pci/drivers/{driver}"));
+            self.link(
+                &format!("{path}/driver"),
+                &format!("/sys/bus/pci/drivers/{driver}"),
+            );
+        }
+        if let Some(config) = &dev.config {
+            self.write_bytes(&format!("{path}/config"), config);
+        }
+        self.link(&format!("/sys/bus/pci/devices/{bdf}"), path);
+    }
+
+    /// A network interface of the PCI function at `pci_path`.
+    pub fn netdev(&self, pci_path: &str, name: &str, speed: i64, mtu: u32, up: bool, ifindex: u32) {
+        let dir = format!("{pci_path}/net/{name}");
+        self.write(&format!("{dir}/speed"), &format!("{speed}\n"));
+        self.write(&format!("{dir}/mtu"), &format!("{mtu}\n"));
+        self.write(
+            &format!("{dir}/operstate"),
+            if up { "up\n" } else { "down\n" },
+        );
+        self.write(&format!("{dir}/type"), "1\n");
+        self.write(&format!("{dir}/ifindex"), &format!("{ifindex}\n"));
+        self.link(&format!("{dir}/device"), pci_path);
+        self.link(&format!("/sys/class/net/{name}"), &dir);
+    }
+
+    /// The loopback interface, which every node has and gputune must skip.
+    pub fn loopback(&self) {
+        let dir = "/sys/devices/virtual/net/lo";
+        self.write(&format!("{dir}/mtu"), "65536\n");
+        self.write(&format!("{dir}/operstate"), "unknown\n");
+        self.write(&format!("{dir}/type"), "772\n");
+        self.link("/sys/class/net/lo", dir);
+    }
+}
+
+/// What a fixture PCI function says about itself.
+pub struct Pci {
+    pub vendor: u32,
+    pub device: u32,
+    pub class: u32,
+    pub numa_node: i32,
+    pub cpus: String,
+    /// GT/s (current, max).
+    pub speed: (&'static str, &'static str),
+    /// Lanes (current, max).
+    pub width: (u32, u32),
+    pub driver: Option<&'static str>,
+    pub config: Option<Vec<u8>>,
+}
+
+/// 4 KiB of config space with an ACS capability at 0x148 whose control register is `acs`.
+pub fn config_with_acs(acs: u16) -> Vec<u8> {
+    let mut c = vec![0u8; 4096];
+    c[0x100..0x104].copy_from_slice(&(0x0001u32 | (1 << 16) | (0x148 << 20)).to_le_bytes());
+    c[0x148..0x14c].copy_from_slice(&(0x000du32 | (1 << 16)).to_le_bytes());
+    c[0x14e..0x150].copy_from_slice(&acs.to_le_bytes());
+    c
+}
+
+/// What to break in the HGX fixture.
+#[derive(Default, Clone, Copy)]
+pub struct HgxFaults {
+    /// GPU3 trained at x8 of x16, GPU5 at Gen3 of Gen5.
+    pub downtrained: bool,
+    /// ACS left on (SrcValid, ReqRedir, CmpltRedir, UpstreamFwd) on the switch ports.
+    pub acs_on: bool,
+    /// NIC interrupts of node-1 NICs steered to node-0 CPUs.
+    pub remote_irqs: bool,
+}
+
+pub const NODE0_CPUS: &str = "0-15,32-47";
+pub const NODE1_CPUS: &str = "16-31,48-63";
+
+/// An HGX H100-style node, as NVIDIA documents the DGX H100: 2 sockets (here 32 cores,
+/// 64 threads), 8 GPUs (10de:2330, Gen5 x16) and 8 ConnectX-7 400 Gb/s NICs (15b3:1021,
+/// mlx5_core), each GPU paired with a NIC behind one PCIe switch (root port → switch
+/// upstream port → two downstream ports), pairs 0-3 on node 0 and 4-7 on node 1. Driver
+/// 550.54.15 loaded, nvidia-peermem loaded, IOMMU in pass-through.
+pub fn hgx(faults: HgxFaults) -> Tree {
+    let t = Tree::new();
+    t.numa_node(0, NODE0_CPUS, Some(1_056_000_000));
+    t.numa_node(1, NODE1_CPUS, Some(1_056_000_000));
+    t.write("/sys/devices/system/cpu/online", "0-63\n");
+    t.loopback();
+    let acs = if faults.acs_on { 0x001d } else { 0 };
+    let mut interrupts = String::from("            CPU0       CPU1\n");
+    for i in 0..8u32 {
+        let node = i / 4;
+        let cpus = if node == 0 { NODE0_CPUS } else { NODE1_CPUS };
+        let hb = 0x10 + i * 0x20;
+        let root = format!("/sys/devices/pci0000:{hb:02x}");
+        let rp = format!("{root}/0000:{hb:02x}:01.0");
+        let up = format!("{rp}/0000:{:02x}:00.0", hb + 1);
+        let dn_gpu = format!("{up}/0000:{:02x}:00.0", hb + 2);
+        let dn_nic = format!("{up}/0000:{:02x}:01.0", hb + 2);
+        let gpu = format!("{dn_gpu}/0000:{:02x}:00.0", hb + 3);
+        let nic = format!("{dn_nic}/0000:{:02x}:00.0", hb + 4);
+        let bridge = |path: &str| {
+            t.pci(
+                path,
+                &Pci {
+                    vendor: 0x1000,
+                    device: 0xc030,
+                    class: 0x060400,
+                    numa_node: node as i32,
+                    cpus: cpus.into(),
+                    speed: ("32.0", "32.0"),
+                    width: (16, 16),
+                    driver: Some("pcieport"),
+                    config: Some(config_with_acs(acs)),
+                },
+            )
+        };
+        for b in [&rp, &up, &dn_gpu, &dn_nic] {
+            bridge(b);
+        }
+        let mut gpu_speed = ("32.0", "32.0");
+        let mut gpu_width = (16, 16);
+        if faults.downtrained && i == 3 {
+            gpu_width = (8, 16);
+        }
+        if faults.downtrained && i == 5 {
+            gpu_speed = ("8.0", "32.0");
+        }
+        t.pci(
+            &gpu,
+            &Pci {
+                vendor: 0x10de,
+                device: 0x2330,
+                class: 0x030200,
+                numa_node: node as i32,
+                cpus: cpus.into(),
+                speed: gpu_speed,
+                width: gpu_width,
+                driver: Some("nvidia"),
+                config: None,
+            },
+        );
+        t.pci(
+            &nic,
+            &Pci {
+                vendor: 0x15b3,
+                device: 0x1021,
+                class: 0x020000,
+                numa_node: node as i32,
+                cpus: cpus.into(),
+                speed: ("32.0", "32.0"),
+                width: (16, 16),
+                driver: Some("mlx5_core"),
+                config: None,
+            },
+        );
+        let name = format!("ens{i}np0");
+        t.netdev(&nic, &name, 400_000, 9000, true, 10 + i);
+        let ib = format!("/sys/class/infiniband/mlx5_{i}");
+        t.link(&format!("{ib}/device"), &nic);
+        t.write(&format!("{ib}/ports/1/state"), "4: ACTIVE\n");
+        t.write(&format!("{ib}/ports/1/rate"), "400 Gb/sec (4X NDR)\n");
+        for q in 0..2u32 {
+            let irq = 100 + i * 2 + q;
+            t.write(&format!("{nic}/msi_irqs/{irq}"), "msix\n");
+            let steer = if faults.remote_irqs { NODE0_CPUS } else { cpus };
+            t.write(
+                &format!("/proc/irq/{irq}/smp_affinity_list"),
+                &format!("{steer}\n"),
+            );
+            interrupts += &format!(
+                " {irq}:          5          0  PCI-MSIX-{} {q}-edge      mlx5_comp{q}@pci:{}\n",
+                &nic[nic.len() - 12..],
+                &nic[nic.len() - 12..]
+            );
+        }
+    }
+    t.write("/proc/interrupts", &interrupts);
+    t.write(
+        "/proc/cmdline",
+        "BOOT_IMAGE=/vmlinuz-6.8.0 root=/dev/md0 ro iommu=pt\n",
+    );
+    t.write(
+        "/proc/cpuinfo",
+        "processor\t: 0\nflags\t\t: fpu vme de pse tsc msr pae mce\n",
+    );
+    t.write(
+        "/proc/driver/nvidia/version",
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\nGCC version:  gcc version 12.3.0\n",
+    );
+    t.write("/sys/module/nvidia/version", "550.54.15\n");
+    t.mkdir("/sys/module/nvidia_peermem");
+    for g in 0..4 {
+        t.write(&format!("/sys/kernel/iommu_groups/{g}/type"), "identity\n");
+    }
+    t
+}
+
+/// A topology for `gputune pin` whose CPUs exist on this 2-CPU machine: GPU0 on node 0
+/// (CPU 1, with memory), GPU1 on node 1 (CPU 0, no memory of its own).
+pub fn pin_fixture() -> Tree {
+    let t = Tree::new();
+    t.numa_node(0, "1", Some(4_000_000));
+    t.numa_node(1, "0", None);
+    for (i, node, cpus) in [(0u32, 0, "1"), (1, 1, "0")] {
+        t.pci(
+            &format!("/sys/devices/pci0000:00/0000:00:0{}.0", 4 + i),
+            &Pci {
+                vendor: 0x10de,
+                device: 0x2330,
+                class: 0x030200,
+                numa_node: node,
+                cpus: cpus.into(),
+                speed: ("32.0", "32.0"),
+                width: (16, 16),
+                driver: Some("nvidia"),
+                config: None,
+            },
+        );
+    }
+    t
+}
+
+/// Two NUMA nodes and one GPU whose firmware reports no node (`numa_node = -1`).
+pub fn unknown_numa_fixture() -> Tree {
+    let t = Tree::new();
+    t.numa_node(0, "0", Some(4_000_000));
+    t.numa_node(1, "1", Some(4_000_000));
+    t.pci(
+        "/sys/devices/pci0000:00/0000:00:04.0",
+        &Pci {
+            vendor: 0x10de,
+            device: 0x2330,
+            class: 0x030200,
+            numa_node: -1,
+            cpus: "0-1".into(),
+            speed: ("32.0", "32.0"),
+            width: (16, 16),
+            driver: Some("nvidia"),
+            config: None,
+        },
+    );
+    t
+}

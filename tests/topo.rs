@@ -1,0 +1,209 @@
+//! `gputune topo` on real snapshots and built fixtures: what a person reading those trees
+//! would see (GPU and NIC counts, NUMA nodes, CPU lists, link widths).
+
+mod common;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn topo_json(root: &std::path::Path) -> Value {
+    let out = Command::cargo_bin("gputune")
+        .unwrap()
+        .args(["topo", "--format", "json", "--root"])
+        .arg(root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn topo_table(root: &std::path::Path) -> String {
+    let out = Command::cargo_bin("gputune")
+        .unwrap()
+        .args(["topo", "--root"])
+        .arg(root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn names(v: &Value, key: &str, field: &str) -> Vec<String> {
+    v[key]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x[field].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn hgx_node_has_8_gpus_8_nics_2_nodes_and_gpu_nic_pairs_behind_switches() {
+    let t = common::hgx(Default::default());
+    let v = topo_json(t.root());
+    assert_eq!(v["schema_version"], 1);
+    let nodes = v["numa_nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2);
+    assert_eq!(nodes[0]["cpus"], common::NODE0_CPUS);
+    assert_eq!(nodes[1]["cpus"], common::NODE1_CPUS);
+    assert_eq!(nodes[0]["memory"], 1_056_000_000u64 * 1024);
+    let gpus = v["gpus"].as_array().unwrap();
+    assert_eq!(gpus.len(), 8);
+    assert_eq!(gpus[0]["pci_address"], "0000:13:00.0");
+    assert_eq!(gpus[4]["numa_node"], 1);
+    assert_eq!(gpus[0]["link"]["current_width"], 16);
+    assert_eq!(gpus[0]["link"]["max_gts"], 32.0);
+    let nics = v["nics"].as_array().unwrap();
+    assert_eq!(nics.len(), 8);
+    assert_eq!(nics[0]["name"], "ens0np0");
+    assert_eq!(nics[0]["speed_mbps"], 400_000);
+    assert_eq!(nics[0]["mtu"], 9000);
+    assert_eq!(nics[0]["operstate"], "up");
+    assert_eq!(nics[0]["driver"], "mlx5_core");
+    assert_eq!(nics[0]["rdma"][0], "mlx5_0");
+    assert!(nics[0]["firmware"].is_null(), "ethtool is live-only");
+    assert_eq!(names(&v, "skipped_nics", "name"), ["lo"]);
+    // Matrix: GPU0 reaches GPU1 through the host (other switch, same socket), GPU4 across
+    // sockets, its own NIC through the shared switch.
+    let m = &v["affinity"];
+    assert_eq!(m["columns"].as_array().unwrap().len(), 16);
+    let row0: Vec<&str> = m["rows"][0]["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap())
+        .collect();
+    assert_eq!(row0[0], "X");
+    assert_eq!(row0[1], "NODE");
+    assert_eq!(row0[4], "SYS");
+    assert_eq!(row0[8], "PXB");
+    assert_eq!(row0[9], "NODE");
+    assert_eq!(row0[12], "SYS");
+    assert_eq!(m["rows"][5]["cpus"], common::NODE1_CPUS);
+    assert!(v["nvml_skipped"].as_str().unwrap().contains("--root"));
+
+    let table = topo_table(t.root());
+    assert!(table.contains("GPUs: 8"), "{table}");
+    assert!(table.contains("NICs: 8"), "{table}");
+    assert!(table.contains("Gen5 x16"), "{table}");
+    assert!(table.contains("skipped lo: virtual: loopback"), "{table}");
+}
+
+#[test]
+fn downtrained_fixture_shows_current_below_max() {
+    let t = common::hgx(common::HgxFaults {
+        downtrained: true,
+        ..Default::default()
+    });
+    let v = topo_json(t.root());
+    assert_eq!(v["gpus"][3]["link"]["current_width"], 8);
+    assert_eq!(v["gpus"][3]["link"]["max_width"], 16);
+    assert_eq!(v["gpus"][5]["link"]["current_gts"], 8.0);
+}
+
+#[test]
+fn ghw_vm_with_a_passthrough_tesla_p100() {
+    let (_d, root) =
+        common::extract("ghw/linux-amd64-accel-nvidia/linux-amd64-accel-nvidia.tar.gz");
+    let v = topo_json(&root);
+    let gpus = v["gpus"].as_array().unwrap();
+    assert_eq!(gpus.len(), 1);
+    assert_eq!(gpus[0]["pci_address"], "0000:06:00.0");
+    assert_eq!(gpus[0]["device_id"], "10de:15f8");
+    assert_eq!(gpus[0]["driver"], "nvidia");
+    // numa_node is -1 in the snapshot; the VM has one node, so the GPU is on it.
+    assert_eq!(gpus[0]["numa_node"], 0);
+    assert_eq!(gpus[0]["local_cpus"], "0-7");
+    assert_eq!(v["numa_nodes"].as_array().unwrap().len(), 1);
+    assert_eq!(v["numa_nodes"][0]["cpus"], "0-7");
+    assert_eq!(
+        v["nics"].as_array().unwrap().len(),
+        0,
+        "the snapshot has no /sys/class/net"
+    );
+}
+
+#[test]
+fn hwloc_2_socket_xeon_with_i40e_nics() {
+    let (_d, root) = common::extract("hwloc/32intel64-2p8co2t+8ve/32intel64-2p8co2t+8ve.tar.bz2");
+    let v = topo_json(&root);
+    assert_eq!(
+        v["gpus"].as_array().unwrap().len(),
+        0,
+        "its 8 accelerators are NEC VEs, not GPUs"
+    );
+    let nodes = v["numa_nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2);
+    assert_eq!(nodes[0]["cpus"], "0-7,16-23");
+    assert_eq!(nodes[1]["cpus"], "8-15,24-31");
+    assert_eq!(names(&v, "nics", "name"), ["enp96s0f0", "enp96s0f1"]);
+    let nic = &v["nics"][0];
+    assert_eq!(nic["driver"], "i40e");
+    assert_eq!(nic["pci_address"], "0000:60:00.0");
+    assert_eq!(nic["speed_mbps"], 1000);
+    assert_eq!(nic["numa_node"], 0);
+    assert_eq!(nic["link"]["current_width"], 1);
+    // The second port is down with an empty speed file: no speed, not an error.
+    assert_eq!(v["nics"][1]["operstate"], "down");
+    assert!(v["nics"][1]["speed_mbps"].is_null());
+}
+
+#[test]
+fn hwloc_4_node_host_with_a_qlogic_infiniband_hca() {
+    let (_d, root) =
+        common::extract("hwloc/40intel64-2g2n4c+pcilocality/40intel64-2g2n4c+pcilocality.tar.bz2");
+    let v = topo_json(&root);
+    assert_eq!(v["numa_nodes"].as_array().unwrap().len(), 4);
+    assert_eq!(v["numa_nodes"][2]["cpus"], "2,6,10,14,18,22,26,30,34,38");
+    assert_eq!(
+        names(&v, "nics", "name"),
+        ["eth0", "eth1", "eth2", "eth3", "ib0"]
+    );
+    let ib = &v["nics"][4];
+    assert_eq!(ib["kind"], "infiniband");
+    assert_eq!(ib["numa_node"], 2);
+    assert_eq!(ib["link"]["current_width"], 4);
+    assert_eq!(ib["rdma"][0], "qib0");
+    assert_eq!(v["rdma_devices"][0]["name"], "qib0");
+    assert_eq!(
+        v["rdma_devices"][0]["ports"][0],
+        "1: ACTIVE 40 Gb/sec (4X QDR)"
+    );
+    // Chipset NICs with numa_node=-1 on a 4-node host: unknown, not guessed.
+    assert!(v["nics"][0]["numa_node"].is_null());
+}
+
+#[test]
+fn dgx_spark_snapshot_without_pci_directories() {
+    let (_d, root) = common::extract("hwloc/nvidia-dgx-gb10/nvidia-dgx-gb10.tar.bz2");
+    let v = topo_json(&root);
+    assert_eq!(v["numa_nodes"].as_array().unwrap().len(), 1);
+    assert_eq!(v["numa_nodes"][0]["cpus"], "0-19");
+    assert_eq!(
+        v["gpus"].as_array().unwrap().len(),
+        0,
+        "the capture has no PCI tree"
+    );
+}
+
+#[test]
+fn live_topo_is_sensible_on_this_machine() {
+    let out = Command::cargo_bin("gputune")
+        .unwrap()
+        .args(["topo", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!v["numa_nodes"].as_array().unwrap().is_empty());
+    assert!(names(&v, "skipped_nics", "name").contains(&"lo".to_string()));
+    assert!(!names(&v, "nics", "name").contains(&"lo".to_string()));
+}
