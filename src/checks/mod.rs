@@ -2,6 +2,7 @@
 //! keys it understands, reading the facts, judging them against the profile and the
 //! [`Change`](crate::finding::Change) that would fix a failure.
 
+pub mod limits;
 pub mod memory;
 pub mod network;
 pub mod sysctl;
@@ -47,6 +48,11 @@ pub const AREAS: &[AreaChecks] = &[
         area: Area::Memory,
         keys: memory::KEYS,
         audit: memory::audit,
+    },
+    AreaChecks {
+        area: Area::Limits,
+        keys: limits::KEYS,
+        audit: limits::audit,
     },
 ];
 

@@ -3,6 +3,7 @@
 //! as a live node.
 
 pub mod atomic;
+pub mod mounts;
 pub mod net;
 pub mod sysctl;
 
