@@ -2,6 +2,7 @@
 //! keys it understands, reading the facts, judging them against the profile and the
 //! [`Change`](crate::finding::Change) that would fix a failure.
 
+pub mod cgroup;
 pub mod limits;
 pub mod memory;
 pub mod network;
@@ -53,6 +54,11 @@ pub const AREAS: &[AreaChecks] = &[
         area: Area::Limits,
         keys: limits::KEYS,
         audit: limits::audit,
+    },
+    AreaChecks {
+        area: Area::Cgroup,
+        keys: cgroup::KEYS,
+        audit: cgroup::audit,
     },
 ];
 
