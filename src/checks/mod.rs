@@ -3,6 +3,7 @@
 //! [`Change`](crate::finding::Change) that would fix a failure.
 
 pub mod cgroup;
+pub mod firewall;
 pub mod limits;
 pub mod memory;
 pub mod network;
@@ -59,6 +60,11 @@ pub const AREAS: &[AreaChecks] = &[
         area: Area::Cgroup,
         keys: cgroup::KEYS,
         audit: cgroup::audit,
+    },
+    AreaChecks {
+        area: Area::Firewall,
+        keys: firewall::KEYS,
+        audit: firewall::audit,
     },
 ];
 
