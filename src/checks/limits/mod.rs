@@ -97,20 +97,6 @@ pub fn human(amount: Amount) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn human_sizes() {
-        assert_eq!(human(Amount::Finite(8 << 20)), "8 MiB");
-        assert_eq!(human(Amount::Finite(25_275_990_016)), "23.5 GiB");
-        assert_eq!(human(Amount::Finite(1536)), "1.5 KiB");
-        assert_eq!(human(Amount::Finite(100)), "100 B");
-        assert_eq!(human(Amount::Unlimited), "unlimited");
-    }
-}
-
 fn show(resource: Resource, amount: Amount) -> String {
     if resource.is_bytes() {
         human(amount)
@@ -386,3 +372,6 @@ fn remove_ipc(ctx: &Context, setting: &Setting) -> Finding {
         change: None,
     }
 }
+
+#[cfg(test)]
+mod tests;
