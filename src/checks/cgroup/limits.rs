@@ -24,7 +24,7 @@ pub fn parse_v1_memory(text: &str) -> Result<Amount, String> {
     let n: i128 = t
         .parse()
         .map_err(|_| format!("`{t}` is not a number of bytes"))?;
-    Ok(if n >= V1_UNLIMITED || n < 0 {
+    Ok(if !(0..V1_UNLIMITED).contains(&n) {
         Amount::Unlimited
     } else {
         Amount::Finite(n)

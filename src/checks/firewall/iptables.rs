@@ -92,14 +92,15 @@ fn port_ranges(text: &str) -> Option<Vec<(u16, u16)>> {
         .collect()
 }
 
+/// A rule waiting for its table's COMMIT: chain, arguments, the line as written.
+type PendingRule = (String, Vec<String>, String);
+/// A `*table` being read: its name, declared chains and rules.
+type OpenTable = (String, BTreeMap<String, Chain>, Vec<PendingRule>);
+
 /// Parses the whole output; errors name the line.
 pub fn parse(text: &str, tool: Tool) -> Result<Vec<Table>, String> {
     let mut tables: Vec<Table> = Vec::new();
-    let mut current: Option<(
-        String,
-        BTreeMap<String, Chain>,
-        Vec<(String, Vec<String>, String)>,
-    )> = None;
+    let mut current: Option<OpenTable> = None;
     for (index, raw) in text.lines().enumerate() {
         let n = index + 1;
         let line = raw.trim();

@@ -46,17 +46,16 @@ pub fn parse(json: &str) -> Result<Vec<Table>, String> {
                     },
                 );
             }
-        } else if let Some(s) = item.get("set") {
-            if let (Some((family, table)), Some(name)) =
+        } else if let Some(s) = item.get("set")
+            && let (Some((family, table)), Some(name)) =
                 (key(s), s.get("name").and_then(Value::as_str))
-            {
-                let elems = s
-                    .get("elem")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                sets.insert((family, table, name.into()), elems);
-            }
+        {
+            let elems = s
+                .get("elem")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            sets.insert((family, table, name.into()), elems);
         }
     }
     for item in items {

@@ -218,7 +218,8 @@ mod tests {
     #[test]
     fn tmpfs_sizes() {
         let gib = 1u64 << 30;
-        let cases: &[(Option<&str>, Option<u64>, Result<u64, ()>)] = &[
+        type Case<'a> = (Option<&'a str>, Option<u64>, Result<u64, ()>);
+        let cases: &[Case] = &[
             (Some("65536k"), None, Ok(64 << 20)),
             (Some("1g"), None, Ok(gib)),
             (Some("1G"), None, Ok(gib)),
