@@ -23,6 +23,7 @@ const IDS: &[(&str, &str, &str)] = &[
     ("cgroup", "cgroup.hierarchy", "pass"),
     ("cgroup", "cpu.max", "warn"),
     ("cgroup", "cpuset.gpus_without_local_cpus", "warn"),
+    ("cgroup", "cpuset.gpus_without_local_memory", "warn"),
     ("cgroup", "memory.high", "warn"),
     ("cgroup", "pids.max", "warn"),
     ("firewall", "firewall.rendezvous_ports", "skip"),

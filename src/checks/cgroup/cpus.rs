@@ -55,9 +55,12 @@ pub fn format_list(cpus: &BTreeSet<u32>) -> String {
 pub struct GpuCpus {
     pub address: String,
     pub cpus: BTreeSet<u32>,
+    /// Its `numa_node`; `None` when the kernel says -1 (no NUMA information).
+    pub numa_node: Option<u32>,
 }
 
-/// NVIDIA display/3D controllers (vendor 0x10de, class 0x03xxxx) and their `local_cpulist`.
+/// NVIDIA display/3D controllers (vendor 0x10de, class 0x03xxxx), their `local_cpulist` and
+/// `numa_node`.
 pub fn gpu_local_cpus(root: &Root) -> Result<Vec<GpuCpus>, HostError> {
     let mut gpus = Vec::new();
     for address in root.list_dir(PCI_DEVICES)?.unwrap_or_default() {
@@ -80,7 +83,14 @@ pub fn gpu_local_cpus(root: &Root) -> Result<Vec<GpuCpus>, HostError> {
                 std::io::Error::new(std::io::ErrorKind::InvalidData, e),
             )
         })?;
-        gpus.push(GpuCpus { address, cpus });
+        let numa_node = root
+            .read_optional(&format!("{dir}/numa_node"))?
+            .and_then(|n| n.trim().parse::<u32>().ok());
+        gpus.push(GpuCpus {
+            address,
+            cpus,
+            numa_node,
+        });
     }
     Ok(gpus)
 }
@@ -119,6 +129,7 @@ mod tests {
             std::fs::write(d.join("vendor"), vendor).unwrap();
             std::fs::write(d.join("class"), class).unwrap();
             std::fs::write(d.join("local_cpulist"), cpus).unwrap();
+            std::fs::write(d.join("numa_node"), "-1\n").unwrap();
         };
         dev("0000:3b:00.0", "0x10de\n", "0x030200\n", "0-11\n");
         dev("0000:3c:00.0", "0x10de\n", "0x040300\n", "0-11\n"); // its audio function
@@ -127,5 +138,6 @@ mod tests {
         assert_eq!(gpus.len(), 1);
         assert_eq!(gpus[0].address, "0000:3b:00.0");
         assert_eq!(format_list(&gpus[0].cpus), "0-11");
+        assert_eq!(gpus[0].numa_node, None);
     }
 }

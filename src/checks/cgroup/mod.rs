@@ -1,6 +1,6 @@
 //! cgroup limits of the cgroup a job runs in: which hierarchy the node uses (v2, v1, hybrid),
 //! the effective memory, CPU, pids and cpuset limits (the tightest between the cgroup and
-//! the root), and whether the cpuset keeps the CPUs local to the GPUs. The cgroup is
+//! the root), and whether the cpuset keeps the CPUs and memory local to the GPUs. The cgroup is
 //! `--cgroup PATH`, else this process's; a `[job] slice` in the profile is judged as well.
 
 pub mod cpus;
@@ -47,6 +47,11 @@ pub const KEYS: &[KeySpec] = &[
         key: "cpuset.gpus_without_local_cpus",
         kind: Number,
         why: "A cpuset that excludes every CPU local to a GPU forces its rank's host work and DMA staging across the socket interconnect.",
+    },
+    KeySpec {
+        key: "cpuset.gpus_without_local_memory",
+        kind: Number,
+        why: "A cpuset whose memory nodes exclude a GPU's NUMA node puts that rank's pinned host buffers on the far socket, halving host-device copy bandwidth.",
     },
 ];
 
@@ -127,7 +132,7 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
                 "memory.max" | "memory.high" | "pids.max" | "cpu.max" => {
                     limit_finding(ctx, &layout, target, key, setting)
                 }
-                "cpuset.gpus_without_local_cpus" => {
+                "cpuset.gpus_without_local_cpus" | "cpuset.gpus_without_local_memory" => {
                     cpuset_finding(ctx, &layout, target, key, setting)
                 }
                 _ => continue,
@@ -301,6 +306,7 @@ fn systemd_property(key: &str, value: &str) -> String {
             }
         }
         "cpuset.cpus" => format!("AllowedCPUs={value}"),
+        "cpuset.mems" => format!("AllowedMemoryNodes={value}"),
         _ => format!("{key}={value}"),
     }
 }
@@ -451,21 +457,69 @@ fn limit_finding(
     finding
 }
 
-/// The CPUs a cgroup may run on: the nearest `cpuset.cpus.effective` (v2) or the cgroup's
-/// `cpuset.effective_cpus`/`cpuset.cpus` (v1); `None` when no cpuset applies.
+/// The two halves of a cpuset a GPU's rank needs: its local CPUs and its local memory.
+#[derive(Clone, Copy)]
+enum CpusetPart {
+    Cpus,
+    Mems,
+}
+
+impl CpusetPart {
+    fn of_key(key: &str) -> Self {
+        if key == "cpuset.gpus_without_local_memory" {
+            CpusetPart::Mems
+        } else {
+            CpusetPart::Cpus
+        }
+    }
+
+    /// The cgroup file a fix writes.
+    fn file(self) -> &'static str {
+        match self {
+            CpusetPart::Cpus => "cpuset.cpus",
+            CpusetPart::Mems => "cpuset.mems",
+        }
+    }
+
+    /// The files that hold the effective set: v2's `.effective`, v1's `effective_*` (or the
+    /// plain file on kernels without it).
+    fn files(self, layout: &Layout) -> &'static [&'static str] {
+        match (self, layout) {
+            (CpusetPart::Cpus, Layout::V2 { .. }) => &["cpuset.cpus.effective"],
+            (CpusetPart::Mems, Layout::V2 { .. }) => &["cpuset.mems.effective"],
+            (CpusetPart::Cpus, _) => &["cpuset.effective_cpus", "cpuset.cpus"],
+            (CpusetPart::Mems, _) => &["cpuset.effective_mems", "cpuset.mems"],
+        }
+    }
+
+    fn noun(self) -> &'static str {
+        match self {
+            CpusetPart::Cpus => "CPUs",
+            CpusetPart::Mems => "NUMA memory nodes",
+        }
+    }
+
+    /// What is local to a GPU; empty when the kernel does not say.
+    fn local(self, gpu: &cpus::GpuCpus) -> BTreeSet<u32> {
+        match self {
+            CpusetPart::Cpus => gpu.cpus.clone(),
+            CpusetPart::Mems => gpu.numa_node.into_iter().collect(),
+        }
+    }
+}
+
+/// The CPUs or memory nodes a cgroup may use: the nearest file holding the effective set;
+/// `None` when no cpuset applies.
 fn read_cpuset(
     ctx: &Context,
     layout: &Layout,
+    part: CpusetPart,
     mount: &str,
     path: &str,
 ) -> Result<Option<(BTreeSet<u32>, String)>, String> {
-    let files: &[&str] = match layout {
-        Layout::V2 { .. } => &["cpuset.cpus.effective"],
-        _ => &["cpuset.effective_cpus", "cpuset.cpus"],
-    };
     for cg in hierarchy::ancestors(path) {
         let dir = format!("{mount}{}", if cg == "/" { "" } else { cg.as_str() });
-        for file in files {
+        for file in part.files(layout) {
             let host = format!("{dir}/{file}");
             if let Some(text) = ctx.root.read_optional(&host).map_err(|e| e.to_string())? {
                 let set = cpus::parse_list(&text).map_err(|e| format!("{host}: {e}"))?;
@@ -483,6 +537,8 @@ fn cpuset_finding(
     key: &str,
     setting: &Setting,
 ) -> Finding {
+    let part = CpusetPart::of_key(key);
+    let noun = part.noun();
     let id = format!("{key}{}", target.suffix);
     let expected = setting.rule.describe();
     let gpus = match cpus::gpu_local_cpus(ctx.root) {
@@ -503,7 +559,7 @@ fn cpuset_finding(
             id,
             Area::Cgroup,
             expected,
-            "no cpuset controller applies, so every CPU is allowed",
+            format!("no cpuset controller applies, so all {noun} are allowed"),
         );
         f.status = Status::Pass;
         f.actual = "0 (no cpuset)".into();
@@ -525,7 +581,7 @@ fn cpuset_finding(
             Finding::error(id, Area::Cgroup, expected, e)
         };
     }
-    let (allowed, from) = match read_cpuset(ctx, layout, mount, &path) {
+    let (allowed, from) = match read_cpuset(ctx, layout, part, mount, &path) {
         Ok(Some(found)) => found,
         Ok(None) => {
             return Finding::skip(
@@ -537,24 +593,25 @@ fn cpuset_finding(
         }
         Err(e) => return Finding::error(id, Area::Cgroup, expected, e),
     };
-    let without: Vec<&cpus::GpuCpus> = gpus
+    let without: Vec<(&cpus::GpuCpus, BTreeSet<u32>)> = gpus
         .iter()
-        .filter(|g| !g.cpus.is_empty() && g.cpus.is_disjoint(&allowed))
+        .map(|g| (g, part.local(g)))
+        .filter(|(_, local)| !local.is_empty() && local.is_disjoint(&allowed))
         .collect();
     let judged = without.len().to_string();
     let (status, problem) = setting.status_for(&judged);
     let detail = if without.is_empty() {
         format!(
-            "every GPU has local CPUs in cpuset {}",
+            "every GPU has local {noun} in cpuset {}",
             cpus::format_list(&allowed)
         )
     } else {
         let names: Vec<String> = without
             .iter()
-            .map(|g| format!("{} (local CPUs {})", g.address, cpus::format_list(&g.cpus)))
+            .map(|(g, local)| format!("{} (local {noun} {})", g.address, cpus::format_list(local)))
             .collect();
         format!(
-            "cpuset {} excludes every local CPU of {}",
+            "cpuset {} excludes the local {noun} of {}",
             cpus::format_list(&allowed),
             names.join(", ")
         )
@@ -571,14 +628,14 @@ fn cpuset_finding(
     };
     if matches!(status, Status::Fail | Status::Warn) {
         let mut wanted = allowed.clone();
-        for g in &without {
-            wanted.extend(g.cpus.iter().copied());
+        for (_, local) in &without {
+            wanted.extend(local.iter().copied());
         }
         let (fix, change) = cgroup_fix(
             layout,
             mount,
             &from,
-            "cpuset.cpus",
+            part.file(),
             &cpus::format_list(&wanted),
         );
         finding.fix = fix;
@@ -613,5 +670,9 @@ mod unit_tests {
         );
         assert_eq!(systemd_property("cpu.max", "max 100000"), "CPUQuota=");
         assert_eq!(systemd_property("cpuset.cpus", "0-11"), "AllowedCPUs=0-11");
+        assert_eq!(
+            systemd_property("cpuset.mems", "0-1"),
+            "AllowedMemoryNodes=0-1"
+        );
     }
 }

@@ -101,6 +101,22 @@ fn v2_tightest_limit_wins_and_fixes_name_the_unit() {
         f["cpuset.gpus_without_local_cpus"].fix,
         "systemctl set-property job-1.scope AllowedCPUs=0-23"
     );
+    // GPU 0000:d8:00.0 sits on NUMA node 1; the scope may only use memory of node 0.
+    let mems = &f["cpuset.gpus_without_local_memory"];
+    assert_eq!(mems.status, Status::Warn);
+    assert!(mems.actual.starts_with("1: cpuset 0 excludes the local NUMA memory nodes of 0000:d8:00.0 (local NUMA memory nodes 1)"), "{}", mems.actual);
+    assert_eq!(
+        mems.fix,
+        "systemctl set-property job-1.scope AllowedMemoryNodes=0-1"
+    );
+    assert_eq!(
+        mems.change,
+        Some(Change::Cgroup {
+            slice: "job-1.scope".into(),
+            key: "cpuset.mems".into(),
+            value: "0-1".into()
+        })
+    );
     // The profile's slice is judged too, under its own ids.
     assert_eq!(status(&f, "pids.max@training.slice"), Status::Warn);
     assert_eq!(status(&f, "memory.high@training.slice"), Status::Pass);
@@ -151,6 +167,11 @@ fn v1_reads_the_legacy_files() {
     assert_eq!(status(&f, "cpu.max"), Status::Pass);
     assert_eq!(status(&f, "pids.max"), Status::Pass);
     assert_eq!(status(&f, "cpuset.gpus_without_local_cpus"), Status::Pass);
+    assert_eq!(status(&f, "cpuset.gpus_without_local_memory"), Status::Warn);
+    assert_eq!(
+        f["cpuset.gpus_without_local_memory"].fix.split(" (").next(),
+        Some("echo '0-1' > /sys/fs/cgroup/cpuset/slurm/uid_1000/job_7/cpuset.mems")
+    );
     // The profile's slice does not exist on this node: skipped, not an error.
     assert_eq!(status(&f, "pids.max@training.slice"), Status::Skip);
     assert_eq!(
@@ -175,8 +196,9 @@ fn hybrid_uses_v1_controllers() {
         Some("echo '-1' > /sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_quota_us")
     );
     assert_eq!(status(&f, "pids.max"), Status::Warn);
-    // No cpuset controller is mounted: nothing restricts the CPUs.
+    // No cpuset controller is mounted: nothing restricts the CPUs or memory nodes.
     assert_eq!(status(&f, "cpuset.gpus_without_local_cpus"), Status::Pass);
+    assert_eq!(status(&f, "cpuset.gpus_without_local_memory"), Status::Pass);
 }
 
 #[test]
