@@ -83,6 +83,8 @@ pub struct Ruleset {
     pub frontend: Option<&'static str>,
     /// Which tools contributed tables with filtering chains.
     pub tools: Vec<Tool>,
+    /// Rules that may exist but could not be read (e.g. nft is not installed).
+    pub blind_spot: Option<String>,
 }
 
 /// Reads every ruleset that can filter input: nftables, then iptables-nft and
@@ -91,6 +93,7 @@ pub struct Ruleset {
 pub fn read_ruleset(runner: &dyn Runner) -> Result<Ruleset, String> {
     let mut tables = Vec::new();
     let mut any_tool = false;
+    let mut blind_spot = None;
     let failed = |what: &str, out: &source::Output| {
         let detail = out.stderr.trim();
         if detail.contains("Operation not permitted") || detail.contains("Permission denied") {
@@ -104,9 +107,15 @@ pub fn read_ruleset(runner: &dyn Runner) -> Result<Ruleset, String> {
             .run(program, args)
             .map_err(|e| format!("{program}: {e}"))
     };
-    if let Some(out) = run("nft", &["-j", "list", "ruleset"])? {
+    let nft = run("nft", &["-j", "list", "ruleset"])?;
+    if nft.is_none() {
+        blind_spot = Some(
+            "nft is not installed, so native nftables rules (if any) cannot be read".to_string(),
+        );
+    }
+    if let Some(out) = nft {
         any_tool = true;
-        if !out.success {
+        if !out.success && !unsupported(&out.stderr) {
             return Err(failed("nft -j list ruleset", &out));
         }
         if !out.stdout.trim().is_empty() {
@@ -137,6 +146,10 @@ pub fn read_ruleset(runner: &dyn Runner) -> Result<Ruleset, String> {
             continue;
         }
         if !out.success {
+            if unsupported(&out.stderr) {
+                // This kernel has no such tables at all: nothing of this kind filters.
+                continue;
+            }
             return Err(failed(program, &out));
         }
         let tool = tool.unwrap_or(if out.stdout.contains("(nf_tables)") {
@@ -177,7 +190,22 @@ pub fn read_ruleset(runner: &dyn Runner) -> Result<Ruleset, String> {
         tables,
         frontend,
         tools,
+        blind_spot,
     })
+}
+
+/// A tool's complaint that the kernel lacks its subsystem (no nf_tables, no ip_tables):
+/// nothing of that kind can filter, so it is not an error.
+fn unsupported(stderr: &str) -> bool {
+    [
+        "Protocol not supported",
+        "does not exist",
+        "can't initialize",
+        "ip_tables_names",
+        "insmod",
+    ]
+    .iter()
+    .any(|m| stderr.contains(m))
 }
 
 pub fn audit_with(ctx: &Context, runner: &dyn Runner) -> Vec<Finding> {
@@ -198,6 +226,19 @@ pub fn audit_with(ctx: &Context, runner: &dyn Runner) -> Vec<Finding> {
                     Area::Firewall,
                     expected(g),
                     "--root is not the running node: the active firewall rules can only be read live",
+                )
+            })
+            .collect();
+    }
+    if ctx.options.persisted {
+        return groups
+            .iter()
+            .map(|g| {
+                Finding::skip(
+                    g.id,
+                    Area::Firewall,
+                    expected(g),
+                    "--persisted: the saved rules (/etc/nftables.conf, firewalld zones, ufw rules) are not evaluated, only the live ones",
                 )
             })
             .collect();
@@ -285,6 +326,20 @@ fn judge(group: &Group, ranges: &[(u16, u16)], rs: &Ruleset, expected: String) -
             None => tools.join(", "),
         }
     };
+    if let Some(blind) = &rs.blind_spot
+        && rs.tools.is_empty()
+    {
+        return Finding {
+            id: group.id.into(),
+            area: Area::Firewall,
+            status: Status::Warn,
+            expected: format!("{expected} (from {})", group.source),
+            actual: "no iptables rules; nftables unknown".into(),
+            message: format!("cannot tell: {blind}. {}", group.why),
+            fix: "install nftables (the nft tool) so the rules can be read".into(),
+            change: None,
+        };
+    }
     if rs.tools.is_empty() {
         return Finding {
             id: group.id.into(),
@@ -341,6 +396,13 @@ fn judge(group: &Group, ranges: &[(u16, u16)], rs: &Ruleset, expected: String) -
             }
         }
     }
+    let mut message = group.why.to_string();
+    if let Some(blind) = &rs.blind_spot
+        && worst == Status::Pass
+    {
+        worst = Status::Warn;
+        message = format!("cannot tell: {blind}. {message}");
+    }
     let ports = format_ports(ranges).replace(' ', "");
     let fix = match (&fix_walk, worst) {
         (Some(w), Status::Fail | Status::Warn) => {
@@ -361,7 +423,7 @@ fn judge(group: &Group, ranges: &[(u16, u16)], rs: &Ruleset, expected: String) -
                 .collect::<Vec<_>>()
                 .join("; ")
         ),
-        message: group.why.into(),
+        message,
         fix,
         change: None,
     }

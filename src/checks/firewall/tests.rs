@@ -48,6 +48,25 @@ impl Runner for Canned {
 }
 
 fn audit(runner: &dyn Runner, root: &Root) -> BTreeMap<String, Finding> {
+    audit_options(runner, root, AuditOptions::default())
+}
+
+fn audit_persisted(runner: &dyn Runner, root: &Root) -> BTreeMap<String, Finding> {
+    audit_options(
+        runner,
+        root,
+        AuditOptions {
+            persisted: true,
+            ..AuditOptions::default()
+        },
+    )
+}
+
+fn audit_options(
+    runner: &dyn Runner,
+    root: &Root,
+    options: AuditOptions,
+) -> BTreeMap<String, Finding> {
     let dir = tempfile::tempdir().unwrap();
     let profile_path = dir.path().join("ports.toml");
     std::fs::write(
@@ -58,7 +77,6 @@ fn audit(runner: &dyn Runner, root: &Root) -> BTreeMap<String, Finding> {
     let profile = Loader::new(root, &crate::checks::keys)
         .load(&profile_path.display().to_string())
         .unwrap();
-    let options = AuditOptions::default();
     let ctx = Context {
         root,
         profile: &profile,
@@ -169,6 +187,57 @@ fn tools_that_cannot_answer() {
     // Garbage from nft is an error, not a pass.
     let f = audit(&Canned::new(&[("nft", true, "{not json", "")]), &root);
     assert_eq!(f["firewall.nccl_ports"].status, Status::Error);
+    // A kernel without ip_tables: legacy iptables has nothing to say, not an error.
+    let no_ip_tables = (
+        "iptables-legacy-save",
+        false,
+        "",
+        "iptables-legacy-save v1.8.9: Cannot initialize: Protocol not supported\n",
+    );
+    let empty_nft = "{\"nftables\": [{\"metainfo\": {\"version\": \"1.0.6\"}}]}";
+    let f = audit(
+        &Canned::new(&[no_ip_tables, ("nft", true, empty_nft, "")]),
+        &root,
+    );
+    assert_eq!(
+        f["firewall.nccl_ports"].status,
+        Status::Pass,
+        "{:#?}",
+        f["firewall.nccl_ports"]
+    );
+    // Without nft, native nftables rules are a blind spot: never a pass.
+    let f = audit(&Canned::new(&[no_ip_tables]), &root);
+    assert_eq!(
+        f["firewall.nccl_ports"].status,
+        Status::Warn,
+        "{:#?}",
+        f["firewall.nccl_ports"]
+    );
+    assert!(
+        f["firewall.nccl_ports"]
+            .message
+            .contains("nft is not installed")
+    );
+    let legacy_accept =
+        "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp --dport 50000:50010 -j ACCEPT\nCOMMIT\n";
+    let f = audit(
+        &Canned::new(&[("iptables-legacy-save", true, legacy_accept, "")]),
+        &root,
+    );
+    assert_eq!(
+        f["firewall.nccl_ports"].status,
+        Status::Warn,
+        "{:#?}",
+        f["firewall.nccl_ports"]
+    );
+    assert!(
+        f["firewall.nccl_ports"]
+            .actual
+            .starts_with("iptables-legacy: 50000-50010: accepted by")
+    );
+    // --persisted does not pretend the live rules are the saved ones.
+    let f = audit_persisted(&Canned::new(&[]), &root);
+    assert_eq!(f["firewall.nccl_ports"].status, Status::Skip);
     // Empty rulesets: no firewall at all, a pass.
     let f = audit(
         &Canned::new(&[

@@ -104,9 +104,61 @@ fn shm_mount(ctx: &Context) -> Result<Option<mounts::Mount>, String> {
     }
 }
 
+/// The `/dev/shm` line of `/etc/fstab` (same fields as `/proc/mounts`), if any.
+pub fn fstab_entry(text: &str) -> Result<Option<mounts::Mount>, String> {
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .collect();
+    let list =
+        mounts::parse(&lines.join("\n")).map_err(|e| e.replace("/proc/mounts", "/etc/fstab"))?;
+    Ok(list.into_iter().rev().find(|m| m.target == SHM))
+}
+
+/// What `/dev/shm` will be after a reboot: the fstab entry's size, else the tmpfs default
+/// systemd mounts it with (half of RAM).
+fn persisted_size(ctx: &Context, setting: &Setting) -> Finding {
+    let id = "dev_shm.size";
+    let expected = setting.rule.describe();
+    let entry = match ctx.root.read_optional("/etc/fstab") {
+        Ok(text) => match fstab_entry(text.as_deref().unwrap_or_default()) {
+            Ok(entry) => entry,
+            Err(e) => return Finding::error(id, Area::Limits, expected, e),
+        },
+        Err(e) => return Finding::error(id, Area::Limits, expected, e.to_string()),
+    };
+    let meminfo = ctx.root.read_optional("/proc/meminfo").ok().flatten();
+    let option = entry.as_ref().and_then(|m| m.option("size"));
+    match tmpfs_size(option, meminfo.as_deref().and_then(mem_total)) {
+        Ok(bytes) => judge(
+            ctx,
+            id,
+            setting,
+            bytes,
+            format!(
+                "{} after reboot ({})",
+                human(Amount::Finite(bytes.into())),
+                match option {
+                    Some(size) => format!("size={size} in /etc/fstab"),
+                    None => "no /etc/fstab size: tmpfs default, half of RAM".into(),
+                }
+            ),
+        ),
+        Err(e) => Finding::skip(
+            id,
+            Area::Limits,
+            expected,
+            format!("/dev/shm after reboot: {e}"),
+        ),
+    }
+}
+
 pub fn size(ctx: &Context, probe: &dyn Probe, setting: &Setting) -> Finding {
     let id = "dev_shm.size";
     let expected = setting.rule.describe();
+    if ctx.options.persisted {
+        return persisted_size(ctx, setting);
+    }
     let mount = match shm_mount(ctx) {
         Ok(m) => m,
         Err(e) => return Finding::error(id, Area::Limits, expected, e),
@@ -187,6 +239,14 @@ pub fn size(ctx: &Context, probe: &dyn Probe, setting: &Setting) -> Finding {
 pub fn free(ctx: &Context, probe: &dyn Probe, setting: &Setting) -> Finding {
     let id = "dev_shm.free";
     let expected = setting.rule.describe();
+    if ctx.options.persisted {
+        return Finding::skip(
+            id,
+            Area::Limits,
+            expected,
+            "--persisted judges configuration files; free space is a live fact",
+        );
+    }
     if !ctx.root.is_live() {
         return Finding::skip(
             id,
@@ -240,6 +300,23 @@ mod tests {
                 "{option:?}"
             );
         }
+    }
+
+    #[test]
+    fn fstab() {
+        let text =
+            "# /etc/fstab\nUUID=1 / ext4 defaults 0 1\ntmpfs /dev/shm tmpfs defaults,size=2g 0 0\n";
+        assert_eq!(
+            fstab_entry(text).unwrap().unwrap().option("size"),
+            Some("2g")
+        );
+        assert_eq!(fstab_entry("UUID=1 / ext4 defaults 0 1\n").unwrap(), None);
+        assert_eq!(fstab_entry("").unwrap(), None);
+        assert!(
+            fstab_entry("tmpfs /dev/shm\n")
+                .unwrap_err()
+                .contains("/etc/fstab")
+        );
     }
 
     #[test]

@@ -160,6 +160,37 @@ fn live_limits_that_meet_the_profile_pass() {
         },
     );
     assert_eq!(f["ulimit.memlock"].status, Status::Skip);
+    assert_eq!(f["dev_shm.free"].status, Status::Skip);
+}
+
+#[test]
+fn persisted_shm_comes_from_fstab_or_the_tmpfs_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |path: &str, text: &str| {
+        let full = dir.path().join(path);
+        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+        std::fs::write(full, text).unwrap();
+    };
+    write("proc/meminfo", "MemTotal:       1048576 kB\n");
+    let persisted = || AuditOptions {
+        persisted: true,
+        ..AuditOptions::default()
+    };
+    let root = Root::new(dir.path());
+    // 1 GiB of RAM and no fstab entry: half of it, 512 MiB, too small.
+    let f = run(&root, &container_like(), persisted());
+    assert_eq!(f["dev_shm.size"].status, Status::Fail);
+    assert_eq!(
+        f["dev_shm.size"].actual,
+        "512 MiB after reboot (no /etc/fstab size: tmpfs default, half of RAM)"
+    );
+    write("etc/fstab", "tmpfs /dev/shm tmpfs defaults,size=4g 0 0\n");
+    let f = run(&root, &container_like(), persisted());
+    assert_eq!(f["dev_shm.size"].status, Status::Pass);
+    assert_eq!(
+        f["dev_shm.size"].actual,
+        "4 GiB after reboot (size=4g in /etc/fstab)"
+    );
 }
 
 #[test]
