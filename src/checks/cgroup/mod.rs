@@ -17,6 +17,7 @@ use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Te
 use super::Context;
 use hierarchy::{Layout, Membership};
 
+/// Keys a profile may set in `[cgroup]`.
 pub const KEYS: &[KeySpec] = &[
     KeySpec {
         key: "cgroup.hierarchy",
@@ -55,6 +56,7 @@ pub const KEYS: &[KeySpec] = &[
     },
 ];
 
+/// Judges the cgroup of this process (or `--cgroup`) and the profile's slice.
 pub fn audit(ctx: &Context) -> Vec<Finding> {
     let keys: Vec<(&String, &Setting)> = ctx.profile.area(Area::Cgroup).collect();
     if keys.is_empty() {

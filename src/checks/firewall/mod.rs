@@ -24,6 +24,7 @@ pub const KEYS: &[KeySpec] = &[];
 const WHY_RENDEZVOUS: &str = "Every rank connects to rank 0's TCPStore on MASTER_PORT; a firewall that blocks it is the classic cause of rendezvous time-outs.";
 const WHY_NCCL: &str = "NCCL's bootstrap and socket transport listen on ephemeral ports; blocked, init_process_group hangs until NCCL's time-out.";
 
+/// Judges the live firewall with the real tools.
 pub fn audit(ctx: &Context) -> Vec<Finding> {
     audit_with(ctx, &LiveRunner)
 }
@@ -208,6 +209,7 @@ fn unsupported(stderr: &str) -> bool {
     .any(|m| stderr.contains(m))
 }
 
+/// The audit with the tools run by `runner` (tests hand in captured output).
 pub fn audit_with(ctx: &Context, runner: &dyn Runner) -> Vec<Finding> {
     let groups = groups(ctx);
     if groups.is_empty() {

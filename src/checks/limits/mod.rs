@@ -17,6 +17,7 @@ use probe::{LiveProbe, Probe, Resource};
 /// The file `apply` writes limits to (DESIGN.md).
 pub const GPUTUNE_LIMITS_FILE: &str = "/etc/security/limits.d/90-gputune.conf";
 
+/// Keys a profile may set in `[limits]`.
 pub const KEYS: &[KeySpec] = &[
     KeySpec {
         key: "ulimit.memlock",
@@ -50,6 +51,7 @@ pub const KEYS: &[KeySpec] = &[
     },
 ];
 
+/// Judges the limits with the live facts of this process and node.
 pub fn audit(ctx: &Context) -> Vec<Finding> {
     audit_with(ctx, &LiveProbe)
 }

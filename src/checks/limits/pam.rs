@@ -2,8 +2,10 @@
 //! resolver that says what a new login session would get. The parser is pure; the audit
 //! reads the files.
 
-/// Files pam_limits reads, in the order it reads them (limits.d in C-locale name order).
+/// Files pam_limits reads: the main file, then `*.conf` of the drop-in directory in C-locale
+/// name order.
 pub const MAIN_FILE: &str = "/etc/security/limits.conf";
+/// See [`MAIN_FILE`].
 pub const DROP_IN_DIR: &str = "/etc/security/limits.d";
 
 /// Items pam_limits accepts (limits.conf(5)); anything else is a bad line.

@@ -153,6 +153,7 @@ fn persisted_size(ctx: &Context, setting: &Setting) -> Finding {
     }
 }
 
+/// `dev_shm.size`: live from statvfs, else from the root's mounts, or fstab with `--persisted`.
 pub fn size(ctx: &Context, probe: &dyn Probe, setting: &Setting) -> Finding {
     let id = "dev_shm.size";
     let expected = setting.rule.describe();
@@ -236,6 +237,7 @@ pub fn size(ctx: &Context, probe: &dyn Probe, setting: &Setting) -> Finding {
     }
 }
 
+/// `dev_shm.free`: live only (statvfs `f_bavail`).
 pub fn free(ctx: &Context, probe: &dyn Probe, setting: &Setting) -> Finding {
     let id = "dev_shm.free";
     let expected = setting.rule.describe();
