@@ -219,30 +219,19 @@ pub fn audit_with(ctx: &Context, runner: &dyn Runner) -> Vec<Finding> {
         Ok(r) => format!("inbound TCP {} accepted", format_ports(r)),
         Err(_) => format!("inbound TCP to {} accepted", g.source),
     };
-    if !ctx.root.is_live() {
+    let not_here = if !ctx.root.is_live() {
+        Some("--root is not the running node: the active firewall rules can only be read live")
+    } else if ctx.options.persisted {
+        Some(
+            "--persisted: the saved rules (/etc/nftables.conf, firewalld zones, ufw rules) are not evaluated, only the live ones",
+        )
+    } else {
+        None
+    };
+    if let Some(reason) = not_here {
         return groups
             .iter()
-            .map(|g| {
-                Finding::skip(
-                    g.id,
-                    Area::Firewall,
-                    expected(g),
-                    "--root is not the running node: the active firewall rules can only be read live",
-                )
-            })
-            .collect();
-    }
-    if ctx.options.persisted {
-        return groups
-            .iter()
-            .map(|g| {
-                Finding::skip(
-                    g.id,
-                    Area::Firewall,
-                    expected(g),
-                    "--persisted: the saved rules (/etc/nftables.conf, firewalld zones, ufw rules) are not evaluated, only the live ones",
-                )
-            })
+            .map(|g| Finding::skip(g.id, Area::Firewall, expected(g), reason))
             .collect();
     }
     let ruleset = read_ruleset(runner);

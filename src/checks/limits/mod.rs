@@ -107,6 +107,22 @@ fn show(resource: Resource, amount: Amount) -> String {
     }
 }
 
+/// Adds the limits.d fix to a finding that fails or warns.
+fn with_limit_fix(
+    mut finding: Finding,
+    resource: Resource,
+    setting: &Setting,
+    judged: &str,
+) -> Finding {
+    if matches!(finding.status, Status::Fail | Status::Warn)
+        && let Some((fix, change)) = limit_fix(resource, setting, judged)
+    {
+        finding.fix = fix;
+        finding.change = Some(change);
+    }
+    finding
+}
+
 /// The fix shared by the live and the login finding: a line in gputune's limits file.
 fn limit_fix(resource: Resource, setting: &Setting, judged: &str) -> Option<(String, Change)> {
     let target = Amount::parse(&setting.rule.target(judged)?).ok()?;
@@ -178,7 +194,7 @@ fn live_rlimit(
     };
     let judged = limit.soft.to_string();
     let (status, problem) = setting.status_for(&judged);
-    let mut finding = Finding {
+    let finding = Finding {
         id: key.into(),
         area: Area::Limits,
         status,
@@ -192,13 +208,7 @@ fn live_rlimit(
         fix: String::new(),
         change: None,
     };
-    if matches!(status, Status::Fail | Status::Warn)
-        && let Some((fix, change)) = limit_fix(resource, setting, &judged)
-    {
-        finding.fix = fix;
-        finding.change = Some(change);
-    }
-    finding
+    with_limit_fix(finding, resource, setting, &judged)
 }
 
 /// Every line of limits.conf and limits.d, in pam_limits' reading order, and the bad lines.
@@ -312,7 +322,7 @@ fn login_rlimit(
     for note in notes {
         message.push_str(&format!(" Note: {note}."));
     }
-    let mut finding = Finding {
+    let finding = Finding {
         id,
         area: Area::Limits,
         status,
@@ -322,13 +332,7 @@ fn login_rlimit(
         fix: String::new(),
         change: None,
     };
-    if matches!(status, Status::Fail | Status::Warn)
-        && let Some((fix, change)) = limit_fix(resource, setting, &judged)
-    {
-        finding.fix = fix;
-        finding.change = Some(change);
-    }
-    finding
+    with_limit_fix(finding, resource, setting, &judged)
 }
 
 fn remove_ipc(ctx: &Context, setting: &Setting) -> Finding {
