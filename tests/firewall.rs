@@ -226,3 +226,24 @@ fn iptables_drop_and_an_interface_dependent_accept() {
         "{nccl:#}"
     );
 }
+
+#[test]
+fn an_ingress_chain_of_unknown_device_cannot_be_judged_as_a_pass() {
+    // nft -j does not say which device an ingress chain is bound to.
+    let f = audit_in_netns(
+        "printf 'table netdev edge {\\n chain ingress {\\n  type filter hook ingress device \"lo\" priority -500; policy drop;\\n }\\n}\\n' | nft -f -",
+    );
+    let rdv = &f["firewall.rendezvous_ports"];
+    assert_eq!(rdv["status"], "warn", "{rdv:#}");
+    assert!(
+        field(rdv, "actual").contains(
+            "accepted only when arrives on a device other than that of ingress chain ingress"
+        ),
+        "{rdv:#}"
+    );
+    assert!(
+        field(rdv, "actual")
+            .contains("otherwise dropped by policy drop of nftables netdev edge chain ingress"),
+        "{rdv:#}"
+    );
+}

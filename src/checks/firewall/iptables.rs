@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use super::model::{Action, Base, Chain, Hook, Match, Policy, Rule, Table, Tool};
 
-/// Targets that log, count or mark and let the packet go on.
+/// Targets that log, count or mark and let the packet go on. (`CT --notrack` changes the
+/// conntrack state later rules see: not modelled, so it is not listed.)
 const NON_TERMINAL: &[&str] = &[
     "LOG",
     "NFLOG",
@@ -14,7 +15,6 @@ const NON_TERMINAL: &[&str] = &[
     "MARK",
     "CONNMARK",
     "TRACE",
-    "CT",
     "AUDIT",
     "CLASSIFY",
     "DSCP",

@@ -109,6 +109,31 @@ pub fn parse(json: &str) -> Result<Vec<Table>, String> {
             chain.rules.push(rule);
         }
     }
+    // An ingress chain sees only its device's packets, and `nft -j` does not say which
+    // device: whether it applies to a peer's connection depends on the interface.
+    for table in tables.values_mut() {
+        for chain in table.chains.values_mut() {
+            if chain.base.as_ref().is_some_and(|b| b.hook == Hook::Ingress) {
+                chain.rules.insert(
+                    0,
+                    Rule {
+                        label: format!(
+                            "{} chain {} (ingress: only packets of its device)",
+                            table.name, chain.name
+                        ),
+                        position: None,
+                        matches: vec![Match::Unfixed {
+                            text: format!(
+                                "arrives on a device other than that of ingress chain {}",
+                                chain.name
+                            ),
+                        }],
+                        action: Action::Accept,
+                    },
+                );
+            }
+        }
+    }
     Ok(tables.into_values().collect())
 }
 
@@ -358,7 +383,9 @@ fn rule_of(
                 words.push(describe(&m));
                 matches.push(m);
             }
-            "counter" | "log" | "mangle" | "notrack" | "meter" => {}
+            // Counting, logging and setting marks let the packet go on. (`notrack`, `meter`,
+            // `limit`, `quota` change what later rules see or match on rates: not modelled.)
+            "counter" | "log" | "mangle" => {}
             "vmap" => {
                 let key = body.get("key").cloned().unwrap_or_default();
                 let entries = body
