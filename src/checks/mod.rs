@@ -2,8 +2,11 @@
 //! keys it understands, reading the facts, judging them against the profile and the
 //! [`Change`](crate::finding::Change) that would fix a failure.
 
+pub mod cgroup;
+pub mod firewall;
 pub mod gpu;
 pub mod hw;
+pub mod limits;
 pub mod memory;
 pub mod network;
 pub mod nic;
@@ -73,6 +76,21 @@ pub const AREAS: &[AreaChecks] = &[
         area: Area::Platform,
         keys: platform::KEYS,
         audit: platform::audit,
+    },
+    AreaChecks {
+        area: Area::Limits,
+        keys: limits::KEYS,
+        audit: limits::audit,
+    },
+    AreaChecks {
+        area: Area::Cgroup,
+        keys: cgroup::KEYS,
+        audit: cgroup::audit,
+    },
+    AreaChecks {
+        area: Area::Firewall,
+        keys: firewall::KEYS,
+        audit: firewall::audit,
     },
 ];
 

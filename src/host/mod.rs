@@ -6,6 +6,7 @@ pub mod atomic;
 pub mod bind;
 pub mod cpulist;
 pub mod ldcache;
+pub mod mounts;
 pub mod nccl;
 pub mod net;
 pub mod sysctl;

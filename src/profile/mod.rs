@@ -4,6 +4,7 @@
 
 pub mod amount;
 pub mod default;
+pub mod job;
 pub mod setting;
 pub mod version;
 
@@ -80,6 +81,8 @@ pub struct Profile {
     pub chain: Vec<String>,
     pub settings: BTreeMap<Area, BTreeMap<String, Setting>>,
     pub bench: Bench,
+    /// How jobs run on the node: their ports and slice (`[job]`).
+    pub job: job::Job,
 }
 
 impl Profile {
@@ -115,6 +118,7 @@ impl Profile {
         if let Some(min) = self.bench.min_busbw {
             out.push_str(&format!("\n[bench]\nmin_busbw = {min:?}\n"));
         }
+        out.push_str(&self.job.to_toml());
         out
     }
 }
@@ -174,6 +178,7 @@ impl<'a> Loader<'a> {
             chain: merged.chain,
             settings: merged.settings,
             bench: merged.bench,
+            job: merged.job,
         })
     }
 
@@ -333,6 +338,16 @@ impl<'a> Loader<'a> {
             }
             merged.bench.min_busbw = Some(min);
         }
+        if let Some(raw_job) = raw.job {
+            let job = job::Job::from_raw(raw_job).map_err(|(offset, key, message)| {
+                err(
+                    Some(line_of(&source.text, offset)),
+                    Some(format!("[job] {key}")),
+                    message,
+                )
+            })?;
+            merged.job.absorb(job);
+        }
         merged.chain.push(source.name.clone());
         merged.name = source.name;
         merged.source = if source.display.starts_with("profiles/") {
@@ -355,6 +370,7 @@ struct Merged {
     chain: Vec<String>,
     settings: BTreeMap<Area, BTreeMap<String, Setting>>,
     bench: Bench,
+    job: job::Job,
 }
 
 impl Merged {
@@ -366,6 +382,7 @@ impl Merged {
         if parent.bench.min_busbw.is_some() {
             self.bench.min_busbw = parent.bench.min_busbw;
         }
+        self.job.absorb(parent.job);
         for name in parent.chain {
             if !self.chain.contains(&name) {
                 self.chain.push(name);
@@ -402,6 +419,7 @@ struct RawProfile {
     #[serde(default)]
     firewall: RawArea,
     bench: Option<Bench>,
+    job: Option<job::RawJob>,
 }
 
 impl RawProfile {

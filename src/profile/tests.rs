@@ -258,3 +258,47 @@ fn resolved_profiles_print_as_loadable_toml() {
     }
     assert_eq!(again.bench.min_busbw, Some(2.5));
 }
+
+#[test]
+fn job_section_inherits_per_field_and_round_trips() {
+    let profile = load(
+        &[
+            ("parent", "[job]\nrendezvous_ports = \"29500-29550\"\nnccl_ports = \"ip_local_port_range\"\n"),
+            ("child", "include = [\"parent\"]\n[job]\nnccl_ports = \"50000-51000\"\nslice = \"training.slice\"\n"),
+        ],
+        "child",
+    )
+    .unwrap();
+    assert_eq!(profile.job.rendezvous_ports, Some(vec![(29500, 29550)]));
+    assert_eq!(
+        profile.job.nccl_ports,
+        Some(job::NcclPorts::Fixed(vec![(50000, 51000)]))
+    );
+    assert_eq!(profile.job.slice.as_deref(), Some("training.slice"));
+    let shown = profile.to_toml();
+    assert!(shown.contains("[job]\nrendezvous_ports = \"29500-29550\"\nnccl_ports = \"50000-51000\"\nslice = \"training.slice\"\n"), "{shown}");
+    let again = load(&[("shown", &shown)], "shown").unwrap();
+    assert_eq!(again.job, profile.job);
+}
+
+#[test]
+fn bad_job_sections_name_file_line_and_key() {
+    let cases = [
+        (
+            "[job]\nrendezvous_ports = \"29550-29500\"\n",
+            2,
+            "[job] rendezvous_ports",
+        ),
+        ("\n[job]\nslice = \"training\"\n", 3, "[job] slice"),
+        ("[job]\nnccl_ports = \"ephemeral\"\n", 2, "[job] nccl_ports"),
+    ];
+    for (text, line, key) in cases {
+        let err = load(&[("bad", text)], "bad").unwrap_err();
+        assert_eq!(err.line, Some(line), "{err}");
+        assert_eq!(err.key.as_deref(), Some(key), "{err}");
+        assert!(err.file.ends_with("bad.toml"), "{err}");
+    }
+    let err = load(&[("bad", "[job]\nports = \"1\"\n")], "bad").unwrap_err();
+    assert_eq!(err.line, Some(2), "{err}");
+    assert!(err.message.contains("ports"), "{err}");
+}

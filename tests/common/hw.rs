@@ -4,7 +4,6 @@
 //! here for what no snapshot has: an 8-GPU, 2-socket HGX-style node, a node with a
 //! downtrained GPU link, and small topologies for `gputune pin`.
 
-
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};

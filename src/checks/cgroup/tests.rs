@@ -1,0 +1,224 @@
+//! The cgroup checks against v1, v2 and hybrid fixture trees and this machine.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::checks::{AuditOptions, Context};
+use crate::finding::{Change, Finding, Status};
+use crate::host::Root;
+use crate::profile::Loader;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn run(root: &Root, cgroup: Option<&str>) -> BTreeMap<String, Finding> {
+    let profile_path = fixture("profiles/cgroup-all.toml");
+    let profile = Loader::new(root, &crate::checks::keys)
+        .load(&profile_path.display().to_string())
+        .unwrap();
+    let options = AuditOptions {
+        cgroup: cgroup.map(str::to_string),
+        ..AuditOptions::default()
+    };
+    let ctx = Context {
+        root,
+        profile: &profile,
+        options: &options,
+    };
+    super::audit(&ctx)
+        .into_iter()
+        .map(|f| (f.id.clone(), f))
+        .collect()
+}
+
+fn status(findings: &BTreeMap<String, Finding>, id: &str) -> Status {
+    findings
+        .get(id)
+        .unwrap_or_else(|| panic!("no {id} in {findings:#?}"))
+        .status
+}
+
+#[test]
+fn v2_tightest_limit_wins_and_fixes_name_the_unit() {
+    let f = run(&Root::new(fixture("cgroup-v2")), None);
+    assert_eq!(status(&f, "cgroup.hierarchy"), Status::Pass);
+    assert_eq!(f["cgroup.hierarchy"].actual, "v2 at /sys/fs/cgroup");
+    assert_eq!(status(&f, "memory.max"), Status::Pass);
+    assert!(
+        f["memory.max"]
+            .actual
+            .starts_with("64 GiB (set on /training.slice/job-1.scope)"),
+        "{}",
+        f["memory.max"].actual
+    );
+    assert_eq!(status(&f, "memory.high"), Status::Warn);
+    assert_eq!(
+        f["memory.high"].fix,
+        "systemctl set-property job-1.scope MemoryHigh=infinity"
+    );
+    assert_eq!(
+        f["memory.high"].change,
+        Some(Change::Cgroup {
+            slice: "job-1.scope".into(),
+            key: "memory.high".into(),
+            value: "max".into()
+        })
+    );
+    assert_eq!(status(&f, "cpu.max"), Status::Warn);
+    assert!(
+        f["cpu.max"].actual.starts_with("8000 (= 8.00 CPUs)"),
+        "{}",
+        f["cpu.max"].actual
+    );
+    assert_eq!(
+        f["cpu.max"].fix,
+        "systemctl set-property job-1.scope CPUQuota="
+    );
+    // pids.max is limited on the parent slice; the scope says max.
+    assert_eq!(status(&f, "pids.max"), Status::Warn);
+    assert!(
+        f["pids.max"]
+            .actual
+            .contains("set on ancestor /training.slice"),
+        "{}",
+        f["pids.max"].actual
+    );
+    assert_eq!(
+        f["pids.max"].fix,
+        "systemctl set-property training.slice TasksMax=8192"
+    );
+    // GPU 0000:d8:00.0 is local to CPUs 12-23, all outside the scope's cpuset 0-11.
+    assert_eq!(status(&f, "cpuset.gpus_without_local_cpus"), Status::Warn);
+    assert!(
+        f["cpuset.gpus_without_local_cpus"]
+            .actual
+            .contains("0000:d8:00.0 (local CPUs 12-23)")
+    );
+    assert_eq!(
+        f["cpuset.gpus_without_local_cpus"].fix,
+        "systemctl set-property job-1.scope AllowedCPUs=0-23"
+    );
+    // GPU 0000:d8:00.0 sits on NUMA node 1; the scope may only use memory of node 0.
+    let mems = &f["cpuset.gpus_without_local_memory"];
+    assert_eq!(mems.status, Status::Warn);
+    assert!(mems.actual.starts_with("1: cpuset 0 excludes the local NUMA memory nodes of 0000:d8:00.0 (local NUMA memory nodes 1)"), "{}", mems.actual);
+    assert_eq!(
+        mems.fix,
+        "systemctl set-property job-1.scope AllowedMemoryNodes=0-1"
+    );
+    assert_eq!(
+        mems.change,
+        Some(Change::Cgroup {
+            slice: "job-1.scope".into(),
+            key: "cpuset.mems".into(),
+            value: "0-1".into()
+        })
+    );
+    // The profile's slice is judged too, under its own ids.
+    assert_eq!(status(&f, "pids.max@training.slice"), Status::Warn);
+    assert_eq!(status(&f, "memory.high@training.slice"), Status::Pass);
+    assert_eq!(
+        status(&f, "cpuset.gpus_without_local_cpus@training.slice"),
+        Status::Pass
+    );
+}
+
+#[test]
+fn v2_cgroup_option_picks_another_cgroup() {
+    let root = Root::new(fixture("cgroup-v2"));
+    let f = run(&root, Some("/sys/fs/cgroup/training.slice"));
+    assert_eq!(status(&f, "memory.high"), Status::Pass);
+    assert!(
+        f["memory.high"]
+            .actual
+            .ends_with("--cgroup /sys/fs/cgroup/training.slice")
+    );
+    let f = run(&root, Some("/no/such"));
+    assert_eq!(status(&f, "pids.max"), Status::Error);
+    assert!(
+        f["pids.max"].message.contains("no such cgroup: /no/such"),
+        "{}",
+        f["pids.max"].message
+    );
+}
+
+#[test]
+fn v1_reads_the_legacy_files() {
+    let f = run(&Root::new(fixture("cgroup-v1")), None);
+    assert_eq!(status(&f, "cgroup.hierarchy"), Status::Warn);
+    assert!(f["cgroup.hierarchy"].actual.starts_with("v1 ("));
+    assert_eq!(status(&f, "memory.max"), Status::Fail);
+    assert!(
+        f["memory.max"]
+            .actual
+            .starts_with("16 GiB (set on /slurm/uid_1000/job_7)")
+    );
+    assert_eq!(
+        f["memory.max"].fix.split(" (").next(),
+        Some(
+            "echo '34359738368' > /sys/fs/cgroup/memory/slurm/uid_1000/job_7/memory.limit_in_bytes"
+        )
+    );
+    assert_eq!(f["memory.max"].change, None);
+    assert_eq!(status(&f, "memory.high"), Status::Skip);
+    assert_eq!(status(&f, "cpu.max"), Status::Pass);
+    assert_eq!(status(&f, "pids.max"), Status::Pass);
+    assert_eq!(status(&f, "cpuset.gpus_without_local_cpus"), Status::Pass);
+    assert_eq!(status(&f, "cpuset.gpus_without_local_memory"), Status::Warn);
+    assert_eq!(
+        f["cpuset.gpus_without_local_memory"].fix.split(" (").next(),
+        Some("echo '0-1' > /sys/fs/cgroup/cpuset/slurm/uid_1000/job_7/cpuset.mems")
+    );
+    // The profile's slice does not exist on this node: skipped, not an error.
+    assert_eq!(status(&f, "pids.max@training.slice"), Status::Skip);
+    assert_eq!(
+        status(&f, "cpuset.gpus_without_local_cpus@training.slice"),
+        Status::Skip
+    );
+}
+
+#[test]
+fn hybrid_uses_v1_controllers() {
+    let f = run(&Root::new(fixture("cgroup-hybrid")), None);
+    assert_eq!(status(&f, "cgroup.hierarchy"), Status::Warn);
+    assert!(
+        f["cgroup.hierarchy"]
+            .actual
+            .contains("unified at /sys/fs/cgroup/unified")
+    );
+    assert_eq!(status(&f, "memory.max"), Status::Pass);
+    assert_eq!(status(&f, "cpu.max"), Status::Warn);
+    assert_eq!(
+        f["cpu.max"].fix.split(" (").next(),
+        Some("echo '-1' > /sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_quota_us")
+    );
+    assert_eq!(status(&f, "pids.max"), Status::Warn);
+    // No cpuset controller is mounted: nothing restricts the CPUs or memory nodes.
+    assert_eq!(status(&f, "cpuset.gpus_without_local_cpus"), Status::Pass);
+    assert_eq!(status(&f, "cpuset.gpus_without_local_memory"), Status::Pass);
+}
+
+#[test]
+fn this_machine_live() {
+    // Whatever this machine runs, every check reaches a verdict from the real files; none
+    // errors, and the hierarchy matches what /proc/mounts says.
+    let f = run(&Root::live(), None);
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    let want = match (mounts.contains(" cgroup2 "), mounts.contains(" cgroup ")) {
+        (true, false) => "v2",
+        (false, true) => "v1",
+        (true, true) => "hybrid",
+        (false, false) => panic!("no cgroup mounted here"),
+    };
+    assert!(
+        f["cgroup.hierarchy"].actual.starts_with(want),
+        "{}",
+        f["cgroup.hierarchy"].actual
+    );
+    for finding in f.values() {
+        assert_ne!(finding.status, Status::Error, "{finding:#?}");
+    }
+}

@@ -1,0 +1,419 @@
+//! `iptables-save` output (legacy or nft flavour) → [`Table`]s. Built-in chains become base
+//! chains at the hook and priority the kernel gives them; options outside the model become
+//! [`Match::Unknown`], so the evaluation says "cannot tell" instead of guessing.
+
+use std::collections::BTreeMap;
+
+use super::model::{Action, Base, Chain, Hook, Match, Policy, Rule, Table, Tool};
+
+/// Targets that log, count or mark and let the packet go on. (`CT --notrack` changes the
+/// conntrack state later rules see: not modelled, so it is not listed.)
+const NON_TERMINAL: &[&str] = &[
+    "LOG",
+    "NFLOG",
+    "ULOG",
+    "MARK",
+    "CONNMARK",
+    "TRACE",
+    "AUDIT",
+    "CLASSIFY",
+    "DSCP",
+    "TOS",
+    "TCPMSS",
+    "TTL",
+    "SECMARK",
+    "CONNSECMARK",
+];
+
+/// Where the kernel runs a built-in chain of a table (netfilter_ipv4.h priorities).
+fn builtin(table: &str, chain: &str) -> Option<(Hook, i32)> {
+    Some(match (table, chain) {
+        ("raw", "PREROUTING") => (Hook::Prerouting, -300),
+        ("mangle", "PREROUTING") => (Hook::Prerouting, -150),
+        ("mangle", "INPUT") => (Hook::Input, -150),
+        ("filter", "INPUT") => (Hook::Input, 0),
+        ("security", "INPUT") => (Hook::Input, 50),
+        _ => return None,
+    })
+}
+
+/// Splits a line as iptables-save quotes it: words, and "double quoted" strings.
+fn words(line: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut chars = line.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        if c.is_whitespace() {
+            chars.next();
+            continue;
+        }
+        let mut word = String::new();
+        if c == '"' {
+            chars.next();
+            let mut closed = false;
+            while let Some(c) = chars.next() {
+                match c {
+                    '\\' => word.extend(chars.next()),
+                    '"' => {
+                        closed = true;
+                        break;
+                    }
+                    c => word.push(c),
+                }
+            }
+            if !closed {
+                return Err(format!("unterminated quote in `{line}`"));
+            }
+        } else {
+            while let Some(&c) = chars.peek() {
+                if c.is_whitespace() {
+                    break;
+                }
+                word.push(c);
+                chars.next();
+            }
+        }
+        out.push(word);
+    }
+    Ok(out)
+}
+
+fn port_ranges(text: &str) -> Option<Vec<(u16, u16)>> {
+    text.split(',')
+        .map(|p| {
+            let (lo, hi) = p.split_once(':').unwrap_or((p, p));
+            let lo: u16 = if lo.is_empty() { 0 } else { lo.parse().ok()? };
+            let hi: u16 = if hi.is_empty() {
+                65535
+            } else {
+                hi.parse().ok()?
+            };
+            (lo <= hi).then_some((lo, hi))
+        })
+        .collect()
+}
+
+/// A rule waiting for its table's COMMIT: chain, arguments, the line as written.
+type PendingRule = (String, Vec<String>, String);
+/// A `*table` being read: its name, declared chains and rules.
+type OpenTable = (String, BTreeMap<String, Chain>, Vec<PendingRule>);
+
+/// Parses the whole output; errors name the line.
+pub fn parse(text: &str, tool: Tool) -> Result<Vec<Table>, String> {
+    let mut tables: Vec<Table> = Vec::new();
+    let mut current: Option<OpenTable> = None;
+    for (index, raw) in text.lines().enumerate() {
+        let n = index + 1;
+        let line = raw.trim();
+        let err = |m: String| format!("{} line {n}: {m}", tool.name());
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('*') {
+            current = Some((name.to_string(), BTreeMap::new(), Vec::new()));
+        } else if let Some(decl) = line.strip_prefix(':') {
+            let Some((table, chains, _)) = current.as_mut() else {
+                return Err(err("chain declared outside a *table".into()));
+            };
+            let mut f = decl.split_whitespace();
+            let (Some(name), Some(policy)) = (f.next(), f.next()) else {
+                return Err(err(format!("malformed chain line `{line}`")));
+            };
+            let base = match builtin(table, name) {
+                Some((hook, priority)) => Some(Base {
+                    hook,
+                    priority,
+                    policy: match policy {
+                        "ACCEPT" => Policy::Accept,
+                        "DROP" => Policy::Drop,
+                        other => {
+                            return Err(err(format!("policy `{other}` is not ACCEPT or DROP")));
+                        }
+                    },
+                }),
+                None => None,
+            };
+            chains.insert(
+                name.to_string(),
+                Chain {
+                    name: name.into(),
+                    base,
+                    rules: Vec::new(),
+                },
+            );
+        } else if line.starts_with("-A ") || line.starts_with("-I ") {
+            let Some((_, _, rules)) = current.as_mut() else {
+                return Err(err("rule outside a *table".into()));
+            };
+            let w = words(line).map_err(err)?;
+            let chain = w
+                .get(1)
+                .cloned()
+                .ok_or_else(|| err("rule names no chain".into()))?;
+            rules.push((chain, w[2..].to_vec(), line.to_string()));
+        } else if line == "COMMIT" {
+            let Some((name, mut chains, rules)) = current.take() else {
+                return Err(err("COMMIT outside a *table".into()));
+            };
+            let mut numbers: BTreeMap<String, usize> = BTreeMap::new();
+            for (chain, args, text) in rules {
+                let number = numbers.entry(chain.clone()).or_default();
+                *number += 1;
+                let label = format!("{} {name} chain {chain} rule {number}: {text}", tool.name());
+                let mut rule = rule_of(&args, &chains, label);
+                rule.position = Some(*number as u64);
+                match chains.get_mut(&chain) {
+                    Some(c) => c.rules.push(rule),
+                    None => return Err(err(format!("rule for undeclared chain {chain}"))),
+                }
+            }
+            tables.push(Table {
+                name: format!("{} {name}", tool.name()),
+                id: name,
+                tool,
+                chains,
+            });
+        } else {
+            return Err(err(format!("unexpected line `{line}`")));
+        }
+    }
+    if current.is_some() {
+        return Err(format!("{}: a *table has no COMMIT", tool.name()));
+    }
+    Ok(tables)
+}
+
+fn rule_of(args: &[String], chains: &BTreeMap<String, Chain>, label: String) -> Rule {
+    let mut matches = Vec::new();
+    let mut action = Action::Continue;
+    let mut negate = false;
+    let mut i = 0;
+    let arg = |i: usize| args.get(i).map(String::as_str).unwrap_or_default();
+    while i < args.len() {
+        let opt = arg(i);
+        let value = arg(i + 1);
+        let mut take = 2;
+        let n = negate;
+        negate = false;
+        match opt {
+            "!" => {
+                negate = true;
+                take = 1;
+            }
+            "-p" | "--protocol" => {
+                let protos = vec![value.to_ascii_lowercase()];
+                if protos[0] == "all" {
+                    // Every protocol: no test at all.
+                } else {
+                    matches.push(Match::Proto { protos, negate: n });
+                }
+            }
+            "-i" | "--in-interface" => matches.push(Match::Iif {
+                names: vec![value.to_string()],
+                negate: n,
+            }),
+            "-s" | "--source" => matches.push(Match::Saddr {
+                nets: value.split(',').map(str::to_string).collect(),
+                negate: n,
+            }),
+            "-d" | "--destination" => matches.push(Match::Unfixed {
+                text: format!("{}-d {value}", if n { "! " } else { "" }),
+            }),
+            "-m" | "--match" => {}
+            "--dport" | "--destination-port" | "--dports" | "--destination-ports" => {
+                match port_ranges(value) {
+                    Some(ranges) => matches.push(Match::DPort { ranges, negate: n }),
+                    None => matches.push(Match::Unknown {
+                        text: format!("{opt} {value}"),
+                    }),
+                }
+            }
+            "--sport" | "--source-port" | "--sports" | "--source-ports" => {
+                matches.push(Match::Unfixed {
+                    text: format!("{}{opt} {value}", if n { "! " } else { "" }),
+                })
+            }
+            "--ctstate" | "--state" => matches.push(Match::CtState {
+                states: value.split(',').map(|s| s.to_ascii_lowercase()).collect(),
+                negate: n,
+            }),
+            "--dst-type" => matches.push(Match::Fixed {
+                holds: value.split(',').any(|t| t == "LOCAL") != n,
+                text: format!("addrtype {}--dst-type {value}", if n { "! " } else { "" }),
+            }),
+            "--syn" => {
+                // The packet is the connection's SYN.
+                matches.push(Match::Fixed {
+                    holds: !n,
+                    text: "--syn".into(),
+                });
+                take = 1;
+            }
+            "--comment" => {}
+            "-j" | "--jump" | "-g" | "--goto" => {
+                action = match value {
+                    "ACCEPT" => Action::Accept,
+                    "DROP" => Action::Drop,
+                    "REJECT" => Action::Reject,
+                    "RETURN" => Action::Return,
+                    t if NON_TERMINAL.contains(&t) => Action::Continue,
+                    t if chains.contains_key(t) => {
+                        if opt.starts_with("-g") || opt == "--goto" {
+                            Action::Goto(t.into())
+                        } else {
+                            Action::Jump(t.into())
+                        }
+                    }
+                    t => Action::Unknown(t.into()),
+                };
+                // Target options (--reject-with, --log-prefix "...") follow; none changes
+                // whether the packet passes.
+                i = args.len();
+                continue;
+            }
+            other if other.starts_with('-') => {
+                // An option this model does not read; its value (if any) is the next word.
+                let has_value =
+                    !value.is_empty() && (!value.starts_with('-') || value.parse::<i64>().is_ok());
+                let text = if has_value {
+                    format!("{other} {value}")
+                } else {
+                    other.to_string()
+                };
+                matches.push(Match::Unknown {
+                    text: format!("{}{text}", if n { "! " } else { "" }),
+                });
+                take = if has_value { 2 } else { 1 };
+            }
+            other => matches.push(Match::Unknown {
+                text: other.to_string(),
+            }),
+        }
+        i += take;
+    }
+    Rule {
+        label,
+        position: None,
+        matches,
+        action,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting() {
+        assert_eq!(
+            words(r#"-A INPUT -m comment --comment "a \"b\" c" -j ACCEPT"#).unwrap(),
+            [
+                "-A",
+                "INPUT",
+                "-m",
+                "comment",
+                "--comment",
+                "a \"b\" c",
+                "-j",
+                "ACCEPT"
+            ]
+        );
+        assert!(words("-A INPUT --comment \"open").is_err());
+    }
+
+    #[test]
+    fn port_lists() {
+        assert_eq!(
+            port_ranges("29500:29550,22"),
+            Some(vec![(29500, 29550), (22, 22)])
+        );
+        assert_eq!(port_ranges("1024:"), Some(vec![(1024, 65535)]));
+        assert_eq!(port_ranges("9:1"), None);
+        assert_eq!(port_ranges("ssh"), None);
+    }
+
+    #[test]
+    fn malformed_input_names_the_line() {
+        let cases = [
+            ("-A INPUT -j DROP\n", "line 1"),
+            ("*filter\n:INPUT MAYBE [0:0]\nCOMMIT\n", "line 2"),
+            (
+                "*filter\n:INPUT ACCEPT [0:0]\n-A OTHER -j DROP\nCOMMIT\n",
+                "line 4",
+            ),
+            ("*filter\n:INPUT ACCEPT [0:0]\n", "no COMMIT"),
+            ("*filter\nnonsense\n", "line 2"),
+        ];
+        for (text, want) in cases {
+            let e = parse(text, Tool::IptablesLegacy).unwrap_err();
+            assert!(e.contains(want), "{e}");
+        }
+        assert_eq!(parse("", Tool::IptablesLegacy).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn rules() {
+        let text = "*filter\n:INPUT DROP [0:0]\n:FORWARD ACCEPT [0:0]\n:ufw-user-input - [0:0]\n\
+            -A INPUT -i lo -j ACCEPT\n\
+            -A INPUT -p tcp -m multiport --dports 29500:29550,22 -m conntrack --ctstate NEW -j ACCEPT\n\
+            -A INPUT ! -s 10.0.0.0/8 -p udp --dport 53 -j DROP\n\
+            -A INPUT -m limit --limit 3/min -j LOG --log-prefix \"[UFW BLOCK] \"\n\
+            -A INPUT -j ufw-user-input\n\
+            -A INPUT -m recent --name x --rcheck -j REJECT --reject-with tcp-reset\n\
+            COMMIT\n";
+        let tables = parse(text, Tool::IptablesLegacy).unwrap();
+        let input = &tables[0].chains["INPUT"];
+        assert_eq!(
+            input.base,
+            Some(Base {
+                hook: Hook::Input,
+                priority: 0,
+                policy: Policy::Drop
+            })
+        );
+        assert_eq!(tables[0].chains["FORWARD"].base, None);
+        assert_eq!(input.rules.len(), 6);
+        assert_eq!(
+            input.rules[0].matches,
+            [Match::Iif {
+                names: vec!["lo".into()],
+                negate: false
+            }]
+        );
+        assert_eq!(
+            input.rules[1].matches,
+            [
+                Match::Proto {
+                    protos: vec!["tcp".into()],
+                    negate: false
+                },
+                Match::DPort {
+                    ranges: vec![(29500, 29550), (22, 22)],
+                    negate: false
+                },
+                Match::CtState {
+                    states: vec!["new".into()],
+                    negate: false
+                },
+            ]
+        );
+        assert_eq!(input.rules[1].action, Action::Accept);
+        assert_eq!(
+            input.rules[2].matches[0],
+            Match::Saddr {
+                nets: vec!["10.0.0.0/8".into()],
+                negate: true
+            }
+        );
+        assert_eq!(input.rules[3].action, Action::Continue);
+        assert_eq!(input.rules[4].action, Action::Jump("ufw-user-input".into()));
+        assert_eq!(input.rules[5].action, Action::Reject);
+        assert!(
+            matches!(&input.rules[5].matches[0], Match::Unknown { text } if text == "--name x")
+        );
+        assert!(
+            input.rules[5]
+                .label
+                .starts_with("iptables-legacy filter chain INPUT rule 6: -A INPUT -m recent")
+        );
+    }
+}

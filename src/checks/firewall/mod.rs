@@ -1,0 +1,484 @@
+//! Whether the node's firewall lets other nodes reach the job's TCP ports: PyTorch's
+//! rendezvous range and NCCL's socket ports (the profile's `[job]` section). It finds what
+//! filters the node (nftables, iptables-legacy, iptables-nft, and firewalld or ufw on top),
+//! reads the live rules (`nft -j list ruleset`, `iptables-save`) and walks them as the kernel
+//! would for a new connection from another node, naming the rule that decides.
+
+pub mod iptables;
+pub mod model;
+pub mod nft;
+pub mod source;
+
+use crate::finding::{Area, Finding, Status};
+use crate::host::sysctl;
+use crate::profile::job::{NcclPorts, format_ports};
+use crate::profile::setting::KeySpec;
+
+use super::Context;
+use model::{Place, Table, Tool, Verdict, Walk};
+use source::{LiveRunner, Runner};
+
+/// The firewall area has no judged settings: the ports come from the profile's `[job]`.
+pub const KEYS: &[KeySpec] = &[];
+
+const WHY_RENDEZVOUS: &str = "Every rank connects to rank 0's TCPStore on MASTER_PORT; a firewall that blocks it is the classic cause of rendezvous time-outs.";
+const WHY_NCCL: &str = "NCCL's bootstrap and socket transport listen on ephemeral ports; blocked, init_process_group hangs until NCCL's time-out.";
+
+/// Judges the live firewall with the real tools.
+pub fn audit(ctx: &Context) -> Vec<Finding> {
+    audit_with(ctx, &LiveRunner)
+}
+
+/// One set of ports the profile says must be reachable.
+struct Group {
+    id: &'static str,
+    why: &'static str,
+    ranges: Result<Vec<(u16, u16)>, String>,
+    source: String,
+}
+
+fn groups(ctx: &Context) -> Vec<Group> {
+    let mut out = Vec::new();
+    if let Some(ranges) = &ctx.profile.job.rendezvous_ports {
+        out.push(Group {
+            id: "firewall.rendezvous_ports",
+            why: WHY_RENDEZVOUS,
+            ranges: Ok(ranges.clone()),
+            source: "[job] rendezvous_ports".into(),
+        });
+    }
+    match &ctx.profile.job.nccl_ports {
+        Some(NcclPorts::Fixed(ranges)) => out.push(Group {
+            id: "firewall.nccl_ports",
+            why: WHY_NCCL,
+            ranges: Ok(ranges.clone()),
+            source: "[job] nccl_ports".into(),
+        }),
+        Some(NcclPorts::LocalPortRange) => out.push(Group {
+            id: "firewall.nccl_ports",
+            why: WHY_NCCL,
+            ranges: local_port_range(ctx),
+            source: "net.ipv4.ip_local_port_range".into(),
+        }),
+        None => {}
+    }
+    out
+}
+
+fn local_port_range(ctx: &Context) -> Result<Vec<(u16, u16)>, String> {
+    let key = "net.ipv4.ip_local_port_range";
+    let value = sysctl::read(ctx.root, key)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("{} is absent", sysctl::host_path(key)))?;
+    let mut f = value.split_whitespace().map(str::parse::<u16>);
+    match (f.next(), f.next()) {
+        (Some(Ok(lo)), Some(Ok(hi))) if lo <= hi => Ok(vec![(lo, hi)]),
+        _ => Err(format!("{key} reads `{value}`, not two port numbers")),
+    }
+}
+
+/// The ruleset as the tools report it, and what writes it.
+pub struct Ruleset {
+    pub tables: Vec<Table>,
+    /// `firewalld`, `ufw` or empty: the front-end whose commands fix it.
+    pub frontend: Option<&'static str>,
+    /// Which tools contributed tables with filtering chains.
+    pub tools: Vec<Tool>,
+    /// Rules that may exist but could not be read (e.g. nft is not installed).
+    pub blind_spot: Option<String>,
+}
+
+/// Reads every ruleset that can filter input: nftables, then iptables-nft and
+/// iptables-legacy (iptables-nft tables replace their nft view, whose `xt` matches nft
+/// cannot show).
+pub fn read_ruleset(runner: &dyn Runner) -> Result<Ruleset, String> {
+    let mut tables = Vec::new();
+    let mut any_tool = false;
+    let mut blind_spot = None;
+    let failed = |what: &str, out: &source::Output| {
+        let detail = out.stderr.trim();
+        if detail.contains("Operation not permitted") || detail.contains("Permission denied") {
+            format!("{what}: permission denied; reading the firewall needs root (CAP_NET_ADMIN)")
+        } else {
+            format!("{what} failed: {detail}")
+        }
+    };
+    let run = |program: &str, args: &[&str]| {
+        runner
+            .run(program, args)
+            .map_err(|e| format!("{program}: {e}"))
+    };
+    let nft = run("nft", &["-j", "list", "ruleset"])?;
+    if nft.is_none() {
+        blind_spot = Some(
+            "nft is not installed, so native nftables rules (if any) cannot be read".to_string(),
+        );
+    }
+    if let Some(out) = nft {
+        any_tool = true;
+        if !out.success && !unsupported(&out.stderr) {
+            return Err(failed("nft -j list ruleset", &out));
+        }
+        if !out.stdout.trim().is_empty() {
+            tables = nft::parse(&out.stdout)?;
+        }
+    }
+    let mut saves = Vec::new();
+    for (program, tool) in [
+        ("iptables-nft-save", Some(Tool::IptablesNft)),
+        ("iptables-legacy-save", Some(Tool::IptablesLegacy)),
+    ] {
+        if let Some(out) = run(program, &[])? {
+            saves.push((program, tool, out));
+        }
+    }
+    if saves.is_empty() {
+        // Older distributions ship only `iptables-save`: its header tells the flavour.
+        if let Some(out) = run("iptables-save", &[])? {
+            saves.push(("iptables-save", None, out));
+        }
+    }
+    for (program, tool, out) in saves {
+        any_tool = true;
+        // Tables nft itself wrote are "incompatible" to iptables-nft-save: read through nft.
+        let incompatible =
+            out.stdout.contains("incompatible") || out.stderr.contains("incompatible");
+        if incompatible {
+            continue;
+        }
+        if !out.success {
+            if unsupported(&out.stderr) {
+                // This kernel has no such tables at all: nothing of this kind filters.
+                continue;
+            }
+            return Err(failed(program, &out));
+        }
+        let tool = tool.unwrap_or(if out.stdout.contains("(nf_tables)") {
+            Tool::IptablesNft
+        } else {
+            Tool::IptablesLegacy
+        });
+        let parsed = iptables::parse(&out.stdout, tool)?;
+        if tool == Tool::IptablesNft {
+            for t in &parsed {
+                let shadow = format!("ip {}", t.id);
+                tables.retain(|n: &Table| !(n.tool == Tool::Nftables && n.id == shadow));
+            }
+        }
+        tables.extend(parsed);
+    }
+    if !any_tool {
+        return Err(
+            "neither nft nor iptables-save is installed, so the rules cannot be read".into(),
+        );
+    }
+    let has_chain = |name: &str| tables.iter().any(|t| t.chains.contains_key(name));
+    let frontend = if tables.iter().any(|t| t.id == "inet firewalld") || has_chain("INPUT_ZONES") {
+        Some("firewalld")
+    } else if has_chain("ufw-before-input") || has_chain("ufw-user-input") {
+        Some("ufw")
+    } else {
+        None
+    };
+    let mut tools: Vec<Tool> = model::base_chains(&tables)
+        .iter()
+        .filter(|(_, c, b)| !c.rules.is_empty() || b.policy == model::Policy::Drop)
+        .map(|(t, _, _)| t.tool)
+        .collect();
+    tools.sort();
+    tools.dedup();
+    Ok(Ruleset {
+        tables,
+        frontend,
+        tools,
+        blind_spot,
+    })
+}
+
+/// A tool's complaint that the kernel lacks its subsystem (no nf_tables, no ip_tables):
+/// nothing of that kind can filter, so it is not an error.
+fn unsupported(stderr: &str) -> bool {
+    [
+        "Protocol not supported",
+        "does not exist",
+        "can't initialize",
+        "ip_tables_names",
+        "insmod",
+    ]
+    .iter()
+    .any(|m| stderr.contains(m))
+}
+
+/// The audit with the tools run by `runner` (tests hand in captured output).
+pub fn audit_with(ctx: &Context, runner: &dyn Runner) -> Vec<Finding> {
+    let groups = groups(ctx);
+    if groups.is_empty() {
+        return Vec::new();
+    }
+    let expected = |g: &Group| match &g.ranges {
+        Ok(r) => format!("inbound TCP {} accepted", format_ports(r)),
+        Err(_) => format!("inbound TCP to {} accepted", g.source),
+    };
+    let not_here = if !ctx.root.is_live() {
+        Some("--root is not the running node: the active firewall rules can only be read live")
+    } else if ctx.options.persisted {
+        Some(
+            "--persisted: the saved rules (/etc/nftables.conf, firewalld zones, ufw rules) are not evaluated, only the live ones",
+        )
+    } else {
+        None
+    };
+    if let Some(reason) = not_here {
+        return groups
+            .iter()
+            .map(|g| Finding::skip(g.id, Area::Firewall, expected(g), reason))
+            .collect();
+    }
+    let ruleset = read_ruleset(runner);
+    groups
+        .iter()
+        .map(|g| match (&g.ranges, &ruleset) {
+            (Err(e), _) => Finding::error(g.id, Area::Firewall, expected(g), e.clone()),
+            (_, Err(e)) if e.contains("needs root") => {
+                Finding::skip(g.id, Area::Firewall, expected(g), e.clone())
+            }
+            (_, Err(e)) if e.contains("is installed") => {
+                let mut f = Finding::skip(
+                    g.id,
+                    Area::Firewall,
+                    expected(g),
+                    format!("cannot tell: {e}"),
+                );
+                f.status = Status::Warn;
+                f.actual = "unknown".into();
+                f
+            }
+            (_, Err(e)) => Finding::error(g.id, Area::Firewall, expected(g), e.clone()),
+            (Ok(ranges), Ok(rs)) => judge(g, ranges, rs, expected(g)),
+        })
+        .collect()
+}
+
+/// What happens to a stretch of ports.
+enum Outcome {
+    Accepted(Walk),
+    Blocked(Walk),
+    /// Accepted on some interfaces or from some sources only.
+    Depends {
+        accept: Walk,
+        drop: Walk,
+    },
+    CannotTell(Walk, String),
+}
+
+fn classify(walks: Vec<Walk>) -> Outcome {
+    if let Some(w) = walks
+        .iter()
+        .find(|w| matches!(w.verdict, Verdict::CannotTell(_)))
+    {
+        let why = match &w.verdict {
+            Verdict::CannotTell(why) => why.clone(),
+            _ => String::new(),
+        };
+        return Outcome::CannotTell(w.clone(), why);
+    }
+    let accept = walks
+        .iter()
+        .find(|w| w.verdict == Verdict::Accepted)
+        .cloned();
+    let drop = walks
+        .iter()
+        .find(|w| w.verdict == Verdict::Dropped)
+        .cloned();
+    match (accept, drop) {
+        (Some(accept), Some(drop)) => Outcome::Depends { accept, drop },
+        (Some(a), None) => Outcome::Accepted(a),
+        (None, Some(d)) => Outcome::Blocked(d),
+        (None, None) => Outcome::Accepted(Walk {
+            conditions: vec![],
+            verdict: Verdict::Accepted,
+            decided_by: "no filtering chain on the input path".into(),
+            decided_at: None,
+        }),
+    }
+}
+
+fn ports_text(lo: u16, hi: u16) -> String {
+    format_ports(&[(lo, hi)])
+}
+
+fn judge(group: &Group, ranges: &[(u16, u16)], rs: &Ruleset, expected: String) -> Finding {
+    let filters = if rs.tools.is_empty() {
+        "no firewall".to_string()
+    } else {
+        let tools: Vec<&str> = rs.tools.iter().map(|t| t.name()).collect();
+        match rs.frontend {
+            Some(f) => format!("{f} ({})", tools.join(", ")),
+            None => tools.join(", "),
+        }
+    };
+    if let Some(blind) = &rs.blind_spot
+        && rs.tools.is_empty()
+    {
+        return Finding {
+            id: group.id.into(),
+            area: Area::Firewall,
+            status: Status::Warn,
+            expected: format!("{expected} (from {})", group.source),
+            actual: "no iptables rules; nftables unknown".into(),
+            message: format!("cannot tell: {blind}. {}", group.why),
+            fix: "install nftables (the nft tool) so the rules can be read".into(),
+            change: None,
+        };
+    }
+    if rs.tools.is_empty() {
+        return Finding {
+            id: group.id.into(),
+            area: Area::Firewall,
+            status: Status::Pass,
+            expected: format!("{expected} (from {})", group.source),
+            actual: "no firewall: no filtering rules or drop policy on the input path".into(),
+            message: group.why.into(),
+            fix: String::new(),
+            change: None,
+        };
+    }
+    // Consecutive stretches with the same outcome are shown as one.
+    let mut parts: Vec<((u16, u16), String)> = Vec::new();
+    let mut worst = Status::Pass;
+    let mut fix_walk: Option<Walk> = None;
+    for &(lo, hi) in ranges {
+        for (a, b) in model::segments(&rs.tables, lo, hi) {
+            let (status, text) = match classify(model::evaluate(&rs.tables, a)) {
+                Outcome::Accepted(w) => (Status::Pass, format!("accepted by {}", w.decided_by)),
+                Outcome::Blocked(w) => {
+                    let text = format!("dropped by {}", w.decided_by);
+                    fix_walk.get_or_insert(w);
+                    (Status::Fail, text)
+                }
+                Outcome::Depends { accept, drop } => {
+                    let text = format!(
+                        "accepted only when {} (by {}); otherwise dropped by {}",
+                        accept.conditions.join(" and "),
+                        accept.decided_by,
+                        drop.decided_by
+                    );
+                    fix_walk.get_or_insert(drop);
+                    (Status::Warn, text)
+                }
+                Outcome::CannotTell(w, why) => (
+                    Status::Warn,
+                    format!("cannot tell: {why} in {}", w.decided_by),
+                ),
+            };
+            let rank = |s: Status| match s {
+                Status::Fail => 2,
+                Status::Warn => 1,
+                _ => 0,
+            };
+            if rank(status) > rank(worst) {
+                worst = status;
+            }
+            match parts.last_mut() {
+                Some(((_, end), last)) if *last == text && u32::from(*end) + 1 == u32::from(a) => {
+                    *end = b
+                }
+                _ => parts.push(((a, b), text)),
+            }
+        }
+    }
+    let mut message = group.why.to_string();
+    if let Some(blind) = &rs.blind_spot
+        && worst == Status::Pass
+    {
+        worst = Status::Warn;
+        message = format!("cannot tell: {blind}. {message}");
+    }
+    let ports = format_ports(ranges).replace(' ', "");
+    let fix = match (&fix_walk, worst) {
+        (Some(w), Status::Fail | Status::Warn) => {
+            fix_text(rs.frontend, w.decided_at.as_ref(), &ports)
+        }
+        _ => String::new(),
+    };
+    Finding {
+        id: group.id.into(),
+        area: Area::Firewall,
+        status: worst,
+        expected: format!("{expected} (from {})", group.source),
+        actual: format!(
+            "{filters}: {}",
+            parts
+                .iter()
+                .map(|((a, b), text)| format!("{}: {text}", ports_text(*a, *b)))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+        message,
+        fix,
+        change: None,
+    }
+}
+
+/// The command that opens `ports` (`29500-29550,50000-51000`) in the tool that decided.
+fn fix_text(frontend: Option<&str>, at: Option<&Place>, ports: &str) -> String {
+    let colon = ports.replace('-', ":");
+    match frontend {
+        Some("firewalld") => {
+            let adds: Vec<String> = ports
+                .split(',')
+                .map(|p| format!("--add-port={p}/tcp"))
+                .collect();
+            return format!(
+                "firewall-cmd --permanent {} && firewall-cmd --reload",
+                adds.join(" ")
+            );
+        }
+        Some("ufw") => {
+            let allows: Vec<String> = colon
+                .split(',')
+                .map(|p| format!("ufw allow {p}/tcp"))
+                .collect();
+            return allows.join(" && ");
+        }
+        _ => {}
+    }
+    let Some(at) = at else {
+        return String::new();
+    };
+    match at.tool {
+        Tool::Nftables => {
+            let rule = format!("tcp dport {{ {} }} accept", ports.replace(',', ", "));
+            let cmd = match at.position {
+                Some(h) => format!(
+                    "nft insert rule {} {} position {h} {rule}",
+                    at.table, at.chain
+                ),
+                None => format!("nft add rule {} {} {rule}", at.table, at.chain),
+            };
+            format!("{cmd} (and add the rule to /etc/nftables.conf so it survives a reboot)")
+        }
+        Tool::IptablesNft | Tool::IptablesLegacy => {
+            let bin = if at.tool == Tool::IptablesNft {
+                "iptables-nft"
+            } else {
+                "iptables-legacy"
+            };
+            let table = if at.table == "filter" {
+                String::new()
+            } else {
+                format!("-t {} ", at.table)
+            };
+            let how = match at.position {
+                Some(n) => format!("-I {} {n}", at.chain),
+                None => format!("-A {}", at.chain),
+            };
+            format!(
+                "{bin} {table}{how} -p tcp -m multiport --dports {colon} -j ACCEPT (persist with iptables-save > /etc/iptables/rules.v4 or your distribution's service)"
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,497 @@
+//! A firewall ruleset as the kernel walks it for one kind of packet, whatever tool wrote it:
+//! base chains on the receive path in hook and priority order, rules of matches and an
+//! action, jumps, gotos and returns. [`evaluate`] says what happens to a new inbound IPv4
+//! TCP connection from another node to a given port, and which rule decides.
+//!
+//! The packet is known except for the interface it arrives on and its source address. A
+//! match on those splits the walk in two (the verdict may depend on them); a match on
+//! anything not modelled stops the walk with "cannot tell" naming the rule. Nothing is
+//! guessed.
+
+use std::collections::BTreeMap;
+
+/// Where a base chain hooks, in the order a received packet meets them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Hook {
+    Ingress,
+    Prerouting,
+    Input,
+}
+
+/// How a base chain ends when no rule decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    Accept,
+    Drop,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Base {
+    pub hook: Hook,
+    pub priority: i32,
+    pub policy: Policy,
+}
+
+/// A chain of one table; `base` is set for chains the kernel enters from a hook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chain {
+    pub name: String,
+    pub base: Option<Base>,
+    pub rules: Vec<Rule>,
+}
+
+/// One table's chains, under the name findings use (`nftables inet filter`,
+/// `iptables-legacy filter`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Table {
+    pub name: String,
+    /// The table as its own tool names it (`inet filter` for nft, `filter` for iptables).
+    pub id: String,
+    /// What wrote it (nftables, iptables-nft, iptables-legacy, firewalld, ufw), for messages
+    /// and fixes.
+    pub tool: Tool,
+    pub chains: BTreeMap<String, Chain>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Tool {
+    Nftables,
+    IptablesNft,
+    IptablesLegacy,
+}
+
+impl Tool {
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::Nftables => "nftables",
+            Tool::IptablesNft => "iptables-nft",
+            Tool::IptablesLegacy => "iptables-legacy",
+        }
+    }
+}
+
+/// A test on the packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Match {
+    /// Layer-4 protocol is one of these (`tcp`, `udp`, `6`).
+    Proto { protos: Vec<String>, negate: bool },
+    /// Destination port in one of the ranges.
+    DPort {
+        ranges: Vec<(u16, u16)>,
+        negate: bool,
+    },
+    /// Arrives on one of these interfaces (`eth*` / `eth+` are prefixes).
+    Iif { names: Vec<String>, negate: bool },
+    /// Source address in one of these (`10.0.0.0/8`, `192.0.2.1`).
+    Saddr { nets: Vec<String>, negate: bool },
+    /// Conntrack state is one of these (`new`, `established`, ...).
+    CtState { states: Vec<String>, negate: bool },
+    /// A fact the packet has or lacks whatever its port, interface or source: `true` when
+    /// the packet has it (e.g. `ct status dnat` is false for a connection to the node,
+    /// `addrtype --dst-type LOCAL` is true).
+    Fixed { holds: bool, text: String },
+    /// Depends on something the packet description does not fix (source port, daddr).
+    Unfixed { text: String },
+    /// A match this model does not understand.
+    Unknown { text: String },
+}
+
+/// What a rule does when every match holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    Accept,
+    Drop,
+    Reject,
+    Jump(String),
+    Goto(String),
+    Return,
+    /// Counters, logging, marks: the walk goes on.
+    Continue,
+    /// A verdict map on the destination port: the first range holding the port decides.
+    DPortMap(Vec<((u16, u16), Action)>),
+    /// A verdict this model does not understand (queue to user space, ...).
+    Unknown(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// How findings name the rule: the rule text and where it is.
+    pub label: String,
+    /// Its nft handle or its 1-based number in an iptables chain, for fixes that insert
+    /// before it.
+    pub position: Option<u64>,
+    pub matches: Vec<Match>,
+    pub action: Action,
+}
+
+/// The end of one walk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Accepted,
+    Dropped,
+    CannotTell(String),
+}
+
+/// One way through the ruleset: the conditions on interface/source it assumed, the verdict,
+/// and the rule or policy that gave it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Walk {
+    pub conditions: Vec<String>,
+    pub verdict: Verdict,
+    pub decided_by: String,
+    /// The chain (and rule position; none for a policy) that decided, for the fix.
+    pub decided_at: Option<Place>,
+}
+
+/// Where a verdict was given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    pub tool: Tool,
+    pub table: String,
+    pub chain: String,
+    pub position: Option<u64>,
+}
+
+/// Walks that can fork before the model gives up on a ruleset as too branched.
+const MAX_WALKS: usize = 64;
+/// Jump depth beyond which a ruleset loops (the kernel's own limit is 16 for nft).
+const MAX_DEPTH: usize = 32;
+
+enum Tri {
+    True,
+    False,
+    /// Holds for some packets of this kind: the text says for which.
+    Maybe(String),
+    Unknown(String),
+}
+
+fn in_ranges(port: u16, ranges: &[(u16, u16)]) -> bool {
+    ranges.iter().any(|&(lo, hi)| lo <= port && port <= hi)
+}
+
+fn iif_loopback_only(names: &[String]) -> bool {
+    names.iter().all(|n| n == "lo")
+}
+
+fn net_loopback_only(nets: &[String]) -> bool {
+    nets.iter()
+        .all(|n| n.starts_with("127.") || n == "::1" || n == "::1/128")
+}
+
+fn judge(m: &Match, port: u16) -> Tri {
+    let flip = |holds: bool, negate: bool| {
+        if holds != negate {
+            Tri::True
+        } else {
+            Tri::False
+        }
+    };
+    match m {
+        Match::Proto { protos, negate } => {
+            flip(protos.iter().any(|p| p == "tcp" || p == "6"), *negate)
+        }
+        Match::DPort { ranges, negate } => flip(in_ranges(port, ranges), *negate),
+        // Traffic from another node never arrives on loopback or from 127.0.0.0/8.
+        Match::Iif { names, negate } if iif_loopback_only(names) => flip(false, *negate),
+        Match::Saddr { nets, negate } if net_loopback_only(nets) => flip(false, *negate),
+        Match::Iif { names, negate } => Tri::Maybe(format!(
+            "{}iif {}",
+            if *negate { "not " } else { "" },
+            names.join("|")
+        )),
+        Match::Saddr { nets, negate } => Tri::Maybe(format!(
+            "{}saddr {}",
+            if *negate { "not " } else { "" },
+            nets.join("|")
+        )),
+        // A new connection's first packet.
+        Match::CtState { states, negate } => flip(states.iter().any(|s| s == "new"), *negate),
+        Match::Fixed { holds, .. } => flip(*holds, false),
+        Match::Unfixed { text } => Tri::Maybe(text.clone()),
+        Match::Unknown { text } => Tri::Unknown(text.clone()),
+    }
+}
+
+/// The opposite of a `Maybe` condition, for the walk where the rule did not match.
+fn negated(condition: &str) -> String {
+    match condition.strip_prefix("not ") {
+        Some(rest) => rest.to_string(),
+        None => format!("not {condition}"),
+    }
+}
+
+/// One in-progress walk through a chain.
+#[derive(Clone)]
+struct State {
+    conditions: Vec<String>,
+}
+
+enum Step {
+    /// The chain finished: back to the caller (or the policy for a base chain).
+    Return(State),
+    End(Walk),
+}
+
+struct Walker<'a> {
+    table: &'a Table,
+    port: u16,
+    walks: usize,
+}
+
+impl Walker<'_> {
+    fn place(&self, chain: &Chain, rule: &Rule) -> Place {
+        Place {
+            tool: self.table.tool,
+            table: self.table.id.clone(),
+            chain: chain.name.clone(),
+            position: rule.position,
+        }
+    }
+
+    fn chain(&mut self, name: &str, state: State, depth: usize) -> Vec<Step> {
+        let Some(chain) = self.table.chains.get(name) else {
+            return vec![Step::End(Walk {
+                conditions: state.conditions,
+                verdict: Verdict::CannotTell(format!(
+                    "jump to chain {name}, which {} lacks",
+                    self.table.name
+                )),
+                decided_by: format!("{} chain {name}", self.table.name),
+                decided_at: None,
+            })];
+        };
+        if depth > MAX_DEPTH {
+            return vec![Step::End(Walk {
+                conditions: state.conditions,
+                verdict: Verdict::CannotTell("jumps nest deeper than 32 (a loop?)".into()),
+                decided_by: format!("{} chain {name}", self.table.name),
+                decided_at: None,
+            })];
+        }
+        self.rules(chain, 0, state, depth)
+    }
+
+    fn rules(&mut self, chain: &Chain, from: usize, state: State, depth: usize) -> Vec<Step> {
+        for (index, rule) in chain.rules.iter().enumerate().skip(from) {
+            if rule.action == Action::Continue {
+                continue;
+            }
+            let mut forks: Vec<String> = Vec::new();
+            let mut unknown = None;
+            let mut holds = true;
+            for m in &rule.matches {
+                match judge(m, self.port) {
+                    Tri::True => {}
+                    Tri::False => {
+                        holds = false;
+                        break;
+                    }
+                    Tri::Maybe(c) => forks.push(c),
+                    Tri::Unknown(t) => unknown = unknown.or(Some(t)),
+                }
+            }
+            if !holds {
+                continue;
+            }
+            if let Some(text) = unknown {
+                return vec![Step::End(Walk {
+                    conditions: state.conditions,
+                    verdict: Verdict::CannotTell(format!("`{text}` is not modelled")),
+                    decided_by: rule.label.clone(),
+                    decided_at: Some(self.place(chain, rule)),
+                })];
+            }
+            if forks.is_empty() {
+                return self.act(chain, index, rule, state, depth);
+            }
+            // The verdict depends on the interface or source: follow both ways.
+            self.walks += 1;
+            if self.walks > MAX_WALKS {
+                return vec![Step::End(Walk {
+                    conditions: state.conditions,
+                    verdict: Verdict::CannotTell(
+                        "too many interface/source-dependent branches to follow".into(),
+                    ),
+                    decided_by: rule.label.clone(),
+                    decided_at: Some(self.place(chain, rule)),
+                })];
+            }
+            let mut taken = state.clone();
+            taken.conditions.extend(forks.iter().cloned());
+            let mut steps = self.act(chain, index, rule, taken, depth);
+            // Not matching means at least one condition fails; with several, each failure
+            // is its own way on. One fork per failing condition keeps it exact.
+            for (i, c) in forks.iter().enumerate() {
+                let mut skipped = state.clone();
+                skipped.conditions.extend(forks[..i].iter().cloned());
+                skipped.conditions.push(negated(c));
+                steps.extend(self.rules(chain, index + 1, skipped, depth));
+            }
+            return steps;
+        }
+        state_return(state)
+    }
+
+    fn act(
+        &mut self,
+        chain: &Chain,
+        index: usize,
+        rule: &Rule,
+        state: State,
+        depth: usize,
+    ) -> Vec<Step> {
+        let place = self.place(chain, rule);
+        let end = |verdict, state: State| {
+            vec![Step::End(Walk {
+                conditions: state.conditions,
+                verdict,
+                decided_by: rule.label.clone(),
+                decided_at: Some(place.clone()),
+            })]
+        };
+        let action = match &rule.action {
+            Action::DPortMap(entries) => entries
+                .iter()
+                .find(|((lo, hi), _)| *lo <= self.port && self.port <= *hi)
+                .map(|(_, a)| a.clone())
+                .unwrap_or(Action::Continue),
+            other => other.clone(),
+        };
+        match action {
+            Action::Accept => end(Verdict::Accepted, state),
+            Action::Drop | Action::Reject => end(Verdict::Dropped, state),
+            Action::Unknown(text) => end(
+                Verdict::CannotTell(format!("verdict `{text}` is not modelled")),
+                state,
+            ),
+            Action::Continue => self.rules(chain, index + 1, state, depth),
+            Action::Return => state_return(state),
+            Action::Goto(target) => self.chain(&target, state, depth + 1),
+            Action::Jump(target) => {
+                let mut steps = Vec::new();
+                for step in self.chain(&target, state, depth + 1) {
+                    match step {
+                        Step::Return(back) => {
+                            steps.extend(self.rules(chain, index + 1, back, depth))
+                        }
+                        end @ Step::End(_) => steps.push(end),
+                    }
+                }
+                steps
+            }
+            Action::DPortMap(_) => end(Verdict::CannotTell("nested verdict map".into()), state),
+        }
+    }
+}
+
+fn state_return(state: State) -> Vec<Step> {
+    vec![Step::Return(state)]
+}
+
+/// Every base chain on the receive path, in the order the kernel runs them.
+pub fn base_chains(tables: &[Table]) -> Vec<(&Table, &Chain, &Base)> {
+    let mut bases: Vec<(&Table, &Chain, &Base)> = tables
+        .iter()
+        .flat_map(|t| {
+            t.chains
+                .values()
+                .filter_map(move |c| c.base.as_ref().map(|b| (t, c, b)))
+        })
+        .collect();
+    bases.sort_by_key(|(_, _, b)| (b.hook, b.priority));
+    bases
+}
+
+/// Every way a new TCP connection to `port` from another node can go through the ruleset.
+/// An accept ends one base chain only; the packet must be accepted by all of them.
+pub fn evaluate(tables: &[Table], port: u16) -> Vec<Walk> {
+    let mut walks = vec![Walk {
+        conditions: Vec::new(),
+        verdict: Verdict::Accepted,
+        decided_by: "no filtering chain on the input path".into(),
+        decided_at: None,
+    }];
+    for (table, chain, base) in base_chains(tables) {
+        let mut next = Vec::new();
+        for walk in walks {
+            if walk.verdict != Verdict::Accepted {
+                next.push(walk);
+                continue;
+            }
+            let mut walker = Walker {
+                table,
+                port,
+                walks: 0,
+            };
+            let start = State {
+                conditions: walk.conditions.clone(),
+            };
+            for step in walker.chain(&chain.name, start, 0) {
+                next.push(match step {
+                    Step::End(w) => w,
+                    Step::Return(state) => Walk {
+                        conditions: state.conditions,
+                        verdict: match base.policy {
+                            Policy::Accept => Verdict::Accepted,
+                            Policy::Drop => Verdict::Dropped,
+                        },
+                        decided_by: format!(
+                            "policy {} of {} chain {}",
+                            match base.policy {
+                                Policy::Accept => "accept",
+                                Policy::Drop => "drop",
+                            },
+                            table.name,
+                            chain.name
+                        ),
+                        decided_at: Some(Place {
+                            tool: table.tool,
+                            table: table.id.clone(),
+                            chain: chain.name.clone(),
+                            position: None,
+                        }),
+                    },
+                });
+            }
+        }
+        walks = next;
+    }
+    walks
+}
+
+/// Ports where some rule's port match changes, so one port stands for each stretch between.
+pub fn segments(tables: &[Table], lo: u16, hi: u16) -> Vec<(u16, u16)> {
+    let mut cuts: Vec<u32> = vec![u32::from(lo), u32::from(hi) + 1];
+    let mut add = |ranges: &[(u16, u16)]| {
+        for &(a, b) in ranges {
+            for cut in [u32::from(a), u32::from(b) + 1] {
+                if cut > u32::from(lo) && cut <= u32::from(hi) {
+                    cuts.push(cut);
+                }
+            }
+        }
+    };
+    for table in tables {
+        for chain in table.chains.values() {
+            for rule in &chain.rules {
+                for m in &rule.matches {
+                    if let Match::DPort { ranges, .. } = m {
+                        add(ranges);
+                    }
+                }
+                if let Action::DPortMap(entries) = &rule.action {
+                    let ranges: Vec<(u16, u16)> = entries.iter().map(|(r, _)| *r).collect();
+                    add(&ranges);
+                }
+            }
+        }
+    }
+    cuts.sort_unstable();
+    cuts.dedup();
+    cuts.windows(2)
+        .map(|w| (w[0] as u16, (w[1] - 1) as u16))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,336 @@
+use super::*;
+
+fn rule(label: &str, matches: Vec<Match>, action: Action) -> Rule {
+    Rule {
+        label: label.into(),
+        position: None,
+        matches,
+        action,
+    }
+}
+
+fn chain(name: &str, base: Option<(Hook, i32, Policy)>, rules: Vec<Rule>) -> (String, Chain) {
+    (
+        name.to_string(),
+        Chain {
+            name: name.into(),
+            base: base.map(|(hook, priority, policy)| Base {
+                hook,
+                priority,
+                policy,
+            }),
+            rules,
+        },
+    )
+}
+
+fn table(name: &str, chains: Vec<(String, Chain)>) -> Table {
+    Table {
+        name: name.into(),
+        id: name.into(),
+        tool: Tool::Nftables,
+        chains: chains.into_iter().collect(),
+    }
+}
+
+fn dport(lo: u16, hi: u16) -> Match {
+    Match::DPort {
+        ranges: vec![(lo, hi)],
+        negate: false,
+    }
+}
+
+fn iif(name: &str) -> Match {
+    Match::Iif {
+        names: vec![name.into()],
+        negate: false,
+    }
+}
+
+const INPUT_DROP: Option<(Hook, i32, Policy)> = Some((Hook::Input, 0, Policy::Drop));
+const INPUT_ACCEPT: Option<(Hook, i32, Policy)> = Some((Hook::Input, 0, Policy::Accept));
+
+/// The verdicts of every walk, with what decided each.
+fn outcome(tables: &[Table], port: u16) -> Vec<(Verdict, String, Vec<String>)> {
+    evaluate(tables, port)
+        .into_iter()
+        .map(|w| (w.verdict, w.decided_by, w.conditions))
+        .collect()
+}
+
+#[test]
+fn no_chains_accept_everything() {
+    assert_eq!(
+        outcome(&[], 29500),
+        [(
+            Verdict::Accepted,
+            "no filtering chain on the input path".into(),
+            vec![]
+        )]
+    );
+}
+
+#[test]
+fn first_matching_rule_decides_else_the_policy() {
+    let t = table(
+        "t",
+        vec![chain(
+            "input",
+            INPUT_DROP,
+            vec![
+                rule(
+                    "established",
+                    vec![Match::CtState {
+                        states: vec!["established".into(), "related".into()],
+                        negate: false,
+                    }],
+                    Action::Accept,
+                ),
+                rule("log", vec![], Action::Continue),
+                rule("drop 29500", vec![dport(29500, 29500)], Action::Drop),
+                rule("open range", vec![dport(29500, 29550)], Action::Accept),
+            ],
+        )],
+    );
+    let tables = [t];
+    assert_eq!(outcome(&tables, 29500)[0].1, "drop 29500");
+    assert_eq!(outcome(&tables, 29500)[0].0, Verdict::Dropped);
+    assert_eq!(outcome(&tables, 29501)[0].1, "open range");
+    assert_eq!(outcome(&tables, 29501)[0].0, Verdict::Accepted);
+    assert_eq!(outcome(&tables, 22)[0].1, "policy drop of t chain input");
+    assert_eq!(
+        segments(&tables, 29000, 29600),
+        [
+            (29000, 29499),
+            (29500, 29500),
+            (29501, 29550),
+            (29551, 29600)
+        ]
+    );
+}
+
+#[test]
+fn an_accept_ends_one_base_chain_only() {
+    let first = table(
+        "first",
+        vec![chain(
+            "in",
+            Some((Hook::Input, -10, Policy::Accept)),
+            vec![rule("accept all", vec![], Action::Accept)],
+        )],
+    );
+    let second = table(
+        "second",
+        vec![chain(
+            "in",
+            INPUT_ACCEPT,
+            vec![rule("drop 29500", vec![dport(29500, 29500)], Action::Drop)],
+        )],
+    );
+    // Order of the tables does not matter: priority does.
+    let tables = [second, first];
+    assert_eq!(
+        outcome(&tables, 29500),
+        [(Verdict::Dropped, "drop 29500".into(), vec![])]
+    );
+    let pre = table(
+        "raw",
+        vec![chain(
+            "pre",
+            Some((Hook::Prerouting, -300, Policy::Drop)),
+            vec![],
+        )],
+    );
+    assert_eq!(outcome(&[pre], 29501)[0].1, "policy drop of raw chain pre");
+}
+
+#[test]
+fn interface_and_source_matches_split_the_walk() {
+    let t = table(
+        "t",
+        vec![chain(
+            "input",
+            INPUT_DROP,
+            vec![
+                rule("loopback", vec![iif("lo")], Action::Accept),
+                rule(
+                    "from localhost",
+                    vec![Match::Saddr {
+                        nets: vec!["127.0.0.0/8".into()],
+                        negate: false,
+                    }],
+                    Action::Accept,
+                ),
+                rule(
+                    "eth0",
+                    vec![iif("eth0"), dport(29500, 29550)],
+                    Action::Accept,
+                ),
+            ],
+        )],
+    );
+    let got = outcome(&[t], 29500);
+    assert_eq!(
+        got,
+        [
+            (Verdict::Accepted, "eth0".into(), vec!["iif eth0".into()]),
+            (
+                Verdict::Dropped,
+                "policy drop of t chain input".into(),
+                vec!["not iif eth0".into()]
+            ),
+        ]
+    );
+}
+
+#[test]
+fn jumps_returns_and_gotos() {
+    let t = table(
+        "t",
+        vec![
+            chain(
+                "input",
+                INPUT_DROP,
+                vec![
+                    rule("to sub", vec![], Action::Jump("sub".into())),
+                    rule("after sub", vec![dport(1, 100)], Action::Accept),
+                    rule("to zone", vec![], Action::Goto("zone".into())),
+                    rule("never reached", vec![], Action::Accept),
+                ],
+            ),
+            chain(
+                "sub",
+                None,
+                vec![
+                    rule("back", vec![dport(50, 60)], Action::Return),
+                    rule("sub drops 70", vec![dport(70, 70)], Action::Drop),
+                ],
+            ),
+            chain(
+                "zone",
+                None,
+                vec![rule(
+                    "zone accepts 500",
+                    vec![dport(500, 500)],
+                    Action::Accept,
+                )],
+            ),
+        ],
+    );
+    let tables = [t];
+    assert_eq!(outcome(&tables, 55)[0].1, "after sub");
+    assert_eq!(outcome(&tables, 70)[0].1, "sub drops 70");
+    assert_eq!(outcome(&tables, 500)[0].1, "zone accepts 500");
+    // Falling off the end of a goto target returns past the goto: the base policy.
+    assert_eq!(outcome(&tables, 600)[0].1, "policy drop of t chain input");
+}
+
+#[test]
+fn what_is_not_modelled_is_never_guessed() {
+    let unknown = Match::Unknown {
+        text: "meta skuid 0".into(),
+    };
+    let t = table(
+        "t",
+        vec![chain(
+            "input",
+            INPUT_DROP,
+            vec![
+                // A known-false match settles the rule whatever the unknown one says.
+                rule(
+                    "udp only",
+                    vec![
+                        unknown.clone(),
+                        Match::Proto {
+                            protos: vec!["udp".into()],
+                            negate: false,
+                        },
+                    ],
+                    Action::Accept,
+                ),
+                rule(
+                    "mystery",
+                    vec![unknown, dport(29500, 29500)],
+                    Action::Accept,
+                ),
+                rule(
+                    "queue",
+                    vec![dport(29501, 29501)],
+                    Action::Unknown("queue".into()),
+                ),
+            ],
+        )],
+    );
+    let tables = [t];
+    assert_eq!(
+        outcome(&tables, 29500),
+        [(
+            Verdict::CannotTell("`meta skuid 0` is not modelled".into()),
+            "mystery".into(),
+            vec![]
+        )]
+    );
+    assert!(matches!(
+        outcome(&tables, 29501)[0].0,
+        Verdict::CannotTell(_)
+    ));
+    assert_eq!(outcome(&tables, 29502)[0].0, Verdict::Dropped);
+}
+
+#[test]
+fn loops_and_missing_chains_cannot_be_told() {
+    let t = table(
+        "t",
+        vec![
+            chain(
+                "input",
+                INPUT_ACCEPT,
+                vec![rule("loop", vec![], Action::Jump("a".into()))],
+            ),
+            chain(
+                "a",
+                None,
+                vec![rule("a->input", vec![], Action::Jump("a".into()))],
+            ),
+        ],
+    );
+    assert!(matches!(outcome(&[t], 1)[0].0, Verdict::CannotTell(_)));
+    let t = table(
+        "t",
+        vec![chain(
+            "input",
+            INPUT_ACCEPT,
+            vec![rule("x", vec![], Action::Jump("gone".into()))],
+        )],
+    );
+    assert!(matches!(outcome(&[t], 1)[0].0, Verdict::CannotTell(_)));
+}
+
+#[test]
+fn port_verdict_maps() {
+    let t = table(
+        "t",
+        vec![chain(
+            "input",
+            INPUT_ACCEPT,
+            vec![rule(
+                "vmap",
+                vec![],
+                Action::DPortMap(vec![
+                    ((22, 22), Action::Accept),
+                    ((29500, 29550), Action::Drop),
+                ]),
+            )],
+        )],
+    );
+    let tables = [t];
+    assert_eq!(outcome(&tables, 29510)[0].0, Verdict::Dropped);
+    assert_eq!(
+        outcome(&tables, 40000)[0].1,
+        "policy accept of t chain input"
+    );
+    assert_eq!(
+        segments(&tables, 29540, 29560),
+        [(29540, 29550), (29551, 29560)]
+    );
+}

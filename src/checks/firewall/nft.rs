@@ -1,0 +1,526 @@
+//! `nft -j list ruleset` → [`Table`]s. Matches and statements outside the model become
+//! [`Match::Unknown`] / [`Action::Unknown`], so the evaluation says "cannot tell" instead of
+//! guessing.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::model::{Action, Base, Chain, Hook, Match, Policy, Rule, Table, Tool};
+
+/// Parses the JSON document; only `ip`, `inet` and `netdev` tables can filter IPv4 input.
+pub fn parse(json: &str) -> Result<Vec<Table>, String> {
+    let doc: Value =
+        serde_json::from_str(json).map_err(|e| format!("nft -j output is not JSON: {e}"))?;
+    let items = doc
+        .get("nftables")
+        .and_then(Value::as_array)
+        .ok_or("nft -j output has no `nftables` array")?;
+
+    let mut tables: BTreeMap<(String, String), Table> = BTreeMap::new();
+    let mut sets: BTreeMap<(String, String, String), Vec<Value>> = BTreeMap::new();
+    let key = |o: &Value| -> Option<(String, String)> {
+        Some((
+            o.get("family")?.as_str()?.to_string(),
+            o.get("table")?.as_str()?.to_string(),
+        ))
+    };
+    let relevant = |family: &str| matches!(family, "ip" | "inet" | "netdev");
+
+    for item in items {
+        if let Some(t) = item.get("table") {
+            let (Some(family), Some(name)) = (
+                t.get("family").and_then(Value::as_str),
+                t.get("name").and_then(Value::as_str),
+            ) else {
+                return Err(format!("nft table without family or name: {t}"));
+            };
+            if relevant(family) {
+                tables.insert(
+                    (family.into(), name.into()),
+                    Table {
+                        name: format!("nftables {family} {name}"),
+                        id: format!("{family} {name}"),
+                        tool: Tool::Nftables,
+                        chains: BTreeMap::new(),
+                    },
+                );
+            }
+        } else if let Some(s) = item.get("set")
+            && let (Some((family, table)), Some(name)) =
+                (key(s), s.get("name").and_then(Value::as_str))
+        {
+            let elems = s
+                .get("elem")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            sets.insert((family, table, name.into()), elems);
+        }
+    }
+    for item in items {
+        if let Some(c) = item.get("chain") {
+            let Some(k) = key(c) else { continue };
+            let Some(table) = tables.get_mut(&k) else {
+                continue;
+            };
+            let Some(name) = c.get("name").and_then(Value::as_str) else {
+                return Err(format!("nft chain without a name: {c}"));
+            };
+            table.chains.insert(
+                name.into(),
+                Chain {
+                    name: name.into(),
+                    base: base_of(c)?,
+                    rules: Vec::new(),
+                },
+            );
+        }
+    }
+    for item in items {
+        let Some(r) = item.get("rule") else { continue };
+        let Some(k) = key(r) else { continue };
+        let Some(table) = tables.get_mut(&k) else {
+            continue;
+        };
+        let chain_name = r
+            .get("chain")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let handle = r.get("handle").and_then(Value::as_u64).unwrap_or(0);
+        let exprs = r
+            .get("expr")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let table_sets = |name: &str| {
+            sets.get(&(k.0.clone(), k.1.clone(), name.to_string()))
+                .cloned()
+        };
+        let mut rule = rule_of(
+            &exprs,
+            &table_sets,
+            &format!("{} chain {chain_name} handle {handle}", table.name),
+            r.get("comment").and_then(Value::as_str),
+        );
+        rule.position = Some(handle);
+        if let Some(chain) = table.chains.get_mut(&chain_name) {
+            chain.rules.push(rule);
+        }
+    }
+    // An ingress chain sees only its device's packets, and `nft -j` does not say which
+    // device: whether it applies to a peer's connection depends on the interface.
+    for table in tables.values_mut() {
+        for chain in table.chains.values_mut() {
+            if chain.base.as_ref().is_some_and(|b| b.hook == Hook::Ingress) {
+                chain.rules.insert(
+                    0,
+                    Rule {
+                        label: format!(
+                            "{} chain {} (ingress: only packets of its device)",
+                            table.name, chain.name
+                        ),
+                        position: None,
+                        matches: vec![Match::Unfixed {
+                            text: format!(
+                                "arrives on a device other than that of ingress chain {}",
+                                chain.name
+                            ),
+                        }],
+                        action: Action::Accept,
+                    },
+                );
+            }
+        }
+    }
+    Ok(tables.into_values().collect())
+}
+
+fn base_of(c: &Value) -> Result<Option<Base>, String> {
+    let Some(hook) = c.get("hook").and_then(Value::as_str) else {
+        return Ok(None);
+    };
+    let family = c.get("family").and_then(Value::as_str).unwrap_or_default();
+    // Only filter chains drop packets on the way in; nat chains rewrite.
+    if c.get("type").and_then(Value::as_str) != Some("filter") {
+        return Ok(None);
+    }
+    let hook = match (family, hook) {
+        (_, "input") => Hook::Input,
+        ("ip" | "inet", "prerouting") => Hook::Prerouting,
+        ("netdev" | "inet", "ingress") => Hook::Ingress,
+        _ => return Ok(None),
+    };
+    let priority = c
+        .get("prio")
+        .and_then(Value::as_i64)
+        .ok_or_else(|| format!("nft base chain without a numeric priority: {c}"))?;
+    let policy = match c.get("policy").and_then(Value::as_str) {
+        None | Some("accept") => Policy::Accept,
+        Some("drop") => Policy::Drop,
+        Some(other) => return Err(format!("nft chain policy `{other}` is not accept or drop")),
+    };
+    Ok(Some(Base {
+        hook,
+        priority: priority as i32,
+        policy,
+    }))
+}
+
+/// Port ranges of a `right` side: 22, {"range":[a,b]}, {"set":[...]}, "@set".
+fn ports(right: &Value, sets: &dyn Fn(&str) -> Option<Vec<Value>>) -> Option<Vec<(u16, u16)>> {
+    let one = |v: &Value| -> Option<(u16, u16)> {
+        if let Some(n) = v.as_u64() {
+            let p = u16::try_from(n).ok()?;
+            return Some((p, p));
+        }
+        let r = v.get("range")?.as_array()?;
+        let lo = u16::try_from(r.first()?.as_u64()?).ok()?;
+        let hi = u16::try_from(r.get(1)?.as_u64()?).ok()?;
+        Some((lo, hi))
+    };
+    if let Some(name) = right.as_str().and_then(|s| s.strip_prefix('@')) {
+        let elems = sets(name)?;
+        return elems
+            .iter()
+            .map(|e| one(e.get("elem").and_then(|x| x.get("val")).unwrap_or(e)))
+            .collect();
+    }
+    if let Some(items) = right.get("set").and_then(Value::as_array) {
+        return items.iter().map(one).collect();
+    }
+    one(right).map(|r| vec![r])
+}
+
+/// Words of a `right` side: "lo", ["established","related"], {"set":[...]}, "@set".
+fn words(right: &Value, sets: &dyn Fn(&str) -> Option<Vec<Value>>) -> Option<Vec<String>> {
+    if let Some(s) = right.as_str() {
+        if let Some(name) = s.strip_prefix('@') {
+            return sets(name)?
+                .iter()
+                .map(|v| v.as_str().map(str::to_string))
+                .collect();
+        }
+        return Some(vec![s.to_string()]);
+    }
+    let list = right
+        .as_array()
+        .or_else(|| right.get("set").and_then(Value::as_array))?;
+    list.iter()
+        .map(|v| v.as_str().map(str::to_string))
+        .collect()
+}
+
+/// Addresses of a `right` side: "10.0.0.1", {"prefix":{"addr","len"}}, sets of those.
+fn nets(right: &Value, sets: &dyn Fn(&str) -> Option<Vec<Value>>) -> Option<Vec<String>> {
+    let one = |v: &Value| -> Option<String> {
+        if let Some(s) = v.as_str() {
+            return Some(s.to_string());
+        }
+        let p = v.get("prefix")?;
+        Some(format!(
+            "{}/{}",
+            p.get("addr")?.as_str()?,
+            p.get("len")?.as_u64()?
+        ))
+    };
+    if let Some(name) = right.as_str().and_then(|s| s.strip_prefix('@')) {
+        return sets(name)?.iter().map(one).collect();
+    }
+    if let Some(items) = right.get("set").and_then(Value::as_array) {
+        return items.iter().map(one).collect();
+    }
+    one(right).map(|n| vec![n])
+}
+
+fn match_of(m: &Value, sets: &dyn Fn(&str) -> Option<Vec<Value>>) -> Match {
+    let text = || {
+        format!(
+            "{} {} {}",
+            m.get("left").map(short).unwrap_or_default(),
+            m.get("op").and_then(Value::as_str).unwrap_or("=="),
+            m.get("right").map(Value::to_string).unwrap_or_default()
+        )
+    };
+    let unknown = || Match::Unknown { text: text() };
+    let op = m.get("op").and_then(Value::as_str).unwrap_or("==");
+    let negate = match op {
+        "==" | "in" => false,
+        "!=" => true,
+        _ => return unknown(),
+    };
+    let (Some(left), Some(right)) = (m.get("left"), m.get("right")) else {
+        return unknown();
+    };
+    if let Some(p) = left.get("payload") {
+        let protocol = p
+            .get("protocol")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let field = p.get("field").and_then(Value::as_str).unwrap_or_default();
+        return match (protocol, field) {
+            ("tcp" | "th", "dport") => {
+                ports(right, sets).map_or_else(unknown, |ranges| Match::DPort { ranges, negate })
+            }
+            ("tcp" | "th", "sport") => Match::Unfixed {
+                text: format!(
+                    "{protocol} sport {}{right}",
+                    if negate { "!= " } else { "" }
+                ),
+            },
+            ("ip", "saddr") => {
+                nets(right, sets).map_or_else(unknown, |nets| Match::Saddr { nets, negate })
+            }
+            ("ip", "daddr") => Match::Unfixed {
+                text: format!("ip daddr {}{right}", if negate { "!= " } else { "" }),
+            },
+            ("ip", "protocol") => {
+                words(right, sets).map_or_else(unknown, |protos| Match::Proto { protos, negate })
+            }
+            // Any test of another protocol's header implies that protocol: never our packet.
+            (
+                "ip6" | "icmp" | "icmpv6" | "udp" | "sctp" | "dccp" | "udplite" | "arp" | "vlan",
+                _,
+            ) => Match::Fixed {
+                holds: false,
+                text: format!("{protocol} {field}"),
+            },
+            _ => unknown(),
+        };
+    }
+    if let Some(meta) = left.get("meta") {
+        let key = meta.get("key").and_then(Value::as_str).unwrap_or_default();
+        let list = words(right, sets);
+        return match (key, list) {
+            ("l4proto", Some(protos)) => Match::Proto { protos, negate },
+            ("iifname" | "iif", Some(names)) => Match::Iif { names, negate },
+            ("nfproto", Some(v)) => Match::Fixed {
+                holds: v.iter().any(|f| f == "ipv4") != negate,
+                text: text(),
+            },
+            ("protocol", Some(v)) => Match::Fixed {
+                holds: v.iter().any(|f| f == "ip") != negate,
+                text: text(),
+            },
+            ("pkttype", Some(v)) => Match::Fixed {
+                holds: v.iter().any(|f| f == "host") != negate,
+                text: text(),
+            },
+            _ => unknown(),
+        };
+    }
+    if let Some(ct) = left.get("ct") {
+        let key = ct.get("key").and_then(Value::as_str).unwrap_or_default();
+        return match (key, words(right, sets)) {
+            ("state", Some(states)) => Match::CtState { states, negate },
+            // A new connection addressed to the node itself carries no NAT or reply status.
+            ("status", Some(_)) => Match::Fixed {
+                holds: negate,
+                text: text(),
+            },
+            _ => unknown(),
+        };
+    }
+    if let Some(fib) = left.get("fib") {
+        let result = fib.get("result").and_then(Value::as_str);
+        let flags = fib
+            .get("flags")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let daddr_only = flags.len() == 1 && flags[0].as_str() == Some("daddr");
+        if result == Some("type") && daddr_only {
+            // Addressed to one of the node's own unicast addresses.
+            return match words(right, sets) {
+                Some(types) => Match::Fixed {
+                    holds: types.iter().any(|t| t == "local") != negate,
+                    text: text(),
+                },
+                None => unknown(),
+            };
+        }
+    }
+    unknown()
+}
+
+fn verdict_of(v: &Value) -> Option<Action> {
+    let obj = v.as_object()?;
+    let (k, body) = obj.iter().next()?;
+    let target = || {
+        body.get("target")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    Some(match k.as_str() {
+        "accept" => Action::Accept,
+        "drop" => Action::Drop,
+        "reject" => Action::Reject,
+        "return" => Action::Return,
+        "continue" => Action::Continue,
+        "jump" => Action::Jump(target()?),
+        "goto" => Action::Goto(target()?),
+        _ => return None,
+    })
+}
+
+fn rule_of(
+    exprs: &[Value],
+    sets: &dyn Fn(&str) -> Option<Vec<Value>>,
+    place: &str,
+    comment: Option<&str>,
+) -> Rule {
+    let mut matches = Vec::new();
+    let mut action = Action::Continue;
+    let mut words: Vec<String> = Vec::new();
+    for e in exprs {
+        let Some((kind, body)) = e.as_object().and_then(|o| o.iter().next()) else {
+            continue;
+        };
+        match kind.as_str() {
+            "match" => {
+                let m = match_of(body, sets);
+                words.push(describe(&m));
+                matches.push(m);
+            }
+            // Counting, logging and setting marks let the packet go on. (`notrack`, `meter`,
+            // `limit`, `quota` change what later rules see or match on rates: not modelled.)
+            "counter" | "log" | "mangle" => {}
+            "vmap" => {
+                let key = body.get("key").cloned().unwrap_or_default();
+                let entries = body
+                    .get("data")
+                    .and_then(|d| d.get("set"))
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                words.push(format!("{} vmap", short(&key)));
+                action = vmap(&key, &entries, sets)
+                    .unwrap_or_else(|| Action::Unknown(format!("vmap on {}", short(&key))));
+                if let Some((states, a)) = ct_state_vmap(&key, &entries) {
+                    matches.push(Match::CtState {
+                        states,
+                        negate: false,
+                    });
+                    action = a;
+                }
+            }
+            "accept" | "drop" | "reject" | "return" | "continue" | "jump" | "goto" => {
+                action = verdict_of(e).unwrap_or_else(|| Action::Unknown(e.to_string()));
+                words.push(
+                    kind.clone()
+                        + &body
+                            .get("target")
+                            .and_then(Value::as_str)
+                            .map(|t| format!(" {t}"))
+                            .unwrap_or_default(),
+                );
+            }
+            "queue" => {
+                action = Action::Unknown("queue".into());
+                words.push("queue".into());
+            }
+            other => {
+                matches.push(Match::Unknown {
+                    text: other.to_string() + " " + &body.to_string(),
+                });
+                words.push(other.to_string());
+            }
+        }
+    }
+    let mut label = format!("{place}: {}", words.join(" "));
+    if let Some(c) = comment {
+        label.push_str(&format!(" comment \"{c}\""));
+    }
+    Rule {
+        label,
+        position: None,
+        matches,
+        action,
+    }
+}
+
+/// `ct state vmap { established : accept, invalid : drop, new : jump x }` for a new
+/// connection: the `new` entry's verdict, or no match when `new` is absent.
+fn ct_state_vmap(key: &Value, entries: &[Value]) -> Option<(Vec<String>, Action)> {
+    if key.get("ct")?.get("key")?.as_str()? != "state" {
+        return None;
+    }
+    for pair in entries {
+        let pair = pair.as_array()?;
+        let (k, v) = (pair.first()?, pair.get(1)?);
+        let states: Vec<String> = match k {
+            Value::String(s) => vec![s.clone()],
+            Value::Array(a) => a
+                .iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect(),
+            _ => return None,
+        };
+        if states.iter().any(|s| s == "new") {
+            return Some((vec!["new".into()], verdict_of(v)?));
+        }
+    }
+    Some((vec!["new".into()], Action::Continue))
+}
+
+/// `tcp dport vmap { 22 : accept, 29500-29550 : drop }`.
+fn vmap(
+    key: &Value,
+    entries: &[Value],
+    sets: &dyn Fn(&str) -> Option<Vec<Value>>,
+) -> Option<Action> {
+    let p = key.get("payload")?;
+    if !matches!(p.get("protocol")?.as_str()?, "tcp" | "th") || p.get("field")?.as_str()? != "dport"
+    {
+        return None;
+    }
+    let mut map = Vec::new();
+    for pair in entries {
+        let pair = pair.as_array()?;
+        let ranges = ports(pair.first()?, sets)?;
+        let action = verdict_of(pair.get(1)?)?;
+        for r in ranges {
+            map.push((r, action.clone()));
+        }
+    }
+    Some(Action::DPortMap(map))
+}
+
+fn short(v: &Value) -> String {
+    if let Some(p) = v.get("payload") {
+        return format!(
+            "{} {}",
+            p.get("protocol").and_then(Value::as_str).unwrap_or("?"),
+            p.get("field").and_then(Value::as_str).unwrap_or("?")
+        );
+    }
+    for k in ["meta", "ct"] {
+        if let Some(m) = v.get(k) {
+            let key = m.get("key").and_then(Value::as_str).unwrap_or("?");
+            return if k == "meta" {
+                key.to_string()
+            } else {
+                format!("ct {key}")
+            };
+        }
+    }
+    v.to_string()
+}
+
+fn describe(m: &Match) -> String {
+    let not = |n: &bool| if *n { "!= " } else { "" };
+    let ports = |r: &[(u16, u16)]| crate::profile::job::format_ports(r).replace(' ', "");
+    match m {
+        Match::Proto { protos, negate } => format!("l4proto {}{}", not(negate), protos.join(",")),
+        Match::DPort { ranges, negate } => format!("tcp dport {}{}", not(negate), ports(ranges)),
+        Match::Iif { names, negate } => format!("iifname {}{}", not(negate), names.join(",")),
+        Match::Saddr { nets, negate } => format!("ip saddr {}{}", not(negate), nets.join(",")),
+        Match::CtState { states, negate } => {
+            format!("ct state {}{}", not(negate), states.join(","))
+        }
+        Match::Fixed { text, .. } | Match::Unfixed { text } | Match::Unknown { text } => {
+            text.clone()
+        }
+    }
+}

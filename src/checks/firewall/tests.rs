@@ -1,0 +1,290 @@
+//! The firewall audit over captured tool output (real nft 1.0.6 / iptables 1.8.9 output,
+//! recorded from rulesets in `tests/fixtures/firewall/`); the live tools in network
+//! namespaces are exercised by `tests/firewall.rs`.
+
+use std::collections::BTreeMap;
+use std::io;
+
+use super::source::{Output, Runner};
+use super::*;
+use crate::checks::AuditOptions;
+use crate::host::Root;
+use crate::profile::Loader;
+
+fn fixture(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/firewall")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Hands out canned output per program; programs not listed are "not installed".
+struct Canned(BTreeMap<&'static str, Output>);
+
+impl Canned {
+    fn new(entries: &[(&'static str, bool, &str, &str)]) -> Self {
+        Canned(
+            entries
+                .iter()
+                .map(|(p, success, stdout, stderr)| {
+                    (
+                        *p,
+                        Output {
+                            success: *success,
+                            stdout: stdout.to_string(),
+                            stderr: stderr.to_string(),
+                        },
+                    )
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Runner for Canned {
+    fn run(&self, program: &str, _args: &[&str]) -> io::Result<Option<Output>> {
+        Ok(self.0.get(program).cloned())
+    }
+}
+
+fn audit(runner: &dyn Runner, root: &Root) -> BTreeMap<String, Finding> {
+    audit_options(runner, root, AuditOptions::default())
+}
+
+fn audit_persisted(runner: &dyn Runner, root: &Root) -> BTreeMap<String, Finding> {
+    audit_options(
+        runner,
+        root,
+        AuditOptions {
+            persisted: true,
+            ..AuditOptions::default()
+        },
+    )
+}
+
+fn audit_options(
+    runner: &dyn Runner,
+    root: &Root,
+    options: AuditOptions,
+) -> BTreeMap<String, Finding> {
+    let dir = tempfile::tempdir().unwrap();
+    let profile_path = dir.path().join("ports.toml");
+    std::fs::write(
+        &profile_path,
+        "[job]\nrendezvous_ports = \"29500-29550\"\nnccl_ports = \"50000-50010\"\n",
+    )
+    .unwrap();
+    let profile = Loader::new(root, &crate::checks::keys)
+        .load(&profile_path.display().to_string())
+        .unwrap();
+    let ctx = Context {
+        root,
+        profile: &profile,
+        options: &options,
+    };
+    audit_with(&ctx, runner)
+        .into_iter()
+        .map(|f| (f.id.clone(), f))
+        .collect()
+}
+
+#[test]
+fn captured_nft_ruleset() {
+    let json = fixture("nft-mixed.json");
+    let f = audit(&Canned::new(&[("nft", true, &json, "")]), &Root::live());
+    let rdv = &f["firewall.rendezvous_ports"];
+    assert_eq!(rdv.status, Status::Pass, "{rdv:#?}");
+    assert!(
+        rdv.actual.starts_with(
+            "nftables: 29500-29550: accepted by nftables inet filter chain input handle 10"
+        ),
+        "{}",
+        rdv.actual
+    );
+    // 50000-50010 reaches chain foo, whose `limit` is not modelled.
+    let nccl = &f["firewall.nccl_ports"];
+    assert_eq!(nccl.status, Status::Warn, "{nccl:#?}");
+    assert!(
+        nccl.actual.contains("cannot tell: `limit"),
+        "{}",
+        nccl.actual
+    );
+}
+
+#[test]
+fn iptables_nft_tables_are_read_through_iptables_nft_save() {
+    // nft shows iptables-nft's conntrack/multiport matches as opaque `xt` expressions; the
+    // same table from iptables-nft-save is fully readable, and replaces the nft view.
+    let runner = Canned::new(&[
+        ("nft", true, &fixture("iptables-nft-as-nft.json"), ""),
+        ("iptables-nft-save", true, &fixture("iptables-nft.save"), ""),
+    ]);
+    let f = audit(&runner, &Root::live());
+    let rdv = &f["firewall.rendezvous_ports"];
+    assert_eq!(rdv.status, Status::Pass, "{rdv:#?}");
+    assert!(
+        rdv.actual.starts_with(
+            "iptables-nft: 29500-29550: accepted by iptables-nft filter chain INPUT rule 1"
+        ),
+        "{}",
+        rdv.actual
+    );
+    let nccl = &f["firewall.nccl_ports"];
+    assert_eq!(nccl.status, Status::Fail);
+    assert!(
+        nccl.actual
+            .contains("dropped by policy drop of iptables-nft filter chain INPUT")
+    );
+    assert_eq!(
+        nccl.fix,
+        "iptables-nft -A INPUT -p tcp -m multiport --dports 50000:50010 -j ACCEPT (persist with iptables-save > /etc/iptables/rules.v4 or your distribution's service)"
+    );
+    // Without iptables-nft-save, the xt matches make it "cannot tell", never a pass.
+    let runner = Canned::new(&[("nft", true, &fixture("iptables-nft-as-nft.json"), "")]);
+    assert_eq!(
+        audit(&runner, &Root::live())["firewall.rendezvous_ports"].status,
+        Status::Warn
+    );
+}
+
+#[test]
+fn legacy_only_iptables_save_is_recognised() {
+    let save = "# Generated by iptables-save v1.6.1 on Sun Nov 22 01:42:13 2026\n*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp -m tcp --dport 29500 -j DROP\nCOMMIT\n";
+    let f = audit(
+        &Canned::new(&[("iptables-save", true, save, "")]),
+        &Root::live(),
+    );
+    let rdv = &f["firewall.rendezvous_ports"];
+    assert_eq!(rdv.status, Status::Fail);
+    assert!(rdv.actual.starts_with("iptables-legacy: 29500: dropped by iptables-legacy filter chain INPUT rule 1: -A INPUT -p tcp -m tcp --dport 29500 -j DROP; 29501-29550: accepted by policy accept"), "{}", rdv.actual);
+    assert!(
+        rdv.fix.starts_with(
+            "iptables-legacy -I INPUT 1 -p tcp -m multiport --dports 29500:29550 -j ACCEPT"
+        ),
+        "{}",
+        rdv.fix
+    );
+}
+
+#[test]
+fn tools_that_cannot_answer() {
+    let root = Root::live();
+    // Nothing installed: cannot tell, a warning.
+    let f = audit(&Canned::new(&[]), &root);
+    assert_eq!(f["firewall.rendezvous_ports"].status, Status::Warn);
+    assert!(
+        f["firewall.rendezvous_ports"]
+            .message
+            .contains("cannot tell")
+    );
+    // Not root: skipped with the reason.
+    let f = audit(
+        &Canned::new(&[("nft", false, "", "Error: Operation not permitted\n")]),
+        &root,
+    );
+    assert_eq!(f["firewall.nccl_ports"].status, Status::Skip);
+    assert!(f["firewall.nccl_ports"].message.contains("needs root"));
+    // Garbage from nft is an error, not a pass.
+    let f = audit(&Canned::new(&[("nft", true, "{not json", "")]), &root);
+    assert_eq!(f["firewall.nccl_ports"].status, Status::Error);
+    // A kernel without ip_tables: legacy iptables has nothing to say, not an error.
+    let no_ip_tables = (
+        "iptables-legacy-save",
+        false,
+        "",
+        "iptables-legacy-save v1.8.9: Cannot initialize: Protocol not supported\n",
+    );
+    let empty_nft = "{\"nftables\": [{\"metainfo\": {\"version\": \"1.0.6\"}}]}";
+    let f = audit(
+        &Canned::new(&[no_ip_tables, ("nft", true, empty_nft, "")]),
+        &root,
+    );
+    assert_eq!(
+        f["firewall.nccl_ports"].status,
+        Status::Pass,
+        "{:#?}",
+        f["firewall.nccl_ports"]
+    );
+    // Without nft, native nftables rules are a blind spot: never a pass.
+    let f = audit(&Canned::new(&[no_ip_tables]), &root);
+    assert_eq!(
+        f["firewall.nccl_ports"].status,
+        Status::Warn,
+        "{:#?}",
+        f["firewall.nccl_ports"]
+    );
+    assert!(
+        f["firewall.nccl_ports"]
+            .message
+            .contains("nft is not installed")
+    );
+    let legacy_accept =
+        "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp --dport 50000:50010 -j ACCEPT\nCOMMIT\n";
+    let f = audit(
+        &Canned::new(&[("iptables-legacy-save", true, legacy_accept, "")]),
+        &root,
+    );
+    assert_eq!(
+        f["firewall.nccl_ports"].status,
+        Status::Warn,
+        "{:#?}",
+        f["firewall.nccl_ports"]
+    );
+    assert!(
+        f["firewall.nccl_ports"]
+            .actual
+            .starts_with("iptables-legacy: 50000-50010: accepted by")
+    );
+    // --persisted does not pretend the live rules are the saved ones.
+    let f = audit_persisted(&Canned::new(&[]), &root);
+    assert_eq!(f["firewall.nccl_ports"].status, Status::Skip);
+    // Empty rulesets: no firewall at all, a pass.
+    let f = audit(
+        &Canned::new(&[
+            (
+                "nft",
+                true,
+                "{\"nftables\": [{\"metainfo\": {\"version\": \"1.0.6\"}}]}",
+                "",
+            ),
+            ("iptables-legacy-save", true, "", ""),
+        ]),
+        &root,
+    );
+    assert_eq!(f["firewall.rendezvous_ports"].status, Status::Pass);
+    assert!(
+        f["firewall.rendezvous_ports"]
+            .actual
+            .starts_with("no firewall")
+    );
+}
+
+#[test]
+fn another_root_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = audit(&Canned::new(&[]), &Root::new(dir.path()));
+    assert_eq!(f["firewall.rendezvous_ports"].status, Status::Skip);
+    assert!(f["firewall.rendezvous_ports"].message.contains("--root"));
+}
+
+#[test]
+fn fixes_per_front_end() {
+    let at = Place {
+        tool: Tool::Nftables,
+        table: "inet filter".into(),
+        chain: "input".into(),
+        position: Some(7),
+    };
+    assert_eq!(
+        fix_text(None, Some(&at), "29500-29550,50000-51000"),
+        "nft insert rule inet filter input position 7 tcp dport { 29500-29550, 50000-51000 } accept (and add the rule to /etc/nftables.conf so it survives a reboot)"
+    );
+    assert_eq!(
+        fix_text(Some("firewalld"), Some(&at), "29500-29550,50000-51000"),
+        "firewall-cmd --permanent --add-port=29500-29550/tcp --add-port=50000-51000/tcp && firewall-cmd --reload"
+    );
+    assert_eq!(
+        fix_text(Some("ufw"), None, "29500-29550,22"),
+        "ufw allow 29500:29550/tcp && ufw allow 22/tcp"
+    );
+}

@@ -1,0 +1,206 @@
+//! systemd-logind's `RemoveIPC=`: when `yes` (the default), logind deletes a user's System V
+//! and POSIX shared memory when their last session ends, which removes NCCL's `/dev/shm`
+//! segments under a running job that was started from a session that has since closed.
+
+use crate::host::{HostError, Root};
+
+/// The main file (`/etc` overrides the vendor copy newer systemd keeps in `/usr/lib`).
+const MAIN_FILES: &[&str] = &["/etc/systemd/logind.conf", "/usr/lib/systemd/logind.conf"];
+/// Drop-in directories, highest precedence first: a file name in an earlier directory masks
+/// the same name in later ones (systemd.unit(5) drop-in rules).
+const DROP_IN_DIRS: &[&str] = &[
+    "/etc/systemd/logind.conf.d",
+    "/run/systemd/logind.conf.d",
+    "/usr/local/lib/systemd/logind.conf.d",
+    "/usr/lib/systemd/logind.conf.d",
+];
+/// Where the daemon lives; without it there is no logind to remove anything.
+const DAEMONS: &[&str] = &[
+    "/usr/lib/systemd/systemd-logind",
+    "/lib/systemd/systemd-logind",
+];
+
+/// The last `RemoveIPC=` in the `[Login]` section of one file, or `None` when it sets none.
+pub fn parse_remove_ipc(file: &str, text: &str) -> Result<Option<bool>, String> {
+    let mut section = String::new();
+    let mut value = None;
+    for (index, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            section = name.to_string();
+            continue;
+        }
+        let Some((key, v)) = line.split_once('=') else {
+            return Err(format!(
+                "{file}:{}: `{line}` is neither a [section] nor KEY=VALUE",
+                index + 1
+            ));
+        };
+        if section == "Login" && key.trim() == "RemoveIPC" {
+            value = Some(parse_bool(v.trim()).ok_or_else(|| {
+                format!(
+                    "{file}:{}: RemoveIPC=`{}` is not a boolean",
+                    index + 1,
+                    v.trim()
+                )
+            })?);
+        }
+    }
+    Ok(value)
+}
+
+/// systemd's booleans: yes/no, true/false, on/off, 1/0.
+fn parse_bool(text: &str) -> Option<bool> {
+    match text.to_ascii_lowercase().as_str() {
+        "yes" | "true" | "on" | "1" | "y" | "t" => Some(true),
+        "no" | "false" | "off" | "0" | "n" | "f" => Some(false),
+        _ => None,
+    }
+}
+
+/// What logind on this root would run with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RemoveIpc {
+    /// systemd-logind is not installed.
+    NoLogind,
+    /// The effective value and the file that set it (`None`: the built-in default, yes).
+    Set { remove: bool, place: Option<String> },
+}
+
+/// Reads the main file and drop-ins in the order systemd-logind applies them.
+pub fn read(root: &Root) -> Result<Result<RemoveIpc, String>, HostError> {
+    if !DAEMONS.iter().any(|d| root.exists(d)) {
+        return Ok(Ok(RemoveIpc::NoLogind));
+    }
+    let mut files: Vec<String> = Vec::new();
+    if let Some(main) = MAIN_FILES.iter().find(|f| root.exists(f)) {
+        files.push(main.to_string());
+    }
+    let mut drop_ins: Vec<(String, String)> = Vec::new();
+    for dir in DROP_IN_DIRS {
+        for name in root.list_dir(dir)?.unwrap_or_default() {
+            if name.ends_with(".conf") && !drop_ins.iter().any(|(n, _)| *n == name) {
+                drop_ins.push((name.clone(), format!("{dir}/{name}")));
+            }
+        }
+    }
+    drop_ins.sort();
+    files.extend(drop_ins.into_iter().map(|(_, path)| path));
+
+    let mut result = RemoveIpc::Set {
+        remove: true,
+        place: None,
+    };
+    for file in files {
+        let Some(text) = root.read_optional(&file)? else {
+            continue;
+        };
+        match parse_remove_ipc(&file, &text) {
+            Ok(Some(remove)) => {
+                result = RemoveIpc::Set {
+                    remove,
+                    place: Some(file),
+                }
+            }
+            Ok(None) => {}
+            Err(e) => return Ok(Err(e)),
+        }
+    }
+    Ok(Ok(result))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parsing() {
+        let cases: &[(&str, Result<Option<bool>, ()>)] = &[
+            ("", Ok(None)),
+            ("[Login]\n#RemoveIPC=yes\n", Ok(None)),
+            ("[Login]\nRemoveIPC=no\n", Ok(Some(false))),
+            (
+                "[Login]\nRemoveIPC = yes\nRemoveIPC=false\n",
+                Ok(Some(false)),
+            ),
+            ("[Other]\nRemoveIPC=no\n", Ok(None)),
+            (
+                "; comment\n[Login]\nKillUserProcesses=no\nRemoveIPC=1\n",
+                Ok(Some(true)),
+            ),
+            ("[Login]\nRemoveIPC=maybe\n", Err(())),
+            ("[Login]\ngarbage\n", Err(())),
+        ];
+        for (text, want) in cases {
+            assert_eq!(
+                parse_remove_ipc("f", text).map_err(|_| ()),
+                *want,
+                "{text:?}"
+            );
+        }
+        assert!(
+            parse_remove_ipc("logind.conf", "[Login]\nRemoveIPC=maybe\n")
+                .unwrap_err()
+                .starts_with("logind.conf:2:")
+        );
+    }
+
+    fn write(dir: &std::path::Path, path: &str, text: &str) {
+        let full = dir.join(path.trim_start_matches('/'));
+        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+        std::fs::write(full, text).unwrap();
+    }
+
+    #[test]
+    fn drop_ins_override_in_name_order_and_etc_masks_usr() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        assert_eq!(read(&root).unwrap(), Ok(RemoveIpc::NoLogind));
+        write(dir.path(), "/usr/lib/systemd/systemd-logind", "");
+        assert_eq!(
+            read(&root).unwrap(),
+            Ok(RemoveIpc::Set {
+                remove: true,
+                place: None
+            })
+        );
+        write(
+            dir.path(),
+            "/etc/systemd/logind.conf",
+            "[Login]\nRemoveIPC=yes\n",
+        );
+        write(
+            dir.path(),
+            "/usr/lib/systemd/logind.conf.d/50-x.conf",
+            "[Login]\nRemoveIPC=no\n",
+        );
+        write(
+            dir.path(),
+            "/usr/lib/systemd/logind.conf.d/10-a.conf",
+            "[Login]\nRemoveIPC=yes\n",
+        );
+        assert_eq!(
+            read(&root).unwrap(),
+            Ok(RemoveIpc::Set {
+                remove: false,
+                place: Some("/usr/lib/systemd/logind.conf.d/50-x.conf".into())
+            })
+        );
+        // An /etc drop-in of the same name masks the vendor one.
+        write(
+            dir.path(),
+            "/etc/systemd/logind.conf.d/50-x.conf",
+            "[Login]\n",
+        );
+        assert_eq!(
+            read(&root).unwrap(),
+            Ok(RemoveIpc::Set {
+                remove: true,
+                place: Some("/usr/lib/systemd/logind.conf.d/10-a.conf".into())
+            })
+        );
+    }
+}

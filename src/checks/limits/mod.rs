@@ -1,0 +1,383 @@
+//! Limits that break NCCL jobs at start-up: resource limits (live, and what a new login
+//! session gets from limits.conf and limits.d), `/dev/shm` size and free space, and
+//! systemd-logind's `RemoveIPC=`.
+
+pub mod logind;
+pub mod pam;
+pub mod probe;
+pub mod shm;
+
+use crate::finding::{Area, Change, Finding, Status};
+use crate::profile::amount::Amount;
+use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
+
+use super::Context;
+use probe::{LiveProbe, Probe, Resource};
+
+/// The file `apply` writes limits to (DESIGN.md).
+pub const GPUTUNE_LIMITS_FILE: &str = "/etc/security/limits.d/90-gputune.conf";
+
+/// Keys a profile may set in `[limits]`.
+pub const KEYS: &[KeySpec] = &[
+    KeySpec {
+        key: "ulimit.memlock",
+        kind: Number,
+        why: "RDMA registers (pins) NCCL's buffers; a small RLIMIT_MEMLOCK makes ibv_reg_mr fail and NCCL fall back to sockets or abort (NCCL troubleshooting guide).",
+    },
+    KeySpec {
+        key: "ulimit.nofile",
+        kind: Number,
+        why: "Every NCCL socket, data-loader worker pipe and checkpoint shard takes a file descriptor; running out fails the job at start-up.",
+    },
+    KeySpec {
+        key: "ulimit.stack",
+        kind: Number,
+        why: "An unlimited stack makes every thread reserve a huge stack, which crashes NCCL's threads (NCCL troubleshooting guide: keep 8192 KB).",
+    },
+    KeySpec {
+        key: "dev_shm.size",
+        kind: Number,
+        why: "NCCL puts its intra-node buffers in /dev/shm; container defaults of 64 MiB fail with `failed to extend /dev/shm/nccl-...` (NCCL troubleshooting guide).",
+    },
+    KeySpec {
+        key: "dev_shm.free",
+        kind: Number,
+        why: "A /dev/shm filled by stale segments or data loaders fails NCCL's shared-memory transport the same way a small one does.",
+    },
+    KeySpec {
+        key: "logind.RemoveIPC",
+        kind: Text,
+        why: "With RemoveIPC=yes (systemd's default) logind deletes a user's shared memory when their last session closes, under a job still running (NCCL troubleshooting guide: set RemoveIPC=no).",
+    },
+];
+
+/// Judges the limits with the live facts of this process and node.
+pub fn audit(ctx: &Context) -> Vec<Finding> {
+    audit_with(ctx, &LiveProbe)
+}
+
+/// The audit with the live facts from `probe` (tests give fixed ones).
+pub fn audit_with(ctx: &Context, probe: &dyn Probe) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let limits_files = read_limits_files(ctx);
+    for resource in Resource::ALL {
+        let key = format!("ulimit.{}", resource.name());
+        if let Some(setting) = ctx.profile.get(Area::Limits, &key) {
+            findings.push(live_rlimit(ctx, probe, resource, &key, setting));
+            findings.push(login_rlimit(ctx, &limits_files, resource, &key, setting));
+        }
+    }
+    if let Some(setting) = ctx.profile.get(Area::Limits, "dev_shm.size") {
+        findings.push(shm::size(ctx, probe, setting));
+    }
+    if let Some(setting) = ctx.profile.get(Area::Limits, "dev_shm.free") {
+        findings.push(shm::free(ctx, probe, setting));
+    }
+    if let Some(setting) = ctx.profile.get(Area::Limits, "logind.RemoveIPC") {
+        findings.push(remove_ipc(ctx, setting));
+    }
+    findings
+}
+
+/// Bytes as people read them: `8 MiB`, `64 KiB`, `1536 B`, `unlimited`.
+pub fn human(amount: Amount) -> String {
+    match amount {
+        Amount::Unlimited => "unlimited".into(),
+        Amount::Finite(n) => {
+            for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
+                let size = 1i128 << shift;
+                if n >= size {
+                    return if n % size == 0 {
+                        format!("{} {unit}", n / size)
+                    } else {
+                        format!("{:.1} {unit}", n as f64 / size as f64)
+                    };
+                }
+            }
+            format!("{n} B")
+        }
+    }
+}
+
+fn show(resource: Resource, amount: Amount) -> String {
+    if resource.is_bytes() {
+        human(amount)
+    } else {
+        amount.to_string()
+    }
+}
+
+/// Adds the limits.d fix to a finding that fails or warns.
+fn with_limit_fix(
+    mut finding: Finding,
+    resource: Resource,
+    setting: &Setting,
+    judged: &str,
+) -> Finding {
+    if matches!(finding.status, Status::Fail | Status::Warn)
+        && let Some((fix, change)) = limit_fix(resource, setting, judged)
+    {
+        finding.fix = fix;
+        finding.change = Some(change);
+    }
+    finding
+}
+
+/// The fix shared by the live and the login finding: a line in gputune's limits file.
+fn limit_fix(resource: Resource, setting: &Setting, judged: &str) -> Option<(String, Change)> {
+    let target = Amount::parse(&setting.rule.target(judged)?).ok()?;
+    let value = match target {
+        Amount::Unlimited => "unlimited".to_string(),
+        Amount::Finite(n) => {
+            let unit = i128::from(resource.file_unit());
+            ((n + unit - 1) / unit).to_string()
+        }
+    };
+    let name = resource.name();
+    let fix = format!(
+        "add `* - {name} {value}` to {GPUTUNE_LIMITS_FILE} (new login sessions of every user but root; \
+         for a systemd service set {}={} in its unit), then start a new session",
+        resource.systemd_setting(),
+        if value == "unlimited" {
+            "infinity".to_string()
+        } else if resource.is_bytes() {
+            format!("{value}K")
+        } else {
+            value.clone()
+        }
+    );
+    Some((
+        fix,
+        Change::Limit {
+            domain: "*".into(),
+            kind: "-".into(),
+            item: name.into(),
+            value,
+        },
+    ))
+}
+
+fn live_rlimit(
+    ctx: &Context,
+    probe: &dyn Probe,
+    resource: Resource,
+    key: &str,
+    setting: &Setting,
+) -> Finding {
+    let expected = setting.rule.describe();
+    if !ctx.root.is_live() {
+        return Finding::skip(
+            key,
+            Area::Limits,
+            expected,
+            "--root is not the running node: a process's limits can only be read live (see the .login check for the files)",
+        );
+    }
+    if ctx.options.persisted {
+        return Finding::skip(
+            key,
+            Area::Limits,
+            expected,
+            "--persisted judges configuration files only (see the .login check)",
+        );
+    }
+    let limit = match probe.rlimit(resource) {
+        Ok(limit) => limit,
+        Err(e) => {
+            return Finding::error(
+                key,
+                Area::Limits,
+                expected,
+                format!("getrlimit({}): {e}", resource.name()),
+            );
+        }
+    };
+    let judged = limit.soft.to_string();
+    let (status, problem) = setting.status_for(&judged);
+    let finding = Finding {
+        id: key.into(),
+        area: Area::Limits,
+        status,
+        expected,
+        actual: format!(
+            "soft {}, hard {} (this process)",
+            show(resource, limit.soft),
+            show(resource, limit.hard)
+        ),
+        message: problem.unwrap_or_else(|| super::why(ctx, Area::Limits, key)),
+        fix: String::new(),
+        change: None,
+    };
+    with_limit_fix(finding, resource, setting, &judged)
+}
+
+/// Every line of limits.conf and limits.d, in pam_limits' reading order, and the bad lines.
+struct LimitsFiles {
+    entries: Vec<pam::Entry>,
+    problems: Vec<String>,
+    error: Option<String>,
+}
+
+fn read_limits_files(ctx: &Context) -> LimitsFiles {
+    let mut files = LimitsFiles {
+        entries: Vec::new(),
+        problems: Vec::new(),
+        error: None,
+    };
+    let mut paths = vec![pam::MAIN_FILE.to_string()];
+    match ctx.root.list_dir(pam::DROP_IN_DIR) {
+        Ok(names) => paths.extend(
+            names
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|n| n.ends_with(".conf"))
+                .map(|n| format!("{}/{n}", pam::DROP_IN_DIR)),
+        ),
+        Err(e) => files.error = Some(e.to_string()),
+    }
+    for path in paths {
+        match ctx.root.read_optional(&path) {
+            Ok(Some(text)) => {
+                let (entries, problems) = pam::parse(&path, &text);
+                files.entries.extend(entries);
+                files.problems.extend(problems);
+            }
+            Ok(None) => {}
+            Err(e) => files.error = Some(e.to_string()),
+        }
+    }
+    files
+}
+
+fn login_rlimit(
+    ctx: &Context,
+    files: &LimitsFiles,
+    resource: Resource,
+    key: &str,
+    setting: &Setting,
+) -> Finding {
+    let id = format!("{key}.login");
+    let expected = setting.rule.describe();
+    if let Some(e) = &files.error {
+        return Finding::error(id, Area::Limits, expected, e.clone());
+    }
+    let session = pam::resolve(&files.entries, &pam::Subject::ordinary(), resource.name());
+    let to_amount = |v: pam::Value| match v {
+        pam::Value::Unlimited => Amount::Unlimited,
+        pam::Value::Finite(n) => Amount::Finite(i128::from(n) * i128::from(resource.file_unit())),
+    };
+    let mut notes = Vec::new();
+    let specific: Vec<String> = pam::specific_entries(&files.entries, resource.name())
+        .iter()
+        .map(|e| format!("{} ({})", e.place(), e.value))
+        .collect();
+    if !specific.is_empty() {
+        notes.push(format!(
+            "lines for specific users or groups, not judged here: {}",
+            specific.join(", ")
+        ));
+    }
+    if !files.problems.is_empty() {
+        notes.push(format!(
+            "pam_limits skips these bad lines: {}",
+            files.problems.join("; ")
+        ));
+    }
+    let (status, actual, judged, problem) = match &session.soft {
+        Some(soft) => {
+            let amount = to_amount(soft.value);
+            let judged = amount.to_string();
+            let (status, problem) = setting.status_for(&judged);
+            let hard = session.hard.as_ref().map_or("not set".to_string(), |h| {
+                format!("{} ({})", show(resource, to_amount(h.value)), h.place)
+            });
+            let actual = format!(
+                "soft {} ({}), hard {hard}",
+                show(resource, amount),
+                soft.place
+            );
+            (status, actual, judged, problem)
+        }
+        None => {
+            // Nothing in the files: the session keeps what its login service passes on. Only a
+            // ceiling (`max`) is then not broken by the files; a floor is not guaranteed.
+            let only_max = setting.rule.max.is_some()
+                && setting.rule.min.is_none()
+                && setting.rule.equals.is_none()
+                && setting.rule.one_of.is_none();
+            let status = if only_max { Status::Pass } else { Status::Warn };
+            notes.insert(
+                0,
+                "no line sets it for every user: a new session keeps what its login service (sshd, slurmd, systemd) passes on".into(),
+            );
+            (
+                status,
+                "not set in limits.conf or limits.d".to_string(),
+                String::new(),
+                None,
+            )
+        }
+    };
+    let mut message = problem.unwrap_or_else(|| super::why(ctx, Area::Limits, key));
+    for note in notes {
+        message.push_str(&format!(" Note: {note}."));
+    }
+    let finding = Finding {
+        id,
+        area: Area::Limits,
+        status,
+        expected,
+        actual,
+        message,
+        fix: String::new(),
+        change: None,
+    };
+    with_limit_fix(finding, resource, setting, &judged)
+}
+
+fn remove_ipc(ctx: &Context, setting: &Setting) -> Finding {
+    let id = "logind.RemoveIPC";
+    let expected = setting.rule.describe();
+    let value = match logind::read(ctx.root) {
+        Ok(Ok(value)) => value,
+        Ok(Err(e)) => return Finding::error(id, Area::Limits, expected, e),
+        Err(e) => return Finding::error(id, Area::Limits, expected, e.to_string()),
+    };
+    let (remove, place) = match value {
+        logind::RemoveIpc::NoLogind => {
+            return Finding::skip(
+                id,
+                Area::Limits,
+                expected,
+                "systemd-logind is not installed, so nothing removes IPC objects at logout",
+            );
+        }
+        logind::RemoveIpc::Set { remove, place } => (remove, place),
+    };
+    let word = if remove { "yes" } else { "no" };
+    let (status, problem) = setting.status_for(word);
+    let fix = if status == Status::Pass {
+        String::new()
+    } else {
+        let target = setting.rule.target(word).unwrap_or_else(|| "no".into());
+        format!(
+            "create /etc/systemd/logind.conf.d/90-gputune.conf with `[Login]` and `RemoveIPC={target}`, then `systemctl restart systemd-logind`"
+        )
+    };
+    Finding {
+        id: id.into(),
+        area: Area::Limits,
+        status,
+        expected,
+        actual: format!(
+            "{word} ({})",
+            place.unwrap_or_else(|| "systemd default".into())
+        ),
+        message: problem.unwrap_or_else(|| super::why(ctx, Area::Limits, id)),
+        fix,
+        change: None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

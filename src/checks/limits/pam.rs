@@ -1,0 +1,476 @@
+//! `/etc/security/limits.conf` and `limits.d/*.conf` as pam_limits reads them, and the
+//! resolver that says what a new login session would get. The parser is pure; the audit
+//! reads the files.
+
+/// Files pam_limits reads: the main file, then `*.conf` of the drop-in directory in C-locale
+/// name order.
+pub const MAIN_FILE: &str = "/etc/security/limits.conf";
+/// See [`MAIN_FILE`].
+pub const DROP_IN_DIR: &str = "/etc/security/limits.d";
+
+/// Items pam_limits accepts (limits.conf(5)); anything else is a bad line.
+const ITEMS: &[&str] = &[
+    "core",
+    "data",
+    "fsize",
+    "memlock",
+    "nofile",
+    "rss",
+    "stack",
+    "cpu",
+    "nproc",
+    "as",
+    "maxlogins",
+    "maxsyslogins",
+    "nonewprivs",
+    "priority",
+    "locks",
+    "sigpending",
+    "msgqueue",
+    "nice",
+    "rtprio",
+    "chroot",
+];
+
+/// Who a line applies to (the first column).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Domain {
+    User(String),
+    /// `@group`.
+    Group(String),
+    /// `%group`: only maxlogins; pam_limits ranks it between groups and `*`.
+    AllGroup(String),
+    /// `*`: every user except root.
+    Wildcard,
+    /// `min:max` uid range (either end may be open).
+    UidRange(Option<u32>, Option<u32>),
+    /// `@min:max` gid range.
+    GidRange(Option<u32>, Option<u32>),
+}
+
+/// `soft`, `hard` or `-` (both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Soft,
+    Hard,
+    Both,
+}
+
+/// A limit value in the item's own unit (KiB for memlock and stack, a count for nofile).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Value {
+    Unlimited,
+    Finite(u64),
+}
+
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Value::Unlimited => f.write_str("unlimited"),
+            Value::Finite(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+/// One valid line, with where it was written so findings can point to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub file: String,
+    pub line: usize,
+    pub domain: Domain,
+    pub kind: Kind,
+    pub item: String,
+    pub value: Value,
+}
+
+impl Entry {
+    pub fn place(&self) -> String {
+        format!("{}:{}", self.file, self.line)
+    }
+}
+
+/// Parses one limits file. Bad lines are skipped, as pam_limits skips them, and returned as
+/// `file:line: problem` so the finding can show them.
+pub fn parse(file: &str, text: &str) -> (Vec<Entry>, Vec<String>) {
+    let mut entries = Vec::new();
+    let mut problems = Vec::new();
+    for (index, raw) in text.lines().enumerate() {
+        let line = index + 1;
+        // pam_limits cuts everything from the first `#`.
+        let content = raw.split('#').next().unwrap_or_default();
+        let fields: Vec<&str> = content.split_whitespace().collect();
+        if fields.is_empty() {
+            continue;
+        }
+        match parse_fields(&fields) {
+            Ok((domain, kind, item, value)) => entries.push(Entry {
+                file: file.to_string(),
+                line,
+                domain,
+                kind,
+                item,
+                value,
+            }),
+            Err(problem) => problems.push(format!("{file}:{line}: {problem}")),
+        }
+    }
+    (entries, problems)
+}
+
+fn parse_fields(fields: &[&str]) -> Result<(Domain, Kind, String, Value), String> {
+    let [domain, kind, item, value] = fields else {
+        return Err(format!(
+            "expected `<domain> <type> <item> <value>`, found {} fields",
+            fields.len()
+        ));
+    };
+    let domain = parse_domain(domain)?;
+    let kind = match *kind {
+        "soft" => Kind::Soft,
+        "hard" => Kind::Hard,
+        "-" => Kind::Both,
+        other => return Err(format!("type `{other}` is not soft, hard or -")),
+    };
+    let item = item.to_ascii_lowercase();
+    if !ITEMS.contains(&item.as_str()) {
+        return Err(format!("unknown item `{item}`"));
+    }
+    let value = match value.to_ascii_lowercase().as_str() {
+        "unlimited" | "infinity" | "-1" => Value::Unlimited,
+        other => Value::Finite(
+            other
+                .parse()
+                .map_err(|_| format!("value `{value}` is not a number or unlimited"))?,
+        ),
+    };
+    Ok((domain, kind, item, value))
+}
+
+fn parse_domain(text: &str) -> Result<Domain, String> {
+    let range = |t: &str| -> Result<(Option<u32>, Option<u32>), String> {
+        let (lo, hi) = t.split_once(':').unwrap_or((t, t));
+        let bound = |s: &str| -> Result<Option<u32>, String> {
+            if s.is_empty() {
+                Ok(None)
+            } else {
+                s.parse()
+                    .map(Some)
+                    .map_err(|_| format!("domain `{text}` has a bad id range"))
+            }
+        };
+        Ok((bound(lo)?, bound(hi)?))
+    };
+    if text == "*" {
+        return Ok(Domain::Wildcard);
+    }
+    if let Some(group) = text.strip_prefix('@') {
+        if group.contains(':') {
+            let (lo, hi) = range(group)?;
+            return Ok(Domain::GidRange(lo, hi));
+        }
+        if group.is_empty() {
+            return Err("domain `@` names no group".into());
+        }
+        return Ok(Domain::Group(group.to_string()));
+    }
+    if let Some(group) = text.strip_prefix('%') {
+        return Ok(Domain::AllGroup(group.to_string()));
+    }
+    if text.contains(':') {
+        let (lo, hi) = range(text)?;
+        return Ok(Domain::UidRange(lo, hi));
+    }
+    Ok(Domain::User(text.to_string()))
+}
+
+/// The account a new session is opened for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subject {
+    /// `None` for "an ordinary user" that no user or uid entry names.
+    pub user: Option<String>,
+    pub uid: Option<u32>,
+    pub groups: Vec<String>,
+    pub gids: Vec<u32>,
+}
+
+impl Subject {
+    /// An ordinary (non-root) account that no user, group or id-range line names: the
+    /// account a training job usually runs as, judged by the lines meant for everyone.
+    pub fn ordinary() -> Self {
+        Subject {
+            user: None,
+            uid: None,
+            groups: Vec::new(),
+            gids: Vec::new(),
+        }
+    }
+
+    fn is_root(&self) -> bool {
+        self.uid == Some(0) || self.user.as_deref() == Some("root")
+    }
+
+    /// pam_limits' rank of a matching line (lower wins), or `None` when it does not apply.
+    fn rank(&self, domain: &Domain) -> Option<u8> {
+        let in_range = |id: Option<u32>, lo: &Option<u32>, hi: &Option<u32>| {
+            id.is_some_and(|id| lo.is_none_or(|lo| id >= lo) && hi.is_none_or(|hi| id <= hi))
+        };
+        match domain {
+            Domain::User(name) => (self.user.as_deref() == Some(name)).then_some(0),
+            Domain::UidRange(lo, hi) => in_range(self.uid, lo, hi).then_some(0),
+            // Group and wildcard lines are not applied to root (limits.conf(5)).
+            _ if self.is_root() => None,
+            Domain::Group(name) => self.groups.contains(name).then_some(1),
+            Domain::GidRange(lo, hi) => self
+                .gids
+                .iter()
+                .any(|g| in_range(Some(*g), lo, hi))
+                .then_some(1),
+            Domain::AllGroup(name) => self.groups.contains(name).then_some(2),
+            Domain::Wildcard => Some(3),
+        }
+    }
+}
+
+/// One side (soft or hard) of a resolved limit and the line that set it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub value: Value,
+    pub place: String,
+}
+
+/// What a new session of `subject` gets for `item`: `None` on a side means no line sets it,
+/// so the session keeps what its login service passes on.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Session {
+    pub soft: Option<Resolved>,
+    pub hard: Option<Resolved>,
+}
+
+/// Resolves `item` as pam_limits does: a more specific domain wins (user, then group, then
+/// `%group`, then `*`); among equals, the line read last wins. `entries` must be in the order
+/// pam_limits reads them.
+pub fn resolve(entries: &[Entry], subject: &Subject, item: &str) -> Session {
+    let mut session = Session::default();
+    let mut ranks: (u8, u8) = (u8::MAX, u8::MAX);
+    for entry in entries.iter().filter(|e| e.item == item) {
+        let Some(rank) = subject.rank(&entry.domain) else {
+            continue;
+        };
+        let resolved = Resolved {
+            value: entry.value,
+            place: entry.place(),
+        };
+        if matches!(entry.kind, Kind::Soft | Kind::Both) && rank <= ranks.0 {
+            ranks.0 = rank;
+            session.soft = Some(resolved.clone());
+        }
+        if matches!(entry.kind, Kind::Hard | Kind::Both) && rank <= ranks.1 {
+            ranks.1 = rank;
+            session.hard = Some(resolved);
+        }
+    }
+    session
+}
+
+/// Lines for `item` that name specific users or groups, which `Subject::ordinary` does not
+/// see; findings list them so a site's `@gpu` line is not silently ignored.
+pub fn specific_entries<'a>(entries: &'a [Entry], item: &str) -> Vec<&'a Entry> {
+    entries
+        .iter()
+        .filter(|e| e.item == item && e.domain != Domain::Wildcard)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(domain: Domain, kind: Kind, item: &str, value: Value, line: usize) -> Entry {
+        Entry {
+            file: "f".into(),
+            line,
+            domain,
+            kind,
+            item: item.into(),
+            value,
+        }
+    }
+
+    #[test]
+    fn parsing() {
+        let text = "\
+# /etc/security/limits.conf
+*               soft    core            0
+*  -  memlock  unlimited   # RDMA
+@gpu hard nofile 1048576
+%admins - maxlogins 4
+1000: soft nofile 4096
+@100:200 hard stack 8192
+root - nofile infinity
+* soft stack -1
+
+bob soft
+* sometimes nofile 1
+* soft colour 1
+* soft nofile lots
+@ - nofile 1
+* soft nofile 1 extra
+x:y soft nofile 1
+";
+        let (entries, problems) = parse("f", text);
+        let want = vec![
+            entry(Domain::Wildcard, Kind::Soft, "core", Value::Finite(0), 2),
+            entry(Domain::Wildcard, Kind::Both, "memlock", Value::Unlimited, 3),
+            entry(
+                Domain::Group("gpu".into()),
+                Kind::Hard,
+                "nofile",
+                Value::Finite(1048576),
+                4,
+            ),
+            entry(
+                Domain::AllGroup("admins".into()),
+                Kind::Both,
+                "maxlogins",
+                Value::Finite(4),
+                5,
+            ),
+            entry(
+                Domain::UidRange(Some(1000), None),
+                Kind::Soft,
+                "nofile",
+                Value::Finite(4096),
+                6,
+            ),
+            entry(
+                Domain::GidRange(Some(100), Some(200)),
+                Kind::Hard,
+                "stack",
+                Value::Finite(8192),
+                7,
+            ),
+            entry(
+                Domain::User("root".into()),
+                Kind::Both,
+                "nofile",
+                Value::Unlimited,
+                8,
+            ),
+            entry(Domain::Wildcard, Kind::Soft, "stack", Value::Unlimited, 9),
+        ];
+        assert_eq!(entries, want);
+        let lines: Vec<&str> = problems
+            .iter()
+            .map(|p| p.split(": ").next().unwrap_or_default())
+            .collect();
+        assert_eq!(
+            lines,
+            ["f:11", "f:12", "f:13", "f:14", "f:15", "f:16", "f:17"],
+            "{problems:#?}"
+        );
+        assert!(problems[1].contains("`sometimes`"), "{}", problems[1]);
+        assert!(problems[2].contains("`colour`"), "{}", problems[2]);
+    }
+
+    #[test]
+    fn missing_or_empty_input_has_no_entries() {
+        assert_eq!(parse("f", ""), (vec![], vec![]));
+        assert_eq!(parse("f", "# only comments\n\n   \n"), (vec![], vec![]));
+    }
+
+    #[test]
+    fn resolving() {
+        let conf = parse(
+            "limits.conf",
+            "* soft nofile 1024\n* hard nofile 4096\n@gpu - nofile 65536\nalice soft nofile 2048\n",
+        )
+        .0;
+        let dropin = parse(
+            "limits.d/90.conf",
+            "* - nofile 131072\n* soft stack unlimited\n",
+        )
+        .0;
+        let all: Vec<Entry> = conf.into_iter().chain(dropin).collect();
+        let ordinary = Subject::ordinary();
+        let gpu_user = Subject {
+            user: Some("carol".into()),
+            uid: Some(1001),
+            groups: vec!["gpu".into()],
+            gids: vec![1001],
+        };
+        let alice = Subject {
+            user: Some("alice".into()),
+            uid: Some(1002),
+            groups: vec!["gpu".into()],
+            gids: vec![],
+        };
+        let root = Subject {
+            user: Some("root".into()),
+            uid: Some(0),
+            groups: vec!["gpu".into()],
+            gids: vec![0],
+        };
+        let side = |v: Value, place: &str| {
+            Some(Resolved {
+                value: v,
+                place: place.into(),
+            })
+        };
+        // A later `*` line overrides an earlier one; a drop-in is read after limits.conf.
+        assert_eq!(
+            resolve(&all, &ordinary, "nofile"),
+            Session {
+                soft: side(Value::Finite(131072), "limits.d/90.conf:1"),
+                hard: side(Value::Finite(131072), "limits.d/90.conf:1"),
+            }
+        );
+        // A group line beats any `*` line, wherever it is.
+        assert_eq!(
+            resolve(&all, &gpu_user, "nofile"),
+            Session {
+                soft: side(Value::Finite(65536), "limits.conf:3"),
+                hard: side(Value::Finite(65536), "limits.conf:3"),
+            }
+        );
+        // A user line beats a group line, side by side.
+        assert_eq!(
+            resolve(&all, &alice, "nofile"),
+            Session {
+                soft: side(Value::Finite(2048), "limits.conf:4"),
+                hard: side(Value::Finite(65536), "limits.conf:3"),
+            }
+        );
+        // Group and wildcard lines do not apply to root.
+        assert_eq!(resolve(&all, &root, "nofile"), Session::default());
+        assert_eq!(
+            resolve(&all, &ordinary, "stack"),
+            Session {
+                soft: side(Value::Unlimited, "limits.d/90.conf:2"),
+                hard: None,
+            }
+        );
+        assert_eq!(resolve(&all, &ordinary, "memlock"), Session::default());
+        assert_eq!(specific_entries(&all, "nofile").len(), 2);
+    }
+
+    #[test]
+    fn id_ranges() {
+        let entries = parse("f", "1000:1999 - nofile 5\n@:99 - nofile 6\n").0;
+        let user = |uid, gid| Subject {
+            user: Some("u".into()),
+            uid: Some(uid),
+            groups: vec![],
+            gids: vec![gid],
+        };
+        let soft = |s: Session| s.soft.map(|r| r.value);
+        assert_eq!(
+            soft(resolve(&entries, &user(1500, 500), "nofile")),
+            Some(Value::Finite(5))
+        );
+        assert_eq!(
+            soft(resolve(&entries, &user(2500, 50), "nofile")),
+            Some(Value::Finite(6))
+        );
+        assert_eq!(soft(resolve(&entries, &user(2500, 500), "nofile")), None);
+    }
+}

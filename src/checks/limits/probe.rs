@@ -1,0 +1,155 @@
+//! The facts of the limits area that are not files: the running process's resource limits
+//! (getrlimit) and a file system's size and free space (statvfs). Behind a trait so tests
+//! can give any value; [`LiveProbe`] asks the kernel.
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use crate::profile::amount::Amount;
+
+/// The resource limits the limits area judges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resource {
+    Memlock,
+    Nofile,
+    Stack,
+}
+
+impl Resource {
+    pub const ALL: [Resource; 3] = [Resource::Memlock, Resource::Nofile, Resource::Stack];
+
+    /// The item name in limits.conf and the end of the profile key `ulimit.<name>`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Resource::Memlock => "memlock",
+            Resource::Nofile => "nofile",
+            Resource::Stack => "stack",
+        }
+    }
+
+    /// Bytes per unit of limits.conf: memlock and stack are written in KiB there.
+    pub fn file_unit(self) -> u64 {
+        match self {
+            Resource::Memlock | Resource::Stack => 1024,
+            Resource::Nofile => 1,
+        }
+    }
+
+    /// True when the limit is an amount of memory (shown and judged in bytes).
+    pub fn is_bytes(self) -> bool {
+        self.file_unit() > 1
+    }
+
+    /// The systemd unit setting that raises it for a service (`LimitNOFILE=`).
+    pub fn systemd_setting(self) -> &'static str {
+        match self {
+            Resource::Memlock => "LimitMEMLOCK",
+            Resource::Nofile => "LimitNOFILE",
+            Resource::Stack => "LimitSTACK",
+        }
+    }
+
+    fn libc(self) -> libc::__rlimit_resource_t {
+        match self {
+            Resource::Memlock => libc::RLIMIT_MEMLOCK,
+            Resource::Nofile => libc::RLIMIT_NOFILE,
+            Resource::Stack => libc::RLIMIT_STACK,
+        }
+    }
+}
+
+/// Soft and hard limit of one resource (bytes or a count).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rlimit {
+    pub soft: Amount,
+    pub hard: Amount,
+}
+
+/// Size and space left of a mounted file system, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Space {
+    pub size: u64,
+    /// Space an unprivileged process can still use (statvfs `f_bavail`).
+    pub free: u64,
+}
+
+/// Live facts of the limits area.
+pub trait Probe {
+    /// This process's limit of `resource`.
+    fn rlimit(&self, resource: Resource) -> io::Result<Rlimit>;
+    /// Size and free space of the file system mounted at `path`.
+    fn space(&self, path: &Path) -> io::Result<Space>;
+}
+
+/// The running kernel, through getrlimit(2) and statvfs(3).
+pub struct LiveProbe;
+
+impl Probe for LiveProbe {
+    fn rlimit(&self, resource: Resource) -> io::Result<Rlimit> {
+        let mut raw = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: `raw` is a valid, writable rlimit for the duration of the call.
+        if unsafe { libc::getrlimit(resource.libc(), &mut raw) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let amount = |v: libc::rlim_t| {
+            if v == libc::RLIM_INFINITY {
+                Amount::Unlimited
+            } else {
+                Amount::Finite(i128::from(v))
+            }
+        };
+        Ok(Rlimit {
+            soft: amount(raw.rlim_cur),
+            hard: amount(raw.rlim_max),
+        })
+    }
+
+    fn space(&self, path: &Path) -> io::Result<Space> {
+        let c_path = CString::new(path.as_os_str().as_bytes())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        // SAFETY: statvfs only writes into the zeroed struct we own; the path is NUL-terminated.
+        let mut raw: libc::statvfs = unsafe { std::mem::zeroed() };
+        if unsafe { libc::statvfs(c_path.as_ptr(), &mut raw) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let unit = raw.f_frsize as u64;
+        Ok(Space {
+            size: (raw.f_blocks as u64).saturating_mul(unit),
+            free: (raw.f_bavail as u64).saturating_mul(unit),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_rlimits_match_the_kernel_view_of_this_process() {
+        let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
+        let line = limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .unwrap();
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let parse = |s: &str| Amount::parse(s).unwrap();
+        let got = LiveProbe.rlimit(Resource::Nofile).unwrap();
+        assert_eq!(got.soft, parse(fields[3]));
+        assert_eq!(got.hard, parse(fields[4]));
+    }
+
+    #[test]
+    fn live_space_of_a_directory() {
+        // statvfs of the test's own temp dir: size is non-zero and free never exceeds it.
+        let dir = tempfile::tempdir().unwrap();
+        let space = LiveProbe.space(dir.path()).unwrap();
+        assert!(space.size > 0 && space.free <= space.size, "{space:?}");
+        let missing = LiveProbe.space(&dir.path().join("nope")).unwrap_err();
+        assert_eq!(missing.kind(), io::ErrorKind::NotFound);
+    }
+}

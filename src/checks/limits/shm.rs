@@ -1,0 +1,333 @@
+//! `/dev/shm`: its size and free space. Live, statvfs says both; under another root the
+//! size comes from the tmpfs `size=` option in that root's `/proc/mounts` (tmpfs(5): a
+//! percentage is of RAM, no option means half of RAM) and free space cannot be known.
+
+use crate::finding::{Area, Finding, Status};
+use crate::host::mounts;
+use crate::profile::amount::Amount;
+use crate::profile::setting::Setting;
+
+use super::super::Context;
+use super::human;
+use super::probe::Probe;
+
+const SHM: &str = "/dev/shm";
+
+/// Bytes of a tmpfs `size=` option given the node's RAM: `65536k`, `1g`, `50%`, `1073741824`.
+pub fn tmpfs_size(option: Option<&str>, mem_total: Option<u64>) -> Result<u64, String> {
+    let Some(text) = option else {
+        return mem_total
+            .map(|m| m / 2)
+            .ok_or_else(|| "no size= option (half of RAM) and MemTotal is unknown".to_string());
+    };
+    if let Some(pct) = text.strip_suffix('%') {
+        let pct: u64 = pct
+            .parse()
+            .map_err(|_| format!("size={text} is not a percentage"))?;
+        let mem =
+            mem_total.ok_or_else(|| format!("size={text} is of RAM, and MemTotal is unknown"))?;
+        return Ok((u128::from(mem) * u128::from(pct) / 100) as u64);
+    }
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, suffix) = text.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("size={text} is not a size"))?;
+    let shift = match suffix.to_ascii_lowercase().as_str() {
+        "" => 0,
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        "t" => 40,
+        "p" => 50,
+        "e" => 60,
+        _ => return Err(format!("size={text} has an unknown suffix")),
+    };
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("size={text} is too large"))
+}
+
+/// `MemTotal` of `/proc/meminfo` in bytes.
+pub fn mem_total(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+fn fix(target: &str) -> String {
+    format!(
+        "mount -o remount,size={target} /dev/shm, and persist it with `tmpfs /dev/shm tmpfs defaults,size={target} 0 0` in /etc/fstab; \
+         in a container: docker run --shm-size={target}, or in Kubernetes an emptyDir with medium: Memory mounted at /dev/shm"
+    )
+}
+
+fn judge(ctx: &Context, id: &str, setting: &Setting, bytes: u64, actual: String) -> Finding {
+    let judged = bytes.to_string();
+    let (status, problem) = setting.status_for(&judged);
+    let fix = match setting.rule.target(&judged) {
+        Some(target) if matches!(status, Status::Fail | Status::Warn) => {
+            let target = Amount::parse(&target)
+                .map(|a| human(a).replace(' ', "").replace("iB", ""))
+                .unwrap_or(target);
+            if id == "dev_shm.free" {
+                format!(
+                    "remove stale segments (ls -la /dev/shm: leftovers of killed jobs such as nccl-*), or grow it: {}",
+                    fix(&target)
+                )
+            } else {
+                fix(&target)
+            }
+        }
+        _ => String::new(),
+    };
+    Finding {
+        id: id.into(),
+        area: Area::Limits,
+        status,
+        expected: setting.rule.describe(),
+        actual,
+        message: problem.unwrap_or_else(|| super::super::why(ctx, Area::Limits, id)),
+        fix,
+        change: None,
+    }
+}
+
+/// Whether `/dev/shm` is its own mount under the root (else it is a directory of `/`).
+fn shm_mount(ctx: &Context) -> Result<Option<mounts::Mount>, String> {
+    match mounts::read(ctx.root) {
+        Ok(Some(Ok(list))) => Ok(list.into_iter().rev().find(|m| m.target == SHM)),
+        Ok(Some(Err(e))) => Err(e),
+        Ok(None) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The `/dev/shm` line of `/etc/fstab` (same fields as `/proc/mounts`), if any.
+pub fn fstab_entry(text: &str) -> Result<Option<mounts::Mount>, String> {
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .collect();
+    let list =
+        mounts::parse(&lines.join("\n")).map_err(|e| e.replace("/proc/mounts", "/etc/fstab"))?;
+    Ok(list.into_iter().rev().find(|m| m.target == SHM))
+}
+
+/// What `/dev/shm` will be after a reboot: the fstab entry's size, else the tmpfs default
+/// systemd mounts it with (half of RAM).
+fn persisted_size(ctx: &Context, setting: &Setting) -> Finding {
+    let id = "dev_shm.size";
+    let expected = setting.rule.describe();
+    let entry = match ctx.root.read_optional("/etc/fstab") {
+        Ok(text) => match fstab_entry(text.as_deref().unwrap_or_default()) {
+            Ok(entry) => entry,
+            Err(e) => return Finding::error(id, Area::Limits, expected, e),
+        },
+        Err(e) => return Finding::error(id, Area::Limits, expected, e.to_string()),
+    };
+    let meminfo = ctx.root.read_optional("/proc/meminfo").ok().flatten();
+    let option = entry.as_ref().and_then(|m| m.option("size"));
+    match tmpfs_size(option, meminfo.as_deref().and_then(mem_total)) {
+        Ok(bytes) => judge(
+            ctx,
+            id,
+            setting,
+            bytes,
+            format!(
+                "{} after reboot ({})",
+                human(Amount::Finite(bytes.into())),
+                match option {
+                    Some(size) => format!("size={size} in /etc/fstab"),
+                    None => "no /etc/fstab size: tmpfs default, half of RAM".into(),
+                }
+            ),
+        ),
+        Err(e) => Finding::skip(
+            id,
+            Area::Limits,
+            expected,
+            format!("/dev/shm after reboot: {e}"),
+        ),
+    }
+}
+
+/// `dev_shm.size`: live from statvfs, else from the root's mounts, or fstab with `--persisted`.
+pub fn size(ctx: &Context, probe: &dyn Probe, setting: &Setting) -> Finding {
+    let id = "dev_shm.size";
+    let expected = setting.rule.describe();
+    if ctx.options.persisted {
+        return persisted_size(ctx, setting);
+    }
+    let mount = match shm_mount(ctx) {
+        Ok(m) => m,
+        Err(e) => return Finding::error(id, Area::Limits, expected, e),
+    };
+    if ctx.root.is_live() {
+        return match probe.space(&ctx.root.path(SHM)) {
+            Ok(space) => {
+                let note = if mount.is_none() {
+                    " (not a separate mount: a directory of the / file system)"
+                } else {
+                    ""
+                };
+                judge(
+                    ctx,
+                    id,
+                    setting,
+                    space.size,
+                    format!("{}{note}", human(Amount::Finite(space.size.into()))),
+                )
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let mut f = judge(
+                    ctx,
+                    id,
+                    setting,
+                    0,
+                    "missing: /dev/shm does not exist".into(),
+                );
+                if f.status == Status::Pass {
+                    f.status = setting.severity.status();
+                }
+                f
+            }
+            Err(e) => Finding::error(id, Area::Limits, expected, format!("statvfs /dev/shm: {e}")),
+        };
+    }
+    let Some(mount) = mount else {
+        return Finding::skip(
+            id,
+            Area::Limits,
+            expected,
+            "--root is not the running node and its /proc/mounts has no /dev/shm mount",
+        );
+    };
+    if mount.fstype != "tmpfs" {
+        return Finding::skip(
+            id,
+            Area::Limits,
+            expected,
+            format!(
+                "/dev/shm is {} under --root; only tmpfs sizes can be read from mount options",
+                mount.fstype
+            ),
+        );
+    }
+    let meminfo = ctx.root.read_optional("/proc/meminfo").ok().flatten();
+    match tmpfs_size(mount.option("size"), meminfo.as_deref().and_then(mem_total)) {
+        Ok(bytes) => judge(
+            ctx,
+            id,
+            setting,
+            bytes,
+            format!(
+                "{} (tmpfs size={} in /proc/mounts)",
+                human(Amount::Finite(bytes.into())),
+                mount.option("size").unwrap_or("default")
+            ),
+        ),
+        Err(e) => Finding::error(
+            id,
+            Area::Limits,
+            expected,
+            format!("/dev/shm in /proc/mounts: {e}"),
+        ),
+    }
+}
+
+/// `dev_shm.free`: live only (statvfs `f_bavail`).
+pub fn free(ctx: &Context, probe: &dyn Probe, setting: &Setting) -> Finding {
+    let id = "dev_shm.free";
+    let expected = setting.rule.describe();
+    if ctx.options.persisted {
+        return Finding::skip(
+            id,
+            Area::Limits,
+            expected,
+            "--persisted judges configuration files; free space is a live fact",
+        );
+    }
+    if !ctx.root.is_live() {
+        return Finding::skip(
+            id,
+            Area::Limits,
+            expected,
+            "--root is not the running node: free space in /dev/shm can only be measured live",
+        );
+    }
+    match probe.space(&ctx.root.path(SHM)) {
+        Ok(space) => judge(
+            ctx,
+            id,
+            setting,
+            space.free,
+            format!(
+                "{} free of {}",
+                human(Amount::Finite(space.free.into())),
+                human(Amount::Finite(space.size.into()))
+            ),
+        ),
+        Err(e) => Finding::error(id, Area::Limits, expected, format!("statvfs /dev/shm: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tmpfs_sizes() {
+        let gib = 1u64 << 30;
+        type Case<'a> = (Option<&'a str>, Option<u64>, Result<u64, ()>);
+        let cases: &[Case] = &[
+            (Some("65536k"), None, Ok(64 << 20)),
+            (Some("1g"), None, Ok(gib)),
+            (Some("1G"), None, Ok(gib)),
+            (Some("1073741824"), None, Ok(gib)),
+            (Some("50%"), Some(16 * gib), Ok(8 * gib)),
+            (Some("50%"), None, Err(())),
+            (None, Some(16 * gib), Ok(8 * gib)),
+            (None, None, Err(())),
+            (Some("lots"), None, Err(())),
+            (Some("1q"), None, Err(())),
+            (Some("x%"), Some(gib), Err(())),
+            (Some("99999999999e"), None, Err(())),
+        ];
+        for (option, mem, want) in cases {
+            assert_eq!(
+                tmpfs_size(*option, *mem).map_err(|_| ()),
+                *want,
+                "{option:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn fstab() {
+        let text =
+            "# /etc/fstab\nUUID=1 / ext4 defaults 0 1\ntmpfs /dev/shm tmpfs defaults,size=2g 0 0\n";
+        assert_eq!(
+            fstab_entry(text).unwrap().unwrap().option("size"),
+            Some("2g")
+        );
+        assert_eq!(fstab_entry("UUID=1 / ext4 defaults 0 1\n").unwrap(), None);
+        assert_eq!(fstab_entry("").unwrap(), None);
+        assert!(
+            fstab_entry("tmpfs /dev/shm\n")
+                .unwrap_err()
+                .contains("/etc/fstab")
+        );
+    }
+
+    #[test]
+    fn meminfo() {
+        assert_eq!(
+            mem_total("MemTotal:       16384 kB\nMemFree: 1 kB\n"),
+            Some(16 << 20)
+        );
+        assert_eq!(mem_total("MemFree: 1 kB\n"), None);
+        assert_eq!(mem_total("MemTotal: lots kB\n"), None);
+    }
+}

@@ -1,0 +1,283 @@
+//! The limits audit against a fixture node (files) and a fixed probe (live facts).
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::probe::{Probe, Resource, Rlimit, Space};
+use super::*;
+use crate::checks::AuditOptions;
+use crate::host::Root;
+use crate::profile::Loader;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// Live facts chosen by the test.
+struct Fixed {
+    memlock: Rlimit,
+    nofile: Rlimit,
+    stack: Rlimit,
+    shm: io::Result<Space>,
+}
+
+impl Probe for Fixed {
+    fn rlimit(&self, resource: Resource) -> io::Result<Rlimit> {
+        Ok(match resource {
+            Resource::Memlock => self.memlock,
+            Resource::Nofile => self.nofile,
+            Resource::Stack => self.stack,
+        })
+    }
+
+    fn space(&self, path: &Path) -> io::Result<Space> {
+        assert!(path.ends_with("dev/shm"), "{}", path.display());
+        match &self.shm {
+            Ok(space) => Ok(*space),
+            Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
+        }
+    }
+}
+
+fn limit(soft: Amount, hard: Amount) -> Rlimit {
+    Rlimit { soft, hard }
+}
+
+fn run(root: &Root, probe: &dyn Probe, options: AuditOptions) -> BTreeMap<String, Finding> {
+    let profile = Loader::new(root, &crate::checks::keys)
+        .load("ddp-infiniband")
+        .unwrap();
+    let ctx = Context {
+        root,
+        profile: &profile,
+        options: &options,
+    };
+    audit_with(&ctx, probe)
+        .into_iter()
+        .map(|f| (f.id.clone(), f))
+        .collect()
+}
+
+const MIB: i128 = 1 << 20;
+
+fn container_like() -> Fixed {
+    Fixed {
+        memlock: limit(Amount::Finite(8 * MIB), Amount::Finite(8 * MIB)),
+        nofile: limit(Amount::Finite(1024), Amount::Finite(524288)),
+        stack: limit(Amount::Unlimited, Amount::Unlimited),
+        shm: Ok(Space {
+            size: 64 << 20,
+            free: 10 << 20,
+        }),
+    }
+}
+
+#[test]
+fn live_limits_fail_with_the_limits_d_change() {
+    let f = run(&Root::live(), &container_like(), AuditOptions::default());
+    let memlock = &f["ulimit.memlock"];
+    assert_eq!(memlock.status, Status::Fail);
+    assert_eq!(memlock.actual, "soft 8 MiB, hard 8 MiB (this process)");
+    assert_eq!(
+        memlock.change,
+        Some(Change::Limit {
+            domain: "*".into(),
+            kind: "-".into(),
+            item: "memlock".into(),
+            value: "unlimited".into()
+        })
+    );
+    assert!(
+        memlock
+            .fix
+            .starts_with("add `* - memlock unlimited` to /etc/security/limits.d/90-gputune.conf")
+    );
+    assert!(memlock.fix.contains("LimitMEMLOCK=infinity"));
+    let nofile = &f["ulimit.nofile"];
+    assert_eq!(nofile.status, Status::Fail);
+    assert!(
+        nofile.fix.contains("`* - nofile 131072`") && nofile.fix.contains("LimitNOFILE=131072")
+    );
+    // An unlimited stack is over the 8 MiB ceiling; the fix writes it in KiB.
+    let stack = &f["ulimit.stack"];
+    assert_eq!(stack.status, Status::Fail);
+    assert_eq!(
+        stack.change,
+        Some(Change::Limit {
+            domain: "*".into(),
+            kind: "-".into(),
+            item: "stack".into(),
+            value: "8192".into()
+        })
+    );
+    assert!(stack.fix.contains("LimitSTACK=8192K"), "{}", stack.fix);
+    assert_eq!(f["dev_shm.size"].status, Status::Fail);
+    assert!(
+        f["dev_shm.size"]
+            .fix
+            .starts_with("mount -o remount,size=1G /dev/shm"),
+        "{}",
+        f["dev_shm.size"].fix
+    );
+    assert!(f["dev_shm.size"].fix.contains("--shm-size=1G"));
+    assert_eq!(f["dev_shm.free"].status, Status::Warn);
+    assert_eq!(f["dev_shm.free"].actual, "10 MiB free of 64 MiB");
+}
+
+#[test]
+fn live_limits_that_meet_the_profile_pass() {
+    let good = Fixed {
+        memlock: limit(Amount::Unlimited, Amount::Unlimited),
+        nofile: limit(Amount::Finite(1048576), Amount::Finite(1048576)),
+        stack: limit(Amount::Finite(8 * MIB), Amount::Unlimited),
+        shm: Ok(Space {
+            size: 16 << 30,
+            free: 15 << 30,
+        }),
+    };
+    let f = run(&Root::live(), &good, AuditOptions::default());
+    for id in [
+        "ulimit.memlock",
+        "ulimit.nofile",
+        "ulimit.stack",
+        "dev_shm.size",
+        "dev_shm.free",
+    ] {
+        assert_eq!(f[id].status, Status::Pass, "{:#?}", f[id]);
+        assert_eq!(f[id].fix, "");
+        assert_eq!(f[id].change, None);
+    }
+    // --persisted judges files only.
+    let f = run(
+        &Root::live(),
+        &good,
+        AuditOptions {
+            persisted: true,
+            ..AuditOptions::default()
+        },
+    );
+    assert_eq!(f["ulimit.memlock"].status, Status::Skip);
+    assert_eq!(f["dev_shm.free"].status, Status::Skip);
+}
+
+#[test]
+fn persisted_shm_comes_from_fstab_or_the_tmpfs_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |path: &str, text: &str| {
+        let full = dir.path().join(path);
+        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+        std::fs::write(full, text).unwrap();
+    };
+    write("proc/meminfo", "MemTotal:       1048576 kB\n");
+    let persisted = || AuditOptions {
+        persisted: true,
+        ..AuditOptions::default()
+    };
+    let root = Root::new(dir.path());
+    // 1 GiB of RAM and no fstab entry: half of it, 512 MiB, too small.
+    let f = run(&root, &container_like(), persisted());
+    assert_eq!(f["dev_shm.size"].status, Status::Fail);
+    assert_eq!(
+        f["dev_shm.size"].actual,
+        "512 MiB after reboot (no /etc/fstab size: tmpfs default, half of RAM)"
+    );
+    write("etc/fstab", "tmpfs /dev/shm tmpfs defaults,size=4g 0 0\n");
+    let f = run(&root, &container_like(), persisted());
+    assert_eq!(f["dev_shm.size"].status, Status::Pass);
+    assert_eq!(
+        f["dev_shm.size"].actual,
+        "4 GiB after reboot (size=4g in /etc/fstab)"
+    );
+}
+
+#[test]
+fn fixture_node_files_decide_and_live_facts_are_skipped() {
+    // The probe would fail every live check: under --root it must not be consulted.
+    let f = run(
+        &Root::new(fixture("node")),
+        &container_like(),
+        AuditOptions::default(),
+    );
+    for id in [
+        "ulimit.memlock",
+        "ulimit.nofile",
+        "ulimit.stack",
+        "dev_shm.free",
+    ] {
+        assert_eq!(f[id].status, Status::Skip, "{:#?}", f[id]);
+        assert!(f[id].message.contains("--root"), "{}", f[id].message);
+    }
+    // limits.d (read after limits.conf) raises nofile for everyone.
+    let nofile = &f["ulimit.nofile.login"];
+    assert_eq!(nofile.status, Status::Pass, "{nofile:#?}");
+    assert_eq!(
+        nofile.actual,
+        "soft 131072 (/etc/security/limits.d/90-nccl.conf:2), hard 131072 (/etc/security/limits.d/90-nccl.conf:2)"
+    );
+    assert!(
+        nofile
+            .message
+            .contains("/etc/security/limits.d/90-nccl.conf:4: unknown item `bogus`"),
+        "{}",
+        nofile.message
+    );
+    // memlock is set only for @gpu: an ordinary user keeps the service's limit.
+    let memlock = &f["ulimit.memlock.login"];
+    assert_eq!(memlock.status, Status::Warn);
+    assert!(
+        memlock
+            .message
+            .contains("/etc/security/limits.conf:5 (unlimited)"),
+        "{}",
+        memlock.message
+    );
+    let stack = &f["ulimit.stack.login"];
+    assert_eq!(stack.status, Status::Fail);
+    assert!(
+        stack
+            .actual
+            .starts_with("soft unlimited (/etc/security/limits.d/90-nccl.conf:3)"),
+        "{}",
+        stack.actual
+    );
+    // /dev/shm from the root's /proc/mounts: size=65536k.
+    assert_eq!(f["dev_shm.size"].status, Status::Fail);
+    assert_eq!(
+        f["dev_shm.size"].actual,
+        "64 MiB (tmpfs size=65536k in /proc/mounts)"
+    );
+    assert_eq!(f["logind.RemoveIPC"].status, Status::Pass);
+    assert_eq!(
+        f["logind.RemoveIPC"].actual,
+        "no (/etc/systemd/logind.conf.d/50-nccl.conf)"
+    );
+}
+
+#[test]
+fn an_empty_root_skips_or_warns_but_never_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = run(
+        &Root::new(dir.path()),
+        &container_like(),
+        AuditOptions::default(),
+    );
+    assert_eq!(f["logind.RemoveIPC"].status, Status::Skip);
+    assert_eq!(f["dev_shm.size"].status, Status::Skip);
+    assert_eq!(f["ulimit.nofile.login"].status, Status::Warn);
+    assert_eq!(f["ulimit.stack.login"].status, Status::Pass);
+    for finding in f.values() {
+        assert_ne!(finding.status, Status::Error, "{finding:#?}");
+    }
+}
+
+#[test]
+fn human_sizes() {
+    assert_eq!(human(Amount::Finite(8 << 20)), "8 MiB");
+    assert_eq!(human(Amount::Finite(25_275_990_016)), "23.5 GiB");
+    assert_eq!(human(Amount::Finite(1536)), "1.5 KiB");
+    assert_eq!(human(Amount::Finite(100)), "100 B");
+    assert_eq!(human(Amount::Unlimited), "unlimited");
+}

@@ -1,0 +1,181 @@
+//! The `[job]` section: facts about how training jobs run on the node that are not a
+//! judged setting: the TCP ports they accept connections on and the systemd slice they run
+//! in. The firewall and cgroup checks read it.
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// Inclusive TCP port ranges, e.g. `29500-29550,50000-51000`.
+pub type PortRanges = Vec<(u16, u16)>;
+
+/// Where NCCL's socket transport listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NcclPorts {
+    /// Ephemeral ports: whatever the kernel's `net.ipv4.ip_local_port_range` is.
+    LocalPortRange,
+    /// A range the site pins (and so also pins `ip_local_port_range` to).
+    Fixed(PortRanges),
+}
+
+/// The resolved `[job]` section; each field is inherited unless the child sets it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Job {
+    /// PyTorch rendezvous ports (MASTER_PORT, TCPStore); 29500 is PyTorch's default.
+    pub rendezvous_ports: Option<PortRanges>,
+    pub nccl_ports: Option<NcclPorts>,
+    /// The systemd slice jobs are started in (`training.slice`), judged by the cgroup checks.
+    pub slice: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawJob {
+    rendezvous_ports: Option<Spanned<String>>,
+    nccl_ports: Option<Spanned<String>>,
+    slice: Option<Spanned<String>>,
+}
+
+/// Parses `22`, `29500-29550`, `29500-29550,50000-51000` (also `:` as the range separator).
+pub fn parse_ports(text: &str) -> Result<PortRanges, String> {
+    let mut ranges = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let bad = || format!("`{part}` is not a port or range of ports 1-65535 (e.g. 29500-29550)");
+        let (lo, hi) = part.split_once(['-', ':']).unwrap_or((part, part));
+        let lo: u16 = lo.trim().parse().map_err(|_| bad())?;
+        let hi: u16 = hi.trim().parse().map_err(|_| bad())?;
+        if lo == 0 || lo > hi {
+            return Err(bad());
+        }
+        ranges.push((lo, hi));
+    }
+    Ok(ranges)
+}
+
+/// Ranges as written in profiles and messages: `29500-29550, 50000`.
+pub fn format_ports(ranges: &[(u16, u16)]) -> String {
+    ranges
+        .iter()
+        .map(|&(lo, hi)| {
+            if lo == hi {
+                lo.to_string()
+            } else {
+                format!("{lo}-{hi}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl Job {
+    /// Validates a raw section; errors are (byte offset, key, message) for file:line:key.
+    pub(super) fn from_raw(raw: RawJob) -> Result<Job, (usize, &'static str, String)> {
+        let mut job = Job::default();
+        if let Some(text) = raw.rendezvous_ports {
+            job.rendezvous_ports = Some(
+                parse_ports(text.get_ref())
+                    .map_err(|m| (text.span().start, "rendezvous_ports", m))?,
+            );
+        }
+        if let Some(text) = raw.nccl_ports {
+            job.nccl_ports = Some(if text.get_ref() == "ip_local_port_range" {
+                NcclPorts::LocalPortRange
+            } else {
+                NcclPorts::Fixed(parse_ports(text.get_ref()).map_err(|m| {
+                    (
+                        text.span().start,
+                        "nccl_ports",
+                        format!("{m}, or \"ip_local_port_range\""),
+                    )
+                })?)
+            });
+        }
+        if let Some(text) = raw.slice {
+            let name = text.get_ref();
+            let valid = name.strip_suffix(".slice").is_some_and(|stem| {
+                !stem.is_empty()
+                    && stem
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
+            });
+            if !valid {
+                return Err((
+                    text.span().start,
+                    "slice",
+                    format!("`{name}` is not a systemd slice name such as training.slice"),
+                ));
+            }
+            job.slice = Some(name.clone());
+        }
+        Ok(job)
+    }
+
+    /// The child's fields win; unset ones keep the parent's.
+    pub(super) fn absorb(&mut self, child: Job) {
+        if child.rendezvous_ports.is_some() {
+            self.rendezvous_ports = child.rendezvous_ports;
+        }
+        if child.nccl_ports.is_some() {
+            self.nccl_ports = child.nccl_ports;
+        }
+        if child.slice.is_some() {
+            self.slice = child.slice;
+        }
+    }
+
+    /// The section as TOML, for `gputune profiles show` (empty when nothing is set).
+    pub fn to_toml(&self) -> String {
+        let mut out = String::new();
+        let quote = |s: &str| toml::Value::String(s.to_string()).to_string();
+        if let Some(ports) = &self.rendezvous_ports {
+            out.push_str(&format!(
+                "rendezvous_ports = {}\n",
+                quote(&format_ports(ports).replace(' ', ""))
+            ));
+        }
+        match &self.nccl_ports {
+            Some(NcclPorts::LocalPortRange) => {
+                out.push_str("nccl_ports = \"ip_local_port_range\"\n")
+            }
+            Some(NcclPorts::Fixed(ports)) => out.push_str(&format!(
+                "nccl_ports = {}\n",
+                quote(&format_ports(ports).replace(' ', ""))
+            )),
+            None => {}
+        }
+        if let Some(slice) = &self.slice {
+            out.push_str(&format!("slice = {}\n", quote(slice)));
+        }
+        if out.is_empty() {
+            out
+        } else {
+            format!("\n[job]\n{out}")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports() {
+        let cases: &[(&str, Result<PortRanges, ()>)] = &[
+            ("29500-29550", Ok(vec![(29500, 29550)])),
+            ("22", Ok(vec![(22, 22)])),
+            (
+                "29500-29550, 50000:51000",
+                Ok(vec![(29500, 29550), (50000, 51000)]),
+            ),
+            ("0", Err(())),
+            ("29550-29500", Err(())),
+            ("70000", Err(())),
+            ("", Err(())),
+            ("a-b", Err(())),
+            ("1,", Err(())),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_ports(text).map_err(|_| ()), *want, "{text:?}");
+        }
+        assert_eq!(format_ports(&[(29500, 29550), (22, 22)]), "29500-29550, 22");
+    }
+}
