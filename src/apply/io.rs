@@ -9,6 +9,7 @@ use std::path::Path;
 use super::error::ApplyError;
 use super::nft::{self, Nft};
 use super::target::{State, Target, knob_value};
+use crate::host::cpulist::CpuList;
 use crate::host::{HostError, Root, atomic};
 
 /// Reads and writes the state of targets.
@@ -177,8 +178,7 @@ pub fn holds(target: &Target, want: &State, got: &State) -> bool {
                 crate::host::sysctl::normalize(w),
                 crate::host::sysctl::normalize(g),
             );
-            w == g
-                || matches!((parse_cpu_list(&w), parse_cpu_list(&g)), (Some(a), Some(b)) if a == b)
+            w == g || matches!((CpuList::parse(&w), CpuList::parse(&g)), (Ok(a), Ok(b)) if a == b)
         }
         (Target::NftTable, State::Present(w), State::Present(g)) => {
             matches!((nft::accepted_ports(w), nft::accepted_ports(g)), (Ok(a), Ok(b)) if a == b)
@@ -187,46 +187,9 @@ pub fn holds(target: &Target, want: &State, got: &State) -> bool {
     }
 }
 
-/// The CPUs of a kernel CPU list (`0-3,8,10-11`), or `None` when it is not one.
-pub fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
-    let mut cpus = Vec::new();
-    for item in text.trim().split(',') {
-        let (lo, hi): (u32, u32) = match item.split_once('-') {
-            Some((lo, hi)) => (lo.parse().ok()?, hi.parse().ok()?),
-            None => {
-                let cpu = item.parse().ok()?;
-                (cpu, cpu)
-            }
-        };
-        if lo > hi || hi - lo > 65536 {
-            return None;
-        }
-        cpus.extend(lo..=hi);
-    }
-    cpus.sort_unstable();
-    cpus.dedup();
-    Some(cpus)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_lists() {
-        let cases: &[(&str, Option<Vec<u32>>)] = &[
-            ("0-3", Some(vec![0, 1, 2, 3])),
-            ("0,1,2", Some(vec![0, 1, 2])),
-            ("8,0-1", Some(vec![0, 1, 8])),
-            ("3\n", Some(vec![3])),
-            ("", None),
-            ("a-b", None),
-            ("3-1", None),
-        ];
-        for (text, want) in cases {
-            assert_eq!(parse_cpu_list(text), *want, "{text:?}");
-        }
-    }
 
     #[test]
     fn read_back_values_compare_the_kernel_way() {

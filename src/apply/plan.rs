@@ -7,10 +7,11 @@ use crate::finding::Change;
 use crate::host::{Root, sysctl};
 
 use super::error::ApplyError;
-use super::io::{Io, holds, parse_cpu_list};
+use super::io::{Io, holds};
 use super::owned::{self, KeyOf};
 use super::target::{State, Step, Target};
 use super::{cgroup, firewall, nft};
+use crate::host::cpulist::CpuList;
 
 /// Persisted limits.
 pub const LIMITS_CONF: &str = "/etc/security/limits.d/90-gputune.conf";
@@ -201,7 +202,8 @@ fn add(
         }
         Change::FirewallAccept { ports } => b.ports.extend(ports.iter().copied()),
         Change::IrqAffinity { irq, cpus } => {
-            if parse_cpu_list(cpus).is_none() {
+            // An empty list would take the interrupt away from every CPU.
+            if CpuList::parse(cpus).map_or(true, |c| c.is_empty()) {
                 return Err(ApplyError::Refused(format!(
                     "`{cpus}` is not a CPU list (irq {irq})"
                 )));

@@ -3,14 +3,16 @@
 //! the root), and whether the cpuset keeps the CPUs and memory local to the GPUs. The cgroup is
 //! `--cgroup PATH`, else this process's; a `[job] slice` in the profile is judged as well.
 
-pub mod cpus;
 pub mod hierarchy;
 pub mod limits;
 
 use std::collections::BTreeSet;
 
 use crate::finding::{Area, Change, Finding, Status};
+use crate::host::cpulist::CpuList;
 use crate::host::mounts;
+use crate::inventory::gpu::{self, Gpu};
+use crate::inventory::pci;
 use crate::profile::amount::Amount;
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
 
@@ -502,9 +504,13 @@ impl CpusetPart {
     }
 
     /// What is local to a GPU; empty when the kernel does not say.
-    fn local(self, gpu: &cpus::GpuCpus) -> BTreeSet<u32> {
+    fn local(self, gpu: &Gpu) -> BTreeSet<u32> {
         match self {
-            CpusetPart::Cpus => gpu.cpus.clone(),
+            CpusetPart::Cpus => gpu
+                .local_cpus
+                .as_ref()
+                .map(|c| c.0.clone())
+                .unwrap_or_default(),
             CpusetPart::Mems => gpu.numa_node.into_iter().collect(),
         }
     }
@@ -524,7 +530,7 @@ fn read_cpuset(
         for file in part.files(layout) {
             let host = format!("{dir}/{file}");
             if let Some(text) = ctx.root.read_optional(&host).map_err(|e| e.to_string())? {
-                let set = cpus::parse_list(&text).map_err(|e| format!("{host}: {e}"))?;
+                let set = CpuList::parse(&text).map_err(|e| format!("{host}: {e}"))?.0;
                 return Ok(Some((set, cg)));
             }
         }
@@ -543,7 +549,7 @@ fn cpuset_finding(
     let noun = part.noun();
     let id = format!("{key}{}", target.suffix);
     let expected = setting.rule.describe();
-    let gpus = match cpus::gpu_local_cpus(ctx.root) {
+    let gpus = match pci::devices(ctx.root).map(|devices| gpu::gpus(&devices)) {
         Ok(g) => g,
         Err(e) => return Finding::error(id, Area::Cgroup, expected, e.to_string()),
     };
@@ -595,7 +601,7 @@ fn cpuset_finding(
         }
         Err(e) => return Finding::error(id, Area::Cgroup, expected, e),
     };
-    let without: Vec<(&cpus::GpuCpus, BTreeSet<u32>)> = gpus
+    let without: Vec<(&Gpu, BTreeSet<u32>)> = gpus
         .iter()
         .map(|g| (g, part.local(g)))
         .filter(|(_, local)| !local.is_empty() && local.is_disjoint(&allowed))
@@ -605,16 +611,16 @@ fn cpuset_finding(
     let detail = if without.is_empty() {
         format!(
             "every GPU has local {noun} in cpuset {}",
-            cpus::format_list(&allowed)
+            cpu_list(&allowed)
         )
     } else {
         let names: Vec<String> = without
             .iter()
-            .map(|(g, local)| format!("{} (local {noun} {})", g.address, cpus::format_list(local)))
+            .map(|(g, local)| format!("{} (local {noun} {})", g.pci_address, cpu_list(local)))
             .collect();
         format!(
             "cpuset {} excludes the local {noun} of {}",
-            cpus::format_list(&allowed),
+            cpu_list(&allowed),
             names.join(", ")
         )
     };
@@ -633,17 +639,16 @@ fn cpuset_finding(
         for (_, local) in &without {
             wanted.extend(local.iter().copied());
         }
-        let (fix, change) = cgroup_fix(
-            layout,
-            mount,
-            &from,
-            part.file(),
-            &cpus::format_list(&wanted),
-        );
+        let (fix, change) = cgroup_fix(layout, mount, &from, part.file(), &cpu_list(&wanted));
         finding.fix = fix;
         finding.change = change;
     }
     finding
+}
+
+/// A set in the kernel's list form: {0,1,2,3,8} → `0-3,8`.
+fn cpu_list(set: &BTreeSet<u32>) -> String {
+    CpuList(set.clone()).to_string()
 }
 
 #[cfg(test)]
