@@ -35,8 +35,25 @@ pub struct AuditArgs {
     #[arg(long, value_name = "PATH")]
     pub cgroup: Option<String>,
     /// Judge the NIC that routes to this peer node [default: the default route's].
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_parser = parse_peer)]
     pub peer: Option<String>,
+}
+
+/// `--peer`: an IP address or a host name (resolved later, on the node).
+fn parse_peer(text: &str) -> Result<String, String> {
+    let hostname = !text.is_empty()
+        && text.len() <= 253
+        && text.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        });
+    if text.parse::<std::net::IpAddr>().is_ok() || hostname {
+        Ok(text.to_string())
+    } else {
+        Err("expected an IP address or a host name".into())
+    }
 }
 
 pub fn run(args: &AuditArgs, root: &Root) -> Result<ExitCode> {
@@ -79,6 +96,26 @@ pub fn load_profile(name: Option<&str>, root: &Root) -> Result<(Profile, Option<
         None => {
             let (name, reason) = default::choose(root)?;
             Ok((loader.load(name)?, Some(reason)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn peers() {
+        for ok in ["10.0.0.2", "fe80::1", "node-07", "node07.cluster.local"] {
+            assert!(super::parse_peer(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "10.0.0.2:29500",
+            "node 7",
+            "-node",
+            "a..b",
+            "http://node",
+        ] {
+            assert!(super::parse_peer(bad).is_err(), "{bad}");
         }
     }
 }
