@@ -3,6 +3,7 @@
 //! Layers, data flowing one way: [`cli`] → [`commands`] → [`profile`] and [`checks`] (per
 //! area of the node) → [`host`] (every path under one [`host::Root`]); [`report`] renders.
 
+pub mod bench;
 pub mod checks;
 pub mod cli;
 pub mod commands;

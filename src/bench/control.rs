@@ -1,0 +1,828 @@
+//! The control plane: rank 0's rendezvous at `MASTER_ADDR:MASTER_PORT`, then a star of
+//! control connections used for barriers, gathering figures, and stopping the job.
+//!
+//! Nothing from the network is trusted: the rendezvous reads each new connection on its own
+//! thread with a short deadline, bounds every frame ([`frame::MAX_FRAME`]), and drops peers
+//! without the job's token, so garbage or a silent connection never holds the job up.
+//!
+//! Failure handling: every rank watches its control connections on a reader thread. When a
+//! rank's connection closes (it exited or was killed), rank 0 decides at once that this rank
+//! is the one missing, tells every other rank ([`Message::Abort`]) and shuts its own data
+//! sockets so any blocked transfer returns. Ranks that hit an error themselves tell rank 0 and
+//! wait briefly for its verdict, so every rank names the same missing rank.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::{
+    IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs,
+};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::frame::{self, FrameError, Message};
+use super::output::Member;
+use super::{BenchError, Settings};
+
+/// How long a new connection has to present its Hello.
+const HELLO_DEADLINE: Duration = Duration::from_secs(5);
+/// How long a failing rank waits for rank 0's verdict before giving its own reason.
+const VERDICT_GRACE: Duration = Duration::from_secs(3);
+/// How long rank 0 waits for a closed connection to be noticed before blaming an error.
+const BLAME_GRACE: Duration = Duration::from_millis(500);
+
+/// The job's shared "stop" state: the first reason wins, and raising it wakes every blocked
+/// data transfer by shutting the sockets registered here.
+#[derive(Default)]
+pub struct Fatal {
+    reason: Mutex<Option<String>>,
+    sockets: Mutex<Vec<TcpStream>>,
+    /// Set once the run is over, so closing connections are not failures.
+    finished: AtomicBool,
+    raised: AtomicBool,
+}
+
+impl Fatal {
+    /// Records the reason (unless one is recorded) and interrupts data transfers.
+    pub fn raise(&self, reason: String) -> bool {
+        if self.finished.load(Ordering::SeqCst) {
+            return false;
+        }
+        {
+            let mut r = lock(&self.reason);
+            if r.is_some() {
+                return false;
+            }
+            *r = Some(reason);
+        }
+        self.raised.store(true, Ordering::SeqCst);
+        for s in lock(&self.sockets).iter() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        true
+    }
+
+    pub fn reason(&self) -> Option<String> {
+        lock(&self.reason).clone()
+    }
+
+    /// Cheap check for polling loops (the NCCL backend's wait).
+    pub fn is_raised(&self) -> bool {
+        self.raised.load(Ordering::SeqCst)
+    }
+
+    /// Registers a data socket to shut when the job stops.
+    pub fn register(&self, socket: &TcpStream) {
+        if let Ok(clone) = socket.try_clone() {
+            lock(&self.sockets).push(clone);
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// What this rank knows of the job when the rendezvous is done.
+pub struct Joined {
+    pub group: Group,
+    /// Where this rank accepts its left neighbour's data connections.
+    pub data_listener: TcpListener,
+    /// Every rank's data address, in rank order.
+    pub data_addrs: Vec<SocketAddr>,
+    pub nccl_id: Option<Vec<u8>>,
+}
+
+/// What this rank tells rank 0 about itself.
+pub struct Identity {
+    pub rank: usize,
+    pub world: usize,
+    pub token: String,
+    pub member: Member,
+    pub backend: String,
+    pub settings: Settings,
+}
+
+/// Rank 0's side of the rendezvous: waits until every other rank has joined with the job's
+/// token, or `timeout` has passed (naming the ranks still missing).
+pub fn serve(
+    listener: TcpListener,
+    me: Identity,
+    nccl_id: Option<Vec<u8>>,
+    timeout: Duration,
+) -> Result<Joined, BenchError> {
+    let deadline = Instant::now() + timeout;
+    let world = me.world;
+    let data_listener = bind_data(unspecified_like(&listener))?;
+    let data_port = local_port(&data_listener)?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| runtime(format!("rendezvous: {e}")))?;
+    let (tx, rx) = mpsc::channel::<(TcpStream, SocketAddr, Message)>();
+    let mut joined: BTreeMap<usize, (TcpStream, Member, u16)> = BTreeMap::new();
+    while joined.len() + 1 < world {
+        if Instant::now() >= deadline {
+            let missing: Vec<String> = (1..world)
+                .filter(|r| !joined.contains_key(r))
+                .map(|r| r.to_string())
+                .collect();
+            return Err(runtime(format!(
+                "rank{} {} did not join the rendezvous at port {} within {}s: check that they \
+                 were started, that MASTER_ADDR points at this host and that the port is open",
+                if missing.len() == 1 { "" } else { "s" },
+                missing.join(", "),
+                local_port(&listener).unwrap_or(0),
+                timeout.as_secs()
+            )));
+        }
+        match listener.accept() {
+            Ok((stream, addr)) => spawn_hello_reader(stream, addr, me.token.clone(), tx.clone()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => eprintln!("# rendezvous: accept failed: {e}"),
+        }
+        while let Ok((mut stream, addr, hello)) = rx.try_recv() {
+            let Message::Hello {
+                rank,
+                world: their_world,
+                member,
+                data_port,
+                backend,
+                settings,
+                ..
+            } = hello
+            else {
+                continue;
+            };
+            let refusal = if their_world != world {
+                Some(format!("WORLD_SIZE={their_world} but rank 0 has {world}"))
+            } else if rank == 0 || rank >= world {
+                Some(format!("rank {rank} is not in 1..{world}"))
+            } else if joined.contains_key(&rank) {
+                Some(format!("rank {rank} has already joined"))
+            } else {
+                None
+            };
+            if let Some(reason) = refusal {
+                eprintln!("# rendezvous: refused {addr}: {reason}");
+                let _ = frame::write(&mut stream, &Message::Reject { reason });
+                continue;
+            }
+            if backend != me.backend || settings != me.settings {
+                let reason = if backend != me.backend {
+                    format!(
+                        "rank {rank} on {} uses backend {backend}, rank 0 uses {}",
+                        member.host, me.backend
+                    )
+                } else {
+                    format!(
+                        "rank {rank} on {} was started with different settings than rank 0 ({settings:?} vs {:?})",
+                        member.host, me.settings
+                    )
+                };
+                let _ = frame::write(
+                    &mut stream,
+                    &Message::Reject {
+                        reason: reason.clone(),
+                    },
+                );
+                for (_, (mut s, _, _)) in joined {
+                    let _ = frame::write(
+                        &mut s,
+                        &Message::Abort {
+                            reason: reason.clone(),
+                        },
+                    );
+                }
+                return Err(runtime(reason));
+            }
+            joined.insert(rank, (stream, member, data_port));
+        }
+        thread::sleep(Duration::from_millis(2));
+    }
+    drop(listener);
+
+    let mut members = vec![me.member.clone()];
+    let mut peer_addrs = Vec::new();
+    for (_, (stream, member, port)) in &joined {
+        members.push(member.clone());
+        let ip = stream
+            .peer_addr()
+            .map(|a| a.ip())
+            .map_err(|e| runtime(format!("rendezvous: {e}")))?;
+        peer_addrs.push(SocketAddr::new(ip, *port));
+    }
+    let mut writers = Vec::new();
+    for (rank, (mut stream, _, _)) in joined {
+        // Rank 0 is reached on whichever of its addresses this peer used.
+        let own_ip = stream
+            .local_addr()
+            .map(|a| a.ip())
+            .map_err(|e| runtime(format!("rendezvous: {e}")))?;
+        let mut addrs = vec![SocketAddr::new(own_ip, data_port).to_string()];
+        addrs.extend(peer_addrs.iter().map(|a| a.to_string()));
+        let welcome = Message::Welcome {
+            members: members.clone(),
+            data_addrs: addrs,
+            nccl_id: nccl_id.clone(),
+        };
+        frame::write(&mut stream, &welcome)
+            .map_err(|e| runtime(format!("rendezvous: cannot answer rank {rank}: {e}")))?;
+        let _ = stream.set_read_timeout(None);
+        writers.push((rank, stream));
+    }
+    let own_ip = writers
+        .last()
+        .and_then(|(_, s)| s.local_addr().ok())
+        .map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |a| a.ip());
+    let mut data_addrs = vec![SocketAddr::new(own_ip, data_port)];
+    data_addrs.extend(peer_addrs);
+    let group = Group::root(me.world, members, writers, timeout)?;
+    Ok(Joined {
+        group,
+        data_listener,
+        data_addrs,
+        nccl_id,
+    })
+}
+
+/// Reads a new connection's Hello on its own thread, so a slow or hostile peer delays no one.
+fn spawn_hello_reader(
+    mut stream: TcpStream,
+    addr: SocketAddr,
+    token: String,
+    tx: Sender<(TcpStream, SocketAddr, Message)>,
+) {
+    thread::spawn(move || {
+        let _ = stream.set_nonblocking(false);
+        let _ = stream.set_read_timeout(Some(HELLO_DEADLINE));
+        match frame::read(&mut stream) {
+            Ok(hello @ Message::Hello { .. }) => {
+                let Message::Hello { token: theirs, .. } = &hello else {
+                    return;
+                };
+                if !same_token(theirs, &token) {
+                    eprintln!("# rendezvous: refused {addr}: wrong job token");
+                    let _ = frame::write(
+                        &mut stream,
+                        &Message::Reject {
+                            reason: "wrong job token".into(),
+                        },
+                    );
+                    return;
+                }
+                let _ = tx.send((stream, addr, hello));
+            }
+            Ok(_) => eprintln!("# rendezvous: refused {addr}: expected a Hello"),
+            Err(e) => eprintln!("# rendezvous: refused {addr}: {e}"),
+        }
+    });
+}
+
+/// Compares without stopping at the first difference.
+pub fn same_token(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+/// Another rank's side: connects to rank 0 (retrying until `timeout`), says who it is, and
+/// waits for the list of members.
+pub fn join(master: &(String, u16), me: Identity, timeout: Duration) -> Result<Joined, BenchError> {
+    let deadline = Instant::now() + timeout;
+    let mut stream = connect_retrying(master, deadline, || "rank 0's rendezvous".to_string())?;
+    let local_ip = stream
+        .local_addr()
+        .map(|a| a.ip())
+        .map_err(|e| runtime(format!("rendezvous: {e}")))?;
+    let data_listener = bind_data(SocketAddr::new(local_ip, 0))?;
+    let hello = Message::Hello {
+        token: me.token.clone(),
+        rank: me.rank,
+        world: me.world,
+        member: me.member.clone(),
+        data_port: local_port(&data_listener)?,
+        backend: me.backend.clone(),
+        settings: me.settings.clone(),
+    };
+    frame::write(&mut stream, &hello)
+        .map_err(|e| runtime(format!("rendezvous: cannot send to rank 0: {e}")))?;
+    let remaining = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(100));
+    let _ = stream.set_read_timeout(Some(remaining));
+    let (members, data_addrs, nccl_id) = match frame::read(&mut stream) {
+        Ok(Message::Welcome {
+            members,
+            data_addrs,
+            nccl_id,
+        }) => (members, data_addrs, nccl_id),
+        Ok(Message::Reject { reason }) | Ok(Message::Abort { reason }) => {
+            return Err(runtime(format!(
+                "rank 0 at {}:{} refused rank {}: {reason}",
+                master.0, master.1, me.rank
+            )));
+        }
+        Ok(other) => {
+            return Err(runtime(format!(
+                "rendezvous: unexpected {other:?} from rank 0"
+            )));
+        }
+        Err(e) if e.is_timeout() => {
+            return Err(runtime(format!(
+                "the other ranks did not all join within {}s (rank 0 at {}:{} is still waiting for them)",
+                timeout.as_secs(),
+                master.0,
+                master.1
+            )));
+        }
+        Err(e) => {
+            return Err(runtime(format!(
+                "rendezvous with rank 0 at {}:{}: {e}",
+                master.0, master.1
+            )));
+        }
+    };
+    if members.len() != me.world || data_addrs.len() != me.world {
+        return Err(runtime(format!(
+            "rank 0 answered with {} members for a world of {}",
+            members.len(),
+            me.world
+        )));
+    }
+    let data_addrs = data_addrs
+        .iter()
+        .map(|a| {
+            a.parse::<SocketAddr>()
+                .map_err(|_| runtime(format!("rank 0 sent a bad address `{a}`")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let _ = stream.set_read_timeout(None);
+    let group = Group::member(me.rank, me.world, members, stream, timeout)?;
+    Ok(Joined {
+        group,
+        data_listener,
+        data_addrs,
+        nccl_id,
+    })
+}
+
+/// Connects to `target`, retrying refused or unreachable attempts until `deadline`.
+pub fn connect_retrying(
+    target: &(String, u16),
+    deadline: Instant,
+    what: impl Fn() -> String,
+) -> Result<TcpStream, BenchError> {
+    let mut last = String::from("no attempt");
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(runtime(format!(
+                "cannot reach {} at {}:{}: {last}",
+                what(),
+                target.0,
+                target.1
+            )));
+        }
+        match (target.0.as_str(), target.1).to_socket_addrs() {
+            Ok(addrs) => {
+                for addr in addrs {
+                    match TcpStream::connect_timeout(&addr, remaining.min(Duration::from_secs(2))) {
+                        Ok(s) => {
+                            let _ = s.set_nodelay(true);
+                            return Ok(s);
+                        }
+                        Err(e) => last = e.to_string(),
+                    }
+                }
+            }
+            Err(e) => last = format!("cannot resolve {}: {e}", target.0),
+        }
+        thread::sleep(
+            Duration::from_millis(50).min(deadline.saturating_duration_since(Instant::now())),
+        );
+    }
+}
+
+fn bind_data(addr: SocketAddr) -> Result<TcpListener, BenchError> {
+    TcpListener::bind(addr).map_err(|e| runtime(format!("cannot open a data port on {addr}: {e}")))
+}
+
+fn unspecified_like(listener: &TcpListener) -> SocketAddr {
+    match listener.local_addr() {
+        Ok(SocketAddr::V6(_)) => SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0),
+        _ => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+    }
+}
+
+fn local_port(listener: &TcpListener) -> Result<u16, BenchError> {
+    listener
+        .local_addr()
+        .map(|a| a.port())
+        .map_err(|e| runtime(format!("data port: {e}")))
+}
+
+fn runtime(message: String) -> BenchError {
+    BenchError::Runtime(message)
+}
+
+/// A message from a peer, or its connection's end.
+enum Event {
+    Message(usize, Message),
+}
+
+/// The ranks of a running job, as seen from one of them.
+pub struct Group {
+    pub rank: usize,
+    pub world: usize,
+    pub members: Vec<Member>,
+    pub fatal: Arc<Fatal>,
+    timeout: Duration,
+    seq: u64,
+    /// Rank 0: a writer per other rank (index rank - 1). Others: the connection to rank 0.
+    writers: Arc<Vec<Mutex<TcpStream>>>,
+    events: Receiver<Event>,
+}
+
+impl Group {
+    /// A job of one rank: nothing to talk to.
+    pub fn alone(members: Vec<Member>, timeout: Duration) -> Group {
+        let (_tx, events) = mpsc::channel();
+        Group {
+            rank: 0,
+            world: 1,
+            members,
+            fatal: Arc::default(),
+            timeout,
+            seq: 0,
+            writers: Arc::new(Vec::new()),
+            events,
+        }
+    }
+
+    fn root(
+        world: usize,
+        members: Vec<Member>,
+        streams: Vec<(usize, TcpStream)>,
+        timeout: Duration,
+    ) -> Result<Group, BenchError> {
+        let fatal: Arc<Fatal> = Arc::default();
+        let (tx, events) = mpsc::channel();
+        let mut writers = Vec::new();
+        let mut readers = Vec::new();
+        for (rank, stream) in streams {
+            let reader = stream
+                .try_clone()
+                .map_err(|e| runtime(format!("control connection: {e}")))?;
+            readers.push((rank, reader));
+            writers.push(Mutex::new(stream));
+        }
+        let writers = Arc::new(writers);
+        for (rank, mut reader) in readers {
+            let (tx, fatal, writers) = (tx.clone(), fatal.clone(), writers.clone());
+            let host = members
+                .get(rank)
+                .map(|m| m.host.clone())
+                .unwrap_or_default();
+            thread::spawn(move || {
+                loop {
+                    match frame::read(&mut reader) {
+                        Ok(Message::Failed { reason }) => {
+                            // Give a closed connection elsewhere the chance to be blamed first.
+                            let (fatal, writers) = (fatal.clone(), writers.clone());
+                            let reason = format!("rank {rank} ({host}) failed: {reason}");
+                            thread::spawn(move || {
+                                thread::sleep(BLAME_GRACE);
+                                abort_all(&fatal, &writers, reason);
+                            });
+                        }
+                        Ok(m) => {
+                            if tx.send(Event::Message(rank, m)).is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) => {
+                            let why = match e {
+                                FrameError::Closed => {
+                                    "its connection closed (it exited or was killed)".to_string()
+                                }
+                                other => other.to_string(),
+                            };
+                            abort_all(
+                                &fatal,
+                                &writers,
+                                format!("rank {rank} ({host}) left the job: {why}"),
+                            );
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+        Ok(Group {
+            rank: 0,
+            world,
+            members,
+            fatal,
+            timeout,
+            seq: 0,
+            writers,
+            events,
+        })
+    }
+
+    fn member(
+        rank: usize,
+        world: usize,
+        members: Vec<Member>,
+        stream: TcpStream,
+        timeout: Duration,
+    ) -> Result<Group, BenchError> {
+        let fatal: Arc<Fatal> = Arc::default();
+        let (tx, events) = mpsc::channel();
+        let mut reader = stream
+            .try_clone()
+            .map_err(|e| runtime(format!("control connection: {e}")))?;
+        let host0 = members.first().map(|m| m.host.clone()).unwrap_or_default();
+        let f = fatal.clone();
+        thread::spawn(move || {
+            loop {
+                match frame::read(&mut reader) {
+                    Ok(Message::Abort { reason }) => {
+                        f.raise(reason);
+                        return;
+                    }
+                    Ok(m) => {
+                        if tx.send(Event::Message(0, m)).is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        let why = match e {
+                            FrameError::Closed => {
+                                "its connection closed (it exited or was killed)".to_string()
+                            }
+                            other => other.to_string(),
+                        };
+                        f.raise(format!("rank 0 ({host0}) left the job: {why}"));
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(Group {
+            rank,
+            world,
+            members,
+            fatal,
+            timeout,
+            seq: 0,
+            writers: Arc::new(vec![Mutex::new(stream)]),
+            events,
+        })
+    }
+
+    fn stopped(&self) -> Option<BenchError> {
+        self.fatal.reason().map(BenchError::Runtime)
+    }
+
+    fn send_to_root(&self, m: &Message) -> Result<(), BenchError> {
+        let Some(w) = self.writers.first() else {
+            return Ok(());
+        };
+        frame::write(&mut *lock(w), m).map_err(|e| {
+            self.stopped()
+                .unwrap_or_else(|| runtime(format!("lost the connection to rank 0: {e}")))
+        })
+    }
+
+    fn broadcast(&self, m: &Message) {
+        for w in self.writers.iter() {
+            let _ = frame::write(&mut *lock(w), m);
+        }
+    }
+
+    /// Rank 0 waits for one message of kind `want` from every other rank.
+    fn gather(
+        &self,
+        want: impl Fn(&Message) -> bool,
+        what: &str,
+    ) -> Result<BTreeMap<usize, Message>, BenchError> {
+        let deadline = Instant::now() + self.timeout;
+        let mut got = BTreeMap::new();
+        while got.len() + 1 < self.world {
+            if let Some(e) = self.stopped() {
+                return Err(e);
+            }
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                let missing: Vec<String> = (1..self.world)
+                    .filter(|r| !got.contains_key(r))
+                    .map(|r| format!("{r} ({})", self.host(r)))
+                    .collect();
+                let reason = format!(
+                    "rank{} {} did not reach {what} within {}s (stalled or unreachable)",
+                    if missing.len() == 1 { "" } else { "s" },
+                    missing.join(", "),
+                    self.timeout.as_secs()
+                );
+                abort_all(&self.fatal, &self.writers, reason);
+                return Err(self.stopped().unwrap_or_else(|| runtime(what.to_string())));
+            }
+            match self
+                .events
+                .recv_timeout(remaining.min(Duration::from_millis(100)))
+            {
+                Ok(Event::Message(rank, m)) if want(&m) => {
+                    got.insert(rank, m);
+                }
+                Ok(_) | Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {}
+            }
+        }
+        Ok(got)
+    }
+
+    /// Others wait for rank 0's message of kind `want`.
+    fn await_root(
+        &self,
+        want: impl Fn(&Message) -> bool,
+        what: &str,
+    ) -> Result<Message, BenchError> {
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            if let Some(e) = self.stopped() {
+                return Err(e);
+            }
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(runtime(format!(
+                    "no word from rank 0 ({}) for {}s while waiting for {what}: the job stalled",
+                    self.host(0),
+                    self.timeout.as_secs()
+                )));
+            }
+            match self
+                .events
+                .recv_timeout(remaining.min(Duration::from_millis(100)))
+            {
+                Ok(Event::Message(_, m)) if want(&m) => return Ok(m),
+                _ => {}
+            }
+        }
+    }
+
+    fn host(&self, rank: usize) -> &str {
+        self.members.get(rank).map_or("?", |m| m.host.as_str())
+    }
+
+    /// Every rank waits here until all have arrived.
+    pub fn barrier(&mut self) -> Result<(), BenchError> {
+        self.seq += 1;
+        let seq = self.seq;
+        if self.world == 1 {
+            return Ok(());
+        }
+        if self.rank == 0 {
+            self.gather(
+                |m| matches!(m, Message::Arrive { seq: s } if *s == seq),
+                "the barrier",
+            )?;
+            self.broadcast(&Message::Release { seq });
+            Ok(())
+        } else {
+            self.send_to_root(&Message::Arrive { seq })?;
+            self.await_root(
+                |m| matches!(m, Message::Release { seq: s } if *s == seq),
+                "the barrier",
+            )
+            .map(|_| ())
+        }
+    }
+
+    /// Sends this rank's figures for row `seq`; rank 0 gets every rank's, in rank order.
+    #[allow(clippy::type_complexity)]
+    pub fn report(
+        &mut self,
+        seq: u64,
+        times: [f64; 2],
+        wrong: [Option<u64>; 2],
+    ) -> Result<Option<Vec<([f64; 2], [Option<u64>; 2])>>, BenchError> {
+        if self.rank != 0 {
+            self.send_to_root(&Message::Report { seq, times, wrong })?;
+            return Ok(None);
+        }
+        let got = self.gather(
+            |m| matches!(m, Message::Report { seq: s, .. } if *s == seq),
+            "the end of a size",
+        )?;
+        let mut all = vec![(times, wrong)];
+        for (_, m) in got {
+            if let Message::Report { times, wrong, .. } = m {
+                all.push((times, wrong));
+            }
+        }
+        Ok(Some(all))
+    }
+
+    /// Ends the run: rank 0 tells everyone the exit code; the others learn it.
+    pub fn finish(&mut self, exit_code: u8) -> Result<u8, BenchError> {
+        if self.world == 1 {
+            return Ok(exit_code);
+        }
+        if self.rank == 0 {
+            self.fatal.finished.store(true, Ordering::SeqCst);
+            self.broadcast(&Message::Done { exit_code });
+            Ok(exit_code)
+        } else {
+            let m = self.await_root(|m| matches!(m, Message::Done { .. }), "the end of the run")?;
+            self.fatal.finished.store(true, Ordering::SeqCst);
+            match m {
+                Message::Done { exit_code } => Ok(exit_code),
+                _ => Ok(exit_code),
+            }
+        }
+    }
+
+    /// Turns this rank's error into the job's verdict: the reason rank 0 settles on when it
+    /// has one (naming the rank that is missing), else this rank's own.
+    pub fn fail(&mut self, err: BenchError) -> BenchError {
+        if self.world == 1 || !matches!(err, BenchError::Runtime(_)) {
+            if self.world > 1 && self.rank == 0 {
+                abort_all(&self.fatal, &self.writers, err.to_string());
+            }
+            return err;
+        }
+        if let Some(e) = self.stopped() {
+            return e;
+        }
+        if self.rank == 0 {
+            let until = Instant::now() + BLAME_GRACE * 2;
+            while Instant::now() < until && self.stopped().is_none() {
+                thread::sleep(Duration::from_millis(10));
+            }
+            abort_all(&self.fatal, &self.writers, err.to_string());
+            self.stopped().unwrap_or(err)
+        } else {
+            let _ = self.send_to_root(&Message::Failed {
+                reason: err.to_string(),
+            });
+            let until = Instant::now() + VERDICT_GRACE.min(self.timeout);
+            while Instant::now() < until && self.stopped().is_none() {
+                thread::sleep(Duration::from_millis(10));
+            }
+            self.stopped().unwrap_or(err)
+        }
+    }
+}
+
+/// Rank 0 stops the job: records the reason, interrupts its transfers, tells every rank.
+fn abort_all(fatal: &Fatal, writers: &[Mutex<TcpStream>], reason: String) {
+    if fatal.raise(reason.clone()) {
+        for w in writers {
+            if let Ok(mut w) = w.try_lock() {
+                let _ = frame::write(
+                    &mut *w,
+                    &Message::Abort {
+                        reason: reason.clone(),
+                    },
+                );
+            } else {
+                let _ = frame::write(
+                    &mut *lock(w),
+                    &Message::Abort {
+                        reason: reason.clone(),
+                    },
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens() {
+        assert!(same_token("abc", "abc"));
+        assert!(!same_token("abc", "abd"));
+        assert!(!same_token("abc", "abcd"));
+        assert!(same_token("", ""));
+    }
+
+    #[test]
+    fn raising_keeps_the_first_reason_and_nothing_after_the_end() {
+        let f = Fatal::default();
+        assert!(f.raise("rank 2 left".into()));
+        assert!(!f.raise("rank 1 failed".into()));
+        assert_eq!(f.reason().as_deref(), Some("rank 2 left"));
+        let g = Fatal::default();
+        g.finished.store(true, Ordering::SeqCst);
+        assert!(!g.raise("late".into()));
+        assert!(!g.is_raised());
+    }
+}
