@@ -93,19 +93,14 @@ pub fn run(job: &Job, root: &Root) -> Result<ExitCode, BenchError> {
             return run_rank(job, root, &env, None);
         }
     }
-    // Nobody launched us: start the ranks here.
-    let resolved = resolve(job.choice, root, true)?;
+    // Nobody launched us: start the ranks here (rank 0 says which backend and why).
+    let resolved = resolve(job.choice, root, false)?;
     let ranks = match (job.ranks, &resolved) {
         (Some(n), _) => n,
         (None, Resolved::Nccl(p)) => p.devices,
         (None, Resolved::Tcp) => 2,
     };
     drop(resolved);
-    let choice = job.choice;
-    let job = Job {
-        choice,
-        ..job.clone()
-    };
     if ranks == 1 {
         let env = JobEnv {
             launcher: Launcher::Torchrun,
@@ -115,7 +110,7 @@ pub fn run(job: &Job, root: &Root) -> Result<ExitCode, BenchError> {
             master: ("127.0.0.1".into(), 0),
             token: String::new(),
         };
-        return run_rank(&job, root, &env, None);
+        return run_rank(job, root, &env, None);
     }
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .map_err(|e| BenchError::Runtime(format!("cannot open a local rendezvous port: {e}")))?;
@@ -142,7 +137,7 @@ pub fn run(job: &Job, root: &Root) -> Result<ExitCode, BenchError> {
         master: ("127.0.0.1".into(), port),
         token,
     };
-    let result = run_rank(&job, root, &env, Some(listener));
+    let result = run_rank(job, root, &env, Some(listener));
     let grace = if result.is_ok() {
         job.timeout
     } else {
