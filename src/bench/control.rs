@@ -205,7 +205,7 @@ pub fn serve(
 
     let mut members = vec![me.member.clone()];
     let mut peer_addrs = Vec::new();
-    for (_, (stream, member, port)) in &joined {
+    for (stream, member, port) in joined.values() {
         members.push(member.clone());
         let ip = stream
             .peer_addr()

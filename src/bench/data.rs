@@ -103,7 +103,7 @@ pub fn input_value(op: Op, rank: usize, ranks: usize, index: usize) -> f64 {
         Op::Prod => {
             if index % ranks.max(1) == rank {
                 2.0
-            } else if (index / ranks.max(1) + rank) % 7 == 0 {
+            } else if (index / ranks.max(1) + rank).is_multiple_of(7) {
                 -1.0
             } else {
                 1.0

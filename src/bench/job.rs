@@ -88,10 +88,10 @@ fn resolve(choice: Choice, root: &Root, say: bool) -> Result<Resolved, BenchErro
 pub fn run(job: &Job, root: &Root) -> Result<ExitCode, BenchError> {
     let vars: BTreeMap<String, String> = std::env::vars().collect();
     let is_child = vars.contains_key(CHILD_VAR);
-    if is_child || job.ranks.is_none() {
-        if let Some(env) = launch::from_vars(&vars).map_err(|e| BenchError::Usage(e.to_string()))? {
-            return run_rank(job, root, &env, None);
-        }
+    if (is_child || job.ranks.is_none())
+        && let Some(env) = launch::from_vars(&vars).map_err(|e| BenchError::Usage(e.to_string()))?
+    {
+        return run_rank(job, root, &env, None);
     }
     // Nobody launched us: start the ranks here (rank 0 says which backend and why).
     let resolved = resolve(job.choice, root, false)?;
@@ -445,12 +445,12 @@ fn rank0(
         ));
     }
     let avg = average_busbw(&rows);
-    if let Some((min, source)) = &job.min_busbw {
-        if avg < *min {
-            failures.push(format!(
-                "average bus bandwidth {avg:.3} GB/s is below the minimum {min} GB/s ({source})"
-            ));
-        }
+    if let Some((min, source)) = &job.min_busbw
+        && avg < *min
+    {
+        failures.push(format!(
+            "average bus bandwidth {avg:.3} GB/s is below the minimum {min} GB/s ({source})"
+        ));
     }
     let code = if failures.is_empty() { 0 } else { 1 };
     group.finish(code)?;

@@ -168,12 +168,12 @@ pub fn validate(args: &AllreduceArgs) -> std::result::Result<Job, BenchError> {
     if !(1..=64).contains(&args.streams) {
         return Err(usage("--streams must be between 1 and 64".into()));
     }
-    if let Some(m) = args.min_busbw {
-        if !m.is_finite() || m < 0.0 {
-            return Err(usage(format!(
-                "--min-busbw must be a non-negative number of GB/s, not {m}"
-            )));
-        }
+    if let Some(m) = args.min_busbw
+        && (!m.is_finite() || m < 0.0)
+    {
+        return Err(usage(format!(
+            "--min-busbw must be a non-negative number of GB/s, not {m}"
+        )));
     }
     let sockbuf = size_flag("--sockbuf", &args.sockbuf)?;
     if sockbuf > 1 << 30 {
@@ -221,14 +221,14 @@ pub fn validate(args: &AllreduceArgs) -> std::result::Result<Job, BenchError> {
 pub fn run(args: &BenchArgs, root: &Root) -> Result<ExitCode> {
     let BenchCommand::Allreduce(a) = &args.command;
     let mut job = validate(a)?;
-    if job.min_busbw.is_none() {
-        if let Some(name) = &a.profile {
-            let (profile, _) = super::audit::load_profile(Some(name), root)?;
-            job.min_busbw = profile
-                .bench
-                .min_busbw
-                .map(|m| (m, format!("profile {name}")));
-        }
+    if job.min_busbw.is_none()
+        && let Some(name) = &a.profile
+    {
+        let (profile, _) = super::audit::load_profile(Some(name), root)?;
+        job.min_busbw = profile
+            .bench
+            .min_busbw
+            .map(|m| (m, format!("profile {name}")));
     }
     Ok(job::run(&job, root)?)
 }

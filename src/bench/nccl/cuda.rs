@@ -15,6 +15,10 @@ pub const NOT_READY: c_int = 600;
 pub type CuDevice = c_int;
 pub type CuContext = *mut c_void;
 pub type CuStream = *mut c_void;
+
+/// A stream made by [`Cuda::stream`] (so calls on it need no raw pointer from callers).
+#[derive(Clone, Copy)]
+pub struct Stream(pub(crate) CuStream);
 pub type CuDevicePtr = u64;
 
 /// Why CUDA cannot be used.
@@ -199,21 +203,21 @@ impl Cuda {
         })
     }
 
-    pub fn stream(&self) -> Result<CuStream, CudaError> {
+    pub fn stream(&self) -> Result<Stream, CudaError> {
         // SAFETY: CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags).
         let f: unsafe extern "C" fn(*mut CuStream, c_uint) -> c_int =
             unsafe { self.symbol("cuStreamCreate")? };
         let mut s: CuStream = std::ptr::null_mut();
         // SAFETY: valid out-pointer; flag 1 = CU_STREAM_NON_BLOCKING.
         self.check("cuStreamCreate", unsafe { f(&mut s, 1) })?;
-        Ok(s)
+        Ok(Stream(s))
     }
 
     /// 0 when the stream's work is done, [`NOT_READY`] while it runs, else an error code.
-    pub fn stream_query(&self, stream: CuStream) -> Result<c_int, CudaError> {
+    pub fn stream_query(&self, stream: Stream) -> Result<c_int, CudaError> {
         // SAFETY: CUresult cuStreamQuery(CUstream hStream).
         let f: unsafe extern "C" fn(CuStream) -> c_int = unsafe { self.symbol("cuStreamQuery")? };
         // SAFETY: `stream` came from cuStreamCreate.
-        Ok(unsafe { f(stream) })
+        Ok(unsafe { f(stream.0) })
     }
 }

@@ -16,7 +16,7 @@ use crate::bench::data::{DType, Op};
 use crate::bench::{Backend, BenchError};
 use crate::host::Root;
 use crate::host::nccl::{Nccl, NcclVersion, SearchEnv, UNIQUE_ID_BYTES, locate};
-use cuda::{CuDevicePtr, CuStream, Cuda};
+use cuda::{CuDevicePtr, CuStream, Cuda, Stream};
 
 /// The oldest NCCL with everything used here: `ncclAvg` and bf16 arrived in 2.10.
 pub const MIN_VERSION: (u32, u32) = (2, 10);
@@ -99,7 +99,7 @@ fn nccl_op(op: Op) -> c_int {
 pub struct NcclBackend {
     probe: Probe,
     comm: Comm,
-    stream: CuStream,
+    stream: Stream,
     send: CuDevicePtr,
     recv: CuDevicePtr,
     capacity: usize,
@@ -316,7 +316,7 @@ impl Backend for NcclBackend {
                     nccl_type(self.dtype),
                     nccl_op(op),
                     self.comm,
-                    self.stream,
+                    self.stream.0,
                 )
             };
             if let Err(e) = self.probe.nccl.check("ncclAllReduce", code) {

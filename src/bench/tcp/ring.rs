@@ -150,12 +150,12 @@ impl Ring {
         dtype: DType,
         op: Op,
     ) -> Result<(), BenchError> {
-        if let Some(input) = input {
-            if input.len() != out.len() {
-                return Err(BenchError::Runtime(
-                    "input and output differ in length".into(),
-                ));
-            }
+        if let Some(input) = input
+            && input.len() != out.len()
+        {
+            return Err(BenchError::Runtime(
+                "input and output differ in length".into(),
+            ));
         }
         let result = if self.world == 1 {
             if let Some(input) = input {
