@@ -215,6 +215,74 @@ pub fn reduce(dtype: DType, op: Op, acc: &mut [u8], incoming: &[u8]) {
     }
 }
 
+/// `out[i] = local[i] ∘ incoming[i]`: the out-of-place reduction, one pass over memory.
+pub fn reduce_from(dtype: DType, op: Op, out: &mut [u8], local: &[u8], incoming: &[u8]) {
+    match dtype {
+        DType::F32 => reduce3(
+            out,
+            local,
+            incoming,
+            f32::from_ne_bytes,
+            f32::to_ne_bytes,
+            float_op(op),
+        ),
+        DType::F64 => reduce3(
+            out,
+            local,
+            incoming,
+            f64::from_ne_bytes,
+            f64::to_ne_bytes,
+            float_op(op),
+        ),
+        DType::I32 => reduce3(
+            out,
+            local,
+            incoming,
+            i32::from_ne_bytes,
+            i32::to_ne_bytes,
+            int_op(op),
+        ),
+        DType::F16 => reduce3(
+            out,
+            local,
+            incoming,
+            f16::from_ne_bytes,
+            f16::to_ne_bytes,
+            half_op::<f16>(op),
+        ),
+        DType::Bf16 => reduce3(
+            out,
+            local,
+            incoming,
+            bf16::from_ne_bytes,
+            bf16::to_ne_bytes,
+            half_op::<bf16>(op),
+        ),
+    }
+}
+
+fn reduce3<const N: usize, T: Copy>(
+    out: &mut [u8],
+    local: &[u8],
+    incoming: &[u8],
+    from: fn([u8; N]) -> T,
+    to: fn(T) -> [u8; N],
+    f: impl Fn(T, T) -> T,
+) {
+    let element = |c: &[u8]| {
+        let mut b = [0u8; N];
+        b.copy_from_slice(c);
+        from(b)
+    };
+    for ((o, l), i) in out
+        .chunks_exact_mut(N)
+        .zip(local.chunks_exact(N))
+        .zip(incoming.chunks_exact(N))
+    {
+        o.copy_from_slice(&to(f(element(l), element(i))));
+    }
+}
+
 /// Divides every element by `ranks`: the last step of `avg`.
 pub fn finish_avg(dtype: DType, ranks: usize, data: &mut [u8]) {
     let n = ranks.max(1);
@@ -376,6 +444,22 @@ mod tests {
                 assert_eq!(count_wrong(dtype, op, 1, &exact), 0);
                 dtype.encode(1000.0, &mut exact[..dtype.size()]);
                 assert_eq!(count_wrong(dtype, op, 1, &exact), 1, "{dtype:?} {op:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn out_of_place_reduction_matches_in_place() {
+        for dtype in DType::ALL {
+            for op in Op::ALL {
+                let mut a = vec![0u8; 33 * dtype.size()];
+                let mut b = a.clone();
+                fill_input(dtype, op, 0, 2, &mut a);
+                fill_input(dtype, op, 1, 2, &mut b);
+                let mut out = vec![0u8; a.len()];
+                reduce_from(dtype, op, &mut out, &a, &b);
+                reduce(dtype, op, &mut a, &b);
+                assert_eq!(out, a, "{dtype:?} {op:?}");
             }
         }
     }

@@ -13,6 +13,7 @@ use std::net::{Shutdown, TcpStream};
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
@@ -36,6 +37,8 @@ pub struct Ring {
     timeout: Duration,
     fatal: Arc<Fatal>,
     scratch: Vec<Vec<u8>>,
+    workers: Vec<Worker>,
+    answers: mpsc::Receiver<Result<(), String>>,
 }
 
 /// The elements of segment `k` when `count` elements are cut into `world` segments.
@@ -113,6 +116,8 @@ impl Ring {
             timeout: Duration::from_secs(1),
             fatal: Arc::default(),
             scratch: Vec::new(),
+            workers: Vec::new(),
+            answers: mpsc::channel().1,
         }
     }
 
@@ -127,7 +132,7 @@ impl Ring {
         timeout: Duration,
         fatal: Arc<Fatal>,
     ) -> Ring {
-        let scratch = recv.iter().map(|_| vec![0u8; SLICE_BYTES]).collect();
+        let scratch = vec![vec![0u8; SMALL_BYTES]];
         Ring {
             rank,
             world,
@@ -138,6 +143,8 @@ impl Ring {
             timeout,
             fatal,
             scratch,
+            workers: Vec::new(),
+            answers: mpsc::channel().1,
         }
     }
 
@@ -228,10 +235,16 @@ impl Ring {
                     self.recv[0]
                         .read_exact(&mut scratch[..len])
                         .map_err(|e| self.recv_error(e))?;
-                    if let Some(input) = input {
-                        out[recv.clone()].copy_from_slice(&input[recv.clone()]);
+                    match input {
+                        Some(input) => data::reduce_from(
+                            dtype,
+                            op,
+                            &mut out[recv.clone()],
+                            &input[recv.clone()],
+                            &scratch[..len],
+                        ),
+                        None => data::reduce(dtype, op, &mut out[recv.clone()], &scratch[..len]),
                     }
-                    data::reduce(dtype, op, &mut out[recv.clone()], &scratch[..len]);
                     if s == n - 2 && op == Op::Avg {
                         data::finish_avg(dtype, n, &mut out[recv]);
                     }
@@ -252,6 +265,7 @@ impl Ring {
     /// (release/acquire). The receiver writes a region again only in the all-gather, with
     /// data that could only arrive after this rank's own send of that region finished (the
     /// reduction of a segment needs every rank's share), so reads and writes never overlap.
+    /// The buffers outlive the workers' use: this function waits for every worker's answer.
     fn allreduce_pipelined(
         &mut self,
         input: Option<&[u8]>,
@@ -259,142 +273,66 @@ impl Ring {
         dtype: DType,
         op: Op,
     ) -> Result<(), String> {
-        let (n, r, es) = (self.world, self.rank, dtype.size());
+        if self.workers.is_empty() {
+            self.start_workers()?;
+        }
+        let (n, es) = (self.world, dtype.size());
         let count = out.len() / es;
-        let steps = 2 * (n - 1);
         let slice_elems = (SLICE_BYTES / es).max(1);
-        let streams = self.send.len().min(self.recv.len()).max(1);
-        // Flags: done[s][j] once slice j of the segment received at step s is in `out`.
         let max_slices = segment(count, n, 0)
             .len()
             .max(segment(count, n, n - 1).len())
             .div_ceil(slice_elems)
             + 1;
-        let done: Vec<AtomicBool> = (0..steps * max_slices)
-            .map(|_| AtomicBool::new(false))
-            .collect();
-        let failed = AtomicBool::new(false);
-        let out_buf = Shared {
-            ptr: out.as_mut_ptr(),
-            len: out.len(),
-        };
-        let in_buf = input.map(|i| Shared {
-            ptr: i.as_ptr() as *mut u8,
-            len: i.len(),
+        let plan = Arc::new(Plan {
+            rank: self.rank,
+            world: n,
+            count,
+            dtype,
+            op,
+            slice_elems,
+            streams: self.workers.len(),
+            max_slices,
+            input: input.map(|i| Shared {
+                ptr: i.as_ptr() as *mut u8,
+                len: i.len(),
+            }),
+            out: Shared {
+                ptr: out.as_mut_ptr(),
+                len: out.len(),
+            },
+            done: (0..2 * (n - 1) * max_slices)
+                .map(|_| AtomicBool::new(false))
+                .collect(),
+            failed: AtomicBool::new(false),
         });
-        let bytes = |e: Range<usize>| e.start * es..e.end * es;
-        let mut scratch = std::mem::take(&mut self.scratch);
-        let (sends, recvs) = (&mut self.send, &mut self.recv);
-        let this = (&self.left, &self.right, self.timeout);
-        let results: Vec<Result<(), String>> = thread::scope(|scope| {
-            let mut handles = Vec::new();
-            for (t, ((send, recv), scratch)) in sends
-                .iter_mut()
-                .zip(recvs.iter_mut())
-                .zip(scratch.iter_mut())
-                .enumerate()
-                .take(streams)
-            {
-                let (done, failed) = (&done, &failed);
-                let sender = scope.spawn(move || {
-                    let mut run = || -> Result<(), String> {
-                        for s in 0..steps {
-                            let seg = segment(count, n, send_segment(r, n, s));
-                            for (j, slice) in slices(seg, slice_elems)
-                                .enumerate()
-                                .filter(|(j, _)| j % streams == t)
-                            {
-                                if s > 0 {
-                                    wait_flag(&done[(s - 1) * max_slices + j], failed)?;
-                                }
-                                // SAFETY: see the function's doc: nobody writes this slice now.
-                                let src = unsafe {
-                                    match in_buf {
-                                        Some(i) if s == 0 => i.get(bytes(slice)),
-                                        _ => out_buf.get(bytes(slice)),
-                                    }
-                                };
-                                send.write_all(src).map_err(|e| {
-                                    format!(
-                                        "sending to rank {} ({}) failed: {}",
-                                        this.1.0,
-                                        this.1.1,
-                                        describe(&e, this.2)
-                                    )
-                                })?;
-                            }
-                        }
-                        Ok(())
-                    };
-                    let result = run();
-                    if result.is_err() {
-                        failed.store(true, Ordering::SeqCst);
-                    }
-                    result
-                });
-                let sender_thread = sender.thread().clone();
-                let receiver = scope.spawn(move || {
-                    let mut run = || -> Result<(), String> {
-                        for s in 0..steps {
-                            let seg = segment(count, n, recv_segment(r, n, s));
-                            for (j, slice) in slices(seg, slice_elems).enumerate().filter(|(j, _)| j % streams == t) {
-                                if failed.load(Ordering::Relaxed) {
-                                    return Err(String::new());
-                                }
-                                let range = bytes(slice);
-                                let len = range.len();
-                                let read_err = |e: io::Error| {
-                                    if e.kind() == io::ErrorKind::UnexpectedEof {
-                                        format!("rank {} ({}) closed its connection (it exited or was killed)", this.0.0, this.0.1)
-                                    } else {
-                                        format!("receiving from rank {} ({}) failed: {}", this.0.0, this.0.1, describe(&e, this.2))
-                                    }
-                                };
-                                // SAFETY: see the function's doc: only this thread touches the slice now.
-                                let dst = unsafe { out_buf.get_mut(range.clone()) };
-                                if s < n - 1 {
-                                    recv.read_exact(&mut scratch[..len]).map_err(read_err)?;
-                                    if let Some(i) = in_buf {
-                                        // SAFETY: the input is never written during the operation.
-                                        dst.copy_from_slice(unsafe { i.get(range) });
-                                    }
-                                    data::reduce(dtype, op, dst, &scratch[..len]);
-                                    if s == n - 2 && op == Op::Avg {
-                                        data::finish_avg(dtype, n, dst);
-                                    }
-                                } else {
-                                    recv.read_exact(dst).map_err(read_err)?;
-                                }
-                                done[s * max_slices + j].store(true, Ordering::Release);
-                                sender_thread.unpark();
-                            }
-                        }
-                        Ok(())
-                    };
-                    let result = run();
-                    if result.is_err() {
-                        failed.store(true, Ordering::SeqCst);
-                        sender_thread.unpark();
-                    }
-                    result
-                });
-                handles.push(sender);
-                handles.push(receiver);
+        let mut sent = 0;
+        for w in &self.workers {
+            if w.sender.send(plan.clone()).is_ok() {
+                sent += 1;
             }
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err("a ring thread panicked".to_string()))
-                })
-                .collect()
-        });
-        self.scratch = scratch;
+            if w.receiver.send(plan.clone()).is_ok() {
+                sent += 1;
+            }
+        }
         let mut first = None;
-        for e in results.into_iter().filter_map(Result::err) {
-            if !e.is_empty() && first.is_none() {
-                first = Some(e);
+        for _ in 0..sent {
+            match self.answers.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    if !e.is_empty() && first.is_none() {
+                        first = Some(e);
+                    }
+                    plan.failed.store(true, Ordering::SeqCst);
+                    for w in &self.workers {
+                        w.sender_thread.unpark();
+                    }
+                }
+                Err(_) => break,
             }
+        }
+        if sent < 2 * self.workers.len() && first.is_none() {
+            first = Some("a ring worker stopped".to_string());
         }
         match first {
             Some(e) => {
@@ -404,22 +342,208 @@ impl Ring {
                 }
                 Err(e)
             }
-            None if failed.load(Ordering::SeqCst) => Err("the ring stopped".to_string()),
             None => Ok(()),
         }
+    }
+
+    /// One sender and one receiver thread per stream, kept for the ring's life so a large
+    /// operation costs no thread start-up.
+    fn start_workers(&mut self) -> Result<(), String> {
+        let (answer, answers) = mpsc::channel();
+        for (t, (send, recv)) in self.send.iter().zip(self.recv.iter()).enumerate() {
+            let clone = |s: &TcpStream| s.try_clone().map_err(|e| format!("data socket: {e}"));
+            let (mut send, mut recv) = (clone(send)?, clone(recv)?);
+            let (right, left, timeout) = (self.right.clone(), self.left.clone(), self.timeout);
+            let (send_tx, send_rx) = mpsc::channel::<Arc<Plan>>();
+            let reply = answer.clone();
+            let sender = thread::Builder::new()
+                .name(format!("ring-send-{t}"))
+                .spawn(move || {
+                    for plan in send_rx {
+                        let result = plan.send(t, &mut send).map_err(|e| match e {
+                            Stop::Failed => String::new(),
+                            Stop::Io(e) => format!(
+                                "sending to rank {} ({}) failed: {}",
+                                right.0,
+                                right.1,
+                                describe(&e, timeout)
+                            ),
+                        });
+                        if reply.send(result).is_err() {
+                            return;
+                        }
+                    }
+                })
+                .map_err(|e| format!("cannot start a ring thread: {e}"))?;
+            let sender_thread = sender.thread().clone();
+            let (recv_tx, recv_rx) = mpsc::channel::<Arc<Plan>>();
+            let reply = answer.clone();
+            let partner = sender_thread.clone();
+            thread::Builder::new()
+                .name(format!("ring-recv-{t}"))
+                .spawn(move || {
+                    let mut scratch = vec![0u8; SLICE_BYTES];
+                    for plan in recv_rx {
+                        let result =
+                            plan.receive(t, &mut recv, &mut scratch, &partner)
+                                .map_err(|e| match e {
+                                    Stop::Failed => String::new(),
+                                    Stop::Io(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                                        format!(
+                                            "rank {} ({}) closed its connection (it exited or was killed)",
+                                            left.0, left.1
+                                        )
+                                    }
+                                    Stop::Io(e) => format!(
+                                        "receiving from rank {} ({}) failed: {}",
+                                        left.0,
+                                        left.1,
+                                        describe(&e, timeout)
+                                    ),
+                                });
+                        if result.is_err() {
+                            plan.failed.store(true, Ordering::SeqCst);
+                            partner.unpark();
+                        }
+                        if reply.send(result).is_err() {
+                            return;
+                        }
+                    }
+                })
+                .map_err(|e| format!("cannot start a ring thread: {e}"))?;
+            self.workers.push(Worker {
+                sender: send_tx,
+                receiver: recv_tx,
+                sender_thread,
+            });
+        }
+        self.answers = answers;
+        Ok(())
+    }
+}
+
+/// A stream's pair of worker threads.
+struct Worker {
+    sender: mpsc::Sender<Arc<Plan>>,
+    receiver: mpsc::Sender<Arc<Plan>>,
+    sender_thread: thread::Thread,
+}
+
+/// Why a worker stopped early.
+enum Stop {
+    /// Another worker failed first.
+    Failed,
+    Io(io::Error),
+}
+
+/// One pipelined operation, shared by the workers.
+struct Plan {
+    rank: usize,
+    world: usize,
+    count: usize,
+    dtype: DType,
+    op: Op,
+    slice_elems: usize,
+    streams: usize,
+    max_slices: usize,
+    input: Option<Shared>,
+    out: Shared,
+    /// `done[s * max_slices + j]`: slice j of the segment received at step s is in `out`.
+    done: Vec<AtomicBool>,
+    failed: AtomicBool,
+}
+
+impl Plan {
+    fn bytes(&self, e: Range<usize>) -> Range<usize> {
+        let es = self.dtype.size();
+        e.start * es..e.end * es
+    }
+
+    /// Stream `t`'s share of the sends, each after the slice it depends on arrived.
+    fn send(&self, t: usize, to: &mut TcpStream) -> Result<(), Stop> {
+        let (n, r) = (self.world, self.rank);
+        for s in 0..2 * (n - 1) {
+            let seg = segment(self.count, n, send_segment(r, n, s));
+            for (j, slice) in slices(seg, self.slice_elems)
+                .enumerate()
+                .filter(|(j, _)| j % self.streams == t)
+            {
+                if s > 0 {
+                    wait_flag(&self.done[(s - 1) * self.max_slices + j], &self.failed)?;
+                }
+                // SAFETY: see `allreduce_pipelined`: nobody writes this slice now.
+                let src = unsafe {
+                    match self.input {
+                        Some(i) if s == 0 => i.get(self.bytes(slice)),
+                        _ => self.out.get(self.bytes(slice)),
+                    }
+                };
+                to.write_all(src).map_err(Stop::Io)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stream `t`'s share of the receives: reduce-scatter slices are reduced into `out`,
+    /// all-gather slices land in `out` directly.
+    fn receive(
+        &self,
+        t: usize,
+        from: &mut TcpStream,
+        scratch: &mut [u8],
+        sender: &thread::Thread,
+    ) -> Result<(), Stop> {
+        let (n, r) = (self.world, self.rank);
+        for s in 0..2 * (n - 1) {
+            let seg = segment(self.count, n, recv_segment(r, n, s));
+            for (j, slice) in slices(seg, self.slice_elems)
+                .enumerate()
+                .filter(|(j, _)| j % self.streams == t)
+            {
+                if self.failed.load(Ordering::Relaxed) {
+                    return Err(Stop::Failed);
+                }
+                let range = self.bytes(slice);
+                let len = range.len();
+                // SAFETY: see `allreduce_pipelined`: only this thread touches the slice now.
+                let dst = unsafe { self.out.get_mut(range.clone()) };
+                if s < n - 1 {
+                    from.read_exact(&mut scratch[..len]).map_err(Stop::Io)?;
+                    match self.input {
+                        // SAFETY: the input is never written during the operation.
+                        Some(i) => data::reduce_from(
+                            self.dtype,
+                            self.op,
+                            dst,
+                            unsafe { i.get(range) },
+                            &scratch[..len],
+                        ),
+                        None => data::reduce(self.dtype, self.op, dst, &scratch[..len]),
+                    }
+                    if s == n - 2 && self.op == Op::Avg {
+                        data::finish_avg(self.dtype, n, dst);
+                    }
+                } else {
+                    from.read_exact(dst).map_err(Stop::Io)?;
+                }
+                self.done[s * self.max_slices + j].store(true, Ordering::Release);
+                sender.unpark();
+            }
+        }
+        Ok(())
     }
 }
 
 /// Waits for a slice's flag: a short spin (the common case on a fast link), then parking
 /// until the receiver unparks this thread.
-fn wait_flag(flag: &AtomicBool, failed: &AtomicBool) -> Result<(), String> {
+fn wait_flag(flag: &AtomicBool, failed: &AtomicBool) -> Result<(), Stop> {
     let mut spins = 0u32;
     loop {
         if flag.load(Ordering::Acquire) {
             return Ok(());
         }
         if failed.load(Ordering::Relaxed) {
-            return Err(String::new());
+            return Err(Stop::Failed);
         }
         if spins < 200 {
             spins += 1;
