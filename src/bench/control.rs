@@ -32,6 +32,9 @@ const HELLO_DEADLINE: Duration = Duration::from_secs(5);
 const VERDICT_GRACE: Duration = Duration::from_secs(3);
 /// How long rank 0 waits for a closed connection to be noticed before blaming an error.
 const BLAME_GRACE: Duration = Duration::from_millis(500);
+/// How long rank 0 lets its own transfers report first-hand before relaying another rank's
+/// failure (which may be a consequence of the real cause, not the cause).
+const RELAY_GRACE: Duration = Duration::from_secs(2);
 
 /// The job's shared "stop" state: the first reason wins, and raising it wakes every blocked
 /// data transfer by shutting the sockets registered here.
@@ -42,6 +45,8 @@ pub struct Fatal {
     /// Set once the run is over, so closing connections are not failures.
     finished: AtomicBool,
     raised: AtomicBool,
+    /// Rank 0: every rank's first-hand error, `(rank, reason)`, for [`diagnose`].
+    reports: Mutex<Vec<(usize, String)>>,
 }
 
 impl Fatal {
@@ -481,8 +486,10 @@ impl Group {
             writers.push(Mutex::new(stream));
         }
         let writers = Arc::new(writers);
+        let hosts: Vec<String> = members.iter().map(|m| m.host.clone()).collect();
         for (rank, mut reader) in readers {
             let (tx, fatal, writers) = (tx.clone(), fatal.clone(), writers.clone());
+            let hosts = hosts.clone();
             let host = members
                 .get(rank)
                 .map(|m| m.host.clone())
@@ -491,11 +498,16 @@ impl Group {
                 loop {
                     match frame::read(&mut reader) {
                         Ok(Message::Failed { reason }) => {
-                            // Give a closed connection elsewhere the chance to be blamed first.
-                            let (fatal, writers) = (fatal.clone(), writers.clone());
-                            let reason = format!("rank {rank} ({host}) failed: {reason}");
+                            lock(&fatal.reports).push((rank, reason.clone()));
+                            // A failure may be the consequence of another rank's stall: let
+                            // rank 0's own transfers and the other reports come in first.
+                            let (fatal, writers, hosts) =
+                                (fatal.clone(), writers.clone(), hosts.clone());
+                            let fallback = format!("rank {rank} ({host}) failed: {reason}");
                             thread::spawn(move || {
-                                thread::sleep(BLAME_GRACE);
+                                thread::sleep(RELAY_GRACE);
+                                let reports = lock(&fatal.reports).clone();
+                                let reason = diagnose(&reports, &hosts).unwrap_or(fallback);
                                 abort_all(&fatal, &writers, reason);
                             });
                         }
@@ -760,11 +772,15 @@ impl Group {
             return e;
         }
         if self.rank == 0 {
+            lock(&self.fatal.reports).push((0, err.to_string()));
             let until = Instant::now() + BLAME_GRACE * 2;
             while Instant::now() < until && self.stopped().is_none() {
                 thread::sleep(Duration::from_millis(10));
             }
-            abort_all(&self.fatal, &self.writers, err.to_string());
+            let hosts: Vec<String> = self.members.iter().map(|m| m.host.clone()).collect();
+            let reports = lock(&self.fatal.reports).clone();
+            let reason = diagnose(&reports, &hosts).unwrap_or_else(|| err.to_string());
+            abort_all(&self.fatal, &self.writers, reason);
             self.stopped().unwrap_or(err)
         } else {
             let _ = self.send_to_root(&Message::Failed {
@@ -774,9 +790,53 @@ impl Group {
             while Instant::now() < until && self.stopped().is_none() {
                 thread::sleep(Duration::from_millis(10));
             }
-            self.stopped().unwrap_or(err)
+            self.stopped().unwrap_or_else(|| {
+                runtime(format!(
+                    "rank 0 ({}) did not answer within {}s (it stalled or is unreachable); this rank saw: {err}",
+                    self.host(0),
+                    VERDICT_GRACE.min(self.timeout).as_secs()
+                ))
+            })
         }
     }
+}
+
+/// The first rank a reason names (`... rank 2 (host) ...`).
+pub fn suspect_of(reason: &str) -> Option<usize> {
+    reason.match_indices("rank ").find_map(|(i, m)| {
+        let digits: String = reason[i + m.len()..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    })
+}
+
+/// Who stopped the job, from every rank's first-hand error: a stalled rank reports nothing,
+/// while its neighbours (and, down the ring, theirs) each blame the rank next to them. The
+/// culprit is the rank that is blamed but reported nothing itself (the most blamed such rank).
+pub fn diagnose(reports: &[(usize, String)], hosts: &[String]) -> Option<String> {
+    let reporters: Vec<usize> = reports.iter().map(|(r, _)| *r).collect();
+    let mut best: Option<(usize, usize, &str)> = None;
+    for (_, reason) in reports {
+        let Some(suspect) = suspect_of(reason) else {
+            continue;
+        };
+        if reporters.contains(&suspect) {
+            continue;
+        }
+        let votes = reports
+            .iter()
+            .filter(|(_, r)| suspect_of(r) == Some(suspect))
+            .count();
+        if best.is_none_or(|(_, v, _)| votes > v) {
+            best = Some((suspect, votes, reason));
+        }
+    }
+    best.map(|(suspect, _, reason)| {
+        let host = hosts.get(suspect).map_or("?", String::as_str);
+        format!("rank {suspect} ({host}) stopped responding: {reason}")
+    })
 }
 
 /// Rank 0 stops the job: records the reason, interrupts its transfers, tells every rank.
@@ -805,6 +865,32 @@ fn abort_all(fatal: &Fatal, writers: &[Mutex<TcpStream>], reason: String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_rank_blamed_but_silent_is_the_culprit() {
+        let hosts: Vec<String> = ["a", "b", "c", "d"].iter().map(|h| h.to_string()).collect();
+        let r = |rank: usize, text: &str| (rank, text.to_string());
+        // Rank 2 stalled: rank 3 blames it, rank 0 blames rank 3, rank 1 blames rank 0.
+        let reports = [
+            r(0, "receiving from rank 3 (d) failed: no progress for 3s"),
+            r(1, "receiving from rank 0 (a) failed: no progress for 3s"),
+            r(3, "receiving from rank 2 (c) failed: no progress for 3s"),
+        ];
+        let verdict = diagnose(&reports, &hosts).unwrap();
+        assert!(
+            verdict.starts_with("rank 2 (c) stopped responding"),
+            "{verdict}"
+        );
+        // Everyone reported: no one to blame beyond the reports themselves.
+        let all = [
+            r(0, "receiving from rank 1 (b)"),
+            r(1, "receiving from rank 0 (a)"),
+        ];
+        assert_eq!(diagnose(&all, &hosts), None);
+        assert_eq!(diagnose(&[r(0, "cannot allocate")], &hosts), None);
+        assert_eq!(suspect_of("sending to rank 12 (x) failed"), Some(12));
+        assert_eq!(suspect_of("no rank here"), None);
+    }
 
     #[test]
     fn tokens() {

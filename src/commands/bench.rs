@@ -96,7 +96,7 @@ pub struct AllreduceArgs {
     #[arg(long, value_enum, default_value = "table")]
     pub format: OutputFormat,
     /// Fail (exit 1) when the average bus bandwidth is below this, in GB/s (1e9 bytes/s).
-    #[arg(long = "min-busbw", value_name = "GBPS")]
+    #[arg(long = "min-busbw", value_name = "GBPS", allow_negative_numbers = true)]
     pub min_busbw: Option<f64>,
     /// Take the threshold from this profile's `[bench] min_busbw` (`--min-busbw` wins).
     #[arg(long, value_name = "NAME|FILE")]

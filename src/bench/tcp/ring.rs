@@ -327,6 +327,12 @@ impl Ring {
                     for w in &self.workers {
                         w.sender_thread.unpark();
                     }
+                    // Wake receivers blocked on a healthy peer. Only the local read side is
+                    // shut: the peers must see their own first-hand error (or rank 0's
+                    // verdict), not a connection this rank closed.
+                    for r in &self.recv {
+                        let _ = r.shutdown(Shutdown::Read);
+                    }
                 }
                 Err(_) => break,
             }
@@ -335,13 +341,7 @@ impl Ring {
             first = Some("a ring worker stopped".to_string());
         }
         match first {
-            Some(e) => {
-                // The ring is broken mid-operation: nothing may read stale bytes later.
-                for s in self.send.iter().chain(self.recv.iter()) {
-                    let _ = s.shutdown(Shutdown::Both);
-                }
-                Err(e)
-            }
+            Some(e) => Err(e),
             None => Ok(()),
         }
     }
@@ -507,8 +507,15 @@ impl Plan {
                 let len = range.len();
                 // SAFETY: see `allreduce_pipelined`: only this thread touches the slice now.
                 let dst = unsafe { self.out.get_mut(range.clone()) };
+                let stop = |e: io::Error| {
+                    if self.failed.load(Ordering::SeqCst) {
+                        Stop::Failed
+                    } else {
+                        Stop::Io(e)
+                    }
+                };
                 if s < n - 1 {
-                    from.read_exact(&mut scratch[..len]).map_err(Stop::Io)?;
+                    from.read_exact(&mut scratch[..len]).map_err(stop)?;
                     match self.input {
                         // SAFETY: the input is never written during the operation.
                         Some(i) => data::reduce_from(
@@ -524,7 +531,7 @@ impl Plan {
                         data::finish_avg(self.dtype, n, dst);
                     }
                 } else {
-                    from.read_exact(dst).map_err(Stop::Io)?;
+                    from.read_exact(dst).map_err(stop)?;
                 }
                 self.done[s * self.max_slices + j].store(true, Ordering::Release);
                 sender.unpark();
