@@ -149,13 +149,16 @@ pub fn validate(args: &AllreduceArgs) -> std::result::Result<Job, BenchError> {
         }
         (None, f) => Step::Factor(f.unwrap_or(2)),
     };
-    let sizes = size::sizes(min, max, step);
-    if sizes.len() > 10_000 {
+    // Counted before the list is built: `-b 1 -e 1G -i 1` must not allocate a billion sizes.
+    if let Step::Increment(i) = step
+        && (max - min) / i >= 10_000
+    {
         return Err(usage(format!(
-            "{} sizes from -b to -e: raise -f or -i",
-            sizes.len()
+            "{} sizes from -b to -e: raise -i",
+            (max - min) / i + 1
         )));
     }
+    let sizes = size::sizes(min, max, step);
     if args.iters == 0 {
         return Err(usage("-n/--iters must be at least 1".into()));
     }
