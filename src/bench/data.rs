@@ -177,109 +177,135 @@ fn avg_tolerance(dtype: DType) -> f64 {
 /// this sums; [`finish_avg`] divides once every rank is in.
 pub fn reduce(dtype: DType, op: Op, acc: &mut [u8], incoming: &[u8]) {
     match dtype {
-        DType::F32 => reduce_as(
-            acc,
-            incoming,
-            f32::from_ne_bytes,
-            f32::to_ne_bytes,
-            float_op(op),
-        ),
-        DType::F64 => reduce_as(
-            acc,
-            incoming,
-            f64::from_ne_bytes,
-            f64::to_ne_bytes,
-            float_op(op),
-        ),
-        DType::I32 => reduce_as(
-            acc,
-            incoming,
-            i32::from_ne_bytes,
-            i32::to_ne_bytes,
-            int_op(op),
-        ),
-        DType::F16 => reduce_as(
-            acc,
-            incoming,
-            f16::from_ne_bytes,
-            f16::to_ne_bytes,
-            half_op::<f16>(op),
-        ),
-        DType::Bf16 => reduce_as(
-            acc,
-            incoming,
-            bf16::from_ne_bytes,
-            bf16::to_ne_bytes,
-            half_op::<bf16>(op),
-        ),
+        DType::F32 => reduce_typed::<f32>(op, acc, None, incoming),
+        DType::F64 => reduce_typed::<f64>(op, acc, None, incoming),
+        DType::I32 => reduce_typed::<i32>(op, acc, None, incoming),
+        DType::F16 => reduce_typed::<f16>(op, acc, None, incoming),
+        DType::Bf16 => reduce_typed::<bf16>(op, acc, None, incoming),
     }
 }
 
 /// `out[i] = local[i] ∘ incoming[i]`: the out-of-place reduction, one pass over memory.
 pub fn reduce_from(dtype: DType, op: Op, out: &mut [u8], local: &[u8], incoming: &[u8]) {
     match dtype {
-        DType::F32 => reduce3(
-            out,
-            local,
-            incoming,
-            f32::from_ne_bytes,
-            f32::to_ne_bytes,
-            float_op(op),
-        ),
-        DType::F64 => reduce3(
-            out,
-            local,
-            incoming,
-            f64::from_ne_bytes,
-            f64::to_ne_bytes,
-            float_op(op),
-        ),
-        DType::I32 => reduce3(
-            out,
-            local,
-            incoming,
-            i32::from_ne_bytes,
-            i32::to_ne_bytes,
-            int_op(op),
-        ),
-        DType::F16 => reduce3(
-            out,
-            local,
-            incoming,
-            f16::from_ne_bytes,
-            f16::to_ne_bytes,
-            half_op::<f16>(op),
-        ),
-        DType::Bf16 => reduce3(
-            out,
-            local,
-            incoming,
-            bf16::from_ne_bytes,
-            bf16::to_ne_bytes,
-            half_op::<bf16>(op),
-        ),
+        DType::F32 => reduce_typed::<f32>(op, out, Some(local), incoming),
+        DType::F64 => reduce_typed::<f64>(op, out, Some(local), incoming),
+        DType::I32 => reduce_typed::<i32>(op, out, Some(local), incoming),
+        DType::F16 => reduce_typed::<f16>(op, out, Some(local), incoming),
+        DType::Bf16 => reduce_typed::<bf16>(op, out, Some(local), incoming),
     }
 }
 
-fn reduce3<const N: usize, T: Copy>(
-    out: &mut [u8],
-    local: &[u8],
-    incoming: &[u8],
-    from: fn([u8; N]) -> T,
-    to: fn(T) -> [u8; N],
-    f: impl Fn(T, T) -> T,
-) {
-    let element = |c: &[u8]| {
-        let mut b = [0u8; N];
-        b.copy_from_slice(c);
-        from(b)
+/// An element type the CPU reduces. Half types compute in f32 and round once, as GPUs do.
+trait Element: Copy {
+    const SIZE: usize;
+    fn load(bytes: &[u8]) -> Self;
+    fn store(self, bytes: &mut [u8]);
+    fn add(self, other: Self) -> Self;
+    fn mul(self, other: Self) -> Self;
+    fn min(self, other: Self) -> Self;
+    fn max(self, other: Self) -> Self;
+}
+
+macro_rules! element {
+    ($t:ty, $n:expr, $add:expr, $mul:expr, $min:expr, $max:expr) => {
+        impl Element for $t {
+            const SIZE: usize = $n;
+            #[inline(always)]
+            fn load(bytes: &[u8]) -> Self {
+                let mut b = [0u8; $n];
+                b.copy_from_slice(bytes);
+                <$t>::from_ne_bytes(b)
+            }
+            #[inline(always)]
+            fn store(self, bytes: &mut [u8]) {
+                bytes.copy_from_slice(&self.to_ne_bytes());
+            }
+            #[inline(always)]
+            fn add(self, o: Self) -> Self {
+                ($add)(self, o)
+            }
+            #[inline(always)]
+            fn mul(self, o: Self) -> Self {
+                ($mul)(self, o)
+            }
+            #[inline(always)]
+            fn min(self, o: Self) -> Self {
+                ($min)(self, o)
+            }
+            #[inline(always)]
+            fn max(self, o: Self) -> Self {
+                ($max)(self, o)
+            }
+        }
     };
-    for ((o, l), i) in out
-        .chunks_exact_mut(N)
-        .zip(local.chunks_exact(N))
-        .zip(incoming.chunks_exact(N))
-    {
-        o.copy_from_slice(&to(f(element(l), element(i))));
+}
+
+fn fmin<T: PartialOrd>(a: T, b: T) -> T {
+    if b < a { b } else { a }
+}
+
+fn fmax<T: PartialOrd>(a: T, b: T) -> T {
+    if b > a { b } else { a }
+}
+
+element!(f32, 4, |a: f32, b| a + b, |a: f32, b| a * b, fmin, fmax);
+element!(f64, 8, |a: f64, b| a + b, |a: f64, b| a * b, fmin, fmax);
+element!(
+    i32,
+    4,
+    i32::wrapping_add,
+    i32::wrapping_mul,
+    Ord::min,
+    Ord::max
+);
+element!(
+    f16,
+    2,
+    |a: f16, b: f16| f16::from_f32(a.to_f32() + b.to_f32()),
+    |a: f16, b: f16| f16::from_f32(a.to_f32() * b.to_f32()),
+    |a: f16, b: f16| f16::from_f32(fmin(a.to_f32(), b.to_f32())),
+    |a: f16, b: f16| f16::from_f32(fmax(a.to_f32(), b.to_f32()))
+);
+element!(
+    bf16,
+    2,
+    |a: bf16, b: bf16| bf16::from_f32(a.to_f32() + b.to_f32()),
+    |a: bf16, b: bf16| bf16::from_f32(a.to_f32() * b.to_f32()),
+    |a: bf16, b: bf16| bf16::from_f32(fmin(a.to_f32(), b.to_f32())),
+    |a: bf16, b: bf16| bf16::from_f32(fmax(a.to_f32(), b.to_f32()))
+);
+
+/// Picks the operation once, outside the loop, so each loop is one monomorphic kernel the
+/// compiler can vectorise.
+fn reduce_typed<T: Element>(op: Op, out: &mut [u8], local: Option<&[u8]>, incoming: &[u8]) {
+    match op {
+        Op::Sum | Op::Avg => apply::<T>(out, local, incoming, T::add),
+        Op::Prod => apply::<T>(out, local, incoming, T::mul),
+        Op::Min => apply::<T>(out, local, incoming, T::min),
+        Op::Max => apply::<T>(out, local, incoming, T::max),
+    }
+}
+
+#[inline(always)]
+fn apply<T: Element>(out: &mut [u8], local: Option<&[u8]>, incoming: &[u8], f: impl Fn(T, T) -> T) {
+    let n = T::SIZE;
+    match local {
+        Some(local) => {
+            for ((o, l), i) in out
+                .chunks_exact_mut(n)
+                .zip(local.chunks_exact(n))
+                .zip(incoming.chunks_exact(n))
+            {
+                f(T::load(l), T::load(i)).store(o);
+            }
+        }
+        None => {
+            for (o, i) in out.chunks_exact_mut(n).zip(incoming.chunks_exact(n)) {
+                let v = f(T::load(o), T::load(i));
+                v.store(o);
+            }
+        }
     }
 }
 
@@ -303,85 +329,6 @@ pub fn finish_avg(dtype: DType, ranks: usize, data: &mut [u8]) {
             }
         }
     }
-}
-
-fn reduce_as<const N: usize, T: Copy>(
-    acc: &mut [u8],
-    incoming: &[u8],
-    from: fn([u8; N]) -> T,
-    to: fn(T) -> [u8; N],
-    f: impl Fn(T, T) -> T,
-) {
-    let element = |c: &[u8]| {
-        let mut b = [0u8; N];
-        b.copy_from_slice(c);
-        from(b)
-    };
-    for (a, i) in acc.chunks_exact_mut(N).zip(incoming.chunks_exact(N)) {
-        let v = f(element(a), element(i));
-        a.copy_from_slice(&to(v));
-    }
-}
-
-fn float_op<T: Copy + PartialOrd + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(
-    op: Op,
-) -> impl Fn(T, T) -> T {
-    move |a, b| match op {
-        Op::Sum | Op::Avg => a + b,
-        Op::Prod => a * b,
-        Op::Min => {
-            if b < a {
-                b
-            } else {
-                a
-            }
-        }
-        Op::Max => {
-            if b > a {
-                b
-            } else {
-                a
-            }
-        }
-    }
-}
-
-fn int_op(op: Op) -> impl Fn(i32, i32) -> i32 {
-    move |a, b| match op {
-        Op::Sum | Op::Avg => a.wrapping_add(b),
-        Op::Prod => a.wrapping_mul(b),
-        Op::Min => a.min(b),
-        Op::Max => a.max(b),
-    }
-}
-
-/// Half-precision types reduce in f32 and round once, as GPUs do.
-trait Half: Copy {
-    fn to_f32(self) -> f32;
-    fn from_f32(v: f32) -> Self;
-}
-
-impl Half for f16 {
-    fn to_f32(self) -> f32 {
-        f16::to_f32(self)
-    }
-    fn from_f32(v: f32) -> Self {
-        f16::from_f32(v)
-    }
-}
-
-impl Half for bf16 {
-    fn to_f32(self) -> f32 {
-        bf16::to_f32(self)
-    }
-    fn from_f32(v: f32) -> Self {
-        bf16::from_f32(v)
-    }
-}
-
-fn half_op<T: Half>(op: Op) -> impl Fn(T, T) -> T {
-    let f = float_op::<f32>(op);
-    move |a, b| T::from_f32(f(a.to_f32(), b.to_f32()))
 }
 
 #[cfg(test)]
