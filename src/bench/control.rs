@@ -16,7 +16,7 @@ use std::io;
 use std::net::{
     IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs,
 };
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -126,6 +126,7 @@ pub fn serve(
         .set_nonblocking(true)
         .map_err(|e| runtime(format!("rendezvous: {e}")))?;
     let (tx, rx) = mpsc::channel::<(TcpStream, SocketAddr, Message)>();
+    let pending = Arc::new(AtomicUsize::new(0));
     let mut joined: BTreeMap<usize, (TcpStream, Member, u16)> = BTreeMap::new();
     while joined.len() + 1 < world {
         if Instant::now() >= deadline {
@@ -143,7 +144,13 @@ pub fn serve(
             )));
         }
         match listener.accept() {
-            Ok((stream, addr)) => spawn_hello_reader(stream, addr, me.token.clone(), tx.clone()),
+            Ok((stream, addr)) => {
+                if pending.load(Ordering::SeqCst) >= MAX_PENDING {
+                    eprintln!("# rendezvous: refused {addr}: too many connections at once");
+                } else {
+                    spawn_hello_reader(stream, addr, me.token.clone(), tx.clone(), pending.clone());
+                }
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) => eprintln!("# rendezvous: accept failed: {e}"),
         }
@@ -258,8 +265,11 @@ fn spawn_hello_reader(
     addr: SocketAddr,
     token: String,
     tx: Sender<(TcpStream, SocketAddr, Message)>,
+    pending: Arc<AtomicUsize>,
 ) {
+    pending.fetch_add(1, Ordering::SeqCst);
     thread::spawn(move || {
+        let _done = Decrement(pending);
         let _ = stream.set_nonblocking(false);
         let _ = stream.set_read_timeout(Some(HELLO_DEADLINE));
         match frame::read(&mut stream) {
@@ -283,6 +293,18 @@ fn spawn_hello_reader(
             Err(e) => eprintln!("# rendezvous: refused {addr}: {e}"),
         }
     });
+}
+
+/// Connections whose Hello is still being read; more are refused at once.
+const MAX_PENDING: usize = 64;
+
+/// Counts a reader out when its thread ends, however it ends.
+struct Decrement(Arc<AtomicUsize>);
+
+impl Drop for Decrement {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Compares without stopping at the first difference.

@@ -392,7 +392,7 @@ fn print(text: &str) -> Result<(), BenchError> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())
         .and_then(|_| out.flush())
-        .map_err(|e| BenchError::Runtime(format!("cannot write to standard output: {e}")))
+        .map_err(BenchError::Stdout)
 }
 
 fn rank0(

@@ -53,13 +53,16 @@ pub enum BenchError {
     /// threshold (exit 1). The figures were printed.
     #[error("{0}")]
     Failed(String),
+    /// Standard output went away (`| head`): the caller exits quietly on a broken pipe.
+    #[error("cannot write to standard output: {0}")]
+    Stdout(#[source] std::io::Error),
 }
 
 impl BenchError {
     pub fn exit_code(&self) -> ExitCode {
         match self {
             BenchError::Usage(_) => ExitCode::Usage,
-            BenchError::Runtime(_) => ExitCode::Runtime,
+            BenchError::Runtime(_) | BenchError::Stdout(_) => ExitCode::Runtime,
             BenchError::Failed(_) => ExitCode::Findings,
         }
     }

@@ -233,7 +233,11 @@ pub fn run(args: &BenchArgs, root: &Root) -> Result<ExitCode> {
             .min_busbw
             .map(|m| (m, format!("profile {name}")));
     }
-    Ok(job::run(&job, root)?)
+    job::run(&job, root).map_err(|e| match e {
+        // The one error type knows how to keep a broken pipe quiet.
+        BenchError::Stdout(io) => crate::error::Error::Stdout(io),
+        other => other.into(),
+    })
 }
 
 #[cfg(test)]

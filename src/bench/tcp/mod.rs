@@ -110,6 +110,9 @@ fn accept_left(
 ) -> Result<Vec<TcpStream>, BenchError> {
     let _ = listener.set_nonblocking(true);
     let mut slots: Vec<Option<TcpStream>> = (0..streams).map(|_| None).collect();
+    // Each connection's opening is read on its own thread, so a silent one delays no one.
+    let (tx, rx) = mpsc::channel::<(TcpStream, SocketAddr, Option<Message>)>();
+    let mut reading = 0usize;
     while slots.iter().any(Option::is_none) {
         if Instant::now() >= deadline {
             return Err(BenchError::Runtime(format!(
@@ -117,29 +120,46 @@ fn accept_left(
             )));
         }
         match listener.accept() {
-            Ok((mut s, addr)) => {
-                let _ = s.set_nonblocking(false);
-                let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-                match frame::read(&mut s) {
-                    Ok(Message::DataHello {
-                        token: t,
-                        rank,
-                        stream,
-                    }) if same_token(&t, token)
-                        && rank == left
-                        && stream < streams
-                        && slots[stream].is_none() =>
-                    {
-                        slots[stream] = Some(s);
-                    }
-                    Ok(_) => eprintln!("# data port: refused {addr}: not rank {left} of this job"),
-                    Err(e) => eprintln!("# data port: refused {addr}: {e}"),
-                }
+            Ok((s, addr)) if reading < 64 => {
+                reading += 1;
+                let tx = tx.clone();
+                thread::spawn(move || {
+                    let mut s = s;
+                    let _ = s.set_nonblocking(false);
+                    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+                    let hello = match frame::read(&mut s) {
+                        Ok(m) => Some(m),
+                        Err(e) => {
+                            eprintln!("# data port: refused {addr}: {e}");
+                            None
+                        }
+                    };
+                    let _ = tx.send((s, addr, hello));
+                });
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                thread::sleep(Duration::from_millis(2))
-            }
+            Ok((_, addr)) => eprintln!("# data port: refused {addr}: too many connections at once"),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(BenchError::Runtime(format!("data port: {e}"))),
+        }
+        if let Ok((s, addr, hello)) = rx.recv_timeout(Duration::from_millis(2)) {
+            reading -= 1;
+            match hello {
+                Some(Message::DataHello {
+                    token: t,
+                    rank,
+                    stream,
+                }) if same_token(&t, token)
+                    && rank == left
+                    && stream < streams
+                    && slots[stream].is_none() =>
+                {
+                    slots[stream] = Some(s);
+                }
+                Some(_) => {
+                    eprintln!("# data port: refused {addr}: not rank {left} of this job")
+                }
+                None => {}
+            }
         }
     }
     Ok(slots.into_iter().flatten().collect())
