@@ -615,3 +615,61 @@ fn auto_says_why_it_falls_back_to_tcp() {
     );
     assert!(text(&out.stdout).contains("backend tcp"));
 }
+
+/// Builds tests/fixtures/fake_libcuda.c into `dir/libcuda.so.1` with the system C compiler.
+fn fake_libcuda(dir: &std::path::Path) -> std::path::PathBuf {
+    let lib = dir.join("libcuda.so.1");
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/fake_libcuda.c");
+    let status = StdCommand::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(src)
+        .status()
+        .expect("no C compiler (cc): run scripts/test, which installs gcc");
+    assert!(status.success(), "cc failed on {src}");
+    lib
+}
+
+#[test]
+fn nccl_backend_names_each_driver_answer_and_carries_nccl_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let cuda = fake_libcuda(dir.path());
+    let cases = [
+        (
+            "0",
+            "no GPU: the CUDA driver found no device (no CUDA-capable device is detected)",
+        ),
+        (
+            "1",
+            "no GPU: the CUDA driver found no device (cuDeviceGetCount reports 0 devices)",
+        ),
+        // The driver "works", so the real ncclCommInitRank runs and fails in NCCL's own words.
+        ("2", "ncclCommInitRank failed: unhandled cuda error"),
+    ];
+    for (mode, want) in cases {
+        let out = Command::cargo_bin("gputune")
+            .unwrap()
+            .args([
+                "bench",
+                "allreduce",
+                "--backend",
+                "nccl",
+                "--ranks",
+                "1",
+                "-e",
+                "8",
+                "--timeout",
+                "30",
+            ])
+            .env("GPUTUNE_NCCL_LIB", real_nccl())
+            .env("GPUTUNE_CUDA_LIB", &cuda)
+            .env("FAKE_CUDA_MODE", mode)
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "mode {mode}: {stderr}");
+        assert!(stderr.contains(want), "mode {mode}: {stderr}");
+        assert!(!stderr.contains("panicked"), "mode {mode}: {stderr}");
+    }
+}

@@ -42,14 +42,7 @@ pub fn probe(root: &Root) -> Result<Probe, BenchError> {
     let version = nccl
         .version()
         .map_err(|e| BenchError::Runtime(e.to_string()))?;
-    if (version.major, version.minor) < MIN_VERSION {
-        return Err(BenchError::Runtime(format!(
-            "NCCL {version} at {} is too old: bench needs {}.{} or newer (avg and bf16)",
-            located.path.display(),
-            MIN_VERSION.0,
-            MIN_VERSION.1
-        )));
-    }
+    check_version(version, &located.path)?;
     let with_nccl = |e: cuda::CudaError| {
         BenchError::Runtime(format!(
             "NCCL {version} found at {}, but {e}; use --backend tcp to measure the network without GPUs",
@@ -64,6 +57,19 @@ pub fn probe(root: &Root) -> Result<Probe, BenchError> {
         cuda,
         devices,
     })
+}
+
+/// Refuses an NCCL older than [`MIN_VERSION`], naming the file.
+pub fn check_version(version: NcclVersion, path: &std::path::Path) -> Result<(), BenchError> {
+    if (version.major, version.minor) < MIN_VERSION {
+        return Err(BenchError::Runtime(format!(
+            "NCCL {version} at {} is too old: bench needs {}.{} or newer (avg and bf16)",
+            path.display(),
+            MIN_VERSION.0,
+            MIN_VERSION.1
+        )));
+    }
+    Ok(())
 }
 
 /// `ncclUniqueId`, passed by value.
@@ -364,5 +370,24 @@ impl Drop for NcclBackend {
             self.probe.cuda.free(self.send);
             self.probe.cuda.free(self.recv);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn too_old_libraries_are_refused_by_name() {
+        let path = std::path::Path::new("/opt/nccl/libnccl.so.2");
+        let err = check_version(NcclVersion::from_code(2804), path).unwrap_err();
+        assert_eq!(err.exit_code(), crate::error::ExitCode::Runtime);
+        assert!(
+            err.to_string()
+                .contains("NCCL 2.8.4 at /opt/nccl/libnccl.so.2 is too old"),
+            "{err}"
+        );
+        assert!(check_version(NcclVersion::from_code(21003), path).is_ok());
+        assert!(check_version(NcclVersion::from_code(23203), path).is_ok());
     }
 }
