@@ -11,7 +11,8 @@
 //! sockets so any blocked transfer returns. Ranks that hit an error themselves tell rank 0 and
 //! wait briefly for its verdict, so every rank names the same missing rank.
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::net::{
     IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs,
@@ -472,6 +473,7 @@ pub struct Group {
     /// Rank 0: a writer per other rank (index rank - 1). Others: the connection to rank 0.
     writers: Arc<Vec<Mutex<TcpStream>>>,
     events: Receiver<Event>,
+    backlog: RefCell<VecDeque<(usize, Message)>>,
 }
 
 impl Group {
@@ -487,6 +489,7 @@ impl Group {
             seq: 0,
             writers: Arc::new(Vec::new()),
             events,
+            backlog: RefCell::default(),
         }
     }
 
@@ -565,6 +568,7 @@ impl Group {
             seq: 0,
             writers,
             events,
+            backlog: RefCell::default(),
         })
     }
 
@@ -616,6 +620,7 @@ impl Group {
             seq: 0,
             writers: Arc::new(vec![Mutex::new(stream)]),
             events,
+            backlog: RefCell::default(),
         })
     }
 
@@ -666,15 +671,8 @@ impl Group {
                 abort_all(&self.fatal, &self.writers, reason);
                 return Err(self.stopped().unwrap_or_else(|| runtime(what.to_string())));
             }
-            match self
-                .events
-                .recv_timeout(remaining.min(Duration::from_millis(100)))
-            {
-                Ok(Event::Message(rank, m)) if want(&m) => {
-                    got.insert(rank, m);
-                }
-                Ok(_) | Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => {}
+            if let Some((rank, m)) = self.next(&want, remaining) {
+                got.insert(rank, m);
             }
         }
         Ok(got)
@@ -699,12 +697,37 @@ impl Group {
                     self.timeout.as_secs()
                 )));
             }
-            match self
-                .events
-                .recv_timeout(remaining.min(Duration::from_millis(100)))
-            {
-                Ok(Event::Message(_, m)) if want(&m) => return Ok(m),
-                _ => {}
+            if let Some((_, m)) = self.next(&want, remaining) {
+                return Ok(m);
+            }
+        }
+    }
+
+    /// The next message `want` accepts, waiting at most 100 ms (so callers re-check the
+    /// stop flag). Messages for a later step (a fast rank's next Arrive while rank 0 still
+    /// gathers Reports) are kept, not dropped.
+    fn next(
+        &self,
+        want: &impl Fn(&Message) -> bool,
+        remaining: Duration,
+    ) -> Option<(usize, Message)> {
+        let mut backlog = self.backlog.borrow_mut();
+        if let Some(i) = backlog.iter().position(|(_, m)| want(m)) {
+            return backlog.remove(i);
+        }
+        match self
+            .events
+            .recv_timeout(remaining.min(Duration::from_millis(100)))
+        {
+            Ok(Event::Message(rank, m)) if want(&m) => Some((rank, m)),
+            Ok(Event::Message(rank, m)) => {
+                backlog.push_back((rank, m));
+                None
+            }
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => {
+                thread::sleep(remaining.min(Duration::from_millis(10)));
+                None
             }
         }
     }
@@ -912,6 +935,42 @@ mod tests {
         assert_eq!(diagnose(&[r(0, "cannot allocate")], &hosts), None);
         assert_eq!(suspect_of("sending to rank 12 (x) failed"), Some(12));
         assert_eq!(suspect_of("no rank here"), None);
+    }
+
+    #[test]
+    fn a_fast_ranks_next_message_waits_in_the_backlog() {
+        let (tx, events) = mpsc::channel();
+        let group = Group {
+            rank: 0,
+            world: 2,
+            members: Vec::new(),
+            fatal: Arc::default(),
+            timeout: Duration::from_secs(2),
+            seq: 0,
+            writers: Arc::new(Vec::new()),
+            events,
+            backlog: RefCell::default(),
+        };
+        // Rank 1 reaches the next barrier before rank 0 has read its report.
+        tx.send(Event::Message(1, Message::Arrive { seq: 2 }))
+            .unwrap();
+        tx.send(Event::Message(
+            1,
+            Message::Report {
+                seq: 1,
+                times: [1.0, 1.0],
+                wrong: [Some(0), Some(0)],
+            },
+        ))
+        .unwrap();
+        let reports = group
+            .gather(|m| matches!(m, Message::Report { seq: 1, .. }), "a report")
+            .unwrap();
+        assert_eq!(reports.len(), 1);
+        let arrivals = group
+            .gather(|m| matches!(m, Message::Arrive { seq: 2 }), "the barrier")
+            .unwrap();
+        assert_eq!(arrivals.len(), 1);
     }
 
     #[test]
