@@ -11,11 +11,12 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::control::{self, Group, Identity, Joined};
+use super::control::Group;
 use super::harness::{self, Plan};
 use super::launch::{self, JobEnv, Launcher};
 use super::nccl::{self, NcclBackend, Probe};
 use super::output::{self, Member, RunInfo, Versions};
+use super::rendezvous::{self, Identity, Joined};
 use super::stats::{Row, average_busbw, total_wrong};
 use super::tcp::{self, TcpBackend};
 use super::{Backend, BenchError, Settings};
@@ -293,14 +294,14 @@ fn run_rank(
                 })?
             }
         };
-        Some(control::serve(
+        Some(rendezvous::serve(
             listener,
             identity,
             nccl_id.clone(),
             job.timeout,
         )?)
     } else {
-        Some(control::join(&env.master, identity, job.timeout)?)
+        Some(rendezvous::join(&env.master, identity, job.timeout)?)
     };
     let (mut group, data) = match joined {
         None => (Group::alone(vec![member], job.timeout), None),

@@ -11,6 +11,7 @@ pub mod job;
 pub mod launch;
 pub mod nccl;
 pub mod output;
+pub mod rendezvous;
 pub mod size;
 pub mod stats;
 pub mod tcp;

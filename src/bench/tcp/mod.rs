@@ -11,9 +11,10 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::control::{Fatal, connect_retrying, same_token};
+use super::control::Fatal;
 use super::data::{DType, Op};
 use super::frame::{self, Message};
+use super::rendezvous::{connect_retrying, same_token};
 use super::{Backend, BenchError};
 pub use ring::Ring;
 
