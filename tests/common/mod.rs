@@ -11,13 +11,18 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_gputune")
 }
 
-/// A port that was free a moment ago.
+/// A port that was free a moment ago, below the kernel's ephemeral range (32768 and up by
+/// default), so the outgoing connections of tests running in parallel cannot take it.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let base = 20000 + (std::process::id() % 400) as u16 * 20;
+    loop {
+        let port = base + NEXT.fetch_add(1, Ordering::SeqCst) % 2000;
+        if TcpListener::bind(("0.0.0.0", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// A rank as torchrun --no-python would start it: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
