@@ -673,3 +673,34 @@ fn nccl_backend_names_each_driver_answer_and_carries_nccl_errors() {
         assert!(!stderr.contains("panicked"), "mode {mode}: {stderr}");
     }
 }
+
+#[test]
+fn a_rank_started_with_other_settings_stops_the_job() {
+    let port = free_port();
+    let r0 = torchrun_rank(
+        0,
+        2,
+        port,
+        &["-b", "8", "-e", "64", "-n", "2", "--timeout", "10"],
+    )
+    .spawn()
+    .unwrap();
+    let r1 = torchrun_rank(
+        1,
+        2,
+        port,
+        &["-b", "8", "-e", "64", "-n", "3", "--timeout", "10"],
+    )
+    .spawn()
+    .unwrap();
+    let (o0, _) = wait_within(r0, Duration::from_secs(30), "rank 0");
+    let (o1, _) = wait_within(r1, Duration::from_secs(30), "rank 1");
+    for (name, out) in [("rank 0", o0), ("rank 1", o1)] {
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{name}: {stderr}");
+        assert!(
+            stderr.contains("rank 1 on") && stderr.contains("different settings"),
+            "{name}: {stderr}"
+        );
+    }
+}
