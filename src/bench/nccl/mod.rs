@@ -206,8 +206,11 @@ impl NcclBackend {
 
     /// Waits for the stream, watching NCCL's asynchronous error, the job's stop and the
     /// timeout; aborts the communicator on any of them.
-    fn wait(&mut self) -> Result<(), BenchError> {
-        let deadline = Instant::now() + self.timeout;
+    /// `ops` operations are queued: each may take up to the timeout (the stream gives no
+    /// per-operation progress without events), so a long run of large messages on a slow
+    /// network is not mistaken for a stall.
+    fn wait(&mut self, ops: usize) -> Result<(), BenchError> {
+        let deadline = Instant::now() + self.timeout * ops.max(1) as u32;
         // SAFETY: ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t*).
         let async_error: unsafe extern "C" fn(Comm, *mut c_int) -> c_int =
             unsafe { self.probe.nccl.symbol("ncclCommGetAsyncError") }
@@ -246,7 +249,8 @@ impl NcclBackend {
             if Instant::now() >= deadline {
                 self.abort();
                 return Err(BenchError::Runtime(format!(
-                    "the AllReduce did not complete within {}s: a rank stalled or the network dropped (communicator aborted)",
+                    "{} AllReduce(s) did not complete within {}s each: a rank stalled or the network dropped (communicator aborted)",
+                    ops.max(1),
                     self.timeout.as_secs()
                 )));
             }
@@ -330,7 +334,7 @@ impl Backend for NcclBackend {
                 return Err(BenchError::Runtime(e.to_string()));
             }
         }
-        self.wait()
+        self.wait(iters)
     }
 
     fn reset(&mut self, in_place: bool) -> Result<(), BenchError> {
