@@ -97,11 +97,34 @@ complete -c gputune -n "__fish_gputune_using_subcommand bench; and not __fish_se
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and not __fish_seen_subcommand_from allreduce help" -s h -l help -d 'Print help'
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and not __fish_seen_subcommand_from allreduce help" -f -a "allreduce" -d 'AllReduce bandwidth and latency, with nccl-tests-compatible numbers'
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and not __fish_seen_subcommand_from allreduce help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l backend -d 'Which transport to measure: NCCL on GPUs, or TCP between CPU ranks' -r -f -a "auto\t''
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l backend -d 'Which transport to measure: NCCL on GPUs, or TCP between CPU ranks. `auto` uses NCCL when a GPU and libnccl.so.2 are usable, and says why when it falls back to TCP' -r -f -a "auto\t''
 nccl\t''
 tcp\t''"
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -s b -l minbytes -d 'Smallest message size (K/M/G are powers of two)' -r
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -s e -l maxbytes -d 'Largest message size (K/M/G are powers of two)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -s f -l stepfactor -d 'Multiply the size by this from one row to the next' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -s i -l stepbytes -d 'Add this many bytes from one row to the next, instead of a factor' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -s n -l iters -d 'Timed iterations per size' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -s w -l warmup-iters -d 'Untimed warm-up iterations before each timed run' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -s c -l check -d 'Checked iterations per size (0 prints N/A for #wrong)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -s d -l dtype -d 'Element type' -r -f -a "f32\t''
+f16\t''
+bf16\t''
+f64\t''
+i32\t''"
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -s o -l op -d 'Reduction operation' -r -f -a "sum\t''
+prod\t''
+min\t''
+max\t''
+avg\t''"
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l format -d 'Output: the nccl-tests table, or one JSON document' -r -f -a "table\t''
+json\t''"
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l min-busbw -d 'Fail (exit 1) when the average bus bandwidth is below this, in GB/s (1e9 bytes/s)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l profile -d 'Take the threshold from this profile\'s `[bench] min_busbw` (`--min-busbw` wins)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l timeout -d 'Seconds any rank may wait for another (rendezvous, a transfer, a barrier) before the job stops with exit 3 naming the missing rank' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l ranks -d 'Start this many local ranks (child processes). Without it, a launcher\'s environment (torchrun, Slurm, Open MPI) is joined; with neither, 2 ranks for TCP, one per GPU for NCCL' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l streams -d 'TCP backend: connections per ring neighbour and direction' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l sockbuf -d 'TCP backend: SO_SNDBUF/SO_RCVBUF for data sockets (0: the kernel\'s autotuning)' -r
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -s h -l help -d 'Print help'
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "allreduce" -d 'AllReduce bandwidth and latency, with nccl-tests-compatible numbers'

@@ -41,6 +41,9 @@ pub enum Error {
     },
     #[error("cannot write to standard output: {0}")]
     Stdout(#[source] io::Error),
+    /// `bench`: exit 1 when the figures fail, 2 for usage, 3 when the job stopped.
+    #[error("{0}")]
+    Bench(#[from] crate::bench::BenchError),
 }
 
 impl Error {
@@ -50,6 +53,7 @@ impl Error {
             Error::Host(_) | Error::Runtime(_) | Error::Write { .. } | Error::Stdout(_) => {
                 ExitCode::Runtime
             }
+            Error::Bench(e) => e.exit_code(),
         }
     }
 

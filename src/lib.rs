@@ -4,6 +4,7 @@
 //! area of the node) → [`host`] (every path under one [`host::Root`]); [`report`] renders.
 
 pub mod apply;
+pub mod bench;
 pub mod checks;
 pub mod cli;
 pub mod commands;

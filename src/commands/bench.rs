@@ -1,8 +1,17 @@
-//! `gputune bench allreduce`.
+//! `gputune bench allreduce`: the flags (nccl-tests' short names where they exist), checked
+//! without touching the host, then handed to [`crate::bench::job`].
+
+use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use crate::error::{Error, ExitCode, Result};
+use crate::bench::BenchError;
+use crate::bench::Settings;
+use crate::bench::data::{DType, Op};
+use crate::bench::harness::Plan;
+use crate::bench::job::{self, Choice, Format, Job};
+use crate::bench::size::{self, Step};
+use crate::error::{ExitCode, Result};
 use crate::host::Root;
 
 #[derive(Debug, Args)]
@@ -24,9 +33,16 @@ pub enum Backend {
     Tcp,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    Table,
+    Json,
+}
+
 #[derive(Debug, Args)]
 pub struct AllreduceArgs {
-    /// Which transport to measure: NCCL on GPUs, or TCP between CPU ranks.
+    /// Which transport to measure: NCCL on GPUs, or TCP between CPU ranks. `auto` uses NCCL
+    /// when a GPU and libnccl.so.2 are usable, and says why when it falls back to TCP.
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: Backend,
     /// Smallest message size (K/M/G are powers of two).
@@ -45,8 +61,252 @@ pub struct AllreduceArgs {
         value_name = "SIZE"
     )]
     pub max_bytes: String,
+    /// Multiply the size by this from one row to the next.
+    #[arg(
+        short = 'f',
+        long = "stepfactor",
+        value_name = "FACTOR",
+        conflicts_with = "step_bytes"
+    )]
+    pub step_factor: Option<u64>,
+    /// Add this many bytes from one row to the next, instead of a factor.
+    #[arg(short = 'i', long = "stepbytes", value_name = "SIZE")]
+    pub step_bytes: Option<String>,
+    /// Timed iterations per size.
+    #[arg(short = 'n', long = "iters", default_value_t = 20, value_name = "N")]
+    pub iters: usize,
+    /// Untimed warm-up iterations before each timed run.
+    #[arg(
+        short = 'w',
+        long = "warmup-iters",
+        default_value_t = 1,
+        value_name = "N"
+    )]
+    pub warmup: usize,
+    /// Checked iterations per size (0 prints N/A for #wrong).
+    #[arg(short = 'c', long = "check", default_value_t = 1, value_name = "N")]
+    pub check: usize,
+    /// Element type.
+    #[arg(short = 'd', long = "dtype", value_enum, default_value = "f32")]
+    pub dtype: DType,
+    /// Reduction operation.
+    #[arg(short = 'o', long = "op", value_enum, default_value = "sum")]
+    pub op: Op,
+    /// Output: the nccl-tests table, or one JSON document.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: OutputFormat,
+    /// Fail (exit 1) when the average bus bandwidth is below this, in GB/s (1e9 bytes/s).
+    #[arg(long = "min-busbw", value_name = "GBPS", allow_negative_numbers = true)]
+    pub min_busbw: Option<f64>,
+    /// Take the threshold from this profile's `[bench] min_busbw` (`--min-busbw` wins).
+    #[arg(long, value_name = "NAME|FILE")]
+    pub profile: Option<String>,
+    /// Seconds any rank may wait for another (rendezvous, a transfer, a barrier) before the
+    /// job stops with exit 3 naming the missing rank.
+    #[arg(long, default_value_t = 60, value_name = "SECS")]
+    pub timeout: u64,
+    /// Start this many local ranks (child processes). Without it, a launcher's environment
+    /// (torchrun, Slurm, Open MPI) is joined; with neither, 2 ranks for TCP, one per GPU for NCCL.
+    #[arg(long, value_name = "N")]
+    pub ranks: Option<usize>,
+    /// TCP backend: connections per ring neighbour and direction.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub streams: usize,
+    /// TCP backend: SO_SNDBUF/SO_RCVBUF for data sockets (0: the kernel's autotuning).
+    #[arg(long, default_value = "0", value_name = "SIZE")]
+    pub sockbuf: String,
 }
 
-pub fn run(_args: &BenchArgs, _root: &Root) -> Result<ExitCode> {
-    Err(Error::NotBuilt("bench allreduce"))
+/// Checks the flags (no I/O) and builds the job.
+pub fn validate(args: &AllreduceArgs) -> std::result::Result<Job, BenchError> {
+    let usage = |m: String| BenchError::Usage(m);
+    let size_flag =
+        |flag: &str, text: &str| size::parse_size(text).map_err(|e| usage(format!("{flag}: {e}")));
+    let min = size_flag("-b/--minbytes", &args.min_bytes)?;
+    let max = size_flag("-e/--maxbytes", &args.max_bytes)?;
+    if max < min {
+        return Err(usage(format!(
+            "-e/--maxbytes ({max}) is smaller than -b/--minbytes ({min})"
+        )));
+    }
+    if max > 64 << 30 {
+        return Err(usage(format!(
+            "-e/--maxbytes: {max} bytes is over the 64G limit"
+        )));
+    }
+    let step = match (&args.step_bytes, args.step_factor) {
+        (Some(i), _) => {
+            let i = size_flag("-i/--stepbytes", i)?;
+            if i == 0 {
+                return Err(usage("-i/--stepbytes must be at least 1".into()));
+            }
+            Step::Increment(i)
+        }
+        (None, Some(f)) if f < 2 => {
+            return Err(usage(format!(
+                "-f/--stepfactor must be at least 2, not {f}"
+            )));
+        }
+        (None, f) => Step::Factor(f.unwrap_or(2)),
+    };
+    // Counted before the list is built: `-b 1 -e 1G -i 1` must not allocate a billion sizes.
+    if let Step::Increment(i) = step
+        && (max - min) / i >= 10_000
+    {
+        return Err(usage(format!(
+            "{} sizes from -b to -e: raise -i",
+            (max - min) / i + 1
+        )));
+    }
+    let sizes = size::sizes(min, max, step);
+    if args.iters == 0 {
+        return Err(usage("-n/--iters must be at least 1".into()));
+    }
+    if args.timeout == 0 {
+        return Err(usage("--timeout must be at least 1 second".into()));
+    }
+    if args.ranks == Some(0) || args.ranks.is_some_and(|r| r > 1024) {
+        return Err(usage("--ranks must be between 1 and 1024".into()));
+    }
+    if !(1..=64).contains(&args.streams) {
+        return Err(usage("--streams must be between 1 and 64".into()));
+    }
+    if let Some(m) = args.min_busbw
+        && (!m.is_finite() || m < 0.0)
+    {
+        return Err(usage(format!(
+            "--min-busbw must be a non-negative number of GB/s, not {m}"
+        )));
+    }
+    let sockbuf = size_flag("--sockbuf", &args.sockbuf)?;
+    if sockbuf > 1 << 30 {
+        return Err(usage("--sockbuf: at most 1G".into()));
+    }
+    let choice = match args.backend {
+        Backend::Auto => Choice::Auto,
+        Backend::Nccl => Choice::Nccl,
+        Backend::Tcp => Choice::Tcp,
+    };
+    let settings = Settings {
+        min_bytes: min,
+        max_bytes: max,
+        step,
+        iters: args.iters,
+        warmup: args.warmup,
+        check: args.check,
+        dtype: args.dtype,
+        op: args.op,
+        backend: format!("{:?}", args.backend).to_lowercase(),
+        streams: args.streams,
+        sockbuf,
+    };
+    Ok(Job {
+        plan: Plan {
+            sizes,
+            dtype: args.dtype,
+            op: args.op,
+            iters: args.iters,
+            warmup: args.warmup,
+            check: args.check,
+        },
+        settings,
+        choice,
+        format: match args.format {
+            OutputFormat::Table => Format::Table,
+            OutputFormat::Json => Format::Json,
+        },
+        min_busbw: args.min_busbw.map(|m| (m, "--min-busbw".to_string())),
+        timeout: Duration::from_secs(args.timeout),
+        ranks: args.ranks,
+    })
+}
+
+pub fn run(args: &BenchArgs, root: &Root) -> Result<ExitCode> {
+    let BenchCommand::Allreduce(a) = &args.command;
+    let mut job = validate(a)?;
+    if job.min_busbw.is_none()
+        && let Some(name) = &a.profile
+    {
+        let (profile, _) = super::audit::load_profile(Some(name), root)?;
+        job.min_busbw = profile
+            .bench
+            .min_busbw
+            .map(|m| (m, format!("profile {name}")));
+    }
+    job::run(&job, root).map_err(|e| match e {
+        // The one error type knows how to keep a broken pipe quiet.
+        BenchError::Stdout(io) => crate::error::Error::Stdout(io),
+        other => other.into(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn parse(args: &[&str]) -> std::result::Result<Job, BenchError> {
+        let mut full = vec!["gputune", "bench", "allreduce"];
+        full.extend_from_slice(args);
+        let cli = crate::cli::Cli::try_parse_from(full).unwrap();
+        let crate::cli::Command::Bench(b) = cli.command else {
+            panic!()
+        };
+        let BenchCommand::Allreduce(a) = b.command;
+        validate(&a)
+    }
+
+    #[test]
+    fn good_flags() {
+        let job = parse(&[
+            "-b",
+            "8",
+            "-e",
+            "1K",
+            "-f",
+            "4",
+            "-n",
+            "5",
+            "-w",
+            "0",
+            "-c",
+            "2",
+            "-d",
+            "bf16",
+            "-o",
+            "avg",
+            "--min-busbw",
+            "1.5",
+        ])
+        .unwrap();
+        assert_eq!(job.plan.sizes, [8, 32, 128, 512]);
+        assert_eq!((job.plan.iters, job.plan.warmup, job.plan.check), (5, 0, 2));
+        assert_eq!((job.plan.dtype, job.plan.op), (DType::Bf16, Op::Avg));
+        assert_eq!(job.min_busbw.unwrap().0, 1.5);
+        let stepped = parse(&["-b", "1K", "-e", "4K", "-i", "1K"]).unwrap();
+        assert_eq!(stepped.plan.sizes, [1024, 2048, 3072, 4096]);
+    }
+
+    #[test]
+    fn bad_flags_name_the_flag() {
+        let cases: &[(&[&str], &str)] = &[
+            (&["-b", "8X"], "-b/--minbytes"),
+            (&["-e", "lots"], "-e/--maxbytes"),
+            (&["-b", "1M", "-e", "1K"], "smaller than -b"),
+            (&["-f", "1"], "-f/--stepfactor"),
+            (&["-i", "0"], "-i/--stepbytes"),
+            (&["-n", "0"], "-n/--iters"),
+            (&["--timeout", "0"], "--timeout"),
+            (&["--ranks", "0"], "--ranks"),
+            (&["--streams", "0"], "--streams"),
+            (&["--min-busbw", "-1"], "--min-busbw"),
+            (&["--sockbuf", "2G"], "--sockbuf"),
+            (&["-b", "1", "-e", "1G", "-i", "1"], "sizes from -b to -e"),
+        ];
+        for (args, want) in cases {
+            let err = parse(args).unwrap_err();
+            assert_eq!(err.exit_code(), ExitCode::Usage, "{args:?}");
+            assert!(err.to_string().contains(want), "{args:?}: {err}");
+        }
+    }
 }

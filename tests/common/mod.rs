@@ -45,3 +45,7 @@ pub fn finding<'a>(doc: &'a serde_json::Value, id: &str) -> &'a serde_json::Valu
 mod hw;
 #[allow(unused_imports)]
 pub use hw::*;
+
+mod bench;
+#[allow(unused_imports)]
+pub use bench::*;

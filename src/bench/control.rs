@@ -1,0 +1,616 @@
+//! The control plane after the rendezvous ([`super::rendezvous`]): a star of control
+//! connections to rank 0, used for barriers, gathering figures, and stopping the job.
+//!
+//! Failure handling: every rank watches its control connections on a reader thread. When a
+//! rank's connection closes (it exited or was killed), rank 0 decides at once that this rank
+//! is the one missing, tells every other rank ([`Message::Abort`]) and shuts its own data
+//! sockets so any blocked transfer returns. Ranks that hit an error themselves tell rank 0 and
+//! wait briefly for its verdict, so every rank names the same missing rank.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::BenchError;
+use super::frame::{self, FrameError, Message};
+use super::output::Member;
+
+/// How long a failing rank waits for rank 0's verdict before giving its own reason.
+const VERDICT_GRACE: Duration = Duration::from_secs(3);
+/// How long rank 0 waits for a closed connection to be noticed before blaming an error.
+const BLAME_GRACE: Duration = Duration::from_millis(500);
+/// How long rank 0 lets its own transfers report first-hand before relaying another rank's
+/// failure (which may be a consequence of the real cause, not the cause).
+const RELAY_GRACE: Duration = Duration::from_secs(2);
+
+/// The job's shared "stop" state: the first reason wins, and raising it wakes every blocked
+/// data transfer by shutting the sockets registered here.
+#[derive(Default)]
+pub struct Fatal {
+    reason: Mutex<Option<String>>,
+    sockets: Mutex<Vec<TcpStream>>,
+    /// Set once the run is over, so closing connections are not failures.
+    finished: AtomicBool,
+    raised: AtomicBool,
+    /// Rank 0: every rank's first-hand error, `(rank, reason)`, for [`diagnose`].
+    reports: Mutex<Vec<(usize, String)>>,
+}
+
+impl Fatal {
+    /// Records the reason (unless one is recorded) and interrupts data transfers.
+    pub fn raise(&self, reason: String) -> bool {
+        if self.finished.load(Ordering::SeqCst) {
+            return false;
+        }
+        {
+            let mut r = lock(&self.reason);
+            if r.is_some() {
+                return false;
+            }
+            *r = Some(reason);
+        }
+        self.raised.store(true, Ordering::SeqCst);
+        for s in lock(&self.sockets).iter() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        true
+    }
+
+    pub fn reason(&self) -> Option<String> {
+        lock(&self.reason).clone()
+    }
+
+    /// Cheap check for polling loops (the NCCL backend's wait).
+    pub fn is_raised(&self) -> bool {
+        self.raised.load(Ordering::SeqCst)
+    }
+
+    /// Registers a data socket to shut when the job stops.
+    pub fn register(&self, socket: &TcpStream) {
+        if let Ok(clone) = socket.try_clone() {
+            lock(&self.sockets).push(clone);
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn runtime(message: String) -> BenchError {
+    BenchError::Runtime(message)
+}
+
+/// A message from a peer, or its connection's end.
+enum Event {
+    Message(usize, Message),
+}
+
+/// The ranks of a running job, as seen from one of them.
+pub struct Group {
+    pub rank: usize,
+    pub world: usize,
+    pub members: Vec<Member>,
+    pub fatal: Arc<Fatal>,
+    timeout: Duration,
+    seq: u64,
+    /// Rank 0: a writer per other rank (index rank - 1). Others: the connection to rank 0.
+    writers: Arc<Vec<Mutex<TcpStream>>>,
+    events: Receiver<Event>,
+    backlog: RefCell<VecDeque<(usize, Message)>>,
+}
+
+impl Group {
+    /// A job of one rank: nothing to talk to.
+    pub fn alone(members: Vec<Member>, timeout: Duration) -> Group {
+        let (_tx, events) = mpsc::channel();
+        Group {
+            rank: 0,
+            world: 1,
+            members,
+            fatal: Arc::default(),
+            timeout,
+            seq: 0,
+            writers: Arc::new(Vec::new()),
+            events,
+            backlog: RefCell::default(),
+        }
+    }
+
+    pub(super) fn root(
+        world: usize,
+        members: Vec<Member>,
+        streams: Vec<(usize, TcpStream)>,
+        timeout: Duration,
+    ) -> Result<Group, BenchError> {
+        let fatal: Arc<Fatal> = Arc::default();
+        let (tx, events) = mpsc::channel();
+        let mut writers = Vec::new();
+        let mut readers = Vec::new();
+        for (rank, stream) in streams {
+            let reader = stream
+                .try_clone()
+                .map_err(|e| runtime(format!("control connection: {e}")))?;
+            readers.push((rank, reader));
+            writers.push(Mutex::new(stream));
+        }
+        let writers = Arc::new(writers);
+        let hosts: Vec<String> = members.iter().map(|m| m.host.clone()).collect();
+        for (rank, mut reader) in readers {
+            let (tx, fatal, writers) = (tx.clone(), fatal.clone(), writers.clone());
+            let hosts = hosts.clone();
+            let host = members
+                .get(rank)
+                .map(|m| m.host.clone())
+                .unwrap_or_default();
+            thread::spawn(move || {
+                loop {
+                    match frame::read(&mut reader) {
+                        Ok(Message::Failed { reason }) => {
+                            lock(&fatal.reports).push((rank, reason.clone()));
+                            // A failure may be the consequence of another rank's stall: let
+                            // rank 0's own transfers and the other reports come in first.
+                            let (fatal, writers, hosts) =
+                                (fatal.clone(), writers.clone(), hosts.clone());
+                            let fallback = format!("rank {rank} ({host}) failed: {reason}");
+                            thread::spawn(move || {
+                                thread::sleep(RELAY_GRACE);
+                                let reports = lock(&fatal.reports).clone();
+                                let reason = diagnose(&reports, &hosts).unwrap_or(fallback);
+                                abort_all(&fatal, &writers, reason);
+                            });
+                        }
+                        Ok(m) => {
+                            if tx.send(Event::Message(rank, m)).is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) => {
+                            let why = match e {
+                                FrameError::Closed => {
+                                    "its connection closed (it exited or was killed)".to_string()
+                                }
+                                other => other.to_string(),
+                            };
+                            abort_all(
+                                &fatal,
+                                &writers,
+                                format!("rank {rank} ({host}) left the job: {why}"),
+                            );
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+        Ok(Group {
+            rank: 0,
+            world,
+            members,
+            fatal,
+            timeout,
+            seq: 0,
+            writers,
+            events,
+            backlog: RefCell::default(),
+        })
+    }
+
+    pub(super) fn member(
+        rank: usize,
+        world: usize,
+        members: Vec<Member>,
+        stream: TcpStream,
+        timeout: Duration,
+    ) -> Result<Group, BenchError> {
+        let fatal: Arc<Fatal> = Arc::default();
+        let (tx, events) = mpsc::channel();
+        let mut reader = stream
+            .try_clone()
+            .map_err(|e| runtime(format!("control connection: {e}")))?;
+        let host0 = members.first().map(|m| m.host.clone()).unwrap_or_default();
+        let f = fatal.clone();
+        thread::spawn(move || {
+            loop {
+                match frame::read(&mut reader) {
+                    Ok(Message::Abort { reason }) => {
+                        f.raise(reason);
+                        return;
+                    }
+                    Ok(m) => {
+                        if tx.send(Event::Message(0, m)).is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        let why = match e {
+                            FrameError::Closed => {
+                                "its connection closed (it exited or was killed)".to_string()
+                            }
+                            other => other.to_string(),
+                        };
+                        f.raise(format!("rank 0 ({host0}) left the job: {why}"));
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(Group {
+            rank,
+            world,
+            members,
+            fatal,
+            timeout,
+            seq: 0,
+            writers: Arc::new(vec![Mutex::new(stream)]),
+            events,
+            backlog: RefCell::default(),
+        })
+    }
+
+    fn stopped(&self) -> Option<BenchError> {
+        self.fatal.reason().map(BenchError::Runtime)
+    }
+
+    fn send_to_root(&self, m: &Message) -> Result<(), BenchError> {
+        let Some(w) = self.writers.first() else {
+            return Ok(());
+        };
+        frame::write(&mut *lock(w), m).map_err(|e| {
+            self.stopped()
+                .unwrap_or_else(|| runtime(format!("lost the connection to rank 0: {e}")))
+        })
+    }
+
+    fn broadcast(&self, m: &Message) {
+        for w in self.writers.iter() {
+            let _ = frame::write(&mut *lock(w), m);
+        }
+    }
+
+    /// Rank 0 waits for one message of kind `want` from every other rank.
+    fn gather(
+        &self,
+        want: impl Fn(&Message) -> bool,
+        what: &str,
+    ) -> Result<BTreeMap<usize, Message>, BenchError> {
+        let deadline = Instant::now() + self.timeout;
+        let mut got = BTreeMap::new();
+        while got.len() + 1 < self.world {
+            if let Some(e) = self.stopped() {
+                return Err(e);
+            }
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                let missing: Vec<String> = (1..self.world)
+                    .filter(|r| !got.contains_key(r))
+                    .map(|r| format!("{r} ({})", self.host(r)))
+                    .collect();
+                let reason = format!(
+                    "rank{} {} did not reach {what} within {}s (stalled or unreachable)",
+                    if missing.len() == 1 { "" } else { "s" },
+                    missing.join(", "),
+                    self.timeout.as_secs()
+                );
+                abort_all(&self.fatal, &self.writers, reason);
+                return Err(self.stopped().unwrap_or_else(|| runtime(what.to_string())));
+            }
+            if let Some((rank, m)) = self.next(&want, remaining) {
+                got.insert(rank, m);
+            }
+        }
+        Ok(got)
+    }
+
+    /// Others wait for rank 0's message of kind `want`.
+    fn await_root(
+        &self,
+        want: impl Fn(&Message) -> bool,
+        what: &str,
+    ) -> Result<Message, BenchError> {
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            if let Some(e) = self.stopped() {
+                return Err(e);
+            }
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(runtime(format!(
+                    "no word from rank 0 ({}) for {}s while waiting for {what}: the job stalled",
+                    self.host(0),
+                    self.timeout.as_secs()
+                )));
+            }
+            if let Some((_, m)) = self.next(&want, remaining) {
+                return Ok(m);
+            }
+        }
+    }
+
+    /// The next message `want` accepts, waiting at most 100 ms (so callers re-check the
+    /// stop flag). Messages for a later step (a fast rank's next Arrive while rank 0 still
+    /// gathers Reports) are kept, not dropped.
+    fn next(
+        &self,
+        want: &impl Fn(&Message) -> bool,
+        remaining: Duration,
+    ) -> Option<(usize, Message)> {
+        let mut backlog = self.backlog.borrow_mut();
+        if let Some(i) = backlog.iter().position(|(_, m)| want(m)) {
+            return backlog.remove(i);
+        }
+        match self
+            .events
+            .recv_timeout(remaining.min(Duration::from_millis(100)))
+        {
+            Ok(Event::Message(rank, m)) if want(&m) => Some((rank, m)),
+            Ok(Event::Message(rank, m)) => {
+                backlog.push_back((rank, m));
+                None
+            }
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => {
+                thread::sleep(remaining.min(Duration::from_millis(10)));
+                None
+            }
+        }
+    }
+
+    fn host(&self, rank: usize) -> &str {
+        self.members.get(rank).map_or("?", |m| m.host.as_str())
+    }
+
+    /// Every rank waits here until all have arrived.
+    pub fn barrier(&mut self) -> Result<(), BenchError> {
+        self.seq += 1;
+        let seq = self.seq;
+        if self.world == 1 {
+            return Ok(());
+        }
+        if self.rank == 0 {
+            self.gather(
+                |m| matches!(m, Message::Arrive { seq: s } if *s == seq),
+                "the barrier",
+            )?;
+            self.broadcast(&Message::Release { seq });
+            Ok(())
+        } else {
+            self.send_to_root(&Message::Arrive { seq })?;
+            self.await_root(
+                |m| matches!(m, Message::Release { seq: s } if *s == seq),
+                "the barrier",
+            )
+            .map(|_| ())
+        }
+    }
+
+    /// Sends this rank's figures for row `seq`; rank 0 gets every rank's, in rank order.
+    #[allow(clippy::type_complexity)]
+    pub fn report(
+        &mut self,
+        seq: u64,
+        times: [f64; 2],
+        wrong: [Option<u64>; 2],
+    ) -> Result<Option<Vec<([f64; 2], [Option<u64>; 2])>>, BenchError> {
+        if self.rank != 0 {
+            self.send_to_root(&Message::Report { seq, times, wrong })?;
+            return Ok(None);
+        }
+        let got = self.gather(
+            |m| matches!(m, Message::Report { seq: s, .. } if *s == seq),
+            "the end of a size",
+        )?;
+        let mut all = vec![(times, wrong)];
+        for (_, m) in got {
+            if let Message::Report { times, wrong, .. } = m {
+                all.push((times, wrong));
+            }
+        }
+        Ok(Some(all))
+    }
+
+    /// Ends the run: rank 0 tells everyone the exit code; the others learn it.
+    pub fn finish(&mut self, exit_code: u8) -> Result<u8, BenchError> {
+        if self.world == 1 {
+            return Ok(exit_code);
+        }
+        if self.rank == 0 {
+            self.fatal.finished.store(true, Ordering::SeqCst);
+            self.broadcast(&Message::Done { exit_code });
+            Ok(exit_code)
+        } else {
+            let m = self.await_root(|m| matches!(m, Message::Done { .. }), "the end of the run")?;
+            self.fatal.finished.store(true, Ordering::SeqCst);
+            match m {
+                Message::Done { exit_code } => Ok(exit_code),
+                _ => Ok(exit_code),
+            }
+        }
+    }
+
+    /// Turns this rank's error into the job's verdict: the reason rank 0 settles on when it
+    /// has one (naming the rank that is missing), else this rank's own.
+    pub fn fail(&mut self, err: BenchError) -> BenchError {
+        if self.world == 1 || !matches!(err, BenchError::Runtime(_)) {
+            if self.world > 1 && self.rank == 0 {
+                abort_all(&self.fatal, &self.writers, err.to_string());
+            }
+            return err;
+        }
+        if let Some(e) = self.stopped() {
+            return e;
+        }
+        if self.rank == 0 {
+            lock(&self.fatal.reports).push((0, err.to_string()));
+            let until = Instant::now() + BLAME_GRACE * 2;
+            while Instant::now() < until && self.stopped().is_none() {
+                thread::sleep(Duration::from_millis(10));
+            }
+            let hosts: Vec<String> = self.members.iter().map(|m| m.host.clone()).collect();
+            let reports = lock(&self.fatal.reports).clone();
+            let reason = diagnose(&reports, &hosts).unwrap_or_else(|| err.to_string());
+            abort_all(&self.fatal, &self.writers, reason);
+            self.stopped().unwrap_or(err)
+        } else {
+            let _ = self.send_to_root(&Message::Failed {
+                reason: err.to_string(),
+            });
+            let until = Instant::now() + VERDICT_GRACE.min(self.timeout);
+            while Instant::now() < until && self.stopped().is_none() {
+                thread::sleep(Duration::from_millis(10));
+            }
+            self.stopped().unwrap_or_else(|| {
+                runtime(format!(
+                    "rank 0 ({}) did not answer within {}s (it stalled or is unreachable); this rank saw: {err}",
+                    self.host(0),
+                    VERDICT_GRACE.min(self.timeout).as_secs()
+                ))
+            })
+        }
+    }
+}
+
+/// The first rank a reason names (`... rank 2 (host) ...`).
+pub fn suspect_of(reason: &str) -> Option<usize> {
+    reason.match_indices("rank ").find_map(|(i, m)| {
+        let digits: String = reason[i + m.len()..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    })
+}
+
+/// Who stopped the job, from every rank's first-hand error: a stalled rank reports nothing,
+/// while its neighbours (and, down the ring, theirs) each blame the rank next to them. The
+/// culprit is the rank that is blamed but reported nothing itself (the most blamed such rank).
+pub fn diagnose(reports: &[(usize, String)], hosts: &[String]) -> Option<String> {
+    let reporters: Vec<usize> = reports.iter().map(|(r, _)| *r).collect();
+    let mut best: Option<(usize, usize, &str)> = None;
+    for (_, reason) in reports {
+        let Some(suspect) = suspect_of(reason) else {
+            continue;
+        };
+        if reporters.contains(&suspect) {
+            continue;
+        }
+        let votes = reports
+            .iter()
+            .filter(|(_, r)| suspect_of(r) == Some(suspect))
+            .count();
+        if best.is_none_or(|(_, v, _)| votes > v) {
+            best = Some((suspect, votes, reason));
+        }
+    }
+    best.map(|(suspect, _, reason)| {
+        let host = hosts.get(suspect).map_or("?", String::as_str);
+        format!("rank {suspect} ({host}) stopped responding: {reason}")
+    })
+}
+
+/// Rank 0 stops the job: records the reason, interrupts its transfers, tells every rank.
+fn abort_all(fatal: &Fatal, writers: &[Mutex<TcpStream>], reason: String) {
+    if fatal.raise(reason.clone()) {
+        for w in writers {
+            if let Ok(mut w) = w.try_lock() {
+                let _ = frame::write(
+                    &mut *w,
+                    &Message::Abort {
+                        reason: reason.clone(),
+                    },
+                );
+            } else {
+                let _ = frame::write(
+                    &mut *lock(w),
+                    &Message::Abort {
+                        reason: reason.clone(),
+                    },
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rank_blamed_but_silent_is_the_culprit() {
+        let hosts: Vec<String> = ["a", "b", "c", "d"].iter().map(|h| h.to_string()).collect();
+        let r = |rank: usize, text: &str| (rank, text.to_string());
+        // Rank 2 stalled: rank 3 blames it, rank 0 blames rank 3, rank 1 blames rank 0.
+        let reports = [
+            r(0, "receiving from rank 3 (d) failed: no progress for 3s"),
+            r(1, "receiving from rank 0 (a) failed: no progress for 3s"),
+            r(3, "receiving from rank 2 (c) failed: no progress for 3s"),
+        ];
+        let verdict = diagnose(&reports, &hosts).unwrap();
+        assert!(
+            verdict.starts_with("rank 2 (c) stopped responding"),
+            "{verdict}"
+        );
+        // Everyone reported: no one to blame beyond the reports themselves.
+        let all = [
+            r(0, "receiving from rank 1 (b)"),
+            r(1, "receiving from rank 0 (a)"),
+        ];
+        assert_eq!(diagnose(&all, &hosts), None);
+        assert_eq!(diagnose(&[r(0, "cannot allocate")], &hosts), None);
+        assert_eq!(suspect_of("sending to rank 12 (x) failed"), Some(12));
+        assert_eq!(suspect_of("no rank here"), None);
+    }
+
+    #[test]
+    fn a_fast_ranks_next_message_waits_in_the_backlog() {
+        let (tx, events) = mpsc::channel();
+        let group = Group {
+            rank: 0,
+            world: 2,
+            members: Vec::new(),
+            fatal: Arc::default(),
+            timeout: Duration::from_secs(2),
+            seq: 0,
+            writers: Arc::new(Vec::new()),
+            events,
+            backlog: RefCell::default(),
+        };
+        // Rank 1 reaches the next barrier before rank 0 has read its report.
+        tx.send(Event::Message(1, Message::Arrive { seq: 2 }))
+            .unwrap();
+        tx.send(Event::Message(
+            1,
+            Message::Report {
+                seq: 1,
+                times: [1.0, 1.0],
+                wrong: [Some(0), Some(0)],
+            },
+        ))
+        .unwrap();
+        let reports = group
+            .gather(|m| matches!(m, Message::Report { seq: 1, .. }), "a report")
+            .unwrap();
+        assert_eq!(reports.len(), 1);
+        let arrivals = group
+            .gather(|m| matches!(m, Message::Arrive { seq: 2 }), "the barrier")
+            .unwrap();
+        assert_eq!(arrivals.len(), 1);
+    }
+
+    #[test]
+    fn raising_keeps_the_first_reason_and_nothing_after_the_end() {
+        let f = Fatal::default();
+        assert!(f.raise("rank 2 left".into()));
+        assert!(!f.raise("rank 1 failed".into()));
+        assert_eq!(f.reason().as_deref(), Some("rank 2 left"));
+        let g = Fatal::default();
+        g.finished.store(true, Ordering::SeqCst);
+        assert!(!g.raise("late".into()));
+        assert!(!g.is_raised());
+    }
+}

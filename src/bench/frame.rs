@@ -1,0 +1,186 @@
+//! The control protocol between ranks: length-prefixed JSON frames. Frames come from the
+//! network, so every read is bounded: a peer that announces more than [`MAX_FRAME`] bytes, or
+//! sends something that is not a frame, is dropped before anything is allocated for it.
+
+use std::io::{self, Read, Write};
+
+use serde::{Deserialize, Serialize};
+
+use super::Settings;
+use super::output::Member;
+
+/// Marks a gputune bench frame; anything else on the port is refused at once.
+pub const MAGIC: [u8; 4] = *b"GTB1";
+/// Largest frame accepted (a Welcome for a few thousand ranks fits).
+pub const MAX_FRAME: usize = 1 << 20;
+/// Header: magic and a big-endian u32 length.
+pub const HEADER: usize = 8;
+
+/// Every message ranks exchange.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Message {
+    /// A rank asks to join: the job's token, who it is, where its data port is.
+    Hello {
+        token: String,
+        rank: usize,
+        world: usize,
+        member: Member,
+        data_port: u16,
+        backend: String,
+        settings: Settings,
+    },
+    /// Rank 0 accepts: every member and its data address (`ip:port`), NCCL's id if used.
+    Welcome {
+        members: Vec<Member>,
+        data_addrs: Vec<String>,
+        nccl_id: Option<Vec<u8>>,
+    },
+    /// Rank 0 refuses a connection (bad token, wrong world size, duplicate rank).
+    Reject { reason: String },
+    /// Opening of a data connection: the sender's rank and stream, with the token.
+    DataHello {
+        token: String,
+        rank: usize,
+        stream: usize,
+    },
+    /// A rank reached barrier `seq`.
+    Arrive { seq: u64 },
+    /// Everyone reached barrier `seq`.
+    Release { seq: u64 },
+    /// A rank's figures for row `seq`: µs per operation and wrong elements, out-of-place
+    /// then in-place.
+    Report {
+        seq: u64,
+        times: [f64; 2],
+        wrong: [Option<u64>; 2],
+    },
+    /// A rank hit an error; rank 0 decides who to blame and aborts the job.
+    Failed { reason: String },
+    /// Rank 0 stops the job: every rank exits 3 with this reason.
+    Abort { reason: String },
+    /// The run is over; every rank exits with this code.
+    Done { exit_code: u8 },
+}
+
+/// Why a frame was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("not a gputune bench frame")]
+    BadMagic,
+    #[error("frame of {0} bytes is over the {MAX_FRAME}-byte limit")]
+    TooLarge(usize),
+    #[error("malformed frame: {0}")]
+    Malformed(String),
+    #[error("connection closed")]
+    Closed,
+    #[error("{0}")]
+    Io(#[from] io::Error),
+}
+
+impl FrameError {
+    /// A read that gave up because the socket's timeout passed.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, FrameError::Io(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut))
+    }
+}
+
+/// The frame carrying `message`.
+pub fn encode(message: &Message) -> Vec<u8> {
+    // Serialising plain data to a Vec cannot fail.
+    let body = serde_json::to_vec(message).unwrap_or_default();
+    let mut out = Vec::with_capacity(HEADER + body.len());
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+/// The body length a header announces, checked against the limit.
+pub fn parse_header(header: &[u8; HEADER]) -> Result<usize, FrameError> {
+    if header[..4] != MAGIC {
+        return Err(FrameError::BadMagic);
+    }
+    let len = u32::from_be_bytes([header[4], header[5], header[6], header[7]]) as usize;
+    if len > MAX_FRAME {
+        return Err(FrameError::TooLarge(len));
+    }
+    Ok(len)
+}
+
+/// Decodes a frame body.
+pub fn parse_body(body: &[u8]) -> Result<Message, FrameError> {
+    serde_json::from_slice(body).map_err(|e| FrameError::Malformed(e.to_string()))
+}
+
+/// Reads one frame (blocking, within the socket's timeout).
+pub fn read(from: &mut impl Read) -> Result<Message, FrameError> {
+    let mut header = [0u8; HEADER];
+    read_exact(from, &mut header)?;
+    let len = parse_header(&header)?;
+    let mut body = vec![0u8; len];
+    read_exact(from, &mut body)?;
+    parse_body(&body)
+}
+
+fn read_exact(from: &mut impl Read, buf: &mut [u8]) -> Result<(), FrameError> {
+    from.read_exact(buf).map_err(|e| {
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            FrameError::Closed
+        } else {
+            FrameError::Io(e)
+        }
+    })
+}
+
+/// Writes one frame.
+pub fn write(to: &mut impl Write, message: &Message) -> io::Result<()> {
+    to.write_all(&encode(message))?;
+    to.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Cursor;
+
+    #[test]
+    fn round_trip() {
+        for m in [
+            Message::Arrive { seq: 7 },
+            Message::Report {
+                seq: 1,
+                times: [1.5, 2.5],
+                wrong: [Some(0), None],
+            },
+            Message::Abort {
+                reason: "rank 2 left".into(),
+            },
+            Message::DataHello {
+                token: "t".into(),
+                rank: 1,
+                stream: 0,
+            },
+        ] {
+            let bytes = encode(&m);
+            assert_eq!(read(&mut Cursor::new(&bytes)).unwrap(), m);
+        }
+    }
+
+    #[test]
+    fn refused_input() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"GET / HTTP/1.1\r\n\r\n", "not a gputune"),
+            (b"GTB1\xff\xff\xff\xff", "over the"),
+            (b"GTB1\x00\x00\x00\x05hello", "malformed"),
+            (b"GTB1\x00\x00\x00\x02{}", "malformed"),
+            (b"GTB1\x00\x00\x00\x10{\"kind\":", "closed"),
+            (b"GT", "closed"),
+            (b"", "closed"),
+        ];
+        for (bytes, want) in cases {
+            let err = read(&mut Cursor::new(bytes)).unwrap_err().to_string();
+            assert!(err.contains(want), "{bytes:?}: {err}");
+        }
+    }
+}

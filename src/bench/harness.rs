@@ -1,0 +1,94 @@
+//! The measurement loop shared by every backend, as nccl-tests runs it: at each size, for
+//! out-of-place then in-place, `warmup` untimed operations, a barrier, `iters` operations
+//! timed back to back on the wall clock (time per operation = elapsed / iters), then `check`
+//! operations on fresh input compared element by element with the exact answer. Rank 0
+//! averages every rank's time and sums every rank's wrong elements.
+
+use std::time::Instant;
+
+use super::control::Group;
+use super::data::{self, DType, Op};
+use super::stats::{Half, Row};
+use super::{Backend, BenchError};
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub sizes: Vec<u64>,
+    pub dtype: DType,
+    pub op: Op,
+    pub iters: usize,
+    pub warmup: usize,
+    pub check: usize,
+}
+
+/// Elements for a requested size: whole elements, at least one.
+pub fn element_count(size: u64, dtype: DType) -> u64 {
+    (size / dtype.size() as u64).max(1)
+}
+
+/// Runs the plan; `on_row` sees each row as rank 0 completes it (other ranks get none).
+pub fn run(
+    backend: &mut dyn Backend,
+    group: &mut Group,
+    plan: &Plan,
+    mut on_row: impl FnMut(&Row) -> Result<(), BenchError>,
+) -> Result<Vec<Row>, BenchError> {
+    let mut rows = Vec::new();
+    let es = plan.dtype.size();
+    for (seq, &size) in plan.sizes.iter().enumerate() {
+        let count = element_count(size, plan.dtype);
+        let bytes = usize::try_from(count)
+            .ok()
+            .and_then(|c| c.checked_mul(es))
+            .ok_or_else(|| BenchError::Usage(format!("size {size} does not fit in memory")))?;
+        let mut input = Vec::new();
+        input.try_reserve_exact(bytes).map_err(|_| {
+            BenchError::Runtime(format!("cannot allocate {bytes} bytes for size {size}"))
+        })?;
+        input.resize(bytes, 0);
+        data::fill_input(plan.dtype, plan.op, group.rank, group.world, &mut input);
+        backend.prepare(plan.dtype, &input)?;
+
+        let mut times = [0.0; 2];
+        let mut wrong = [None; 2];
+        for (half, in_place) in [false, true].into_iter().enumerate() {
+            backend.reset(in_place)?;
+            backend.run(plan.op, in_place, plan.warmup)?;
+            group.barrier()?;
+            let start = Instant::now();
+            backend.run(plan.op, in_place, plan.iters)?;
+            times[half] = start.elapsed().as_secs_f64() * 1e6 / plan.iters.max(1) as f64;
+            if plan.check > 0 {
+                let mut total = 0;
+                for _ in 0..plan.check {
+                    backend.reset(in_place)?;
+                    backend.run(plan.op, in_place, 1)?;
+                    let result = backend.result(in_place)?;
+                    total += data::count_wrong(plan.dtype, plan.op, group.world, &result);
+                }
+                wrong[half] = Some(total);
+            }
+        }
+        if let Some(all) = group.report(seq as u64, times, wrong)? {
+            let bytes = count * es as u64;
+            let half = |h: usize| {
+                let t: Vec<f64> = all.iter().map(|(t, _)| t[h]).collect();
+                let w: Vec<Option<u64>> = all.iter().map(|(_, w)| w[h]).collect();
+                Half::from_ranks(bytes, &t, &w)
+            };
+            let row = Row {
+                size: bytes,
+                count,
+                dtype: plan.dtype.name(),
+                redop: plan.op.name(),
+                root: -1,
+                out_of_place: half(0),
+                in_place: half(1),
+            };
+            on_row(&row)?;
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}

@@ -1,0 +1,472 @@
+//! One run of `bench allreduce` from this process's point of view: start local ranks or join
+//! a launcher's job, pick the backend, rendezvous, measure, and (on rank 0) print and judge.
+
+use std::collections::BTreeMap;
+use std::hash::{BuildHasher, RandomState};
+use std::io::{IsTerminal, Write};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, ToSocketAddrs};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::control::Group;
+use super::harness::{self, Plan};
+use super::launch::{self, JobEnv, Launcher};
+use super::nccl::{self, NcclBackend, Probe};
+use super::output::{self, Member, RunInfo, Versions};
+use super::rendezvous::{self, Identity, Joined};
+use super::stats::{Row, average_busbw, total_wrong};
+use super::tcp::{self, TcpBackend};
+use super::{Backend, BenchError, Settings};
+
+use crate::error::ExitCode;
+use crate::host::Root;
+
+/// Marks the ranks `--ranks` started, so they join instead of starting ranks of their own.
+pub const CHILD_VAR: &str = "GPUTUNE_BENCH_CHILD";
+
+/// Which transport was asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    Auto,
+    Nccl,
+    Tcp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+/// A validated command line.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub settings: Settings,
+    pub plan: Plan,
+    pub choice: Choice,
+    pub format: Format,
+    /// The threshold and where it came from (`--min-busbw`, or a profile).
+    pub min_busbw: Option<(f64, String)>,
+    pub timeout: Duration,
+    pub ranks: Option<usize>,
+}
+
+/// The backend this rank will use.
+enum Resolved {
+    Tcp,
+    Nccl(Box<Probe>),
+}
+
+impl Resolved {
+    fn name(&self) -> &'static str {
+        match self {
+            Resolved::Tcp => "tcp",
+            Resolved::Nccl(_) => "nccl",
+        }
+    }
+}
+
+fn resolve(choice: Choice, root: &Root, say: bool) -> Result<Resolved, BenchError> {
+    match choice {
+        Choice::Tcp => Ok(Resolved::Tcp),
+        Choice::Nccl => nccl::probe(root).map(|p| Resolved::Nccl(Box::new(p))),
+        Choice::Auto => match nccl::probe(root) {
+            Ok(p) => Ok(Resolved::Nccl(Box::new(p))),
+            Err(e) => {
+                if say {
+                    eprintln!("# --backend auto: using TCP, not NCCL: {e}");
+                }
+                Ok(Resolved::Tcp)
+            }
+        },
+    }
+}
+
+/// Runs the job: as the launcher of `--ranks` local ranks, or as one rank of a job.
+pub fn run(job: &Job, root: &Root) -> Result<ExitCode, BenchError> {
+    let vars: BTreeMap<String, String> = std::env::vars().collect();
+    let is_child = vars.contains_key(CHILD_VAR);
+    if (is_child || job.ranks.is_none())
+        && let Some(env) = launch::from_vars(&vars).map_err(|e| BenchError::Usage(e.to_string()))?
+    {
+        return run_rank(job, root, &env, None);
+    }
+    // Nobody launched us: start the ranks here (rank 0 says which backend and why).
+    let resolved = resolve(job.choice, root, false)?;
+    let ranks = match (job.ranks, &resolved) {
+        (Some(n), _) => n,
+        (None, Resolved::Nccl(p)) => p.devices,
+        (None, Resolved::Tcp) => 2,
+    };
+    drop(resolved);
+    if ranks == 1 {
+        let env = JobEnv {
+            launcher: Launcher::Torchrun,
+            rank: 0,
+            world: 1,
+            local_rank: 0,
+            master: ("127.0.0.1".into(), 0),
+            token: String::new(),
+        };
+        return run_rank(job, root, &env, None);
+    }
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .map_err(|e| BenchError::Runtime(format!("cannot open a local rendezvous port: {e}")))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| BenchError::Runtime(e.to_string()))?
+        .port();
+    let token = random_token();
+    let mut children = Vec::new();
+    for rank in 1..ranks {
+        match spawn_rank(rank, ranks, port, &token) {
+            Ok(child) => children.push((rank, child)),
+            Err(e) => {
+                kill_all(&mut children);
+                return Err(e);
+            }
+        }
+    }
+    let env = JobEnv {
+        launcher: Launcher::Torchrun,
+        rank: 0,
+        world: ranks,
+        local_rank: 0,
+        master: ("127.0.0.1".into(), port),
+        token,
+    };
+    let result = run_rank(job, root, &env, Some(listener));
+    let grace = if result.is_ok() {
+        job.timeout
+    } else {
+        Duration::from_secs(5)
+    };
+    let statuses = reap(&mut children, grace);
+    match result {
+        Ok(code) => {
+            for (rank, status) in statuses {
+                if let Some(s) = status.filter(|s| s.code() != Some(code as i32)) {
+                    return Err(BenchError::Runtime(format!("rank {rank} ended with {s}")));
+                }
+            }
+            Ok(code)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn random_token() -> String {
+    // RandomState is seeded from the OS's randomness.
+    let a = RandomState::new().hash_one(std::process::id());
+    let b = RandomState::new().hash_one(Instant::now());
+    format!("{a:016x}{b:016x}")
+}
+
+fn spawn_rank(rank: usize, world: usize, port: u16, token: &str) -> Result<Child, BenchError> {
+    let exe = std::env::current_exe().map_err(|e| {
+        BenchError::Runtime(format!(
+            "cannot find this program to start rank {rank}: {e}"
+        ))
+    })?;
+    Command::new(exe)
+        .args(std::env::args_os().skip(1))
+        .env(CHILD_VAR, "1")
+        .env("RANK", rank.to_string())
+        .env("WORLD_SIZE", world.to_string())
+        .env("LOCAL_RANK", rank.to_string())
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", port.to_string())
+        .env(launch::TOKEN_VAR, token)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .map_err(|e| BenchError::Runtime(format!("cannot start rank {rank}: {e}")))
+}
+
+fn kill_all(children: &mut [(usize, Child)]) {
+    for (_, c) in children.iter_mut() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+/// Waits for the local ranks, killing any still running after `grace`.
+fn reap(
+    children: &mut [(usize, Child)],
+    grace: Duration,
+) -> Vec<(usize, Option<std::process::ExitStatus>)> {
+    let deadline = Instant::now() + grace;
+    let mut out = Vec::new();
+    for (rank, child) in children.iter_mut() {
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(s)) => break Some(s),
+                Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(10)),
+                _ => {
+                    let _ = child.kill();
+                    break child.wait().ok();
+                }
+            }
+        };
+        out.push((*rank, status));
+    }
+    out
+}
+
+fn hostname(root: &Root) -> String {
+    root.read_optional("/proc/sys/kernel/hostname")
+        .ok()
+        .flatten()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// The address rank 0 listens on: every interface of MASTER_ADDR's family.
+fn rendezvous_bind(master: &(String, u16)) -> SocketAddr {
+    let v6 = (master.0.as_str(), master.1)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .is_some_and(|a| a.is_ipv6());
+    let ip = if v6 {
+        IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+    } else {
+        IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+    };
+    SocketAddr::new(ip, master.1)
+}
+
+fn run_rank(
+    job: &Job,
+    root: &Root,
+    env: &JobEnv,
+    listener: Option<TcpListener>,
+) -> Result<ExitCode, BenchError> {
+    let resolved = resolve(job.choice, root, env.rank == 0)?;
+    let backend_name = resolved.name();
+    let mut nccl_version = None;
+    let (device, ordinal) = match &resolved {
+        Resolved::Tcp => ("cpu".to_string(), 0),
+        Resolved::Nccl(p) => {
+            nccl_version = Some(p.version.to_string());
+            let (ordinal, name) = nccl::device_for(p, env.local_rank)?;
+            (name, ordinal)
+        }
+    };
+    let member = Member {
+        rank: env.rank,
+        host: hostname(root),
+        pid: std::process::id(),
+        device,
+    };
+    let identity = Identity {
+        rank: env.rank,
+        world: env.world,
+        token: env.token.clone(),
+        member: member.clone(),
+        backend: resolved.name().to_string(),
+        settings: job.settings.clone(),
+    };
+    let nccl_id = match &resolved {
+        Resolved::Nccl(p) if env.rank == 0 => Some(
+            p.nccl
+                .unique_id()
+                .map_err(|e| BenchError::Runtime(e.to_string()))?
+                .to_vec(),
+        ),
+        _ => None,
+    };
+    let joined: Option<Joined> = if env.world == 1 {
+        None
+    } else if env.rank == 0 {
+        let listener = match listener {
+            Some(l) => l,
+            None => {
+                let addr = rendezvous_bind(&env.master);
+                TcpListener::bind(addr).map_err(|e| {
+                    BenchError::Runtime(format!(
+                        "cannot listen for the rendezvous on {addr} (MASTER_PORT): {e}"
+                    ))
+                })?
+            }
+        };
+        Some(rendezvous::serve(
+            listener,
+            identity,
+            nccl_id.clone(),
+            job.timeout,
+        )?)
+    } else {
+        Some(rendezvous::join(&env.master, identity, job.timeout)?)
+    };
+    let (mut group, data) = match joined {
+        None => (Group::alone(vec![member], job.timeout), None),
+        Some(j) => (j.group, Some((j.data_listener, j.data_addrs, j.nccl_id))),
+    };
+
+    let backend: Result<Box<dyn Backend>, BenchError> = match resolved {
+        Resolved::Tcp => {
+            let options = tcp::Options {
+                streams: job.settings.streams,
+                sockbuf: job.settings.sockbuf,
+                timeout: job.timeout,
+                token: env.token.clone(),
+            };
+            let hosts: Vec<String> = group.members.iter().map(|m| m.host.clone()).collect();
+            match data {
+                Some((listener, addrs, _)) => tcp::connect(
+                    env.rank,
+                    env.world,
+                    listener,
+                    &addrs,
+                    &hosts,
+                    &options,
+                    group.fatal.clone(),
+                ),
+                None => Ok(tcp::Ring::alone()),
+            }
+            .map(|ring| Box::new(TcpBackend::new(ring)) as Box<dyn Backend>)
+        }
+        Resolved::Nccl(probe) => {
+            let id = data
+                .and_then(|(_, _, id)| id)
+                .or(nccl_id)
+                .unwrap_or_default();
+            let id = if env.world == 1 && id.is_empty() {
+                probe
+                    .nccl
+                    .unique_id()
+                    .map(|i| i.to_vec())
+                    .map_err(|e| BenchError::Runtime(e.to_string()))
+            } else {
+                Ok(id)
+            };
+            id.and_then(|id| {
+                NcclBackend::new(
+                    *probe,
+                    ordinal,
+                    env.rank,
+                    env.world,
+                    &id,
+                    job.timeout,
+                    group.fatal.clone(),
+                )
+            })
+            .map(|b| Box::new(b) as Box<dyn Backend>)
+        }
+    };
+    let mut backend = match backend {
+        Ok(b) => b,
+        Err(e) => return Err(group.fail(e)),
+    };
+
+    let info = RunInfo {
+        backend: backend_name.to_string(),
+        settings: job.settings.clone(),
+        members: group.members.clone(),
+        versions: Versions {
+            gputune: env!("CARGO_PKG_VERSION"),
+            nccl: nccl_version,
+        },
+    };
+    if env.rank != 0 {
+        if let Err(e) = harness::run(backend.as_mut(), &mut group, &job.plan, |_| Ok(())) {
+            return Err(group.fail(e));
+        }
+        drop(backend);
+        let code = group.finish(0).map_err(|e| group.fail(e))?;
+        return Ok(match code {
+            0 => ExitCode::Ok,
+            1 => ExitCode::Findings,
+            2 => ExitCode::Usage,
+            _ => ExitCode::Runtime,
+        });
+    }
+    rank0(job, info, backend.as_mut(), &mut group)
+}
+
+fn print(text: &str) -> Result<(), BenchError> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|_| out.flush())
+        .map_err(BenchError::Stdout)
+}
+
+fn rank0(
+    job: &Job,
+    info: RunInfo,
+    backend: &mut dyn Backend,
+    group: &mut Group,
+) -> Result<ExitCode, BenchError> {
+    let table = job.format == Format::Table;
+    if table {
+        print(&output::table_header(&info))?;
+    }
+    let bar = if std::io::stderr().is_terminal() {
+        let bar = ProgressBar::new(job.plan.sizes.len() as u64);
+        if let Ok(style) = ProgressStyle::with_template("{bar:30} {pos}/{len} sizes {msg}") {
+            bar.set_style(style);
+        }
+        Some(bar)
+    } else {
+        None
+    };
+    let rows = harness::run(backend, group, &job.plan, |row: &Row| {
+        if let Some(bar) = &bar {
+            bar.inc(1);
+            bar.set_message(format!("{} B", row.size));
+        }
+        if table {
+            let line = output::table_row(row);
+            match &bar {
+                Some(bar) => bar.suspend(|| print(&line)),
+                None => print(&line),
+            }
+        } else {
+            Ok(())
+        }
+    });
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    let rows = match rows {
+        Ok(rows) => rows,
+        Err(e) => return Err(group.fail(e)),
+    };
+    let mut failures = Vec::new();
+    let wrong = total_wrong(&rows);
+    if wrong > 0 {
+        failures.push(format!(
+            "{wrong} wrong element{} in the results",
+            if wrong == 1 { "" } else { "s" }
+        ));
+    }
+    let avg = average_busbw(&rows);
+    if let Some((min, source)) = &job.min_busbw
+        && avg < *min
+    {
+        failures.push(format!(
+            "average bus bandwidth {avg:.3} GB/s is below the minimum {min} GB/s ({source})"
+        ));
+    }
+    let code = if failures.is_empty() { 0 } else { 1 };
+    group.finish(code)?;
+    if table {
+        print(&output::table_footer(&rows))?;
+    } else {
+        print(&output::json(
+            &info,
+            &rows,
+            job.min_busbw.as_ref().map(|m| m.0),
+        ))?;
+    }
+    if failures.is_empty() {
+        Ok(ExitCode::Ok)
+    } else {
+        Err(BenchError::Failed(failures.join("; ")))
+    }
+}

@@ -1,0 +1,285 @@
+//! Joining a job started by an external launcher: who this rank is, how many ranks there are,
+//! where rank 0's rendezvous listens, and the job's token. Pure: it reads a map of variables,
+//! so every launcher's environment is a table test.
+
+use std::collections::BTreeMap;
+
+/// torchrun's default rendezvous port, used when only `MASTER_ADDR` is set.
+pub const DEFAULT_PORT: u16 = 29500;
+/// Set by `--ranks` in the ranks it starts, and by users who want an explicit job secret.
+pub const TOKEN_VAR: &str = "GPUTUNE_BENCH_TOKEN";
+
+/// Which launcher's variables were read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Launcher {
+    /// `RANK`/`WORLD_SIZE` (torchrun, and `--ranks` itself).
+    Torchrun,
+    Slurm,
+    OpenMpi,
+}
+
+/// This process's place in a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobEnv {
+    pub launcher: Launcher,
+    pub rank: usize,
+    pub world: usize,
+    pub local_rank: usize,
+    /// Rank 0's rendezvous: host and port.
+    pub master: (String, u16),
+    pub token: String,
+}
+
+/// A variable is missing or malformed; the message names it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct EnvError(pub String);
+
+/// Reads the job from the environment, or `None` when no launcher's variables are set.
+pub fn from_vars(vars: &BTreeMap<String, String>) -> Result<Option<JobEnv>, EnvError> {
+    let get = |k: &str| vars.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+    let (launcher, rank_var, size_var, local_var) =
+        if get("RANK").is_some() || get("WORLD_SIZE").is_some() {
+            (Launcher::Torchrun, "RANK", "WORLD_SIZE", "LOCAL_RANK")
+        } else if get("SLURM_PROCID").is_some() {
+            (
+                Launcher::Slurm,
+                "SLURM_PROCID",
+                "SLURM_NTASKS",
+                "SLURM_LOCALID",
+            )
+        } else if get("OMPI_COMM_WORLD_RANK").is_some() {
+            (
+                Launcher::OpenMpi,
+                "OMPI_COMM_WORLD_RANK",
+                "OMPI_COMM_WORLD_SIZE",
+                "OMPI_COMM_WORLD_LOCAL_RANK",
+            )
+        } else {
+            return Ok(None);
+        };
+    let number = |name: &str| -> Result<usize, EnvError> {
+        let text = get(name).ok_or_else(|| {
+            EnvError(format!(
+                "{name} is not set (the launcher sets {rank_var}, so it must set {name} too)"
+            ))
+        })?;
+        text.parse()
+            .map_err(|_| EnvError(format!("{name}={text} is not a whole number")))
+    };
+    let rank = number(rank_var)?;
+    let world = number(size_var)?;
+    if world == 0 {
+        return Err(EnvError(format!(
+            "{size_var}=0: a job needs at least one rank"
+        )));
+    }
+    if rank >= world {
+        return Err(EnvError(format!(
+            "{rank_var}={rank} is not below {size_var}={world}"
+        )));
+    }
+    let local_rank = match get(local_var) {
+        Some(_) => number(local_var)?,
+        None => 0,
+    };
+    let master = match get("MASTER_ADDR") {
+        Some(addr) => {
+            let port = match get("MASTER_PORT") {
+                Some(p) => p.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(|| {
+                    EnvError(format!("MASTER_PORT={p} is not a port number (1-65535)"))
+                })?,
+                None => DEFAULT_PORT,
+            };
+            (addr.to_string(), port)
+        }
+        None if world == 1 => ("127.0.0.1".to_string(), 0),
+        None => {
+            return Err(EnvError(
+                "MASTER_ADDR is not set: export the address of rank 0's host (for Slurm: \
+                 MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)) \
+                 and optionally MASTER_PORT (default 29500)"
+                    .to_string(),
+            ));
+        }
+    };
+    let token = match get(TOKEN_VAR) {
+        Some(t) => t.to_string(),
+        None => derived_token(vars, world, &master),
+    };
+    Ok(Some(JobEnv {
+        launcher,
+        rank,
+        world,
+        local_rank,
+        master,
+        token,
+    }))
+}
+
+/// With no explicit token, one built from what every rank of the job sees alike: the world
+/// size, the rendezvous address and the launchers' job ids. It keeps a stray rank of another
+/// job (or another run on the same port) out; it is not a secret, `GPUTUNE_BENCH_TOKEN` is.
+fn derived_token(vars: &BTreeMap<String, String>, world: usize, master: &(String, u16)) -> String {
+    let mut token = format!("derived:world={world}:master={}:{}", master.0, master.1);
+    for key in [
+        "TORCHELASTIC_RUN_ID",
+        "SLURM_JOB_ID",
+        "SLURM_STEP_ID",
+        "OMPI_MCA_ess_base_jobid",
+        "PMIX_NAMESPACE",
+    ] {
+        if let Some(v) = vars.get(key).filter(|v| !v.is_empty()) {
+            token.push_str(&format!(":{key}={v}"));
+        }
+    }
+    token
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn launchers() {
+        let torchrun = from_vars(&vars(&[
+            ("RANK", "1"),
+            ("WORLD_SIZE", "4"),
+            ("LOCAL_RANK", "1"),
+            ("MASTER_ADDR", "10.0.0.1"),
+            ("MASTER_PORT", "29501"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (
+                torchrun.launcher,
+                torchrun.rank,
+                torchrun.world,
+                torchrun.local_rank
+            ),
+            (Launcher::Torchrun, 1, 4, 1)
+        );
+        assert_eq!(torchrun.master, ("10.0.0.1".to_string(), 29501));
+
+        let slurm = from_vars(&vars(&[
+            ("SLURM_PROCID", "3"),
+            ("SLURM_NTASKS", "8"),
+            ("SLURM_LOCALID", "3"),
+            ("SLURM_JOB_ID", "42"),
+            ("MASTER_ADDR", "n01"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (slurm.launcher, slurm.rank, slurm.world, slurm.local_rank),
+            (Launcher::Slurm, 3, 8, 3)
+        );
+        assert_eq!(slurm.master.1, DEFAULT_PORT);
+        assert!(slurm.token.contains("SLURM_JOB_ID=42"));
+
+        let mpi = from_vars(&vars(&[
+            ("OMPI_COMM_WORLD_RANK", "0"),
+            ("OMPI_COMM_WORLD_SIZE", "2"),
+            ("OMPI_COMM_WORLD_LOCAL_RANK", "0"),
+            ("MASTER_ADDR", "h"),
+            ("MASTER_PORT", "1234"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (mpi.launcher, mpi.rank, mpi.world),
+            (Launcher::OpenMpi, 0, 2)
+        );
+
+        assert_eq!(from_vars(&vars(&[("PATH", "/bin")])).unwrap(), None);
+        // One rank needs no rendezvous address.
+        let single = from_vars(&vars(&[("RANK", "0"), ("WORLD_SIZE", "1")]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(single.world, 1);
+    }
+
+    #[test]
+    fn plain_torchrun_ranks_derive_the_same_token() {
+        let env = |rank: &str| {
+            from_vars(&vars(&[
+                ("RANK", rank),
+                ("WORLD_SIZE", "2"),
+                ("MASTER_ADDR", "10.0.0.1"),
+                ("MASTER_PORT", "29500"),
+            ]))
+            .unwrap()
+            .unwrap()
+        };
+        assert_eq!(env("0").token, env("1").token);
+        assert_eq!(env("1").local_rank, 0);
+        let other_port = from_vars(&vars(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "10.0.0.1"),
+            ("MASTER_PORT", "29501"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_ne!(env("0").token, other_port.token);
+        let explicit = from_vars(&vars(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "h"),
+            (TOKEN_VAR, "s3cret"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(explicit.token, "s3cret");
+    }
+
+    #[test]
+    fn bad_environments_name_the_variable() {
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (
+                &[("RANK", "x"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "h")],
+                "RANK=x",
+            ),
+            (
+                &[("RANK", "2"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "h")],
+                "RANK=2 is not below WORLD_SIZE=2",
+            ),
+            (&[("RANK", "0"), ("WORLD_SIZE", "0")], "WORLD_SIZE=0"),
+            (&[("RANK", "0")], "WORLD_SIZE is not set"),
+            (
+                &[("RANK", "0"), ("WORLD_SIZE", "2")],
+                "MASTER_ADDR is not set",
+            ),
+            (
+                &[
+                    ("RANK", "0"),
+                    ("WORLD_SIZE", "2"),
+                    ("MASTER_ADDR", "h"),
+                    ("MASTER_PORT", "70000"),
+                ],
+                "MASTER_PORT=70000",
+            ),
+            (
+                &[
+                    ("SLURM_PROCID", "0"),
+                    ("SLURM_NTASKS", "2"),
+                    ("SLURM_LOCALID", "a"),
+                    ("MASTER_ADDR", "h"),
+                ],
+                "SLURM_LOCALID=a",
+            ),
+        ];
+        for (pairs, want) in cases {
+            let err = from_vars(&vars(pairs)).unwrap_err().to_string();
+            assert!(err.contains(want), "{pairs:?}: {err}");
+        }
+    }
+}

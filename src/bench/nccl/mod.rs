@@ -1,0 +1,397 @@
+//! The NCCL backend: one process per GPU (`LOCAL_RANK` picks the device), device buffers and
+//! a stream through the CUDA driver API ([`cuda`]), NCCL through `libnccl.so.2` found by
+//! [`crate::host::nccl::locate`]. The communicator's id travels in the rendezvous Welcome, so
+//! no MPI is needed. Every wait polls the stream and NCCL's asynchronous error, and gives up
+//! with `ncclCommAbort` when the timeout passes or the job is stopped.
+
+pub mod cuda;
+
+use std::ffi::{c_int, c_void};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::bench::control::Fatal;
+use crate::bench::data::{DType, Op};
+use crate::bench::{Backend, BenchError};
+use crate::host::Root;
+use crate::host::nccl::{Nccl, NcclVersion, SearchEnv, UNIQUE_ID_BYTES, locate};
+use cuda::{CuDevicePtr, CuStream, Cuda, Stream};
+
+/// The oldest NCCL with everything used here: `ncclAvg` and bf16 arrived in 2.10.
+pub const MIN_VERSION: (u32, u32) = (2, 10);
+
+/// NCCL and the CUDA driver, both loaded and usable.
+pub struct Probe {
+    pub nccl: Nccl,
+    pub version: NcclVersion,
+    pub cuda: Cuda,
+    pub devices: usize,
+}
+
+/// Loads NCCL and CUDA and counts GPUs; each way of failing is its own message.
+pub fn probe(root: &Root) -> Result<Probe, BenchError> {
+    let located = locate(root, &SearchEnv::from_process()).map_err(|searched| {
+        BenchError::Runtime(format!(
+            "NCCL not found ({} not in: {}); set GPUTUNE_NCCL_LIB to its path, or use --backend tcp",
+            crate::host::nccl::SONAME,
+            searched.join("; ")
+        ))
+    })?;
+    let nccl = Nccl::open(&located.path).map_err(|e| BenchError::Runtime(e.to_string()))?;
+    let version = nccl
+        .version()
+        .map_err(|e| BenchError::Runtime(e.to_string()))?;
+    check_version(version, &located.path)?;
+    let with_nccl = |e: cuda::CudaError| {
+        BenchError::Runtime(format!(
+            "NCCL {version} found at {}, but {e}; use --backend tcp to measure the network without GPUs",
+            located.path.display()
+        ))
+    };
+    let cuda = Cuda::open().map_err(with_nccl)?;
+    let devices = cuda.device_count().map_err(with_nccl)?;
+    Ok(Probe {
+        nccl,
+        version,
+        cuda,
+        devices,
+    })
+}
+
+/// Refuses an NCCL older than [`MIN_VERSION`], naming the file.
+pub fn check_version(version: NcclVersion, path: &std::path::Path) -> Result<(), BenchError> {
+    if (version.major, version.minor) < MIN_VERSION {
+        return Err(BenchError::Runtime(format!(
+            "NCCL {version} at {} is too old: bench needs {}.{} or newer (avg and bf16)",
+            path.display(),
+            MIN_VERSION.0,
+            MIN_VERSION.1
+        )));
+    }
+    Ok(())
+}
+
+/// `ncclUniqueId`, passed by value.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct UniqueId {
+    internal: [u8; UNIQUE_ID_BYTES],
+}
+
+type Comm = *mut c_void;
+
+fn nccl_type(dtype: DType) -> c_int {
+    match dtype {
+        DType::I32 => 2,
+        DType::F16 => 6,
+        DType::F32 => 7,
+        DType::F64 => 8,
+        DType::Bf16 => 9,
+    }
+}
+
+fn nccl_op(op: Op) -> c_int {
+    match op {
+        Op::Sum => 0,
+        Op::Prod => 1,
+        Op::Max => 2,
+        Op::Min => 3,
+        Op::Avg => 4,
+    }
+}
+
+/// One rank's communicator on one GPU.
+pub struct NcclBackend {
+    probe: Probe,
+    comm: Comm,
+    stream: Stream,
+    send: CuDevicePtr,
+    recv: CuDevicePtr,
+    capacity: usize,
+    input: Vec<u8>,
+    dtype: DType,
+    timeout: Duration,
+    fatal: Arc<Fatal>,
+    aborted: bool,
+}
+
+/// The GPU a rank uses and its name, for the header.
+pub fn device_for(probe: &Probe, local_rank: usize) -> Result<(usize, String), BenchError> {
+    let ordinal = local_rank % probe.devices.max(1);
+    let dev = probe
+        .cuda
+        .device(ordinal)
+        .map_err(|e| BenchError::Runtime(e.to_string()))?;
+    let name = probe
+        .cuda
+        .device_name(dev)
+        .map_err(|e| BenchError::Runtime(e.to_string()))?;
+    Ok((ordinal, format!("{ordinal} {name}")))
+}
+
+impl NcclBackend {
+    /// Joins the communicator. `ncclCommInitRank` blocks until every rank calls it; if that
+    /// does not happen within the timeout, a watchdog ends this process with exit 3.
+    pub fn new(
+        probe: Probe,
+        ordinal: usize,
+        rank: usize,
+        world: usize,
+        id: &[u8],
+        timeout: Duration,
+        fatal: Arc<Fatal>,
+    ) -> Result<NcclBackend, BenchError> {
+        let rt = |e: String| BenchError::Runtime(e);
+        let dev = probe.cuda.device(ordinal).map_err(|e| rt(e.to_string()))?;
+        probe.cuda.use_device(dev).map_err(|e| rt(e.to_string()))?;
+        let stream = probe.cuda.stream().map_err(|e| rt(e.to_string()))?;
+        let mut unique = UniqueId {
+            internal: [0; UNIQUE_ID_BYTES],
+        };
+        if id.len() != UNIQUE_ID_BYTES {
+            return Err(rt(format!(
+                "rank 0 sent an NCCL id of {} bytes, not {UNIQUE_ID_BYTES}",
+                id.len()
+            )));
+        }
+        unique.internal.copy_from_slice(id);
+        // SAFETY: ncclResult_t ncclCommInitRank(ncclComm_t*, int nranks, ncclUniqueId, int rank).
+        let init: unsafe extern "C" fn(*mut Comm, c_int, UniqueId, c_int) -> c_int =
+            unsafe { probe.nccl.symbol("ncclCommInitRank") }.map_err(|e| rt(e.to_string()))?;
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watchdog = done.clone();
+        thread::spawn(move || {
+            let start = Instant::now();
+            while start.elapsed() < timeout {
+                if watchdog.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
+                thread::sleep(Duration::from_millis(50));
+            }
+            if !watchdog.load(std::sync::atomic::Ordering::SeqCst) {
+                eprintln!(
+                    "gputune: ncclCommInitRank did not complete within {}s: a rank is missing or NCCL cannot connect (check NCCL_SOCKET_IFNAME and the firewall)",
+                    timeout.as_secs()
+                );
+                std::process::exit(3);
+            }
+        });
+        let mut comm: Comm = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; `unique` is the id every rank received.
+        let code = unsafe { init(&mut comm, world as c_int, unique, rank as c_int) };
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        probe
+            .nccl
+            .check("ncclCommInitRank", code)
+            .map_err(|e| rt(e.to_string()))?;
+        Ok(NcclBackend {
+            probe,
+            comm,
+            stream,
+            send: 0,
+            recv: 0,
+            capacity: 0,
+            input: Vec::new(),
+            dtype: DType::F32,
+            timeout,
+            fatal,
+            aborted: false,
+        })
+    }
+
+    fn cuda_err(e: cuda::CudaError) -> BenchError {
+        BenchError::Runtime(e.to_string())
+    }
+
+    /// Waits for the stream, watching NCCL's asynchronous error, the job's stop and the
+    /// timeout; aborts the communicator on any of them.
+    /// `ops` operations are queued: each may take up to the timeout (the stream gives no
+    /// per-operation progress without events), so a long run of large messages on a slow
+    /// network is not mistaken for a stall.
+    fn wait(&mut self, ops: usize) -> Result<(), BenchError> {
+        let deadline = Instant::now() + self.timeout * ops.max(1) as u32;
+        // SAFETY: ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t*).
+        let async_error: unsafe extern "C" fn(Comm, *mut c_int) -> c_int =
+            unsafe { self.probe.nccl.symbol("ncclCommGetAsyncError") }
+                .map_err(|e| BenchError::Runtime(e.to_string()))?;
+        loop {
+            let code = self
+                .probe
+                .cuda
+                .stream_query(self.stream)
+                .map_err(Self::cuda_err)?;
+            if code == 0 {
+                return Ok(());
+            }
+            if code != cuda::NOT_READY {
+                self.abort();
+                return Err(BenchError::Runtime(format!(
+                    "cuStreamQuery failed: {}",
+                    self.probe.cuda.error_string(code)
+                )));
+            }
+            let mut err: c_int = 0;
+            // SAFETY: `comm` is a live communicator; valid out-pointer.
+            unsafe { async_error(self.comm, &mut err) };
+            if err != 0 && err != 7 {
+                // 7 = ncclInProgress.
+                let message = self.probe.nccl.error_string(err);
+                self.abort();
+                return Err(BenchError::Runtime(format!(
+                    "NCCL reported: {message} (ncclResult_t {err})"
+                )));
+            }
+            if let Some(reason) = self.fatal.reason() {
+                self.abort();
+                return Err(BenchError::Runtime(reason));
+            }
+            if Instant::now() >= deadline {
+                self.abort();
+                return Err(BenchError::Runtime(format!(
+                    "{} AllReduce(s) did not complete within {}s each: a rank stalled or the network dropped (communicator aborted)",
+                    ops.max(1),
+                    self.timeout.as_secs()
+                )));
+            }
+            thread::yield_now();
+        }
+    }
+
+    fn abort(&mut self) {
+        if self.aborted {
+            return;
+        }
+        self.aborted = true;
+        // SAFETY: ncclResult_t ncclCommAbort(ncclComm_t).
+        if let Ok(abort) = unsafe {
+            self.probe
+                .nccl
+                .symbol::<unsafe extern "C" fn(Comm) -> c_int>("ncclCommAbort")
+        } {
+            // SAFETY: `comm` is live and not used after this.
+            unsafe { abort(self.comm) };
+        }
+    }
+}
+
+impl Backend for NcclBackend {
+    fn prepare(&mut self, dtype: DType, input: &[u8]) -> Result<(), BenchError> {
+        if input.len() > self.capacity {
+            if self.capacity > 0 {
+                self.probe.cuda.free(self.send);
+                self.probe.cuda.free(self.recv);
+                self.capacity = 0;
+            }
+            self.send = self.probe.cuda.alloc(input.len()).map_err(Self::cuda_err)?;
+            self.recv = self.probe.cuda.alloc(input.len()).map_err(Self::cuda_err)?;
+            self.capacity = input.len();
+        }
+        self.dtype = dtype;
+        self.input = input.to_vec();
+        self.probe
+            .cuda
+            .copy_to_device(self.send, input)
+            .map_err(Self::cuda_err)
+    }
+
+    fn run(&mut self, op: Op, in_place: bool, iters: usize) -> Result<(), BenchError> {
+        if self.aborted {
+            return Err(BenchError::Runtime(
+                "the NCCL communicator was aborted".into(),
+            ));
+        }
+        // SAFETY: ncclAllReduce(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
+        // ncclComm_t, cudaStream_t).
+        let allreduce: unsafe extern "C" fn(
+            *const c_void,
+            *mut c_void,
+            usize,
+            c_int,
+            c_int,
+            Comm,
+            CuStream,
+        ) -> c_int = unsafe { self.probe.nccl.symbol("ncclAllReduce") }
+            .map_err(|e| BenchError::Runtime(e.to_string()))?;
+        let count = self.input.len() / self.dtype.size();
+        let src = if in_place { self.recv } else { self.send };
+        for _ in 0..iters {
+            // SAFETY: both buffers hold `count` elements on this rank's device; the stream and
+            // communicator are live.
+            let code = unsafe {
+                allreduce(
+                    src as *const c_void,
+                    self.recv as *mut c_void,
+                    count,
+                    nccl_type(self.dtype),
+                    nccl_op(op),
+                    self.comm,
+                    self.stream.0,
+                )
+            };
+            if let Err(e) = self.probe.nccl.check("ncclAllReduce", code) {
+                self.abort();
+                return Err(BenchError::Runtime(e.to_string()));
+            }
+        }
+        self.wait(iters)
+    }
+
+    fn reset(&mut self, in_place: bool) -> Result<(), BenchError> {
+        if in_place {
+            self.probe
+                .cuda
+                .copy_to_device(self.recv, &self.input)
+                .map_err(Self::cuda_err)?;
+        }
+        Ok(())
+    }
+
+    fn result(&mut self, _in_place: bool) -> Result<Vec<u8>, BenchError> {
+        let mut out = vec![0u8; self.input.len()];
+        self.probe
+            .cuda
+            .copy_to_host(&mut out, self.recv)
+            .map_err(Self::cuda_err)?;
+        Ok(out)
+    }
+}
+
+impl Drop for NcclBackend {
+    fn drop(&mut self) {
+        if !self.aborted {
+            // SAFETY: ncclResult_t ncclCommDestroy(ncclComm_t); the communicator is idle.
+            if let Ok(destroy) = unsafe {
+                self.probe
+                    .nccl
+                    .symbol::<unsafe extern "C" fn(Comm) -> c_int>("ncclCommDestroy")
+            } {
+                // SAFETY: live communicator, destroyed once.
+                unsafe { destroy(self.comm) };
+            }
+        }
+        if self.capacity > 0 {
+            self.probe.cuda.free(self.send);
+            self.probe.cuda.free(self.recv);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn too_old_libraries_are_refused_by_name() {
+        let path = std::path::Path::new("/opt/nccl/libnccl.so.2");
+        let err = check_version(NcclVersion::from_code(2804), path).unwrap_err();
+        assert_eq!(err.exit_code(), crate::error::ExitCode::Runtime);
+        assert!(
+            err.to_string()
+                .contains("NCCL 2.8.4 at /opt/nccl/libnccl.so.2 is too old"),
+            "{err}"
+        );
+        assert!(check_version(NcclVersion::from_code(21003), path).is_ok());
+        assert!(check_version(NcclVersion::from_code(23203), path).is_ok());
+    }
+}

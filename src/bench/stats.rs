@@ -1,0 +1,127 @@
+//! Bandwidth as nccl-tests defines it: `algbw = S / t`, `busbw = algbw · 2(n−1)/n` for
+//! AllReduce (the share of the data each rank's link really carries), GB = 1e9 bytes.
+
+use serde::Serialize;
+
+/// AllReduce's bus-bandwidth factor for `ranks` ranks.
+pub fn busbw_factor(ranks: usize) -> f64 {
+    if ranks == 0 {
+        return 0.0;
+    }
+    2.0 * (ranks as f64 - 1.0) / ranks as f64
+}
+
+/// One half of a row (out-of-place or in-place), named as nccl-tests' JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Half {
+    /// Microseconds per operation, averaged across ranks.
+    pub time: f64,
+    /// GB/s.
+    pub alg_bw: f64,
+    /// GB/s.
+    pub bus_bw: f64,
+    /// Wrong elements summed across ranks; `None` when not checked (`-c 0`).
+    pub nwrong: Option<u64>,
+}
+
+impl Half {
+    /// From every rank's time per operation (µs) and wrong-element count.
+    pub fn from_ranks(bytes: u64, times_us: &[f64], wrong: &[Option<u64>]) -> Half {
+        let ranks = times_us.len();
+        let time = if ranks == 0 {
+            0.0
+        } else {
+            times_us.iter().sum::<f64>() / ranks as f64
+        };
+        let alg_bw = if time > 0.0 {
+            bytes as f64 / (time * 1e-6) / 1e9
+        } else {
+            0.0
+        };
+        let nwrong = wrong.iter().try_fold(0u64, |acc, w| w.map(|w| acc + w));
+        Half {
+            time,
+            alg_bw,
+            bus_bw: alg_bw * busbw_factor(ranks),
+            nwrong,
+        }
+    }
+}
+
+/// One printed row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    pub size: u64,
+    pub count: u64,
+    #[serde(rename = "type")]
+    pub dtype: &'static str,
+    pub redop: &'static str,
+    pub root: i32,
+    pub out_of_place: Half,
+    pub in_place: Half,
+}
+
+/// The closing `# Avg bus bandwidth`: the plain mean of every busbw printed (both halves).
+pub fn average_busbw(rows: &[Row]) -> f64 {
+    if rows.is_empty() {
+        return 0.0;
+    }
+    let sum: f64 = rows
+        .iter()
+        .map(|r| r.out_of_place.bus_bw + r.in_place.bus_bw)
+        .sum();
+    sum / (2 * rows.len()) as f64
+}
+
+/// Wrong elements over the whole run.
+pub fn total_wrong(rows: &[Row]) -> u64 {
+    rows.iter()
+        .map(|r| r.out_of_place.nwrong.unwrap_or(0) + r.in_place.nwrong.unwrap_or(0))
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn factors() {
+        assert_eq!(busbw_factor(1), 0.0);
+        assert_eq!(busbw_factor(2), 1.0);
+        assert!((busbw_factor(8) - 1.75).abs() < 1e-12);
+    }
+
+    #[test]
+    fn bandwidth_from_times() {
+        // 1 MB in 100 µs averaged over two ranks (50 and 150): 10 GB/s algbw, 10 busbw.
+        let h = Half::from_ranks(1_000_000, &[50.0, 150.0], &[Some(1), Some(2)]);
+        assert_eq!(h.time, 100.0);
+        assert!((h.alg_bw - 10.0).abs() < 1e-9);
+        assert!((h.bus_bw - 10.0).abs() < 1e-9);
+        assert_eq!(h.nwrong, Some(3));
+        let unchecked = Half::from_ranks(8, &[1.0, 1.0, 1.0, 1.0], &[None, None, None, None]);
+        assert_eq!(unchecked.nwrong, None);
+        assert!((unchecked.bus_bw - 0.008 * 1.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn average_is_over_both_halves() {
+        let half = |bus_bw| Half {
+            time: 1.0,
+            alg_bw: 0.0,
+            bus_bw,
+            nwrong: Some(0),
+        };
+        let row = |a, b| Row {
+            size: 8,
+            count: 2,
+            dtype: "float",
+            redop: "sum",
+            root: -1,
+            out_of_place: half(a),
+            in_place: half(b),
+        };
+        assert_eq!(average_busbw(&[row(1.0, 3.0), row(5.0, 7.0)]), 4.0);
+        assert_eq!(average_busbw(&[]), 0.0);
+    }
+}

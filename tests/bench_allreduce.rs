@@ -1,0 +1,706 @@
+//! `gputune bench allreduce` end to end: the built binary, real processes, real sockets.
+
+mod common;
+
+use std::process::Command as StdCommand;
+use std::time::Duration;
+
+use assert_cmd::Command;
+use common::*;
+
+const TYPES: [&str; 5] = ["f32", "f16", "bf16", "f64", "i32"];
+const OPS: [&str; 5] = ["sum", "prod", "min", "max", "avg"];
+
+/// Sizes that cover one element, segments left empty by 3 ranks, uneven segments, the
+/// single-threaded path and the pipelined path.
+const SIZES: [&str; 6] = ["-b", "8", "-e", "400K", "-f", "15"];
+
+fn local_run(ranks: usize, dtype: &str, op: &str) -> serde_json::Value {
+    let out = Command::cargo_bin("gputune")
+        .unwrap()
+        .args([
+            "bench",
+            "allreduce",
+            "--backend",
+            "tcp",
+            "--ranks",
+            &ranks.to_string(),
+        ])
+        .args(SIZES)
+        .args([
+            "-n",
+            "2",
+            "-w",
+            "1",
+            "-c",
+            "1",
+            "-d",
+            dtype,
+            "-o",
+            op,
+            "--format",
+            "json",
+            "--timeout",
+            "20",
+        ])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{ranks} ranks {dtype} {op}: {}",
+        text(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn two_and_three_local_ranks_reduce_every_type_and_op_exactly() {
+    for ranks in [2, 3] {
+        for dtype in TYPES {
+            for op in OPS {
+                let doc = local_run(ranks, dtype, op);
+                assert_eq!(json_rows_all_right(&doc), 5, "{ranks} {dtype} {op}");
+                assert_eq!(doc["members"].as_array().unwrap().len(), ranks);
+                assert_eq!(doc["backend"], "tcp");
+                assert_eq!(doc["results"][0]["redop"], op);
+                assert_eq!(doc["results"][4]["size"], 405_000);
+                assert!(
+                    doc["results"][4]["out_of_place"]["bus_bw"]
+                        .as_f64()
+                        .unwrap()
+                        > 0.0
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn several_slices_over_several_streams_reduce_exactly() {
+    // 6 MB over 3 ranks: 2 MB segments, 8 slices each, alternating over 2 connections.
+    for (dtype, op) in [("f16", "sum"), ("i32", "max"), ("f32", "avg")] {
+        let out = Command::cargo_bin("gputune")
+            .unwrap()
+            .args([
+                "bench",
+                "allreduce",
+                "--backend",
+                "tcp",
+                "--ranks",
+                "3",
+                "--streams",
+                "2",
+            ])
+            .args([
+                "-b", "6M", "-e", "6M", "-n", "1", "-w", "0", "-c", "1", "-d", dtype, "-o", op,
+                "--format", "json",
+            ])
+            .timeout(Duration::from_secs(120))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{dtype} {op}: {}", text(&out.stderr));
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(json_rows_all_right(&doc), 1);
+    }
+}
+
+#[test]
+fn the_table_has_nccl_tests_columns_and_footer() {
+    let out = Command::cargo_bin("gputune")
+        .unwrap()
+        .args([
+            "bench",
+            "allreduce",
+            "--backend",
+            "tcp",
+            "--ranks",
+            "2",
+            "-b",
+            "8",
+            "-e",
+            "64K",
+            "-f",
+            "8",
+            "-n",
+            "3",
+        ])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("backend tcp, 2 ranks on 1 host"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("#  Rank  1 Group  0 Pid"), "{stdout}");
+    assert!(stdout.contains("# Out of bounds values : 0 OK"), "{stdout}");
+    let rows = rows(&stdout);
+    let sizes: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
+    assert_eq!(sizes, ["8", "64", "512", "4096", "32768"]);
+    for r in &rows {
+        assert_eq!(r.len(), 13, "{r:?}");
+        assert_eq!(
+            (r[2].as_str(), r[3].as_str(), r[4].as_str()),
+            ("float", "sum", "-1")
+        );
+        assert_eq!((r[8].as_str(), r[12].as_str()), ("0", "0"));
+    }
+    let busbw: Vec<f64> = rows
+        .iter()
+        .flat_map(|r| [r[7].parse::<f64>().unwrap(), r[11].parse().unwrap()])
+        .collect();
+    let avg_line = stdout
+        .lines()
+        .find(|l| l.starts_with("# Avg bus bandwidth    : "))
+        .unwrap();
+    let avg: f64 = avg_line.rsplit(':').next().unwrap().trim().parse().unwrap();
+    let mean = busbw.iter().sum::<f64>() / busbw.len() as f64;
+    // The table rounds to 0.01; the footer averages the unrounded figures.
+    assert!((avg - mean).abs() < 0.01, "{avg} vs {mean}");
+}
+
+#[test]
+fn plain_torchrun_environment_joins_and_only_rank_0_prints() {
+    let port = free_port();
+    let args = [
+        "-b",
+        "8",
+        "-e",
+        "256K",
+        "-f",
+        "32",
+        "-n",
+        "2",
+        "--timeout",
+        "20",
+    ];
+    let r0 = torchrun_rank(0, 2, port, &args).spawn().unwrap();
+    let r1 = torchrun_rank(1, 2, port, &args).spawn().unwrap();
+    let (o0, _) = wait_within(r0, Duration::from_secs(60), "rank 0");
+    let (o1, _) = wait_within(r1, Duration::from_secs(60), "rank 1");
+    assert!(o0.status.success(), "{}", text(&o0.stderr));
+    assert!(o1.status.success(), "{}", text(&o1.stderr));
+    assert_eq!(rows(&text(&o0.stdout)).len(), 4);
+    assert_eq!(text(&o1.stdout), "");
+}
+
+#[test]
+fn a_killed_rank_stops_the_others_within_the_timeout_naming_it() {
+    let port = free_port();
+    // Long enough that it is still running when rank 2 is killed.
+    let args = [
+        "-b",
+        "1M",
+        "-e",
+        "1M",
+        "-n",
+        "1000000",
+        "-w",
+        "0",
+        "-c",
+        "0",
+        "--timeout",
+        "5",
+    ];
+    let mut r0 = torchrun_rank(0, 3, port, &args).spawn().unwrap();
+    let r1 = torchrun_rank(1, 3, port, &args).spawn().unwrap();
+    let mut r2 = torchrun_rank(2, 3, port, &args).spawn().unwrap();
+    read_until(&mut r0, "#wrong", Duration::from_secs(20));
+    std::thread::sleep(Duration::from_millis(500));
+    r2.kill().unwrap();
+    let _ = r2.wait();
+    for (name, child) in [("rank 0", r0), ("rank 1", r1)] {
+        let (out, took) = wait_within(child, Duration::from_secs(12), name);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{name}: {stderr}");
+        assert!(stderr.contains("rank 2"), "{name}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{name}: {stderr}");
+        assert!(took < Duration::from_secs(8), "{name} took {took:?}");
+    }
+}
+
+#[test]
+fn a_stalled_rank_stops_the_others_within_the_timeout() {
+    let port = free_port();
+    let args = [
+        "-b",
+        "1M",
+        "-e",
+        "1M",
+        "-n",
+        "1000000",
+        "-w",
+        "0",
+        "-c",
+        "0",
+        "--timeout",
+        "3",
+    ];
+    let mut r0 = torchrun_rank(0, 3, port, &args).spawn().unwrap();
+    let r1 = torchrun_rank(1, 3, port, &args).spawn().unwrap();
+    let mut r2 = torchrun_rank(2, 3, port, &args).spawn().unwrap();
+    read_until(&mut r0, "#wrong", Duration::from_secs(20));
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = r2.id().to_string();
+    assert!(
+        StdCommand::new("kill")
+            .args(["-STOP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let results: Vec<_> = [("rank 0", r0), ("rank 1", r1)]
+        .into_iter()
+        .map(|(name, child)| (name, wait_within(child, Duration::from_secs(15), name)))
+        .collect();
+    let _ = StdCommand::new("kill").args(["-KILL", &pid]).status();
+    let _ = r2.wait();
+    for (name, (out, took)) in results {
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{name}: {stderr}");
+        assert!(
+            stderr.contains("rank 2") || stderr.contains("rank 1"),
+            "{name}: {stderr}"
+        );
+        assert!(took < Duration::from_secs(11), "{name} took {took:?}");
+    }
+}
+
+#[test]
+fn garbage_and_oversized_frames_do_not_disturb_the_rendezvous() {
+    use std::io::Write;
+    use std::net::TcpStream;
+    let port = free_port();
+    let args = [
+        "-b",
+        "8",
+        "-e",
+        "64K",
+        "-f",
+        "64",
+        "-n",
+        "2",
+        "--timeout",
+        "20",
+    ];
+    let r0 = torchrun_rank(0, 2, port, &args).spawn().unwrap();
+    let connect = || {
+        for _ in 0..200 {
+            if let Ok(s) = TcpStream::connect(("127.0.0.1", port)) {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        panic!("rank 0 never listened")
+    };
+    // A silent peer that holds its connection open for the whole run.
+    let silent = connect();
+    let mut http = connect();
+    http.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut huge = connect();
+    huge.write_all(b"GTB1\xff\xff\xff\xff").unwrap();
+    huge.write_all(&[b'A'; 4096]).unwrap();
+    let mut junk_json = connect();
+    junk_json
+        .write_all(b"GTB1\x00\x00\x00\x08{\"a\": 1}")
+        .unwrap();
+    // A well-formed Hello for rank 1 with the wrong token must not take rank 1's place.
+    let hello = serde_json::json!({
+        "kind": "hello", "token": "not-the-token", "rank": 1, "world": 2,
+        "member": {"rank": 1, "host": "intruder", "pid": 1, "device": "cpu"},
+        "data_port": 9, "backend": "tcp",
+        "settings": {"min_bytes": 8, "max_bytes": 65536, "step": {"factor": 64}, "iters": 2,
+            "warmup": 1, "check": 1, "dtype": "f32", "op": "sum", "backend": "tcp",
+            "streams": 1, "sockbuf": 0}
+    })
+    .to_string();
+    let mut intruder = connect();
+    intruder.write_all(b"GTB1").unwrap();
+    intruder
+        .write_all(&(hello.len() as u32).to_be_bytes())
+        .unwrap();
+    intruder.write_all(hello.as_bytes()).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+
+    let r1 = torchrun_rank(1, 2, port, &args).spawn().unwrap();
+    let (o0, _) = wait_within(r0, Duration::from_secs(60), "rank 0");
+    let (o1, _) = wait_within(r1, Duration::from_secs(60), "rank 1");
+    drop(silent);
+    let (stdout, stderr) = (text(&o0.stdout), text(&o0.stderr));
+    assert!(o0.status.success(), "{stderr}");
+    assert!(o1.status.success(), "{}", text(&o1.stderr));
+    assert!(!stdout.contains("intruder"), "{stdout}");
+    assert_eq!(rows(&stdout).len(), 3);
+    assert!(stderr.contains("not a gputune bench frame"), "{stderr}");
+    assert!(stderr.contains("over the"), "{stderr}");
+    assert!(stderr.contains("wrong job token"), "{stderr}");
+}
+
+#[test]
+fn a_rank_of_another_job_is_refused() {
+    let port = free_port();
+    let args = ["-b", "8", "-e", "8", "-n", "1", "--timeout", "4"];
+    let r0 = torchrun_rank(0, 2, port, &args).spawn().unwrap();
+    let r1 = torchrun_rank(1, 2, port, &args)
+        .env("GPUTUNE_BENCH_TOKEN", "other-job")
+        .spawn()
+        .unwrap();
+    let (o1, _) = wait_within(r1, Duration::from_secs(20), "rank 1");
+    let (o0, took) = wait_within(r0, Duration::from_secs(20), "rank 0");
+    assert_eq!(o1.status.code(), Some(3));
+    assert!(
+        text(&o1.stderr).contains("wrong job token"),
+        "{}",
+        text(&o1.stderr)
+    );
+    assert_eq!(o0.status.code(), Some(3));
+    assert!(
+        text(&o0.stderr).contains("rank 1 did not join"),
+        "{}",
+        text(&o0.stderr)
+    );
+    assert!(took < Duration::from_secs(10));
+}
+
+#[test]
+fn below_the_threshold_exits_1_with_the_figures() {
+    let out = Command::cargo_bin("gputune")
+        .unwrap()
+        .args([
+            "bench",
+            "allreduce",
+            "--backend",
+            "tcp",
+            "--ranks",
+            "2",
+            "-b",
+            "8",
+            "-e",
+            "1K",
+            "-n",
+            "2",
+            "--min-busbw",
+            "100000",
+        ])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("# Avg bus bandwidth"));
+    assert!(
+        text(&out.stderr).contains("below the minimum 100000 GB/s (--min-busbw)"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let ok = Command::cargo_bin("gputune")
+        .unwrap()
+        .args([
+            "bench",
+            "allreduce",
+            "--backend",
+            "tcp",
+            "--ranks",
+            "2",
+            "-b",
+            "8",
+            "-e",
+            "1K",
+            "-n",
+            "2",
+            "--min-busbw",
+            "0",
+        ])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(ok.status.code(), Some(0), "{}", text(&ok.stderr));
+}
+
+#[test]
+fn a_profile_threshold_applies() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("strict.toml");
+    std::fs::write(
+        &profile,
+        "description = \"test\"\n[bench]\nmin_busbw = 100000.0\n",
+    )
+    .unwrap();
+    let out = Command::cargo_bin("gputune")
+        .unwrap()
+        .args([
+            "bench",
+            "allreduce",
+            "--backend",
+            "tcp",
+            "--ranks",
+            "2",
+            "-b",
+            "8",
+            "-e",
+            "8",
+            "-n",
+            "1",
+            "--format",
+            "json",
+        ])
+        .arg("--profile")
+        .arg(&profile)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["min_busbw"], 100000.0);
+    assert!(
+        text(&out.stderr).contains("profile"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn json_names_settings_versions_and_hosts_but_not_the_environment() {
+    let out = Command::cargo_bin("gputune")
+        .unwrap()
+        .args([
+            "bench",
+            "allreduce",
+            "--backend",
+            "tcp",
+            "--ranks",
+            "3",
+            "-b",
+            "8",
+            "-e",
+            "64",
+            "-n",
+            "1",
+            "--format",
+            "json",
+        ])
+        .env("SOME_SECRET", "hunter2")
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(!stdout.contains("hunter2"));
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(doc["settings"]["iters"], 1);
+    assert_eq!(doc["settings"]["dtype"], "f32");
+    assert!(doc["versions"]["gputune"].is_string());
+    assert_eq!(doc["hosts"].as_array().unwrap().len(), 1);
+    assert_eq!(json_rows_all_right(&doc), 4);
+    assert!(doc["average_bus_bandwidth"].is_number());
+}
+
+#[test]
+fn bad_sizes_are_usage_errors_naming_the_flag() {
+    let out = Command::cargo_bin("gputune")
+        .unwrap()
+        .args(["bench", "allreduce", "-b", "8X"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("-b/--minbytes"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = Command::cargo_bin("gputune")
+        .unwrap()
+        .args(["bench", "allreduce", "--backend", "tcp"])
+        .env("RANK", "5")
+        .env("WORLD_SIZE", "2")
+        .env("MASTER_ADDR", "127.0.0.1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("RANK=5"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+fn real_nccl() -> String {
+    std::env::var("GPUTUNE_TEST_NCCL_LIB")
+        .expect("GPUTUNE_TEST_NCCL_LIB is unset: run the tests with scripts/test, which installs the real NCCL")
+}
+
+#[test]
+fn nccl_backend_without_a_gpu_reports_the_version_and_exits_3() {
+    let out = Command::cargo_bin("gputune")
+        .unwrap()
+        .args([
+            "bench",
+            "allreduce",
+            "--backend",
+            "nccl",
+            "--ranks",
+            "1",
+            "-e",
+            "8",
+        ])
+        .env("GPUTUNE_NCCL_LIB", real_nccl())
+        .env_remove("GPUTUNE_CUDA_LIB")
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("NCCL 2."), "{stderr}");
+    assert!(
+        stderr.contains("no CUDA driver") || stderr.contains("no GPU"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--backend tcp"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn nccl_backend_with_a_library_that_is_not_nccl_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("libnccl.so.2");
+    std::fs::write(&fake, b"not a library").unwrap();
+    let out = Command::cargo_bin("gputune")
+        .unwrap()
+        .args(["bench", "allreduce", "--backend", "nccl", "--ranks", "1"])
+        .env("GPUTUNE_NCCL_LIB", &fake)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("cannot load"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn auto_says_why_it_falls_back_to_tcp() {
+    let out = Command::cargo_bin("gputune")
+        .unwrap()
+        .args([
+            "bench",
+            "allreduce",
+            "--ranks",
+            "2",
+            "-b",
+            "8",
+            "-e",
+            "64",
+            "-n",
+            "1",
+        ])
+        .env("GPUTUNE_NCCL_LIB", real_nccl())
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("--backend auto: using TCP, not NCCL"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("NCCL 2."), "{stderr}");
+    assert_eq!(
+        stderr.matches("--backend auto").count(),
+        1,
+        "only rank 0 says it: {stderr}"
+    );
+    assert!(text(&out.stdout).contains("backend tcp"));
+}
+
+/// Builds tests/fixtures/fake_libcuda.c into `dir/libcuda.so.1` with the system C compiler.
+fn fake_libcuda(dir: &std::path::Path) -> std::path::PathBuf {
+    let lib = dir.join("libcuda.so.1");
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/fake_libcuda.c");
+    let status = StdCommand::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(src)
+        .status()
+        .expect("no C compiler (cc): run scripts/test, which installs gcc");
+    assert!(status.success(), "cc failed on {src}");
+    lib
+}
+
+#[test]
+fn nccl_backend_names_each_driver_answer_and_carries_nccl_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let cuda = fake_libcuda(dir.path());
+    let cases = [
+        (
+            "0",
+            "no GPU: the CUDA driver found no device (no CUDA-capable device is detected)",
+        ),
+        (
+            "1",
+            "no GPU: the CUDA driver found no device (cuDeviceGetCount reports 0 devices)",
+        ),
+        // The driver "works", so the real ncclCommInitRank runs and fails in NCCL's own words.
+        ("2", "ncclCommInitRank failed: unhandled cuda error"),
+    ];
+    for (mode, want) in cases {
+        let out = Command::cargo_bin("gputune")
+            .unwrap()
+            .args([
+                "bench",
+                "allreduce",
+                "--backend",
+                "nccl",
+                "--ranks",
+                "1",
+                "-e",
+                "8",
+                "--timeout",
+                "30",
+            ])
+            .env("GPUTUNE_NCCL_LIB", real_nccl())
+            .env("GPUTUNE_CUDA_LIB", &cuda)
+            .env("FAKE_CUDA_MODE", mode)
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "mode {mode}: {stderr}");
+        assert!(stderr.contains(want), "mode {mode}: {stderr}");
+        assert!(!stderr.contains("panicked"), "mode {mode}: {stderr}");
+    }
+}
+
+#[test]
+fn a_rank_started_with_other_settings_stops_the_job() {
+    let port = free_port();
+    let r0 = torchrun_rank(
+        0,
+        2,
+        port,
+        &["-b", "8", "-e", "64", "-n", "2", "--timeout", "10"],
+    )
+    .spawn()
+    .unwrap();
+    let r1 = torchrun_rank(
+        1,
+        2,
+        port,
+        &["-b", "8", "-e", "64", "-n", "3", "--timeout", "10"],
+    )
+    .spawn()
+    .unwrap();
+    let (o0, _) = wait_within(r0, Duration::from_secs(30), "rank 0");
+    let (o1, _) = wait_within(r1, Duration::from_secs(30), "rank 1");
+    for (name, out) in [("rank 0", o0), ("rank 1", o1)] {
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{name}: {stderr}");
+        assert!(
+            stderr.contains("rank 1 on") && stderr.contains("different settings"),
+            "{name}: {stderr}"
+        );
+    }
+}

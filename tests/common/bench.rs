@@ -1,0 +1,113 @@
+//! Helpers for the bench tests: starting ranks as real processes of the built binary.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::TcpListener;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_gputune")
+}
+
+/// A port that was free a moment ago, below the kernel's ephemeral range (32768 and up by
+/// default), so the outgoing connections of tests running in parallel cannot take it.
+pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let base = 20000 + (std::process::id() % 400) as u16 * 20;
+    loop {
+        let port = base + NEXT.fetch_add(1, Ordering::SeqCst) % 2000;
+        if TcpListener::bind(("0.0.0.0", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// A rank as torchrun --no-python would start it: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+/// and nothing else of a launcher's.
+pub fn torchrun_rank(rank: usize, world: usize, port: u16, args: &[&str]) -> Command {
+    let mut c = Command::new(bin());
+    c.args(["bench", "allreduce", "--backend", "tcp"])
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("RANK", rank.to_string())
+        .env("WORLD_SIZE", world.to_string())
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", port.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// Waits for a child with a deadline; kills it and fails the test past it.
+pub fn wait_within(mut child: Child, limit: Duration, what: &str) -> (Output, Duration) {
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return (child.wait_with_output().unwrap(), start.elapsed());
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{what} still running after {limit:?}\nstdout: {}\nstderr: {}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Reads a child's stdout until a line containing `marker` (the header, once the rendezvous
+/// is done), and returns the text read so far; the rest stays readable.
+pub fn read_until(child: &mut Child, marker: &str, limit: Duration) -> String {
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let wanted = marker.to_string();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stdout);
+        let mut seen = String::new();
+        let mut line = String::new();
+        let mut sent = false;
+        while reader.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+            seen.push_str(&line);
+            if !sent && line.contains(&wanted) {
+                let _ = tx.send(seen.clone());
+                sent = true;
+            }
+            line.clear();
+        }
+        let mut rest = String::new();
+        let _ = reader.read_to_string(&mut rest);
+    });
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("no `{marker}` within {limit:?}"))
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The data rows of an nccl-tests table.
+pub fn rows(table: &str) -> Vec<Vec<String>> {
+    table
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.split_whitespace().map(String::from).collect())
+        .collect()
+}
+
+/// Asserts every row of a JSON document has `nwrong` 0 in both halves, and returns the rows.
+pub fn json_rows_all_right(doc: &serde_json::Value) -> usize {
+    let results = doc["results"].as_array().expect("results");
+    for r in results {
+        assert_eq!(r["out_of_place"]["nwrong"], 0, "{r}");
+        assert_eq!(r["in_place"]["nwrong"], 0, "{r}");
+    }
+    results.len()
+}
