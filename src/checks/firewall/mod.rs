@@ -26,7 +26,7 @@ const WHY_NCCL: &str = "NCCL's bootstrap and socket transport listen on ephemera
 
 /// Judges the live firewall with the real tools.
 pub fn audit(ctx: &Context) -> Vec<Finding> {
-    audit_with(ctx, &LiveRunner)
+    audit_with(ctx, &LiveRunner(ctx.root))
 }
 
 /// One set of ports the profile says must be reachable.
@@ -90,7 +90,8 @@ pub struct Ruleset {
 
 /// Reads every ruleset that can filter input: nftables, then iptables-nft and
 /// iptables-legacy (iptables-nft tables replace their nft view, whose `xt` matches nft
-/// cannot show).
+/// cannot show). A tool is only run when it can have something to show, which saves a
+/// process each and never makes the kernel load `ip_tables` just to find it empty.
 pub fn read_ruleset(runner: &dyn Runner) -> Result<Ruleset, String> {
     let mut tables = Vec::new();
     let mut any_tool = false;
@@ -109,6 +110,7 @@ pub fn read_ruleset(runner: &dyn Runner) -> Result<Ruleset, String> {
             .map_err(|e| format!("{program}: {e}"))
     };
     let nft = run("nft", &["-j", "list", "ruleset"])?;
+    let nft_listed = nft.as_ref().is_some_and(|out| out.success);
     if nft.is_none() {
         blind_spot = Some(
             "nft is not installed, so native nftables rules (if any) cannot be read".to_string(),
@@ -123,16 +125,32 @@ pub fn read_ruleset(runner: &dyn Runner) -> Result<Ruleset, String> {
             tables = nft::parse(&out.stdout)?;
         }
     }
+    // iptables-nft's tables are nf_tables tables of family ip: nft lists them if they exist.
+    let nft_may_hold_iptables = !nft_listed || tables.iter().any(|t| t.id.starts_with("ip "));
+    let legacy_may_exist = runner
+        .legacy_tables()
+        .is_none_or(|names| !names.trim().is_empty());
     let mut saves = Vec::new();
-    for (program, tool) in [
-        ("iptables-nft-save", Some(Tool::IptablesNft)),
-        ("iptables-legacy-save", Some(Tool::IptablesLegacy)),
+    let mut skipped = false;
+    for (program, tool, needed) in [
+        (
+            "iptables-nft-save",
+            Some(Tool::IptablesNft),
+            nft_may_hold_iptables,
+        ),
+        (
+            "iptables-legacy-save",
+            Some(Tool::IptablesLegacy),
+            legacy_may_exist,
+        ),
     ] {
-        if let Some(out) = run(program, &[])? {
+        if !needed {
+            skipped = true;
+        } else if let Some(out) = run(program, &[])? {
             saves.push((program, tool, out));
         }
     }
-    if saves.is_empty() {
+    if saves.is_empty() && !skipped {
         // Older distributions ship only `iptables-save`: its header tells the flavour.
         if let Some(out) = run("iptables-save", &[])? {
             saves.push(("iptables-save", None, out));

@@ -4,6 +4,8 @@
 use std::io;
 use std::process::Command;
 
+use crate::host::Root;
+
 /// What a tool printed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Output {
@@ -15,12 +17,20 @@ pub struct Output {
 /// Runs a firewall tool; `Ok(None)` when it is not installed.
 pub trait Runner {
     fn run(&self, program: &str, args: &[&str]) -> io::Result<Option<Output>>;
+
+    /// The kernel's legacy iptables tables (`/proc/net/ip_tables_names` of this network
+    /// namespace): `Some("")` when there are none, `None` when that cannot be told, in which
+    /// case `iptables-legacy-save` is simply run.
+    fn legacy_tables(&self) -> Option<String> {
+        None
+    }
 }
 
-/// Runs the real tools from `PATH` (plus the sbin directories, which a non-root `PATH` may lack).
-pub struct LiveRunner;
+/// Runs the real tools from `PATH` (plus the sbin directories, which a non-root `PATH` may
+/// lack) on the live node, whose root it holds.
+pub struct LiveRunner<'a>(pub &'a Root);
 
-impl Runner for LiveRunner {
+impl Runner for LiveRunner<'_> {
     fn run(&self, program: &str, args: &[&str]) -> io::Result<Option<Output>> {
         let path = std::env::var("PATH").unwrap_or_default();
         let path = format!("{path}:/usr/sbin:/sbin:/usr/local/sbin");
@@ -32,6 +42,14 @@ impl Runner for LiveRunner {
             })),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
+        }
+    }
+
+    fn legacy_tables(&self) -> Option<String> {
+        // Absent when the ip_tables module is not loaded: then no legacy table exists.
+        match self.0.read_optional("/proc/net/ip_tables_names") {
+            Ok(names) => Some(names.unwrap_or_default()),
+            Err(_) => None,
         }
     }
 }

@@ -77,11 +77,7 @@ fn audit_options(
     let profile = Loader::new(root, &crate::checks::keys)
         .load(&profile_path.display().to_string())
         .unwrap();
-    let ctx = Context {
-        root,
-        profile: &profile,
-        options: &options,
-    };
+    let ctx = Context::new(root, &profile, &options);
     audit_with(&ctx, runner)
         .into_iter()
         .map(|f| (f.id.clone(), f))
@@ -287,4 +283,56 @@ fn fixes_per_front_end() {
         fix_text(Some("ufw"), None, "29500-29550,22"),
         "ufw allow 29500:29550/tcp && ufw allow 22/tcp"
     );
+}
+
+/// A runner that records what it was asked to run and knows the legacy table list.
+struct Recording {
+    canned: Canned,
+    legacy_tables: Option<String>,
+    asked: std::cell::RefCell<Vec<String>>,
+}
+
+impl Runner for Recording {
+    fn run(&self, program: &str, args: &[&str]) -> io::Result<Option<Output>> {
+        self.asked.borrow_mut().push(program.to_string());
+        self.canned.run(program, args)
+    }
+
+    fn legacy_tables(&self) -> Option<String> {
+        self.legacy_tables.clone()
+    }
+}
+
+#[test]
+fn iptables_tools_run_only_when_they_can_have_rules() {
+    let empty_nft = "{\"nftables\": [{\"metainfo\": {\"version\": \"1.0.6\"}}]}";
+    let legacy_drop =
+        "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp --dport 29500 -j DROP\nCOMMIT\n";
+    let run = |nft: &str, legacy_tables: Option<&str>| {
+        let runner = Recording {
+            canned: Canned::new(&[
+                ("nft", true, nft, ""),
+                ("iptables-legacy-save", true, legacy_drop, ""),
+                ("iptables-nft-save", true, "", ""),
+            ]),
+            legacy_tables: legacy_tables.map(str::to_string),
+            asked: Default::default(),
+        };
+        let status = audit(&runner, &Root::live())["firewall.rendezvous_ports"].status;
+        (status, runner.asked.into_inner())
+    };
+    // No legacy tables in the kernel, no ip-family tables in nft: only nft runs.
+    assert_eq!(
+        run(empty_nft, Some("")),
+        (Status::Pass, vec!["nft".to_string()])
+    );
+    // Legacy tables exist: iptables-legacy-save runs and its drop is found.
+    let (status, asked) = run(empty_nft, Some("filter\n"));
+    assert_eq!(status, Status::Fail);
+    assert_eq!(asked, ["nft", "iptables-legacy-save"]);
+    // Unknown legacy state: run it rather than guess.
+    assert_eq!(run(empty_nft, None).1, ["nft", "iptables-legacy-save"]);
+    // nft lists an `ip filter` table, which iptables-nft may have written: ask it.
+    let (_, asked) = run(&fixture("iptables-nft-as-nft.json"), Some(""));
+    assert_eq!(asked, ["nft", "iptables-nft-save"]);
 }
