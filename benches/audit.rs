@@ -56,11 +56,7 @@ fn in_process(label: &str, root: &Root) {
         .load("ddp-25gbe")
         .expect("built-in profile loads");
     let options = AuditOptions::default();
-    let ctx = Context {
-        root,
-        profile: &profile,
-        options: &options,
-    };
+    let ctx = Context::new(root, &profile, &options);
     let findings = checks::run(&ctx, &[]);
     // The files the kernel-setting checks read: every sysctl the profile names, swap and THP.
     let mut files: Vec<PathBuf> = profile

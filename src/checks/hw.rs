@@ -1,5 +1,5 @@
-//! Helpers the hardware areas (gpu, nic, numa, platform) share: reading the inventory once
-//! per area and building findings without repeating every field.
+//! Helpers the hardware areas (gpu, nic, numa, platform) share: the inventory (read once
+//! per audit) and building findings without repeating every field.
 
 use crate::finding::{Area, Finding, Status};
 use crate::inventory::{Inventory, Probes};
@@ -10,14 +10,15 @@ use super::Context;
 /// The inventory with live probes on the live node, or an error finding saying which file
 /// could not be read.
 pub fn inventory(ctx: &Context, area: Area, probes: &Probes) -> Result<Inventory, Box<Finding>> {
-    Inventory::read(ctx.root, probes).map_err(|e| {
-        Box::new(Finding::error(
+    match ctx.inventory(probes) {
+        Ok(inventory) => Ok(inventory.clone()),
+        Err(e) => Err(Box::new(Finding::error(
             format!("{area}.inventory"),
             area,
             "-",
             e.to_string(),
-        ))
-    })
+        ))),
+    }
 }
 
 /// A finding with every field given; `fix` is dropped when it passes.

@@ -16,7 +16,10 @@ pub mod sysctl;
 pub mod sysctl_d;
 
 use crate::finding::{Area, Finding};
-use crate::host::Root;
+use std::cell::OnceCell;
+
+use crate::host::{HostError, Root};
+use crate::inventory::{Inventory, Probes};
 use crate::profile::Profile;
 use crate::profile::setting::KeySpec;
 
@@ -31,11 +34,30 @@ pub struct AuditOptions {
     pub persisted: bool,
 }
 
-/// What every check reads from.
+/// What every check reads from, for one audit.
 pub struct Context<'a> {
     pub root: &'a Root,
     pub profile: &'a Profile,
     pub options: &'a AuditOptions,
+    /// The hardware inventory, read once per audit by whichever area needs it first.
+    inventory: OnceCell<Result<Inventory, HostError>>,
+}
+
+impl<'a> Context<'a> {
+    pub fn new(root: &'a Root, profile: &'a Profile, options: &'a AuditOptions) -> Self {
+        Context {
+            root,
+            profile,
+            options,
+            inventory: OnceCell::new(),
+        }
+    }
+
+    /// The inventory, read with `probes` the first time it is asked for.
+    pub fn inventory(&self, probes: &Probes) -> &Result<Inventory, HostError> {
+        self.inventory
+            .get_or_init(|| Inventory::read(self.root, probes))
+    }
 }
 
 /// One area's checks: the keys a profile may set for it, and the function that runs them.

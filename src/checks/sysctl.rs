@@ -378,11 +378,7 @@ description = "test"
             persisted,
             ..AuditOptions::default()
         };
-        let ctx = Context {
-            root: &root,
-            profile: &profile,
-            options: &options,
-        };
+        let ctx = Context::new(&root, &profile, &options);
         audit(&ctx, Area::Network, |_| true)
     }
 

@@ -68,11 +68,7 @@ pub fn apply_with(
         Some(lock::acquire(root, lock::WAIT).map_err(runtime)?)
     };
     let options = AuditOptions::default();
-    let ctx = Context {
-        root,
-        profile: &profile,
-        options: &options,
-    };
+    let ctx = Context::new(root, &profile, &options);
     let findings = checks::run(&ctx, &args.only);
     let changes = plan::dedup(
         findings

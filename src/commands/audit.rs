@@ -68,11 +68,7 @@ pub fn run(args: &AuditArgs, root: &Root) -> Result<ExitCode> {
         peer: args.peer.clone(),
         persisted: args.persisted,
     };
-    let ctx = Context {
-        root,
-        profile: &profile,
-        options: &options,
-    };
+    let ctx = Context::new(root, &profile, &options);
     let report = Report {
         profile: &profile,
         chosen_by,

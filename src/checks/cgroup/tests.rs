@@ -23,11 +23,7 @@ fn run(root: &Root, cgroup: Option<&str>) -> BTreeMap<String, Finding> {
         cgroup: cgroup.map(str::to_string),
         ..AuditOptions::default()
     };
-    let ctx = Context {
-        root,
-        profile: &profile,
-        options: &options,
-    };
+    let ctx = Context::new(root, &profile, &options);
     super::audit(&ctx)
         .into_iter()
         .map(|f| (f.id.clone(), f))

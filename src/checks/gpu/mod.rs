@@ -286,11 +286,7 @@ mod tests {
             .load("base")
             .unwrap();
         let options = AuditOptions::default();
-        let ctx = Context {
-            root: &root,
-            profile: &profile,
-            options: &options,
-        };
+        let ctx = Context::new(&root, &profile, &options);
         (audit_with(&ctx, &probes), inv)
     }
 

@@ -50,11 +50,7 @@ fn run(root: &Root, probe: &dyn Probe, options: AuditOptions) -> BTreeMap<String
     let profile = Loader::new(root, &crate::checks::keys)
         .load("ddp-infiniband")
         .unwrap();
-    let ctx = Context {
-        root,
-        profile: &profile,
-        options: &options,
-    };
+    let ctx = Context::new(root, &profile, &options);
     audit_with(&ctx, probe)
         .into_iter()
         .map(|f| (f.id.clone(), f))

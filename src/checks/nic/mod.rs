@@ -331,11 +331,7 @@ mod tests {
             peer: peer.map(str::to_string),
             ..Default::default()
         };
-        let ctx = Context {
-            root: &root,
-            profile: &profile,
-            options: &options,
-        };
+        let ctx = Context::new(&root, &profile, &options);
         let mut probes = Probes::absent("in a test");
         probes.routes = Box::new(routes);
         audit_with(&ctx, &probes)
