@@ -186,10 +186,10 @@ fn plain_torchrun_environment_joins_and_only_rank_0_prints() {
     assert_eq!(text(&o1.stdout), "");
 }
 
-#[test]
-fn a_killed_rank_stops_the_others_within_the_timeout_naming_it() {
+/// Three ranks of one job, each timing a million 1 MiB AllReduces (far longer than any
+/// test), returned once rank 0 has printed its table header, so all three are mid-run.
+fn three_busy_ranks(timeout_secs: &str) -> [std::process::Child; 3] {
     let port = free_port();
-    // Long enough that it is still running when rank 2 is killed.
     let args = [
         "-b",
         "1M",
@@ -202,12 +202,18 @@ fn a_killed_rank_stops_the_others_within_the_timeout_naming_it() {
         "-c",
         "0",
         "--timeout",
-        "5",
+        timeout_secs,
     ];
     let mut r0 = torchrun_rank(0, 3, port, &args).spawn().unwrap();
     let r1 = torchrun_rank(1, 3, port, &args).spawn().unwrap();
-    let mut r2 = torchrun_rank(2, 3, port, &args).spawn().unwrap();
+    let r2 = torchrun_rank(2, 3, port, &args).spawn().unwrap();
     read_until(&mut r0, "#wrong", Duration::from_secs(20));
+    [r0, r1, r2]
+}
+
+#[test]
+fn a_killed_rank_stops_the_others_within_the_timeout_naming_it() {
+    let [r0, r1, mut r2] = three_busy_ranks("5");
     std::thread::sleep(Duration::from_millis(500));
     r2.kill().unwrap();
     let _ = r2.wait();
@@ -223,25 +229,7 @@ fn a_killed_rank_stops_the_others_within_the_timeout_naming_it() {
 
 #[test]
 fn a_stalled_rank_stops_the_others_within_the_timeout() {
-    let port = free_port();
-    let args = [
-        "-b",
-        "1M",
-        "-e",
-        "1M",
-        "-n",
-        "1000000",
-        "-w",
-        "0",
-        "-c",
-        "0",
-        "--timeout",
-        "3",
-    ];
-    let mut r0 = torchrun_rank(0, 3, port, &args).spawn().unwrap();
-    let r1 = torchrun_rank(1, 3, port, &args).spawn().unwrap();
-    let mut r2 = torchrun_rank(2, 3, port, &args).spawn().unwrap();
-    read_until(&mut r0, "#wrong", Duration::from_secs(20));
+    let [r0, r1, mut r2] = three_busy_ranks("3");
     std::thread::sleep(Duration::from_millis(300));
     let pid = r2.id().to_string();
     assert!(

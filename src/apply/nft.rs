@@ -83,21 +83,12 @@ pub fn replace_script(definition: Option<&str>) -> String {
 /// input chain runs just before the usual filter priority; note that in nftables an accept
 /// ends only this table's chain, so a drop in another table at the same hook still drops.
 pub fn render_table(ports: &[(u16, u16)]) -> String {
-    let set: Vec<String> = normalize_ports(ports)
-        .iter()
-        .map(|&(lo, hi)| {
-            if lo == hi {
-                lo.to_string()
-            } else {
-                format!("{lo}-{hi}")
-            }
-        })
-        .collect();
+    let set = crate::profile::job::format_ports(&normalize_ports(ports));
     let mut out = format!(
         "table {TABLE} {{\n\tchain input {{\n\t\ttype filter hook input priority filter - 1; policy accept;\n"
     );
     if !set.is_empty() {
-        out.push_str(&format!("\t\ttcp dport {{ {} }} accept\n", set.join(", ")));
+        out.push_str(&format!("\t\ttcp dport {{ {set} }} accept\n"));
     }
     out.push_str("\t}\n}\n");
     out
