@@ -31,8 +31,6 @@ pub enum Error {
     /// Something on the node stopped the job; the message says what to do.
     #[error("{0}")]
     Runtime(String),
-    #[error("`gputune {0}` is not yet built in this version")]
-    NotBuilt(&'static str),
     #[error("cannot write {}: {source}", path.display())]
     Write {
         path: PathBuf,
@@ -49,7 +47,7 @@ pub enum Error {
 impl Error {
     pub fn exit_code(&self) -> ExitCode {
         match self {
-            Error::Profile(_) | Error::Usage(_) | Error::NotBuilt(_) => ExitCode::Usage,
+            Error::Profile(_) | Error::Usage(_) => ExitCode::Usage,
             Error::Host(_) | Error::Runtime(_) | Error::Write { .. } | Error::Stdout(_) => {
                 ExitCode::Runtime
             }
