@@ -191,7 +191,7 @@ fn apply_verifies_persists_is_idempotent_and_rolls_back_byte_for_byte() {
         .success()
         .stdout(predicate::str::contains("plan for profile"))
         .stdout(predicate::str::contains(
-            "/proc/sys/net/core/somaxconn: 4096 -> 8192",
+            "  net.core.somaxconn: 4096 -> 8192\n",
         ))
         .stdout(predicate::str::contains("applied and verified"));
     assert_eq!(node.ns.sysctl("net/core/somaxconn"), "8192\n");
@@ -255,10 +255,10 @@ fn dry_run_and_no_persist() {
         .assert()
         .success()
         .stdout(predicate::str::contains(
-            "net.ipv4.tcp_fin_timeout: /proc/sys/net/ipv4/tcp_fin_timeout: 60 -> 20",
+            "  net.ipv4.tcp_fin_timeout: 60 -> 20\n",
         ))
         .stdout(predicate::str::contains(
-            "/etc/sysctl.d/90-gputune.conf: (absent) -> ",
+            "  persist in /etc/sysctl.d/90-gputune.conf: (absent) -> ",
         ))
         .stdout(predicate::str::contains("dry run: nothing was changed"));
     assert_eq!(node.ns.sysctls(), start);

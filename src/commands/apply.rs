@@ -230,10 +230,17 @@ fn runtime(e: crate::apply::error::ApplyError) -> Error {
 pub fn render_plan(profile: &str, plan: &Plan) -> String {
     let mut out = format!("plan for profile {profile}: {} changes\n", plan.steps.len());
     for step in &plan.steps {
+        // Name the target only where the step's own name does not already say it.
+        let label = step.target.label();
+        let redundant =
+            step.what.contains(&label) || label == crate::host::sysctl::host_path(&step.what);
+        let what = if redundant {
+            step.what.clone()
+        } else {
+            format!("{} ({label})", step.what)
+        };
         out.push_str(&format!(
-            "  {}: {}: {} -> {}\n",
-            step.what,
-            step.target.label(),
+            "  {what}: {} -> {}\n",
             step.before.summary(),
             step.after.summary()
         ));
