@@ -172,3 +172,47 @@ fn global_settings_roll_back_byte_for_byte_on_a_fixture_root() {
     assert!(!dir.path().join("etc/sysctl.d/90-gputune.conf").exists());
     let _ = RollbackArgs {};
 }
+
+#[test]
+fn a_check_that_cannot_be_read_stops_apply_before_any_change() {
+    let dir = fixture();
+    // fs.file-max unreadable (a directory where the file should be).
+    fs::remove_file(dir.path().join("proc/sys/fs/file-max")).unwrap();
+    fs::create_dir(dir.path().join("proc/sys/fs/file-max")).unwrap();
+    let root = Root::new(dir.path());
+    let err = apply_with(
+        &args(dir.path(), true, false),
+        &root,
+        &person(true, false, false),
+        &NftCommand,
+    )
+    .unwrap_err();
+    assert_eq!(err.exit_code(), ExitCode::Runtime);
+    assert!(err.to_string().contains("fs.file-max"), "{err}");
+    assert_eq!(swappiness(dir.path()), "60\n", "nothing may change");
+    assert!(!dir.path().join("var/lib/gputune/journal.json").exists());
+}
+
+#[test]
+fn what_apply_cannot_fix_still_fails_after_it() {
+    let dir = fixture();
+    fs::write(
+        dir.path().join("profile.toml"),
+        format!("{PROFILE}\"swap.devices\" = {{ max = 0 }}\n"),
+    )
+    .unwrap();
+    fs::write(
+        dir.path().join("proc/swaps"),
+        "Filename Type Size Used Priority\n/swapfile file 1048572 0 -2\n",
+    )
+    .unwrap();
+    let root = Root::new(dir.path());
+    let me = person(true, false, false);
+    // swappiness is fixed, the active swap is not: exit 1, as audit would say.
+    let code = apply_with(&args(dir.path(), true, false), &root, &me, &NftCommand).unwrap();
+    assert_eq!(code, ExitCode::Findings);
+    assert_eq!(swappiness(dir.path()), "10");
+    // Nothing left that apply can change, but the failure remains.
+    let again = apply_with(&args(dir.path(), true, false), &root, &me, &NftCommand).unwrap();
+    assert_eq!(again, ExitCode::Findings);
+}

@@ -12,7 +12,7 @@ use crate::apply::plan::{self, Plan, PlanOptions};
 use crate::apply::transaction::{self, Restored};
 use crate::checks::{self, AuditOptions, Context};
 use crate::error::{Error, ExitCode, Result};
-use crate::finding::{Area, Status};
+use crate::finding::{Area, Finding, Status};
 use crate::host::Root;
 
 #[derive(Debug, Args)]
@@ -70,12 +70,23 @@ pub fn apply_with(
     let options = AuditOptions::default();
     let ctx = Context::new(root, &profile, &options);
     let findings = checks::run(&ctx, &args.only);
-    let changes = plan::dedup(
-        findings
-            .into_iter()
-            .filter(|f| matches!(f.status, Status::Fail | Status::Warn))
-            .filter_map(|f| f.change),
-    );
+    // A check that could not be read might hide a change: refuse rather than half-apply.
+    let unjudged: Vec<String> = findings
+        .iter()
+        .filter(|f| f.status == Status::Error)
+        .map(|f| format!("{}: {}", f.id, f.message))
+        .collect();
+    if !unjudged.is_empty() {
+        return Err(Error::Runtime(format!(
+            "apply changes nothing while checks cannot be read:\n  {}\nfix what they name, or leave their areas out with --only",
+            unjudged.join("\n  ")
+        )));
+    }
+    let (fixable, manual): (Vec<_>, Vec<_>) = findings
+        .into_iter()
+        .filter(|f| matches!(f.status, Status::Fail | Status::Warn))
+        .partition(|f| f.change.is_some());
+    let changes = plan::dedup(fixable.into_iter().filter_map(|f| f.change));
 
     let live_kernel = has_live_kernel(root);
     let io = HostIo {
@@ -101,14 +112,19 @@ pub fn apply_with(
     print!("{}", render_plan(&profile.name, &plan));
 
     if plan.steps.is_empty() {
-        println!(
-            "nothing to change: the node already matches profile {}",
-            profile.name
-        );
-        return Ok(ExitCode::Ok);
+        if manual.is_empty() {
+            println!(
+                "nothing to change: the node already matches profile {}",
+                profile.name
+            );
+        } else {
+            println!("nothing gputune can change");
+        }
+        return Ok(report_manual(&manual));
     }
     if args.dry_run {
         println!("dry run: nothing was changed");
+        report_manual(&manual);
         return Ok(ExitCode::Ok);
     }
     if !args.yes {
@@ -147,7 +163,7 @@ pub fn apply_with(
                 profile.name,
                 root.path(journal::PATH).display()
             );
-            Ok(ExitCode::Ok)
+            Ok(report_manual(&manual))
         }
         Err(failure) => {
             if failure.unrestored.is_empty() {
@@ -169,6 +185,23 @@ pub fn apply_with(
                 )))
             }
         }
+    }
+}
+
+/// Lists what apply cannot fix (no mechanical change, or a file gputune may not write);
+/// exit 1 when any of it fails the profile, as audit would.
+fn report_manual(manual: &[Finding]) -> ExitCode {
+    if manual.is_empty() {
+        return ExitCode::Ok;
+    }
+    println!("still to fix by hand ({}):", manual.len());
+    for f in manual {
+        println!("  {} {}: {}", f.status.name(), f.id, f.fix);
+    }
+    if manual.iter().any(|f| f.status == Status::Fail) {
+        ExitCode::Findings
+    } else {
+        ExitCode::Ok
     }
 }
 
