@@ -4,6 +4,7 @@
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use super::error::ApplyError;
@@ -118,11 +119,19 @@ fn write_knob(path: &Path, value: &str) -> Result<(), HostError> {
         .map_err(|e| HostError::new(path, e))
 }
 
+/// Creates the missing directories above `path` as 0755 whatever the umask, since the
+/// files in them (limits.d, nccl.conf's readers) are read by unprivileged users.
 fn create_parent(path: &Path) -> Result<(), HostError> {
-    match path.parent() {
-        Some(dir) if !dir.exists() => fs::create_dir_all(dir).map_err(|e| HostError::new(dir, e)),
-        _ => Ok(()),
+    let Some(dir) = path.parent() else {
+        return Ok(());
+    };
+    let missing: Vec<&Path> = dir.ancestors().take_while(|d| !d.exists()).collect();
+    for d in missing.into_iter().rev() {
+        fs::create_dir(d)
+            .and_then(|()| fs::set_permissions(d, fs::Permissions::from_mode(0o755)))
+            .map_err(|e| HostError::new(d, e))?;
     }
+    Ok(())
 }
 
 /// Removes a file or link and syncs its directory; an already missing one is fine.

@@ -2,10 +2,13 @@
 
 use std::fs::{self, File};
 use std::io::{self, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// Writes `bytes` to a temporary file beside `path`, fsyncs it, renames it over `path`
 /// and fsyncs the directory (node_exporter's textfile collector and `apply` rely on this).
+/// The file keeps the mode of the one it replaces, else gets 0644 whatever the umask:
+/// `/etc/nccl.conf` and limits.d are read by unprivileged users.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -19,8 +22,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
         name.to_string_lossy(),
         std::process::id()
     ));
+    let mode = fs::metadata(path).map_or(0o644, |m| m.permissions().mode() & 0o7777);
     let result = (|| {
         let mut file = File::create(&tmp)?;
+        file.set_permissions(fs::Permissions::from_mode(mode))?;
         file.write_all(bytes)?;
         file.sync_all()?;
         fs::rename(&tmp, path)?;
