@@ -142,6 +142,9 @@ pub struct Listing {
 struct SourceFile {
     name: String,
     display: String,
+    /// The file itself (canonical path), so `./a.toml` and `../dir/a.toml` are one file
+    /// for include-cycle detection.
+    identity: String,
     /// Directory relative includes given as paths resolve against.
     dir: Option<PathBuf>,
     text: String,
@@ -232,6 +235,7 @@ impl<'a> Loader<'a> {
             return Ok(SourceFile {
                 name,
                 display: path.display().to_string(),
+                identity: identity_of(&path),
                 dir: path.parent().map(Path::to_path_buf),
                 text,
             });
@@ -248,10 +252,13 @@ impl<'a> Loader<'a> {
         let site = format!("{SITE_DIR}/{ident}.toml");
         match self.root.read_optional(&site) {
             Ok(Some(text)) => {
+                let path = self.root.path(&site);
                 return Ok(SourceFile {
                     name: ident.into(),
-                    display: self.root.path(&site).display().to_string(),
-                    dir: None,
+                    display: path.display().to_string(),
+                    identity: identity_of(&path),
+                    // Includes written as paths resolve beside the site profile.
+                    dir: Some(self.root.path(SITE_DIR)),
                     text,
                 });
             }
@@ -262,6 +269,7 @@ impl<'a> Loader<'a> {
             Some((name, text)) => Ok(SourceFile {
                 name: name.to_string(),
                 display: format!("profiles/{name}.toml"),
+                identity: format!("built-in {name}"),
                 dir: None,
                 text: text.to_string(),
             }),
@@ -275,20 +283,29 @@ impl<'a> Loader<'a> {
         }
     }
 
-    fn resolve(&self, source: SourceFile, stack: &mut Vec<String>) -> Result<Merged, ProfileError> {
+    /// `stack` holds the (identity, display) of the profiles being resolved, outermost first.
+    fn resolve(
+        &self,
+        source: SourceFile,
+        stack: &mut Vec<(String, String)>,
+    ) -> Result<Merged, ProfileError> {
         let err = |line: Option<usize>, key: Option<String>, message: String| ProfileError {
             file: source.display.clone(),
             line,
             key,
             message,
         };
-        if stack.contains(&source.display) {
+        if stack
+            .iter()
+            .any(|(identity, _)| *identity == source.identity)
+        {
+            let chain: Vec<&str> = stack.iter().map(|(_, display)| display.as_str()).collect();
             return Err(err(
                 None,
                 Some("include".into()),
                 format!(
                     "include cycle: {} -> {}",
-                    stack.join(" -> "),
+                    chain.join(" -> "),
                     source.display
                 ),
             ));
@@ -300,7 +317,7 @@ impl<'a> Loader<'a> {
                 e.message().to_string(),
             )
         })?;
-        stack.push(source.display.clone());
+        stack.push((source.identity.clone(), source.display.clone()));
         let mut merged = Merged::default();
         for include in &raw.include {
             let line = Some(line_of(&source.text, include.span().start));
@@ -329,14 +346,14 @@ impl<'a> Loader<'a> {
             }
         }
         if let Some(min) = raw.bench.and_then(|b| b.min_busbw) {
-            if !(min.is_finite() && min >= 0.0) {
+            if !(min.get_ref().is_finite() && *min.get_ref() >= 0.0) {
                 return Err(err(
-                    None,
+                    Some(line_of(&source.text, min.span().start)),
                     Some("[bench] min_busbw".into()),
-                    format!("{min} is not a bandwidth in GB/s"),
+                    format!("{} is not a bandwidth in GB/s", min.get_ref()),
                 ));
             }
-            merged.bench.min_busbw = Some(min);
+            merged.bench.min_busbw = Some(*min.get_ref());
         }
         if let Some(raw_job) = raw.job {
             let job = job::Job::from_raw(raw_job).map_err(|(offset, key, message)| {
@@ -418,8 +435,15 @@ struct RawProfile {
     cgroup: RawArea,
     #[serde(default)]
     firewall: RawArea,
-    bench: Option<Bench>,
+    bench: Option<RawBench>,
     job: Option<job::RawJob>,
+}
+
+/// `[bench]` as written, with the span of each value for error messages.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBench {
+    min_busbw: Option<Spanned<f64>>,
 }
 
 impl RawProfile {
@@ -540,6 +564,16 @@ fn parse_setting(
     {
         return Err(format!("min {min} is above max {max}"));
     }
+    // A rule no value can meet would let apply set and "verify" a value audit then fails.
+    let candidates = rule.equals.iter().chain(rule.one_of.iter().flatten());
+    for value in candidates {
+        if rule.judge(value) != setting::Verdict::Met {
+            return Err(format!(
+                "`{value}` does not meet the rest of the rule ({}): no value could pass",
+                rule.describe()
+            ));
+        }
+    }
     Ok(Setting {
         rule,
         severity,
@@ -568,6 +602,14 @@ fn text(value: &toml::Value) -> Result<String, String> {
         toml::Value::String(s) => Ok(s.clone()),
         other => Err(format!("expected text, found {}", other.type_str())),
     }
+}
+
+/// A file's canonical path, or the path as given when it cannot be resolved.
+fn identity_of(path: &Path) -> String {
+    std::fs::canonicalize(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string()
 }
 
 /// 1-based line of a byte offset.

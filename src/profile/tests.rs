@@ -200,6 +200,36 @@ fn bad_profiles_name_file_line_and_key() {
         ),
         (&[], "../etc", "../etc", None, None, "cannot read"),
         (
+            &[(
+                "p",
+                "[network]\n\"net.core.rmem_max\" = { equals = 10, min = 100 }\n",
+            )],
+            "p",
+            "p.toml",
+            Some(2),
+            Some("[network] net.core.rmem_max"),
+            "no value could pass",
+        ),
+        (
+            &[(
+                "p",
+                "[network]\n\"net.core.rmem_max\" = { one_of = [100, 200], min = 150 }\n",
+            )],
+            "p",
+            "p.toml",
+            Some(2),
+            None,
+            "`100` does not meet",
+        ),
+        (
+            &[("p", "description = \"x\"\n[bench]\n\nmin_busbw = -1.0\n")],
+            "p",
+            "p.toml",
+            Some(4),
+            Some("[bench] min_busbw"),
+            "not a bandwidth",
+        ),
+        (
             &[],
             "bad name!",
             "bad name!",
@@ -301,4 +331,33 @@ fn bad_job_sections_name_file_line_and_key() {
     let err = load(&[("bad", "[job]\nports = \"1\"\n")], "bad").unwrap_err();
     assert_eq!(err.line, Some(2), "{err}");
     assert!(err.message.contains("ports"), "{err}");
+}
+
+#[test]
+fn site_profiles_include_paths_beside_themselves() {
+    let dir = site(&[
+        ("common", "[memory]\n\"vm.swappiness\" = { max = 5 }\n"),
+        ("lab", "include = [\"./common.toml\"]\n"),
+    ]);
+    let root = Root::new(dir.path());
+    // Resolved beside the site profile, whatever the current directory is.
+    let profile = Loader::new(&root, &keys).load("lab").unwrap();
+    assert_eq!(
+        profile.get(Area::Memory, "vm.swappiness").unwrap().rule.max,
+        Some(Amount::Finite(5))
+    );
+}
+
+#[test]
+fn a_cycle_through_a_different_spelling_of_the_same_file_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("pp");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::write(sub.join("y.toml"), "include = [\"../pp/y.toml\"]\n").unwrap();
+    let root = Root::new(dir.path());
+    let err = Loader::new(&root, &keys)
+        .load(sub.join("y.toml").to_str().unwrap())
+        .unwrap_err();
+    assert!(err.message.contains("include cycle"), "{err}");
+    assert!(err.to_string().len() < 1000, "{err}");
 }
