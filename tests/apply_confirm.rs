@@ -216,3 +216,28 @@ fn what_apply_cannot_fix_still_fails_after_it() {
     let again = apply_with(&args(dir.path(), true, false), &root, &me, &NftCommand).unwrap();
     assert_eq!(again, ExitCode::Findings);
 }
+
+#[test]
+fn rollback_leaves_a_file_that_is_no_longer_gputunes_alone() {
+    let dir = fixture();
+    let root = Root::new(dir.path());
+    let me = person(true, false, false);
+    apply_with(&args(dir.path(), true, false), &root, &me, &NftCommand).unwrap();
+    // The operator replaces gputune's file with one of their own.
+    let conf = dir.path().join("etc/sysctl.d/90-gputune.conf");
+    fs::write(&conf, "vm.swappiness = 1\nkernel.pid_max = 4194304\n").unwrap();
+    assert_eq!(
+        rollback_with(&root, &me, &NftCommand).unwrap(),
+        ExitCode::Ok
+    );
+    assert_eq!(
+        swappiness(dir.path()),
+        "60\n",
+        "the live value is still restored"
+    );
+    assert_eq!(
+        fs::read_to_string(&conf).unwrap(),
+        "vm.swappiness = 1\nkernel.pid_max = 4194304\n",
+        "their file is neither deleted nor overwritten"
+    );
+}

@@ -4,7 +4,8 @@
 
 use super::error::ApplyError;
 use super::io::{Io, holds};
-use super::target::{State, Step};
+use super::owned;
+use super::target::{State, Step, Target};
 
 /// A plan that could not be applied, and how restoring the node went.
 #[derive(Debug)]
@@ -27,6 +28,9 @@ pub enum Restored {
     },
     /// The target already held its old state (the change had not happened yet).
     Unchanged { target: String },
+    /// A file gputune wrote was since replaced by someone else's (no gputune header): it is
+    /// not gputune's to delete or overwrite any more.
+    LeftAlone { target: String },
 }
 
 /// Writes every step in order, verifying each; on failure restores and reports.
@@ -61,6 +65,11 @@ pub fn restore(steps: &[Step], io: &dyn Io) -> Vec<Result<Restored, ApplyError>>
                 .map_err(|e| ApplyError::during(format!("restoring {label}"), e))?;
             if holds(&step.target, &step.before, &current) {
                 return Ok(Restored::Unchanged { target: label });
+            }
+            if let (Target::File(_), State::Present(text)) = (&step.target, &current)
+                && !owned::is_ours(text)
+            {
+                return Ok(Restored::LeftAlone { target: label });
             }
             write_verified(io, step, &step.before)
                 .map_err(|e| ApplyError::during(format!("restoring {label}"), e))?;

@@ -235,6 +235,9 @@ pub fn rollback_with(root: &Root, operator: &dyn Operator, nft: &dyn Nft) -> Res
                 println!("restored {target}: {from} -> {to}")
             }
             Ok(Restored::Unchanged { target }) => println!("unchanged {target}: already as before"),
+            Ok(Restored::LeftAlone { target }) => println!(
+                "left alone {target}: it no longer carries gputune's header, so it is someone else's file now"
+            ),
             Err(e) => failed.push(e.to_string()),
         }
     }
