@@ -68,12 +68,12 @@ fn a_later_file_overriding_gputunes_fails_the_image() {
             "/etc/sysctl.d/90-gputune.conf",
             "net.core.somaxconn = 8192\nnet.ipv4.tcp_rmem = 4096 131072 16777216\n",
         ),
-        ("/etc/sysctl.conf", "net.core.somaxconn = 128\n"),
+        ("/etc/sysctl.d/99-sysctl.conf", "net.core.somaxconn = 128\n"),
     ]);
     audit(dir.path(), &[])
         .code(1)
         .stdout(predicate::str::contains(
-            "at boot /etc/sysctl.conf:1 sets net.core.somaxconn = 128",
+            "at boot /etc/sysctl.d/99-sysctl.conf:1 sets net.core.somaxconn = 128",
         ));
     // Masking: a same-named file in /etc hides the one in /usr/lib.
     let dir = image(&[

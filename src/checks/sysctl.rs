@@ -409,15 +409,15 @@ description = "test"
                 "at boot /etc/sysctl.d/99-user.conf:1 sets net.core.somaxconn = 128",
                 Some("4096"),
             ),
-            // /etc/sysctl.conf is read last
+            // a file after gputune's (here the distributions' link to /etc/sysctl.conf)
             (
                 &[
                     (SOMAXCONN, "4096\n"),
                     (OURS, "net.core.somaxconn = 4096\n"),
-                    ("/etc/sysctl.conf", "net.core.somaxconn=10\n"),
+                    ("/etc/sysctl.d/99-sysctl.conf", "net.core.somaxconn=10\n"),
                 ],
                 Status::Warn,
-                "/etc/sysctl.conf:1",
+                "/etc/sysctl.d/99-sysctl.conf:1",
                 Some("4096"),
             ),
             // persisted but not live

@@ -2,7 +2,9 @@
 //! reads them (sysctl.d(5)): `*.conf` files from /etc/sysctl.d, /run/sysctl.d,
 //! /usr/local/lib/sysctl.d, /usr/lib/sysctl.d and /lib/sysctl.d merged by file name (a
 //! file in an earlier directory masks a same-named one in a later directory), applied in
-//! lexical order of their names, /etc/sysctl.conf last; a later assignment wins.
+//! lexical order of their names; a later assignment wins. systemd-sysctl does not read
+//! /etc/sysctl.conf itself: distributions link it in as /etc/sysctl.d/99-sysctl.conf, and
+//! through that link it counts, at that place.
 
 use std::collections::BTreeMap;
 
@@ -16,9 +18,6 @@ pub const DIRS: [&str; 5] = [
     "/usr/lib/sysctl.d",
     "/lib/sysctl.d",
 ];
-
-/// Read after every sysctl.d file, so it overrides them all.
-pub const SYSCTL_CONF: &str = "/etc/sysctl.conf";
 
 /// The file gputune persists sysctls in.
 pub const GPUTUNE_CONF: &str = "/etc/sysctl.d/90-gputune.conf";
@@ -84,11 +83,7 @@ pub fn boot_order(root: &Root) -> Result<Vec<String>, HostError> {
             }
         }
     }
-    let mut files: Vec<String> = by_name.into_values().collect();
-    if root.exists(SYSCTL_CONF) {
-        files.push(SYSCTL_CONF.to_string());
-    }
-    Ok(files)
+    Ok(by_name.into_values().collect())
 }
 
 /// Every assignment of the node's configuration, in boot order (a later one wins).
@@ -133,11 +128,9 @@ pub fn overriding<'a>(
 /// Whether a file comes after `90-gputune.conf` at boot, judged by name when gputune's
 /// file does not exist yet.
 fn after_ours(file: &str) -> bool {
-    file == SYSCTL_CONF
-        || file
-            .rsplit('/')
-            .next()
-            .is_some_and(|name| name > "90-gputune.conf")
+    file.rsplit('/')
+        .next()
+        .is_some_and(|name| name > "90-gputune.conf")
 }
 
 #[cfg(test)]
@@ -204,20 +197,29 @@ mod tests {
             ("/etc/sysctl.d/README", "z = 1\n"),
             ("/etc/sysctl.conf", "y = 4\n"),
         ]);
+        // systemd-sysctl never reads /etc/sysctl.conf by itself...
         assert_eq!(
             boot_order(&root).unwrap(),
             [
                 "/run/sysctl.d/10-early.conf",
                 "/etc/sysctl.d/50-default.conf",
                 "/usr/lib/sysctl.d/99-late.conf",
-                "/etc/sysctl.conf",
             ]
         );
-        let all = assignments(&root).unwrap();
-        let eff = effective(&all);
+        let eff = effective(&assignments(&root).unwrap());
         assert_eq!(eff["x"].value, "2");
-        assert_eq!(eff["y"].origin(), "/etc/sysctl.conf:1");
+        assert_eq!(eff["y"].origin(), "/usr/lib/sysctl.d/99-late.conf:1");
         assert!(!eff.contains_key("z"));
+        // ...only through the link distributions ship, at the link's place.
+        std::os::unix::fs::symlink("../sysctl.conf", root.path("/etc/sysctl.d/99-sysctl.conf"))
+            .unwrap();
+        assert_eq!(
+            boot_order(&root).unwrap().last().map(String::as_str),
+            Some("/etc/sysctl.d/99-sysctl.conf")
+        );
+        let eff = effective(&assignments(&root).unwrap());
+        assert_eq!(eff["y"].origin(), "/etc/sysctl.d/99-sysctl.conf:1");
+        assert_eq!(eff["y"].value, "4");
     }
 
     #[test]
