@@ -692,3 +692,66 @@ fn a_rank_started_with_other_settings_stops_the_job() {
         );
     }
 }
+
+#[test]
+fn slow_drip_connections_do_not_keep_a_real_rank_out() {
+    use std::io::Write;
+    use std::net::TcpStream;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let port = free_port();
+    let args = [
+        "-b",
+        "8",
+        "-e",
+        "8K",
+        "-f",
+        "32",
+        "-n",
+        "2",
+        "--timeout",
+        "30",
+    ];
+    let r0 = torchrun_rank(0, 2, port, &args).spawn().unwrap();
+    let connect = || {
+        for _ in 0..200 {
+            if let Ok(s) = TcpStream::connect(("127.0.0.1", port)) {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        panic!("rank 0 never listened")
+    };
+    // More peers than rank 0 reads at once, each sending a valid header announcing 4 KiB and
+    // then one byte a second: never silent for long enough to trip a per-read timeout.
+    let mut drips: Vec<TcpStream> = (0..80).map(|_| connect()).collect();
+    for s in drips.iter_mut() {
+        let _ = s.write_all(b"GTB1\x00\x00\x10\x00");
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let dripping = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                for s in drips.iter_mut() {
+                    let _ = s.write_all(b" ");
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let r1 = torchrun_rank(1, 2, port, &args).spawn().unwrap();
+    let (o1, _) = wait_within(r1, Duration::from_secs(90), "rank 1");
+    let (o0, _) = wait_within(r0, Duration::from_secs(90), "rank 0");
+    stop.store(true, Ordering::SeqCst);
+    dripping.join().unwrap();
+    let stderr0 = text(&o0.stderr);
+    assert!(o1.status.success(), "rank 1: {}", text(&o1.stderr));
+    assert!(o0.status.success(), "rank 0: {stderr0}");
+    assert_eq!(rows(&text(&o0.stdout)).len(), 3);
+    assert!(
+        stderr0.contains("too many connections at once"),
+        "{stderr0}"
+    );
+}
