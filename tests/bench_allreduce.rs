@@ -755,3 +755,33 @@ fn slow_drip_connections_do_not_keep_a_real_rank_out() {
         "{stderr0}"
     );
 }
+
+#[test]
+fn a_world_size_over_the_limit_is_a_usage_error_naming_the_variable() {
+    let port = free_port();
+    for size in ["5000000", "100000000", "1025"] {
+        let child = torchrun_rank(0, 2, port, &["-b", "8", "-e", "8", "-n", "1"])
+            .args(["--timeout", "2"])
+            .env("WORLD_SIZE", size)
+            .spawn()
+            .unwrap();
+        let (out, _) = wait_within(child, Duration::from_secs(30), "rank 0");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{size}: {stderr}");
+        assert!(stderr.contains(&format!("WORLD_SIZE={size}")), "{stderr}");
+        assert!(stderr.contains("1024"), "{stderr}");
+    }
+}
+
+#[test]
+fn missing_ranks_are_named_as_a_range() {
+    let port = free_port();
+    let child = torchrun_rank(0, 1024, port, &["-b", "8", "-e", "8", "-n", "1"])
+        .args(["--timeout", "1"])
+        .spawn()
+        .unwrap();
+    let (out, _) = wait_within(child, Duration::from_secs(30), "rank 0");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("ranks 1-1023 did not join"), "{stderr}");
+}

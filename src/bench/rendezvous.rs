@@ -63,15 +63,12 @@ pub fn serve(
     let mut joined: BTreeMap<usize, (TcpStream, Member, u16)> = BTreeMap::new();
     while joined.len() + 1 < world {
         if Instant::now() >= deadline {
-            let missing: Vec<String> = (1..world)
-                .filter(|r| !joined.contains_key(r))
-                .map(|r| r.to_string())
-                .collect();
+            let missing: Vec<usize> = (1..world).filter(|r| !joined.contains_key(r)).collect();
             return Err(runtime(format!(
                 "rank{} {} did not join the rendezvous at port {} within {}s: check that they \
                  were started, that MASTER_ADDR points at this host and that the port is open",
                 if missing.len() == 1 { "" } else { "s" },
-                missing.join(", "),
+                rank_ranges(&missing),
                 local_port(&listener).unwrap_or(0),
                 timeout.as_secs()
             )));
@@ -410,6 +407,27 @@ pub fn connect_retrying(
     }
 }
 
+/// Ranks in ascending order, runs written as ranges: `1-4, 7, 9-10`.
+pub fn rank_ranges(ranks: &[usize]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ranks.len() {
+        let start = ranks[i];
+        let mut end = start;
+        while i + 1 < ranks.len() && ranks[i + 1] == end + 1 {
+            i += 1;
+            end = ranks[i];
+        }
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    parts.join(", ")
+}
+
 fn bind_data(addr: SocketAddr) -> Result<TcpListener, BenchError> {
     TcpListener::bind(addr).map_err(|e| runtime(format!("cannot open a data port on {addr}: {e}")))
 }
@@ -442,5 +460,15 @@ mod tests {
         assert!(!same_token("abc", "abd"));
         assert!(!same_token("abc", "abcd"));
         assert!(same_token("", ""));
+    }
+
+    #[test]
+    fn missing_ranks_are_summarised_as_ranges() {
+        assert_eq!(rank_ranges(&[]), "");
+        assert_eq!(rank_ranges(&[1]), "1");
+        assert_eq!(rank_ranges(&[1, 2]), "1-2");
+        assert_eq!(rank_ranges(&[1, 2, 3, 4, 7, 9, 10]), "1-4, 7, 9-10");
+        let all: Vec<usize> = (1..1024).collect();
+        assert_eq!(rank_ranges(&all), "1-1023");
     }
 }
