@@ -785,3 +785,69 @@ fn missing_ranks_are_named_as_a_range() {
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("ranks 1-1023 did not join"), "{stderr}");
 }
+
+#[test]
+fn a_stalled_rank_0_stops_the_others_soon_after_the_timeout() {
+    let [mut r0, r1, r2] = three_busy_ranks("4");
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = r0.id().to_string();
+    assert!(
+        StdCommand::new("kill")
+            .args(["-STOP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let results: Vec<_> = [("rank 1", r1), ("rank 2", r2)]
+        .into_iter()
+        .map(|(name, child)| (name, wait_within(child, Duration::from_secs(30), name)))
+        .collect();
+    let _ = StdCommand::new("kill").args(["-KILL", &pid]).status();
+    let _ = r0.wait();
+    for (name, (out, took)) in results {
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{name}: {stderr}");
+        assert!(stderr.contains("rank 0"), "{name}: {stderr}");
+        // --timeout without progress, then a short wait for rank 0's verdict (a quarter of
+        // the timeout, at least 1 s), not a fixed 3 s more.
+        assert!(took < Duration::from_secs(7), "{name} took {took:?}");
+    }
+}
+
+#[test]
+fn local_ranks_with_a_stalled_one_end_soon_after_the_timeout() {
+    let mut parent = std::process::Command::new(bin())
+        .args(["bench", "allreduce", "--backend", "tcp", "--ranks", "3"])
+        .args([
+            "-b", "1M", "-e", "1M", "-n", "1000000", "-w", "0", "-c", "0",
+        ])
+        .args(["--timeout", "3"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    read_until(&mut parent, "#wrong", Duration::from_secs(30));
+    let me = parent.id();
+    let children =
+        std::fs::read_to_string(format!("/proc/{me}/task/{me}/children")).unwrap_or_default();
+    let stalled: Vec<&str> = children.split_whitespace().collect();
+    assert_eq!(stalled.len(), 2, "children of {me}: {children:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        StdCommand::new("kill")
+            .args(["-STOP", stalled[1]])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let (out, took) = wait_within(parent, Duration::from_secs(40), "the launcher");
+    let alive = std::path::Path::new(&format!("/proc/{}", stalled[1])).exists();
+    let _ = StdCommand::new("kill").args(["-KILL", stalled[1]]).status();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(!alive, "the stalled rank was left running");
+    // 3 s without progress, a moment to settle the verdict, then the stalled rank is killed
+    // at once instead of after a fixed 5 s.
+    assert!(took < Duration::from_secs(8), "took {took:?}");
+}
