@@ -240,6 +240,13 @@ impl Group {
                         f.raise(reason);
                         return;
                     }
+                    Ok(done @ Message::Done { .. }) => {
+                        // Rank 0 exits right after this: its connection closing next is the
+                        // end of the run, even before this rank's main thread reads the Done.
+                        f.finished.store(true, Ordering::SeqCst);
+                        let _ = tx.send(Event::Message(0, done));
+                        return;
+                    }
                     Ok(m) => {
                         if tx.send(Event::Message(0, m)).is_err() {
                             return;
@@ -634,6 +641,37 @@ mod tests {
             assert!(blame_grace(s(t)) < verdict_grace(s(t)), "{t}");
             assert!(verdict_grace(s(t)) <= s(3).max(s(t) / 4), "{t}");
         }
+    }
+
+    #[test]
+    fn rank_0_closing_right_after_done_is_not_a_failure() {
+        use std::io::Write;
+        use std::net::TcpListener;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let member_side = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut root_side, _) = listener.accept().unwrap();
+        let members = vec![
+            Member {
+                rank: 0,
+                host: "a".into(),
+                pid: 1,
+                device: "cpu".into(),
+            },
+            Member {
+                rank: 1,
+                host: "b".into(),
+                pid: 2,
+                device: "cpu".into(),
+            },
+        ];
+        let mut group = Group::member(1, 2, members, member_side, Duration::from_secs(5)).unwrap();
+        // Rank 0 says Done and exits before this rank reaches `finish`.
+        root_side
+            .write_all(&frame::encode(&Message::Done { exit_code: 1 }))
+            .unwrap();
+        drop(root_side);
+        thread::sleep(Duration::from_millis(300));
+        assert_eq!(group.finish(0).unwrap(), 1);
     }
 
     #[test]
