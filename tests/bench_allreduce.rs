@@ -692,3 +692,162 @@ fn a_rank_started_with_other_settings_stops_the_job() {
         );
     }
 }
+
+#[test]
+fn slow_drip_connections_do_not_keep_a_real_rank_out() {
+    use std::io::Write;
+    use std::net::TcpStream;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let port = free_port();
+    let args = [
+        "-b",
+        "8",
+        "-e",
+        "8K",
+        "-f",
+        "32",
+        "-n",
+        "2",
+        "--timeout",
+        "30",
+    ];
+    let r0 = torchrun_rank(0, 2, port, &args).spawn().unwrap();
+    let connect = || {
+        for _ in 0..200 {
+            if let Ok(s) = TcpStream::connect(("127.0.0.1", port)) {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        panic!("rank 0 never listened")
+    };
+    // More peers than rank 0 reads at once, each sending a valid header announcing 4 KiB and
+    // then one byte a second: never silent for long enough to trip a per-read timeout.
+    let mut drips: Vec<TcpStream> = (0..80).map(|_| connect()).collect();
+    for s in drips.iter_mut() {
+        let _ = s.write_all(b"GTB1\x00\x00\x10\x00");
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let dripping = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                for s in drips.iter_mut() {
+                    let _ = s.write_all(b" ");
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let r1 = torchrun_rank(1, 2, port, &args).spawn().unwrap();
+    let (o1, _) = wait_within(r1, Duration::from_secs(90), "rank 1");
+    let (o0, _) = wait_within(r0, Duration::from_secs(90), "rank 0");
+    stop.store(true, Ordering::SeqCst);
+    dripping.join().unwrap();
+    let stderr0 = text(&o0.stderr);
+    assert!(o1.status.success(), "rank 1: {}", text(&o1.stderr));
+    assert!(o0.status.success(), "rank 0: {stderr0}");
+    assert_eq!(rows(&text(&o0.stdout)).len(), 3);
+    assert!(
+        stderr0.contains("too many connections at once"),
+        "{stderr0}"
+    );
+}
+
+#[test]
+fn a_world_size_over_the_limit_is_a_usage_error_naming_the_variable() {
+    let port = free_port();
+    for size in ["5000000", "100000000", "1025"] {
+        let child = torchrun_rank(0, 2, port, &["-b", "8", "-e", "8", "-n", "1"])
+            .args(["--timeout", "2"])
+            .env("WORLD_SIZE", size)
+            .spawn()
+            .unwrap();
+        let (out, _) = wait_within(child, Duration::from_secs(30), "rank 0");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{size}: {stderr}");
+        assert!(stderr.contains(&format!("WORLD_SIZE={size}")), "{stderr}");
+        assert!(stderr.contains("1024"), "{stderr}");
+    }
+}
+
+#[test]
+fn missing_ranks_are_named_as_a_range() {
+    let port = free_port();
+    let child = torchrun_rank(0, 1024, port, &["-b", "8", "-e", "8", "-n", "1"])
+        .args(["--timeout", "1"])
+        .spawn()
+        .unwrap();
+    let (out, _) = wait_within(child, Duration::from_secs(30), "rank 0");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("ranks 1-1023 did not join"), "{stderr}");
+}
+
+#[test]
+fn a_stalled_rank_0_stops_the_others_soon_after_the_timeout() {
+    let [mut r0, r1, r2] = three_busy_ranks("4");
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = r0.id().to_string();
+    assert!(
+        StdCommand::new("kill")
+            .args(["-STOP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let results: Vec<_> = [("rank 1", r1), ("rank 2", r2)]
+        .into_iter()
+        .map(|(name, child)| (name, wait_within(child, Duration::from_secs(30), name)))
+        .collect();
+    let _ = StdCommand::new("kill").args(["-KILL", &pid]).status();
+    let _ = r0.wait();
+    for (name, (out, took)) in results {
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{name}: {stderr}");
+        assert!(stderr.contains("rank 0"), "{name}: {stderr}");
+        // --timeout without progress, then a short wait for rank 0's verdict (a quarter of
+        // the timeout, at least 1 s), not a fixed 3 s more.
+        assert!(took < Duration::from_secs(7), "{name} took {took:?}");
+    }
+}
+
+#[test]
+fn local_ranks_with_a_stalled_one_end_soon_after_the_timeout() {
+    let mut parent = std::process::Command::new(bin())
+        .args(["bench", "allreduce", "--backend", "tcp", "--ranks", "3"])
+        .args([
+            "-b", "1M", "-e", "1M", "-n", "1000000", "-w", "0", "-c", "0",
+        ])
+        .args(["--timeout", "3"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    read_until(&mut parent, "#wrong", Duration::from_secs(30));
+    let me = parent.id();
+    let children =
+        std::fs::read_to_string(format!("/proc/{me}/task/{me}/children")).unwrap_or_default();
+    let stalled: Vec<&str> = children.split_whitespace().collect();
+    assert_eq!(stalled.len(), 2, "children of {me}: {children:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        StdCommand::new("kill")
+            .args(["-STOP", stalled[1]])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let (out, took) = wait_within(parent, Duration::from_secs(40), "the launcher");
+    let alive = std::path::Path::new(&format!("/proc/{}", stalled[1])).exists();
+    let _ = StdCommand::new("kill").args(["-KILL", stalled[1]]).status();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(!alive, "the stalled rank was left running");
+    // 3 s without progress, a moment to settle the verdict, then the stalled rank is killed
+    // at once instead of after a fixed 5 s.
+    assert!(took < Duration::from_secs(8), "took {took:?}");
+}

@@ -20,8 +20,10 @@ use super::BenchError;
 use super::frame::{self, FrameError, Message};
 use super::output::Member;
 
-/// How long a failing rank waits for rank 0's verdict before giving its own reason.
+/// The longest a failing rank waits for rank 0's verdict before giving its own reason.
 const VERDICT_GRACE: Duration = Duration::from_secs(3);
+/// The shortest such wait: enough for rank 0 to hear the failure and answer on a busy node.
+const MIN_VERDICT_GRACE: Duration = Duration::from_secs(1);
 /// How long rank 0 waits for a closed connection to be noticed before blaming an error.
 const BLAME_GRACE: Duration = Duration::from_millis(500);
 /// How long rank 0 lets its own transfers report first-hand before relaying another rank's
@@ -76,6 +78,22 @@ impl Fatal {
             lock(&self.sockets).push(clone);
         }
     }
+}
+
+/// How long a failing rank waits for rank 0's verdict: a quarter of `--timeout` (1-3 s), so
+/// a stall detected after `--timeout` ends the job soon after it, not a fixed 3 s later
+/// (the README promises `--timeout` plus a few seconds).
+pub fn verdict_grace(timeout: Duration) -> Duration {
+    (timeout / 4).clamp(MIN_VERDICT_GRACE, VERDICT_GRACE)
+}
+
+/// Rank 0's waits fit inside the others' verdict wait, so its answer reaches them in time.
+fn relay_grace(timeout: Duration) -> Duration {
+    RELAY_GRACE.min(verdict_grace(timeout) * 2 / 3)
+}
+
+fn blame_grace(timeout: Duration) -> Duration {
+    (BLAME_GRACE * 2).min(verdict_grace(timeout) / 2)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -159,7 +177,7 @@ impl Group {
                                 (fatal.clone(), writers.clone(), hosts.clone());
                             let fallback = format!("rank {rank} ({host}) failed: {reason}");
                             thread::spawn(move || {
-                                thread::sleep(RELAY_GRACE);
+                                thread::sleep(relay_grace(timeout));
                                 let reports = lock(&fatal.reports).clone();
                                 let reason = diagnose(&reports, &hosts).unwrap_or(fallback);
                                 abort_all(&fatal, &writers, reason);
@@ -220,6 +238,13 @@ impl Group {
                 match frame::read(&mut reader) {
                     Ok(Message::Abort { reason }) => {
                         f.raise(reason);
+                        return;
+                    }
+                    Ok(done @ Message::Done { .. }) => {
+                        // Rank 0 exits right after this: its connection closing next is the
+                        // end of the run, even before this rank's main thread reads the Done.
+                        f.finished.store(true, Ordering::SeqCst);
+                        let _ = tx.send(Event::Message(0, done));
                         return;
                     }
                     Ok(m) => {
@@ -450,7 +475,7 @@ impl Group {
         }
         if self.rank == 0 {
             lock(&self.fatal.reports).push((0, err.to_string()));
-            let until = Instant::now() + BLAME_GRACE * 2;
+            let until = Instant::now() + blame_grace(self.timeout);
             while Instant::now() < until && self.stopped().is_none() {
                 thread::sleep(Duration::from_millis(10));
             }
@@ -463,15 +488,16 @@ impl Group {
             let _ = self.send_to_root(&Message::Failed {
                 reason: err.to_string(),
             });
-            let until = Instant::now() + VERDICT_GRACE.min(self.timeout);
+            let grace = verdict_grace(self.timeout);
+            let until = Instant::now() + grace;
             while Instant::now() < until && self.stopped().is_none() {
                 thread::sleep(Duration::from_millis(10));
             }
             self.stopped().unwrap_or_else(|| {
                 runtime(format!(
-                    "rank 0 ({}) did not answer within {}s (it stalled or is unreachable); this rank saw: {err}",
+                    "rank 0 ({}) did not answer within {:.1}s (it stalled or is unreachable); this rank saw: {err}",
                     self.host(0),
-                    VERDICT_GRACE.min(self.timeout).as_secs()
+                    grace.as_secs_f64()
                 ))
             })
         }
@@ -603,6 +629,52 @@ mod tests {
             .gather(|m| matches!(m, Message::Arrive { seq: 2 }), "the barrier")
             .unwrap();
         assert_eq!(arrivals.len(), 1);
+    }
+
+    #[test]
+    fn waiting_for_a_verdict_is_a_small_part_of_the_timeout() {
+        let s = Duration::from_secs;
+        assert_eq!(verdict_grace(s(1)), s(1));
+        assert_eq!(verdict_grace(s(4)), s(1));
+        assert_eq!(verdict_grace(s(8)), s(2));
+        assert_eq!(verdict_grace(s(300)), s(3));
+        for t in [1, 2, 3, 4, 5, 8, 12, 60, 300] {
+            // Rank 0 settles before the others stop waiting for it.
+            assert!(relay_grace(s(t)) < verdict_grace(s(t)), "{t}");
+            assert!(blame_grace(s(t)) < verdict_grace(s(t)), "{t}");
+            assert!(verdict_grace(s(t)) <= s(3).max(s(t) / 4), "{t}");
+        }
+    }
+
+    #[test]
+    fn rank_0_closing_right_after_done_is_not_a_failure() {
+        use std::io::Write;
+        use std::net::TcpListener;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let member_side = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut root_side, _) = listener.accept().unwrap();
+        let members = vec![
+            Member {
+                rank: 0,
+                host: "a".into(),
+                pid: 1,
+                device: "cpu".into(),
+            },
+            Member {
+                rank: 1,
+                host: "b".into(),
+                pid: 2,
+                device: "cpu".into(),
+            },
+        ];
+        let mut group = Group::member(1, 2, members, member_side, Duration::from_secs(5)).unwrap();
+        // Rank 0 says Done and exits before this rank reaches `finish`.
+        root_side
+            .write_all(&frame::encode(&Message::Done { exit_code: 1 }))
+            .unwrap();
+        drop(root_side);
+        thread::sleep(Duration::from_millis(300));
+        assert_eq!(group.finish(0).unwrap(), 1);
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! sends something that is not a frame, is dropped before anything is allocated for it.
 
 use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
@@ -123,6 +125,32 @@ pub fn read(from: &mut impl Read) -> Result<Message, FrameError> {
     parse_body(&body)
 }
 
+/// Reads one frame that must be complete by `deadline`. A socket timeout alone bounds each
+/// `read()`, so a peer dripping one byte at a time would never be timed out; here the timeout
+/// is re-armed before each read with what is left of the one deadline.
+pub fn read_by(stream: &TcpStream, deadline: Instant) -> Result<Message, FrameError> {
+    read(&mut ByDeadline { stream, deadline })
+}
+
+struct ByDeadline<'a> {
+    stream: &'a TcpStream,
+    deadline: Instant,
+}
+
+impl Read for ByDeadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let remaining = self.deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the frame was not complete in time",
+            ));
+        }
+        self.stream.set_read_timeout(Some(remaining))?;
+        (&mut &*self.stream).read(buf)
+    }
+}
+
 fn read_exact(from: &mut impl Read, buf: &mut [u8]) -> Result<(), FrameError> {
     from.read_exact(buf).map_err(|e| {
         if e.kind() == io::ErrorKind::UnexpectedEof {
@@ -165,6 +193,35 @@ mod tests {
             let bytes = encode(&m);
             assert_eq!(read(&mut Cursor::new(&bytes)).unwrap(), m);
         }
+    }
+
+    #[test]
+    fn a_dripping_peer_is_timed_out_by_the_one_deadline() {
+        use std::net::{TcpListener, TcpStream};
+        use std::time::Duration;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let dripper = std::thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            // A valid header announcing 4 KiB, then one body byte every 200 ms: each read
+            // sees data well within any per-read timeout.
+            let _ = s.write_all(b"GTB1\x00\x00\x10\x00");
+            for _ in 0..100 {
+                if s.write_all(b" ").is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        });
+        let (stream, _) = listener.accept().unwrap();
+        let start = Instant::now();
+        let err = read_by(&stream, start + Duration::from_secs(1)).unwrap_err();
+        let took = start.elapsed();
+        assert!(err.is_timeout(), "{err}");
+        // The dripper would keep going for 20 s; the deadline stops the read near 1 s.
+        assert!(took < Duration::from_secs(8), "took {took:?}");
+        drop(stream);
+        dripper.join().unwrap();
     }
 
     #[test]

@@ -139,10 +139,13 @@ pub fn run(job: &Job, root: &Root) -> Result<ExitCode, BenchError> {
         token,
     };
     let result = run_rank(job, root, &env, Some(listener));
+    // On error rank 0 has already told every rank to stop, so the ones still running are
+    // stalled (or about to exit): a short wait lets the others print their reason, then the
+    // rest are killed rather than holding this process past `--timeout`.
     let grace = if result.is_ok() {
         job.timeout
     } else {
-        Duration::from_secs(5)
+        ERROR_GRACE.min(job.timeout)
     };
     let statuses = reap(&mut children, grace);
     match result {
@@ -157,6 +160,9 @@ pub fn run(job: &Job, root: &Root) -> Result<ExitCode, BenchError> {
         Err(e) => Err(e),
     }
 }
+
+/// How long local ranks get to exit by themselves once the job has failed.
+const ERROR_GRACE: Duration = Duration::from_secs(1);
 
 fn random_token() -> String {
     // RandomState is seeded from the OS's randomness.

@@ -6,6 +6,9 @@ use std::collections::BTreeMap;
 
 /// torchrun's default rendezvous port, used when only `MASTER_ADDR` is set.
 pub const DEFAULT_PORT: u16 = 29500;
+/// The most ranks a job may have, from `--ranks` or a launcher's world size alike: rank 0
+/// keeps a connection and a thread per rank, so a typo'd size must not reach it.
+pub const MAX_WORLD: usize = 1024;
 /// Set by `--ranks` in the ranks it starts, and by users who want an explicit job secret.
 pub const TOKEN_VAR: &str = "GPUTUNE_BENCH_TOKEN";
 
@@ -72,6 +75,11 @@ pub fn from_vars(vars: &BTreeMap<String, String>) -> Result<Option<JobEnv>, EnvE
     if world == 0 {
         return Err(EnvError(format!(
             "{size_var}=0: a job needs at least one rank"
+        )));
+    }
+    if world > MAX_WORLD {
+        return Err(EnvError(format!(
+            "{size_var}={world} is over the limit of {MAX_WORLD} ranks"
         )));
     }
     if rank >= world {
@@ -205,6 +213,14 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(single.world, 1);
+        let largest = from_vars(&vars(&[
+            ("RANK", "1023"),
+            ("WORLD_SIZE", "1024"),
+            ("MASTER_ADDR", "h"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(largest.world, MAX_WORLD);
     }
 
     #[test]
@@ -253,6 +269,30 @@ mod tests {
                 "RANK=2 is not below WORLD_SIZE=2",
             ),
             (&[("RANK", "0"), ("WORLD_SIZE", "0")], "WORLD_SIZE=0"),
+            (
+                &[
+                    ("RANK", "0"),
+                    ("WORLD_SIZE", "5000000"),
+                    ("MASTER_ADDR", "h"),
+                ],
+                "WORLD_SIZE=5000000 is over the limit of 1024",
+            ),
+            (
+                &[
+                    ("SLURM_PROCID", "0"),
+                    ("SLURM_NTASKS", "1025"),
+                    ("MASTER_ADDR", "h"),
+                ],
+                "SLURM_NTASKS=1025 is over",
+            ),
+            (
+                &[
+                    ("OMPI_COMM_WORLD_RANK", "3"),
+                    ("OMPI_COMM_WORLD_SIZE", "100000000"),
+                    ("MASTER_ADDR", "h"),
+                ],
+                "OMPI_COMM_WORLD_SIZE=100000000 is over",
+            ),
             (&[("RANK", "0")], "WORLD_SIZE is not set"),
             (
                 &[("RANK", "0"), ("WORLD_SIZE", "2")],

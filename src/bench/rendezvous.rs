@@ -16,11 +16,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::control::Group;
-use super::frame::{self, Message};
+use super::frame::{self, FrameError, Message};
 use super::output::Member;
 use super::{BenchError, Settings};
 
-/// How long a new connection has to present its Hello.
+/// How long a new connection has to present its whole Hello (one deadline, not per read).
 const HELLO_DEADLINE: Duration = Duration::from_secs(5);
 
 /// What this rank knows of the job when the rendezvous is done.
@@ -63,15 +63,12 @@ pub fn serve(
     let mut joined: BTreeMap<usize, (TcpStream, Member, u16)> = BTreeMap::new();
     while joined.len() + 1 < world {
         if Instant::now() >= deadline {
-            let missing: Vec<String> = (1..world)
-                .filter(|r| !joined.contains_key(r))
-                .map(|r| r.to_string())
-                .collect();
+            let missing: Vec<usize> = (1..world).filter(|r| !joined.contains_key(r)).collect();
             return Err(runtime(format!(
                 "rank{} {} did not join the rendezvous at port {} within {}s: check that they \
                  were started, that MASTER_ADDR points at this host and that the port is open",
                 if missing.len() == 1 { "" } else { "s" },
-                missing.join(", "),
+                rank_ranges(&missing),
                 local_port(&listener).unwrap_or(0),
                 timeout.as_secs()
             )));
@@ -201,11 +198,11 @@ fn spawn_hello_reader(
     pending: Arc<AtomicUsize>,
 ) {
     pending.fetch_add(1, Ordering::SeqCst);
+    let deadline = Instant::now() + HELLO_DEADLINE;
     thread::spawn(move || {
         let _done = Decrement(pending);
         let _ = stream.set_nonblocking(false);
-        let _ = stream.set_read_timeout(Some(HELLO_DEADLINE));
-        match frame::read(&mut stream) {
+        match frame::read_by(&stream, deadline) {
             Ok(hello @ Message::Hello { .. }) => {
                 let Message::Hello { token: theirs, .. } = &hello else {
                     return;
@@ -253,59 +250,88 @@ pub fn same_token(a: &str, b: &str) -> bool {
 /// waits for the list of members.
 pub fn join(master: &(String, u16), me: Identity, timeout: Duration) -> Result<Joined, BenchError> {
     let deadline = Instant::now() + timeout;
-    let mut stream = connect_retrying(master, deadline, || "rank 0's rendezvous".to_string())?;
-    let local_ip = stream
-        .local_addr()
-        .map(|a| a.ip())
-        .map_err(|e| runtime(format!("rendezvous: {e}")))?;
-    let data_listener = bind_data(SocketAddr::new(local_ip, 0))?;
-    let hello = Message::Hello {
-        token: me.token.clone(),
-        rank: me.rank,
-        world: me.world,
-        member: me.member.clone(),
-        data_port: local_port(&data_listener)?,
-        backend: me.backend.clone(),
-        settings: me.settings.clone(),
+    let mut data_listener: Option<TcpListener> = None;
+    // Rank 0 drops a connection it cannot read yet (too many at once): that shows here as a
+    // reset or a close without an answer, and is retried while this rank's timeout lasts.
+    let (stream, members, data_addrs, nccl_id) = loop {
+        let mut stream = connect_retrying(master, deadline, || "rank 0's rendezvous".to_string())?;
+        let data_port = match &data_listener {
+            Some(l) => local_port(l)?,
+            None => {
+                let local_ip = stream
+                    .local_addr()
+                    .map(|a| a.ip())
+                    .map_err(|e| runtime(format!("rendezvous: {e}")))?;
+                let l = bind_data(SocketAddr::new(local_ip, 0))?;
+                let port = local_port(&l)?;
+                data_listener = Some(l);
+                port
+            }
+        };
+        let hello = Message::Hello {
+            token: me.token.clone(),
+            rank: me.rank,
+            world: me.world,
+            member: me.member.clone(),
+            data_port,
+            backend: me.backend.clone(),
+            settings: me.settings.clone(),
+        };
+        let answer = match frame::write(&mut stream, &hello) {
+            Ok(()) => {
+                let remaining = deadline
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(100));
+                let _ = stream.set_read_timeout(Some(remaining));
+                frame::read(&mut stream)
+            }
+            Err(e) => Err(FrameError::Io(e)),
+        };
+        match answer {
+            Ok(Message::Welcome {
+                members,
+                data_addrs,
+                nccl_id,
+            }) => break (stream, members, data_addrs, nccl_id),
+            Ok(Message::Reject { reason }) | Ok(Message::Abort { reason }) => {
+                return Err(runtime(format!(
+                    "rank 0 at {}:{} refused rank {}: {reason}",
+                    master.0, master.1, me.rank
+                )));
+            }
+            Ok(other) => {
+                return Err(runtime(format!(
+                    "rendezvous: unexpected {other:?} from rank 0"
+                )));
+            }
+            Err(e) if e.is_timeout() => {
+                return Err(runtime(format!(
+                    "the other ranks did not all join within {}s (rank 0 at {}:{} is still waiting for them)",
+                    timeout.as_secs(),
+                    master.0,
+                    master.1
+                )));
+            }
+            Err(e) if dropped_unanswered(&e) && Instant::now() < deadline => {
+                eprintln!(
+                    "# rendezvous: rank 0 at {}:{} dropped the connection ({e}); retrying",
+                    master.0, master.1
+                );
+                thread::sleep(
+                    Duration::from_millis(200)
+                        .min(deadline.saturating_duration_since(Instant::now())),
+                );
+            }
+            Err(e) => {
+                return Err(runtime(format!(
+                    "rendezvous with rank 0 at {}:{}: {e}",
+                    master.0, master.1
+                )));
+            }
+        }
     };
-    frame::write(&mut stream, &hello)
-        .map_err(|e| runtime(format!("rendezvous: cannot send to rank 0: {e}")))?;
-    let remaining = deadline
-        .saturating_duration_since(Instant::now())
-        .max(Duration::from_millis(100));
-    let _ = stream.set_read_timeout(Some(remaining));
-    let (members, data_addrs, nccl_id) = match frame::read(&mut stream) {
-        Ok(Message::Welcome {
-            members,
-            data_addrs,
-            nccl_id,
-        }) => (members, data_addrs, nccl_id),
-        Ok(Message::Reject { reason }) | Ok(Message::Abort { reason }) => {
-            return Err(runtime(format!(
-                "rank 0 at {}:{} refused rank {}: {reason}",
-                master.0, master.1, me.rank
-            )));
-        }
-        Ok(other) => {
-            return Err(runtime(format!(
-                "rendezvous: unexpected {other:?} from rank 0"
-            )));
-        }
-        Err(e) if e.is_timeout() => {
-            return Err(runtime(format!(
-                "the other ranks did not all join within {}s (rank 0 at {}:{} is still waiting for them)",
-                timeout.as_secs(),
-                master.0,
-                master.1
-            )));
-        }
-        Err(e) => {
-            return Err(runtime(format!(
-                "rendezvous with rank 0 at {}:{}: {e}",
-                master.0, master.1
-            )));
-        }
-    };
+    let data_listener =
+        data_listener.ok_or_else(|| runtime("rendezvous: no data port was opened".to_string()))?;
     if members.len() != me.world || data_addrs.len() != me.world {
         return Err(runtime(format!(
             "rank 0 answered with {} members for a world of {}",
@@ -328,6 +354,20 @@ pub fn join(master: &(String, u16), me: Identity, timeout: Duration) -> Result<J
         data_addrs,
         nccl_id,
     })
+}
+
+/// Rank 0 closed or reset the connection without answering: it was busy, not refusing.
+fn dropped_unanswered(e: &FrameError) -> bool {
+    match e {
+        FrameError::Closed => true,
+        FrameError::Io(e) => matches!(
+            e.kind(),
+            io::ErrorKind::ConnectionReset
+                | io::ErrorKind::ConnectionAborted
+                | io::ErrorKind::BrokenPipe
+        ),
+        _ => false,
+    }
 }
 
 /// Connects to `target`, retrying refused or unreachable attempts until `deadline`.
@@ -367,6 +407,27 @@ pub fn connect_retrying(
     }
 }
 
+/// Ranks in ascending order, runs written as ranges: `1-4, 7, 9-10`.
+pub fn rank_ranges(ranks: &[usize]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ranks.len() {
+        let start = ranks[i];
+        let mut end = start;
+        while i + 1 < ranks.len() && ranks[i + 1] == end + 1 {
+            i += 1;
+            end = ranks[i];
+        }
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    parts.join(", ")
+}
+
 fn bind_data(addr: SocketAddr) -> Result<TcpListener, BenchError> {
     TcpListener::bind(addr).map_err(|e| runtime(format!("cannot open a data port on {addr}: {e}")))
 }
@@ -399,5 +460,15 @@ mod tests {
         assert!(!same_token("abc", "abd"));
         assert!(!same_token("abc", "abcd"));
         assert!(same_token("", ""));
+    }
+
+    #[test]
+    fn missing_ranks_are_summarised_as_ranges() {
+        assert_eq!(rank_ranges(&[]), "");
+        assert_eq!(rank_ranges(&[1]), "1");
+        assert_eq!(rank_ranges(&[1, 2]), "1-2");
+        assert_eq!(rank_ranges(&[1, 2, 3, 4, 7, 9, 10]), "1-4, 7, 9-10");
+        let all: Vec<usize> = (1..1024).collect();
+        assert_eq!(rank_ranges(&all), "1-1023");
     }
 }

@@ -10,6 +10,7 @@ use crate::bench::Settings;
 use crate::bench::data::{DType, Op};
 use crate::bench::harness::Plan;
 use crate::bench::job::{self, Choice, Format, Job};
+use crate::bench::launch;
 use crate::bench::size::{self, Step};
 use crate::error::{ExitCode, Result};
 use crate::host::Root;
@@ -165,8 +166,11 @@ pub fn validate(args: &AllreduceArgs) -> std::result::Result<Job, BenchError> {
     if args.timeout == 0 {
         return Err(usage("--timeout must be at least 1 second".into()));
     }
-    if args.ranks == Some(0) || args.ranks.is_some_and(|r| r > 1024) {
-        return Err(usage("--ranks must be between 1 and 1024".into()));
+    if args.ranks == Some(0) || args.ranks.is_some_and(|r| r > launch::MAX_WORLD) {
+        return Err(usage(format!(
+            "--ranks must be between 1 and {}",
+            launch::MAX_WORLD
+        )));
     }
     if !(1..=64).contains(&args.streams) {
         return Err(usage("--streams must be between 1 and 64".into()));

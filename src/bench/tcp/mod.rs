@@ -124,11 +124,11 @@ fn accept_left(
             Ok((s, addr)) if reading < 64 => {
                 reading += 1;
                 let tx = tx.clone();
+                // One deadline for the whole opening, however slowly its bytes arrive.
+                let by = Instant::now() + Duration::from_secs(5);
                 thread::spawn(move || {
-                    let mut s = s;
                     let _ = s.set_nonblocking(false);
-                    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-                    let hello = match frame::read(&mut s) {
+                    let hello = match frame::read_by(&s, by) {
                         Ok(m) => Some(m),
                         Err(e) => {
                             eprintln!("# data port: refused {addr}: {e}");

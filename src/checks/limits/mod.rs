@@ -283,28 +283,64 @@ fn login_rlimit(
             files.problems.join("; ")
         ));
     }
+    notes.extend(
+        files
+            .entries
+            .iter()
+            .filter(|e| e.item == resource.name())
+            .filter_map(|e| e.note.clone()),
+    );
+    // Only a ceiling (`max`) holds whatever the login service passes on below it; a floor,
+    // an exact value or a list needs the files to set the value the session really gets.
+    let only_max = setting.rule.max.is_some()
+        && setting.rule.min.is_none()
+        && setting.rule.equals.is_none()
+        && setting.rule.one_of.is_none();
     let (status, actual, judged, problem) = match &session.soft {
         Some(soft) => {
-            let amount = to_amount(soft.value);
-            let judged = amount.to_string();
-            let (status, problem) = setting.status_for(&judged);
+            let soft_amount = to_amount(soft.value);
+            let hard_amount = session.hard.as_ref().map(|h| to_amount(h.value));
+            // pam_limits (setup_limits in pam_limits.c) lowers the soft limit to the hard one
+            // before setrlimit (`if (rlim_cur > rlim_max) rlim_cur = rlim_max`), and the hard
+            // one is what the files set or, when they set none, what the session inherited
+            // (init_limits starts from getrlimit). So the session gets min(soft, hard).
+            let effective = hard_amount.map_or(soft_amount, |h| soft_amount.min(h));
+            let mut judged = effective.to_string();
+            let (mut status, problem) = setting.status_for(&judged);
             let hard = session.hard.as_ref().map_or("not set".to_string(), |h| {
                 format!("{} ({})", show(resource, to_amount(h.value)), h.place)
             });
-            let actual = format!(
+            let mut actual = format!(
                 "soft {} ({}), hard {hard}",
-                show(resource, amount),
+                show(resource, soft_amount),
                 soft.place
             );
+            if effective != soft_amount {
+                actual.push_str(&format!(
+                    "; a session gets soft {}",
+                    show(resource, effective)
+                ));
+                notes.insert(
+                    0,
+                    "pam_limits lowers a soft limit above the hard limit to the hard limit".into(),
+                );
+            }
+            if hard_amount.is_none() && !only_max && status == Status::Pass {
+                status = Status::Warn;
+                notes.insert(
+                    0,
+                    format!(
+                        "no line sets the hard limit, so the session keeps the hard limit its login service (sshd, slurmd, systemd) passes on, and that caps the soft {}: a soft value above the inherited hard limit is not granted; set both with `-`",
+                        show(resource, soft_amount)
+                    ),
+                );
+                // Nothing is known of the real value: the fix sets the rule's own target.
+                judged = String::new();
+            }
             (status, actual, judged, problem)
         }
         None => {
-            // Nothing in the files: the session keeps what its login service passes on. Only a
-            // ceiling (`max`) is then not broken by the files; a floor is not guaranteed.
-            let only_max = setting.rule.max.is_some()
-                && setting.rule.min.is_none()
-                && setting.rule.equals.is_none()
-                && setting.rule.one_of.is_none();
+            // Nothing in the files: the session keeps what its login service passes on.
             let status = if only_max { Status::Pass } else { Status::Warn };
             notes.insert(
                 0,

@@ -81,6 +81,8 @@ pub struct Entry {
     pub kind: Kind,
     pub item: String,
     pub value: Value,
+    /// How pam_limits reads a value that is not plain (`128k` is read as 128).
+    pub note: Option<String>,
 }
 
 impl Entry {
@@ -103,13 +105,14 @@ pub fn parse(file: &str, text: &str) -> (Vec<Entry>, Vec<String>) {
             continue;
         }
         match parse_fields(&fields) {
-            Ok((domain, kind, item, value)) => entries.push(Entry {
+            Ok((domain, kind, item, (value, note))) => entries.push(Entry {
                 file: file.to_string(),
                 line,
                 domain,
                 kind,
                 item,
                 value,
+                note: note.map(|n| format!("{file}:{line}: {n}")),
             }),
             Err(problem) => problems.push(format!("{file}:{line}: {problem}")),
         }
@@ -117,7 +120,9 @@ pub fn parse(file: &str, text: &str) -> (Vec<Entry>, Vec<String>) {
     (entries, problems)
 }
 
-fn parse_fields(fields: &[&str]) -> Result<(Domain, Kind, String, Value), String> {
+type Fields = (Domain, Kind, String, (Value, Option<String>));
+
+fn parse_fields(fields: &[&str]) -> Result<Fields, String> {
     let [domain, kind, item, value] = fields else {
         return Err(format!(
             "expected `<domain> <type> <item> <value>`, found {} fields",
@@ -135,15 +140,37 @@ fn parse_fields(fields: &[&str]) -> Result<(Domain, Kind, String, Value), String
     if !ITEMS.contains(&item.as_str()) {
         return Err(format!("unknown item `{item}`"));
     }
-    let value = match value.to_ascii_lowercase().as_str() {
-        "unlimited" | "infinity" | "-1" => Value::Unlimited,
-        other => Value::Finite(
-            other
-                .parse()
-                .map_err(|_| format!("value `{value}` is not a number or unlimited"))?,
-        ),
-    };
-    Ok((domain, kind, item, value))
+    Ok((domain, kind, item, parse_value(value)?))
+}
+
+/// A value as pam_limits reads it: `unlimited`, `infinity` or `-1`, else the leading number
+/// (`strtoul`/`strtoull` in pam_limits.c's process_limit, which refuses the line only when no
+/// digit is read). So `9000x` is 9000 and `128k` is 128, not 131072: the note says so. A
+/// number too large saturates at ULLONG_MAX, which is RLIM_INFINITY.
+fn parse_value(text: &str) -> Result<(Value, Option<String>), String> {
+    if matches!(
+        text.to_ascii_lowercase().as_str(),
+        "unlimited" | "infinity" | "-1"
+    ) {
+        return Ok((Value::Unlimited, None));
+    }
+    let end = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let digits = &text[..end];
+    if digits.is_empty() {
+        return Err(format!("value `{text}` is not a number or unlimited"));
+    }
+    let value = digits
+        .parse::<u64>()
+        .map_or(Value::Unlimited, Value::Finite);
+    let note = (end < text.len()).then(|| {
+        format!(
+            "value `{text}` is read as {value}: pam_limits ignores `{}` after the number",
+            &text[end..]
+        )
+    });
+    Ok((value, note))
 }
 
 fn parse_domain(text: &str) -> Result<Domain, String> {
@@ -293,6 +320,7 @@ mod tests {
             kind,
             item: item.into(),
             value,
+            note: None,
         }
     }
 
@@ -370,6 +398,47 @@ x:y soft nofile 1
         );
         assert!(problems[1].contains("`sometimes`"), "{}", problems[1]);
         assert!(problems[2].contains("`colour`"), "{}", problems[2]);
+    }
+
+    #[test]
+    fn values_are_read_up_to_the_first_non_digit_as_pam_limits_does() {
+        let cases: &[(&str, Value, Option<&str>)] = &[
+            ("4096", Value::Finite(4096), None),
+            ("0", Value::Finite(0), None),
+            ("unlimited", Value::Unlimited, None),
+            ("Infinity", Value::Unlimited, None),
+            ("-1", Value::Unlimited, None),
+            ("9000x", Value::Finite(9000), Some("`x`")),
+            ("128k", Value::Finite(128), Some("read as 128")),
+            ("1m", Value::Finite(1), Some("`m`")),
+            ("99999999999999999999999", Value::Unlimited, None),
+        ];
+        for (text, value, note) in cases {
+            let (got, got_note) = parse_value(text).unwrap();
+            assert_eq!(got, *value, "{text}");
+            match note {
+                Some(want) => {
+                    let n = got_note.unwrap_or_default();
+                    assert!(n.contains(want) && n.contains("ignores"), "{text}: {n}");
+                }
+                None => assert_eq!(got_note, None, "{text}"),
+            }
+        }
+        for bad in ["lots", "k128", "-5", "", "x1"] {
+            assert!(parse_value(bad).is_err(), "{bad}");
+        }
+        let (entries, problems) = parse("f", "* - nofile 128k\n* soft nofile 9000x\n");
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(entries[0].value, Value::Finite(128));
+        assert!(
+            entries[0]
+                .note
+                .as_deref()
+                .is_some_and(|n| n.starts_with("f:1: ")),
+            "{:?}",
+            entries[0].note
+        );
+        assert_eq!(entries[1].value, Value::Finite(9000));
     }
 
     #[test]

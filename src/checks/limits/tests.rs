@@ -277,3 +277,80 @@ fn human_sizes() {
     assert_eq!(human(Amount::Finite(100)), "100 B");
     assert_eq!(human(Amount::Unlimited), "unlimited");
 }
+
+/// `ulimit.nofile.login` (min 131072) for a node whose only limits file is `conf`.
+fn login_nofile(conf: &str) -> Finding {
+    let dir = tempfile::tempdir().unwrap();
+    let etc = dir.path().join("etc/security");
+    std::fs::create_dir_all(&etc).unwrap();
+    std::fs::write(etc.join("limits.conf"), conf).unwrap();
+    let mut f = run(
+        &Root::new(dir.path()),
+        &container_like(),
+        AuditOptions::default(),
+    );
+    f.remove("ulimit.nofile.login").unwrap()
+}
+
+#[test]
+fn a_login_session_is_judged_by_the_soft_limit_pam_limits_really_sets() {
+    // (limits.conf, status, words in `actual`, words in the message, words in the fix)
+    let cases: &[(&str, Status, &str, &str, &str)] = &[
+        // Soft above hard: pam_limits lowers the soft limit to the hard one.
+        (
+            "* soft nofile 1048576\n* hard nofile 4096\n",
+            Status::Fail,
+            "a session gets soft 4096",
+            "lowers a soft limit above the hard limit",
+            "`* - nofile 131072`",
+        ),
+        // No hard line: the inherited hard limit caps the soft one; not a pass.
+        (
+            "* soft nofile 131072\n",
+            Status::Warn,
+            "soft 131072 (/etc/security/limits.conf:1), hard not set",
+            "inherited hard limit",
+            "`* - nofile 131072`",
+        ),
+        // Values with a suffix are read up to the first non-digit, as pam_limits does.
+        (
+            "* - nofile 128k\n",
+            Status::Fail,
+            "soft 128 (/etc/security/limits.conf:1)",
+            "limits.conf:1: value `128k` is read as 128",
+            "`* - nofile 131072`",
+        ),
+        (
+            "* soft nofile 9000x\n* hard nofile 200000\n",
+            Status::Fail,
+            "soft 9000",
+            "ignores `x`",
+            "`* - nofile 131072`",
+        ),
+        // Both sides meet the floor: a pass, and the judged value is the lower one.
+        (
+            "* soft nofile 131072\n* hard nofile unlimited\n",
+            Status::Pass,
+            "soft 131072 (/etc/security/limits.conf:1), hard unlimited",
+            "",
+            "",
+        ),
+        ("* - nofile 1048576\n", Status::Pass, "soft 1048576", "", ""),
+    ];
+    for (conf, status, actual, message, fix) in cases {
+        let f = login_nofile(conf);
+        assert_eq!(f.status, *status, "{conf:?}: {f:#?}");
+        assert!(f.actual.contains(actual), "{conf:?}: {}", f.actual);
+        assert!(f.message.contains(message), "{conf:?}: {}", f.message);
+        assert!(f.fix.contains(fix), "{conf:?}: {}", f.fix);
+        if *status == Status::Pass {
+            assert!(!f.message.contains("Note:"), "{conf:?}: {}", f.message);
+        } else {
+            assert!(
+                !f.message.contains("skips these bad lines"),
+                "{}",
+                f.message
+            );
+        }
+    }
+}
