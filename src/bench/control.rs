@@ -248,10 +248,7 @@ impl Group {
                         return;
                     }
                     Ok(m) => {
-                        // `Done` is rank 0's last word: it exits right after, and reading on
-                        // would report that close as rank 0 leaving the job.
-                        let last = matches!(m, Message::Done { .. });
-                        if tx.send(Event::Message(0, m)).is_err() || last {
+                        if tx.send(Event::Message(0, m)).is_err() {
                             return;
                         }
                     }
