@@ -388,13 +388,9 @@ impl Walker<'_> {
 
     fn rules(&mut self, chain: &Chain, from: usize, state: State, depth: usize) -> Vec<Step> {
         for (index, rule) in chain.rules.iter().enumerate().skip(from) {
-            // A rule that only counts or logs changes nothing, unless it does something
-            // this model does not understand (an `xt` target, `notrack`, ...).
-            let unknown_part = rule
-                .matches
-                .iter()
-                .any(|m| matches!(m, Match::Unknown { .. }));
-            if rule.action == Action::Continue && !unknown_part {
+            // A rule that only counts or logs changes nothing, whatever it matches. (A
+            // statement the model does not understand is an `Action::Unknown`, never this.)
+            if rule.action == Action::Continue {
                 continue;
             }
             let mut forks: Vec<Cond> = Vec::new();

@@ -434,36 +434,6 @@ fn ct_state_is_invalid_before_conntrack_and_new_after() {
 }
 
 #[test]
-fn a_rule_that_only_goes_on_still_stops_at_what_is_not_modelled() {
-    let unknown = Match::Unknown {
-        text: "xt target \"REJECT\"".into(),
-    };
-    assert!(matches!(
-        verdicts_at(
-            Hook::Input,
-            0,
-            Policy::Accept,
-            vec![rule(
-                "xt",
-                vec![dport(29500, 29500), unknown.clone()],
-                Action::Continue
-            )]
-        )[..],
-        [Verdict::CannotTell(_)]
-    ));
-    // It is passed over when its matches fail.
-    assert_eq!(
-        verdicts_at(
-            Hook::Input,
-            0,
-            Policy::Accept,
-            vec![rule("xt", vec![dport(22, 22), unknown], Action::Continue)]
-        ),
-        [Verdict::Accepted]
-    );
-}
-
-#[test]
 fn a_walk_never_assumes_a_condition_and_its_opposite() {
     let t = table(
         "t",
