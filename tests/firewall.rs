@@ -340,3 +340,22 @@ fn interface_conditions_that_cannot_all_hold_are_not_reported() {
         "{rdv:#}"
     );
 }
+
+#[test]
+fn a_statement_not_modelled_is_never_passed_over() {
+    // `notrack` makes `ct state new` miss 29500 (the kernel drops it): cannot tell, not a
+    // pass. The rate-limited log before it changes nothing, so the NCCL ports still pass.
+    let f = audit_in_netns("nft -f notrack.nft");
+    let rdv = &f["firewall.rendezvous_ports"];
+    assert_eq!(rdv["status"], "warn", "{rdv:#}");
+    assert!(
+        field(rdv, "actual").contains("29500: cannot tell")
+            && field(rdv, "actual").contains("notrack"),
+        "{rdv:#}"
+    );
+    assert_eq!(
+        f["firewall.nccl_ports"]["status"], "pass",
+        "{:#}",
+        f["firewall.nccl_ports"]
+    );
+}

@@ -386,8 +386,7 @@ fn rule_of(
                 words.push(describe(&m));
                 matches.push(m);
             }
-            // Counting, logging and setting marks let the packet go on. (`notrack`, `meter`,
-            // `limit`, `quota` change what later rules see or match on rates: not modelled.)
+            // Counting, logging and setting marks let the packet go on.
             "counter" | "log" | "mangle" => {}
             "vmap" => {
                 let key = body.get("key").cloned().unwrap_or_default();
@@ -431,9 +430,15 @@ fn rule_of(
                 action = Action::Unknown("queue".into());
                 words.push("queue".into());
             }
-            // A statement the model does not know may decide or change what later rules
-            // see (`notrack`, `fwd`, `limit`, a set update): when the rule matches, the walk
-            // cannot go on past it.
+            // Rate and quota tests only decide whether the rest of the rule runs.
+            "limit" | "quota" | "meter" => {
+                matches.push(Match::Unknown {
+                    text: kind.clone() + " " + &body.to_string(),
+                });
+                words.push(kind.clone());
+            }
+            // Any other statement may decide or change what later rules see (`notrack`,
+            // `fwd`, a set update): when the rule matches, the walk cannot go on past it.
             other => {
                 let text = other.to_string() + " " + &body.to_string();
                 matches.push(Match::Unknown { text: text.clone() });
