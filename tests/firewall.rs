@@ -247,3 +247,115 @@ fn an_ingress_chain_of_unknown_device_cannot_be_judged_as_a_pass() {
         "{rdv:#}"
     );
 }
+
+#[test]
+fn a_named_verdict_map_is_read() {
+    let f = audit_in_netns("nft -f named-vmap.nft");
+    let rdv = &f["firewall.rendezvous_ports"];
+    assert_eq!(rdv["status"], "fail", "{rdv:#}");
+    assert!(
+        field(rdv, "actual")
+            .starts_with("nftables: 29500: dropped by nftables inet f chain input handle ")
+            && field(rdv, "actual").contains(": tcp dport vmap @portv"),
+        "{rdv:#}"
+    );
+    assert_eq!(f["firewall.nccl_ports"]["status"], "pass");
+}
+
+#[test]
+fn iptables_nft_rejects_count_beside_tables_nft_wrote() {
+    // iptables-nft-save says "# Table `mangle' is incompatible": only that table is read
+    // through nft; the filter table's REJECT still decides. A rule's comment that says
+    // "incompatible" changes nothing.
+    let f = audit_in_netns(
+        "iptables-nft -A INPUT -p tcp --dport 29500 -j REJECT\n\
+         iptables-nft -A INPUT -p tcp --dport 50000:50010 -m comment --comment 'incompatible with foo' -j REJECT\n\
+         printf 'table ip mangle {\\n chain PREROUTING {\\n  type filter hook prerouting priority -150; policy accept;\\n  ct state vmap { invalid : drop }\\n }\\n}\\n' | nft -f -",
+    );
+    let rdv = &f["firewall.rendezvous_ports"];
+    assert_eq!(rdv["status"], "fail", "{rdv:#}");
+    assert!(
+        field(rdv, "actual").contains(
+            "29500: dropped by iptables-nft filter chain INPUT rule 1: -A INPUT -p tcp -m tcp --dport 29500 -j REJECT"
+        ),
+        "{rdv:#}"
+    );
+    let nccl = &f["firewall.nccl_ports"];
+    assert_eq!(nccl["status"], "fail", "{nccl:#}");
+    assert!(
+        field(nccl, "actual").contains("dropped by iptables-nft filter chain INPUT rule 2"),
+        "{nccl:#}"
+    );
+}
+
+#[test]
+fn ct_state_before_conntrack_is_invalid() {
+    // raw at -300 runs before conntrack: `ct state invalid` drops a new connection there.
+    let f = audit_in_netns("nft -f raw-ct-state.nft");
+    for (id, rule) in [
+        ("firewall.rendezvous_ports", "ct state invalid"),
+        ("firewall.nccl_ports", "ct state vmap @states"),
+    ] {
+        assert_eq!(f[id]["status"], "fail", "{:#}", f[id]);
+        assert!(
+            field(&f[id], "actual").contains("dropped by nftables ip raw chain pre handle")
+                && field(&f[id], "actual").contains(rule),
+            "{:#}",
+            f[id]
+        );
+    }
+    // The same through iptables' raw table.
+    let f = audit_in_netns(
+        "printf '*raw\\n-A PREROUTING -m conntrack --ctstate INVALID -j DROP\\nCOMMIT\\n' | iptables-nft-restore",
+    );
+    let rdv = &f["firewall.rendezvous_ports"];
+    assert_eq!(rdv["status"], "fail", "{rdv:#}");
+    assert!(
+        field(rdv, "actual").contains("dropped by iptables-nft raw chain PREROUTING rule 1"),
+        "{rdv:#}"
+    );
+    // And `ct state new` never matches there: the policy drops.
+    let f = audit_in_netns("nft -f raw-ct-new.nft");
+    let rdv = &f["firewall.rendezvous_ports"];
+    assert_eq!(rdv["status"], "fail", "{rdv:#}");
+    assert!(
+        field(rdv, "actual").contains("dropped by policy drop of nftables inet f chain pre"),
+        "{rdv:#}"
+    );
+}
+
+#[test]
+fn interface_conditions_that_cannot_all_hold_are_not_reported() {
+    let f = audit_in_netns("nft -f iif-accepts.nft");
+    for id in ["firewall.rendezvous_ports", "firewall.nccl_ports"] {
+        assert_eq!(f[id]["status"], "pass", "{:#}", f[id]);
+    }
+    let f = audit_in_netns(
+        "printf 'table ip f {\\n chain input {\\n  type filter hook input priority 0; policy accept;\\n  ip saddr 0.0.0.0/0 tcp dport 29500 drop\\n }\\n}\\n' | nft -f -",
+    );
+    let rdv = &f["firewall.rendezvous_ports"];
+    assert_eq!(rdv["status"], "fail", "{rdv:#}");
+    assert!(
+        field(rdv, "actual").starts_with("nftables: 29500: dropped by"),
+        "{rdv:#}"
+    );
+}
+
+#[test]
+fn a_statement_not_modelled_is_never_passed_over() {
+    // `notrack` makes `ct state new` miss 29500 (the kernel drops it): cannot tell, not a
+    // pass. The rate-limited log before it changes nothing, so the NCCL ports still pass.
+    let f = audit_in_netns("nft -f notrack.nft");
+    let rdv = &f["firewall.rendezvous_ports"];
+    assert_eq!(rdv["status"], "warn", "{rdv:#}");
+    assert!(
+        field(rdv, "actual").contains("29500: cannot tell")
+            && field(rdv, "actual").contains("notrack"),
+        "{rdv:#}"
+    );
+    assert_eq!(
+        f["firewall.nccl_ports"]["status"], "pass",
+        "{:#}",
+        f["firewall.nccl_ports"]
+    );
+}

@@ -97,6 +97,33 @@ type PendingRule = (String, Vec<String>, String);
 /// A `*table` being read: its name, declared chains and rules.
 type OpenTable = (String, BTreeMap<String, Chain>, Vec<PendingRule>);
 
+/// Tables `iptables-nft-save` cannot show because nft itself wrote (part of) them, from its
+/// `# Table `mangle' is incompatible, use 'nft' tool.` lines: their nft view stands in for
+/// them, and every other table it shows is read as usual. `Err` names a line that says
+/// "incompatible" but no table.
+pub fn incompatible_tables(text: &str) -> Result<Vec<String>, String> {
+    let mut names = Vec::new();
+    for line in text.lines() {
+        let Some(comment) = line.trim().strip_prefix('#') else {
+            continue;
+        };
+        let comment = comment.trim();
+        if !comment.contains("incompatible") {
+            continue;
+        }
+        let name = comment
+            .strip_prefix("Table ")
+            .map(|rest| rest.trim_start_matches(['`', '\'', '"']))
+            .and_then(|rest| rest.split(['\'', '`', '"']).next())
+            .filter(|name| !name.is_empty() && !name.contains(char::is_whitespace));
+        match name {
+            Some(name) => names.push(name.to_string()),
+            None => return Err(format!("`{}` names no table", line.trim())),
+        }
+    }
+    Ok(names)
+}
+
 /// Parses the whole output; errors name the line.
 pub fn parse(text: &str, tool: Tool) -> Result<Vec<Table>, String> {
     let mut tables: Vec<Table> = Vec::new();
@@ -329,6 +356,29 @@ mod tests {
         assert_eq!(port_ranges("1024:"), Some(vec![(1024, 65535)]));
         assert_eq!(port_ranges("9:1"), None);
         assert_eq!(port_ranges("ssh"), None);
+    }
+
+    #[test]
+    fn incompatible_tables_are_named_one_by_one() {
+        let names = |text: &str| incompatible_tables(text);
+        let ok = |v: &[&str]| Ok(v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        // iptables 1.8.9, and the wording of later versions.
+        assert_eq!(
+            names("# Table `mangle' is incompatible, use 'nft' tool.\n*filter\nCOMMIT\n"),
+            ok(&["mangle"])
+        );
+        assert_eq!(
+            names(
+                "# Table `raw' contains incompatible base-chains, use 'nft' tool to list them.\n"
+            ),
+            ok(&["raw"])
+        );
+        // A rule's comment is no table.
+        assert_eq!(
+            names("*filter\n-A INPUT -m comment --comment \"incompatible with foo\" -j REJECT\n"),
+            ok(&[])
+        );
+        assert!(names("# something incompatible happened\n").is_err());
     }
 
     #[test]

@@ -158,15 +158,23 @@ pub fn read_ruleset(runner: &dyn Runner) -> Result<Ruleset, String> {
     }
     for (program, tool, out) in saves {
         any_tool = true;
-        // Tables nft itself wrote are "incompatible" to iptables-nft-save: read through nft.
-        let incompatible =
-            out.stdout.contains("incompatible") || out.stderr.contains("incompatible");
-        if incompatible {
+        // Tables nft itself wrote are "incompatible" to iptables-nft-save, which names them
+        // and shows the others: those it names are read through nft, the rest from here.
+        // When it does not say which, nft's view of every table stands (what nft cannot
+        // show of iptables' extensions is "cannot tell" there, never a pass).
+        let Ok(incompatible) = iptables::incompatible_tables(&out.stdout).and_then(|mut names| {
+            names.extend(iptables::incompatible_tables(&out.stderr)?);
+            Ok(names)
+        }) else {
             continue;
-        }
+        };
         if !out.success {
             if unsupported(&out.stderr) {
                 // This kernel has no such tables at all: nothing of this kind filters.
+                continue;
+            }
+            if !incompatible.is_empty() {
+                // It showed nothing it could: nft's view of every table stands.
                 continue;
             }
             return Err(failed(program, &out));
@@ -176,7 +184,8 @@ pub fn read_ruleset(runner: &dyn Runner) -> Result<Ruleset, String> {
         } else {
             Tool::IptablesLegacy
         });
-        let parsed = iptables::parse(&out.stdout, tool)?;
+        let mut parsed = iptables::parse(&out.stdout, tool)?;
+        parsed.retain(|t| !incompatible.contains(&t.id));
         if tool == Tool::IptablesNft {
             for t in &parsed {
                 let shadow = format!("ip {}", t.id);

@@ -109,6 +109,10 @@ pub enum Action {
     Continue,
     /// A verdict map on the destination port: the first range holding the port decides.
     DPortMap(Vec<((u16, u16), Action)>),
+    /// A verdict map on the conntrack state (`ct state vmap { established : accept, ... }`):
+    /// the entry holding the state the packet has in this chain decides, else the walk goes
+    /// on.
+    CtStateMap(Vec<(Vec<String>, Action)>),
     /// A verdict this model does not understand (queue to user space, ...).
     Unknown(String),
 }
@@ -160,9 +164,102 @@ const MAX_DEPTH: usize = 32;
 enum Tri {
     True,
     False,
-    /// Holds for some packets of this kind: the text says for which.
-    Maybe(String),
+    /// Holds for some packets of this kind: the condition says for which.
+    Maybe(Cond),
     Unknown(String),
+}
+
+/// A condition on the interface or source a walk assumed: the test (its own `negate`
+/// cleared) and whether it holds. Kept structured so that a walk never assumes a condition
+/// and its opposite at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Cond {
+    test: Match,
+    holds: bool,
+}
+
+impl Cond {
+    fn of(m: &Match) -> Cond {
+        let (test, negate) = match m {
+            Match::Iif { names, negate } => (
+                Match::Iif {
+                    names: names.clone(),
+                    negate: false,
+                },
+                *negate,
+            ),
+            Match::Saddr { nets, negate } => (
+                Match::Saddr {
+                    nets: nets.clone(),
+                    negate: false,
+                },
+                *negate,
+            ),
+            other => (other.clone(), false),
+        };
+        Cond {
+            test,
+            holds: !negate,
+        }
+    }
+
+    fn opposite(&self) -> Cond {
+        Cond {
+            test: self.test.clone(),
+            holds: !self.holds,
+        }
+    }
+
+    fn text(&self) -> String {
+        let not = if self.holds { "" } else { "not " };
+        match &self.test {
+            Match::Iif { names, .. } => format!("{not}iif {}", names.join("|")),
+            Match::Saddr { nets, .. } => format!("{not}saddr {}", nets.join("|")),
+            Match::Unfixed { text } => format!("{not}{text}"),
+            other => format!("{not}{other:?}"),
+        }
+    }
+}
+
+/// What the conntrack state of the packet is in a chain: conntrack itself hooks prerouting
+/// at priority -200 (`NF_IP_PRI_CONNTRACK`), so chains before it (raw at -300, ingress) see
+/// a packet without an entry, which `ct state` / `--ctstate` show as `invalid`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Conntrack {
+    /// After conntrack: the first packet of a new connection is `new`.
+    Tracked,
+    /// Before conntrack: no entry yet, so the state is `invalid`.
+    NotYet,
+    /// At conntrack's own priority: the order between the two is not defined.
+    Unsure,
+}
+
+impl Conntrack {
+    /// Conntrack's priority on prerouting (`NF_IP_PRI_CONNTRACK`).
+    const PRIORITY: i32 = -200;
+
+    fn of(base: &Base) -> Conntrack {
+        match base.hook {
+            Hook::Ingress => Conntrack::NotYet,
+            Hook::Input => Conntrack::Tracked,
+            Hook::Prerouting if base.priority < Conntrack::PRIORITY => Conntrack::NotYet,
+            Hook::Prerouting if base.priority == Conntrack::PRIORITY => Conntrack::Unsure,
+            Hook::Prerouting => Conntrack::Tracked,
+        }
+    }
+
+    /// The state `ct state` shows for the packet here, or why it cannot be told.
+    fn state(self) -> Result<&'static str, String> {
+        match self {
+            Conntrack::Tracked => Ok("new"),
+            Conntrack::NotYet => Ok("invalid"),
+            Conntrack::Unsure => Err(format!(
+                "the conntrack state in a prerouting chain of priority {}, where conntrack \
+                 itself runs",
+                Conntrack::PRIORITY
+            )),
+        }
+    }
 }
 
 fn in_ranges(port: u16, ranges: &[(u16, u16)]) -> bool {
@@ -178,7 +275,12 @@ fn net_loopback_only(nets: &[String]) -> bool {
         .all(|n| n.starts_with("127.") || n == "::1" || n == "::1/128")
 }
 
-fn judge(m: &Match, port: u16) -> Tri {
+/// Whether one of the networks holds every IPv4 source.
+fn net_any(nets: &[String]) -> bool {
+    nets.iter().any(|n| n == "0.0.0.0/0")
+}
+
+fn judge(m: &Match, port: u16, conntrack: Conntrack) -> Tri {
     let flip = |holds: bool, negate: bool| {
         if holds != negate {
             Tri::True
@@ -194,47 +296,54 @@ fn judge(m: &Match, port: u16) -> Tri {
         // Traffic from another node never arrives on loopback or from 127.0.0.0/8.
         Match::Iif { names, negate } if iif_loopback_only(names) => flip(false, *negate),
         Match::Saddr { nets, negate } if net_loopback_only(nets) => flip(false, *negate),
-        Match::Iif { names, negate } => Tri::Maybe(format!(
-            "{}iif {}",
-            if *negate { "not " } else { "" },
-            names.join("|")
-        )),
-        Match::Saddr { nets, negate } => Tri::Maybe(format!(
-            "{}saddr {}",
-            if *negate { "not " } else { "" },
-            nets.join("|")
-        )),
-        // A new connection's first packet.
-        Match::CtState { states, negate } => flip(states.iter().any(|s| s == "new"), *negate),
+        Match::Saddr { nets, negate } if net_any(nets) => flip(true, *negate),
+        Match::Iif { .. } | Match::Saddr { .. } | Match::Unfixed { .. } => Tri::Maybe(Cond::of(m)),
+        // A new connection's first packet, as this chain sees it.
+        Match::CtState { states, negate } => match conntrack.state() {
+            Ok(state) => flip(states.iter().any(|s| s == state), *negate),
+            Err(why) => Tri::Unknown(why),
+        },
         Match::Fixed { holds, .. } => flip(*holds, false),
-        Match::Unfixed { text } => Tri::Maybe(text.clone()),
         Match::Unknown { text } => Tri::Unknown(text.clone()),
-    }
-}
-
-/// The opposite of a `Maybe` condition, for the walk where the rule did not match.
-fn negated(condition: &str) -> String {
-    match condition.strip_prefix("not ") {
-        Some(rest) => rest.to_string(),
-        None => format!("not {condition}"),
     }
 }
 
 /// One in-progress walk through a chain.
 #[derive(Clone)]
 struct State {
-    conditions: Vec<String>,
+    conditions: Vec<Cond>,
+}
+
+impl State {
+    /// Whether the walk already assumed this condition (true) or its opposite (false).
+    fn assumes(&self, c: &Cond) -> Option<bool> {
+        if self.conditions.contains(c) {
+            Some(true)
+        } else if self.conditions.contains(&c.opposite()) {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    fn texts(&self) -> Vec<String> {
+        self.conditions.iter().map(Cond::text).collect()
+    }
 }
 
 enum Step {
     /// The chain finished: back to the caller (or the policy for a base chain).
     Return(State),
-    End(Walk),
+    /// A verdict, with the conditions the walk assumed (an accept goes on to the next base
+    /// chain with them).
+    End(Vec<Cond>, Walk),
 }
 
 struct Walker<'a> {
     table: &'a Table,
     port: u16,
+    /// Where the base chain of this walk runs relative to conntrack.
+    conntrack: Conntrack,
     walks: usize,
 }
 
@@ -250,37 +359,56 @@ impl Walker<'_> {
 
     fn chain(&mut self, name: &str, state: State, depth: usize) -> Vec<Step> {
         let Some(chain) = self.table.chains.get(name) else {
-            return vec![Step::End(Walk {
-                conditions: state.conditions,
-                verdict: Verdict::CannotTell(format!(
-                    "jump to chain {name}, which {} lacks",
-                    self.table.name
-                )),
-                decided_by: format!("{} chain {name}", self.table.name),
-                decided_at: None,
-            })];
+            return vec![Step::End(
+                state.conditions.clone(),
+                Walk {
+                    conditions: state.texts(),
+                    verdict: Verdict::CannotTell(format!(
+                        "jump to chain {name}, which {} lacks",
+                        self.table.name
+                    )),
+                    decided_by: format!("{} chain {name}", self.table.name),
+                    decided_at: None,
+                },
+            )];
         };
         if depth > MAX_DEPTH {
-            return vec![Step::End(Walk {
-                conditions: state.conditions,
-                verdict: Verdict::CannotTell("jumps nest deeper than 32 (a loop?)".into()),
-                decided_by: format!("{} chain {name}", self.table.name),
-                decided_at: None,
-            })];
+            return vec![Step::End(
+                state.conditions.clone(),
+                Walk {
+                    conditions: state.texts(),
+                    verdict: Verdict::CannotTell("jumps nest deeper than 32 (a loop?)".into()),
+                    decided_by: format!("{} chain {name}", self.table.name),
+                    decided_at: None,
+                },
+            )];
         }
         self.rules(chain, 0, state, depth)
     }
 
     fn rules(&mut self, chain: &Chain, from: usize, state: State, depth: usize) -> Vec<Step> {
         for (index, rule) in chain.rules.iter().enumerate().skip(from) {
+            // A rule that only counts or logs changes nothing, whatever it matches. (A
+            // statement the model does not understand is an `Action::Unknown`, never this.)
             if rule.action == Action::Continue {
                 continue;
             }
-            let mut forks: Vec<String> = Vec::new();
+            let mut forks: Vec<Cond> = Vec::new();
             let mut unknown = None;
             let mut holds = true;
             for m in &rule.matches {
-                match judge(m, self.port) {
+                let tri = match judge(m, self.port, self.conntrack) {
+                    // What this walk already assumed about the interface or source decides.
+                    Tri::Maybe(c) => match state.assumes(&c) {
+                        Some(true) => Tri::True,
+                        Some(false) => Tri::False,
+                        None if forks.contains(&c) => Tri::True,
+                        None if forks.contains(&c.opposite()) => Tri::False,
+                        None => Tri::Maybe(c),
+                    },
+                    other => other,
+                };
+                match tri {
                     Tri::True => {}
                     Tri::False => {
                         holds = false;
@@ -294,12 +422,15 @@ impl Walker<'_> {
                 continue;
             }
             if let Some(text) = unknown {
-                return vec![Step::End(Walk {
-                    conditions: state.conditions,
-                    verdict: Verdict::CannotTell(format!("`{text}` is not modelled")),
-                    decided_by: rule.label.clone(),
-                    decided_at: Some(self.place(chain, rule)),
-                })];
+                return vec![Step::End(
+                    state.conditions.clone(),
+                    Walk {
+                        conditions: state.texts(),
+                        verdict: Verdict::CannotTell(format!("`{text}` is not modelled")),
+                        decided_by: rule.label.clone(),
+                        decided_at: Some(self.place(chain, rule)),
+                    },
+                )];
             }
             if forks.is_empty() {
                 return self.act(chain, index, rule, state, depth);
@@ -307,14 +438,17 @@ impl Walker<'_> {
             // The verdict depends on the interface or source: follow both ways.
             self.walks += 1;
             if self.walks > MAX_WALKS {
-                return vec![Step::End(Walk {
-                    conditions: state.conditions,
-                    verdict: Verdict::CannotTell(
-                        "too many interface/source-dependent branches to follow".into(),
-                    ),
-                    decided_by: rule.label.clone(),
-                    decided_at: Some(self.place(chain, rule)),
-                })];
+                return vec![Step::End(
+                    state.conditions.clone(),
+                    Walk {
+                        conditions: state.texts(),
+                        verdict: Verdict::CannotTell(
+                            "too many interface/source-dependent branches to follow".into(),
+                        ),
+                        decided_by: rule.label.clone(),
+                        decided_at: Some(self.place(chain, rule)),
+                    },
+                )];
             }
             let mut taken = state.clone();
             taken.conditions.extend(forks.iter().cloned());
@@ -324,7 +458,7 @@ impl Walker<'_> {
             for (i, c) in forks.iter().enumerate() {
                 let mut skipped = state.clone();
                 skipped.conditions.extend(forks[..i].iter().cloned());
-                skipped.conditions.push(negated(c));
+                skipped.conditions.push(c.opposite());
                 steps.extend(self.rules(chain, index + 1, skipped, depth));
             }
             return steps;
@@ -342,12 +476,15 @@ impl Walker<'_> {
     ) -> Vec<Step> {
         let place = self.place(chain, rule);
         let end = |verdict, state: State| {
-            vec![Step::End(Walk {
-                conditions: state.conditions,
-                verdict,
-                decided_by: rule.label.clone(),
-                decided_at: Some(place.clone()),
-            })]
+            vec![Step::End(
+                state.conditions.clone(),
+                Walk {
+                    conditions: state.texts(),
+                    verdict,
+                    decided_by: rule.label.clone(),
+                    decided_at: Some(place.clone()),
+                },
+            )]
         };
         let action = match &rule.action {
             Action::DPortMap(entries) => entries
@@ -355,6 +492,16 @@ impl Walker<'_> {
                 .find(|((lo, hi), _)| *lo <= self.port && self.port <= *hi)
                 .map(|(_, a)| a.clone())
                 .unwrap_or(Action::Continue),
+            Action::CtStateMap(entries) => match self.conntrack.state() {
+                Ok(ct) => entries
+                    .iter()
+                    .find(|(states, _)| states.iter().any(|s| s == ct))
+                    .map(|(_, a)| a.clone())
+                    .unwrap_or(Action::Continue),
+                Err(why) => {
+                    return end(Verdict::CannotTell(format!("{why} is not modelled")), state);
+                }
+            },
             other => other.clone(),
         };
         match action {
@@ -374,12 +521,14 @@ impl Walker<'_> {
                         Step::Return(back) => {
                             steps.extend(self.rules(chain, index + 1, back, depth))
                         }
-                        end @ Step::End(_) => steps.push(end),
+                        end @ Step::End(..) => steps.push(end),
                     }
                 }
                 steps
             }
-            Action::DPortMap(_) => end(Verdict::CannotTell("nested verdict map".into()), state),
+            Action::DPortMap(_) | Action::CtStateMap(_) => {
+                end(Verdict::CannotTell("nested verdict map".into()), state)
+            }
         }
     }
 }
@@ -405,58 +554,65 @@ pub fn base_chains(tables: &[Table]) -> Vec<(&Table, &Chain, &Base)> {
 /// Every way a new TCP connection to `port` from another node can go through the ruleset.
 /// An accept ends one base chain only; the packet must be accepted by all of them.
 pub fn evaluate(tables: &[Table], port: u16) -> Vec<Walk> {
-    let mut walks = vec![Walk {
-        conditions: Vec::new(),
-        verdict: Verdict::Accepted,
-        decided_by: "no filtering chain on the input path".into(),
-        decided_at: None,
-    }];
+    // Each walk with the conditions it assumed, structured, for the next base chain.
+    let mut walks = vec![(
+        Walk {
+            conditions: Vec::new(),
+            verdict: Verdict::Accepted,
+            decided_by: "no filtering chain on the input path".into(),
+            decided_at: None,
+        },
+        Vec::new(),
+    )];
     for (table, chain, base) in base_chains(tables) {
         let mut next = Vec::new();
-        for walk in walks {
+        for (walk, conditions) in walks {
             if walk.verdict != Verdict::Accepted {
-                next.push(walk);
+                next.push((walk, conditions));
                 continue;
             }
             let mut walker = Walker {
                 table,
                 port,
+                conntrack: Conntrack::of(base),
                 walks: 0,
             };
-            let start = State {
-                conditions: walk.conditions.clone(),
-            };
+            let start = State { conditions };
             for step in walker.chain(&chain.name, start, 0) {
-                next.push(match step {
-                    Step::End(w) => w,
-                    Step::Return(state) => Walk {
-                        conditions: state.conditions,
-                        verdict: match base.policy {
-                            Policy::Accept => Verdict::Accepted,
-                            Policy::Drop => Verdict::Dropped,
-                        },
-                        decided_by: format!(
-                            "policy {} of {} chain {}",
-                            match base.policy {
-                                Policy::Accept => "accept",
-                                Policy::Drop => "drop",
+                let (walk, conditions) = match step {
+                    Step::End(conditions, w) => (w, conditions),
+                    Step::Return(state) => (
+                        Walk {
+                            conditions: state.texts(),
+                            verdict: match base.policy {
+                                Policy::Accept => Verdict::Accepted,
+                                Policy::Drop => Verdict::Dropped,
                             },
-                            table.name,
-                            chain.name
-                        ),
-                        decided_at: Some(Place {
-                            tool: table.tool,
-                            table: table.id.clone(),
-                            chain: chain.name.clone(),
-                            position: None,
-                        }),
-                    },
-                });
+                            decided_by: format!(
+                                "policy {} of {} chain {}",
+                                match base.policy {
+                                    Policy::Accept => "accept",
+                                    Policy::Drop => "drop",
+                                },
+                                table.name,
+                                chain.name
+                            ),
+                            decided_at: Some(Place {
+                                tool: table.tool,
+                                table: table.id.clone(),
+                                chain: chain.name.clone(),
+                                position: None,
+                            }),
+                        },
+                        state.conditions,
+                    ),
+                };
+                next.push((walk, conditions));
             }
         }
         walks = next;
     }
-    walks
+    walks.into_iter().map(|(walk, _)| walk).collect()
 }
 
 /// Ports where some rule's port match changes, so one port stands for each stretch between.

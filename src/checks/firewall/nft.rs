@@ -46,10 +46,12 @@ pub fn parse(json: &str) -> Result<Vec<Table>, String> {
                     },
                 );
             }
-        } else if let Some(s) = item.get("set")
+        } else if let Some(s) = item.get("set").or_else(|| item.get("map"))
             && let (Some((family, table)), Some(name)) =
                 (key(s), s.get("name").and_then(Value::as_str))
         {
+            // Sets and maps share one namespace per table; a map's elements are
+            // `[key, value]` pairs, which only `vmap` reads.
             let elems = s
                 .get("elem")
                 .and_then(Value::as_array)
@@ -373,6 +375,7 @@ fn rule_of(
     let mut matches = Vec::new();
     let mut action = Action::Continue;
     let mut words: Vec<String> = Vec::new();
+    let mut unknown_statement = None;
     for e in exprs {
         let Some((kind, body)) = e.as_object().and_then(|o| o.iter().next()) else {
             continue;
@@ -383,27 +386,34 @@ fn rule_of(
                 words.push(describe(&m));
                 matches.push(m);
             }
-            // Counting, logging and setting marks let the packet go on. (`notrack`, `meter`,
-            // `limit`, `quota` change what later rules see or match on rates: not modelled.)
+            // Counting, logging and setting marks let the packet go on.
             "counter" | "log" | "mangle" => {}
             "vmap" => {
                 let key = body.get("key").cloned().unwrap_or_default();
-                let entries = body
-                    .get("data")
-                    .and_then(|d| d.get("set"))
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                words.push(format!("{} vmap", short(&key)));
-                action = vmap(&key, &entries, sets)
-                    .unwrap_or_else(|| Action::Unknown(format!("vmap on {}", short(&key))));
-                if let Some((states, a)) = ct_state_vmap(&key, &entries) {
-                    matches.push(Match::CtState {
-                        states,
-                        negate: false,
+                let data = body.get("data").cloned().unwrap_or_default();
+                words.push(format!("{} vmap {}", short(&key), map_name(&data)));
+                // A map that cannot be read is "cannot tell", never an empty map.
+                action = map_entries(&data, sets)
+                    .and_then(|entries| {
+                        vmap(&key, &entries, sets).or_else(|| ct_state_vmap(&key, &entries))
+                    })
+                    .unwrap_or_else(|| {
+                        Action::Unknown(format!("vmap on {} {}", short(&key), map_name(&data)))
                     });
-                    action = a;
+            }
+            // What iptables-nft wrote with an extension nft cannot show: a target decides
+            // (REJECT, DROP, ...), a match tests the packet, neither is modelled here.
+            "xt" => {
+                let name = body.get("name").and_then(Value::as_str).unwrap_or("?");
+                let kind = body.get("type").and_then(Value::as_str).unwrap_or("?");
+                let text = format!("xt {kind} {name}");
+                match (kind, name) {
+                    // `-m comment` holds for every packet.
+                    ("match", "comment") => {}
+                    ("match", _) => matches.push(Match::Unknown { text: text.clone() }),
+                    _ => action = Action::Unknown(text.clone()),
                 }
+                words.push(text);
             }
             "accept" | "drop" | "reject" | "return" | "continue" | "jump" | "goto" => {
                 action = verdict_of(e).unwrap_or_else(|| Action::Unknown(e.to_string()));
@@ -420,13 +430,25 @@ fn rule_of(
                 action = Action::Unknown("queue".into());
                 words.push("queue".into());
             }
-            other => {
+            // Rate and quota tests only decide whether the rest of the rule runs.
+            "limit" | "quota" | "meter" => {
                 matches.push(Match::Unknown {
-                    text: other.to_string() + " " + &body.to_string(),
+                    text: kind.clone() + " " + &body.to_string(),
                 });
+                words.push(kind.clone());
+            }
+            // Any other statement may decide or change what later rules see (`notrack`,
+            // `fwd`, a set update): when the rule matches, the walk cannot go on past it.
+            other => {
+                let text = other.to_string() + " " + &body.to_string();
+                matches.push(Match::Unknown { text: text.clone() });
+                unknown_statement.get_or_insert(text);
                 words.push(other.to_string());
             }
         }
+    }
+    if let (Action::Continue, Some(text)) = (&action, unknown_statement) {
+        action = Action::Unknown(text);
     }
     let mut label = format!("{place}: {}", words.join(" "));
     if let Some(c) = comment {
@@ -440,28 +462,51 @@ fn rule_of(
     }
 }
 
-/// `ct state vmap { established : accept, invalid : drop, new : jump x }` for a new
-/// connection: the `new` entry's verdict, or no match when `new` is absent.
-fn ct_state_vmap(key: &Value, entries: &[Value]) -> Option<(Vec<String>, Action)> {
+/// The `[key, verdict]` pairs of a verdict map: inline (`{"set": [...]}`) or named
+/// (`"@portv"`, a `map` of the same table). `None` when they cannot be read.
+fn map_entries(data: &Value, sets: &dyn Fn(&str) -> Option<Vec<Value>>) -> Option<Vec<Value>> {
+    if let Some(name) = data.as_str().and_then(|s| s.strip_prefix('@')) {
+        return sets(name);
+    }
+    data.get("set").and_then(Value::as_array).cloned()
+}
+
+/// How a rule label names a verdict map: `@portv` for a named one.
+fn map_name(data: &Value) -> String {
+    match data.as_str() {
+        Some(name) => name.to_string(),
+        None => "{...}".into(),
+    }
+}
+
+/// A set or map element, without the `{"elem": {"val": ...}}` wrapper that carries
+/// counters or time-outs.
+fn element(v: &Value) -> &Value {
+    v.get("elem").and_then(|e| e.get("val")).unwrap_or(v)
+}
+
+/// `ct state vmap { established : accept, invalid : drop, new : jump x }`: which entry
+/// applies depends on the chain (before conntrack the state is `invalid`), so the model
+/// picks it.
+fn ct_state_vmap(key: &Value, entries: &[Value]) -> Option<Action> {
     if key.get("ct")?.get("key")?.as_str()? != "state" {
         return None;
     }
+    let mut map = Vec::new();
     for pair in entries {
         let pair = pair.as_array()?;
-        let (k, v) = (pair.first()?, pair.get(1)?);
+        let (k, v) = (element(pair.first()?), pair.get(1)?);
         let states: Vec<String> = match k {
             Value::String(s) => vec![s.clone()],
             Value::Array(a) => a
                 .iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect(),
+                .map(|s| s.as_str().map(str::to_string))
+                .collect::<Option<_>>()?,
             _ => return None,
         };
-        if states.iter().any(|s| s == "new") {
-            return Some((vec!["new".into()], verdict_of(v)?));
-        }
+        map.push((states, verdict_of(v)?));
     }
-    Some((vec!["new".into()], Action::Continue))
+    Some(Action::CtStateMap(map))
 }
 
 /// `tcp dport vmap { 22 : accept, 29500-29550 : drop }`.
@@ -478,7 +523,7 @@ fn vmap(
     let mut map = Vec::new();
     for pair in entries {
         let pair = pair.as_array()?;
-        let ranges = ports(pair.first()?, sets)?;
+        let ranges = ports(element(pair.first()?), sets)?;
         let action = verdict_of(pair.get(1)?)?;
         for r in ranges {
             map.push((r, action.clone()));

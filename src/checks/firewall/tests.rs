@@ -108,6 +108,40 @@ fn captured_nft_ruleset() {
 }
 
 #[test]
+fn verdict_maps_that_cannot_be_read_cannot_be_told() {
+    // The shape `nft -j` gives a vmap rule; only the map and its data vary.
+    let ruleset = |data: &str, maps: &str| {
+        format!(
+            r#"{{"nftables": [{{"table": {{"family": "inet", "name": "f"}}}}, {maps}
+            {{"chain": {{"family": "inet", "table": "f", "name": "input", "type": "filter", "hook": "input", "prio": 0, "policy": "accept"}}}},
+            {{"rule": {{"family": "inet", "table": "f", "chain": "input", "handle": 4, "expr": [{{"vmap": {{"key": {{"payload": {{"protocol": "tcp", "field": "dport"}}}}, "data": {data}}}}}]}}}}]}}"#
+        )
+    };
+    let verdict = |json: &str| {
+        let tables = nft::parse(json).unwrap();
+        model::evaluate(&tables, 29500)[0].verdict.clone()
+    };
+    let portv = r#"{"map": {"family": "inet", "name": "portv", "table": "f", "type": "inet_service", "map": "verdict", "elem": [[22, {"accept": null}], [{"elem": {"val": 29500, "counter": {"packets": 0, "bytes": 0}}}, {"drop": null}]]}},"#;
+    assert_eq!(
+        verdict(&ruleset(r#""@portv""#, portv)),
+        model::Verdict::Dropped
+    );
+    // An empty map is no match; a map that is not there, or data of another shape, is
+    // not read as one.
+    let empty = r#"{"map": {"family": "inet", "name": "portv", "table": "f", "type": "inet_service", "map": "verdict"}},"#;
+    assert_eq!(
+        verdict(&ruleset(r#""@portv""#, empty)),
+        model::Verdict::Accepted
+    );
+    for (data, maps) in [(r#""@portv""#, ""), (r#"{"concat": [1, 2]}"#, portv)] {
+        assert!(
+            matches!(verdict(&ruleset(data, maps)), model::Verdict::CannotTell(_)),
+            "{data}"
+        );
+    }
+}
+
+#[test]
 fn iptables_nft_tables_are_read_through_iptables_nft_save() {
     // nft shows iptables-nft's conntrack/multiport matches as opaque `xt` expressions; the
     // same table from iptables-nft-save is fully readable, and replaces the nft view.
@@ -141,6 +175,23 @@ fn iptables_nft_tables_are_read_through_iptables_nft_save() {
         audit(&runner, &Root::live())["firewall.rendezvous_ports"].status,
         Status::Warn
     );
+}
+
+#[test]
+fn iptables_nft_targets_nft_cannot_show_are_never_passed_over() {
+    // Recorded from `iptables-nft -A INPUT -p tcp --dport 29500 -j REJECT` and a REJECT of
+    // 50000:50010 with a comment: nft shows both targets as `{"xt": {"type": "target"}}`.
+    // Read through nft alone (iptables-nft-save absent), they are "cannot tell".
+    let runner = Canned::new(&[("nft", true, &fixture("iptables-nft-reject-as-nft.json"), "")]);
+    let f = audit(&runner, &Root::live());
+    for id in ["firewall.rendezvous_ports", "firewall.nccl_ports"] {
+        assert_eq!(f[id].status, Status::Warn, "{:#?}", f[id]);
+        assert!(
+            f[id].actual.contains("xt target REJECT"),
+            "{}",
+            f[id].actual
+        );
+    }
 }
 
 #[test]

@@ -334,3 +334,181 @@ fn port_verdict_maps() {
         [(29540, 29550), (29551, 29560)]
     );
 }
+
+fn ct_state(state: &str) -> Match {
+    Match::CtState {
+        states: vec![state.into()],
+        negate: false,
+    }
+}
+
+/// Verdicts of `chain` hooked at `hook`/`priority` with the given policy, for port 29500.
+fn verdicts_at(hook: Hook, priority: i32, policy: Policy, rules: Vec<Rule>) -> Vec<Verdict> {
+    let t = table("t", vec![chain("c", Some((hook, priority, policy)), rules)]);
+    outcome(&[t], 29500)
+        .into_iter()
+        .map(|(verdict, _, _)| verdict)
+        .collect()
+}
+
+#[test]
+fn ct_state_is_invalid_before_conntrack_and_new_after() {
+    let drop_invalid = || {
+        vec![rule(
+            "invalid drop",
+            vec![ct_state("invalid")],
+            Action::Drop,
+        )]
+    };
+    let accept_new = || vec![rule("new accept", vec![ct_state("new")], Action::Accept)];
+    use Hook::{Ingress, Input, Prerouting};
+    use Policy::{Accept, Drop};
+    // raw (-300) and ingress run before conntrack (-200): no entry, so `invalid`.
+    assert_eq!(
+        verdicts_at(Prerouting, -300, Accept, drop_invalid()),
+        [Verdict::Dropped]
+    );
+    assert_eq!(
+        verdicts_at(Prerouting, -201, Accept, drop_invalid()),
+        [Verdict::Dropped]
+    );
+    assert_eq!(
+        verdicts_at(Ingress, 0, Accept, drop_invalid()),
+        [Verdict::Dropped]
+    );
+    assert_eq!(
+        verdicts_at(Prerouting, -300, Drop, accept_new()),
+        [Verdict::Dropped]
+    );
+    // After conntrack the first packet is `new`.
+    assert_eq!(
+        verdicts_at(Prerouting, -199, Accept, drop_invalid()),
+        [Verdict::Accepted]
+    );
+    assert_eq!(
+        verdicts_at(Input, -300, Accept, drop_invalid()),
+        [Verdict::Accepted]
+    );
+    assert_eq!(
+        verdicts_at(Prerouting, -150, Drop, accept_new()),
+        [Verdict::Accepted]
+    );
+    // At conntrack's own priority the order is not defined.
+    assert!(matches!(
+        verdicts_at(Prerouting, -200, Accept, drop_invalid())[..],
+        [Verdict::CannotTell(_)]
+    ));
+    // A verdict map on the state picks the entry of the state the chain sees.
+    let vmap = || {
+        vec![rule(
+            "ct state vmap",
+            vec![],
+            Action::CtStateMap(vec![
+                (vec!["invalid".into()], Action::Drop),
+                (vec!["established".into(), "related".into()], Action::Accept),
+            ]),
+        )]
+    };
+    assert_eq!(
+        verdicts_at(Prerouting, -300, Accept, vmap()),
+        [Verdict::Dropped]
+    );
+    assert_eq!(verdicts_at(Input, 0, Accept, vmap()), [Verdict::Accepted]);
+    assert!(matches!(
+        verdicts_at(Prerouting, -200, Accept, vmap())[..],
+        [Verdict::CannotTell(_)]
+    ));
+    // A chain jumped to sees the state of the base chain that jumped.
+    let t = table(
+        "t",
+        vec![
+            chain(
+                "raw",
+                Some((Prerouting, -300, Accept)),
+                vec![rule("jump", vec![], Action::Jump("sub".into()))],
+            ),
+            chain("sub", None, drop_invalid()),
+        ],
+    );
+    assert_eq!(outcome(&[t], 29500)[0].0, Verdict::Dropped);
+}
+
+#[test]
+fn a_walk_never_assumes_a_condition_and_its_opposite() {
+    let t = table(
+        "t",
+        vec![chain(
+            "input",
+            INPUT_ACCEPT,
+            vec![
+                rule("ssh", vec![iif("eth0"), dport(22, 22)], Action::Accept),
+                rule(
+                    "high",
+                    vec![iif("eth0"), dport(29500, 65535)],
+                    Action::Accept,
+                ),
+                rule("rest", vec![iif("eth0")], Action::Drop),
+            ],
+        )],
+    );
+    // Through eth0 the second rule accepts; elsewhere the drop on eth0 cannot match.
+    assert_eq!(
+        outcome(&[t], 29500),
+        [
+            (Verdict::Accepted, "high".into(), vec!["iif eth0".into()]),
+            (
+                Verdict::Accepted,
+                "policy accept of t chain input".into(),
+                vec!["not iif eth0".into()]
+            ),
+        ]
+    );
+    // The same across base chains, and with the negated match of the same interface.
+    let t = table(
+        "t",
+        vec![
+            chain(
+                "pre",
+                Some((Hook::Prerouting, 0, Policy::Accept)),
+                vec![rule(
+                    "not eth0",
+                    vec![Match::Iif {
+                        names: vec!["eth0".into()],
+                        negate: true,
+                    }],
+                    Action::Accept,
+                )],
+            ),
+            chain(
+                "input",
+                INPUT_ACCEPT,
+                vec![rule("eth0", vec![iif("eth0")], Action::Drop)],
+            ),
+        ],
+    );
+    assert_eq!(
+        outcome(&[t], 29500),
+        [
+            (
+                Verdict::Accepted,
+                "policy accept of t chain input".into(),
+                vec!["not iif eth0".into()]
+            ),
+            (Verdict::Dropped, "eth0".into(), vec!["iif eth0".into()]),
+        ]
+    );
+    // Every IPv4 source is in 0.0.0.0/0.
+    let any = Match::Saddr {
+        nets: vec!["0.0.0.0/0".into()],
+        negate: false,
+    };
+    assert_eq!(
+        verdicts_at(
+            Hook::Input,
+            0,
+            Policy::Accept,
+            vec![rule("any", vec![any], Action::Drop)]
+        ),
+        [Verdict::Dropped]
+    );
+}
