@@ -211,6 +211,26 @@ fn three_busy_ranks(timeout_secs: &str) -> [std::process::Child; 3] {
     [r0, r1, r2]
 }
 
+/// Stops `victim` mid-run (SIGSTOP), waits up to `limit` for each of the others to exit,
+/// then kills the victim. Returns each other rank's output and how long it took.
+fn stall(
+    mut victim: std::process::Child,
+    others: [(&str, std::process::Child); 2],
+    limit: Duration,
+) -> Vec<(&str, (std::process::Output, Duration))> {
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = victim.id().to_string();
+    let stopped = StdCommand::new("kill").args(["-STOP", &pid]).status();
+    assert!(stopped.is_ok_and(|s| s.success()), "SIGSTOP {pid}");
+    let results = others
+        .into_iter()
+        .map(|(name, child)| (name, wait_within(child, limit, name)))
+        .collect();
+    let _ = victim.kill();
+    let _ = victim.wait();
+    results
+}
+
 #[test]
 fn a_killed_rank_stops_the_others_within_the_timeout_naming_it() {
     let [r0, r1, mut r2] = three_busy_ranks("5");
@@ -229,22 +249,12 @@ fn a_killed_rank_stops_the_others_within_the_timeout_naming_it() {
 
 #[test]
 fn a_stalled_rank_stops_the_others_within_the_timeout() {
-    let [r0, r1, mut r2] = three_busy_ranks("3");
-    std::thread::sleep(Duration::from_millis(300));
-    let pid = r2.id().to_string();
-    assert!(
-        StdCommand::new("kill")
-            .args(["-STOP", &pid])
-            .status()
-            .unwrap()
-            .success()
+    let [r0, r1, r2] = three_busy_ranks("3");
+    let results = stall(
+        r2,
+        [("rank 0", r0), ("rank 1", r1)],
+        Duration::from_secs(15),
     );
-    let results: Vec<_> = [("rank 0", r0), ("rank 1", r1)]
-        .into_iter()
-        .map(|(name, child)| (name, wait_within(child, Duration::from_secs(15), name)))
-        .collect();
-    let _ = StdCommand::new("kill").args(["-KILL", &pid]).status();
-    let _ = r2.wait();
     for (name, (out, took)) in results {
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(3), "{name}: {stderr}");
@@ -788,22 +798,12 @@ fn missing_ranks_are_named_as_a_range() {
 
 #[test]
 fn a_stalled_rank_0_stops_the_others_soon_after_the_timeout() {
-    let [mut r0, r1, r2] = three_busy_ranks("4");
-    std::thread::sleep(Duration::from_millis(300));
-    let pid = r0.id().to_string();
-    assert!(
-        StdCommand::new("kill")
-            .args(["-STOP", &pid])
-            .status()
-            .unwrap()
-            .success()
+    let [r0, r1, r2] = three_busy_ranks("4");
+    let results = stall(
+        r0,
+        [("rank 1", r1), ("rank 2", r2)],
+        Duration::from_secs(30),
     );
-    let results: Vec<_> = [("rank 1", r1), ("rank 2", r2)]
-        .into_iter()
-        .map(|(name, child)| (name, wait_within(child, Duration::from_secs(30), name)))
-        .collect();
-    let _ = StdCommand::new("kill").args(["-KILL", &pid]).status();
-    let _ = r0.wait();
     for (name, (out, took)) in results {
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(3), "{name}: {stderr}");
