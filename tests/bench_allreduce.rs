@@ -107,27 +107,7 @@ fn several_slices_over_several_streams_reduce_exactly() {
 
 #[test]
 fn the_table_has_nccl_tests_columns_and_footer() {
-    let out = Command::cargo_bin("gputune")
-        .unwrap()
-        .args([
-            "bench",
-            "allreduce",
-            "--backend",
-            "tcp",
-            "--ranks",
-            "2",
-            "-b",
-            "8",
-            "-e",
-            "64K",
-            "-f",
-            "8",
-            "-n",
-            "3",
-        ])
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
+    let out = local_tcp(2, &["-b", "8", "-e", "64K", "-f", "8", "-n", "3"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(
@@ -269,7 +249,6 @@ fn a_stalled_rank_stops_the_others_within_the_timeout() {
 #[test]
 fn garbage_and_oversized_frames_do_not_disturb_the_rendezvous() {
     use std::io::Write;
-    use std::net::TcpStream;
     let port = free_port();
     let args = [
         "-b",
@@ -284,15 +263,7 @@ fn garbage_and_oversized_frames_do_not_disturb_the_rendezvous() {
         "20",
     ];
     let r0 = torchrun_rank(0, 2, port, &args).spawn().unwrap();
-    let connect = || {
-        for _ in 0..200 {
-            if let Ok(s) = TcpStream::connect(("127.0.0.1", port)) {
-                return s;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-        panic!("rank 0 never listened")
-    };
+    let connect = || connect_when_listening(port);
     // A silent peer that holds its connection open for the whole run.
     let silent = connect();
     let mut http = connect();
@@ -363,9 +334,9 @@ fn a_rank_of_another_job_is_refused() {
     assert!(took < Duration::from_secs(10));
 }
 
-#[test]
-fn below_the_threshold_exits_1_with_the_figures() {
-    let out = Command::cargo_bin("gputune")
+/// `gputune bench allreduce --backend tcp --ranks N ARGS...`, bounded to a minute.
+fn local_tcp(ranks: usize, args: &[&str]) -> std::process::Output {
+    Command::cargo_bin("gputune")
         .unwrap()
         .args([
             "bench",
@@ -373,19 +344,20 @@ fn below_the_threshold_exits_1_with_the_figures() {
             "--backend",
             "tcp",
             "--ranks",
-            "2",
-            "-b",
-            "8",
-            "-e",
-            "1K",
-            "-n",
-            "2",
-            "--min-busbw",
-            "100000",
+            &ranks.to_string(),
         ])
+        .args(args)
         .timeout(Duration::from_secs(60))
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn below_the_threshold_exits_1_with_the_figures() {
+    let out = local_tcp(
+        2,
+        &["-b", "8", "-e", "1K", "-n", "2", "--min-busbw", "100000"],
+    );
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("# Avg bus bandwidth"));
     assert!(
@@ -394,27 +366,7 @@ fn below_the_threshold_exits_1_with_the_figures() {
         text(&out.stderr)
     );
 
-    let ok = Command::cargo_bin("gputune")
-        .unwrap()
-        .args([
-            "bench",
-            "allreduce",
-            "--backend",
-            "tcp",
-            "--ranks",
-            "2",
-            "-b",
-            "8",
-            "-e",
-            "1K",
-            "-n",
-            "2",
-            "--min-busbw",
-            "0",
-        ])
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
+    let ok = local_tcp(2, &["-b", "8", "-e", "1K", "-n", "2", "--min-busbw", "0"]);
     assert_eq!(ok.status.code(), Some(0), "{}", text(&ok.stderr));
 }
 
@@ -723,15 +675,7 @@ fn slow_drip_connections_do_not_keep_a_real_rank_out() {
         "30",
     ];
     let r0 = torchrun_rank(0, 2, port, &args).spawn().unwrap();
-    let connect = || {
-        for _ in 0..200 {
-            if let Ok(s) = TcpStream::connect(("127.0.0.1", port)) {
-                return s;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-        panic!("rank 0 never listened")
-    };
+    let connect = || connect_when_listening(port);
     // More peers than rank 0 reads at once, each sending a valid header announcing 4 KiB and
     // then one byte a second: never silent for long enough to trip a per-read timeout.
     let mut drips: Vec<TcpStream> = (0..80).map(|_| connect()).collect();

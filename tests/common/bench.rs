@@ -111,3 +111,14 @@ pub fn json_rows_all_right(doc: &serde_json::Value) -> usize {
     }
     results.len()
 }
+
+/// A connection to rank 0's rendezvous port on loopback, once it listens (up to 5 s).
+pub fn connect_when_listening(port: u16) -> std::net::TcpStream {
+    for _ in 0..200 {
+        if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!("rank 0 never listened on port {port}")
+}
