@@ -2,15 +2,15 @@
 //! per audit) and building findings without repeating every field.
 
 use crate::finding::{Area, Finding, Status};
-use crate::inventory::{Inventory, Probes};
+use crate::inventory::Inventory;
 use crate::profile::setting::Setting;
 
 use super::Context;
 
 /// The inventory with live probes on the live node, or an error finding saying which file
 /// could not be read.
-pub fn inventory(ctx: &Context, area: Area, probes: &Probes) -> Result<Inventory, Box<Finding>> {
-    match ctx.inventory(probes) {
+pub fn inventory(ctx: &Context, area: Area) -> Result<Inventory, Box<Finding>> {
+    match ctx.inventory() {
         Ok(inventory) => Ok(inventory.clone()),
         Err(e) => Err(Box::new(Finding::error(
             format!("{area}.inventory"),

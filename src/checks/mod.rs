@@ -39,24 +39,39 @@ pub struct Context<'a> {
     pub root: &'a Root,
     pub profile: &'a Profile,
     pub options: &'a AuditOptions,
+    /// What is not a file (NVML, libcuda, ethtool, netlink): real on the live node,
+    /// absent with the reason under `--root`, fixed in tests.
+    pub probes: Probes,
     /// The hardware inventory, read once per audit by whichever area needs it first.
     inventory: OnceCell<Result<Inventory, HostError>>,
 }
 
 impl<'a> Context<'a> {
     pub fn new(root: &'a Root, profile: &'a Profile, options: &'a AuditOptions) -> Self {
+        Context::with_probes(root, profile, options, Probes::for_root(root))
+    }
+
+    /// A context whose non-file facts come from `probes` (tests hand in fixed ones).
+    pub fn with_probes(
+        root: &'a Root,
+        profile: &'a Profile,
+        options: &'a AuditOptions,
+        probes: Probes,
+    ) -> Self {
         Context {
             root,
             profile,
             options,
+            probes,
             inventory: OnceCell::new(),
         }
     }
 
-    /// The inventory, read with `probes` the first time it is asked for.
-    pub fn inventory(&self, probes: &Probes) -> &Result<Inventory, HostError> {
+    /// The inventory, read with this context's probes the first time it is asked for, so
+    /// every area sees the same facts.
+    pub fn inventory(&self) -> &Result<Inventory, HostError> {
         self.inventory
-            .get_or_init(|| Inventory::read(self.root, probes))
+            .get_or_init(|| Inventory::read(self.root, &self.probes))
     }
 }
 

@@ -3,7 +3,7 @@
 
 use crate::finding::{Area, Finding, Status};
 use crate::inventory::affinity::Path;
-use crate::inventory::{Inventory, Probes, gpu_label};
+use crate::inventory::{Inventory, gpu_label};
 use crate::profile::setting::KeySpec;
 
 use super::{Context, hw};
@@ -13,8 +13,7 @@ pub const KEYS: &[KeySpec] = &[];
 
 pub fn audit(ctx: &Context) -> Vec<Finding> {
     // NUMA facts are all files: no live probe is needed.
-    let probes = Probes::absent("not needed for NUMA checks");
-    let inv = match hw::inventory(ctx, Area::Numa, &probes) {
+    let inv = match hw::inventory(ctx, Area::Numa) {
         Ok(inv) => inv,
         Err(f) => return vec![*f],
     };

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use crate::finding::{Area, Finding, Status};
-use crate::inventory::{Inventory, Probes};
+use crate::inventory::Inventory;
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
 
 use super::{Context, hw};
@@ -24,8 +24,7 @@ pub const KEYS: &[KeySpec] = &[
 ];
 
 pub fn audit(ctx: &Context) -> Vec<Finding> {
-    let probes = Probes::absent("not needed for platform checks");
-    let inv = match hw::inventory(ctx, Area::Platform, &probes) {
+    let inv = match hw::inventory(ctx, Area::Platform) {
         Ok(inv) => inv,
         Err(f) => return vec![*f],
     };

@@ -4,8 +4,8 @@
 pub mod versions;
 
 use crate::finding::{Area, Finding, Status};
+use crate::inventory::Inventory;
 use crate::inventory::gpu::Gpu;
-use crate::inventory::{Inventory, Probes};
 use crate::profile::setting::{KeySpec, ValueKind::Version};
 
 use super::{Context, hw};
@@ -29,12 +29,8 @@ pub const KEYS: &[KeySpec] = &[
 ];
 
 pub fn audit(ctx: &Context) -> Vec<Finding> {
-    audit_with(ctx, &Probes::for_root(ctx.root))
-}
-
-/// The gpu checks with the given live probes (tests pass fixed ones).
-pub fn audit_with(ctx: &Context, probes: &Probes) -> Vec<Finding> {
-    let inv = match hw::inventory(ctx, Area::Gpu, probes) {
+    let probes = &ctx.probes;
+    let inv = match hw::inventory(ctx, Area::Gpu) {
         Ok(inv) => inv,
         Err(f) => return vec![*f],
     };
@@ -271,7 +267,8 @@ mod tests {
         }
     }
 
-    /// The gpu checks of the base profile on `dir` with NVML answering `facts`.
+    /// A full audit (every area, the numa area reading the inventory before gpu does) of the
+    /// base profile on `dir` with NVML answering `facts`.
     fn audit_base(
         dir: &std::path::Path,
         facts: crate::inventory::nvml::NvmlFacts,
@@ -279,15 +276,15 @@ mod tests {
         use crate::checks::AuditOptions;
         use crate::host::Root;
         let root = Root::new(dir);
-        let mut probes = Probes::absent("in a test");
+        let mut probes = crate::inventory::Probes::absent("in a test");
         probes.nvml = Box::new(crate::inventory::nvml::FixedNvml(facts));
         let inv = Inventory::read(&root, &probes).unwrap();
         let profile = crate::profile::Loader::new(&root, &crate::checks::keys)
             .load("base")
             .unwrap();
         let options = AuditOptions::default();
-        let ctx = Context::new(&root, &profile, &options);
-        (audit_with(&ctx, &probes), inv)
+        let ctx = Context::with_probes(&root, &profile, &options, probes);
+        (crate::checks::run(&ctx, &[]), inv)
     }
 
     #[test]

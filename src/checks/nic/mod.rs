@@ -34,12 +34,8 @@ pub const KEYS: &[KeySpec] = &[
 ];
 
 pub fn audit(ctx: &Context) -> Vec<Finding> {
-    audit_with(ctx, &Probes::for_root(ctx.root))
-}
-
-/// The nic checks with the given live probes (tests pass fixed ones).
-pub fn audit_with(ctx: &Context, probes: &Probes) -> Vec<Finding> {
-    let inv = match hw::inventory(ctx, Area::Nic, probes) {
+    let probes = &ctx.probes;
+    let inv = match hw::inventory(ctx, Area::Nic) {
         Ok(inv) => inv,
         Err(f) => return vec![*f],
     };
@@ -331,10 +327,10 @@ mod tests {
             peer: peer.map(str::to_string),
             ..Default::default()
         };
-        let ctx = Context::new(&root, &profile, &options);
         let mut probes = Probes::absent("in a test");
         probes.routes = Box::new(routes);
-        audit_with(&ctx, &probes)
+        let ctx = Context::with_probes(&root, &profile, &options, probes);
+        audit(&ctx)
     }
 
     #[test]
