@@ -17,11 +17,13 @@ pub mod sysctl_d;
 
 use crate::finding::{Area, Finding};
 use std::cell::OnceCell;
+use std::collections::BTreeMap;
 
 use crate::host::{HostError, Root};
 use crate::inventory::{Inventory, Probes};
 use crate::profile::Profile;
 use crate::profile::setting::KeySpec;
+use sysctl_d::Assignment;
 
 /// Options of `gputune audit` that some areas need.
 #[derive(Debug, Clone, Default)]
@@ -44,6 +46,8 @@ pub struct Context<'a> {
     pub probes: Probes,
     /// The hardware inventory, read once per audit by whichever area needs it first.
     inventory: OnceCell<Result<Inventory, HostError>>,
+    /// What the sysctl configuration files set at boot, read once for network and memory.
+    boot_sysctls: OnceCell<Result<BTreeMap<String, Assignment>, String>>,
 }
 
 impl<'a> Context<'a> {
@@ -64,6 +68,7 @@ impl<'a> Context<'a> {
             options,
             probes,
             inventory: OnceCell::new(),
+            boot_sysctls: OnceCell::new(),
         }
     }
 
@@ -72,6 +77,16 @@ impl<'a> Context<'a> {
     pub fn inventory(&self) -> &Result<Inventory, HostError> {
         self.inventory
             .get_or_init(|| Inventory::read(self.root, &self.probes))
+    }
+
+    /// The sysctl each key gets at boot and where from (systemd-sysctl order), or why the
+    /// files could not be read; read once per audit.
+    pub fn boot_sysctls(&self) -> &Result<BTreeMap<String, Assignment>, String> {
+        self.boot_sysctls.get_or_init(|| {
+            sysctl_d::assignments(self.root)
+                .map(|a| sysctl_d::effective(&a))
+                .map_err(|e| e.to_string())
+        })
     }
 }
 

@@ -11,9 +11,6 @@ use crate::profile::setting::Setting;
 use super::Context;
 use super::sysctl_d::{self, Assignment};
 
-/// What the configuration files set at boot, key by key (or why they could not be read).
-type Boot = Result<BTreeMap<String, Assignment>, String>;
-
 /// Findings for every setting of `area` whose key is a sysctl (`is_sysctl`).
 pub fn audit(ctx: &Context, area: Area, is_sysctl: impl Fn(&str) -> bool) -> Vec<Finding> {
     let settings: Vec<(&String, &Setting)> = ctx
@@ -25,19 +22,17 @@ pub fn audit(ctx: &Context, area: Area, is_sysctl: impl Fn(&str) -> bool) -> Vec
     if settings.is_empty() {
         return Vec::new();
     }
-    let boot: Boot = sysctl_d::assignments(ctx.root)
-        .map(|a| sysctl_d::effective(&a))
-        .map_err(|e| e.to_string());
+    let boot = ctx.boot_sysctls();
     let persisted = ctx.options.persisted;
 
     // Read each sysctl once (from the files with --persisted, where they set it), and work
     // out the value every part-wise fix should set.
     let mut values: BTreeMap<String, Result<Option<String>, String>> = BTreeMap::new();
     for (key, _) in &settings {
-        let name = sysctl_name(key);
+        let name = sysctl::sysctl_of(key);
         values
             .entry(name.to_string())
-            .or_insert_with(|| match (persisted, &boot) {
+            .or_insert_with(|| match (persisted, boot) {
                 (true, Ok(b)) if b.contains_key(name) => Ok(Some(b[name].value.clone())),
                 (true, Err(e)) => Err(e.clone()),
                 _ => sysctl::read(ctx.root, name).map_err(|e| e.to_string()),
@@ -48,7 +43,7 @@ pub fn audit(ctx: &Context, area: Area, is_sysctl: impl Fn(&str) -> bool) -> Vec
     settings
         .iter()
         .map(|(key, setting)| {
-            let name = sysctl_name(key);
+            let name = sysctl::sysctl_of(key);
             let expected = setting.rule.describe();
             let why = super::why(ctx, area, key);
             let finding = match &values[name] {
@@ -64,7 +59,7 @@ pub fn audit(ctx: &Context, area: Area, is_sysctl: impl Fn(&str) -> bool) -> Vec
                 ),
                 Ok(Some(value)) => judge(key, area, setting, name, value, targets.get(name), why),
             };
-            let Ok(boot) = &boot else {
+            let Ok(boot) = boot else {
                 return finding;
             };
             let value = values[name].as_ref().ok().and_then(Option::as_deref);
@@ -240,11 +235,6 @@ fn actual_of(key: &str, value: &str) -> Result<String, String> {
         Some((vector, index)) => part_of(value, vector, index),
         None => Ok(value.to_string()),
     }
-}
-
-/// The sysctl a profile key reads: the key itself, or the vector it names a part of.
-fn sysctl_name(key: &str) -> &str {
-    sysctl::split_part(key).map_or(key, |(v, _)| v.key)
 }
 
 fn judge(
