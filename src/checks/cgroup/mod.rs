@@ -11,8 +11,7 @@ use std::collections::BTreeSet;
 use crate::finding::{Area, Change, Finding, Status};
 use crate::host::cpulist::CpuList;
 use crate::host::mounts;
-use crate::inventory::gpu::{self, Gpu};
-use crate::inventory::pci;
+use crate::inventory::gpu::Gpu;
 use crate::profile::amount::Amount;
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
 
@@ -549,8 +548,8 @@ fn cpuset_finding(
     let noun = part.noun();
     let id = format!("{key}{}", target.suffix);
     let expected = setting.rule.describe();
-    let gpus = match pci::devices(ctx.root).map(|devices| gpu::gpus(&devices)) {
-        Ok(g) => g,
+    let gpus = match ctx.inventory() {
+        Ok(inventory) => &inventory.gpus,
         Err(e) => return Finding::error(id, Area::Cgroup, expected, e.to_string()),
     };
     if gpus.is_empty() {
