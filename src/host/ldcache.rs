@@ -108,9 +108,7 @@ mod tests {
     #[test]
     fn reads_this_machines_cache() {
         // Every glibc system caches libc; a parser that cannot find it is wrong.
-        let Ok(bytes) = std::fs::read("/etc/ld.so.cache") else {
-            return;
-        };
+        let bytes = std::fs::read("/etc/ld.so.cache").expect("a glibc system has /etc/ld.so.cache");
         let cache = parse(&bytes).unwrap();
         assert!(
             cache.contains_key("libc.so.6"),
