@@ -52,10 +52,6 @@ impl Area {
             Area::Firewall => "firewall",
         }
     }
-
-    pub fn from_name(name: &str) -> Option<Area> {
-        Area::ALL.into_iter().find(|a| a.name() == name)
-    }
 }
 
 impl std::fmt::Display for Area {

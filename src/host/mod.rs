@@ -31,10 +31,6 @@ impl HostError {
             source,
         }
     }
-
-    pub fn is_permission_denied(&self) -> bool {
-        self.source.kind() == io::ErrorKind::PermissionDenied
-    }
 }
 
 /// Where the node's file system starts: `/` on a live node, a fixture or a mounted image
