@@ -5,6 +5,7 @@
 pub mod atomic;
 pub mod bind;
 pub mod cpulist;
+pub mod exec;
 pub mod ldcache;
 pub mod mounts;
 pub mod nccl;
