@@ -642,7 +642,7 @@ _gputune() {
             return 0
             ;;
         gputune__subcmd__profiles__subcmd__list)
-            opts="-h --root --help"
+            opts="-h --names --root --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -725,3 +725,15 @@ if [[ "${BASH_VERSINFO[0]}" -eq 4 && "${BASH_VERSINFO[1]}" -ge 4 || "${BASH_VERS
 else
     complete -F _gputune -o bashdefault -o default gputune
 fi
+
+# Profile names for --profile and `profiles show`, asked of gputune itself.
+_gputune_with_profiles() {
+    local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
+    local before="${COMP_WORDS[*]:0:COMP_CWORD}"
+    if [[ "$prev" == --profile || "$before" == *" profiles show" ]]; then
+        COMPREPLY=($(compgen -W "$(gputune profiles list --names 2>/dev/null)" -- "$cur") $(compgen -f -- "$cur"))
+        return 0
+    fi
+    _gputune "$@"
+}
+complete -F _gputune_with_profiles -o bashdefault -o default gputune

@@ -79,6 +79,7 @@ complete -c gputune -n "__fish_gputune_using_subcommand profiles; and not __fish
 complete -c gputune -n "__fish_gputune_using_subcommand profiles; and not __fish_seen_subcommand_from list show help" -f -a "show" -d 'Print a profile fully resolved (includes merged), each setting with its origin'
 complete -c gputune -n "__fish_gputune_using_subcommand profiles; and not __fish_seen_subcommand_from list show help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c gputune -n "__fish_gputune_using_subcommand profiles; and __fish_seen_subcommand_from list" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand profiles; and __fish_seen_subcommand_from list" -l names -d 'Print only the names, one per line (for scripts and shell completion)'
 complete -c gputune -n "__fish_gputune_using_subcommand profiles; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
 complete -c gputune -n "__fish_gputune_using_subcommand profiles; and __fish_seen_subcommand_from show" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand profiles; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
@@ -140,3 +141,7 @@ complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_see
 complete -c gputune -n "__fish_gputune_using_subcommand help; and __fish_seen_subcommand_from profiles" -f -a "list" -d 'List built-in and site profiles (/etc/gputune/profiles wins on a name clash)'
 complete -c gputune -n "__fish_gputune_using_subcommand help; and __fish_seen_subcommand_from profiles" -f -a "show" -d 'Print a profile fully resolved (includes merged), each setting with its origin'
 complete -c gputune -n "__fish_gputune_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "allreduce" -d 'AllReduce bandwidth and latency, with nccl-tests-compatible numbers'
+
+# Profile names for --profile and `profiles show`, asked of gputune itself.
+complete -c gputune -l profile -a '(gputune profiles list --names 2>/dev/null)'
+complete -c gputune -n "__fish_gputune_using_subcommand profiles; and __fish_seen_subcommand_from show" -a '(gputune profiles list --names 2>/dev/null)'

@@ -1,38 +1,320 @@
 //! Man pages and shell completions, generated from the clap definition so they never drift.
+//! Each page is clap_mangen's sections plus the ones a man page reader looks for (EXIT STATUS,
+//! ENVIRONMENT, FILES, EXAMPLES), written once here; every leaf subcommand has its own page
+//! (`gputune-bench-allreduce.1`), as the parent pages' SUBCOMMANDS lists promise.
 
 use clap::CommandFactory;
 use clap_complete::Shell;
 
 use crate::cli::Cli;
 
-/// `(file name, content)` of every man page: `gputune.1` and one per subcommand.
+/// `(file name, content)` of every man page: `gputune.1` and one per (nested) subcommand.
 pub fn man_pages() -> Vec<(String, Vec<u8>)> {
-    let mut cmd = Cli::command();
+    let mut cmd = without_help_subcommands(Cli::command());
     cmd.build();
-    let mut pages = vec![("gputune.1".to_string(), render_man(cmd.clone()))];
-    for sub in cmd.get_subcommands() {
-        if sub.get_name() == "help" {
-            continue;
-        }
-        let name = format!("gputune-{}", sub.get_name());
-        let page = sub
-            .clone()
-            .name(name.clone())
-            .display_name(name.clone())
-            .bin_name(name.clone());
-        pages.push((format!("{name}.1"), render_man(page)));
-    }
+    let mut pages = Vec::new();
+    collect_pages(&cmd, "gputune", &mut pages);
     pages
 }
 
-fn render_man(cmd: clap::Command) -> Vec<u8> {
+/// clap's generated `help` subcommand would get a page of its own and a SUBCOMMANDS entry.
+fn without_help_subcommands(cmd: clap::Command) -> clap::Command {
+    cmd.disable_help_subcommand(true)
+        .mut_subcommands(without_help_subcommands)
+}
+
+fn collect_pages(cmd: &clap::Command, name: &str, pages: &mut Vec<(String, Vec<u8>)>) {
+    let page = cmd
+        .clone()
+        .name(name.to_string())
+        .display_name(name.to_string())
+        .bin_name(name.replace('-', " "));
+    pages.push((format!("{name}.1"), render_man(page, name)));
+    for sub in cmd.get_subcommands() {
+        collect_pages(sub, &format!("{name}-{}", sub.get_name()), pages);
+    }
+}
+
+fn render_man(cmd: clap::Command, page: &str) -> Vec<u8> {
+    let man = clap_mangen::Man::new(cmd.clone());
     let mut out = Vec::new();
     // Writing into a Vec cannot fail.
-    let _ = clap_mangen::Man::new(cmd).render(&mut out);
+    let _ = man.render_title(&mut out);
+    let _ = man.render_name_section(&mut out);
+    let _ = man.render_synopsis_section(&mut out);
+    let _ = man.render_description_section(&mut out);
+    if cmd.get_arguments().any(|a| !a.is_hide_set()) {
+        let _ = man.render_options_section(&mut out);
+    }
+    if cmd.get_subcommands().next().is_some() {
+        let _ = man.render_subcommands_section(&mut out);
+    }
+    section(&mut out, "EXIT STATUS", &exit_status(page));
+    section(&mut out, "ENVIRONMENT", &environment(page));
+    let files = files(page);
+    if !files.is_empty() {
+        section(&mut out, "FILES", &files);
+    }
+    let examples = examples(page);
+    if !examples.is_empty() {
+        examples_section(&mut out, examples);
+    }
+    section(
+        &mut out,
+        "SEE ALSO",
+        &[(
+            "",
+            "gputune(1), and the README of the gputune source tree for the checks each area runs.",
+        )],
+    );
     out
 }
 
-/// `(file name, content)` of the bash, zsh and fish completion scripts.
+/// `(term, text)` pairs as a roff tagged list; an empty term is a plain paragraph.
+fn section(out: &mut Vec<u8>, title: &str, items: &[(&str, &str)]) {
+    out.extend_from_slice(format!(".SH \"{title}\"\n").as_bytes());
+    for (term, text) in items {
+        if term.is_empty() {
+            out.extend_from_slice(b".PP\n");
+        } else {
+            out.extend_from_slice(format!(".TP\n\\fB{}\\fR\n", roff_escape(term)).as_bytes());
+        }
+        out.extend_from_slice(format!("{}\n", roff_escape(text)).as_bytes());
+    }
+}
+
+fn examples_section(out: &mut Vec<u8>, examples: &[(&str, &str)]) {
+    out.extend_from_slice(b".SH EXAMPLES\n");
+    for (what, command) in examples {
+        out.extend_from_slice(format!(".PP\n{}\n", roff_escape(what)).as_bytes());
+        out.extend_from_slice(
+            format!(".RS 4\n.nf\n{}\n.fi\n.RE\n", roff_escape(command)).as_bytes(),
+        );
+    }
+}
+
+/// Escapes text for roff: backslashes and hyphens, and a leading `.` or `'` that would
+/// otherwise start a request.
+fn roff_escape(text: &str) -> String {
+    text.lines()
+        .map(|line| {
+            let line = line.replace('\\', "\\e").replace('-', "\\-");
+            if line.starts_with('.') || line.starts_with('\'') {
+                format!("\\&{line}")
+            } else {
+                line
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn exit_status(page: &str) -> Vec<(&'static str, &'static str)> {
+    let mut codes = vec![
+        (
+            "0",
+            "Everything checked passed (warnings allowed unless --strict), or the action succeeded.",
+        ),
+        (
+            "1",
+            "At least one check failed, or a benchmark fell below its threshold.",
+        ),
+        (
+            "2",
+            "Usage or configuration error: unknown flag, bad profile (the message names file, line and key), bad size string.",
+        ),
+        (
+            "3",
+            "Runtime error that stopped the job: host unreadable, required library missing, permission denied, a rank died, a path escaping --root, an invalid journal.",
+        ),
+    ];
+    if page == "gputune-health" {
+        codes.push((
+            "npd",
+            "With --format npd, node-problem-detector's plugin contract instead: 0 OK, 1 problem, 2 unknown.",
+        ));
+    }
+    codes.push((
+        "",
+        "A closed standard output (gputune audit | head) ends a read-only command quietly.",
+    ));
+    codes
+}
+
+fn environment(page: &str) -> Vec<(&'static str, &'static str)> {
+    let mut vars = vec![
+        (
+            "GPUTUNE_ROOT",
+            "Sets --root: resolve every host path under this directory. Empty means unset.",
+        ),
+        (
+            "GPUTUNE_NCCL_LIB",
+            "The libnccl.so.2 to use, searched before LD_LIBRARY_PATH, ld.so.cache and Python site-packages.",
+        ),
+        (
+            "NO_COLOR",
+            "When set and not empty, tables are never coloured (they are coloured only on a terminal).",
+        ),
+        (
+            "COLUMNS",
+            "The width tables are fitted to when standard output is not a terminal (default 160).",
+        ),
+        (
+            "LC_ALL, LC_CTYPE, LANG",
+            "Tables use box-drawing characters only when the locale is UTF-8, ASCII otherwise.",
+        ),
+    ];
+    if page.starts_with("gputune-bench") || page == "gputune" {
+        vars.extend([
+            (
+                "GPUTUNE_BENCH_TOKEN",
+                "The secret every rank of a benchmark job proves to the others (never sent). Set it on networks you do not trust.",
+            ),
+            (
+                "RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT",
+                "torchrun's launcher variables: each rank joins rank 0 at MASTER_ADDR:MASTER_PORT (default port 29500).",
+            ),
+            (
+                "SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_STEP_NODELIST",
+                "Slurm's launcher variables (srun).",
+            ),
+            (
+                "OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK",
+                "Open MPI's launcher variables (mpirun).",
+            ),
+        ]);
+    }
+    if page == "gputune-pin" {
+        vars.push((
+            "LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK",
+            "The GPU to pin to when --local-rank is not given.",
+        ));
+    }
+    vars
+}
+
+fn files(page: &str) -> Vec<(&'static str, &'static str)> {
+    let profiles = (
+        "/etc/gputune/profiles/NAME.toml",
+        "Site profiles; they win over built-in profiles of the same name.",
+    );
+    let written = [
+        (
+            "/etc/sysctl.d/90-gputune.conf",
+            "Persisted sysctls written by apply.",
+        ),
+        (
+            "/etc/security/limits.d/90-gputune.conf",
+            "Login limits written by apply.",
+        ),
+        (
+            "/etc/nccl.conf",
+            "NCCL settings (NCCL_SOCKET_IFNAME) written by apply; NCCL reads it.",
+        ),
+        (
+            "/var/lib/gputune/journal.json",
+            "The values before the last apply, written and fsynced before the first change; rollback restores them.",
+        ),
+        (
+            "/run/gputune.lock",
+            "Held while apply or rollback runs, so two never interleave.",
+        ),
+    ];
+    match page {
+        "gputune" | "gputune-apply" | "gputune-rollback" => {
+            let mut files = vec![profiles];
+            files.extend(written);
+            files
+        }
+        "gputune-audit"
+        | "gputune-health"
+        | "gputune-profiles"
+        | "gputune-profiles-list"
+        | "gputune-profiles-show" => vec![profiles],
+        _ => Vec::new(),
+    }
+}
+
+fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
+    match page {
+        "gputune" => &[
+            (
+                "Audit this node against the profile chosen from its hardware:",
+                "gputune audit",
+            ),
+            (
+                "Apply a profile after reviewing the plan:",
+                "gputune apply --profile ddp-10gbe --dry-run\nsudo gputune apply --profile ddp-10gbe",
+            ),
+        ],
+        "gputune-audit" => &[
+            ("Audit with the node's default profile:", "gputune audit"),
+            (
+                "Gate a golden image in CI:",
+                "gputune audit --root /mnt/image --profile ddp-25gbe --strict --format junit --output audit.xml",
+            ),
+            (
+                "Feed node_exporter's textfile collector:",
+                "gputune audit --format prometheus --output /var/lib/node_exporter/textfile/gputune.prom",
+            ),
+        ],
+        "gputune-apply" => &[
+            (
+                "Show the plan without changing anything:",
+                "gputune apply --profile ddp-10gbe --dry-run",
+            ),
+            (
+                "Apply network and memory settings without asking:",
+                "sudo gputune apply --profile ddp-10gbe --yes --only network,memory",
+            ),
+        ],
+        "gputune-rollback" => &[(
+            "Restore the node as it was before the last apply:",
+            "sudo gputune rollback",
+        )],
+        "gputune-profiles" | "gputune-profiles-list" => &[(
+            "List built-in and site profiles and this node's default:",
+            "gputune profiles list",
+        )],
+        "gputune-profiles-show" => &[(
+            "Print a profile fully resolved, each setting with its origin:",
+            "gputune profiles show ddp-100gbe",
+        )],
+        "gputune-topo" => &[
+            (
+                "The node's GPUs, NICs, NUMA nodes and their affinity:",
+                "gputune topo",
+            ),
+            ("The same as JSON:", "gputune topo --format json"),
+        ],
+        "gputune-pin" => &[
+            (
+                "Bind every torchrun rank to its GPU's NUMA node:",
+                "torchrun --nproc-per-node 8 --no-python gputune pin -- python train.py",
+            ),
+            (
+                "Bind one command to GPU 3's CPUs and memory:",
+                "gputune pin --local-rank 3 -- ./my_rank",
+            ),
+        ],
+        "gputune-bench" | "gputune-bench-allreduce" => &[
+            (
+                "AllReduce over TCP between two local ranks, no GPU needed:",
+                "gputune bench allreduce --backend tcp --ranks 2 -b 8 -e 256M",
+            ),
+            (
+                "One rank per GPU through NCCL, failing below 40 GB/s:",
+                "gputune bench allreduce --backend nccl --ranks 8 --min-busbw 40",
+            ),
+        ],
+        _ => &[],
+    }
+}
+
+/// `(file name, content)` of the bash, zsh and fish completion scripts. clap's scripts
+/// complete flags and subcommands; profile names (built-in and site, which only the node
+/// knows) come from `gputune profiles list --names` at completion time, for `--profile` and
+/// `profiles show`, alongside file names (a profile may be a path).
 pub fn completions() -> Vec<(String, Vec<u8>)> {
     [
         (Shell::Bash, "gputune.bash"),
@@ -43,7 +325,143 @@ pub fn completions() -> Vec<(String, Vec<u8>)> {
     .map(|(shell, file)| {
         let mut out = Vec::new();
         clap_complete::generate(shell, &mut Cli::command(), "gputune", &mut out);
-        (file.to_string(), out)
+        let script = String::from_utf8_lossy(&out);
+        (
+            file.to_string(),
+            with_profile_names(shell, &script).into_bytes(),
+        )
     })
     .collect()
+}
+
+const PROFILE_NAMES: &str = "gputune profiles list --names 2>/dev/null";
+
+fn with_profile_names(shell: Shell, script: &str) -> String {
+    match shell {
+        Shell::Bash => format!(
+            "{script}
+# Profile names for --profile and `profiles show`, asked of gputune itself.
+_gputune_with_profiles() {{
+    local cur=\"${{COMP_WORDS[COMP_CWORD]}}\" prev=\"${{COMP_WORDS[COMP_CWORD-1]}}\"
+    local before=\"${{COMP_WORDS[*]:0:COMP_CWORD}}\"
+    if [[ \"$prev\" == --profile || \"$before\" == *\" profiles show\" ]]; then
+        COMPREPLY=($(compgen -W \"$({PROFILE_NAMES})\" -- \"$cur\") $(compgen -f -- \"$cur\"))
+        return 0
+    fi
+    _gputune \"$@\"
+}}
+complete -F _gputune_with_profiles -o bashdefault -o default gputune
+"
+        ),
+        Shell::Zsh => {
+            let helper = format!(
+                "#compdef gputune
+
+# Profile names for --profile and `profiles show`, asked of gputune itself, and files.
+_gputune_profiles() {{
+    local -a names
+    names=(${{(f)\"$({PROFILE_NAMES})\"}})
+    _alternative 'profiles:profile:compadd -a names' 'files:file:_files'
+}}
+"
+            );
+            script
+                .replacen("#compdef gputune\n", &helper, 1)
+                .replace(":NAME|FILE:_default'", ":NAME|FILE:_gputune_profiles'")
+                .replace(
+                    "':name -- Profile name or TOML file:_default'",
+                    "':name -- Profile name or TOML file:_gputune_profiles'",
+                )
+        }
+        Shell::Fish => format!(
+            "{script}
+# Profile names for --profile and `profiles show`, asked of gputune itself.
+complete -c gputune -l profile -a '({PROFILE_NAMES})'
+complete -c gputune -n \"__fish_gputune_using_subcommand profiles; and __fish_seen_subcommand_from show\" -a '({PROFILE_NAMES})'
+"
+        ),
+        _ => script.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(name: &str) -> String {
+        let pages = man_pages();
+        let (_, content) = pages
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("no page {name}"));
+        String::from_utf8_lossy(content).into_owned()
+    }
+
+    #[test]
+    fn every_page_a_parent_names_exists() {
+        let pages = man_pages();
+        let names: Vec<&str> = pages.iter().map(|(n, _)| n.as_str()).collect();
+        for (_, content) in &pages {
+            let text = String::from_utf8_lossy(content);
+            for line in text
+                .lines()
+                .filter(|l| l.starts_with("gputune\\-") && l.ends_with("(1)"))
+            {
+                let target = line.replace("\\-", "-").replace("(1)", ".1");
+                assert!(
+                    names.contains(&target.as_str()),
+                    "{target} is named but missing"
+                );
+            }
+        }
+        assert!(!names.iter().any(|n| n.ends_with("-help.1")), "{names:?}");
+    }
+
+    #[test]
+    fn every_page_has_exit_status_and_environment_and_every_leaf_examples() {
+        let mut cmd = Cli::command();
+        cmd.build();
+        for (name, content) in man_pages() {
+            let text = String::from_utf8_lossy(&content);
+            assert!(text.contains(".SH \"EXIT STATUS\""), "{name}");
+            assert!(text.contains(".SH \"ENVIRONMENT\""), "{name}");
+            assert!(text.contains("GPUTUNE_ROOT"), "{name}");
+            let is_leaf = !text.contains(".SH SUBCOMMANDS");
+            if is_leaf {
+                assert!(text.contains(".SH EXAMPLES"), "{name} has no EXAMPLES");
+            }
+        }
+    }
+
+    #[test]
+    fn pages_name_the_files_and_variables_of_their_command() {
+        assert!(page("gputune-apply.1").contains("/var/lib/gputune/journal.json"));
+        assert!(page("gputune-bench-allreduce.1").contains("GPUTUNE_BENCH_TOKEN"));
+        assert!(page("gputune-pin.1").contains("LOCAL_RANK"));
+        assert!(!page("gputune-topo.1").contains(".SH \"FILES\""));
+    }
+
+    #[test]
+    fn every_profile_argument_completes_profile_names() {
+        let scripts = completions();
+        let script = |name: &str| {
+            let (_, bytes) = scripts.iter().find(|(n, _)| n == name).unwrap();
+            String::from_utf8_lossy(bytes).into_owned()
+        };
+        let zsh = script("_gputune");
+        assert!(zsh.starts_with("#compdef gputune\n"));
+        assert!(
+            !zsh.contains("NAME|FILE:_default"),
+            "a --profile left to files alone"
+        );
+        assert!(!zsh.contains("Profile name or TOML file:_default"));
+        assert!(zsh.matches("_gputune_profiles'").count() >= 3);
+        assert!(script("gputune.bash").contains("complete -F _gputune_with_profiles"));
+        assert!(script("gputune.fish").contains("-l profile -a '(gputune profiles list --names"));
+    }
+
+    #[test]
+    fn roff_requests_in_text_are_escaped() {
+        assert_eq!(roff_escape(".x\n'y\\z-w"), "\\&.x\n\\&'y\\ez\\-w");
+    }
 }

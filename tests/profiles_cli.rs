@@ -107,3 +107,31 @@ fn show_of_an_unknown_profile_exits_2() {
         .code(2)
         .stderr(predicate::str::contains("no profile named `ddp-400gbe`"));
 }
+
+#[test]
+fn list_names_prints_built_in_and_site_names_one_per_line_for_completion() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("etc/gputune/profiles")).unwrap();
+    std::fs::write(
+        dir.path().join("etc/gputune/profiles/lab.toml"),
+        "description = \"lab nodes\"\ninclude = [\"base\"]\n",
+    )
+    .unwrap();
+    let out = gputune()
+        .args(["profiles", "list", "--names", "--root"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let names: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let mut want: Vec<String> = SHIPPED.iter().map(|s| s.to_string()).collect();
+    want.push("lab".into());
+    for name in &want {
+        assert!(names.contains(name), "{name} missing from {names:?}");
+    }
+    assert_eq!(names.len(), want.len(), "{names:?}");
+}

@@ -17,7 +17,11 @@ pub struct ProfilesArgs {
 #[derive(Debug, Subcommand)]
 pub enum ProfilesCommand {
     /// List built-in and site profiles (/etc/gputune/profiles wins on a name clash).
-    List,
+    List {
+        /// Print only the names, one per line (for scripts and shell completion).
+        #[arg(long)]
+        names: bool,
+    },
     /// Print a profile fully resolved (includes merged), each setting with its origin.
     Show {
         /// Profile name or TOML file.
@@ -29,7 +33,10 @@ pub enum ProfilesCommand {
 pub fn run(args: &ProfilesArgs, root: &Root) -> Result<ExitCode> {
     let loader = Loader::new(root, &checks::keys);
     let text = match &args.command {
-        ProfilesCommand::List => {
+        ProfilesCommand::List { names: true } => {
+            loader.list()?.into_iter().map(|l| l.name + "\n").collect()
+        }
+        ProfilesCommand::List { names: false } => {
             let mut table = Table::new();
             table
                 .load_style(NOTHING)

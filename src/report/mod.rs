@@ -4,6 +4,7 @@ pub mod json;
 pub mod junit;
 pub mod prometheus;
 pub mod table;
+pub mod terminal;
 
 use serde::Serialize;
 

@@ -1,8 +1,9 @@
 //! The human-readable table: one small table per area, then the summary line.
 
-use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+use comfy_table::{Cell, Table};
 
 use super::Report;
+use super::terminal::TableStyle;
 use crate::finding::Finding;
 
 pub fn render(report: &Report) -> String {
@@ -13,9 +14,10 @@ pub fn render(report: &Report) -> String {
     if let Some(reason) = &report.chosen_by {
         out.push_str(&format!("profile chosen from the node: {reason}\n"));
     }
+    let style = TableStyle::detect();
     for (area, findings) in report.by_area() {
         out.push_str(&format!("\n{area}\n"));
-        out.push_str(&area_table(&findings).to_string());
+        out.push_str(&area_table(&findings, &style).to_string());
         out.push('\n');
     }
     out.push('\n');
@@ -24,32 +26,25 @@ pub fn render(report: &Report) -> String {
     out
 }
 
-fn area_table(findings: &[&Finding]) -> Table {
-    let mut table = Table::new();
-    table
-        .load_style(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_header([
-            "Status",
-            "Check",
-            "Expected",
-            "Actual",
-            "Why it matters / fix",
-        ]);
-    if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-        table.set_width(160);
-    }
+fn area_table(findings: &[&Finding], style: &TableStyle) -> Table {
+    let mut table = style.table([
+        "Status",
+        "Check",
+        "Expected",
+        "Actual",
+        "Why it matters / fix",
+    ]);
     for f in findings {
         let mut details = f.message.clone();
         if !f.fix.is_empty() {
             details.push_str(&format!("\nfix: {}", f.fix));
         }
         table.add_row([
-            f.status.name().to_uppercase(),
-            f.id.clone(),
-            f.expected.clone(),
-            f.actual.clone(),
-            details,
+            style.status_cell(f.status),
+            Cell::new(&f.id),
+            Cell::new(&f.expected),
+            Cell::new(&f.actual),
+            Cell::new(details),
         ]);
     }
     table

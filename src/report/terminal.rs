@@ -1,0 +1,136 @@
+//! How a table meets its reader: width, borders and colour, decided once from the
+//! environment (`COLUMNS`, the locale, `NO_COLOR`) and whether standard output is a terminal.
+
+use std::io::IsTerminal;
+
+use comfy_table::presets::{ASCII_FULL_CONDENSED, UTF8_FULL_CONDENSED};
+use comfy_table::{Cell, Color, ContentArrangement, Table};
+
+use crate::finding::Status;
+
+/// The width a table gets when it is not on a terminal and `COLUMNS` says nothing.
+const PIPE_WIDTH: u16 = 160;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableStyle {
+    /// A fixed width; `None` on a terminal, whose own width comfy-table reads.
+    pub width: Option<u16>,
+    /// Box drawing needs a UTF-8 locale; anything else gets `+`, `-` and `|`.
+    pub ascii: bool,
+    /// FAIL and WARN in colour: only on a terminal, never with `NO_COLOR`.
+    pub colour: bool,
+}
+
+impl TableStyle {
+    /// The style for this process's standard output.
+    pub fn detect() -> Self {
+        Self::from_env(std::io::stdout().is_terminal(), |name| {
+            std::env::var(name).ok()
+        })
+    }
+
+    /// The style for a terminal (or not) and an environment, kept apart for tests.
+    pub fn from_env(terminal: bool, env: impl Fn(&str) -> Option<String>) -> Self {
+        let set = |name: &str| env(name).filter(|v| !v.is_empty());
+        let columns = set("COLUMNS").and_then(|c| c.trim().parse::<u16>().ok());
+        let width = match (terminal, columns) {
+            (_, Some(c)) if c > 0 => Some(c),
+            (true, _) => None,
+            (false, _) => Some(PIPE_WIDTH),
+        };
+        // The locale's character set, as setlocale(LC_CTYPE, "") picks it.
+        let locale = ["LC_ALL", "LC_CTYPE", "LANG"]
+            .iter()
+            .find_map(|name| set(name))
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let utf8 = locale.contains("utf-8") || locale.contains("utf8");
+        TableStyle {
+            width,
+            ascii: !utf8,
+            colour: terminal && set("NO_COLOR").is_none(),
+        }
+    }
+
+    /// A table with this style's borders and width and the given header.
+    pub fn table<const N: usize>(&self, header: [&str; N]) -> Table {
+        let mut table = Table::new();
+        table
+            .load_style(if self.ascii {
+                ASCII_FULL_CONDENSED
+            } else {
+                UTF8_FULL_CONDENSED
+            })
+            .set_content_arrangement(ContentArrangement::Dynamic)
+            .set_header(header);
+        if let Some(width) = self.width {
+            table.set_width(width);
+        }
+        if self.colour {
+            table.enforce_styling();
+        } else {
+            table.force_no_tty();
+        }
+        table
+    }
+
+    /// A finding's status as a cell, coloured when this style colours.
+    pub fn status_cell(&self, status: Status) -> Cell {
+        let cell = Cell::new(status.name().to_uppercase());
+        match (self.colour, status) {
+            (true, Status::Fail | Status::Error) => cell.fg(Color::Red),
+            (true, Status::Warn) => cell.fg(Color::Yellow),
+            (true, Status::Pass) => cell.fg(Color::Green),
+            _ => cell,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn style(terminal: bool, vars: &[(&str, &str)]) -> TableStyle {
+        TableStyle::from_env(terminal, |name| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    #[test]
+    fn width_follows_columns_then_the_terminal_then_160() {
+        assert_eq!(style(false, &[]).width, Some(160));
+        assert_eq!(style(false, &[("COLUMNS", "100")]).width, Some(100));
+        assert_eq!(style(true, &[]).width, None);
+        assert_eq!(style(true, &[("COLUMNS", "90")]).width, Some(90));
+        assert_eq!(style(false, &[("COLUMNS", "wide")]).width, Some(160));
+        assert_eq!(style(false, &[("COLUMNS", "0")]).width, Some(160));
+    }
+
+    #[test]
+    fn box_drawing_only_in_a_utf8_locale() {
+        assert!(style(false, &[]).ascii);
+        assert!(style(false, &[("LC_ALL", "C"), ("LANG", "en_US.UTF-8")]).ascii);
+        assert!(!style(false, &[("LANG", "en_US.UTF-8")]).ascii);
+        assert!(!style(false, &[("LC_ALL", ""), ("LC_CTYPE", "C.utf8")]).ascii);
+        let ascii = style(false, &[("LC_ALL", "C")]).table(["A"]).to_string();
+        assert!(ascii.is_ascii(), "{ascii}");
+    }
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        assert!(style(true, &[]).colour);
+        assert!(!style(true, &[("NO_COLOR", "1")]).colour);
+        assert!(style(true, &[("NO_COLOR", "")]).colour);
+        assert!(!style(false, &[]).colour);
+        let plain = style(false, &[]);
+        let mut table = plain.table(["Status"]);
+        table.add_row([plain.status_cell(Status::Fail)]);
+        assert!(!table.to_string().contains('\x1b'));
+        let coloured = style(true, &[("COLUMNS", "80")]);
+        let mut table = coloured.table(["Status"]);
+        table.add_row([coloured.status_cell(Status::Fail)]);
+        assert!(table.to_string().contains("\x1b["));
+    }
+}
