@@ -80,7 +80,7 @@ fn healthy_hgx_node_passes_and_reports_the_real_nccls_version_and_path() {
         assert_eq!(status(&f, &format!("numa.gpu{i}.node")), "pass");
         assert_eq!(
             find(&f, &format!("numa.gpu{i}.nic"))["actual"],
-            format!("ens{i}np0 via PXB")
+            format!("ens{i}np0 via PIX")
         );
         assert_eq!(status(&f, &format!("nic.ens{i}np0.up")), "pass");
         assert_eq!(status(&f, &format!("link.speed_mbps.ens{i}np0")), "pass");

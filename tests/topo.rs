@@ -84,7 +84,7 @@ fn hgx_node_has_8_gpus_8_nics_2_nodes_and_gpu_nic_pairs_behind_switches() {
     assert_eq!(row0[0], "X");
     assert_eq!(row0[1], "NODE");
     assert_eq!(row0[4], "SYS");
-    assert_eq!(row0[8], "PXB");
+    assert_eq!(row0[8], "PIX");
     assert_eq!(row0[9], "NODE");
     assert_eq!(row0[12], "SYS");
     assert_eq!(m["rows"][5]["cpus"], common::NODE1_CPUS);
@@ -206,4 +206,36 @@ fn live_topo_is_sensible_on_this_machine() {
     assert!(!v["numa_nodes"].as_array().unwrap().is_empty());
     assert!(names(&v, "skipped_nics", "name").contains(&"lo".to_string()));
     assert!(!names(&v, "nics", "name").contains(&"lo".to_string()));
+}
+
+#[test]
+fn offline_cpus_are_shown_apart_and_never_local() {
+    let t = common::Tree::new();
+    t.numa_node(0, "0-11", Some(4_000_000));
+    t.numa_node(1, "12-23", Some(4_000_000));
+    t.write("/sys/devices/system/cpu/online", "0,2,4-20,22\n");
+    t.pci(
+        "/sys/devices/pci0000:00/0000:00:04.0",
+        &common::Pci {
+            vendor: 0x10de,
+            device: 0x2330,
+            class: 0x030200,
+            numa_node: 0,
+            cpus: "0-11".into(),
+            speed: ("32.0", "32.0"),
+            width: (16, 16),
+            driver: Some("nvidia"),
+            config: None,
+        },
+    );
+    let v = topo_json(t.root());
+    let nodes = v["numa_nodes"].as_array().unwrap();
+    assert_eq!(nodes[0]["cpus"], "0,2,4-11");
+    assert_eq!(nodes[0]["offline_cpus"], "1,3");
+    assert_eq!(nodes[1]["cpus"], "12-20,22");
+    assert_eq!(nodes[1]["offline_cpus"], "21,23");
+    assert_eq!(v["gpus"][0]["local_cpus"], "0,2,4-11");
+    assert_eq!(v["affinity"]["rows"][0]["cpus"], "0,2,4-11");
+    let table = topo_table(t.root());
+    assert!(table.contains("21,23"), "{table}");
 }

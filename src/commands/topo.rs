@@ -79,11 +79,16 @@ fn gib(bytes: u64) -> String {
 
 pub fn table(inv: &Inventory) -> String {
     let mut out = String::new();
-    let mut nodes = new_table(&["NODE", "CPUS", "MEMORY"]);
+    let mut nodes = new_table(&["NODE", "CPUS", "OFFLINE CPUS", "MEMORY"]);
     for n in &inv.numa_nodes {
         nodes.add_row(vec![
             n.id.to_string(),
             n.cpus.to_string(),
+            if n.offline_cpus.is_empty() {
+                "-".into()
+            } else {
+                n.offline_cpus.to_string()
+            },
             opt(n.memory.map(gib)),
         ]);
     }
@@ -180,8 +185,8 @@ pub fn table(inv: &Inventory) -> String {
 const LEGEND: &str = "Legend:
   X    = self
   NV#  = NVLink (# links, from NVML)
-  PIX  = behind the same PCIe switch port (at most one bridge)
-  PXB  = through several PCIe bridges, not the host bridge
+  PIX  = through at most a single PCIe switch
+  PXB  = through several PCIe switches, not the host bridge
   PHB  = through one PCIe host bridge (root complex)
   NODE = through several host bridges of one NUMA node
   SYS  = across NUMA nodes (the socket interconnect)

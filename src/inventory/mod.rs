@@ -17,6 +17,7 @@ use std::fmt::Display;
 
 use serde::{Serialize, Serializer};
 
+use crate::host::cpulist::CpuList;
 use crate::host::{HostError, Root};
 use affinity::{Path, Place};
 use cuda::CudaProbe;
@@ -86,6 +87,16 @@ impl Inventory {
         let mut gpus = gpu::gpus(&devices);
         let (mut nics, skipped_nics) = nic::nics(root, probes.ethtool.as_ref())?;
         let rdma = nic::rdma_devices(root)?;
+        // Only online CPUs are local: a GPU's `local_cpulist` lists offline ones too.
+        if let Some(online) = numa::online_cpus(root)? {
+            let keep = |cpus: &mut Option<CpuList>| {
+                if let Some(c) = cpus {
+                    *c = numa::split_online(c, &online).0;
+                }
+            };
+            gpus.iter_mut().for_each(|g| keep(&mut g.local_cpus));
+            nics.iter_mut().for_each(|n| keep(&mut n.local_cpus));
+        }
         // A one-node host leaves `numa_node` at -1: every device is on that node.
         if let [only] = numa_nodes.as_slice() {
             for g in gpus.iter_mut().filter(|g| g.numa_node.is_none()) {
