@@ -322,3 +322,155 @@ fn peer_route_is_asked_of_the_kernel_over_netlink() {
             .contains("cannot be resolved")
     );
 }
+
+/// The real QLogic InfiniBand node (hwloc snapshot): a 1 GbE management eth0 that is up,
+/// ib0 (IPoIB) and qib0 at 4X QDR. The HCA is judged, eth0 is listed and never failed.
+#[test]
+fn infiniband_node_is_judged_on_its_hca_not_its_management_port() {
+    let (_d, root) =
+        common::extract("hwloc/40intel64-2g2n4c+pcilocality/40intel64-2g2n4c+pcilocality.tar.bz2");
+    let (mut cmd, _home) = audit(Some(&root));
+    cmd.args(["--profile", "ddp-infiniband", "--only", "nic"]);
+    let f = run_json(cmd, 1);
+    let state = find(&f, "rdma.qib0.1.state");
+    assert_eq!(state["status"], "pass");
+    assert_eq!(state["actual"], "ACTIVE, LinkUp");
+    let rate = find(&f, "rdma.rate_mbps.qib0.1");
+    assert_eq!(rate["status"], "fail", "QDR is below the profile's EDR");
+    assert_eq!(rate["actual"], "40000");
+    assert!(
+        rate["message"]
+            .as_str()
+            .unwrap()
+            .contains("40 Gb/sec (4X QDR)")
+    );
+    assert!(f.iter().all(|x| x["id"] != "link.speed_mbps.eth0"));
+    assert_eq!(status(&f, "nic.eth0.role"), "skip");
+    assert_eq!(status(&f, "nic.ib0.up"), "pass");
+    let ipoib = find(&f, "link.speed_mbps.ib0");
+    assert_eq!(ipoib["status"], "skip");
+    assert!(ipoib["message"].as_str().unwrap().contains("IPoIB"));
+    // No rdma-core in the snapshot: NCCL would fall back to sockets.
+    assert_eq!(status(&f, "nccl.net.ibverbs"), "fail");
+
+    // A site profile for this (older) fabric passes it, verbs library aside.
+    let site = tempfile::tempdir().unwrap();
+    let file = site.path().join("qdr.toml");
+    std::fs::write(
+        &file,
+        "include = [\"ddp-infiniband\"]\n[nic]\n\"rdma.rate_mbps\" = { min = 40000 }\n",
+    )
+    .unwrap();
+    let (mut cmd, _home) = audit(Some(&root));
+    cmd.args(["--only", "nic", "--profile"]).arg(&file);
+    let f = run_json(cmd, 1);
+    assert_eq!(status(&f, "rdma.rate_mbps.qib0.1"), "pass");
+}
+
+#[test]
+fn downtrained_and_down_hca_ports_fail_with_their_rate() {
+    let t = common::hgx(Default::default());
+    t.write(
+        "/sys/class/infiniband/mlx5_3/ports/1/rate",
+        "10 Gb/sec (4X SDR)\n",
+    );
+    t.write("/sys/class/infiniband/mlx5_5/ports/1/state", "1: DOWN\n");
+    t.write(
+        "/sys/class/infiniband/mlx5_5/ports/1/phys_state",
+        "2: Polling\n",
+    );
+    let (mut cmd, _home) = audit(Some(t.root()));
+    cmd.args(["--profile", "ddp-infiniband", "--only", "nic"]);
+    let f = run_json(cmd, 1);
+    let slow = find(&f, "rdma.rate_mbps.mlx5_3.1");
+    assert_eq!(slow["status"], "fail");
+    assert_eq!(slow["actual"], "10000");
+    assert_eq!(status(&f, "rdma.rate_mbps.mlx5_0.1"), "pass");
+    let down = find(&f, "rdma.mlx5_5.1.state");
+    assert_eq!(down["status"], "fail");
+    assert_eq!(down["actual"], "DOWN, Polling");
+    assert!(down["fix"].as_str().unwrap().contains("cable"));
+    assert_eq!(status(&f, "rdma.rate_mbps.mlx5_5.1"), "skip");
+    assert_eq!(status(&f, "rdma.mlx5_0.1.gid"), "pass");
+}
+
+#[test]
+fn firmware_rules_are_matched_by_driver_name() {
+    let t = common::hgx(Default::default());
+    t.write("/sys/class/infiniband/mlx5_2/fw_ver", "22.31.1014\n");
+    let site = tempfile::tempdir().unwrap();
+    let file = site.path().join("fleet.toml");
+    std::fs::write(
+        &file,
+        "include = [\"ddp-infiniband\"]\n[nic]\n\"firmware.mlx5_core\" = { version = \">=28.39\" }\n\"firmware.bnxt_en\" = { version = \">=230\" }\n",
+    )
+    .unwrap();
+    let (mut cmd, _home) = audit(Some(t.root()));
+    cmd.args(["--only", "nic", "--profile"]).arg(&file);
+    let f = run_json(cmd, 1);
+    let old = find(&f, "firmware.mlx5_core.mlx5_2");
+    assert_eq!(old["status"], "fail");
+    assert_eq!(old["actual"], "22.31.1014");
+    assert!(
+        old["message"]
+            .as_str()
+            .unwrap()
+            .contains("/sys/class/infiniband/mlx5_2/fw_ver")
+    );
+    assert_eq!(status(&f, "firmware.mlx5_core.mlx5_0"), "pass");
+    assert_eq!(status(&f, "firmware.bnxt_en"), "skip");
+}
+
+#[test]
+fn nccl_configuration_is_read_as_nccl_reads_it_and_validated() {
+    let t = common::hgx(Default::default());
+    t.write(
+        "/etc/nccl.conf",
+        "NCCL_SOCKET_IFNAME=ens\nNCCL_IB_TIMEOUT=22\n",
+    );
+    let (mut cmd, _home) = audit(Some(t.root()));
+    // ~/.nccl.conf of the audit's $HOME, resolved under the root like every host path.
+    t.write("/root/.nccl.conf", "NCCL_IB_TIMOUT=22\n");
+    cmd.env("HOME", "/root")
+        .env("NCCL_SOCKET_NTHREADS", "32")
+        .env("NCCL_IB_HCA", "=mlx5_0,mlx5_9")
+        .env("NCCL_IB_DISABLE", "1")
+        .env("NCCL_IB_GID_INDEX", "2")
+        .env("NCCL_ASYNC_ERROR_HANDLING", "1")
+        .args(["--profile", "ddp-infiniband", "--only", "nic"]);
+    let f = run_json(cmd, 1);
+    let threads = find(&f, "nccl.env.NCCL_SOCKET_NTHREADS");
+    assert_eq!(threads["status"], "fail");
+    assert!(threads["actual"].as_str().unwrap().contains("environment"));
+    let hca = find(&f, "nccl.env.NCCL_IB_HCA.present");
+    assert_eq!(hca["status"], "fail");
+    assert!(hca["message"].as_str().unwrap().contains("mlx5_9"));
+    assert_eq!(status(&f, "nccl.env.NCCL_IB_DISABLE"), "fail");
+    assert_eq!(status(&f, "nccl.env.NCCL_ASYNC_ERROR_HANDLING"), "warn");
+    let typo = find(&f, "nccl.env.NCCL_IB_TIMOUT");
+    assert!(
+        typo["message"]
+            .as_str()
+            .unwrap()
+            .contains("NCCL_IB_TIMEOUT")
+    );
+    assert!(typo["actual"].as_str().unwrap().contains(".nccl.conf:1"));
+    // Index 2 is the IPv4 address's RoCE v1 entry: NCCL's "error 12".
+    let gid = find(&f, "rdma.mlx5_0.1.gid");
+    assert_eq!(gid["status"], "fail");
+    assert!(gid["fix"].as_str().unwrap().contains("NCCL_IB_GID_INDEX=3"));
+    assert_eq!(status(&f, "nccl.env.NCCL_SOCKET_IFNAME.present"), "pass");
+
+    let (mut cmd, _home) = audit(Some(t.root()));
+    cmd.env("NCCL_SOCKET_IFNAME", "=eth9")
+        .args(["--profile", "ddp-infiniband", "--only", "nic"]);
+    let f = run_json(cmd, 1);
+    let ifname = find(&f, "nccl.env.NCCL_SOCKET_IFNAME.present");
+    assert_eq!(ifname["status"], "fail");
+    assert!(
+        ifname["actual"]
+            .as_str()
+            .unwrap()
+            .contains("selects no interface")
+    );
+}

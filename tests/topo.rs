@@ -173,10 +173,18 @@ fn hwloc_4_node_host_with_a_qlogic_infiniband_hca() {
     assert_eq!(ib["link"]["current_width"], 4);
     assert_eq!(ib["rdma"][0], "qib0");
     assert_eq!(v["rdma_devices"][0]["name"], "qib0");
+    let port = &v["rdma_devices"][0]["ports"][0];
     assert_eq!(
-        v["rdma_devices"][0]["ports"][0],
-        "1: ACTIVE 40 Gb/sec (4X QDR)"
+        (&port["state"], &port["phys_state"], &port["rate"]),
+        (
+            &Value::from("ACTIVE"),
+            &Value::from("LinkUp"),
+            &Value::from("40 Gb/sec (4X QDR)")
+        )
     );
+    assert_eq!(port["rate_mbps"], 40000);
+    assert_eq!(v["rdma_devices"][0]["netdevs"][0], "ib0");
+    assert_eq!(v["rdma_devices"][0]["driver"], "ib_qib");
     // Chipset NICs with numa_node=-1 on a 4-node host: unknown, not guessed.
     assert!(v["nics"][0]["numa_node"].is_null());
 }
@@ -238,4 +246,49 @@ fn offline_cpus_are_shown_apart_and_never_local() {
     assert_eq!(v["affinity"]["rows"][0]["cpus"], "0,2,4-11");
     let table = topo_table(t.root());
     assert!(table.contains("21,23"), "{table}");
+}
+
+#[test]
+fn rdma_ports_from_node_exporters_infiniband_capture() {
+    let root =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/node_exporter-ib");
+    let v = topo_json(&root);
+    let rdma = v["rdma_devices"].as_array().unwrap();
+    assert_eq!(names(&v, "rdma_devices", "name"), ["i40iw0", "mlx4_0"]);
+    let mlx4 = &rdma[1];
+    assert_eq!(mlx4["firmware"], "2.31.5050");
+    assert_eq!(mlx4["hca_type"], "MT4099");
+    let ports = mlx4["ports"].as_array().unwrap();
+    assert_eq!(ports.len(), 2);
+    assert_eq!(ports[0]["state"], "ACTIVE");
+    assert_eq!(ports[0]["phys_state"], "LinkUp");
+    assert_eq!(ports[0]["rate_mbps"], 40000);
+    assert_eq!(ports[0]["width"], 4);
+    assert_eq!(ports[0]["signalling"], "QDR");
+    assert_eq!(ports[0]["link_layer"], "InfiniBand");
+    assert_eq!(rdma[0]["ports"][0]["rate_mbps"], 10000);
+    assert!(rdma[0]["ports"][0]["signalling"].is_null());
+    let table = topo_table(&root);
+    assert!(table.contains("40 Gb/sec (4X QDR)"), "{table}");
+}
+
+#[test]
+fn roce_gid_tables_are_shown() {
+    let t = common::hgx(Default::default());
+    let v = topo_json(t.root());
+    let port = &v["rdma_devices"][0]["ports"][0];
+    assert_eq!(port["link_layer"], "Ethernet");
+    assert_eq!(port["active_mtu"], 4096, "9000-byte netdev MTU");
+    let gids = port["gids"].as_array().unwrap();
+    assert_eq!(gids.len(), 4, "the all-zero entry is unused");
+    assert_eq!(gids[3]["kind"], "RoCE v2");
+    assert_eq!(gids[3]["netdev"], "ens0np0");
+    assert_eq!(v["rdma_devices"][0]["netdevs"][0], "ens0np0");
+    assert_eq!(v["rdma_devices"][0]["driver"], "mlx5_core");
+    let table = topo_table(t.root());
+    assert!(table.contains("mlx5_0 port 1 GIDs:"), "{table}");
+    assert!(
+        table.contains("0000:0000:0000:0000:0000:ffff:0a00:0001"),
+        "{table}"
+    );
 }

@@ -41,7 +41,7 @@ struct TopoJson<'a> {
     gpus: &'a [crate::inventory::gpu::Gpu],
     nics: &'a [crate::inventory::nic::Nic],
     skipped_nics: &'a [crate::inventory::nic::SkippedNic],
-    rdma_devices: &'a [crate::inventory::nic::RdmaDevice],
+    rdma_devices: &'a [crate::inventory::rdma::RdmaDevice],
     affinity: Matrix,
     /// Why NVML facts (names, NVLink) are missing, when they are.
     nvml_skipped: Option<&'a str>,
@@ -151,14 +151,67 @@ pub fn table(inv: &Inventory) -> String {
     }
     if !inv.rdma.is_empty() {
         out += &format!("\nRDMA devices: {}\n", inv.rdma.len());
+        let mut t = new_table(&[
+            "HCA",
+            "PORT",
+            "STATE",
+            "PHYS",
+            "RATE",
+            "WIDTH",
+            "LINK",
+            "MTU",
+            "FIRMWARE",
+            "DRIVER",
+            "PCI",
+            "NUMA",
+            "NETDEV",
+            "RELAXED ORD",
+        ]);
         for r in &inv.rdma {
-            out += &format!(
-                "  {} (PCI {}, NUMA {}): {}\n",
-                r.name,
-                opt(r.pci_address.clone()),
-                opt(r.numa_node),
-                r.ports.join("; ")
-            );
+            for p in &r.ports {
+                t.add_row(vec![
+                    r.name.clone(),
+                    p.port.to_string(),
+                    p.state.clone(),
+                    p.phys_state.clone(),
+                    if p.rate.is_empty() {
+                        "-".into()
+                    } else {
+                        p.rate.clone()
+                    },
+                    opt(p.width.map(|w| format!("{w}X"))),
+                    p.link_layer.clone(),
+                    opt(p.active_mtu),
+                    opt(r.firmware.clone()),
+                    opt(r.driver.clone()),
+                    opt(r.pci_address.clone()),
+                    opt(r.numa_node),
+                    if r.netdevs.is_empty() {
+                        "-".into()
+                    } else {
+                        r.netdevs.join(",")
+                    },
+                    opt(r.relaxed_ordering.map(|e| if e { "on" } else { "off" })),
+                ]);
+            }
+        }
+        out += &format!("{t}\n");
+        for r in &inv.rdma {
+            for p in r.ports.iter().filter(|p| p.is_roce()) {
+                out += &format!("  {} port {} GIDs:\n", r.name, p.port);
+                if p.gids.is_empty() {
+                    out += "    (none set)\n";
+                }
+                for g in &p.gids {
+                    out += &format!(
+                        "    {:>3}  {:<10}  {}  {}\n",
+                        g.index,
+                        g.kind,
+                        g.gid,
+                        g.netdev.as_deref().unwrap_or("-")
+                    );
+                }
+            }
         }
     }
 

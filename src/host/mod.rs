@@ -7,6 +7,7 @@ pub mod bind;
 pub mod cpulist;
 pub mod exec;
 pub mod ldcache;
+pub mod libsearch;
 pub mod mounts;
 pub mod nccl;
 pub mod net;

@@ -142,10 +142,21 @@ mod tests {
 
     /// One case per NVML level, on bridge chains as sysfs paths give them (root port,
     /// then upstream/downstream port pairs of each switch).
+    /// (bridges, host bridge, node) of two devices and the path between them.
+    type Case<'a> = (
+        &'a [&'a str],
+        &'a str,
+        u32,
+        &'a [&'a str],
+        &'a str,
+        u32,
+        Path,
+    );
+
     #[test]
     fn nvml_levels() {
         let hb0 = "pci0000:00";
-        let cases: &[(&[&str], &str, u32, &[&str], &str, u32, Path)] = &[
+        let cases: &[Case] = &[
             // Sibling downstream ports of one switch (HGX GPU and its NIC): PIX.
             (
                 &["rp", "up", "d0"],

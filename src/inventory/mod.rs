@@ -11,6 +11,8 @@ pub mod nic;
 pub mod numa;
 pub mod nvml;
 pub mod pci;
+pub mod pcie_cap;
+pub mod rdma;
 pub mod route;
 
 use std::fmt::Display;
@@ -23,9 +25,10 @@ use affinity::{Path, Place};
 use cuda::CudaProbe;
 use ethtool::EthtoolProbe;
 use gpu::Gpu;
-use nic::{Nic, RdmaDevice, SkippedNic};
+use nic::{Nic, SkippedNic};
 use numa::NumaNode;
 use nvml::{NvmlFacts, NvmlProbe};
+use rdma::RdmaDevice;
 use route::RouteProbe;
 
 /// The sources that are not files. On `--root DIR` they would describe the machine
@@ -85,8 +88,8 @@ impl Inventory {
         let numa_nodes = numa::nodes(root)?;
         let devices = pci::devices(root)?;
         let mut gpus = gpu::gpus(&devices);
-        let (mut nics, skipped_nics) = nic::nics(root, probes.ethtool.as_ref())?;
-        let rdma = nic::rdma_devices(root)?;
+        let mut rdma = rdma::devices(root)?;
+        let (mut nics, skipped_nics) = nic::nics(root, probes.ethtool.as_ref(), &rdma)?;
         // Only online CPUs are local: a GPU's `local_cpulist` lists offline ones too.
         if let Some(online) = numa::online_cpus(root)? {
             let keep = |cpus: &mut Option<CpuList>| {
@@ -104,6 +107,9 @@ impl Inventory {
             }
             for n in nics.iter_mut().filter(|n| n.numa_node.is_none()) {
                 n.numa_node = Some(only.id);
+            }
+            for r in rdma.iter_mut().filter(|r| r.numa_node.is_none()) {
+                r.numa_node = Some(only.id);
             }
         }
         let nvml = if gpus.is_empty() {

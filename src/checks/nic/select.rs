@@ -1,0 +1,154 @@
+//! Which NICs and HCAs are the training fabric, so only they are judged: the one routing to
+//! `--peer`; else, on an InfiniBand or RoCE node, the RDMA devices (NCCL's IB transport
+//! uses them) and their network interfaces; else the fastest physical interface that is up
+//! (the rule that chose the default profile); else the default route's. Every other
+//! interface is listed, never failed for speed: a 1 GbE management port is not a fault.
+
+use std::net::{IpAddr, ToSocketAddrs};
+
+use crate::finding::{Area, Finding};
+use crate::inventory::nic::Nic;
+use crate::inventory::rdma::RdmaDevice;
+use crate::inventory::{Inventory, Probes, route};
+
+use super::super::Context;
+use super::fastest_up;
+
+/// The training fabric of this node.
+pub struct Chosen<'a> {
+    pub nics: Vec<&'a Nic>,
+    pub hcas: Vec<&'a RdmaDevice>,
+    /// Why these, for messages.
+    pub why: String,
+}
+
+/// Picks the training NICs and HCAs; a `--peer` that cannot be routed adds a skip.
+pub fn training<'a>(
+    ctx: &Context,
+    inv: &'a Inventory,
+    probes: &Probes,
+    findings: &mut Vec<Finding>,
+) -> Chosen<'a> {
+    if let Some(peer) = &ctx.options.peer {
+        match peer_nic(inv, probes, peer) {
+            Ok(nic) => {
+                return Chosen {
+                    hcas: inv
+                        .rdma
+                        .iter()
+                        .filter(|r| nic.rdma.contains(&r.name))
+                        .collect(),
+                    nics: vec![nic],
+                    why: format!("it routes to --peer {peer}"),
+                };
+            }
+            Err(reason) => findings.push(Finding::skip(
+                "nic.peer_route",
+                Area::Nic,
+                format!("an interface routes to {peer}"),
+                reason,
+            )),
+        }
+    }
+    if !inv.rdma.is_empty() {
+        let names: Vec<&str> = inv.rdma.iter().map(|r| r.name.as_str()).collect();
+        return Chosen {
+            nics: inv.nics.iter().filter(|n| !n.rdma.is_empty()).collect(),
+            hcas: inv.rdma.iter().collect(),
+            why: format!(
+                "NCCL's IB transport uses this node's RDMA devices ({})",
+                names.join(", ")
+            ),
+        };
+    }
+    if let Some(nic) = fastest_up(&inv.nics) {
+        return Chosen {
+            nics: vec![nic],
+            hcas: vec![],
+            why: "it is the fastest physical interface that is up (the rule that picks the default profile)".into(),
+        };
+    }
+    if let Some(nic) = default_route_nic(ctx, inv, probes) {
+        return Chosen {
+            nics: vec![nic],
+            hcas: vec![],
+            why: "it carries the default route".into(),
+        };
+    }
+    Chosen {
+        nics: inv.nics.iter().collect(),
+        hcas: vec![],
+        why: "no interface is up, so every physical one is judged".into(),
+    }
+}
+
+fn default_route_nic<'a>(ctx: &Context, inv: &'a Inventory, probes: &Probes) -> Option<&'a Nic> {
+    if ctx.root.is_live() {
+        probes
+            .routes
+            .default_route()
+            .ok()
+            .flatten()
+            .and_then(|i| inv.nics.iter().find(|n| n.ifindex == Some(i)))
+    } else {
+        ctx.root
+            .read_optional("/proc/net/route")
+            .ok()
+            .flatten()
+            .and_then(|t| route::default_from_proc(&t))
+            .and_then(|name| inv.nics.iter().find(|n| n.name == name))
+    }
+}
+
+fn peer_nic<'a>(inv: &'a Inventory, probes: &Probes, peer: &str) -> Result<&'a Nic, String> {
+    let addr = resolve(peer)?;
+    let ifindex = probes.routes.route_to(addr)?;
+    inv.nics
+        .iter()
+        .find(|n| n.ifindex == Some(ifindex))
+        .ok_or_else(|| {
+            format!("the route to {peer} leaves through interface index {ifindex}, a virtual interface (bond, VLAN, bridge or loopback) whose ports are judged instead")
+        })
+}
+
+/// The address of `--peer` (`HOST` or `HOST:PORT` already split off by the caller).
+pub fn resolve(peer: &str) -> Result<IpAddr, String> {
+    match peer.parse() {
+        Ok(a) => Ok(a),
+        Err(_) => (peer, 0)
+            .to_socket_addrs()
+            .map_err(|e| format!("--peer {peer}: not an address and cannot be resolved: {e}"))?
+            .next()
+            .map(|s| s.ip())
+            .ok_or_else(|| format!("--peer {peer}: resolves to no address")),
+    }
+}
+
+/// Interfaces that are up but not the training fabric: listed as skips saying so, so a
+/// management port shows in the report without failing it.
+pub fn unjudged(inv: &Inventory, chosen: &Chosen) -> Vec<Finding> {
+    let fabric: Vec<String> = chosen
+        .hcas
+        .iter()
+        .map(|h| h.name.clone())
+        .chain(chosen.nics.iter().map(|n| n.name.clone()))
+        .collect();
+    inv.nics
+        .iter()
+        .filter(|n| n.is_up() && !chosen.nics.iter().any(|c| c.name == n.name))
+        .map(|n| {
+            Finding::skip(
+                format!("nic.{}.role", n.name),
+                Area::Nic,
+                "the training fabric",
+                format!(
+                    "{} ({}) is not the training fabric ({}): listed, not judged for speed or MTU",
+                    n.name,
+                    n.speed_mbps
+                        .map_or("speed unreported".into(), |s| format!("{s} Mb/s")),
+                    fabric.join(", ")
+                ),
+            )
+        })
+        .collect()
+}
