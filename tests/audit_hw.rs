@@ -474,3 +474,71 @@ fn nccl_configuration_is_read_as_nccl_reads_it_and_validated() {
             .contains("selects no interface")
     );
 }
+
+/// A multi-homed node: 1 GbE eth0 holds the default route, 25 GbE ens1f0 is the fabric.
+fn multi_homed() -> common::Tree {
+    let t = common::Tree::new();
+    t.numa_node(0, "0-1", Some(4_000_000));
+    t.loopback();
+    for (i, name, speed) in [(3u32, "eth0", 1000i64), (4, "ens1f0", 25_000)] {
+        let path = format!("/sys/devices/pci0000:00/0000:00:0{i}.0");
+        t.pci(
+            &path,
+            &common::Pci {
+                vendor: 0x8086,
+                device: 0x1521,
+                class: 0x020000,
+                numa_node: -1,
+                cpus: "0-1".into(),
+                speed: ("8.0", "8.0"),
+                width: (8, 8),
+                driver: Some(if i == 3 { "igb" } else { "ice" }),
+                config: None,
+            },
+        );
+        t.netdev(&path, name, speed, 9000, true, i);
+    }
+    t.write(
+        "/proc/net/route",
+        "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\neth0\t00000000\t0102A8C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n",
+    );
+    t
+}
+
+#[test]
+fn multi_homed_node_judges_and_configures_the_fast_nic() {
+    let t = multi_homed();
+    let (mut cmd, _home) = audit(Some(t.root()));
+    cmd.args(["--profile", "ddp-25gbe", "--only", "nic"]);
+    let f = run_json(cmd, 0);
+    assert_eq!(status(&f, "link.speed_mbps.ens1f0"), "pass");
+    assert!(f.iter().all(|x| x["id"] != "link.speed_mbps.eth0"));
+    assert_eq!(status(&f, "nic.eth0.role"), "skip");
+    assert_eq!(find(&f, "nccl.NCCL_SOCKET_IFNAME")["expected"], "ens1f0");
+
+    let out = Command::cargo_bin("gputune")
+        .unwrap()
+        .arg("--root")
+        .arg(t.root())
+        .args([
+            "apply",
+            "--profile",
+            "ddp-25gbe",
+            "--only",
+            "nic",
+            "--dry-run",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("      | NCCL_SOCKET_IFNAME=ens1f0\n"),
+        "{text}"
+    );
+    assert!(!text.contains("=eth0"), "{text}");
+}
