@@ -292,3 +292,89 @@ fn roce_gid_tables_are_shown() {
         "{table}"
     );
 }
+
+/// A POWER9-style node as trimmed captures show it: GPUs whose sysfs lacks `vendor` but
+/// which the driver lists (with their memory as NUMA node 255), CPUs 16-87 offline, a NIC
+/// behind a VMD domain wider than 16 bits with only a `local_cpus` mask, and a NIC whose
+/// `device` link is missing but whose class/net link points into its PCI function.
+#[test]
+fn trimmed_and_unusual_sysfs() {
+    let t = common::Tree::new();
+    t.numa_node(0, "0-87", Some(256_000_000));
+    t.numa_node(255, "", Some(16_000_000));
+    t.write("/sys/devices/system/cpu/online", "0-15\n");
+    let gpu = "/sys/devices/pci0004:00/0004:00:00.0/0004:04:00.0";
+    t.write(&format!("{gpu}/numa_node"), "0\n");
+    t.write(&format!("{gpu}/local_cpulist"), "0-87\n");
+    t.link("/sys/bus/pci/devices/0004:04:00.0", gpu);
+    let proc_gpu = "/proc/driver/nvidia/gpus/0004:04:00.0";
+    t.write(
+        &format!("{proc_gpu}/information"),
+        "Model: \t\t Tesla V100-SXM2-16GB\nIRQ:   \t\t 83\nBus Location: \t 0004:04:00.0\n",
+    );
+    t.write(
+        &format!("{proc_gpu}/numa_status"),
+        "Node: 255\nStatus: online_movable\n",
+    );
+    // VMD: the NIC's domain is 10000, its functions under the VMD controller 0000:00:0e.0.
+    let vmd_nic = "/sys/devices/pci0000:00/0000:00:0e.0/pci10000:e0/10000:e0:06.0/10000:e1:00.0";
+    t.write(&format!("{vmd_nic}/vendor"), "0x8086\n");
+    t.write(&format!("{vmd_nic}/class"), "0x020000\n");
+    t.write(&format!("{vmd_nic}/numa_node"), "0\n");
+    t.write(&format!("{vmd_nic}/local_cpus"), "00000000,0000ffff\n");
+    t.link("/sys/bus/pci/devices/10000:e1:00.0", vmd_nic);
+    t.netdev(vmd_nic, "ens9", 25_000, 9000, true, 5);
+    // A NIC without a `device` link.
+    let plain = "/sys/devices/pci0000:00/0000:00:03.0";
+    t.write(&format!("{plain}/vendor"), "0x15b3\n");
+    t.write(&format!("{plain}/class"), "0x020000\n");
+    t.link("/sys/bus/pci/devices/0000:00:03.0", plain);
+    let dir = format!("{plain}/net/eth1");
+    t.write(&format!("{dir}/operstate"), "up\n");
+    t.write(&format!("{dir}/speed"), "100000\n");
+    t.link("/sys/class/net/eth1", &dir);
+
+    let v = topo_json(t.root());
+    let gpus = v["gpus"].as_array().unwrap();
+    assert_eq!(
+        gpus.len(),
+        1,
+        "listed by the driver though sysfs has no vendor"
+    );
+    assert_eq!(gpus[0]["pci_address"], "0004:04:00.0");
+    assert_eq!(gpus[0]["model"], "Tesla V100-SXM2-16GB");
+    assert_eq!(gpus[0]["driver"], "nvidia");
+    assert_eq!(
+        gpus[0]["local_cpus"], "0-15",
+        "offline CPUs are never local"
+    );
+    assert_eq!(gpus[0]["memory_numa_node"], 255);
+    let nodes = v["numa_nodes"].as_array().unwrap();
+    assert_eq!(nodes[0]["cpus"], "0-15");
+    assert_eq!(nodes[0]["offline_cpus"], "16-87");
+    assert_eq!(nodes[1]["id"], 255);
+    assert_eq!(nodes[1]["gpu_memory_of"], "0004:04:00.0");
+    let nics = v["nics"].as_array().unwrap();
+    let ens9 = nics.iter().find(|n| n["name"] == "ens9").unwrap();
+    assert_eq!(ens9["pci_address"], "10000:e1:00.0");
+    assert_eq!(ens9["numa_node"], 0);
+    assert_eq!(ens9["local_cpus"], "0-15");
+    let eth1 = nics
+        .iter()
+        .find(|n| n["name"] == "eth1")
+        .expect("not virtual");
+    assert_eq!(eth1["pci_address"], "0000:00:03.0");
+    assert_eq!(names(&v, "skipped_nics", "name"), Vec::<String>::new());
+
+    // pin binds rank 0 to the online CPUs of the GPU's node only.
+    let out = Command::cargo_bin("gputune")
+        .unwrap()
+        .arg("--root")
+        .arg(t.root())
+        .args(["pin", "--local-rank", "0", "-v", "--", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("0-15"), "{err}");
+    assert!(!err.contains("0-87"), "{err}");
+}

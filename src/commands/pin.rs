@@ -61,7 +61,7 @@ pub struct Binding {
 
 /// Works out the binding of GPU `rank` from the root's topology.
 pub fn plan(root: &Root, rank: u32) -> Result<Binding> {
-    let gpus = gpu::gpus(&pci::devices(root)?);
+    let gpus = gpu::gpus(&pci::devices(root)?, &gpu::proc_gpus(root)?);
     if gpus.is_empty() {
         return Err(Error::Runtime(format!(
             "no NVIDIA GPU found in {}; nothing to pin to",
@@ -96,7 +96,12 @@ pub fn plan(root: &Root, rank: u32) -> Result<Binding> {
         )));
     };
     let cpus = if node.cpus.is_empty() {
-        g.local_cpus.clone().unwrap_or_default()
+        // Only online CPUs: `local_cpulist` lists offline ones too.
+        let local = g.local_cpus.clone().unwrap_or_default();
+        match numa::online_cpus(root)? {
+            Some(online) => numa::split_online(&local, &online).0,
+            None => local,
+        }
     } else {
         node.cpus.clone()
     };

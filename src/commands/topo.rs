@@ -79,7 +79,7 @@ fn gib(bytes: u64) -> String {
 
 pub fn table(inv: &Inventory) -> String {
     let mut out = String::new();
-    let mut nodes = new_table(&["NODE", "CPUS", "OFFLINE CPUS", "MEMORY"]);
+    let mut nodes = new_table(&["NODE", "CPUS", "OFFLINE CPUS", "MEMORY", "GPU MEMORY OF"]);
     for n in &inv.numa_nodes {
         nodes.add_row(vec![
             n.id.to_string(),
@@ -90,6 +90,7 @@ pub fn table(inv: &Inventory) -> String {
                 n.offline_cpus.to_string()
             },
             opt(n.memory.map(gib)),
+            opt(n.gpu_memory_of.clone()),
         ]);
     }
     out += &format!("NUMA nodes: {}\n{nodes}\n\n", inv.numa_nodes.len());
@@ -104,7 +105,7 @@ pub fn table(inv: &Inventory) -> String {
                 gpu_label(g),
                 g.pci_address.clone(),
                 g.device_id.clone(),
-                opt(g.nvml.as_ref().map(|n| n.name.clone())),
+                opt(g.nvml.as_ref().map(|n| n.name.clone()).or(g.model.clone())),
                 opt(g.driver.clone()),
                 opt(g.numa_node),
                 opt(g.local_cpus.as_ref()),

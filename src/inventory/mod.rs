@@ -87,7 +87,16 @@ impl Inventory {
     pub fn read(root: &Root, probes: &Probes) -> Result<Inventory, HostError> {
         let numa_nodes = numa::nodes(root)?;
         let devices = pci::devices(root)?;
-        let mut gpus = gpu::gpus(&devices);
+        let mut gpus = gpu::gpus(&devices, &gpu::proc_gpus(root)?);
+        let mut numa_nodes = numa_nodes;
+        for g in &gpus {
+            if let Some(n) = g
+                .memory_numa_node
+                .and_then(|id| numa_nodes.iter_mut().find(|n| n.id == id))
+            {
+                n.gpu_memory_of = Some(g.pci_address.clone());
+            }
+        }
         let mut rdma = rdma::devices(root)?;
         let (mut nics, skipped_nics) = nic::nics(root, probes.ethtool.as_ref(), &rdma)?;
         // Only online CPUs are local: a GPU's `local_cpulist` lists offline ones too.

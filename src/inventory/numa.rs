@@ -19,6 +19,9 @@ pub struct NumaNode {
     pub offline_cpus: CpuList,
     /// `MemTotal` of the node in bytes; `None` when its `meminfo` is absent.
     pub memory: Option<u64>,
+    /// The GPU (PCI address) whose own memory this node is (POWER9, Grace Hopper), from
+    /// the driver's `numa_status`.
+    pub gpu_memory_of: Option<String>,
 }
 
 /// Parses a node's `meminfo` (`Node 0 MemTotal:  47925628 kB`) into bytes.
@@ -58,6 +61,7 @@ pub fn nodes(root: &Root) -> Result<Vec<NumaNode>, HostError> {
             cpus,
             offline_cpus: CpuList::default(),
             memory,
+            gpu_memory_of: None,
         });
     }
     out.sort_by_key(|n| n.id);
@@ -69,6 +73,7 @@ pub fn nodes(root: &Root) -> Result<Vec<NumaNode>, HostError> {
                 cpus,
                 offline_cpus: CpuList::default(),
                 memory: None,
+                gpu_memory_of: None,
             });
         }
     } else if let Some(online) = &online {

@@ -208,6 +208,8 @@ mod tests {
             },
             bridges: vec![],
             host_bridge: None,
+            model: None,
+            memory_numa_node: None,
             nvml: None,
         }
     }
