@@ -267,7 +267,9 @@ fn real_snapshots_audit_without_errors() {
     let (mut cmd, _home) = audit(Some(&vm));
     cmd.env("GPUTUNE_NCCL_LIB", nccl_lib())
         .args(["--profile", "base", "--only", HW]);
-    let f = run_json(cmd, 0);
+    // The capture holds sysfs only: no cuDNN in it, which base requires on a GPU node.
+    let f = run_json(cmd, 1);
+    assert_eq!(find(&f, "cudnn.version")["actual"], "not found");
     assert_eq!(find(&f, "gpu.count")["actual"], "1");
     assert_eq!(status(&f, "gpu0.pcie_link"), "skip");
     assert_eq!(status(&f, "numa.gpu0.node"), "pass");
@@ -541,4 +543,72 @@ fn multi_homed_node_judges_and_configures_the_fast_nic() {
         "{text}"
     );
     assert!(!text.contains("=eth0"), "{text}");
+}
+
+#[test]
+fn cudnn_and_torchs_cuda_are_found_and_judged() {
+    let t = common::hgx(Default::default());
+    let (mut cmd, _home) = audit(Some(t.root()));
+    cmd.env("GPUTUNE_NCCL_LIB", nccl_lib())
+        .args(["--profile", "base", "--only", "gpu"]);
+    let f = run_json(cmd, 0);
+    let cudnn = find(&f, "cudnn.version");
+    assert_eq!(cudnn["status"], "pass");
+    assert_eq!(cudnn["actual"], "9.1.0.70");
+    let msg = cudnn["message"].as_str().unwrap();
+    assert!(
+        msg.contains("nvidia_cudnn_cu12-9.1.0.70.dist-info"),
+        "{msg}"
+    );
+    let torch = find(&f, "torch.cuda");
+    assert_eq!(torch["status"], "pass");
+    assert_eq!(torch["actual"], "12.4");
+
+    // An old cuDNN from the system packages (header next to it) and a torch built for
+    // CUDA 12.8 on driver 550 (CUDA 12.4).
+    let site = "/usr/local/lib/python3.11/dist-packages";
+    std::fs::remove_dir_all(t.root().join(&site[1..]).join("nvidia")).unwrap();
+    std::fs::remove_dir_all(
+        t.root()
+            .join(&site[1..])
+            .join("nvidia_cudnn_cu12-9.1.0.70.dist-info"),
+    )
+    .unwrap();
+    t.write(
+        "/usr/lib/x86_64-linux-gnu/libcudnn.so.8.6.0",
+        "\x7fELF placeholder\n",
+    );
+    t.link(
+        "/usr/lib/x86_64-linux-gnu/libcudnn.so.8",
+        "/usr/lib/x86_64-linux-gnu/libcudnn.so.8.6.0",
+    );
+    t.write(
+        "/usr/include/x86_64-linux-gnu/cudnn_version_v8.h",
+        "#define CUDNN_MAJOR 8\n#define CUDNN_MINOR 6\n#define CUDNN_PATCHLEVEL 0\n",
+    );
+    t.write(
+        &format!("{site}/torch/version.py"),
+        "__version__ = '2.7.0+cu128'\ncuda: Optional[str] = '12.8'\n",
+    );
+    let (mut cmd, _home) = audit(Some(t.root()));
+    cmd.env("GPUTUNE_NCCL_LIB", nccl_lib())
+        .args(["--profile", "base", "--only", "gpu"]);
+    let f = run_json(cmd, 1);
+    let cudnn = find(&f, "cudnn.version");
+    assert_eq!(cudnn["status"], "fail");
+    assert_eq!(cudnn["actual"], "8.6.0");
+    assert!(
+        cudnn["message"]
+            .as_str()
+            .unwrap()
+            .contains("cudnn_version_v8.h")
+    );
+    let torch = find(&f, "torch.cuda");
+    assert_eq!(torch["status"], "warn");
+    assert!(
+        torch["message"]
+            .as_str()
+            .unwrap()
+            .contains("minor version compatibility")
+    );
 }

@@ -5,6 +5,7 @@
 pub mod atomic;
 pub mod bind;
 pub mod cpulist;
+pub mod cudnn;
 pub mod exec;
 pub mod ldcache;
 pub mod libsearch;
@@ -12,6 +13,7 @@ pub mod mounts;
 pub mod nccl;
 pub mod net;
 pub mod sysctl;
+pub mod torch;
 
 use std::fs;
 use std::io;

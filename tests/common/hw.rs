@@ -343,6 +343,21 @@ pub fn hgx(faults: HgxFaults) -> Tree {
         "/usr/lib/x86_64-linux-gnu/libibverbs.so.1",
         "\x7fELF placeholder\n",
     );
+    // PyTorch's wheels as pip lays them out: cuDNN's wheel (found by its metadata) and
+    // torch built for CUDA 12.4, which driver 550 supports.
+    let site = "/usr/local/lib/python3.11/dist-packages";
+    t.write(
+        &format!("{site}/nvidia/cudnn/lib/libcudnn.so.9"),
+        "\x7fELF placeholder\n",
+    );
+    t.write(
+        &format!("{site}/nvidia_cudnn_cu12-9.1.0.70.dist-info/METADATA"),
+        "Metadata-Version: 2.1\nName: nvidia-cudnn-cu12\nVersion: 9.1.0.70\n",
+    );
+    t.write(
+        &format!("{site}/torch/version.py"),
+        "__version__ = '2.4.0+cu124'\ndebug = False\ncuda: Optional[str] = '12.4'\nhip: Optional[str] = None\n",
+    );
     t.mkdir("/sys/module/nvidia_peermem");
     for g in 0..4 {
         t.write(&format!("/sys/kernel/iommu_groups/{g}/type"), "identity\n");

@@ -1,9 +1,11 @@
 //! GPUs: that the node has them, that each PCIe link trained at full width and speed, what
 //! NVML says of their health, and which driver, CUDA and NCCL versions they would train with.
 
+pub mod stack;
 pub mod versions;
 
 use crate::finding::{Area, Finding, Status};
+use crate::host::libsearch::SearchEnv;
 use crate::inventory::Inventory;
 use crate::inventory::gpu::Gpu;
 use crate::profile::setting::{KeySpec, ValueKind::Version};
@@ -26,6 +28,11 @@ pub const KEYS: &[KeySpec] = &[
         kind: Version,
         why: "Older NCCL lacks fixes and algorithms distributed PyTorch relies on (e.g. NVLS, robust socket bootstrap).",
     },
+    KeySpec {
+        key: "cudnn.version",
+        kind: Version,
+        why: "cuDNN runs PyTorch's convolutions and attention kernels; releases before 8.9 lack the fused attention (SDPA) and FP8 paths current models use.",
+    },
 ];
 
 pub fn audit(ctx: &Context) -> Vec<Finding> {
@@ -42,8 +49,17 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
             "driver.version" => versions::driver(ctx, &inv, setting),
             "cuda.version" => versions::cuda(ctx, &inv, probes, setting),
             "nccl.version" => versions::nccl(ctx, &inv, setting),
+            "cudnn.version" => stack::cudnn(ctx, &inv, setting, &SearchEnv::from_process()),
             other => Finding::error(other, Area::Gpu, "-", "no check for this key"),
         });
+    }
+    if !inv.gpus.is_empty() {
+        findings.push(stack::torch_cuda(
+            ctx,
+            &inv,
+            probes,
+            &SearchEnv::from_process(),
+        ));
     }
     findings
 }
