@@ -316,7 +316,7 @@ mod tests {
     fn the_nic_routing_to_the_peer_is_judged_and_recommended() {
         let dir = two_nics();
         let routes = FixedRoutes {
-            default: Some(3),
+            default: vec![3],
             peers: vec![("192.0.2.7".parse().unwrap(), 2)],
         };
         let f = run(dir.path(), Some("192.0.2.7"), routes);
@@ -341,7 +341,7 @@ mod tests {
     fn without_a_route_to_the_peer_the_fastest_nic_is_judged() {
         let dir = two_nics();
         let routes = FixedRoutes {
-            default: None,
+            default: vec![],
             peers: vec![],
         };
         let f = run(dir.path(), Some("192.0.2.9"), routes);
@@ -370,7 +370,7 @@ mod tests {
         )
         .unwrap();
         let routes = FixedRoutes {
-            default: Some(2),
+            default: vec![2],
             peers: vec![],
         };
         let f = run(dir.path(), None, routes);

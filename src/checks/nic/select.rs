@@ -84,12 +84,13 @@ pub fn training<'a>(
 
 fn default_route_nic<'a>(ctx: &Context, inv: &'a Inventory, probes: &Probes) -> Option<&'a Nic> {
     if ctx.root.is_live() {
+        // Every next hop of an ECMP default route: the first that is a physical NIC.
         probes
             .routes
             .default_route()
-            .ok()
-            .flatten()
-            .and_then(|i| inv.nics.iter().find(|n| n.ifindex == Some(i)))
+            .ok()?
+            .into_iter()
+            .find_map(|i| inv.nics.iter().find(|n| n.ifindex == Some(i)))
     } else {
         ctx.root
             .read_optional("/proc/net/route")
