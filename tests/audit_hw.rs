@@ -612,3 +612,193 @@ fn cudnn_and_torchs_cuda_are_found_and_judged() {
             .contains("minor version compatibility")
     );
 }
+
+/// Two network namespaces joined by a veth pair (10.77.N.1 in `a`, 10.77.N.2 in `b`),
+/// removed on drop.
+struct Pair {
+    a: String,
+    b: String,
+}
+
+impl Pair {
+    fn new(tag: u8, mtu_a: u32, mtu_b: u32) -> Pair {
+        let id = std::process::id();
+        let (a, b) = (format!("gtpa{tag}-{id}"), format!("gtpb{tag}-{id}"));
+        let pair = Pair { a, b };
+        let (a, b) = (&pair.a, &pair.b);
+        for cmd in [
+            format!("netns add {a}"),
+            format!("netns add {b}"),
+            format!("link add va netns {a} type veth peer name vb netns {b}"),
+            format!("-n {a} addr add 10.77.{tag}.1/24 dev va"),
+            format!("-n {b} addr add 10.77.{tag}.2/24 dev vb"),
+            format!("-n {a} link set va mtu {mtu_a} up"),
+            format!("-n {b} link set vb mtu {mtu_b} up"),
+            format!("-n {a} link set lo up"),
+            format!("-n {b} link set lo up"),
+        ] {
+            sh("ip", &cmd);
+        }
+        pair
+    }
+
+    /// Runs `f` on a thread inside namespace `ns` (sockets it makes stay there).
+    fn within<T: Send + 'static>(
+        ns: &str,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> std::thread::JoinHandle<T> {
+        let file = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
+        std::thread::spawn(move || {
+            use std::os::fd::AsRawFd;
+            // SAFETY: setns(2) on this thread only, with an open namespace descriptor.
+            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+            f()
+        })
+    }
+
+    /// `gputune audit --only nic` run inside namespace `a`.
+    fn audit(&self, profile: &str, peer: &str) -> (Option<i32>, Vec<Value>) {
+        let bin = assert_cmd::cargo::cargo_bin("gputune");
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", &self.a])
+            .arg(bin)
+            .args([
+                "audit",
+                "--only",
+                "nic",
+                "--format",
+                "json",
+                "--profile",
+                profile,
+            ])
+            .args(["--peer", peer])
+            .env_remove("GPUTUNE_ROOT")
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.code(), v["findings"].as_array().unwrap().clone())
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.b] {
+            let _ = std::process::Command::new("ip")
+                .args(["netns", "del", ns])
+                .status();
+        }
+    }
+}
+
+fn sh(program: &str, args: &str) {
+    let out = std::process::Command::new(program)
+        .args(args.split_whitespace())
+        .output()
+        .unwrap_or_else(|e| panic!("{program} runs (scripts/test installs iproute2): {e}"));
+    assert!(
+        out.status.success(),
+        "{program} {args}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A listener on the peer's rendezvous port, in namespace `ns`, until `stop` is set.
+fn listen(
+    ns: &str,
+    addr: &'static str,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    Pair::within(ns, move || {
+        let l = std::net::TcpListener::bind(addr).unwrap();
+        l.set_nonblocking(true).unwrap();
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            match l.accept() {
+                Ok(_) => {}
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
+            }
+        }
+    })
+}
+
+#[test]
+fn peer_rendezvous_port_rtt_and_path_mtu_between_namespaces() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    // Node a's interface carries jumbo frames, node b's only 1500: the path MTU is 1500.
+    let pair = Pair::new(1, 9000, 1500);
+    let stop = Arc::new(AtomicBool::new(false));
+    let listener = listen(&pair.b, "10.77.1.2:29500", stop.clone());
+
+    let (code, f) = pair.audit("ddp-25gbe", "10.77.1.2");
+    let connect = find(&f, "peer.connect");
+    assert_eq!(connect["status"], "pass", "{connect}");
+    assert!(
+        connect["expected"]
+            .as_str()
+            .unwrap()
+            .contains("10.77.1.2:29500")
+    );
+    let rtt = find(&f, "peer.rtt_ms");
+    assert_eq!(rtt["status"], "pass", "{rtt}");
+    assert!(rtt["actual"].as_str().unwrap().parse::<f64>().unwrap() < 10.0);
+    let mtu = find(&f, "peer.path_mtu");
+    assert_eq!(mtu["actual"], "1500", "{mtu}");
+    assert_eq!(mtu["status"], "warn", "ddp-25gbe wants 9000 end to end");
+    assert_eq!(code, Some(0), "warnings only");
+
+    // Nothing listens on 29999: reachable (a reset), warned.
+    let (_, f) = pair.audit("ddp-10gbe", "10.77.1.2:29999");
+    assert_eq!(status(&f, "peer.connect"), "warn");
+    assert_eq!(status(&f, "peer.rtt_ms"), "pass");
+
+    // Added latency on a's side of the link fails the profile's 10 ms: tc netem where the
+    // kernel has it, else a token bucket whose queue a UDP flood keeps full (~100 ms).
+    let netem = std::process::Command::new("ip")
+        .args([
+            "netns", "exec", &pair.a, "tc", "qdisc", "add", "dev", "va", "root",
+        ])
+        .args(["netem", "delay", "30ms"])
+        .output()
+        .unwrap();
+    let flood_stop = Arc::new(AtomicBool::new(false));
+    let flood = if netem.status.success() {
+        None
+    } else {
+        sh(
+            "ip",
+            &format!(
+                "netns exec {} tc qdisc add dev va root tbf rate 1mbit burst 1600 latency 100ms",
+                pair.a
+            ),
+        );
+        let stop = flood_stop.clone();
+        Some(Pair::within(&pair.a, move || {
+            let u = std::net::UdpSocket::bind("10.77.1.1:0").unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                let _ = u.send_to(&[0u8; 1400], "10.77.1.2:9");
+            }
+        }))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (code, f) = pair.audit("ddp-10gbe", "10.77.1.2");
+    flood_stop.store(true, Ordering::Relaxed);
+    let rtt = find(&f, "peer.rtt_ms");
+    assert_eq!(rtt["status"], "fail", "{rtt}");
+    assert!(rtt["actual"].as_str().unwrap().parse::<f64>().unwrap() > 20.0);
+    assert_eq!(code, Some(1));
+    if let Some(f) = flood {
+        f.join().unwrap();
+    }
+
+    // A peer that does not exist on the link: unreachable, a failure.
+    let (code, f) = pair.audit("ddp-10gbe", "10.77.1.9");
+    let connect = find(&f, "peer.connect");
+    assert_eq!(connect["status"], "fail", "{connect}");
+    assert_eq!(connect["actual"], "unreachable");
+    assert_eq!(code, Some(1));
+
+    stop.store(true, Ordering::Relaxed);
+    listener.join().unwrap();
+}

@@ -6,6 +6,7 @@
 pub mod irq;
 pub mod ncclconf;
 pub mod ncclenv;
+pub mod peer;
 pub mod rdma;
 pub mod select;
 pub mod versions;
@@ -47,6 +48,16 @@ pub const KEYS: &[KeySpec] = &[
         why: "The profile's figures hold for one fabric: InfiniBand (subnet manager, credit flow control) or Ethernet/RoCE (lossless only with PFC/ECN configured).",
     },
     KeySpec {
+        key: "peer.rtt_ms",
+        kind: Number,
+        why: "Every rendezvous and NCCL bootstrap message pays the round trip, and all-reduce latency grows with it; the DDP tuning checklist wants multi-node latency under 5-10 ms.",
+    },
+    KeySpec {
+        key: "peer.path_mtu",
+        kind: Number,
+        why: "A path that carries smaller packets than the NICs are set for (a switch port left at 1500) fragments or black-holes jumbo frames; RoCE and NCCL sockets stall.",
+    },
+    KeySpec {
         key: "driver_version.*",
         kind: Version,
         why: "NIC and HCA drivers fix GPUDirect RDMA and RoCE bugs release by release; nodes of one fleet should run the version it was qualified with.",
@@ -64,7 +75,7 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
         Ok(inv) => inv,
         Err(f) => return vec![*f],
     };
-    let mut findings = Vec::new();
+    let mut findings = peer::audit(ctx);
     let chosen = select::training(ctx, &inv, probes, &mut findings);
     let nccl = ncclenv::NcclConfig::read(ctx.root);
     if chosen.nics.is_empty() && chosen.hcas.is_empty() {

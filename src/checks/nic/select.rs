@@ -101,8 +101,31 @@ fn default_route_nic<'a>(ctx: &Context, inv: &'a Inventory, probes: &Probes) -> 
     }
 }
 
+/// Splits `HOST[:PORT]` (`[v6]:PORT` for IPv6); a bare IPv6 address has no port.
+pub fn split_peer(text: &str) -> (String, Option<u16>) {
+    if let Some(rest) = text.strip_prefix('[')
+        && let Some((host, tail)) = rest.split_once(']')
+    {
+        return (
+            host.to_string(),
+            tail.strip_prefix(':').and_then(|p| p.parse().ok()),
+        );
+    }
+    if text.parse::<IpAddr>().is_ok() {
+        return (text.to_string(), None);
+    }
+    match text.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') => match port.parse() {
+            Ok(p) => (host.to_string(), Some(p)),
+            Err(_) => (text.to_string(), None),
+        },
+        _ => (text.to_string(), None),
+    }
+}
+
 fn peer_nic<'a>(inv: &'a Inventory, probes: &Probes, peer: &str) -> Result<&'a Nic, String> {
-    let addr = resolve(peer)?;
+    let (host, _) = split_peer(peer);
+    let addr = resolve(&host)?;
     let ifindex = probes.routes.route_to(addr)?;
     inv.nics
         .iter()
