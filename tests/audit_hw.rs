@@ -802,3 +802,116 @@ fn peer_rendezvous_port_rtt_and_path_mtu_between_namespaces() {
     stop.store(true, Ordering::Relaxed);
     listener.join().unwrap();
 }
+
+/// PCIe config space with the PCI Express capability at 0x40 whose Device Control holds
+/// `control` (bit 4: relaxed ordering enabled).
+fn config_with_devctl(control: u16) -> Vec<u8> {
+    let mut c = vec![0u8; 256];
+    c[0x06] = 1 << 4;
+    c[0x34] = 0x40;
+    c[0x40] = 0x10;
+    c[0x48..0x4a].copy_from_slice(&control.to_le_bytes());
+    c
+}
+
+#[test]
+fn relaxed_ordering_is_judged_against_the_root_port() {
+    let t = common::hgx(Default::default());
+    // mlx5_0's function: relaxed ordering on; its root port an Intel Broadwell-EP one,
+    // which Linux distrusts. mlx5_4's: on, below a root port that handles it.
+    t.write_bytes(
+        "/sys/devices/pci0000:10/0000:10:01.0/0000:11:00.0/0000:12:01.0/0000:14:00.0/config",
+        &config_with_devctl(0x2810),
+    );
+    t.write("/sys/devices/pci0000:10/0000:10:01.0/vendor", "0x8086\n");
+    t.write("/sys/devices/pci0000:10/0000:10:01.0/device", "0x6f02\n");
+    t.write_bytes(
+        "/sys/devices/pci0000:90/0000:90:01.0/0000:91:00.0/0000:92:01.0/0000:94:00.0/config",
+        &config_with_devctl(0x2810),
+    );
+    let (mut cmd, _home) = audit(Some(t.root()));
+    cmd.args(["--profile", "ddp-infiniband", "--only", "nic"]);
+    let f = run_json(cmd, 1);
+    let bad = find(&f, "rdma.mlx5_0.relaxed_ordering");
+    assert_eq!(bad["status"], "fail");
+    assert!(bad["message"].as_str().unwrap().contains("8086:6f02"));
+    assert!(
+        bad["fix"]
+            .as_str()
+            .unwrap()
+            .contains("NCCL_IB_PCI_RELAXED_ORDERING=0")
+    );
+    let good = find(&f, "rdma.mlx5_4.relaxed_ordering");
+    assert_eq!(good["status"], "pass");
+    assert_eq!(good["actual"], "enabled");
+}
+
+#[test]
+fn efa_needs_the_aws_ofi_nccl_plugin() {
+    let t = common::Tree::new();
+    t.numa_node(0, "0-1", Some(4_000_000));
+    let efa = "/sys/devices/pci0000:00/0000:00:06.0";
+    t.pci(
+        efa,
+        &common::Pci {
+            vendor: 0x1d0f,
+            device: 0xefa1,
+            class: 0x020000,
+            numa_node: 0,
+            cpus: "0-1".into(),
+            speed: ("16.0", "16.0"),
+            width: (8, 8),
+            driver: Some("efa"),
+            config: None,
+        },
+    );
+    t.link("/sys/class/infiniband/efa_0/device", efa);
+    t.write("/sys/class/infiniband/efa_0/ports/1/state", "4: ACTIVE\n");
+    t.write(
+        "/sys/class/infiniband/efa_0/ports/1/phys_state",
+        "5: LinkUp\n",
+    );
+    t.write(
+        "/sys/class/infiniband/efa_0/ports/1/rate",
+        "100 Gb/sec (4X EDR)\n",
+    );
+    t.write(
+        "/sys/class/infiniband/efa_0/ports/1/link_layer",
+        "Unspecified\n",
+    );
+    let (mut cmd, _home) = audit(Some(t.root()));
+    cmd.args(["--profile", "ddp-infiniband", "--only", "nic"]);
+    let f = run_json(cmd, 1);
+    let plugin = find(&f, "nccl.net.plugin");
+    assert_eq!(plugin["status"], "fail");
+    assert!(plugin["message"].as_str().unwrap().contains("aws-ofi-nccl"));
+    assert!(
+        f.iter().all(|x| x["id"] != "nccl.net.ibverbs"),
+        "EFA alone needs no verbs check"
+    );
+    assert_eq!(status(&f, "rdma.efa_0.1.state"), "pass");
+
+    t.write(
+        "/opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so",
+        "\x7fELF placeholder\n",
+    );
+    let (mut cmd, _home) = audit(Some(t.root()));
+    cmd.env("NCCL_NET_PLUGIN", "aws-ofi")
+        .args(["--profile", "ddp-infiniband", "--only", "nic"]);
+    let f = run_json(cmd, 1);
+    let plugin = find(&f, "nccl.net.plugin");
+    assert_eq!(plugin["status"], "pass");
+    assert_eq!(
+        plugin["actual"],
+        "/opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so"
+    );
+    // NCCL_NET_PLUGIN=aws-ofi names libnccl-net-aws-ofi.so, which is not there.
+    let named = find(&f, "nccl.net.plugin_named");
+    assert_eq!(named["status"], "fail");
+    assert!(
+        named["expected"]
+            .as_str()
+            .unwrap()
+            .contains("libnccl-net-aws-ofi.so")
+    );
+}
