@@ -316,13 +316,15 @@ fn peer_route_is_asked_of_the_kernel_over_netlink() {
         "--peer",
         "no-such-host.invalid",
     ]);
-    let f = run_json(cmd, 0);
+    // A peer name that does not resolve fails: MASTER_ADDR would not resolve either.
+    let f = run_json(cmd, 1);
     assert!(
         find(&f, "nic.peer_route")["message"]
             .as_str()
             .unwrap()
             .contains("cannot be resolved")
     );
+    assert_eq!(find(&f, "peer.connect")["actual"], "unresolved");
 }
 
 /// The real QLogic InfiniBand node (hwloc snapshot): a 1 GbE management eth0 that is up,

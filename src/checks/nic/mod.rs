@@ -110,7 +110,7 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
     }
     findings.extend(versions::audit(ctx, &chosen));
     findings.extend(select::unjudged(&inv, &chosen));
-    findings.push(ncclconf::socket_ifname(ctx, &inv, &chosen.nics));
+    findings.push(ncclconf::socket_ifname(ctx, &chosen.nics));
     findings.extend(ncclenv::validate(&nccl));
     findings.extend(ncclenv::against_node(ctx.root, &nccl, &inv));
     findings.extend(rdma::net_plugin(ctx, &inv, &nccl));
