@@ -378,3 +378,61 @@ fn trimmed_and_unusual_sysfs() {
     assert!(err.contains("0-15"), "{err}");
     assert!(!err.contains("0-87"), "{err}");
 }
+
+/// hwloc's real POWER9 capture with six V100s: GPUs known only from the driver's /proc
+/// listing, their memory as NUMA nodes 250-255, and most CPUs offline.
+#[test]
+fn power9_node_with_gpu_memory_nodes_and_offline_cpus() {
+    let (_d, root) = common::extract("hwloc/nvidiagpunumanodes/nvidiagpunumanodes.tar.bz2");
+    let v = topo_json(&root);
+    let gpus = v["gpus"].as_array().unwrap();
+    assert_eq!(
+        gpus.len(),
+        6,
+        "sysfs has no vendor files; the driver lists six"
+    );
+    assert_eq!(gpus[0]["pci_address"], "0004:05:00.0");
+    assert_eq!(gpus[0]["driver"], "nvidia");
+    assert_eq!(gpus[0]["memory_numa_node"], 255);
+    assert_eq!(gpus[5]["memory_numa_node"], 250);
+    let nodes = v["numa_nodes"].as_array().unwrap();
+    let node = |id: u64| nodes.iter().find(|n| n["id"] == id).unwrap();
+    assert_eq!(node(0)["cpus"], "0-15");
+    assert_eq!(node(0)["offline_cpus"], "16-87");
+    assert_eq!(node(8)["cpus"], "88-103");
+    assert_eq!(node(255)["gpu_memory_of"], "0004:05:00.0");
+    assert_eq!(node(250)["gpu_memory_of"], "0035:05:00.0");
+    assert_eq!(node(250)["cpus"], "");
+
+    let out = Command::cargo_bin("gputune")
+        .unwrap()
+        .arg("--root")
+        .arg(&root)
+        .args([
+            "audit",
+            "--profile",
+            "base",
+            "--only",
+            "gpu,numa",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let f = v["findings"].as_array().unwrap();
+    let get = |id: &str| f.iter().find(|x| x["id"] == id).unwrap();
+    assert_eq!(get("gpu.count")["actual"], "6");
+    let nodes = get("numa.nodes")["message"].as_str().unwrap().to_string();
+    assert!(
+        nodes.contains("node 255: CPUs  (15360 MiB, memory of GPU 0004:05:00.0)"),
+        "{nodes}"
+    );
+    assert!(nodes.contains("node 0: CPUs 0-15 "), "{nodes}");
+    assert!(
+        !get("driver.version")["message"]
+            .as_str()
+            .unwrap()
+            .contains("not loaded")
+    );
+}
