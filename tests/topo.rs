@@ -436,3 +436,14 @@ fn power9_node_with_gpu_memory_nodes_and_offline_cpus() {
             .contains("not loaded")
     );
 }
+
+/// hwloc's capture whose PCI functions have `local_cpus` masks and no `local_cpulist`.
+#[test]
+fn local_cpus_masks_when_local_cpulist_is_absent() {
+    let (_d, root) = common::extract("hwloc/fakepcilocalities/fakepcilocalities.tar.bz2");
+    let v = topo_json(&root);
+    let nics = v["nics"].as_array().unwrap();
+    let nic = |name: &str| nics.iter().find(|n| n["name"] == name).unwrap();
+    assert_eq!(nic("eth0")["local_cpus"], "0,4,8,12,16,20,24,28,32,36");
+    assert_eq!(nic("ib0")["local_cpus"], "1,5,9,13,17,21,25,29,33,37");
+}
