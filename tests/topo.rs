@@ -435,6 +435,29 @@ fn power9_node_with_gpu_memory_nodes_and_offline_cpus() {
             .unwrap()
             .contains("not loaded")
     );
+    // The GPUs' sysfs has no numa_node, but their local_cpus masks name nodes 0 and 8.
+    assert_eq!(get("numa.gpu0.node")["actual"], "0");
+    assert_eq!(get("numa.gpu5.node")["actual"], "8");
+
+    // pin binds to the node's online CPUs only (0-15 of 0-87; 88-103 of 88-175), never
+    // the offline ones. GPU4's CPUs do not exist on this machine, so binding is refused.
+    let pin = |rank: &str| {
+        Command::cargo_bin("gputune")
+            .unwrap()
+            .arg("--root")
+            .arg(&root)
+            .args(["pin", "--local-rank", rank, "-v", "--", "true"])
+            .output()
+            .unwrap()
+    };
+    let out = pin("0");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("CPUs 0-15") && err.contains("node 0"), "{err}");
+    let out = pin("4");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("CPUs 88-103 of NUMA node 8"), "{err}");
 }
 
 /// hwloc's capture whose PCI functions have `local_cpus` masks and no `local_cpulist`.

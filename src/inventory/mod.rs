@@ -109,6 +109,19 @@ impl Inventory {
             gpus.iter_mut().for_each(|g| keep(&mut g.local_cpus));
             nics.iter_mut().for_each(|n| keep(&mut n.local_cpus));
         }
+        // Firmware (or a trimmed capture) without `numa_node`: the local CPUs name the node.
+        for g in gpus.iter_mut().filter(|g| g.numa_node.is_none()) {
+            g.numa_node = g
+                .local_cpus
+                .as_ref()
+                .and_then(|c| numa::node_of_cpus(&numa_nodes, c));
+        }
+        for n in nics.iter_mut().filter(|n| n.numa_node.is_none()) {
+            n.numa_node = n
+                .local_cpus
+                .as_ref()
+                .and_then(|c| numa::node_of_cpus(&numa_nodes, c));
+        }
         // A one-node host leaves `numa_node` at -1: every device is on that node.
         if let [only] = numa_nodes.as_slice() {
             for g in gpus.iter_mut().filter(|g| g.numa_node.is_none()) {

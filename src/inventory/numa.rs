@@ -94,6 +94,22 @@ pub fn online_cpus(root: &Root) -> Result<Option<CpuList>, HostError> {
         .and_then(|t| CpuList::parse(&t).ok()))
 }
 
+/// The node a device sits on when its firmware did not say (`numa_node` absent or -1) but
+/// its local CPUs (online ones) all belong to exactly one node with CPUs: the kernel derives
+/// `local_cpus` from the device's node, so they name it. `None` when they span nodes.
+pub fn node_of_cpus(nodes: &[NumaNode], local: &CpuList) -> Option<u32> {
+    if local.is_empty() {
+        return None;
+    }
+    let mut holding = nodes
+        .iter()
+        .filter(|n| !n.cpus.is_empty() && local.0.iter().all(|c| n.cpus.0.contains(c)));
+    match (holding.next(), holding.next()) {
+        (Some(n), None) => Some(n.id),
+        _ => None,
+    }
+}
+
 /// `cpus` split into its online and offline members.
 pub fn split_online(cpus: &CpuList, online: &CpuList) -> (CpuList, CpuList) {
     let (on, off) = cpus.0.iter().partition(|c| online.0.contains(c));
@@ -133,6 +149,24 @@ mod tests {
         let nodes = super::nodes(&Root::new(flat.path())).unwrap();
         assert_eq!(nodes.len(), 1);
         assert_eq!(nodes[0].cpus.to_string(), "0-3");
+    }
+
+    #[test]
+    fn nodes_from_local_cpus() {
+        let node = |id, cpus: &str| NumaNode {
+            id,
+            cpus: CpuList::parse(cpus).unwrap(),
+            offline_cpus: CpuList::default(),
+            memory: None,
+            gpu_memory_of: None,
+        };
+        let nodes = [node(0, "0-15"), node(8, "88-103"), node(255, "")];
+        let of = |cpus: &str| node_of_cpus(&nodes, &CpuList::parse(cpus).unwrap());
+        assert_eq!(of("0-15"), Some(0));
+        assert_eq!(of("88-91"), Some(8));
+        assert_eq!(of("0-103"), None, "spans nodes");
+        assert_eq!(of(""), None);
+        assert_eq!(of("200"), None);
     }
 
     #[test]
