@@ -176,3 +176,25 @@ pub fn unjudged(inv: &Inventory, chosen: &Chosen) -> Vec<Finding> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peers_and_ports() {
+        let cases: &[(&str, &str, Option<u16>)] = &[
+            ("10.0.0.2", "10.0.0.2", None),
+            ("10.0.0.2:29501", "10.0.0.2", Some(29501)),
+            ("node-07:29500", "node-07", Some(29500)),
+            ("node-07", "node-07", None),
+            ("fe80::1", "fe80::1", None),
+            ("[fe80::1]:29500", "fe80::1", Some(29500)),
+            ("[fe80::1]", "fe80::1", None),
+            ("node:port", "node:port", None),
+        ];
+        for (text, host, port) in cases {
+            assert_eq!(split_peer(text), (host.to_string(), *port), "{text}");
+        }
+    }
+}
