@@ -396,6 +396,21 @@ fn downtrained_and_down_hca_ports_fail_with_their_rate() {
     assert!(down["fix"].as_str().unwrap().contains("cable"));
     assert_eq!(status(&f, "rdma.rate_mbps.mlx5_5.1"), "skip");
     assert_eq!(status(&f, "rdma.mlx5_0.1.gid"), "pass");
+
+    // Under ddp-roce: the RoCE netdev of mlx5_2 left at MTU 1500 runs IB MTU 1024.
+    t.write(
+        "/sys/devices/pci0000:50/0000:50:01.0/0000:51:00.0/0000:52:01.0/0000:54:00.0/net/ens2np0/mtu",
+        "1500\n",
+    );
+    let (mut cmd, _home) = audit(Some(t.root()));
+    cmd.args(["--profile", "ddp-roce", "--only", "nic"]);
+    let f = run_json(cmd, 1);
+    let mtu = find(&f, "rdma.active_mtu.mlx5_2.1");
+    assert_eq!(mtu["status"], "warn");
+    assert_eq!(mtu["actual"], "1024");
+    assert!(mtu["fix"].as_str().unwrap().contains("ens2np0"));
+    assert_eq!(status(&f, "rdma.active_mtu.mlx5_0.1"), "pass");
+    assert_eq!(status(&f, "rdma.link_layer.mlx5_0.1"), "pass");
 }
 
 #[test]

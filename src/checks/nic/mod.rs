@@ -43,6 +43,11 @@ pub const KEYS: &[KeySpec] = &[
         why: "NCCL's IB transport runs at the HCA port's rate; a port that trained down (4X SDR instead of 4X HDR, a bad cable or a narrower width) caps every inter-node step.",
     },
     KeySpec {
+        key: "rdma.active_mtu",
+        kind: Number,
+        why: "RoCE carries at most the IB MTU that fits its Ethernet MTU: 1024 bytes per packet at MTU 1500, 4096 at 9000; a quarter of the payload per packet costs bandwidth and message rate.",
+    },
+    KeySpec {
         key: "rdma.link_layer",
         kind: Text,
         why: "The profile's figures hold for one fabric: InfiniBand (subnet manager, credit flow control) or Ethernet/RoCE (lossless only with PFC/ECN configured).",

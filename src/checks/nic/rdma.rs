@@ -74,6 +74,43 @@ pub fn audit(ctx: &Context, hca: &RdmaDevice, why: &str, nccl: &NcclConfig) -> V
                         ),
                     });
                 }
+                "rdma.active_mtu" => {
+                    let expected = setting.rule.describe();
+                    out.push(match port.active_mtu {
+                        Some(mtu) => {
+                            let (status, note) = hw::judge(setting, &mtu.to_string());
+                            hw::finding(
+                                id,
+                                Area::Nic,
+                                status,
+                                expected,
+                                mtu.to_string(),
+                                note.unwrap_or_else(|| {
+                                    format!(
+                                        "{} port {} carries {mtu}-byte RDMA payloads (the largest IB MTU its netdev's MTU holds); {}",
+                                        hca.name,
+                                        port.port,
+                                        super::super::why(ctx, Area::Nic, "rdma.active_mtu")
+                                    )
+                                }),
+                                format!(
+                                    "raise the MTU of {} to 9000 (and on the switch ports) so RoCE runs at IB MTU 4096",
+                                    if hca.netdevs.is_empty() { "its netdev".to_string() } else { hca.netdevs.join(", ") }
+                                ),
+                            )
+                        }
+                        None => Finding::skip(
+                            id,
+                            Area::Nic,
+                            expected,
+                            if port.is_roce() {
+                                format!("{} port {} has no netdev MTU to derive it from", hca.name, port.port)
+                            } else {
+                                format!("{} port {} is InfiniBand: the subnet manager sets its MTU, which sysfs does not show (`ibv_devinfo`)", hca.name, port.port)
+                            },
+                        ),
+                    });
+                }
                 "rdma.link_layer" => {
                     let (status, note) = hw::judge(setting, &port.link_layer);
                     out.push(hw::finding(
