@@ -51,7 +51,7 @@ limits\t'ulimits, /dev/shm, logind'
 cgroup\t'cgroup limits'
 firewall\t'Firewall rules for rendezvous and NCCL ports'"
 complete -c gputune -n "__fish_gputune_using_subcommand audit" -l cgroup -d 'Judge the limits of this cgroup [default: the current process\'s]' -r
-complete -c gputune -n "__fish_gputune_using_subcommand audit" -l peer -d 'Judge the NIC that routes to this peer node [default: the default route\'s]' -r
+complete -c gputune -n "__fish_gputune_using_subcommand audit" -l peer -d 'Judge the NIC that routes to this peer node [default: the default route\'s], and connect to its rendezvous PORT [default: the profile\'s first rendezvous port]' -r
 complete -c gputune -n "__fish_gputune_using_subcommand audit" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand audit" -l strict -d 'Treat warnings as failures (exit 1)'
 complete -c gputune -n "__fish_gputune_using_subcommand audit" -l persisted -d 'Judge what the node would have after a reboot, from its configuration files alone'

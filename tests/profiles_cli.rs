@@ -5,13 +5,14 @@ mod common;
 use common::{fixture, gputune};
 use predicates::prelude::*;
 
-const SHIPPED: [&str; 6] = [
+const SHIPPED: [&str; 7] = [
     "base",
     "single-node",
     "ddp-10gbe",
     "ddp-25gbe",
     "ddp-100gbe",
     "ddp-infiniband",
+    "ddp-roce",
 ];
 
 #[test]

@@ -84,7 +84,7 @@ fn hgx_node_has_8_gpus_8_nics_2_nodes_and_gpu_nic_pairs_behind_switches() {
     assert_eq!(row0[0], "X");
     assert_eq!(row0[1], "NODE");
     assert_eq!(row0[4], "SYS");
-    assert_eq!(row0[8], "PXB");
+    assert_eq!(row0[8], "PIX");
     assert_eq!(row0[9], "NODE");
     assert_eq!(row0[12], "SYS");
     assert_eq!(m["rows"][5]["cpus"], common::NODE1_CPUS);
@@ -173,10 +173,18 @@ fn hwloc_4_node_host_with_a_qlogic_infiniband_hca() {
     assert_eq!(ib["link"]["current_width"], 4);
     assert_eq!(ib["rdma"][0], "qib0");
     assert_eq!(v["rdma_devices"][0]["name"], "qib0");
+    let port = &v["rdma_devices"][0]["ports"][0];
     assert_eq!(
-        v["rdma_devices"][0]["ports"][0],
-        "1: ACTIVE 40 Gb/sec (4X QDR)"
+        (&port["state"], &port["phys_state"], &port["rate"]),
+        (
+            &Value::from("ACTIVE"),
+            &Value::from("LinkUp"),
+            &Value::from("40 Gb/sec (4X QDR)")
+        )
     );
+    assert_eq!(port["rate_mbps"], 40000);
+    assert_eq!(v["rdma_devices"][0]["netdevs"][0], "ib0");
+    assert_eq!(v["rdma_devices"][0]["driver"], "ib_qib");
     // Chipset NICs with numa_node=-1 on a 4-node host: unknown, not guessed.
     assert!(v["nics"][0]["numa_node"].is_null());
 }
@@ -206,4 +214,259 @@ fn live_topo_is_sensible_on_this_machine() {
     assert!(!v["numa_nodes"].as_array().unwrap().is_empty());
     assert!(names(&v, "skipped_nics", "name").contains(&"lo".to_string()));
     assert!(!names(&v, "nics", "name").contains(&"lo".to_string()));
+}
+
+#[test]
+fn offline_cpus_are_shown_apart_and_never_local() {
+    let t = common::Tree::new();
+    t.numa_node(0, "0-11", Some(4_000_000));
+    t.numa_node(1, "12-23", Some(4_000_000));
+    t.write("/sys/devices/system/cpu/online", "0,2,4-20,22\n");
+    t.pci(
+        "/sys/devices/pci0000:00/0000:00:04.0",
+        &common::Pci {
+            vendor: 0x10de,
+            device: 0x2330,
+            class: 0x030200,
+            numa_node: 0,
+            cpus: "0-11".into(),
+            speed: ("32.0", "32.0"),
+            width: (16, 16),
+            driver: Some("nvidia"),
+            config: None,
+        },
+    );
+    let v = topo_json(t.root());
+    let nodes = v["numa_nodes"].as_array().unwrap();
+    assert_eq!(nodes[0]["cpus"], "0,2,4-11");
+    assert_eq!(nodes[0]["offline_cpus"], "1,3");
+    assert_eq!(nodes[1]["cpus"], "12-20,22");
+    assert_eq!(nodes[1]["offline_cpus"], "21,23");
+    assert_eq!(v["gpus"][0]["local_cpus"], "0,2,4-11");
+    assert_eq!(v["affinity"]["rows"][0]["cpus"], "0,2,4-11");
+    let table = topo_table(t.root());
+    assert!(table.contains("21,23"), "{table}");
+}
+
+#[test]
+fn rdma_ports_from_node_exporters_infiniband_capture() {
+    let root =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/node_exporter-ib");
+    let v = topo_json(&root);
+    let rdma = v["rdma_devices"].as_array().unwrap();
+    assert_eq!(names(&v, "rdma_devices", "name"), ["i40iw0", "mlx4_0"]);
+    let mlx4 = &rdma[1];
+    assert_eq!(mlx4["firmware"], "2.31.5050");
+    assert_eq!(mlx4["hca_type"], "MT4099");
+    let ports = mlx4["ports"].as_array().unwrap();
+    assert_eq!(ports.len(), 2);
+    assert_eq!(ports[0]["state"], "ACTIVE");
+    assert_eq!(ports[0]["phys_state"], "LinkUp");
+    assert_eq!(ports[0]["rate_mbps"], 40000);
+    assert_eq!(ports[0]["width"], 4);
+    assert_eq!(ports[0]["signalling"], "QDR");
+    assert_eq!(ports[0]["link_layer"], "InfiniBand");
+    assert_eq!(rdma[0]["ports"][0]["rate_mbps"], 10000);
+    assert!(rdma[0]["ports"][0]["signalling"].is_null());
+    let table = topo_table(&root);
+    assert!(table.contains("40 Gb/sec (4X QDR)"), "{table}");
+}
+
+#[test]
+fn roce_gid_tables_are_shown() {
+    let t = common::hgx(Default::default());
+    let v = topo_json(t.root());
+    let port = &v["rdma_devices"][0]["ports"][0];
+    assert_eq!(port["link_layer"], "Ethernet");
+    assert_eq!(port["active_mtu"], 4096, "9000-byte netdev MTU");
+    let gids = port["gids"].as_array().unwrap();
+    assert_eq!(gids.len(), 4, "the all-zero entry is unused");
+    assert_eq!(gids[3]["kind"], "RoCE v2");
+    assert_eq!(gids[3]["netdev"], "ens0np0");
+    assert_eq!(v["rdma_devices"][0]["netdevs"][0], "ens0np0");
+    assert_eq!(v["rdma_devices"][0]["driver"], "mlx5_core");
+    let table = topo_table(t.root());
+    assert!(table.contains("mlx5_0 port 1 GIDs:"), "{table}");
+    assert!(
+        table.contains("0000:0000:0000:0000:0000:ffff:0a00:0001"),
+        "{table}"
+    );
+}
+
+/// A POWER9-style node as trimmed captures show it: GPUs whose sysfs lacks `vendor` but
+/// which the driver lists (with their memory as NUMA node 255), CPUs 16-87 offline, a NIC
+/// behind a VMD domain wider than 16 bits with only a `local_cpus` mask, and a NIC whose
+/// `device` link is missing but whose class/net link points into its PCI function.
+#[test]
+fn trimmed_and_unusual_sysfs() {
+    let t = common::Tree::new();
+    t.numa_node(0, "0-87", Some(256_000_000));
+    t.numa_node(255, "", Some(16_000_000));
+    t.write("/sys/devices/system/cpu/online", "0-15\n");
+    let gpu = "/sys/devices/pci0004:00/0004:00:00.0/0004:04:00.0";
+    t.write(&format!("{gpu}/numa_node"), "0\n");
+    t.write(&format!("{gpu}/local_cpulist"), "0-87\n");
+    t.link("/sys/bus/pci/devices/0004:04:00.0", gpu);
+    let proc_gpu = "/proc/driver/nvidia/gpus/0004:04:00.0";
+    t.write(
+        &format!("{proc_gpu}/information"),
+        "Model: \t\t Tesla V100-SXM2-16GB\nIRQ:   \t\t 83\nBus Location: \t 0004:04:00.0\n",
+    );
+    t.write(
+        &format!("{proc_gpu}/numa_status"),
+        "Node: 255\nStatus: online_movable\n",
+    );
+    // VMD: the NIC's domain is 10000, its functions under the VMD controller 0000:00:0e.0.
+    let vmd_nic = "/sys/devices/pci0000:00/0000:00:0e.0/pci10000:e0/10000:e0:06.0/10000:e1:00.0";
+    t.write(&format!("{vmd_nic}/vendor"), "0x8086\n");
+    t.write(&format!("{vmd_nic}/class"), "0x020000\n");
+    t.write(&format!("{vmd_nic}/numa_node"), "0\n");
+    t.write(&format!("{vmd_nic}/local_cpus"), "00000000,0000ffff\n");
+    t.link("/sys/bus/pci/devices/10000:e1:00.0", vmd_nic);
+    t.netdev(vmd_nic, "ens9", 25_000, 9000, true, 5);
+    // A NIC without a `device` link.
+    let plain = "/sys/devices/pci0000:00/0000:00:03.0";
+    t.write(&format!("{plain}/vendor"), "0x15b3\n");
+    t.write(&format!("{plain}/class"), "0x020000\n");
+    t.link("/sys/bus/pci/devices/0000:00:03.0", plain);
+    let dir = format!("{plain}/net/eth1");
+    t.write(&format!("{dir}/operstate"), "up\n");
+    t.write(&format!("{dir}/speed"), "100000\n");
+    t.link("/sys/class/net/eth1", &dir);
+
+    let v = topo_json(t.root());
+    let gpus = v["gpus"].as_array().unwrap();
+    assert_eq!(
+        gpus.len(),
+        1,
+        "listed by the driver though sysfs has no vendor"
+    );
+    assert_eq!(gpus[0]["pci_address"], "0004:04:00.0");
+    assert_eq!(gpus[0]["model"], "Tesla V100-SXM2-16GB");
+    assert_eq!(gpus[0]["driver"], "nvidia");
+    assert_eq!(
+        gpus[0]["local_cpus"], "0-15",
+        "offline CPUs are never local"
+    );
+    assert_eq!(gpus[0]["memory_numa_node"], 255);
+    let nodes = v["numa_nodes"].as_array().unwrap();
+    assert_eq!(nodes[0]["cpus"], "0-15");
+    assert_eq!(nodes[0]["offline_cpus"], "16-87");
+    assert_eq!(nodes[1]["id"], 255);
+    assert_eq!(nodes[1]["gpu_memory_of"], "0004:04:00.0");
+    let nics = v["nics"].as_array().unwrap();
+    let ens9 = nics.iter().find(|n| n["name"] == "ens9").unwrap();
+    assert_eq!(ens9["pci_address"], "10000:e1:00.0");
+    assert_eq!(ens9["numa_node"], 0);
+    assert_eq!(ens9["local_cpus"], "0-15");
+    let eth1 = nics
+        .iter()
+        .find(|n| n["name"] == "eth1")
+        .expect("not virtual");
+    assert_eq!(eth1["pci_address"], "0000:00:03.0");
+    assert_eq!(names(&v, "skipped_nics", "name"), Vec::<String>::new());
+
+    // pin binds rank 0 to the online CPUs of the GPU's node only.
+    let out = Command::cargo_bin("gputune")
+        .unwrap()
+        .arg("--root")
+        .arg(t.root())
+        .args(["pin", "--local-rank", "0", "-v", "--", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("0-15"), "{err}");
+    assert!(!err.contains("0-87"), "{err}");
+}
+
+/// hwloc's real POWER9 capture with six V100s: GPUs known only from the driver's /proc
+/// listing, their memory as NUMA nodes 250-255, and most CPUs offline.
+#[test]
+fn power9_node_with_gpu_memory_nodes_and_offline_cpus() {
+    let (_d, root) = common::extract("hwloc/nvidiagpunumanodes/nvidiagpunumanodes.tar.bz2");
+    let v = topo_json(&root);
+    let gpus = v["gpus"].as_array().unwrap();
+    assert_eq!(
+        gpus.len(),
+        6,
+        "sysfs has no vendor files; the driver lists six"
+    );
+    assert_eq!(gpus[0]["pci_address"], "0004:05:00.0");
+    assert_eq!(gpus[0]["driver"], "nvidia");
+    assert_eq!(gpus[0]["memory_numa_node"], 255);
+    assert_eq!(gpus[5]["memory_numa_node"], 250);
+    let nodes = v["numa_nodes"].as_array().unwrap();
+    let node = |id: u64| nodes.iter().find(|n| n["id"] == id).unwrap();
+    assert_eq!(node(0)["cpus"], "0-15");
+    assert_eq!(node(0)["offline_cpus"], "16-87");
+    assert_eq!(node(8)["cpus"], "88-103");
+    assert_eq!(node(255)["gpu_memory_of"], "0004:05:00.0");
+    assert_eq!(node(250)["gpu_memory_of"], "0035:05:00.0");
+    assert_eq!(node(250)["cpus"], "");
+
+    let out = Command::cargo_bin("gputune")
+        .unwrap()
+        .arg("--root")
+        .arg(&root)
+        .args([
+            "audit",
+            "--profile",
+            "base",
+            "--only",
+            "gpu,numa",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let f = v["findings"].as_array().unwrap();
+    let get = |id: &str| f.iter().find(|x| x["id"] == id).unwrap();
+    assert_eq!(get("gpu.count")["actual"], "6");
+    let nodes = get("numa.nodes")["message"].as_str().unwrap().to_string();
+    assert!(
+        nodes.contains("node 255: CPUs  (15360 MiB, memory of GPU 0004:05:00.0)"),
+        "{nodes}"
+    );
+    assert!(nodes.contains("node 0: CPUs 0-15 "), "{nodes}");
+    assert!(
+        !get("driver.version")["message"]
+            .as_str()
+            .unwrap()
+            .contains("not loaded")
+    );
+    // The GPUs' sysfs has no numa_node, but their local_cpus masks name nodes 0 and 8.
+    assert_eq!(get("numa.gpu0.node")["actual"], "0");
+    assert_eq!(get("numa.gpu5.node")["actual"], "8");
+
+    // pin binds to the node's online CPUs only (0-15 of 0-87; 88-103 of 88-175), never
+    // the offline ones. GPU4's CPUs do not exist on this machine, so binding is refused.
+    let pin = |rank: &str| {
+        Command::cargo_bin("gputune")
+            .unwrap()
+            .arg("--root")
+            .arg(&root)
+            .args(["pin", "--local-rank", rank, "-v", "--", "true"])
+            .output()
+            .unwrap()
+    };
+    let out = pin("0");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("CPUs 0-15") && err.contains("node 0"), "{err}");
+    let out = pin("4");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("CPUs 88-103 of NUMA node 8"), "{err}");
+}
+
+/// hwloc's capture whose PCI functions have `local_cpus` masks and no `local_cpulist`.
+#[test]
+fn local_cpus_masks_when_local_cpulist_is_absent() {
+    let (_d, root) = common::extract("hwloc/fakepcilocalities/fakepcilocalities.tar.bz2");
+    let v = topo_json(&root);
+    let nics = v["nics"].as_array().unwrap();
+    let nic = |name: &str| nics.iter().find(|n| n["name"] == name).unwrap();
+    assert_eq!(nic("eth0")["local_cpus"], "0,4,8,12,16,20,24,28,32,36");
+    assert_eq!(nic("ib0")["local_cpus"], "1,5,9,13,17,21,25,29,33,37");
 }

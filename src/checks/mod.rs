@@ -171,7 +171,7 @@ pub fn why(ctx: &Context, area: Area, key: &str) -> String {
         .or_else(|| {
             keys(area)
                 .iter()
-                .find(|k| k.key == key)
+                .find(|k| k.matches(key))
                 .map(|k| k.why.to_string())
         })
         .unwrap_or_default()

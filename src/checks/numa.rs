@@ -43,7 +43,11 @@ fn nodes(inv: &Inventory) -> Finding {
             let mem = n
                 .memory
                 .map_or("memory unknown".into(), |m| format!("{} MiB", m >> 20));
-            format!("node {}: CPUs {} ({mem})", n.id, n.cpus)
+            let gpu = n
+                .gpu_memory_of
+                .as_ref()
+                .map_or(String::new(), |g| format!(", memory of GPU {g}"));
+            format!("node {}: CPUs {} ({mem}{gpu})", n.id, n.cpus)
         })
         .collect();
     let gpu_nodes: Vec<u32> = inv.gpus.iter().filter_map(|g| g.numa_node).collect();

@@ -280,6 +280,14 @@ pub fn render_plan(profile: &str, plan: &Plan) -> String {
             step.before.summary(),
             step.after.summary()
         ));
+        // A file summarised as "N lines" hides what is written: show the new content.
+        if let crate::apply::target::State::Present(text) = &step.after
+            && text.lines().filter(|l| !l.trim().is_empty()).count() > 1
+        {
+            for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                out.push_str(&format!("      | {line}\n"));
+            }
+        }
     }
     for note in &plan.notes {
         out.push_str(&format!("note: {note}\n"));

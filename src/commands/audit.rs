@@ -34,13 +34,23 @@ pub struct AuditArgs {
     /// Judge the limits of this cgroup [default: the current process's].
     #[arg(long, value_name = "PATH")]
     pub cgroup: Option<String>,
-    /// Judge the NIC that routes to this peer node [default: the default route's].
-    #[arg(long, value_name = "ADDR", value_parser = parse_peer)]
+    /// Judge the NIC that routes to this peer node [default: the default route's], and
+    /// connect to its rendezvous PORT [default: the profile's first rendezvous port].
+    #[arg(long, value_name = "HOST[:PORT]", value_parser = parse_peer)]
     pub peer: Option<String>,
 }
 
-/// `--peer`: an IP address or a host name (resolved later, on the node).
+/// `--peer`: an IP address or a host name (resolved later, on the node), with an optional
+/// `:PORT` (`[v6]:PORT` for IPv6).
 fn parse_peer(text: &str) -> Result<String, String> {
+    let (host, port) = crate::checks::nic::select::split_peer(text);
+    if let Some(port) = port
+        && port == 0
+    {
+        return Err("port 0 is not a port".into());
+    }
+    let full = text;
+    let text = host.as_str();
     let hostname = !text.is_empty()
         && text.len() <= 253
         && text.split('.').all(|label| {
@@ -50,9 +60,9 @@ fn parse_peer(text: &str) -> Result<String, String> {
                 && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
         });
     if text.parse::<std::net::IpAddr>().is_ok() || hostname {
-        Ok(text.to_string())
+        Ok(full.to_string())
     } else {
-        Err("expected an IP address or a host name".into())
+        Err("expected an IP address or a host name, optionally with :PORT".into())
     }
 }
 
@@ -100,12 +110,21 @@ pub fn load_profile(name: Option<&str>, root: &Root) -> Result<(Profile, Option<
 mod tests {
     #[test]
     fn peers() {
-        for ok in ["10.0.0.2", "fe80::1", "node-07", "node07.cluster.local"] {
+        for ok in [
+            "10.0.0.2",
+            "fe80::1",
+            "node-07",
+            "node07.cluster.local",
+            "10.0.0.2:29500",
+            "[fe80::1]:29500",
+            "node-07:29501",
+        ] {
             assert!(super::parse_peer(ok).is_ok(), "{ok}");
         }
         for bad in [
             "",
-            "10.0.0.2:29500",
+            "10.0.0.2:0",
+            "node:port",
             "node 7",
             "-node",
             "a..b",

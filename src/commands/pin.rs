@@ -61,7 +61,7 @@ pub struct Binding {
 
 /// Works out the binding of GPU `rank` from the root's topology.
 pub fn plan(root: &Root, rank: u32) -> Result<Binding> {
-    let gpus = gpu::gpus(&pci::devices(root)?);
+    let gpus = gpu::gpus(&pci::devices(root)?, &gpu::proc_gpus(root)?);
     if gpus.is_empty() {
         return Err(Error::Runtime(format!(
             "no NVIDIA GPU found in {}; nothing to pin to",
@@ -76,7 +76,13 @@ pub fn plan(root: &Root, rank: u32) -> Result<Binding> {
         )));
     };
     let nodes = numa::nodes(root)?;
-    let node_id = match (g.numa_node, nodes.as_slice()) {
+    // Only online CPUs count, and they name the node when the firmware did not.
+    let local = match (&g.local_cpus, numa::online_cpus(root)?) {
+        (Some(l), Some(online)) => Some(numa::split_online(l, &online).0),
+        (l, _) => l.clone(),
+    };
+    let inferred = local.as_ref().and_then(|l| numa::node_of_cpus(&nodes, l));
+    let node_id = match (g.numa_node.or(inferred), nodes.as_slice()) {
         (Some(id), _) => id,
         (None, [only]) => only.id,
         (None, _) => {
@@ -96,7 +102,7 @@ pub fn plan(root: &Root, rank: u32) -> Result<Binding> {
         )));
     };
     let cpus = if node.cpus.is_empty() {
-        g.local_cpus.clone().unwrap_or_default()
+        local.unwrap_or_default()
     } else {
         node.cpus.clone()
     };

@@ -41,7 +41,7 @@ struct TopoJson<'a> {
     gpus: &'a [crate::inventory::gpu::Gpu],
     nics: &'a [crate::inventory::nic::Nic],
     skipped_nics: &'a [crate::inventory::nic::SkippedNic],
-    rdma_devices: &'a [crate::inventory::nic::RdmaDevice],
+    rdma_devices: &'a [crate::inventory::rdma::RdmaDevice],
     affinity: Matrix,
     /// Why NVML facts (names, NVLink) are missing, when they are.
     nvml_skipped: Option<&'a str>,
@@ -79,12 +79,18 @@ fn gib(bytes: u64) -> String {
 
 pub fn table(inv: &Inventory) -> String {
     let mut out = String::new();
-    let mut nodes = new_table(&["NODE", "CPUS", "MEMORY"]);
+    let mut nodes = new_table(&["NODE", "CPUS", "OFFLINE CPUS", "MEMORY", "GPU MEMORY OF"]);
     for n in &inv.numa_nodes {
         nodes.add_row(vec![
             n.id.to_string(),
             n.cpus.to_string(),
+            if n.offline_cpus.is_empty() {
+                "-".into()
+            } else {
+                n.offline_cpus.to_string()
+            },
             opt(n.memory.map(gib)),
+            opt(n.gpu_memory_of.clone()),
         ]);
     }
     out += &format!("NUMA nodes: {}\n{nodes}\n\n", inv.numa_nodes.len());
@@ -99,7 +105,7 @@ pub fn table(inv: &Inventory) -> String {
                 gpu_label(g),
                 g.pci_address.clone(),
                 g.device_id.clone(),
-                opt(g.nvml.as_ref().map(|n| n.name.clone())),
+                opt(g.nvml.as_ref().map(|n| n.name.clone()).or(g.model.clone())),
                 opt(g.driver.clone()),
                 opt(g.numa_node),
                 opt(g.local_cpus.as_ref()),
@@ -146,14 +152,67 @@ pub fn table(inv: &Inventory) -> String {
     }
     if !inv.rdma.is_empty() {
         out += &format!("\nRDMA devices: {}\n", inv.rdma.len());
+        let mut t = new_table(&[
+            "HCA",
+            "PORT",
+            "STATE",
+            "PHYS",
+            "RATE",
+            "WIDTH",
+            "LINK",
+            "MTU",
+            "FIRMWARE",
+            "DRIVER",
+            "PCI",
+            "NUMA",
+            "NETDEV",
+            "RELAXED ORD",
+        ]);
         for r in &inv.rdma {
-            out += &format!(
-                "  {} (PCI {}, NUMA {}): {}\n",
-                r.name,
-                opt(r.pci_address.clone()),
-                opt(r.numa_node),
-                r.ports.join("; ")
-            );
+            for p in &r.ports {
+                t.add_row(vec![
+                    r.name.clone(),
+                    p.port.to_string(),
+                    p.state.clone(),
+                    p.phys_state.clone(),
+                    if p.rate.is_empty() {
+                        "-".into()
+                    } else {
+                        p.rate.clone()
+                    },
+                    opt(p.width.map(|w| format!("{w}X"))),
+                    p.link_layer.clone(),
+                    opt(p.active_mtu),
+                    opt(r.firmware.clone()),
+                    opt(r.driver.clone()),
+                    opt(r.pci_address.clone()),
+                    opt(r.numa_node),
+                    if r.netdevs.is_empty() {
+                        "-".into()
+                    } else {
+                        r.netdevs.join(",")
+                    },
+                    opt(r.relaxed_ordering.map(|e| if e { "on" } else { "off" })),
+                ]);
+            }
+        }
+        out += &format!("{t}\n");
+        for r in &inv.rdma {
+            for p in r.ports.iter().filter(|p| p.is_roce()) {
+                out += &format!("  {} port {} GIDs:\n", r.name, p.port);
+                if p.gids.is_empty() {
+                    out += "    (none set)\n";
+                }
+                for g in &p.gids {
+                    out += &format!(
+                        "    {:>3}  {:<10}  {}  {}\n",
+                        g.index,
+                        g.kind,
+                        g.gid,
+                        g.netdev.as_deref().unwrap_or("-")
+                    );
+                }
+            }
         }
     }
 
@@ -180,8 +239,8 @@ pub fn table(inv: &Inventory) -> String {
 const LEGEND: &str = "Legend:
   X    = self
   NV#  = NVLink (# links, from NVML)
-  PIX  = behind the same PCIe switch port (at most one bridge)
-  PXB  = through several PCIe bridges, not the host bridge
+  PIX  = through at most a single PCIe switch
+  PXB  = through several PCIe switches, not the host bridge
   PHB  = through one PCIe host bridge (root complex)
   NODE = through several host bridges of one NUMA node
   SYS  = across NUMA nodes (the socket interconnect)

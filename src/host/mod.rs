@@ -5,12 +5,15 @@
 pub mod atomic;
 pub mod bind;
 pub mod cpulist;
+pub mod cudnn;
 pub mod exec;
 pub mod ldcache;
+pub mod libsearch;
 pub mod mounts;
 pub mod nccl;
 pub mod net;
 pub mod sysctl;
+pub mod torch;
 
 use std::fs;
 use std::io;

@@ -6,6 +6,7 @@ use serde::Serialize;
 use super::nvml::NvmlGpu;
 use super::pci::{PciDevice, PciLink};
 use crate::host::cpulist::CpuList;
+use crate::host::{HostError, Root};
 
 /// NVIDIA's PCI vendor id.
 pub const NVIDIA_VENDOR: u32 = 0x10de;
@@ -28,6 +29,11 @@ pub struct Gpu {
     pub bridges: Vec<String>,
     #[serde(skip)]
     pub host_bridge: Option<String>,
+    /// The model the driver reports (`/proc/driver/nvidia/gpus/*/information`).
+    pub model: Option<String>,
+    /// The NUMA node holding this GPU's own memory where the CPU can address it (POWER9
+    /// NVLink 2, Grace Hopper), from the driver's `numa_status`.
+    pub memory_numa_node: Option<u32>,
     /// What NVML adds when the driver is loaded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nvml: Option<NvmlGpu>,
@@ -38,29 +44,120 @@ pub fn is_nvidia_gpu(dev: &PciDevice) -> bool {
     dev.vendor == Some(NVIDIA_VENDOR) && dev.class.is_some_and(|c| c >> 16 == 0x03)
 }
 
-/// GPUs among the node's PCI devices (already sorted by address), numbered in that order.
-pub fn gpus(devices: &[PciDevice]) -> Vec<Gpu> {
-    devices
+/// A GPU as the loaded driver lists it in `/proc/driver/nvidia/gpus/<bus id>/`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcGpu {
+    pub address: String,
+    pub model: Option<String>,
+    pub memory_numa_node: Option<u32>,
+}
+
+/// Parses `information`: `Model: \t Tesla V100-SXM2-16GB` lines.
+pub fn parse_information(text: &str) -> Option<String> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("Model:"))
+        .map(|m| m.trim().to_string())
+        .filter(|m| !m.is_empty())
+}
+
+/// Parses `numa_status`: `Node: 255` on its first line; negative means none.
+pub fn parse_numa_status(text: &str) -> Option<u32> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("Node:"))
+        .and_then(|n| n.trim().parse::<i64>().ok())
+        .and_then(|n| u32::try_from(n).ok())
+}
+
+/// The GPUs the loaded driver lists: evidence that holds when sysfs is trimmed (no
+/// `vendor` or `class`) or the PCI tree is incomplete.
+pub fn proc_gpus(root: &Root) -> Result<Vec<ProcGpu>, HostError> {
+    let base = "/proc/driver/nvidia/gpus";
+    let mut out = Vec::new();
+    for name in root.list_dir(base)?.unwrap_or_default() {
+        let address = name.to_ascii_lowercase();
+        if !super::pci::is_pci_address(&address) {
+            continue;
+        }
+        let read = |f: &str| {
+            root.read_optional(&format!("{base}/{name}/{f}"))
+                .ok()
+                .flatten()
+        };
+        out.push(ProcGpu {
+            model: read("information").as_deref().and_then(parse_information),
+            memory_numa_node: read("numa_status").as_deref().and_then(parse_numa_status),
+            address,
+        });
+    }
+    Ok(out)
+}
+
+fn gpu_from(d: &PciDevice) -> Gpu {
+    Gpu {
+        index: 0,
+        pci_address: d.address.clone(),
+        device_id: format!(
+            "{:04x}:{}",
+            d.vendor.unwrap_or(NVIDIA_VENDOR),
+            d.device.map_or("????".into(), |id| format!("{id:04x}"))
+        ),
+        driver: d.driver.clone(),
+        numa_node: d.numa_node,
+        local_cpus: d.local_cpus.clone(),
+        link: d.link.clone(),
+        bridges: d.bridges.clone(),
+        host_bridge: d.host_bridge.clone(),
+        model: None,
+        memory_numa_node: None,
+        nvml: None,
+    }
+}
+
+/// GPUs among the node's PCI devices (already sorted by address) and those the driver
+/// lists, numbered in address order.
+pub fn gpus(devices: &[PciDevice], listed: &[ProcGpu]) -> Vec<Gpu> {
+    let mut out: Vec<Gpu> = devices
         .iter()
-        .filter(|d| is_nvidia_gpu(d))
-        .enumerate()
-        .map(|(index, d)| Gpu {
-            index,
-            pci_address: d.address.clone(),
-            device_id: format!(
-                "{:04x}:{:04x}",
-                d.vendor.unwrap_or(0),
-                d.device.unwrap_or(0)
-            ),
-            driver: d.driver.clone(),
-            numa_node: d.numa_node,
-            local_cpus: d.local_cpus.clone(),
-            link: d.link.clone(),
-            bridges: d.bridges.clone(),
-            host_bridge: d.host_bridge.clone(),
-            nvml: None,
-        })
-        .collect()
+        .filter(|d| is_nvidia_gpu(d) || listed.iter().any(|p| p.address == d.address))
+        .map(gpu_from)
+        .collect();
+    for p in listed {
+        match out.iter_mut().find(|g| g.pci_address == p.address) {
+            Some(g) => {
+                g.model = p.model.clone();
+                g.memory_numa_node = p.memory_numa_node;
+                // The driver listing it means it is bound, whatever sysfs lacks.
+                g.driver.get_or_insert_with(|| "nvidia".into());
+            }
+            None => out.push(Gpu {
+                model: p.model.clone(),
+                memory_numa_node: p.memory_numa_node,
+                driver: Some("nvidia".into()),
+                ..gpu_from(&PciDevice {
+                    address: p.address.clone(),
+                    vendor: Some(NVIDIA_VENDOR),
+                    device: None,
+                    class: None,
+                    driver: None,
+                    numa_node: None,
+                    local_cpus: None,
+                    link: PciLink {
+                        current_gts: None,
+                        max_gts: None,
+                        current_width: None,
+                        max_width: None,
+                    },
+                    bridges: vec![],
+                    host_bridge: None,
+                })
+            }),
+        }
+    }
+    out.sort_by(|a, b| a.pci_address.cmp(&b.pci_address));
+    for (i, g) in out.iter_mut().enumerate() {
+        g.index = i;
+    }
+    out
 }
 
 #[cfg(test)]
@@ -96,10 +193,55 @@ mod tests {
             dev("0000:07:00.0", 0x15b3, 0x020000),        // ConnectX
             dev("0000:08:00.0", NVIDIA_VENDOR, 0x030000), // VGA
         ];
-        let found = gpus(&devices);
+        let found = gpus(&devices, &[]);
         assert_eq!(found.len(), 2);
         assert_eq!(found[0].pci_address, "0000:05:00.0");
         assert_eq!(found[1].index, 1);
         assert_eq!(found[0].device_id, "10de:15f8");
+    }
+
+    #[test]
+    fn the_drivers_listing_fills_in_what_sysfs_lacks() {
+        let mut trimmed = dev("0000:04:00.0", 0, 0);
+        trimmed.vendor = None;
+        trimmed.class = None;
+        trimmed.driver = None;
+        let listed = [
+            ProcGpu {
+                address: "0000:04:00.0".into(),
+                model: Some("Tesla V100-SXM2-16GB".into()),
+                memory_numa_node: Some(255),
+            },
+            ProcGpu {
+                address: "0004:04:00.0".into(),
+                model: None,
+                memory_numa_node: None,
+            },
+        ];
+        let found = gpus(&[trimmed], &listed);
+        assert_eq!(found.len(), 2);
+        assert_eq!(found[0].driver.as_deref(), Some("nvidia"));
+        assert_eq!(found[0].model.as_deref(), Some("Tesla V100-SXM2-16GB"));
+        assert_eq!(found[0].memory_numa_node, Some(255));
+        assert_eq!(found[1].pci_address, "0004:04:00.0");
+        assert_eq!(found[1].device_id, "10de:????");
+        assert_eq!(found[1].index, 1);
+    }
+
+    #[test]
+    fn information_and_numa_status() {
+        let info =
+            "Model: \t\t Tesla V100-SXM2-16GB\nIRQ:   \t\t 83\nBus Location: \t 0004:04:00.0\n";
+        assert_eq!(
+            parse_information(info).as_deref(),
+            Some("Tesla V100-SXM2-16GB")
+        );
+        assert_eq!(parse_information("IRQ: 5\n"), None);
+        assert_eq!(
+            parse_numa_status("Node: 255\nStatus: online_movable\n"),
+            Some(255)
+        );
+        assert_eq!(parse_numa_status("Node: -1\n"), None);
+        assert_eq!(parse_numa_status(""), None);
     }
 }

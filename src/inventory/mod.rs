@@ -11,20 +11,24 @@ pub mod nic;
 pub mod numa;
 pub mod nvml;
 pub mod pci;
+pub mod pcie_cap;
+pub mod rdma;
 pub mod route;
 
 use std::fmt::Display;
 
 use serde::{Serialize, Serializer};
 
+use crate::host::cpulist::CpuList;
 use crate::host::{HostError, Root};
 use affinity::{Path, Place};
 use cuda::CudaProbe;
 use ethtool::EthtoolProbe;
 use gpu::Gpu;
-use nic::{Nic, RdmaDevice, SkippedNic};
+use nic::{Nic, SkippedNic};
 use numa::NumaNode;
 use nvml::{NvmlFacts, NvmlProbe};
+use rdma::RdmaDevice;
 use route::RouteProbe;
 
 /// The sources that are not files. On `--root DIR` they would describe the machine
@@ -83,9 +87,41 @@ impl Inventory {
     pub fn read(root: &Root, probes: &Probes) -> Result<Inventory, HostError> {
         let numa_nodes = numa::nodes(root)?;
         let devices = pci::devices(root)?;
-        let mut gpus = gpu::gpus(&devices);
-        let (mut nics, skipped_nics) = nic::nics(root, probes.ethtool.as_ref())?;
-        let rdma = nic::rdma_devices(root)?;
+        let mut gpus = gpu::gpus(&devices, &gpu::proc_gpus(root)?);
+        let mut numa_nodes = numa_nodes;
+        for g in &gpus {
+            if let Some(n) = g
+                .memory_numa_node
+                .and_then(|id| numa_nodes.iter_mut().find(|n| n.id == id))
+            {
+                n.gpu_memory_of = Some(g.pci_address.clone());
+            }
+        }
+        let mut rdma = rdma::devices(root)?;
+        let (mut nics, skipped_nics) = nic::nics(root, probes.ethtool.as_ref(), &rdma)?;
+        // Only online CPUs are local: a GPU's `local_cpulist` lists offline ones too.
+        if let Some(online) = numa::online_cpus(root)? {
+            let keep = |cpus: &mut Option<CpuList>| {
+                if let Some(c) = cpus {
+                    *c = numa::split_online(c, &online).0;
+                }
+            };
+            gpus.iter_mut().for_each(|g| keep(&mut g.local_cpus));
+            nics.iter_mut().for_each(|n| keep(&mut n.local_cpus));
+        }
+        // Firmware (or a trimmed capture) without `numa_node`: the local CPUs name the node.
+        for g in gpus.iter_mut().filter(|g| g.numa_node.is_none()) {
+            g.numa_node = g
+                .local_cpus
+                .as_ref()
+                .and_then(|c| numa::node_of_cpus(&numa_nodes, c));
+        }
+        for n in nics.iter_mut().filter(|n| n.numa_node.is_none()) {
+            n.numa_node = n
+                .local_cpus
+                .as_ref()
+                .and_then(|c| numa::node_of_cpus(&numa_nodes, c));
+        }
         // A one-node host leaves `numa_node` at -1: every device is on that node.
         if let [only] = numa_nodes.as_slice() {
             for g in gpus.iter_mut().filter(|g| g.numa_node.is_none()) {
@@ -93,6 +129,9 @@ impl Inventory {
             }
             for n in nics.iter_mut().filter(|n| n.numa_node.is_none()) {
                 n.numa_node = Some(only.id);
+            }
+            for r in rdma.iter_mut().filter(|r| r.numa_node.is_none()) {
+                r.numa_node = Some(only.id);
             }
         }
         let nvml = if gpus.is_empty() {

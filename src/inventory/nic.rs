@@ -2,12 +2,13 @@
 //! devices of `/sys/class/infiniband`. Software interfaces (loopback, bridges, bonds,
 //! VLANs, veth, docker) are listed apart with the reason.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use super::ethtool::EthtoolProbe;
 use super::pci::{self, PciLink};
+use super::rdma::RdmaDevice;
 use crate::host::cpulist::CpuList;
 use crate::host::{HostError, Root};
 
@@ -26,6 +27,8 @@ pub struct Nic {
     pub operstate: String,
     /// From `ETHTOOL_GDRVINFO`; live node only.
     pub firmware: Option<String>,
+    /// The driver's version from `ETHTOOL_GDRVINFO` (`ethtool -i`); live node only.
+    pub driver_version: Option<String>,
     /// `ethernet` or `infiniband` (IPoIB), from the ARP hardware `type`.
     pub kind: String,
     pub link: Option<PciLink>,
@@ -52,22 +55,25 @@ pub struct SkippedNic {
     pub reason: String,
 }
 
-/// An RDMA device (InfiniBand HCA or RoCE NIC).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RdmaDevice {
-    pub name: String,
-    pub pci_address: Option<String>,
-    pub numa_node: Option<u32>,
-    /// `port N: STATE RATE` lines, e.g. `1: ACTIVE 100 Gb/sec (4X EDR)`.
-    pub ports: Vec<String>,
+/// The device behind an interface: its `device` link, else the directory its
+/// `/sys/class/net` link points into (`.../0000:3b:00.0/net/eth0` → the PCI function),
+/// for trimmed snapshots and drivers that leave `device` out.
+pub fn device_path(root: &Root, name: &str) -> Option<PathBuf> {
+    let dir = format!("/sys/class/net/{name}");
+    if let Ok(real) = std::fs::canonicalize(root.path(&format!("{dir}/device"))) {
+        return Some(real);
+    }
+    let real = std::fs::canonicalize(root.path(&dir)).ok()?;
+    let parent = real.parent().filter(|p| p.ends_with("net"))?.parent()?;
+    pci_function(parent).map(Path::to_path_buf)
 }
 
 /// Why an interface is software-only, or `None` when a device backs it.
 pub fn virtual_reason(root: &Root, name: &str) -> Option<String> {
     let dir = format!("/sys/class/net/{name}");
     let real = std::fs::canonicalize(root.path(&dir)).unwrap_or_default();
-    let is_virtual = real.components().any(|c| c.as_os_str() == "virtual")
-        || !root.exists(&format!("{dir}/device"));
+    let is_virtual =
+        real.components().any(|c| c.as_os_str() == "virtual") || device_path(root, name).is_none();
     if !is_virtual {
         return None;
     }
@@ -113,8 +119,8 @@ pub fn pci_function(real_device: &Path) -> Option<&Path> {
 pub fn nics(
     root: &Root,
     ethtool: &dyn EthtoolProbe,
+    rdma: &[RdmaDevice],
 ) -> Result<(Vec<Nic>, Vec<SkippedNic>), HostError> {
-    let rdma = rdma_devices(root)?;
     let mut nics = Vec::new();
     let mut skipped = Vec::new();
     for name in root.list_dir("/sys/class/net")?.unwrap_or_default() {
@@ -124,7 +130,7 @@ pub fn nics(
         }
         let dir = format!("/sys/class/net/{name}");
         let file = |f: &str| root.read_optional(&format!("{dir}/{f}")).ok().flatten();
-        let real_device = std::fs::canonicalize(root.path(&format!("{dir}/device"))).ok();
+        let real_device = device_path(root, &name);
         let pci_dev = match real_device.as_deref().and_then(pci_function) {
             Some(p) => {
                 let host = pci::host_path(root, p);
@@ -135,11 +141,15 @@ pub fn nics(
         let driver = pci::link_name(&root.path(&format!("{dir}/device/driver")))
             .or_else(|| pci_dev.as_ref().and_then(|p| p.driver.clone()));
         let pci_address = pci_dev.as_ref().map(|p| p.address.clone());
-        let firmware = ethtool
-            .driver_info(&name)
-            .ok()
-            .map(|i| i.firmware)
+        let info = ethtool.driver_info(&name).ok();
+        let firmware = info
+            .as_ref()
+            .map(|i| i.firmware.clone())
             .filter(|f| !f.is_empty() && f != "N/A");
+        let driver_version = info
+            .as_ref()
+            .map(|i| i.version.clone())
+            .filter(|v| !v.is_empty());
         nics.push(Nic {
             rdma: rdma
                 .iter()
@@ -160,47 +170,12 @@ pub fn nics(
             host_bridge: pci_dev.as_ref().and_then(|p| p.host_bridge.clone()),
             pci_address,
             driver,
+            driver_version,
             firmware,
             name,
         });
     }
     Ok((nics, skipped))
-}
-
-/// RDMA devices with their PCI function and port states.
-pub fn rdma_devices(root: &Root) -> Result<Vec<RdmaDevice>, HostError> {
-    let mut out = Vec::new();
-    for name in crate::host::net::rdma_devices(root)? {
-        let dir = format!("/sys/class/infiniband/{name}");
-        let real = std::fs::canonicalize(root.path(&format!("{dir}/device"))).ok();
-        let pci_dev = match real.as_deref().and_then(pci_function) {
-            Some(p) => Some(pci::read_device(
-                root,
-                &pci::host_path(root, p).to_string_lossy(),
-            )?),
-            None => None,
-        };
-        let mut ports = Vec::new();
-        for port in root.list_dir(&format!("{dir}/ports"))?.unwrap_or_default() {
-            let read = |f: &str| {
-                root.read_optional(&format!("{dir}/ports/{port}/{f}"))
-                    .ok()
-                    .flatten()
-                    .map(|s| s.trim().to_string())
-            };
-            let state = read("state").unwrap_or_default();
-            let state = state.split_once(": ").map_or(state.as_str(), |(_, s)| s);
-            let rate = read("rate").unwrap_or_default();
-            ports.push(format!("{port}: {state} {rate}").trim().to_string());
-        }
-        out.push(RdmaDevice {
-            pci_address: pci_dev.as_ref().map(|p| p.address.clone()),
-            numa_node: pci_dev.as_ref().and_then(|p| p.numa_node),
-            ports,
-            name,
-        });
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -10,10 +10,18 @@ use crate::host::{HostError, Root};
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NumaNode {
     pub id: u32,
+    /// The node's online CPUs: only these are local to anything.
     #[serde(serialize_with = "super::serialize_display")]
     pub cpus: CpuList,
+    /// CPUs of the node that are offline (`/sys/devices/system/cpu/online` lacks them):
+    /// shown, never bound to.
+    #[serde(serialize_with = "super::serialize_display")]
+    pub offline_cpus: CpuList,
     /// `MemTotal` of the node in bytes; `None` when its `meminfo` is absent.
     pub memory: Option<u64>,
+    /// The GPU (PCI address) whose own memory this node is (POWER9, Grace Hopper), from
+    /// the driver's `numa_status`.
+    pub gpu_memory_of: Option<String>,
 }
 
 /// Parses a node's `meminfo` (`Node 0 MemTotal:  47925628 kB`) into bytes.
@@ -48,22 +56,64 @@ pub fn nodes(root: &Root) -> Result<Vec<NumaNode>, HostError> {
             .read_optional(&format!("{dir}/meminfo"))?
             .as_deref()
             .and_then(parse_node_memtotal);
-        out.push(NumaNode { id, cpus, memory });
+        out.push(NumaNode {
+            id,
+            cpus,
+            offline_cpus: CpuList::default(),
+            memory,
+            gpu_memory_of: None,
+        });
     }
     out.sort_by_key(|n| n.id);
+    let online = online_cpus(root)?;
     if out.is_empty() {
-        let online = root
-            .read_optional("/sys/devices/system/cpu/online")?
-            .and_then(|t| CpuList::parse(&t).ok());
         if let Some(cpus) = online {
             out.push(NumaNode {
                 id: 0,
                 cpus,
+                offline_cpus: CpuList::default(),
                 memory: None,
+                gpu_memory_of: None,
             });
+        }
+    } else if let Some(online) = &online {
+        for node in &mut out {
+            let (on, off) = split_online(&node.cpus, online);
+            node.cpus = on;
+            node.offline_cpus = off;
         }
     }
     Ok(out)
+}
+
+/// The online CPUs (`/sys/devices/system/cpu/online`), `None` when the file is absent or
+/// unparsable (then every listed CPU is taken as online, as before hot-plug existed).
+pub fn online_cpus(root: &Root) -> Result<Option<CpuList>, HostError> {
+    Ok(root
+        .read_optional("/sys/devices/system/cpu/online")?
+        .and_then(|t| CpuList::parse(&t).ok()))
+}
+
+/// The node a device sits on when its firmware did not say (`numa_node` absent or -1) but
+/// its local CPUs (online ones) all belong to exactly one node with CPUs: the kernel derives
+/// `local_cpus` from the device's node, so they name it. `None` when they span nodes.
+pub fn node_of_cpus(nodes: &[NumaNode], local: &CpuList) -> Option<u32> {
+    if local.is_empty() {
+        return None;
+    }
+    let mut holding = nodes
+        .iter()
+        .filter(|n| !n.cpus.is_empty() && local.0.iter().all(|c| n.cpus.0.contains(c)));
+    match (holding.next(), holding.next()) {
+        (Some(n), None) => Some(n.id),
+        _ => None,
+    }
+}
+
+/// `cpus` split into its online and offline members.
+pub fn split_online(cpus: &CpuList, online: &CpuList) -> (CpuList, CpuList) {
+    let (on, off) = cpus.0.iter().partition(|c| online.0.contains(c));
+    (CpuList(on), CpuList(off))
 }
 
 #[cfg(test)]
@@ -99,5 +149,40 @@ mod tests {
         let nodes = super::nodes(&Root::new(flat.path())).unwrap();
         assert_eq!(nodes.len(), 1);
         assert_eq!(nodes[0].cpus.to_string(), "0-3");
+    }
+
+    #[test]
+    fn nodes_from_local_cpus() {
+        let node = |id, cpus: &str| NumaNode {
+            id,
+            cpus: CpuList::parse(cpus).unwrap(),
+            offline_cpus: CpuList::default(),
+            memory: None,
+            gpu_memory_of: None,
+        };
+        let nodes = [node(0, "0-15"), node(8, "88-103"), node(255, "")];
+        let of = |cpus: &str| node_of_cpus(&nodes, &CpuList::parse(cpus).unwrap());
+        assert_eq!(of("0-15"), Some(0));
+        assert_eq!(of("88-91"), Some(8));
+        assert_eq!(of("0-103"), None, "spans nodes");
+        assert_eq!(of(""), None);
+        assert_eq!(of("200"), None);
+    }
+
+    #[test]
+    fn offline_cpus_are_never_local() {
+        let dir = tempfile::tempdir().unwrap();
+        let node0 = dir.path().join("sys/devices/system/node/node0");
+        std::fs::create_dir_all(&node0).unwrap();
+        std::fs::write(node0.join("cpulist"), "0-23\n").unwrap();
+        std::fs::create_dir_all(dir.path().join("sys/devices/system/cpu")).unwrap();
+        std::fs::write(
+            dir.path().join("sys/devices/system/cpu/online"),
+            "0,2,4-20,22\n",
+        )
+        .unwrap();
+        let nodes = nodes(&Root::new(dir.path())).unwrap();
+        assert_eq!(nodes[0].cpus.to_string(), "0,2,4-20,22");
+        assert_eq!(nodes[0].offline_cpus.to_string(), "1,3,21,23");
     }
 }

@@ -24,6 +24,17 @@ pub struct NvmlGpu {
     pub ecc_uncorrected: Option<u64>,
     /// PCI addresses of the peers reached through active NVLinks (a peer per link).
     pub nvlink_peers: Vec<String>,
+    /// Every NVLink the GPU has (NVML answers for it) and whether it is active; GPUs
+    /// without NVLink have none.
+    #[serde(default)]
+    pub nvlinks: Vec<NvLink>,
+}
+
+/// One NVLink of a GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct NvLink {
+    pub link: u32,
+    pub active: bool,
 }
 
 /// What NVML says about the node.
@@ -85,11 +96,15 @@ impl NvmlProbe for RealNvml {
             };
             let Ok(pci) = device.pci_info() else { continue };
             let mut nvlink_peers = Vec::new();
+            let mut nvlinks = Vec::new();
             for link in 0..NVLINK_MAX_LINKS {
                 let wrapper = device.link_wrapper_for(link);
-                if wrapper.is_active().unwrap_or(false)
-                    && let Ok(remote) = wrapper.remote_pci_info()
-                {
+                // An error (NotSupported, InvalidArg) means the GPU has no such link.
+                let Ok(active) = wrapper.is_active() else {
+                    continue;
+                };
+                nvlinks.push(NvLink { link, active });
+                if active && let Ok(remote) = wrapper.remote_pci_info() {
                     nvlink_peers.push(normalise_bus_id(&remote.bus_id));
                 }
             }
@@ -102,6 +117,7 @@ impl NvmlProbe for RealNvml {
                     .total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
                     .ok(),
                 nvlink_peers,
+                nvlinks,
             });
         }
         Ok(NvmlFacts {

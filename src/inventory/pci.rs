@@ -93,17 +93,43 @@ pub fn parse_numa_node(text: &str) -> Option<u32> {
         .and_then(|n| u32::try_from(n).ok())
 }
 
-/// True for a PCI address such as `0000:3b:00.0`.
+/// True for a PCI address such as `0000:3b:00.0`. The domain may be wider than 16 bits
+/// (`10000:00:04.0` under Intel VMD, Hyper-V's 32-bit domains): four hex digits or more.
 pub fn is_pci_address(name: &str) -> bool {
-    let b = name.as_bytes();
-    b.len() == 12
-        && b[4] == b':'
-        && b[7] == b':'
-        && b[10] == b'.'
-        && name
-            .chars()
-            .enumerate()
-            .all(|(i, c)| matches!(i, 4 | 7 | 10) || c.is_ascii_hexdigit())
+    let hex = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_hexdigit());
+    let Some((rest, function)) = name.rsplit_once('.') else {
+        return false;
+    };
+    let mut parts = rest.split(':');
+    let (Some(domain), Some(bus), Some(slot), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    (4..=8).contains(&domain.len())
+        && hex(domain)
+        && bus.len() == 2
+        && hex(bus)
+        && slot.len() == 2
+        && hex(slot)
+        && function.len() == 1
+        && hex(function)
+}
+
+/// Parses a `local_cpus`/`cpumap` mask (`00000000,0000ffff`: 32-bit hex words, most
+/// significant first), for kernels and snapshots without `local_cpulist`.
+pub fn parse_cpu_mask(text: &str) -> Option<CpuList> {
+    let words: Vec<&str> = text.trim().split(',').collect();
+    if words.iter().any(|w| w.is_empty() || w.len() > 8) {
+        return None;
+    }
+    let mut set = std::collections::BTreeSet::new();
+    for (i, word) in words.iter().rev().enumerate() {
+        let bits = u32::from_str_radix(word, 16).ok()?;
+        let base = u32::try_from(i).ok()?.checked_mul(32)?;
+        set.extend((0..32).filter(|b| bits & (1 << b) != 0).map(|b| base + b));
+    }
+    Some(CpuList(set))
 }
 
 /// One PCI function as sysfs describes it.
@@ -139,7 +165,10 @@ pub fn read_device(root: &Root, dir: &str) -> Result<PciDevice, HostError> {
         class: file("class")?.as_deref().and_then(parse_hex),
         driver: link_name(&root.path(&format!("{dir}/driver"))),
         numa_node: file("numa_node")?.as_deref().and_then(parse_numa_node),
-        local_cpus: file("local_cpulist")?.and_then(|t| CpuList::parse(&t).ok()),
+        local_cpus: match file("local_cpulist")? {
+            Some(t) => CpuList::parse(&t).ok(),
+            None => file("local_cpus")?.as_deref().and_then(parse_cpu_mask),
+        },
         link: PciLink {
             current_gts: read_lossy(root, &format!("{dir}/current_link_speed"))
                 .as_deref()
@@ -238,6 +267,18 @@ mod tests {
     }
 
     #[test]
+    fn cpu_masks() {
+        let list = |t: &str| parse_cpu_mask(t).map(|c| c.to_string());
+        assert_eq!(list("0000ffff\n").as_deref(), Some("0-15"));
+        assert_eq!(list("00000001,00000000").as_deref(), Some("32"));
+        assert_eq!(list("ff,0000000f").as_deref(), Some("0-3,32-39"));
+        assert_eq!(list("00000000").as_deref(), Some(""));
+        assert_eq!(list("xyz"), None);
+        assert_eq!(list("1,,2"), None);
+        assert_eq!(list("123456789"), None);
+    }
+
+    #[test]
     fn downtraining() {
         let link = |c, m, cw, mw| PciLink {
             current_gts: Some(c),
@@ -258,6 +299,18 @@ mod tests {
         assert!(is_pci_address("0000:3b:00.0"));
         assert!(!is_pci_address("pci0000:00"));
         assert!(!is_pci_address("virtio2"));
+        assert!(is_pci_address("10000:00:04.0"), "VMD domain");
+        assert!(is_pci_address("c2a10001:00:02.0"), "Hyper-V domain");
+        assert!(!is_pci_address("000:3b:00.0"));
+        assert!(!is_pci_address("0000:3b:00.10"));
+        assert!(!is_pci_address("0000:3b:00"));
+        let vmd = Path::new(
+            "/sys/devices/pci0000:00/0000:00:0e.0/pci10000:e0/10000:e0:06.0/10000:e1:00.0",
+        );
+        assert_eq!(
+            bridges_above(vmd, "10000:e1:00.0"),
+            ["0000:00:0e.0", "10000:e0:06.0"]
+        );
         let real = Path::new("/sys/devices/pci0000:5d/0000:5d:02.0/0000:5e:00.0/0000:60:00.0");
         assert_eq!(
             bridges_above(real, "0000:60:00.0"),

@@ -1,52 +1,61 @@
 //! Which interface carries traffic: the default route's, and the one the kernel would use
-//! to reach a peer (`--peer ADDR`), asked over rtnetlink exactly as `ip route get` does.
-//! A route lookup sends no packet.
+//! to reach a peer (`--peer ADDR`), asked over rtnetlink exactly as `ip route get` does,
+//! with `netlink-packet-route` messages on a blocking `netlink-sys` socket (no async
+//! runtime). ECMP routes (`RTA_MULTIPATH`) give every next hop's interface. A route lookup
+//! sends no packet.
 
 use std::net::IpAddr;
+use std::os::fd::AsRawFd;
+
+use netlink_packet_core::{
+    NLM_F_DUMP, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage, NetlinkPayload,
+};
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteType,
+};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
 
 /// A source of routing answers: the kernel over netlink, or fixed answers in tests.
 pub trait RouteProbe {
-    /// Interface index of the default route with the lowest metric.
-    fn default_route(&self) -> Result<Option<u32>, String>;
+    /// Interface indexes of the default route with the lowest metric (several for ECMP).
+    fn default_route(&self) -> Result<Vec<u32>, String>;
     /// Interface index the kernel would send to `peer` from.
     fn route_to(&self, peer: IpAddr) -> Result<u32, String>;
 }
-
-const RTM_NEWROUTE: u16 = 24;
-const RTM_GETROUTE: u16 = 26;
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
-const NLM_F_REQUEST: u16 = 0x1;
-const NLM_F_DUMP: u16 = 0x300;
-const RTA_DST: u16 = 1;
-const RTA_OIF: u16 = 4;
-const RTA_PRIORITY: u16 = 6;
-const RTA_TABLE: u16 = 15;
-const RT_TABLE_MAIN: u32 = 254;
-const RTN_UNICAST: u8 = 1;
-const NLMSG_HDR: usize = 16;
-const RTMSG_LEN: usize = 12;
 
 /// One route from a netlink answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
     pub dst_len: u8,
     pub table: u32,
-    pub kind: u8,
-    pub oif: Option<u32>,
+    pub unicast: bool,
+    /// The output interfaces: `RTA_OIF`, or every next hop of an ECMP (`RTA_MULTIPATH`) route.
+    pub oifs: Vec<u32>,
     pub priority: u32,
 }
 
-fn align4(n: usize) -> usize {
-    (n + 3) & !3
-}
-
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+/// Reads a route out of a parsed `RTM_NEWROUTE` message.
+pub fn route_of(msg: &RouteMessage) -> Route {
+    let mut route = Route {
+        dst_len: msg.header.destination_prefix_length,
+        table: u32::from(msg.header.table),
+        unicast: msg.header.kind == RouteType::Unicast,
+        oifs: Vec::new(),
+        priority: 0,
+    };
+    for attr in &msg.attributes {
+        match attr {
+            RouteAttribute::Oif(i) => route.oifs.push(*i),
+            RouteAttribute::MultiPath(hops) => {
+                route.oifs.extend(hops.iter().map(|h| h.interface_index));
+            }
+            RouteAttribute::Priority(p) => route.priority = *p,
+            RouteAttribute::Table(t) => route.table = *t,
+            _ => {}
+        }
+    }
+    route
 }
 
 /// The outcome of parsing one datagram of a netlink answer.
@@ -57,137 +66,103 @@ pub struct Parsed {
     pub done: bool,
 }
 
-/// Parses `RTM_NEWROUTE` messages out of one netlink datagram; an `NLMSG_ERROR` with a
-/// non-zero code is the kernel's refusal (e.g. "Network is unreachable").
+/// Parses the messages of one netlink datagram; an error message with a code is the
+/// kernel's refusal (e.g. "Network is unreachable").
 pub fn parse_routes(buf: &[u8]) -> Result<Parsed, String> {
     let mut out = Parsed::default();
     let mut at = 0;
-    while at + NLMSG_HDR <= buf.len() {
-        let len = u32_at(buf, at).ok_or("short netlink header")? as usize;
-        let kind = u16_at(buf, at + 4).ok_or("short netlink header")?;
-        if len < NLMSG_HDR || at + len > buf.len() {
-            return Err(format!("netlink message length {len} out of bounds"));
-        }
-        let body = &buf[at + NLMSG_HDR..at + len];
-        match kind {
-            NLMSG_DONE => out.done = true,
-            NLMSG_ERROR => {
-                let code = u32_at(body, 0).ok_or("short netlink error")? as i32;
-                if code != 0 {
-                    return Err(std::io::Error::from_raw_os_error(-code).to_string());
+    while at < buf.len() {
+        let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[at..])
+            .map_err(|e| format!("malformed netlink answer: {e}"))?;
+        let len = msg.header.length as usize;
+        match msg.payload {
+            NetlinkPayload::Done(_) => out.done = true,
+            NetlinkPayload::Error(e) => {
+                if let Some(code) = e.code {
+                    return Err(std::io::Error::from_raw_os_error(-code.get()).to_string());
                 }
             }
-            RTM_NEWROUTE => out.routes.push(parse_route(body)?),
+            NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewRoute(r)) => {
+                out.routes.push(route_of(&r));
+            }
             _ => {}
         }
-        at += align4(len);
+        if len == 0 {
+            break;
+        }
+        at += len;
     }
     Ok(out)
 }
 
-fn parse_route(body: &[u8]) -> Result<Route, String> {
-    if body.len() < RTMSG_LEN {
-        return Err("short rtmsg".into());
-    }
-    let mut route = Route {
-        dst_len: body[1],
-        table: u32::from(body[4]),
-        kind: body[7],
-        oif: None,
-        priority: 0,
-    };
-    let mut at = RTMSG_LEN;
-    while at + 4 <= body.len() {
-        let len = usize::from(u16_at(body, at).unwrap_or(0));
-        let kind = u16_at(body, at + 2).unwrap_or(0);
-        if len < 4 || at + len > body.len() {
-            return Err(format!("route attribute length {len} out of bounds"));
-        }
-        let value = &body[at + 4..at + len];
-        match kind {
-            RTA_OIF => route.oif = u32_at(value, 0),
-            RTA_PRIORITY => route.priority = u32_at(value, 0).unwrap_or(0),
-            RTA_TABLE => route.table = u32_at(value, 0).unwrap_or(route.table),
-            _ => {}
-        }
-        at += align4(len);
-    }
-    Ok(route)
-}
-
-/// The default route of the main table with the lowest metric.
-pub fn pick_default(routes: &[Route]) -> Option<u32> {
+/// The interfaces of the main table's unicast default route with the lowest metric (all
+/// next hops of an ECMP default).
+pub fn pick_default(routes: &[Route]) -> Vec<u32> {
     routes
         .iter()
-        .filter(|r| r.dst_len == 0 && r.table == RT_TABLE_MAIN && r.kind == RTN_UNICAST)
-        .filter(|r| r.oif.is_some())
+        .filter(|r| {
+            r.dst_len == 0
+                && r.table == u32::from(RouteHeader::RT_TABLE_MAIN)
+                && r.unicast
+                && !r.oifs.is_empty()
+        })
         .min_by_key(|r| r.priority)
-        .and_then(|r| r.oif)
+        .map(|r| r.oifs.clone())
+        .unwrap_or_default()
 }
 
-/// Builds an `RTM_GETROUTE` request: a dump of `family`'s routes, or a lookup of `dst`.
-pub fn request(family: u8, dst: Option<IpAddr>, seq: u32) -> Vec<u8> {
-    let mut attrs = Vec::new();
-    let mut dst_len = 0u8;
-    if let Some(addr) = dst {
-        let bytes: Vec<u8> = match addr {
-            IpAddr::V4(a) => a.octets().to_vec(),
-            IpAddr::V6(a) => a.octets().to_vec(),
-        };
-        dst_len = (bytes.len() * 8) as u8;
-        attrs.extend_from_slice(&((4 + bytes.len()) as u16).to_ne_bytes());
-        attrs.extend_from_slice(&RTA_DST.to_ne_bytes());
-        attrs.extend_from_slice(&bytes);
-        attrs.resize(align4(attrs.len()), 0);
+/// An `RTM_GETROUTE` request: a dump of one family's routes, or (with `dst`) the route the
+/// kernel would take to one address, as `ip route get` asks.
+pub fn request(family: AddressFamily, dst: Option<IpAddr>, seq: u32) -> Vec<u8> {
+    let mut route = RouteMessage::default();
+    route.header.address_family = family;
+    let mut header = NetlinkHeader::default();
+    header.flags = NLM_F_REQUEST;
+    header.sequence_number = seq;
+    if let Some(ip) = dst {
+        route.header.destination_prefix_length = if ip.is_ipv4() { 32 } else { 128 };
+        route
+            .attributes
+            .push(RouteAttribute::Destination(RouteAddress::from(ip)));
+    } else {
+        header.flags |= NLM_F_DUMP;
     }
-    let len = NLMSG_HDR + RTMSG_LEN + attrs.len();
-    let flags = NLM_F_REQUEST | if dst.is_none() { NLM_F_DUMP } else { 0 };
-    let mut msg = Vec::with_capacity(len);
-    msg.extend_from_slice(&(len as u32).to_ne_bytes());
-    msg.extend_from_slice(&RTM_GETROUTE.to_ne_bytes());
-    msg.extend_from_slice(&flags.to_ne_bytes());
-    msg.extend_from_slice(&seq.to_ne_bytes());
-    msg.extend_from_slice(&0u32.to_ne_bytes());
-    msg.extend_from_slice(&[family, dst_len, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-    msg.extend_from_slice(&attrs);
-    msg
+    let mut msg = NetlinkMessage::new(
+        header,
+        NetlinkPayload::from(RouteNetlinkMessage::GetRoute(route)),
+    );
+    msg.finalize();
+    let mut buf = vec![0u8; msg.buffer_len()];
+    msg.serialize(&mut buf);
+    buf
 }
 
-/// The kernel's routing tables over an `AF_NETLINK`/`NETLINK_ROUTE` socket.
+/// The kernel's routing tables over a blocking `NETLINK_ROUTE` socket.
 pub struct Netlink;
 
+/// The longest a route answer may take before the lookup gives up.
+const ANSWER_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl Netlink {
-    fn ask(&self, family: u8, dst: Option<IpAddr>) -> Result<Vec<Route>, String> {
-        // SAFETY: plain socket(2); closed by `Fd`'s drop.
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                libc::NETLINK_ROUTE,
-            )
-        };
-        if fd < 0 {
-            return Err(format!(
-                "netlink socket: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        let fd = Fd(fd);
-        let msg = request(family, dst, 1);
-        // SAFETY: `msg` is valid for its length; a NULL address sends to the kernel.
-        let sent = unsafe { libc::send(fd.0, msg.as_ptr().cast(), msg.len(), 0) };
-        if sent < 0 {
-            return Err(format!("netlink send: {}", std::io::Error::last_os_error()));
-        }
+    fn ask(&self, family: AddressFamily, dst: Option<IpAddr>) -> Result<Vec<Route>, String> {
+        let mut socket = Socket::new(NETLINK_ROUTE).map_err(|e| format!("netlink socket: {e}"))?;
+        socket
+            .bind_auto()
+            .map_err(|e| format!("netlink bind: {e}"))?;
+        socket
+            .connect(&SocketAddr::new(0, 0))
+            .map_err(|e| format!("netlink connect: {e}"))?;
+        set_receive_timeout(&socket, ANSWER_LIMIT)?;
+        socket
+            .send(&request(family, dst, 1), 0)
+            .map_err(|e| format!("netlink send: {e}"))?;
         let mut routes = Vec::new();
         let mut buf = vec![0u8; 64 * 1024];
         loop {
-            // SAFETY: `buf` is writable for its whole length.
-            let n = unsafe { libc::recv(fd.0, buf.as_mut_ptr().cast(), buf.len(), 0) };
-            if n < 0 {
-                return Err(format!("netlink recv: {}", std::io::Error::last_os_error()));
-            }
-            let parsed = parse_routes(&buf[..n as usize])?;
+            let n = socket
+                .recv(&mut &mut buf[..], 0)
+                .map_err(|e| format!("netlink recv: {e}"))?;
+            let parsed = parse_routes(&buf[..n.min(buf.len())])?;
             routes.extend(parsed.routes);
             // A lookup answers with one message; a dump ends with NLMSG_DONE.
             if parsed.done || dst.is_some() || n == 0 {
@@ -197,34 +172,52 @@ impl Netlink {
     }
 }
 
-struct Fd(libc::c_int);
-
-impl Drop for Fd {
-    fn drop(&mut self) {
-        // SAFETY: the descriptor is owned by this value and closed once.
-        unsafe { libc::close(self.0) };
+/// `SO_RCVTIMEO`, so a kernel that never answers cannot hang the audit.
+fn set_receive_timeout(socket: &Socket, limit: std::time::Duration) -> Result<(), String> {
+    let tv = libc::timeval {
+        tv_sec: limit.as_secs() as libc::time_t,
+        tv_usec: 0,
+    };
+    // SAFETY: the descriptor is the socket's own and open; `tv` is a valid timeval whose
+    // size is passed with it.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(format!(
+            "netlink socket timeout: {}",
+            std::io::Error::last_os_error()
+        ));
     }
+    Ok(())
 }
 
 impl RouteProbe for Netlink {
-    fn default_route(&self) -> Result<Option<u32>, String> {
-        let v4 = self.ask(libc::AF_INET as u8, None)?;
-        if let Some(oif) = pick_default(&v4) {
-            return Ok(Some(oif));
+    fn default_route(&self) -> Result<Vec<u32>, String> {
+        let v4 = self.ask(AddressFamily::Inet, None)?;
+        let picked = pick_default(&v4);
+        if !picked.is_empty() {
+            return Ok(picked);
         }
-        let v6 = self.ask(libc::AF_INET6 as u8, None)?;
+        let v6 = self.ask(AddressFamily::Inet6, None)?;
         Ok(pick_default(&v6))
     }
 
     fn route_to(&self, peer: IpAddr) -> Result<u32, String> {
         let family = match peer {
-            IpAddr::V4(_) => libc::AF_INET,
-            IpAddr::V6(_) => libc::AF_INET6,
-        } as u8;
+            IpAddr::V4(_) => AddressFamily::Inet,
+            IpAddr::V6(_) => AddressFamily::Inet6,
+        };
         self.ask(family, Some(peer))
             .map_err(|e| format!("no route to {peer}: {e}"))?
             .into_iter()
-            .find_map(|r| r.oif)
+            .find_map(|r| r.oifs.first().copied())
             .ok_or_else(|| format!("the kernel's route to {peer} names no interface"))
     }
 }
@@ -233,7 +226,7 @@ impl RouteProbe for Netlink {
 pub struct NoRoutes(pub String);
 
 impl RouteProbe for NoRoutes {
-    fn default_route(&self) -> Result<Option<u32>, String> {
+    fn default_route(&self) -> Result<Vec<u32>, String> {
         Err(self.0.clone())
     }
     fn route_to(&self, _peer: IpAddr) -> Result<u32, String> {
@@ -259,14 +252,15 @@ pub fn default_from_proc(text: &str) -> Option<String> {
 
 /// Fixed routing answers, for tests of which NIC gputune judges.
 pub struct FixedRoutes {
-    pub default: Option<u32>,
+    /// The default route's interfaces.
+    pub default: Vec<u32>,
     /// `(peer, interface index)` pairs; other peers have no route.
     pub peers: Vec<(IpAddr, u32)>,
 }
 
 impl RouteProbe for FixedRoutes {
-    fn default_route(&self) -> Result<Option<u32>, String> {
-        Ok(self.default)
+    fn default_route(&self) -> Result<Vec<u32>, String> {
+        Ok(self.default.clone())
     }
     fn route_to(&self, peer: IpAddr) -> Result<u32, String> {
         self.peers
@@ -280,58 +274,92 @@ impl RouteProbe for FixedRoutes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use netlink_packet_route::route::RouteNextHop;
 
-    fn route_msg(dst_len: u8, table: u8, oif: u32, prio: u32) -> Vec<u8> {
-        let mut body = vec![2, dst_len, 0, 0, table, 3, 0, RTN_UNICAST, 0, 0, 0, 0];
-        for (kind, value) in [(RTA_OIF, oif), (RTA_PRIORITY, prio)] {
-            body.extend_from_slice(&8u16.to_ne_bytes());
-            body.extend_from_slice(&kind.to_ne_bytes());
-            body.extend_from_slice(&value.to_ne_bytes());
-        }
-        let mut msg = ((NLMSG_HDR + body.len()) as u32).to_ne_bytes().to_vec();
-        msg.extend_from_slice(&RTM_NEWROUTE.to_ne_bytes());
-        msg.extend_from_slice(&[0; 10]);
-        msg.extend_from_slice(&body);
-        msg
+    /// A serialised `RTM_NEWROUTE` as the kernel sends it.
+    fn answer(dst_len: u8, table: u8, attrs: Vec<RouteAttribute>) -> Vec<u8> {
+        let mut route = RouteMessage::default();
+        route.header.address_family = AddressFamily::Inet;
+        route.header.destination_prefix_length = dst_len;
+        route.header.table = table;
+        route.header.kind = RouteType::Unicast;
+        route.attributes = attrs;
+        let mut msg = NetlinkMessage::new(
+            NetlinkHeader::default(),
+            NetlinkPayload::from(RouteNetlinkMessage::NewRoute(route)),
+        );
+        msg.finalize();
+        let mut buf = vec![0u8; msg.buffer_len()];
+        msg.serialize(&mut buf);
+        buf
+    }
+
+    fn hop(index: u32) -> RouteNextHop {
+        let mut h = RouteNextHop::default();
+        h.interface_index = index;
+        h
     }
 
     #[test]
     fn parses_routes_and_picks_the_default() {
-        let mut buf = route_msg(24, 254, 3, 0);
-        buf.extend(route_msg(0, 254, 2, 100));
-        buf.extend(route_msg(0, 254, 5, 50));
-        let mut done = (NLMSG_HDR as u32 + 4).to_ne_bytes().to_vec();
-        done.extend_from_slice(&NLMSG_DONE.to_ne_bytes());
-        done.extend_from_slice(&[0; 14]);
-        buf.extend(done);
+        let mut buf = answer(24, 254, vec![RouteAttribute::Oif(3)]);
+        buf.extend(answer(
+            0,
+            254,
+            vec![RouteAttribute::Oif(2), RouteAttribute::Priority(100)],
+        ));
+        buf.extend(answer(
+            0,
+            254,
+            vec![RouteAttribute::Oif(5), RouteAttribute::Priority(50)],
+        ));
         let parsed = parse_routes(&buf).unwrap();
-        assert!(parsed.done);
         assert_eq!(parsed.routes.len(), 3);
-        assert_eq!(pick_default(&parsed.routes), Some(5));
-        assert_eq!(pick_default(&parsed.routes[..1]), None);
+        assert_eq!(pick_default(&parsed.routes), [5]);
+        assert!(pick_default(&parsed.routes[..1]).is_empty());
+    }
+
+    #[test]
+    fn ecmp_default_routes_give_every_next_hop() {
+        let buf = answer(
+            0,
+            254,
+            vec![RouteAttribute::MultiPath(vec![hop(4), hop(7)])],
+        );
+        let parsed = parse_routes(&buf).unwrap();
+        assert_eq!(parsed.routes[0].oifs, [4, 7]);
+        assert_eq!(pick_default(&parsed.routes), [4, 7]);
     }
 
     #[test]
     fn malformed_and_refused_answers() {
-        let mut msg = route_msg(0, 254, 2, 0);
+        let mut msg = answer(0, 254, vec![RouteAttribute::Oif(2)]);
         msg[0] = 200; // length beyond the datagram
         assert!(parse_routes(&msg).is_err());
-        let mut err = (NLMSG_HDR as u32 + 4).to_ne_bytes().to_vec();
-        err.extend_from_slice(&NLMSG_ERROR.to_ne_bytes());
-        err.extend_from_slice(&[0; 10]);
-        err.extend_from_slice(&(-101i32).to_ne_bytes());
-        let e = parse_routes(&err).unwrap_err();
+        let mut err = NetlinkMessage::<RouteNetlinkMessage>::new(
+            NetlinkHeader::default(),
+            NetlinkPayload::Error(netlink_packet_core::ErrorMessage::default()),
+        );
+        if let NetlinkPayload::Error(e) = &mut err.payload {
+            e.code = std::num::NonZeroI32::new(-101);
+        }
+        err.finalize();
+        let mut buf = vec![0u8; err.buffer_len()];
+        err.serialize(&mut buf);
+        let e = parse_routes(&buf).unwrap_err();
         assert!(e.contains("unreachable"), "{e}");
         assert_eq!(parse_routes(&[]).unwrap(), Parsed::default());
     }
 
     #[test]
     fn requests_are_well_formed() {
-        let dump = request(2, None, 7);
-        assert_eq!(dump.len(), NLMSG_HDR + RTMSG_LEN);
-        let get = request(2, Some("127.0.0.1".parse().unwrap()), 7);
-        assert_eq!(get.len(), NLMSG_HDR + RTMSG_LEN + 8);
-        assert_eq!(u32_at(&get, 0), Some(get.len() as u32));
+        let dump = request(AddressFamily::Inet, None, 7);
+        let get = request(AddressFamily::Inet, Some("127.0.0.1".parse().unwrap()), 7);
+        assert_eq!(get.len(), dump.len() + 8, "RTA_DST of 4 bytes");
+        assert_eq!(
+            u32::from_ne_bytes(get[..4].try_into().unwrap()) as usize,
+            get.len()
+        );
     }
 
     #[test]
@@ -344,6 +372,55 @@ mod tests {
             .parse()
             .unwrap();
         assert_eq!(oif, lo);
+    }
+
+    /// A real ECMP default route in a fresh network namespace (this thread's own, made with
+    /// unshare(CLONE_NEWNET); `ip` children inherit it): both next hops come back.
+    #[test]
+    fn the_kernels_ecmp_default_route_gives_both_interfaces() {
+        let handle = std::thread::spawn(|| {
+            // SAFETY: unshare(2) on this thread only; it never returns to the test pool.
+            if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+                panic!(
+                    "unshare(CLONE_NEWNET) needs root: {}",
+                    std::io::Error::last_os_error()
+                );
+            }
+            let ip = |args: &str| {
+                let out = std::process::Command::new("ip")
+                    .args(args.split_whitespace())
+                    .output()
+                    .expect("ip (iproute2) runs; scripts/test installs it");
+                assert!(
+                    out.status.success(),
+                    "ip {args}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            };
+            for (dev, net) in [("d0", "10.9.0"), ("d1", "10.9.1")] {
+                ip(&format!("link add {dev} type veth peer name {dev}p"));
+                ip(&format!("link set {dev}p up"));
+                ip(&format!("link set {dev} up"));
+                ip(&format!("addr add {net}.1/24 dev {dev}"));
+            }
+            ip("route add default nexthop via 10.9.0.2 dev d0 nexthop via 10.9.1.2 dev d1");
+            // `ip -o link show d0` → `5: d0@d0p: <...`: the index in this namespace.
+            let index = |dev: &str| -> u32 {
+                let out = std::process::Command::new("ip")
+                    .args(["-o", "link", "show", dev])
+                    .output()
+                    .unwrap();
+                String::from_utf8_lossy(&out.stdout)
+                    .split(':')
+                    .next()
+                    .and_then(|n| n.trim().parse().ok())
+                    .unwrap_or(0)
+            };
+            (Netlink.default_route().unwrap(), [index("d0"), index("d1")])
+        });
+        let (got, want) = handle.join().unwrap();
+        assert!(want.iter().all(|i| *i > 0), "{want:?}");
+        assert_eq!(got, want);
     }
 
     #[test]

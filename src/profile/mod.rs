@@ -35,6 +35,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "ddp-infiniband",
         include_str!("../../profiles/ddp-infiniband.toml"),
     ),
+    ("ddp-roce", include_str!("../../profiles/ddp-roce.toml")),
 ];
 
 /// Where site profiles live on the node (under the root).
@@ -480,7 +481,7 @@ fn parse_setting(
     value: &Spanned<toml::Value>,
     keys: &[KeySpec],
 ) -> Result<Setting, String> {
-    let Some(spec) = keys.iter().find(|s| s.key == key) else {
+    let Some(spec) = keys.iter().find(|s| s.matches(key)) else {
         let known: Vec<&str> = keys.iter().map(|s| s.key).collect();
         return Err(if known.is_empty() {
             format!("unknown key: this version has no checks in [{area}] yet")

@@ -19,11 +19,22 @@ pub enum ValueKind {
 }
 
 /// A key an area's checks understand, with the reason it matters (shown in findings).
+/// A key ending in `.*` is a family: `firmware.*` takes `firmware.mlx5_core`.
 #[derive(Debug, Clone, Copy)]
 pub struct KeySpec {
     pub key: &'static str,
     pub kind: ValueKind,
     pub why: &'static str,
+}
+
+impl KeySpec {
+    /// Whether a profile key is this one, or a member of this family.
+    pub fn matches(&self, key: &str) -> bool {
+        match self.key.strip_suffix('*') {
+            Some(prefix) => key.len() > prefix.len() && key.starts_with(prefix),
+            None => self.key == key,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -284,6 +284,30 @@ pub fn hgx(faults: HgxFaults) -> Tree {
         t.link(&format!("{ib}/device"), &nic);
         t.write(&format!("{ib}/ports/1/state"), "4: ACTIVE\n");
         t.write(&format!("{ib}/ports/1/rate"), "400 Gb/sec (4X NDR)\n");
+        t.write(&format!("{ib}/ports/1/phys_state"), "5: LinkUp\n");
+        t.write(&format!("{ib}/ports/1/link_layer"), "Ethernet\n");
+        t.write(&format!("{ib}/fw_ver"), "28.39.1002\n");
+        // RoCE GID table: link-local v1/v2 at 0/1, the IPv4 address's v1/v2 at 2/3.
+        for (g, gid, kind) in [
+            (0, "fe80:0000:0000:0000:0e42:a1ff:fe00:0000", "IB/RoCE v1"),
+            (1, "fe80:0000:0000:0000:0e42:a1ff:fe00:0000", "RoCE v2"),
+            (2, "0000:0000:0000:0000:0000:ffff:0a00:0001", "IB/RoCE v1"),
+            (3, "0000:0000:0000:0000:0000:ffff:0a00:0001", "RoCE v2"),
+        ] {
+            t.write(&format!("{ib}/ports/1/gids/{g}"), &format!("{gid}\n"));
+            t.write(
+                &format!("{ib}/ports/1/gid_attrs/types/{g}"),
+                &format!("{kind}\n"),
+            );
+            t.write(
+                &format!("{ib}/ports/1/gid_attrs/ndevs/{g}"),
+                &format!("{name}\n"),
+            );
+        }
+        t.write(
+            &format!("{ib}/ports/1/gids/4"),
+            "0000:0000:0000:0000:0000:0000:0000:0000\n",
+        );
         for q in 0..2u32 {
             let irq = 100 + i * 2 + q;
             t.write(&format!("{nic}/msi_irqs/{irq}"), "msix\n");
@@ -313,6 +337,27 @@ pub fn hgx(faults: HgxFaults) -> Tree {
         "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\nGCC version:  gcc version 12.3.0\n",
     );
     t.write("/sys/module/nvidia/version", "550.54.15\n");
+    // rdma-core's verbs library, which NCCL's IB transport loads (a placeholder file: only
+    // its presence is judged, nothing under a fixture root is ever loaded).
+    t.write(
+        "/usr/lib/x86_64-linux-gnu/libibverbs.so.1",
+        "\x7fELF placeholder\n",
+    );
+    // PyTorch's wheels as pip lays them out: cuDNN's wheel (found by its metadata) and
+    // torch built for CUDA 12.4, which driver 550 supports.
+    let site = "/usr/local/lib/python3.11/dist-packages";
+    t.write(
+        &format!("{site}/nvidia/cudnn/lib/libcudnn.so.9"),
+        "\x7fELF placeholder\n",
+    );
+    t.write(
+        &format!("{site}/nvidia_cudnn_cu12-9.1.0.70.dist-info/METADATA"),
+        "Metadata-Version: 2.1\nName: nvidia-cudnn-cu12\nVersion: 9.1.0.70\n",
+    );
+    t.write(
+        &format!("{site}/torch/version.py"),
+        "__version__ = '2.4.0+cu124'\ndebug = False\ncuda: Optional[str] = '12.4'\nhip: Optional[str] = None\n",
+    );
     t.mkdir("/sys/module/nvidia_peermem");
     for g in 0..4 {
         t.write(&format!("/sys/kernel/iommu_groups/{g}/type"), "identity\n");

@@ -1,9 +1,11 @@
 //! GPUs: that the node has them, that each PCIe link trained at full width and speed, what
 //! NVML says of their health, and which driver, CUDA and NCCL versions they would train with.
 
+pub mod stack;
 pub mod versions;
 
 use crate::finding::{Area, Finding, Status};
+use crate::host::libsearch::SearchEnv;
 use crate::inventory::Inventory;
 use crate::inventory::gpu::Gpu;
 use crate::profile::setting::{KeySpec, ValueKind::Version};
@@ -26,6 +28,11 @@ pub const KEYS: &[KeySpec] = &[
         kind: Version,
         why: "Older NCCL lacks fixes and algorithms distributed PyTorch relies on (e.g. NVLS, robust socket bootstrap).",
     },
+    KeySpec {
+        key: "cudnn.version",
+        kind: Version,
+        why: "cuDNN runs PyTorch's convolutions and attention kernels; releases before 8.9 lack the fused attention (SDPA) and FP8 paths current models use.",
+    },
 ];
 
 pub fn audit(ctx: &Context) -> Vec<Finding> {
@@ -42,8 +49,17 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
             "driver.version" => versions::driver(ctx, &inv, setting),
             "cuda.version" => versions::cuda(ctx, &inv, probes, setting),
             "nccl.version" => versions::nccl(ctx, &inv, setting),
+            "cudnn.version" => stack::cudnn(ctx, &inv, setting, &SearchEnv::from_process()),
             other => Finding::error(other, Area::Gpu, "-", "no check for this key"),
         });
+    }
+    if !inv.gpus.is_empty() {
+        findings.push(stack::torch_cuda(
+            ctx,
+            &inv,
+            probes,
+            &SearchEnv::from_process(),
+        ));
     }
     findings
 }
@@ -165,6 +181,37 @@ fn nvml(inv: &Inventory) -> Vec<Finding> {
                 "systemctl enable --now nvidia-persistenced",
             ));
         }
+        if !n.nvlinks.is_empty() {
+            let down: Vec<String> = n
+                .nvlinks
+                .iter()
+                .filter(|l| !l.active)
+                .map(|l| l.link.to_string())
+                .collect();
+            let total = n.nvlinks.len();
+            out.push(hw::finding(
+                format!("gpu{}.nvlink", g.index),
+                Area::Gpu,
+                if down.is_empty() {
+                    Status::Pass
+                } else {
+                    Status::Fail
+                },
+                format!("{total} of {total} NVLinks active"),
+                format!("{} of {total} active", total - down.len()),
+                if down.is_empty() {
+                    format!("{} ({}): every NVLink is up", n.name, g.pci_address)
+                } else {
+                    format!(
+                        "{} ({}): NVLink(s) {} down; NCCL's rings and NVLS over this GPU lose that bandwidth or fall back to PCIe",
+                        n.name,
+                        g.pci_address,
+                        down.join(",")
+                    )
+                },
+                "check `nvidia-smi nvlink -s` and the fabric manager (`systemctl status nvidia-fabricmanager` on NVSwitch systems); a link that stays down after a GPU reset needs service",
+            ));
+        }
         if let Some(errors) = n.ecc_uncorrected {
             out.push(hw::finding(
                 format!("gpu{}.ecc_uncorrected", g.index),
@@ -208,6 +255,8 @@ mod tests {
             },
             bridges: vec![],
             host_bridge: None,
+            model: None,
+            memory_numa_node: None,
             nvml: None,
         }
     }
@@ -264,6 +313,9 @@ mod tests {
             persistence_mode: Some(persistence),
             ecc_uncorrected: Some(ecc),
             nvlink_peers: vec![peer.into(); 12],
+            nvlinks: (0..12)
+                .map(|link| crate::inventory::nvml::NvLink { link, active: true })
+                .collect(),
         }
     }
 
@@ -321,6 +373,49 @@ mod tests {
         assert!(get("driver.version").message.starts_with("from NVML"));
         assert_eq!(get("cuda.version").actual, "12.2");
         assert_eq!(get("cuda.version").status, Status::Pass);
+        assert_eq!(get("gpu0.nvlink").status, Status::Pass);
+        assert_eq!(get("gpu0.nvlink").actual, "12 of 12 active");
+    }
+
+    #[test]
+    fn an_nvlink_that_is_down_fails() {
+        use crate::inventory::nvml::{NvLink, NvmlFacts};
+        let dir = two_gpu_root();
+        let mut broken = nvml_gpu("0000:18:00.0", "0000:2a:00.0", true, 0);
+        broken.nvlinks[3] = NvLink {
+            link: 3,
+            active: false,
+        };
+        broken.nvlinks[7].active = false;
+        broken.nvlink_peers.truncate(10);
+        let (f, inv) = audit_base(
+            dir.path(),
+            NvmlFacts {
+                gpus: vec![broken, nvml_gpu("0000:2a:00.0", "0000:18:00.0", true, 0)],
+                ..Default::default()
+            },
+        );
+        let link = f.iter().find(|x| x.id == "gpu0.nvlink").unwrap();
+        assert_eq!(link.status, Status::Fail);
+        assert_eq!(link.actual, "10 of 12 active");
+        assert!(
+            link.message.contains("NVLink(s) 3,7 down"),
+            "{}",
+            link.message
+        );
+        assert_eq!(inv.matrix().rows[0].links[1], "NV10");
+        // A GPU without NVLink (PCIe card: NVML answers for no link) has no such check.
+        let mut pcie = nvml_gpu("0000:18:00.0", "", true, 0);
+        pcie.nvlinks.clear();
+        pcie.nvlink_peers.clear();
+        let (f, _) = audit_base(
+            dir.path(),
+            NvmlFacts {
+                gpus: vec![pcie],
+                ..Default::default()
+            },
+        );
+        assert!(f.iter().all(|x| x.id != "gpu0.nvlink"));
     }
 
     #[test]

@@ -42,10 +42,14 @@ pub fn driver_version(root: &Root, inv: &Inventory) -> Result<(String, String), 
     {
         return Ok((v.clone(), "NVML".into()));
     }
-    if inv
-        .gpus
-        .iter()
-        .any(|g| g.driver.as_deref() == Some("nvidia"))
+    // The module's directory or the driver's /proc tree means it is loaded, whatever the
+    // snapshot left out.
+    let loaded = root.exists("/sys/module/nvidia") || root.exists("/proc/driver/nvidia/gpus");
+    if loaded
+        || inv
+            .gpus
+            .iter()
+            .any(|g| g.driver.as_deref() == Some("nvidia"))
     {
         return Err(format!(
             "the nvidia driver is bound to the GPUs but neither {proc_file} nor {module} is readable (a partial snapshot?)"

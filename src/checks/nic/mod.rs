@@ -5,13 +5,19 @@
 
 pub mod irq;
 pub mod ncclconf;
-
-use std::net::{IpAddr, ToSocketAddrs};
+pub mod ncclenv;
+pub mod peer;
+pub mod rdma;
+pub mod select;
+pub mod versions;
 
 use crate::finding::{Area, Finding, Status};
+use crate::inventory::Inventory;
 use crate::inventory::nic::Nic;
-use crate::inventory::{Inventory, Probes, route};
-use crate::profile::setting::{KeySpec, Setting, ValueKind::Number};
+use crate::profile::setting::{
+    KeySpec, Setting,
+    ValueKind::{Number, Text, Version},
+};
 
 use super::{Context, hw};
 
@@ -31,6 +37,41 @@ pub const KEYS: &[KeySpec] = &[
         kind: Number,
         why: "NIC interrupts handled on the other socket add a cross-socket hop to every packet; 1 asks for them on the NIC's own NUMA node.",
     },
+    KeySpec {
+        key: "rdma.rate_mbps",
+        kind: Number,
+        why: "NCCL's IB transport runs at the HCA port's rate; a port that trained down (4X SDR instead of 4X HDR, a bad cable or a narrower width) caps every inter-node step.",
+    },
+    KeySpec {
+        key: "rdma.active_mtu",
+        kind: Number,
+        why: "RoCE carries at most the IB MTU that fits its Ethernet MTU: 1024 bytes per packet at MTU 1500, 4096 at 9000; a quarter of the payload per packet costs bandwidth and message rate.",
+    },
+    KeySpec {
+        key: "rdma.link_layer",
+        kind: Text,
+        why: "The profile's figures hold for one fabric: InfiniBand (subnet manager, credit flow control) or Ethernet/RoCE (lossless only with PFC/ECN configured).",
+    },
+    KeySpec {
+        key: "peer.rtt_ms",
+        kind: Number,
+        why: "Every rendezvous and NCCL bootstrap message pays the round trip, and all-reduce latency grows with it; the DDP tuning checklist wants multi-node latency under 5-10 ms.",
+    },
+    KeySpec {
+        key: "peer.path_mtu",
+        kind: Number,
+        why: "A path that carries smaller packets than the NICs are set for (a switch port left at 1500) fragments or black-holes jumbo frames; RoCE and NCCL sockets stall.",
+    },
+    KeySpec {
+        key: "driver_version.*",
+        kind: Version,
+        why: "NIC and HCA drivers fix GPUDirect RDMA and RoCE bugs release by release; nodes of one fleet should run the version it was qualified with.",
+    },
+    KeySpec {
+        key: "firmware.*",
+        kind: Version,
+        why: "Adapter firmware fixes link training, adaptive routing and RDMA bugs; nodes with different firmware behave differently under the same job.",
+    },
 ];
 
 pub fn audit(ctx: &Context) -> Vec<Finding> {
@@ -39,9 +80,10 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
         Ok(inv) => inv,
         Err(f) => return vec![*f],
     };
-    let mut findings = Vec::new();
-    let (judged, why_judged) = training_nics(ctx, &inv, probes, &mut findings);
-    if judged.is_empty() {
+    let mut findings = peer::audit(ctx);
+    let chosen = select::training(ctx, &inv, probes, &mut findings);
+    let nccl = ncclenv::NcclConfig::read(ctx.root);
+    if chosen.nics.is_empty() && chosen.hcas.is_empty() {
         findings.push(Finding::skip(
             "nic.count",
             Area::Nic,
@@ -51,10 +93,11 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
                 inv.skipped_nics.len()
             ),
         ));
+        findings.extend(ncclenv::validate(&nccl));
         return findings;
     }
-    for nic in &judged {
-        findings.push(link_up(nic, &why_judged));
+    for nic in &chosen.nics {
+        findings.push(link_up(nic, &chosen.why));
         for (key, setting) in ctx.profile.area(Area::Nic) {
             match key.as_str() {
                 "link.speed_mbps" => findings.push(speed(ctx, nic, setting)),
@@ -67,57 +110,16 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
             findings.push(f);
         }
     }
-    findings.push(ncclconf::socket_ifname(ctx, &inv, &judged));
+    for hca in &chosen.hcas {
+        findings.extend(rdma::audit(ctx, hca, &chosen.why, &nccl));
+    }
+    findings.extend(versions::audit(ctx, &chosen));
+    findings.extend(select::unjudged(&inv, &chosen));
+    findings.push(ncclconf::socket_ifname(ctx, &chosen.nics));
+    findings.extend(ncclenv::validate(&nccl));
+    findings.extend(ncclenv::against_node(ctx.root, &nccl, &inv));
+    findings.extend(rdma::net_plugin(ctx, &inv, &nccl));
     findings
-}
-
-/// The NICs to judge and why those.
-fn training_nics<'a>(
-    ctx: &Context,
-    inv: &'a Inventory,
-    probes: &Probes,
-    findings: &mut Vec<Finding>,
-) -> (Vec<&'a Nic>, String) {
-    if let Some(peer) = &ctx.options.peer {
-        match peer_nic(inv, probes, peer) {
-            Ok(nic) => return (vec![nic], format!("it routes to --peer {peer}")),
-            Err(reason) => findings.push(Finding::skip(
-                "nic.peer_route",
-                Area::Nic,
-                format!("an interface routes to {peer}"),
-                reason,
-            )),
-        }
-    }
-    let rdma: Vec<&Nic> = inv.nics.iter().filter(|n| !n.rdma.is_empty()).collect();
-    if !rdma.is_empty() {
-        return (rdma, "it is RDMA-capable (the training fabric)".into());
-    }
-    let default = if ctx.root.is_live() {
-        probes
-            .routes
-            .default_route()
-            .ok()
-            .flatten()
-            .and_then(|i| inv.nics.iter().find(|n| n.ifindex == Some(i)))
-    } else {
-        ctx.root
-            .read_optional("/proc/net/route")
-            .ok()
-            .flatten()
-            .and_then(|t| route::default_from_proc(&t))
-            .and_then(|name| inv.nics.iter().find(|n| n.name == name))
-    };
-    if let Some(nic) = default {
-        return (vec![nic], "it carries the default route".into());
-    }
-    if let Some(nic) = fastest_up(&inv.nics) {
-        return (vec![nic], "it is the fastest interface that is up".into());
-    }
-    (
-        inv.nics.iter().collect(),
-        "no interface is up, so every physical one is judged".into(),
-    )
 }
 
 /// The fastest physical NIC that is up (unknown speed counts as slowest), never `lo` or
@@ -129,25 +131,6 @@ pub fn fastest_up(nics: &[Nic]) -> Option<&Nic> {
             .cmp(&b.speed_mbps.unwrap_or(0))
             .then_with(|| b.name.cmp(&a.name))
     })
-}
-
-fn peer_nic<'a>(inv: &'a Inventory, probes: &Probes, peer: &str) -> Result<&'a Nic, String> {
-    let addr: IpAddr = match peer.parse() {
-        Ok(a) => a,
-        Err(_) => (peer, 0)
-            .to_socket_addrs()
-            .map_err(|e| format!("--peer {peer}: not an address and cannot be resolved: {e}"))?
-            .next()
-            .map(|s| s.ip())
-            .ok_or_else(|| format!("--peer {peer}: resolves to no address"))?,
-    };
-    let ifindex = probes.routes.route_to(addr)?;
-    inv.nics
-        .iter()
-        .find(|n| n.ifindex == Some(ifindex))
-        .ok_or_else(|| {
-            format!("the route to {peer} leaves through interface index {ifindex}, a virtual interface (bond, VLAN, bridge or loopback) whose ports are judged instead")
-        })
 }
 
 fn link_up(nic: &Nic, why_judged: &str) -> Finding {
@@ -178,6 +161,17 @@ fn link_up(nic: &Nic, why_judged: &str) -> Finding {
 fn speed(ctx: &Context, nic: &Nic, setting: &Setting) -> Finding {
     let id = format!("link.speed_mbps.{}", nic.name);
     let expected = setting.rule.describe();
+    if nic.kind == "infiniband" {
+        return Finding::skip(
+            id,
+            Area::Nic,
+            expected,
+            format!(
+                "{} is IPoIB: its HCA port's rate is judged instead (rdma.*.rate_mbps)",
+                nic.name
+            ),
+        );
+    }
     let Some(mbps) = nic.speed_mbps else {
         return Finding::skip(
             id,
@@ -285,6 +279,7 @@ mod tests {
     use super::*;
     use crate::checks::AuditOptions;
     use crate::host::Root;
+    use crate::inventory::Probes;
     use crate::inventory::route::FixedRoutes;
     use crate::profile::Loader;
     use std::os::unix::fs::symlink;
@@ -337,7 +332,7 @@ mod tests {
     fn the_nic_routing_to_the_peer_is_judged_and_recommended() {
         let dir = two_nics();
         let routes = FixedRoutes {
-            default: Some(3),
+            default: vec![3],
             peers: vec![("192.0.2.7".parse().unwrap(), 2)],
         };
         let f = run(dir.path(), Some("192.0.2.7"), routes);
@@ -362,7 +357,7 @@ mod tests {
     fn without_a_route_to_the_peer_the_fastest_nic_is_judged() {
         let dir = two_nics();
         let routes = FixedRoutes {
-            default: None,
+            default: vec![],
             peers: vec![],
         };
         let f = run(dir.path(), Some("192.0.2.9"), routes);
@@ -381,11 +376,50 @@ mod tests {
     }
 
     #[test]
+    fn the_fastest_nic_wins_over_the_default_routes_management_port() {
+        let dir = two_nics();
+        // eth0 (10 GbE) holds the default route; eth1 (100 GbE) is the training NIC.
+        std::fs::create_dir_all(dir.path().join("proc/net")).unwrap();
+        std::fs::write(
+            dir.path().join("proc/net/route"),
+            "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\neth0\t00000000\t0102A8C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n",
+        )
+        .unwrap();
+        let routes = FixedRoutes {
+            default: vec![2],
+            peers: vec![],
+        };
+        let f = run(dir.path(), None, routes);
+        assert!(f.iter().any(|f| f.id == "nic.eth1.up"));
+        assert!(f.iter().all(|f| f.id != "link.speed_mbps.eth0"));
+        let role = f.iter().find(|f| f.id == "nic.eth0.role").unwrap();
+        assert_eq!(role.status, Status::Skip);
+        assert!(
+            role.message.contains("not the training fabric"),
+            "{}",
+            role.message
+        );
+        let ifname = f
+            .iter()
+            .find(|f| f.id == "nccl.NCCL_SOCKET_IFNAME")
+            .unwrap();
+        assert_eq!(ifname.expected, "eth1");
+        assert_eq!(
+            ifname.change,
+            Some(crate::finding::Change::NcclEnv {
+                key: "NCCL_SOCKET_IFNAME".into(),
+                value: "eth1".into()
+            })
+        );
+    }
+
+    #[test]
     fn fastest_up_prefers_speed_then_name() {
         let dir = two_nics();
         let (nics, _) = crate::inventory::nic::nics(
             &Root::new(dir.path()),
             &crate::inventory::ethtool::NoEthtool("test".into()),
+            &[],
         )
         .unwrap();
         assert_eq!(fastest_up(&nics).map(|n| n.name.as_str()), Some("eth1"));

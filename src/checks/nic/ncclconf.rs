@@ -2,7 +2,6 @@
 //! `NCCL_SOCKET_IFNAME` naming the NIC NCCL's bootstrap and socket transport should use.
 
 use crate::finding::{Area, Change, Finding, Status};
-use crate::inventory::Inventory;
 use crate::inventory::nic::Nic;
 
 use super::super::{Context, hw};
@@ -42,29 +41,31 @@ pub fn ifname_selects(value: &str, name: &str) -> bool {
     hit != exclude
 }
 
-/// The interface NCCL should use: the judged NIC routing to `--peer` when there is one
-/// judged NIC, else the fastest judged NIC that is up, else the fastest up NIC.
-fn recommended<'a>(inv: &'a Inventory, judged: &[&'a Nic]) -> Option<&'a Nic> {
+/// The interface NCCL should use: always one of the judged NICs (the fastest that is up),
+/// never another interface, so the management port is never written.
+fn recommended<'a>(judged: &[&'a Nic]) -> Option<&'a Nic> {
     let up: Vec<Nic> = judged
         .iter()
         .filter(|n| n.is_up())
         .map(|n| (*n).clone())
         .collect();
-    super::fastest_up(&up)
-        .and_then(|best| judged.iter().copied().find(|n| n.name == best.name))
-        .or_else(|| super::fastest_up(&inv.nics))
+    super::fastest_up(&up).and_then(|best| judged.iter().copied().find(|n| n.name == best.name))
 }
 
 /// `NCCL_SOCKET_IFNAME`: pass when `/etc/nccl.conf` already selects the recommended NIC,
 /// warn with the `/etc/nccl.conf` line otherwise.
-pub fn socket_ifname(ctx: &Context, inv: &Inventory, judged: &[&Nic]) -> Finding {
+pub fn socket_ifname(ctx: &Context, judged: &[&Nic]) -> Finding {
     let id = "nccl.NCCL_SOCKET_IFNAME";
-    let Some(nic) = recommended(inv, judged) else {
+    let Some(nic) = recommended(judged) else {
         return Finding::skip(
             id,
             Area::Nic,
-            "a NIC that is up",
-            "no physical interface is up; NCCL would fall back to whatever is left",
+            "a judged NIC that is up",
+            if judged.is_empty() {
+                "no network interface belongs to the training fabric (RDMA devices without a netdev here): name the interface peers reach for NCCL's bootstrap yourself"
+            } else {
+                "no judged interface is up; NCCL would fall back to whatever is left"
+            },
         );
     };
     let current = match ctx.root.read_optional("/etc/nccl.conf") {

@@ -1,0 +1,259 @@
+//! `audit --peer HOST[:PORT]`: can this node reach the peer's rendezvous port, how long does a
+//! TCP handshake take (the round trip every rendezvous and NCCL bootstrap message pays), and
+//! what MTU does the path carry. Unreachable peers are the most common rendezvous failure:
+//! a firewall that drops SYNs makes `torch.distributed` hang until its timeout.
+
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use crate::finding::{Area, Finding, Status};
+
+use super::super::{Context, hw};
+use super::select::{resolve, split_peer};
+
+/// How long one connection attempt may take; a peer that drops SYNs shows as unreachable.
+const CONNECT_LIMIT: Duration = Duration::from_secs(3);
+
+/// Handshakes measured; the smallest is the round trip (the others add scheduling noise).
+const ATTEMPTS: usize = 3;
+
+/// PyTorch's default MASTER_PORT, when neither `--peer` nor the profile names one.
+const DEFAULT_PORT: u16 = 29500;
+
+/// What one TCP connection attempt found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Attempt {
+    /// Connected; the handshake time and the path MTU the connection sees.
+    Open { rtt: Duration, mtu: Option<u32> },
+    /// The peer answered with a reset: reachable, nothing listens on the port yet.
+    Refused { rtt: Duration },
+    /// No answer within the limit, or an ICMP error (no route, host unreachable).
+    Unreachable(String),
+}
+
+/// One TCP handshake to `addr`.
+pub fn attempt(addr: SocketAddr) -> Attempt {
+    let start = Instant::now();
+    match TcpStream::connect_timeout(&addr, CONNECT_LIMIT) {
+        Ok(stream) => Attempt::Open {
+            rtt: start.elapsed(),
+            mtu: path_mtu(&stream, addr.is_ipv4()),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => Attempt::Refused {
+            rtt: start.elapsed(),
+        },
+        Err(e) => Attempt::Unreachable(e.to_string()),
+    }
+}
+
+/// The path MTU of a connected socket: the kernel's path MTU for the destination
+/// (`tcpi_pmtu`, lowered by ICMP "fragmentation needed") capped by the segment size the
+/// peer accepts (its MSS, which reflects its own interface MTU) plus the headers.
+fn path_mtu(stream: &TcpStream, ipv4: bool) -> Option<u32> {
+    // SAFETY: tcp_info is plain old data; zeroed is a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: the descriptor is the stream's own and open; `info` and `len` are valid for
+    // writes of the size passed.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 || info.tcpi_pmtu == 0 {
+        return None;
+    }
+    let ip_header = if ipv4 { 20 } else { 40 };
+    let timestamps = if info.tcpi_options & 1 != 0 { 12 } else { 0 };
+    let by_mss = info.tcpi_snd_mss + ip_header + 20 + timestamps;
+    Some(info.tcpi_pmtu.min(by_mss))
+}
+
+/// The peer checks, when `--peer` was given.
+pub fn audit(ctx: &Context) -> Vec<Finding> {
+    let Some(peer) = &ctx.options.peer else {
+        return vec![];
+    };
+    let (host, port) = split_peer(peer);
+    let port = port
+        .or_else(|| {
+            ctx.profile
+                .job
+                .rendezvous_ports
+                .as_ref()
+                .and_then(|r| r.first())
+                .map(|(lo, _)| *lo)
+        })
+        .unwrap_or(DEFAULT_PORT);
+    let target = format!("{host}:{port}");
+    if !ctx.root.is_live() {
+        return vec![Finding::skip(
+            "peer.connect",
+            Area::Nic,
+            format!("a TCP connection to {target}"),
+            format!(
+                "{} {}",
+                crate::inventory::NOT_LIVE,
+                ctx.root.dir().display()
+            ),
+        )];
+    }
+    let ip = match resolve(&host) {
+        Ok(ip) => ip,
+        Err(reason) => {
+            return vec![hw::finding(
+                "peer.connect",
+                Area::Nic,
+                Status::Fail,
+                format!("a TCP connection to {target}"),
+                "unresolved",
+                reason,
+                "check the peer's name in DNS or /etc/hosts (MASTER_ADDR must resolve on every node)",
+            )];
+        }
+    };
+    let addr = SocketAddr::new(ip, port);
+    // An unreachable peer is not retried: each try would wait out the limit again.
+    let mut attempts: Vec<Attempt> = Vec::new();
+    for _ in 0..ATTEMPTS {
+        let a = attempt(addr);
+        let unreachable = matches!(a, Attempt::Unreachable(_));
+        attempts.push(a);
+        if unreachable {
+            break;
+        }
+    }
+    judge(ctx, &target, &attempts)
+}
+
+/// Findings from the attempts: reachability, the round trip and the path MTU.
+pub fn judge(ctx: &Context, target: &str, attempts: &[Attempt]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let rtts: Vec<Duration> = attempts
+        .iter()
+        .filter_map(|a| match a {
+            Attempt::Open { rtt, .. } | Attempt::Refused { rtt } => Some(*rtt),
+            Attempt::Unreachable(_) => None,
+        })
+        .collect();
+    let open = attempts.iter().any(|a| matches!(a, Attempt::Open { .. }));
+    let expected = format!("a TCP connection to {target}");
+    if rtts.is_empty() {
+        let reason = attempts
+            .iter()
+            .find_map(|a| match a {
+                Attempt::Unreachable(r) => Some(r.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        out.push(hw::finding(
+            "peer.connect",
+            Area::Nic,
+            Status::Fail,
+            expected,
+            "unreachable",
+            format!(
+                "{target} did not answer within {} s ({reason}): a firewall dropping the port, or no route; rendezvous would hang until its timeout",
+                CONNECT_LIMIT.as_secs()
+            ),
+            format!(
+                "open the rendezvous ports between the nodes (see `gputune audit --only firewall` on {target}'s node) and check the route (`ip route get {}`)",
+                target.rsplit_once(':').map_or(target, |(h, _)| h)
+            ),
+        ));
+        return out;
+    }
+    out.push(hw::finding(
+        "peer.connect",
+        Area::Nic,
+        if open { Status::Pass } else { Status::Warn },
+        expected,
+        if open { "open" } else { "refused" },
+        if open {
+            format!("{target} accepts connections")
+        } else {
+            format!(
+                "{target} is reachable but nothing listens there (it answered with a reset): fine before the job starts, a failure once rank 0 should be listening"
+            )
+        },
+        "start the job's rank 0 (MASTER_ADDR:MASTER_PORT) or check that the port is the one it binds",
+    ));
+    let best = rtts.iter().min().copied().unwrap_or_default();
+    let ms = best.as_secs_f64() * 1000.0;
+    let shown = format!("{ms:.2}");
+    let rtt_setting = ctx.profile.get(Area::Nic, "peer.rtt_ms");
+    out.push(match rtt_setting {
+        Some(setting) => {
+            // Judged in whole milliseconds, rounded up, so 10.4 ms fails "max 10".
+            let (status, note) = hw::judge(setting, &(ms.ceil() as u64).to_string());
+            hw::finding(
+                "peer.rtt_ms",
+                Area::Nic,
+                status,
+                setting.rule.describe(),
+                shown,
+                note.unwrap_or_else(|| {
+                    format!(
+                        "TCP handshake to {target}, best of {}; {}",
+                        rtts.len(),
+                        super::super::why(ctx, Area::Nic, "peer.rtt_ms")
+                    )
+                }),
+                "find the added latency: a congested or distant path, a shaper (`tc qdisc show`), or the peer in another site; training nodes belong on one low-latency fabric",
+            )
+        }
+        None => hw::finding(
+            "peer.rtt_ms",
+            Area::Nic,
+            Status::Pass,
+            "measured (the profile sets no limit)",
+            shown,
+            format!("TCP handshake to {target}, best of {}", rtts.len()),
+            "",
+        ),
+    });
+    let mtu = attempts.iter().find_map(|a| match a {
+        Attempt::Open { mtu, .. } => *mtu,
+        _ => None,
+    });
+    match (mtu, ctx.profile.get(Area::Nic, "peer.path_mtu")) {
+        (Some(mtu), Some(setting)) => {
+            let (status, note) = hw::judge(setting, &mtu.to_string());
+            out.push(hw::finding(
+                "peer.path_mtu",
+                Area::Nic,
+                status,
+                setting.rule.describe(),
+                mtu.to_string(),
+                note.unwrap_or_else(|| {
+                    format!(
+                        "the path to {target} carries {mtu}-byte packets (this node's path MTU capped by the peer's MSS); {}",
+                        super::super::why(ctx, Area::Nic, "peer.path_mtu")
+                    )
+                }),
+                "set the same (jumbo) MTU on both nodes' interfaces and every switch port between them",
+            ));
+        }
+        (Some(mtu), None) => out.push(hw::finding(
+            "peer.path_mtu",
+            Area::Nic,
+            Status::Pass,
+            "measured (the profile sets no minimum)",
+            mtu.to_string(),
+            format!("the path to {target} carries {mtu}-byte packets"),
+            "",
+        )),
+        (None, _) => out.push(Finding::skip(
+            "peer.path_mtu",
+            Area::Nic,
+            "the path MTU",
+            format!("no connection to {target} was accepted, so the path MTU is not known"),
+        )),
+    }
+    out
+}

@@ -1,0 +1,200 @@
+//! Which NICs and HCAs are the training fabric, so only they are judged: the one routing to
+//! `--peer`; else, on an InfiniBand or RoCE node, the RDMA devices (NCCL's IB transport
+//! uses them) and their network interfaces; else the fastest physical interface that is up
+//! (the rule that chose the default profile); else the default route's. Every other
+//! interface is listed, never failed for speed: a 1 GbE management port is not a fault.
+
+use std::net::{IpAddr, ToSocketAddrs};
+
+use crate::finding::{Area, Finding};
+use crate::inventory::nic::Nic;
+use crate::inventory::rdma::RdmaDevice;
+use crate::inventory::{Inventory, Probes, route};
+
+use super::super::Context;
+use super::fastest_up;
+
+/// The training fabric of this node.
+pub struct Chosen<'a> {
+    pub nics: Vec<&'a Nic>,
+    pub hcas: Vec<&'a RdmaDevice>,
+    /// Why these, for messages.
+    pub why: String,
+}
+
+/// Picks the training NICs and HCAs; a `--peer` that cannot be routed adds a skip.
+pub fn training<'a>(
+    ctx: &Context,
+    inv: &'a Inventory,
+    probes: &Probes,
+    findings: &mut Vec<Finding>,
+) -> Chosen<'a> {
+    if let Some(peer) = &ctx.options.peer {
+        match peer_nic(inv, probes, peer) {
+            Ok(nic) => {
+                return Chosen {
+                    hcas: inv
+                        .rdma
+                        .iter()
+                        .filter(|r| nic.rdma.contains(&r.name))
+                        .collect(),
+                    nics: vec![nic],
+                    why: format!("it routes to --peer {peer}"),
+                };
+            }
+            Err(reason) => findings.push(Finding::skip(
+                "nic.peer_route",
+                Area::Nic,
+                format!("an interface routes to {peer}"),
+                reason,
+            )),
+        }
+    }
+    if !inv.rdma.is_empty() {
+        let names: Vec<&str> = inv.rdma.iter().map(|r| r.name.as_str()).collect();
+        return Chosen {
+            nics: inv.nics.iter().filter(|n| !n.rdma.is_empty()).collect(),
+            hcas: inv.rdma.iter().collect(),
+            why: format!(
+                "NCCL's IB transport uses this node's RDMA devices ({})",
+                names.join(", ")
+            ),
+        };
+    }
+    if let Some(nic) = fastest_up(&inv.nics) {
+        return Chosen {
+            nics: vec![nic],
+            hcas: vec![],
+            why: "it is the fastest physical interface that is up (the rule that picks the default profile)".into(),
+        };
+    }
+    if let Some(nic) = default_route_nic(ctx, inv, probes) {
+        return Chosen {
+            nics: vec![nic],
+            hcas: vec![],
+            why: "it carries the default route".into(),
+        };
+    }
+    Chosen {
+        nics: inv.nics.iter().collect(),
+        hcas: vec![],
+        why: "no interface is up, so every physical one is judged".into(),
+    }
+}
+
+fn default_route_nic<'a>(ctx: &Context, inv: &'a Inventory, probes: &Probes) -> Option<&'a Nic> {
+    if ctx.root.is_live() {
+        // Every next hop of an ECMP default route: the first that is a physical NIC.
+        probes
+            .routes
+            .default_route()
+            .ok()?
+            .into_iter()
+            .find_map(|i| inv.nics.iter().find(|n| n.ifindex == Some(i)))
+    } else {
+        ctx.root
+            .read_optional("/proc/net/route")
+            .ok()
+            .flatten()
+            .and_then(|t| route::default_from_proc(&t))
+            .and_then(|name| inv.nics.iter().find(|n| n.name == name))
+    }
+}
+
+/// Splits `HOST[:PORT]` (`[v6]:PORT` for IPv6); a bare IPv6 address has no port.
+pub fn split_peer(text: &str) -> (String, Option<u16>) {
+    if let Some(rest) = text.strip_prefix('[')
+        && let Some((host, tail)) = rest.split_once(']')
+    {
+        return (
+            host.to_string(),
+            tail.strip_prefix(':').and_then(|p| p.parse().ok()),
+        );
+    }
+    if text.parse::<IpAddr>().is_ok() {
+        return (text.to_string(), None);
+    }
+    match text.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') => match port.parse() {
+            Ok(p) => (host.to_string(), Some(p)),
+            Err(_) => (text.to_string(), None),
+        },
+        _ => (text.to_string(), None),
+    }
+}
+
+fn peer_nic<'a>(inv: &'a Inventory, probes: &Probes, peer: &str) -> Result<&'a Nic, String> {
+    let (host, _) = split_peer(peer);
+    let addr = resolve(&host)?;
+    let ifindex = probes.routes.route_to(addr)?;
+    inv.nics
+        .iter()
+        .find(|n| n.ifindex == Some(ifindex))
+        .ok_or_else(|| {
+            format!("the route to {peer} leaves through interface index {ifindex}, a virtual interface (bond, VLAN, bridge or loopback) whose ports are judged instead")
+        })
+}
+
+/// The address of `--peer` (`HOST` or `HOST:PORT` already split off by the caller).
+pub fn resolve(peer: &str) -> Result<IpAddr, String> {
+    match peer.parse() {
+        Ok(a) => Ok(a),
+        Err(_) => (peer, 0)
+            .to_socket_addrs()
+            .map_err(|e| format!("--peer {peer}: not an address and cannot be resolved: {e}"))?
+            .next()
+            .map(|s| s.ip())
+            .ok_or_else(|| format!("--peer {peer}: resolves to no address")),
+    }
+}
+
+/// Interfaces that are up but not the training fabric: listed as skips saying so, so a
+/// management port shows in the report without failing it.
+pub fn unjudged(inv: &Inventory, chosen: &Chosen) -> Vec<Finding> {
+    let fabric: Vec<String> = chosen
+        .hcas
+        .iter()
+        .map(|h| h.name.clone())
+        .chain(chosen.nics.iter().map(|n| n.name.clone()))
+        .collect();
+    inv.nics
+        .iter()
+        .filter(|n| n.is_up() && !chosen.nics.iter().any(|c| c.name == n.name))
+        .map(|n| {
+            Finding::skip(
+                format!("nic.{}.role", n.name),
+                Area::Nic,
+                "the training fabric",
+                format!(
+                    "{} ({}) is not the training fabric ({}): listed, not judged for speed or MTU",
+                    n.name,
+                    n.speed_mbps
+                        .map_or("speed unreported".into(), |s| format!("{s} Mb/s")),
+                    fabric.join(", ")
+                ),
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peers_and_ports() {
+        let cases: &[(&str, &str, Option<u16>)] = &[
+            ("10.0.0.2", "10.0.0.2", None),
+            ("10.0.0.2:29501", "10.0.0.2", Some(29501)),
+            ("node-07:29500", "node-07", Some(29500)),
+            ("node-07", "node-07", None),
+            ("fe80::1", "fe80::1", None),
+            ("[fe80::1]:29500", "fe80::1", Some(29500)),
+            ("[fe80::1]", "fe80::1", None),
+            ("node:port", "node:port", None),
+        ];
+        for (text, host, port) in cases {
+            assert_eq!(split_peer(text), (host.to_string(), *port), "{text}");
+        }
+    }
+}
