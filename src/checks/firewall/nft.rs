@@ -407,6 +407,9 @@ fn match_of(m: &Value, sets: &dyn Fn(&str) -> Option<Vec<Value>>) -> Match {
     let (Some(left), Some(right)) = (m.get("left"), m.get("right")) else {
         return unknown();
     };
+    if let Some(m) = tcp_flags(left, right, negate, op) {
+        return m;
+    }
     if let Some(p) = left.get("payload") {
         let protocol = p
             .get("protocol")
@@ -506,6 +509,62 @@ fn match_of(m: &Value, sets: &dyn Fn(&str) -> Option<Vec<Value>>) -> Match {
         }
     }
     unknown()
+}
+
+/// TCP flag names of a flags value: `"syn"`, `["fin","syn"]`, `{"|": [...]}`.
+fn flag_names(v: &Value) -> Option<Vec<String>> {
+    let mut out = match v {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(a) => a
+            .iter()
+            .map(flag_names)
+            .collect::<Option<Vec<_>>>()?
+            .concat(),
+        Value::Object(o) => o.get("|").and_then(flag_names)?,
+        _ => return None,
+    };
+    out.sort();
+    out.dedup();
+    Some(out)
+}
+
+/// A test of the TCP flags (`tcp flags & (fin|syn|rst|ack) == syn`, which is also how
+/// iptables-nft stores `--syn`, or `tcp flags syn`): the packet is a connection's first,
+/// whose only flag is SYN. `None` when the left side is no test of the flags.
+fn tcp_flags(left: &Value, right: &Value, negate: bool, op: &str) -> Option<Match> {
+    let is_flags = |v: &Value| {
+        v.get("payload").is_some_and(|p| {
+            p.get("protocol").and_then(Value::as_str) == Some("tcp")
+                && p.get("field").and_then(Value::as_str) == Some("flags")
+        })
+    };
+    let text = format!("tcp flags {op} {left} {right}");
+    let unknown = Match::Unknown { text: text.clone() };
+    let (mask, exact) = if is_flags(left) {
+        (None, op != "in")
+    } else {
+        let pair = left.get("&")?.as_array()?;
+        if !pair.first().is_some_and(is_flags) {
+            return None;
+        }
+        (Some(pair.get(1).and_then(flag_names)), true)
+    };
+    let Some(want) = flag_names(right) else {
+        return Some(unknown);
+    };
+    let syn = |set: &[String]| set.iter().any(|f| f == "syn");
+    let seen: Vec<String> = match mask {
+        None => vec!["syn".to_string()],
+        Some(Some(mask)) if syn(&mask) => vec!["syn".to_string()],
+        Some(Some(_)) => Vec::new(),
+        Some(None) => return Some(unknown),
+    };
+    // `tcp flags syn` (op `in`) asks for any of the bits; `==` for exactly these.
+    let holds = if exact { seen == want } else { syn(&want) };
+    Some(Match::Fixed {
+        holds: holds != negate,
+        text,
+    })
 }
 
 fn verdict_of(v: &Value) -> Option<Action> {
