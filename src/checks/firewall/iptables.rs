@@ -428,30 +428,30 @@ fn rule_of(args: &[String], chains: &BTreeMap<String, Chain>, label: String) -> 
             // whether the packet passes.
             break;
         }
-        let Some(count) = arity(opt) else {
-            // An option this model cannot even count the words of: the rule's remaining
-            // matches are unreadable. Its target is still read, so that a rule whose
-            // readable matches already fail stays skipped and one that matches says
-            // "cannot tell" naming the option.
+        let count = arity(opt);
+        let values: Vec<&str> = (1..=count.unwrap_or(0)).map(|k| arg(i + k)).collect();
+        let target = |w: &str| matches!(w, "-j" | "--jump" | "-g" | "--goto");
+        let missing = values.iter().any(|v| v.is_empty() || target(v));
+        let Some(count) = count.filter(|_| !missing) else {
+            // An option this model cannot even count the words of (or one missing its
+            // value): the rule's remaining matches are unreadable. Its target is still
+            // read, so that a rule whose readable matches already fail stays skipped and
+            // one that matches says "cannot tell" naming the option.
             matches.push(Match::Unknown {
-                text: format!("{not}{opt} (an option gputune does not read)"),
+                text: if missing {
+                    format!("{not}{opt} without its value")
+                } else {
+                    format!("{not}{opt} (an option gputune does not read)")
+                },
             });
-            if let Some(j) = args[i..]
-                .iter()
-                .position(|w| matches!(w.as_str(), "-j" | "--jump" | "-g" | "--goto"))
-            {
-                i += j;
-                continue;
+            match args[i + 1..].iter().position(|w| target(w)) {
+                Some(j) => {
+                    i += 1 + j;
+                    continue;
+                }
+                None => break,
             }
-            break;
         };
-        let values: Vec<&str> = (1..=count).map(|k| arg(i + k)).collect();
-        if values.iter().any(|v| v.is_empty()) {
-            matches.push(Match::Unknown {
-                text: format!("{opt} without its value"),
-            });
-            break;
-        }
         let text = format!("{not}{opt} {}", values.join(" "));
         match opt {
             "-p" | "--protocol" => {
@@ -681,5 +681,132 @@ mod tests {
                 .label
                 .starts_with("iptables-legacy filter chain INPUT rule 6: -A INPUT -m recent")
         );
+    }
+
+    /// The INPUT verdict of one rule under policy `policy`, for port 29500.
+    fn verdict_of(policy: &str, rule: &str) -> super::super::model::Verdict {
+        let text = format!("*filter\n:INPUT {policy} [0:0]\n-A INPUT {rule}\nCOMMIT\n");
+        let tables = parse(&text, Tool::IptablesLegacy).unwrap();
+        let walks = super::super::model::evaluate(&tables, 29500);
+        assert_eq!(walks.len(), 1, "{walks:#?}");
+        walks[0].verdict.clone()
+    }
+
+    #[test]
+    fn options_take_their_real_number_of_words() {
+        use super::super::model::Verdict::{Accepted, CannotTell, Dropped};
+        let cases = [
+            // `--syn` as iptables-save prints it: the target is still read.
+            (
+                "ACCEPT",
+                "-p tcp -m tcp --dport 29500:29550 --tcp-flags FIN,SYN,RST,ACK SYN -j DROP",
+                Dropped,
+            ),
+            (
+                "DROP",
+                "-p tcp -m tcp --dport 29500 --tcp-flags FIN,SYN,RST,ACK SYN -j ACCEPT",
+                Accepted,
+            ),
+            (
+                "DROP",
+                "-p tcp -m tcp ! --tcp-flags FIN,SYN,RST,ACK SYN -j ACCEPT",
+                Dropped,
+            ),
+            (
+                "ACCEPT",
+                "-p tcp -m tcp --tcp-flags SYN,ACK SYN,ACK -j DROP",
+                Accepted,
+            ),
+            (
+                "ACCEPT",
+                "-p tcp -m tcp --tcp-flags ALL NONE -j DROP",
+                Accepted,
+            ),
+            (
+                "ACCEPT",
+                "-p tcp -m tcp --tcp-flags FIN,SYN,RST,ACK NONSENSE -j DROP",
+                CannotTell(String::new()),
+            ),
+            ("ACCEPT", "-p tcp --syn -j DROP", Dropped),
+            // Loopback destinations are never a peer's.
+            (
+                "ACCEPT",
+                "! -s 127.0.0.0/8 -d 127.0.0.0/8 -j DROP",
+                Accepted,
+            ),
+            ("DROP", "! -d 127.0.0.1/32 -j ACCEPT", Accepted),
+            // Before a rule's readable matches fail, an unknown option is never a no-op.
+            (
+                "ACCEPT",
+                "-p tcp -m frobnicate --frob 1 2 -j DROP",
+                CannotTell(String::new()),
+            ),
+            (
+                "ACCEPT",
+                "-p udp -m frobnicate --frob 1 2 -j DROP",
+                Accepted,
+            ),
+            (
+                "ACCEPT",
+                "-p tcp --dport 29500 -j NFQUEUE --queue-num 1",
+                CannotTell(String::new()),
+            ),
+            ("ACCEPT", "-m conntrack --ctstatus DNAT -j DROP", Accepted),
+            ("ACCEPT", "-m conntrack ! --ctstatus DNAT -j DROP", Dropped),
+            (
+                "ACCEPT",
+                "-p tcp -m tcp --dport -j DROP",
+                CannotTell(String::new()),
+            ),
+            (
+                "ACCEPT",
+                "-p tcp -m set --match-set x -j DROP",
+                CannotTell(String::new()),
+            ),
+        ];
+        for (policy, rule, want) in cases {
+            let got = verdict_of(policy, rule);
+            let same = match (&got, &want) {
+                (CannotTell(_), CannotTell(_)) => true,
+                (a, b) => a == b,
+            };
+            assert!(same, "{rule}: {got:?}, not {want:?}");
+        }
+    }
+
+    #[test]
+    fn an_ipset_match_depends_on_the_peer() {
+        let text = "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp -m multiport --dports 22,29500 -m set --match-set f2b-sshd src -j REJECT --reject-with icmp-port-unreachable\nCOMMIT\n";
+        let tables = parse(text, Tool::IptablesLegacy).unwrap();
+        let rule = &tables[0].chains["INPUT"].rules[0];
+        assert_eq!(rule.action, Action::Reject);
+        assert!(
+            matches!(&rule.matches[2], Match::Unfixed { text } if text == "in ipset f2b-sshd (src)")
+        );
+        let verdicts: Vec<_> = super::super::model::evaluate(&tables, 29500)
+            .into_iter()
+            .map(|w| w.verdict)
+            .collect();
+        assert!(verdicts.contains(&super::super::model::Verdict::Dropped));
+        assert!(verdicts.contains(&super::super::model::Verdict::Accepted));
+    }
+
+    #[test]
+    fn nat_chains_count_only_with_conntrack() {
+        let nat = "*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n-A PREROUTING -p tcp --dport 29500 -j REDIRECT --to-ports 1\nCOMMIT\n";
+        let tables = parse(nat, Tool::IptablesLegacy).unwrap();
+        assert!(tables[0].conntrack, "REDIRECT turns conntrack on");
+        let pre = tables[0].chains["PREROUTING"].base.as_ref().unwrap();
+        assert_eq!(
+            (pre.hook, pre.priority, pre.kind),
+            (Hook::Prerouting, -100, ChainKind::Nat)
+        );
+        let walks = super::super::model::evaluate(&tables, 29500);
+        assert!(
+            matches!(&walks[0].verdict, super::super::model::Verdict::CannotTell(t) if t.contains("REDIRECT")),
+            "{walks:#?}"
+        );
+        let plain = "*nat\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -p tcp --dport 29500 -j ACCEPT\nCOMMIT\n";
+        assert!(!parse(plain, Tool::IptablesLegacy).unwrap()[0].conntrack);
     }
 }
