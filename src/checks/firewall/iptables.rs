@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::model::{Action, Base, Chain, Hook, Match, Policy, Rule, Table, Tool};
+use super::model::{Action, Base, Chain, ChainKind, Hook, Match, Policy, Rule, Table, Tool};
 
 /// Targets that log, count or mark and let the packet go on. (`CT --notrack` changes the
 /// conntrack state later rules see: not modelled, so it is not listed.)
@@ -33,6 +33,8 @@ fn builtin(table: &str, chain: &str) -> Option<(Hook, i32)> {
         ("mangle", "INPUT") => (Hook::Input, -150),
         ("filter", "INPUT") => (Hook::Input, 0),
         ("security", "INPUT") => (Hook::Input, 50),
+        ("nat", "PREROUTING") => (Hook::Prerouting, -100),
+        ("nat", "INPUT") => (Hook::Input, 100),
         _ => return None,
     })
 }
@@ -149,6 +151,11 @@ pub fn parse(text: &str, tool: Tool) -> Result<Vec<Table>, String> {
                 Some((hook, priority)) => Some(Base {
                     hook,
                     priority,
+                    kind: if table == "nat" {
+                        ChainKind::Nat
+                    } else {
+                        ChainKind::Filter
+                    },
                     policy: match policy {
                         "ACCEPT" => Policy::Accept,
                         "DROP" => Policy::Drop,
@@ -182,6 +189,7 @@ pub fn parse(text: &str, tool: Tool) -> Result<Vec<Table>, String> {
                 return Err(err("COMMIT outside a *table".into()));
             };
             let mut numbers: BTreeMap<String, usize> = BTreeMap::new();
+            let conntrack = rules.iter().any(|(_, args, _)| tracks(args));
             for (chain, args, text) in rules {
                 let number = numbers.entry(chain.clone()).or_default();
                 *number += 1;
@@ -198,6 +206,7 @@ pub fn parse(text: &str, tool: Tool) -> Result<Vec<Table>, String> {
                 id: name,
                 tool,
                 chains,
+                conntrack,
             });
         } else {
             return Err(err(format!("unexpected line `{line}`")));
@@ -209,26 +218,245 @@ pub fn parse(text: &str, tool: Tool) -> Result<Vec<Table>, String> {
     Ok(tables)
 }
 
+/// Options `iptables-save` prints and how many words follow each; anything else makes the
+/// rest of the rule unreadable, so the rule is "cannot tell" (never silently a no-op).
+fn arity(opt: &str) -> Option<usize> {
+    Some(match opt {
+        "--syn"
+        | "--rsource"
+        | "--rdest"
+        | "--set"
+        | "--rcheck"
+        | "--update"
+        | "--remove"
+        | "--rttl"
+        | "--reap"
+        | "--return-nomatch"
+        | "--update-counters"
+        | "--update-subcounters"
+        | "--limit-iface-in"
+        | "--limit-iface-out"
+        | "--loose"
+        | "--validmark"
+        | "--accept-local"
+        | "--invert"
+        | "--connlimit-saddr"
+        | "--connlimit-daddr"
+        | "--transparent"
+        | "--nowildcard"
+        | "--restore-skmark"
+        | "-f"
+        | "--fragment" => 0,
+        "--tcp-flags" | "--match-set" => 2,
+        "-p"
+        | "--protocol"
+        | "-i"
+        | "--in-interface"
+        | "-o"
+        | "--out-interface"
+        | "-s"
+        | "--source"
+        | "-d"
+        | "--destination"
+        | "-m"
+        | "--match"
+        | "--dport"
+        | "--destination-port"
+        | "--dports"
+        | "--destination-ports"
+        | "--sport"
+        | "--source-port"
+        | "--sports"
+        | "--source-ports"
+        | "--ports"
+        | "--port"
+        | "--ctstate"
+        | "--state"
+        | "--ctstatus"
+        | "--ctproto"
+        | "--ctorigsrc"
+        | "--ctorigdst"
+        | "--ctreplsrc"
+        | "--ctrepldst"
+        | "--ctorigsrcport"
+        | "--ctorigdstport"
+        | "--ctreplsrcport"
+        | "--ctrepldstport"
+        | "--ctexpire"
+        | "--ctdir"
+        | "--dst-type"
+        | "--src-type"
+        | "--comment"
+        | "--icmp-type"
+        | "--pkt-type"
+        | "--limit"
+        | "--limit-burst"
+        | "--name"
+        | "--seconds"
+        | "--hitcount"
+        | "--mask"
+        | "--mark"
+        | "--src-range"
+        | "--dst-range"
+        | "--length"
+        | "--tcp-option"
+        | "--uid-owner"
+        | "--gid-owner"
+        | "--connlimit-above"
+        | "--connlimit-upto"
+        | "--connlimit-mask"
+        | "--hashlimit"
+        | "--hashlimit-upto"
+        | "--hashlimit-above"
+        | "--hashlimit-burst"
+        | "--hashlimit-mode"
+        | "--hashlimit-name"
+        | "--hashlimit-htable-size"
+        | "--hashlimit-htable-max"
+        | "--hashlimit-htable-expire"
+        | "--hashlimit-htable-gcinterval"
+        | "--hashlimit-srcmask"
+        | "--hashlimit-dstmask"
+        | "--u32"
+        | "--string"
+        | "--algo"
+        | "--from"
+        | "--to"
+        | "--packets-eq"
+        | "--packets-lt"
+        | "--packets-gt"
+        | "--bytes-eq"
+        | "--bytes-lt"
+        | "--bytes-gt"
+        | "--helper"
+        | "--physdev-in"
+        | "--physdev-out"
+        | "--dscp"
+        | "--dscp-class"
+        | "--tos"
+        | "--ttl-eq"
+        | "--ttl-lt"
+        | "--ttl-gt"
+        | "--every"
+        | "--packet"
+        | "--mode"
+        | "--probability"
+        | "--quota"
+        | "--state-flags"
+        | "--set-mark"
+        | "--cgroup"
+        | "--path"
+        | "--ipvs"
+        | "--vproto"
+        | "--vaddr"
+        | "--vport"
+        | "--vdir"
+        | "--vmethod"
+        | "--vportctl" => 1,
+        _ => return None,
+    })
+}
+
+/// TCP flag names in a `--tcp-flags` list; `None` for a word that is none.
+fn tcp_flags(list: &str) -> Option<Vec<&str>> {
+    const ALL: &[&str] = &["FIN", "SYN", "RST", "PSH", "ACK", "URG", "ECE", "CWR"];
+    let mut out = Vec::new();
+    for f in list.split(',') {
+        match f {
+            "ALL" => out.extend_from_slice(ALL),
+            "NONE" => {}
+            f if ALL.contains(&f) => out.push(f),
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// Whether a rule's words make the kernel track connections in the namespace.
+fn tracks(args: &[String]) -> bool {
+    args.windows(2).any(|w| {
+        matches!(
+            (w[0].as_str(), w[1].as_str()),
+            (
+                "-m" | "--match",
+                "conntrack" | "state" | "connmark" | "connlimit" | "helper" | "connbytes"
+            ) | (
+                "-j" | "--jump",
+                "DNAT" | "SNAT" | "MASQUERADE" | "REDIRECT" | "CT" | "CONNMARK" | "NETMAP"
+            )
+        )
+    })
+}
+
 fn rule_of(args: &[String], chains: &BTreeMap<String, Chain>, label: String) -> Rule {
     let mut matches = Vec::new();
     let mut action = Action::Continue;
     let mut negate = false;
+    let mut module = "";
     let mut i = 0;
     let arg = |i: usize| args.get(i).map(String::as_str).unwrap_or_default();
     while i < args.len() {
         let opt = arg(i);
         let value = arg(i + 1);
-        let mut take = 2;
         let n = negate;
         negate = false;
-        match opt {
-            "!" => {
-                negate = true;
-                take = 1;
+        let not = if n { "! " } else { "" };
+        if opt == "!" {
+            negate = true;
+            i += 1;
+            continue;
+        }
+        if matches!(opt, "-j" | "--jump" | "-g" | "--goto") {
+            action = match value {
+                "ACCEPT" => Action::Accept,
+                "DROP" => Action::Drop,
+                "REJECT" => Action::Reject,
+                "RETURN" => Action::Return,
+                t if NON_TERMINAL.contains(&t) => Action::Continue,
+                t if chains.contains_key(t) => {
+                    if opt.starts_with("-g") || opt == "--goto" {
+                        Action::Goto(t.into())
+                    } else {
+                        Action::Jump(t.into())
+                    }
+                }
+                // DNAT, REDIRECT, NFQUEUE, CT, TPROXY, ...: they divert, queue or change
+                // what later rules see.
+                t => Action::Unknown(t.into()),
+            };
+            // Target options (--reject-with, --log-prefix "...") follow; none changes
+            // whether the packet passes.
+            break;
+        }
+        let count = arity(opt);
+        let values: Vec<&str> = (1..=count.unwrap_or(0)).map(|k| arg(i + k)).collect();
+        let target = |w: &str| matches!(w, "-j" | "--jump" | "-g" | "--goto");
+        let missing = values.iter().any(|v| v.is_empty() || target(v));
+        let Some(count) = count.filter(|_| !missing) else {
+            // An option this model cannot even count the words of (or one missing its
+            // value): the rule's remaining matches are unreadable. Its target is still
+            // read, so that a rule whose readable matches already fail stays skipped and
+            // one that matches says "cannot tell" naming the option.
+            matches.push(Match::Unknown {
+                text: if missing {
+                    format!("{not}{opt} without its value")
+                } else {
+                    format!("{not}{opt} (an option gputune does not read)")
+                },
+            });
+            match args[i + 1..].iter().position(|w| target(w)) {
+                Some(j) => {
+                    i += 1 + j;
+                    continue;
+                }
+                None => break,
             }
+        };
+        let text = format!("{not}{opt} {}", values.join(" "));
+        match opt {
             "-p" | "--protocol" => {
                 let protos = vec![value.to_ascii_lowercase()];
-                if protos[0] == "all" {
+                if protos[0] == "all" || protos[0] == "0" {
                     // Every protocol: no test at all.
                 } else {
                     matches.push(Match::Proto { protos, negate: n });
@@ -242,80 +470,67 @@ fn rule_of(args: &[String], chains: &BTreeMap<String, Chain>, label: String) -> 
                 nets: value.split(',').map(str::to_string).collect(),
                 negate: n,
             }),
-            "-d" | "--destination" => matches.push(Match::Unfixed {
-                text: format!("{}-d {value}", if n { "! " } else { "" }),
-            }),
-            "-m" | "--match" => {}
+            // Another node never addresses the node's loopback network.
+            "-d" | "--destination" if value.split(',').all(|a| a.starts_with("127.")) => {
+                matches.push(Match::Fixed { holds: n, text })
+            }
+            "-d" | "--destination" => matches.push(Match::Unfixed { text }),
+            "-m" | "--match" => module = value,
             "--dport" | "--destination-port" | "--dports" | "--destination-ports" => {
                 match port_ranges(value) {
                     Some(ranges) => matches.push(Match::DPort { ranges, negate: n }),
-                    None => matches.push(Match::Unknown {
-                        text: format!("{opt} {value}"),
-                    }),
+                    None => matches.push(Match::Unknown { text }),
                 }
             }
             "--sport" | "--source-port" | "--sports" | "--source-ports" => {
-                matches.push(Match::Unfixed {
-                    text: format!("{}{opt} {value}", if n { "! " } else { "" }),
-                })
+                matches.push(Match::Unfixed { text })
             }
             "--ctstate" | "--state" => matches.push(Match::CtState {
                 states: value.split(',').map(|s| s.to_ascii_lowercase()).collect(),
                 negate: n,
             }),
+            // A new connection to the node has no status bit (NONE is no bit at all).
+            "--ctstatus" => matches.push(Match::CtStatus { holds: n, text }),
             "--dst-type" => matches.push(Match::Fixed {
                 holds: value.split(',').any(|t| t == "LOCAL") != n,
-                text: format!("addrtype {}--dst-type {value}", if n { "! " } else { "" }),
+                text: format!("addrtype {text}"),
             }),
-            "--syn" => {
-                // The packet is the connection's SYN.
-                matches.push(Match::Fixed {
-                    holds: !n,
-                    text: "--syn".into(),
-                });
-                take = 1;
-            }
+            "--pkt-type" => matches.push(Match::Fixed {
+                holds: (value == "host") != n,
+                text,
+            }),
+            // The packet is the connection's SYN: `--syn`, or the flags it is saved as.
+            "--syn" => matches.push(Match::Fixed { holds: !n, text }),
+            "--tcp-flags" => match (tcp_flags(values[0]), tcp_flags(values[1])) {
+                (Some(mask), Some(set)) => {
+                    let seen: Vec<&str> = mask.iter().copied().filter(|f| *f == "SYN").collect();
+                    // The kernel compares the masked flags with the whole second list.
+                    let mut want = set;
+                    want.sort_unstable();
+                    want.dedup();
+                    matches.push(Match::Fixed {
+                        holds: (seen == want) != n,
+                        text,
+                    });
+                }
+                _ => matches.push(Match::Unknown { text }),
+            },
+            // An ipset of sources or destinations: whether the peer is in it depends on
+            // who the peer is (and on the set's content at the time).
+            "--match-set" => matches.push(Match::Unfixed {
+                text: format!("{not}in ipset {} ({})", values[0], values[1]),
+            }),
             "--comment" => {}
-            "-j" | "--jump" | "-g" | "--goto" => {
-                action = match value {
-                    "ACCEPT" => Action::Accept,
-                    "DROP" => Action::Drop,
-                    "REJECT" => Action::Reject,
-                    "RETURN" => Action::Return,
-                    t if NON_TERMINAL.contains(&t) => Action::Continue,
-                    t if chains.contains_key(t) => {
-                        if opt.starts_with("-g") || opt == "--goto" {
-                            Action::Goto(t.into())
-                        } else {
-                            Action::Jump(t.into())
-                        }
-                    }
-                    t => Action::Unknown(t.into()),
-                };
-                // Target options (--reject-with, --log-prefix "...") follow; none changes
-                // whether the packet passes.
-                i = args.len();
-                continue;
-            }
-            other if other.starts_with('-') => {
-                // An option this model does not read; its value (if any) is the next word.
-                let has_value =
-                    !value.is_empty() && (!value.starts_with('-') || value.parse::<i64>().is_ok());
-                let text = if has_value {
-                    format!("{other} {value}")
+            "--icmp-type" => matches.push(Match::Fixed { holds: n, text }),
+            _ => matches.push(Match::Unknown {
+                text: if module.is_empty() {
+                    text
                 } else {
-                    other.to_string()
-                };
-                matches.push(Match::Unknown {
-                    text: format!("{}{text}", if n { "! " } else { "" }),
-                });
-                take = if has_value { 2 } else { 1 };
-            }
-            other => matches.push(Match::Unknown {
-                text: other.to_string(),
+                    format!("-m {module} {text}")
+                },
             }),
         }
-        i += take;
+        i += 1 + count;
     }
     Rule {
         label,
@@ -417,7 +632,8 @@ mod tests {
             Some(Base {
                 hook: Hook::Input,
                 priority: 0,
-                policy: Policy::Drop
+                policy: Policy::Drop,
+                kind: ChainKind::Filter,
             })
         );
         assert_eq!(tables[0].chains["FORWARD"].base, None);
@@ -458,12 +674,139 @@ mod tests {
         assert_eq!(input.rules[4].action, Action::Jump("ufw-user-input".into()));
         assert_eq!(input.rules[5].action, Action::Reject);
         assert!(
-            matches!(&input.rules[5].matches[0], Match::Unknown { text } if text == "--name x")
+            matches!(&input.rules[5].matches[0], Match::Unknown { text } if text == "-m recent --name x")
         );
         assert!(
             input.rules[5]
                 .label
                 .starts_with("iptables-legacy filter chain INPUT rule 6: -A INPUT -m recent")
         );
+    }
+
+    /// The INPUT verdict of one rule under policy `policy`, for port 29500.
+    fn verdict_of(policy: &str, rule: &str) -> super::super::model::Verdict {
+        let text = format!("*filter\n:INPUT {policy} [0:0]\n-A INPUT {rule}\nCOMMIT\n");
+        let tables = parse(&text, Tool::IptablesLegacy).unwrap();
+        let walks = super::super::model::evaluate(&tables, 29500);
+        assert_eq!(walks.len(), 1, "{walks:#?}");
+        walks[0].verdict.clone()
+    }
+
+    #[test]
+    fn options_take_their_real_number_of_words() {
+        use super::super::model::Verdict::{Accepted, CannotTell, Dropped};
+        let cases = [
+            // `--syn` as iptables-save prints it: the target is still read.
+            (
+                "ACCEPT",
+                "-p tcp -m tcp --dport 29500:29550 --tcp-flags FIN,SYN,RST,ACK SYN -j DROP",
+                Dropped,
+            ),
+            (
+                "DROP",
+                "-p tcp -m tcp --dport 29500 --tcp-flags FIN,SYN,RST,ACK SYN -j ACCEPT",
+                Accepted,
+            ),
+            (
+                "DROP",
+                "-p tcp -m tcp ! --tcp-flags FIN,SYN,RST,ACK SYN -j ACCEPT",
+                Dropped,
+            ),
+            (
+                "ACCEPT",
+                "-p tcp -m tcp --tcp-flags SYN,ACK SYN,ACK -j DROP",
+                Accepted,
+            ),
+            (
+                "ACCEPT",
+                "-p tcp -m tcp --tcp-flags ALL NONE -j DROP",
+                Accepted,
+            ),
+            (
+                "ACCEPT",
+                "-p tcp -m tcp --tcp-flags FIN,SYN,RST,ACK NONSENSE -j DROP",
+                CannotTell(String::new()),
+            ),
+            ("ACCEPT", "-p tcp --syn -j DROP", Dropped),
+            // Loopback destinations are never a peer's.
+            (
+                "ACCEPT",
+                "! -s 127.0.0.0/8 -d 127.0.0.0/8 -j DROP",
+                Accepted,
+            ),
+            ("DROP", "! -d 127.0.0.1/32 -j ACCEPT", Accepted),
+            // Before a rule's readable matches fail, an unknown option is never a no-op.
+            (
+                "ACCEPT",
+                "-p tcp -m frobnicate --frob 1 2 -j DROP",
+                CannotTell(String::new()),
+            ),
+            (
+                "ACCEPT",
+                "-p udp -m frobnicate --frob 1 2 -j DROP",
+                Accepted,
+            ),
+            (
+                "ACCEPT",
+                "-p tcp --dport 29500 -j NFQUEUE --queue-num 1",
+                CannotTell(String::new()),
+            ),
+            ("ACCEPT", "-m conntrack --ctstatus DNAT -j DROP", Accepted),
+            ("ACCEPT", "-m conntrack ! --ctstatus DNAT -j DROP", Dropped),
+            (
+                "ACCEPT",
+                "-p tcp -m tcp --dport -j DROP",
+                CannotTell(String::new()),
+            ),
+            (
+                "ACCEPT",
+                "-p tcp -m set --match-set x -j DROP",
+                CannotTell(String::new()),
+            ),
+        ];
+        for (policy, rule, want) in cases {
+            let got = verdict_of(policy, rule);
+            let same = match (&got, &want) {
+                (CannotTell(_), CannotTell(_)) => true,
+                (a, b) => a == b,
+            };
+            assert!(same, "{rule}: {got:?}, not {want:?}");
+        }
+    }
+
+    #[test]
+    fn an_ipset_match_depends_on_the_peer() {
+        let text = "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp -m multiport --dports 22,29500 -m set --match-set f2b-sshd src -j REJECT --reject-with icmp-port-unreachable\nCOMMIT\n";
+        let tables = parse(text, Tool::IptablesLegacy).unwrap();
+        let rule = &tables[0].chains["INPUT"].rules[0];
+        assert_eq!(rule.action, Action::Reject);
+        assert!(
+            matches!(&rule.matches[2], Match::Unfixed { text } if text == "in ipset f2b-sshd (src)")
+        );
+        let verdicts: Vec<_> = super::super::model::evaluate(&tables, 29500)
+            .into_iter()
+            .map(|w| w.verdict)
+            .collect();
+        assert!(verdicts.contains(&super::super::model::Verdict::Dropped));
+        assert!(verdicts.contains(&super::super::model::Verdict::Accepted));
+    }
+
+    #[test]
+    fn nat_chains_count_only_with_conntrack() {
+        let nat = "*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n-A PREROUTING -p tcp --dport 29500 -j REDIRECT --to-ports 1\nCOMMIT\n";
+        let tables = parse(nat, Tool::IptablesLegacy).unwrap();
+        assert!(tables[0].conntrack, "REDIRECT turns conntrack on");
+        let pre = tables[0].chains["PREROUTING"].base.as_ref().unwrap();
+        assert_eq!(
+            (pre.hook, pre.priority, pre.kind),
+            (Hook::Prerouting, -100, ChainKind::Nat)
+        );
+        let walks = super::super::model::evaluate(&tables, 29500);
+        assert!(
+            matches!(&walks[0].verdict, super::super::model::Verdict::CannotTell(t) if t.contains("REDIRECT")),
+            "{walks:#?}"
+        );
+        let plain = "*nat\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -p tcp --dport 29500 -j ACCEPT\nCOMMIT\n";
+        assert!(!parse(plain, Tool::IptablesLegacy).unwrap()[0].conntrack);
     }
 }

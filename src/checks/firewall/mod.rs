@@ -116,41 +116,57 @@ pub fn read_ruleset(runner: &dyn Runner) -> Result<Ruleset, String> {
             "nft is not installed, so native nftables rules (if any) cannot be read".to_string(),
         );
     }
+    // Tables iptables-nft wrote with extensions nft cannot show: only iptables-nft-save
+    // reads those. Every other nf_tables table (native `table ip filter` included) is read
+    // from nft's JSON, never from iptables-nft-save's lossy rendering of it.
+    let mut xt_tables = Vec::new();
     if let Some(out) = nft {
         any_tool = true;
         if !out.success && !unsupported(&out.stderr) {
             return Err(failed("nft -j list ruleset", &out));
         }
         if !out.stdout.trim().is_empty() {
-            tables = nft::parse(&out.stdout)?;
+            let dormant = |family: &str, name: &str| {
+                let out = runner.run("nft", &["list", "table", family, name]).ok()??;
+                out.success.then(|| {
+                    out.stdout.lines().any(|l| {
+                        let l = l.trim();
+                        l.starts_with("flags ") && l.contains("dormant")
+                    })
+                })
+            };
+            tables = nft::parse_with(&out.stdout, &dormant)?;
+            xt_tables = nft::tables_with_xt(&out.stdout)
+                .into_iter()
+                .filter(|name| tables.iter().any(|t| t.id == format!("ip {name}")))
+                .collect();
         }
     }
-    // iptables-nft's tables are nf_tables tables of family ip: nft lists them if they exist.
-    let nft_may_hold_iptables = !nft_listed || tables.iter().any(|t| t.id.starts_with("ip "));
     let legacy_may_exist = runner
         .legacy_tables()
         .is_none_or(|names| !names.trim().is_empty());
     let mut saves = Vec::new();
     let mut skipped = false;
-    for (program, tool, needed) in [
-        (
-            "iptables-nft-save",
-            Some(Tool::IptablesNft),
-            nft_may_hold_iptables,
-        ),
-        (
-            "iptables-legacy-save",
-            Some(Tool::IptablesLegacy),
-            legacy_may_exist,
-        ),
-    ] {
-        if !needed {
-            skipped = true;
-        } else if let Some(out) = run(program, &[])? {
-            saves.push((program, tool, out));
+    if nft_listed {
+        for name in &xt_tables {
+            if let Some(out) = run("iptables-nft-save", &["-t", name])?
+                && out.success
+            {
+                saves.push(("iptables-nft-save", Some(Tool::IptablesNft), out));
+            }
+            // Unreadable there too: nft's view stands, its `xt` rules "cannot tell".
         }
+    } else if let Some(out) = run("iptables-nft-save", &[])? {
+        saves.push(("iptables-nft-save", Some(Tool::IptablesNft), out));
     }
-    if saves.is_empty() && !skipped {
+    if legacy_may_exist {
+        if let Some(out) = run("iptables-legacy-save", &[])? {
+            saves.push(("iptables-legacy-save", Some(Tool::IptablesLegacy), out));
+        }
+    } else {
+        skipped = true;
+    }
+    if saves.is_empty() && !skipped && !nft_listed {
         // Older distributions ship only `iptables-save`: its header tells the flavour.
         if let Some(out) = run("iptables-save", &[])? {
             saves.push(("iptables-save", None, out));
@@ -159,9 +175,7 @@ pub fn read_ruleset(runner: &dyn Runner) -> Result<Ruleset, String> {
     for (program, tool, out) in saves {
         any_tool = true;
         // Tables nft itself wrote are "incompatible" to iptables-nft-save, which names them
-        // and shows the others: those it names are read through nft, the rest from here.
-        // When it does not say which, nft's view of every table stands (what nft cannot
-        // show of iptables' extensions is "cannot tell" there, never a pass).
+        // and shows the others: those it names are read through nft.
         let Ok(incompatible) = iptables::incompatible_tables(&out.stdout).and_then(|mut names| {
             names.extend(iptables::incompatible_tables(&out.stderr)?);
             Ok(names)
@@ -187,6 +201,9 @@ pub fn read_ruleset(runner: &dyn Runner) -> Result<Ruleset, String> {
         let mut parsed = iptables::parse(&out.stdout, tool)?;
         parsed.retain(|t| !incompatible.contains(&t.id));
         if tool == Tool::IptablesNft {
+            if nft_listed {
+                parsed.retain(|t| xt_tables.contains(&t.id));
+            }
             for t in &parsed {
                 let shadow = format!("ip {}", t.id);
                 tables.retain(|n: &Table| !(n.tool == Tool::Nftables && n.id == shadow));

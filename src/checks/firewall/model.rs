@@ -30,6 +30,16 @@ pub struct Base {
     pub hook: Hook,
     pub priority: i32,
     pub policy: Policy,
+    /// What kind of chain the kernel runs here.
+    pub kind: ChainKind,
+}
+
+/// Filter chains see every packet; nat chains only a connection's first packet, and only
+/// when conntrack runs in the namespace (without it the nat hook passes every packet on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChainKind {
+    Filter,
+    Nat,
 }
 
 /// A chain of one table; `base` is set for chains the kernel enters from a hook.
@@ -51,6 +61,10 @@ pub struct Table {
     /// and fixes.
     pub tool: Tool,
     pub chains: BTreeMap<String, Chain>,
+    /// A rule of this table makes the kernel track connections in the namespace (a `ct`
+    /// expression, a conntrack or state match, a nat statement or target): then nat chains
+    /// run.
+    pub conntrack: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -86,6 +100,10 @@ pub enum Match {
     Saddr { nets: Vec<String>, negate: bool },
     /// Conntrack state is one of these (`new`, `established`, ...).
     CtState { states: Vec<String>, negate: bool },
+    /// A test of the connection's conntrack status (`ct status dnat`, `--ctstatus`): once
+    /// tracked, `holds` says whether a new connection to the node has it; before conntrack
+    /// there is no entry and the test never matches, negated or not.
+    CtStatus { holds: bool, text: String },
     /// A fact the packet has or lacks whatever its port, interface or source: `true` when
     /// the packet has it (e.g. `ct status dnat` is false for a connection to the node,
     /// `addrtype --dst-type LOCAL` is true).
@@ -302,6 +320,14 @@ fn judge(m: &Match, port: u16, conntrack: Conntrack) -> Tri {
         Match::CtState { states, negate } => match conntrack.state() {
             Ok(state) => flip(states.iter().any(|s| s == state), *negate),
             Err(why) => Tri::Unknown(why),
+        },
+        Match::CtStatus { holds, text } => match conntrack {
+            Conntrack::Tracked => flip(*holds, false),
+            Conntrack::NotYet => Tri::False,
+            Conntrack::Unsure => Tri::Unknown(format!(
+                "{text} in a prerouting chain of priority {}, where conntrack itself runs",
+                Conntrack::PRIORITY
+            )),
         },
         Match::Fixed { holds, .. } => flip(*holds, false),
         Match::Unknown { text } => Tri::Unknown(text.clone()),
@@ -554,6 +580,7 @@ pub fn base_chains(tables: &[Table]) -> Vec<(&Table, &Chain, &Base)> {
 /// Every way a new TCP connection to `port` from another node can go through the ruleset.
 /// An accept ends one base chain only; the packet must be accepted by all of them.
 pub fn evaluate(tables: &[Table], port: u16) -> Vec<Walk> {
+    let tracking = tables.iter().any(|t| t.conntrack);
     // Each walk with the conditions it assumed, structured, for the next base chain.
     let mut walks = vec![(
         Walk {
@@ -565,6 +592,9 @@ pub fn evaluate(tables: &[Table], port: u16) -> Vec<Walk> {
         Vec::new(),
     )];
     for (table, chain, base) in base_chains(tables) {
+        if base.kind == ChainKind::Nat && !tracking {
+            continue;
+        }
         let mut next = Vec::new();
         for (walk, conditions) in walks {
             if walk.verdict != Verdict::Accepted {

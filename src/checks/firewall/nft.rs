@@ -6,10 +6,21 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::model::{Action, Base, Chain, Hook, Match, Policy, Rule, Table, Tool};
+use super::model::{Action, Base, Chain, ChainKind, Hook, Match, Policy, Rule, Table, Tool};
 
-/// Parses the JSON document; only `ip`, `inet` and `netdev` tables can filter IPv4 input.
+/// Parses the JSON document; only `ip`, `inet` and `netdev` tables can filter IPv4 input
+/// (an `arp` table that filters is named as "cannot tell"). A table whose flags `nft -j`
+/// prints unreadably is kept, which can only make the verdict stricter.
 pub fn parse(json: &str) -> Result<Vec<Table>, String> {
+    parse_with(json, &|_, _| None)
+}
+
+/// As [`parse`]; `dormant(family, name)` says whether a table whose JSON `flags` cannot be
+/// read is dormant (nft 1.0.6 prints garbage there). The kernel never runs a dormant table.
+pub fn parse_with(
+    json: &str,
+    dormant: &dyn Fn(&str, &str) -> Option<bool>,
+) -> Result<Vec<Table>, String> {
     let doc: Value =
         serde_json::from_str(json).map_err(|e| format!("nft -j output is not JSON: {e}"))?;
     let items = doc
@@ -35,7 +46,10 @@ pub fn parse(json: &str) -> Result<Vec<Table>, String> {
             ) else {
                 return Err(format!("nft table without family or name: {t}"));
             };
-            if relevant(family) {
+            if relevant(family) || family == "arp" {
+                if is_dormant(t, &|| dormant(family, name)) {
+                    continue;
+                }
                 tables.insert(
                     (family.into(), name.into()),
                     Table {
@@ -43,6 +57,7 @@ pub fn parse(json: &str) -> Result<Vec<Table>, String> {
                         id: format!("{family} {name}"),
                         tool: Tool::Nftables,
                         chains: BTreeMap::new(),
+                        conntrack: false,
                     },
                 );
             }
@@ -107,6 +122,7 @@ pub fn parse(json: &str) -> Result<Vec<Table>, String> {
             r.get("comment").and_then(Value::as_str),
         );
         rule.position = Some(handle);
+        table.conntrack |= exprs.iter().any(tracks);
         if let Some(chain) = table.chains.get_mut(&chain_name) {
             chain.rules.push(rule);
         }
@@ -136,7 +152,137 @@ pub fn parse(json: &str) -> Result<Vec<Table>, String> {
             }
         }
     }
-    Ok(tables.into_values().collect())
+    let mut out: Vec<Table> = Vec::new();
+    for ((family, _), table) in tables {
+        if family == "arp" {
+            out.extend(arp_filter(table));
+        } else {
+            out.push(table);
+        }
+    }
+    Ok(out)
+}
+
+/// The `ip` tables (by name) with a rule nft can only show as `xt`: iptables-nft wrote it
+/// with an extension nft does not translate, so only iptables-nft-save can tell what it
+/// does. Every other table is read from nft's JSON, which is complete.
+pub fn tables_with_xt(json: &str) -> Vec<String> {
+    let Ok(doc) = serde_json::from_str::<Value>(json) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = doc
+        .get("nftables")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|item| item.get("rule"))
+        .filter(|r| r.get("family").and_then(Value::as_str) == Some("ip"))
+        .filter(|r| r.get("expr").is_some_and(has_xt))
+        .filter_map(|r| r.get("table").and_then(Value::as_str).map(str::to_string))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+fn has_xt(v: &Value) -> bool {
+    match v {
+        Value::Object(o) => o.iter().any(|(k, body)| k == "xt" || has_xt(body)),
+        Value::Array(a) => a.iter().any(has_xt),
+        _ => false,
+    }
+}
+
+/// Whether a table is dormant: `flags` names `dormant`, or cannot be read and `unreadable`
+/// says so.
+fn is_dormant(table: &Value, unreadable: &dyn Fn() -> Option<bool>) -> bool {
+    const KNOWN: &[&str] = &["dormant", "owner", "persist"];
+    let flags: Option<Vec<&str>> = match table.get("flags") {
+        None => Some(Vec::new()),
+        Some(Value::String(s)) => Some(vec![s.as_str()]),
+        Some(Value::Array(a)) => a.iter().map(Value::as_str).collect(),
+        Some(_) => None,
+    };
+    match flags {
+        Some(flags) if flags.iter().all(|f| KNOWN.contains(f)) => flags.contains(&"dormant"),
+        _ => unreadable().unwrap_or(false),
+    }
+}
+
+/// An `arp` table that can drop ARP on input breaks every connection it stops the node
+/// answering, which the model does not follow: it stands as one rule that says so, met
+/// first on the way in.
+fn arp_filter(table: Table) -> Option<Table> {
+    let chain = table.chains.values().find(|c| {
+        c.base
+            .as_ref()
+            .is_some_and(|b| b.policy == Policy::Drop || !c.rules.is_empty())
+    })?;
+    let name = "arp".to_string();
+    let text = format!(
+        "ARP filtering in {} chain {} (policy {}, {} rules)",
+        table.name,
+        chain.name,
+        match chain.base.as_ref().map(|b| b.policy) {
+            Some(Policy::Drop) => "drop",
+            _ => "accept",
+        },
+        chain.rules.len()
+    );
+    let rule = Rule {
+        label: text.clone(),
+        position: None,
+        matches: vec![Match::Unknown { text }],
+        action: Action::Drop,
+    };
+    Some(Table {
+        chains: BTreeMap::from([(
+            name.clone(),
+            Chain {
+                name,
+                base: Some(Base {
+                    hook: Hook::Ingress,
+                    priority: i32::MIN,
+                    policy: Policy::Accept,
+                    kind: ChainKind::Filter,
+                }),
+                rules: vec![rule],
+            },
+        )]),
+        ..table
+    })
+}
+
+/// Whether an expression makes the kernel track connections: a `ct` expression or
+/// statement, a nat statement, an iptables-nft conntrack match or nat target.
+fn tracks(v: &Value) -> bool {
+    match v {
+        Value::Object(o) => o.iter().any(|(k, body)| {
+            matches!(
+                k.as_str(),
+                "ct" | "dnat" | "snat" | "masquerade" | "redirect" | "ct helper" | "ct count"
+            ) || (k == "xt"
+                && body.get("name").and_then(Value::as_str).is_some_and(|n| {
+                    matches!(
+                        n,
+                        "conntrack"
+                            | "state"
+                            | "connmark"
+                            | "connlimit"
+                            | "helper"
+                            | "DNAT"
+                            | "SNAT"
+                            | "MASQUERADE"
+                            | "REDIRECT"
+                            | "CT"
+                            | "CONNMARK"
+                    )
+                }))
+                || tracks(body)
+        }),
+        Value::Array(a) => a.iter().any(tracks),
+        _ => false,
+    }
 }
 
 fn base_of(c: &Value) -> Result<Option<Base>, String> {
@@ -144,11 +290,16 @@ fn base_of(c: &Value) -> Result<Option<Base>, String> {
         return Ok(None);
     };
     let family = c.get("family").and_then(Value::as_str).unwrap_or_default();
-    // Only filter chains drop packets on the way in; nat chains rewrite.
-    if c.get("type").and_then(Value::as_str) != Some("filter") {
-        return Ok(None);
-    }
+    // Filter chains see every packet; nat chains a new connection's first packet when
+    // conntrack runs (their drops and rewrites count then).
+    let kind = match c.get("type").and_then(Value::as_str) {
+        Some("filter") => ChainKind::Filter,
+        Some("nat") => ChainKind::Nat,
+        _ => return Ok(None),
+    };
     let hook = match (family, hook) {
+        ("arp", "input") => Hook::Input,
+        ("arp", _) => return Ok(None),
         (_, "input") => Hook::Input,
         ("ip" | "inet", "prerouting") => Hook::Prerouting,
         ("netdev" | "inet", "ingress") => Hook::Ingress,
@@ -167,6 +318,7 @@ fn base_of(c: &Value) -> Result<Option<Base>, String> {
         hook,
         priority: priority as i32,
         policy,
+        kind,
     }))
 }
 
@@ -255,6 +407,9 @@ fn match_of(m: &Value, sets: &dyn Fn(&str) -> Option<Vec<Value>>) -> Match {
     let (Some(left), Some(right)) = (m.get("left"), m.get("right")) else {
         return unknown();
     };
+    if let Some(m) = tcp_flags(left, right, negate, op) {
+        return m;
+    }
     if let Some(p) = left.get("payload") {
         let protocol = p
             .get("protocol")
@@ -273,6 +428,16 @@ fn match_of(m: &Value, sets: &dyn Fn(&str) -> Option<Vec<Value>>) -> Match {
             },
             ("ip", "saddr") => {
                 nets(right, sets).map_or_else(unknown, |nets| Match::Saddr { nets, negate })
+            }
+            // Another node never addresses the node's loopback network.
+            ("ip", "daddr")
+                if nets(right, sets)
+                    .is_some_and(|n| !n.is_empty() && n.iter().all(|a| a.starts_with("127."))) =>
+            {
+                Match::Fixed {
+                    holds: negate,
+                    text: text(),
+                }
             }
             ("ip", "daddr") => Match::Unfixed {
                 text: format!("ip daddr {}{right}", if negate { "!= " } else { "" }),
@@ -317,7 +482,7 @@ fn match_of(m: &Value, sets: &dyn Fn(&str) -> Option<Vec<Value>>) -> Match {
         return match (key, words(right, sets)) {
             ("state", Some(states)) => Match::CtState { states, negate },
             // A new connection addressed to the node itself carries no NAT or reply status.
-            ("status", Some(_)) => Match::Fixed {
+            ("status", Some(_)) => Match::CtStatus {
                 holds: negate,
                 text: text(),
             },
@@ -344,6 +509,62 @@ fn match_of(m: &Value, sets: &dyn Fn(&str) -> Option<Vec<Value>>) -> Match {
         }
     }
     unknown()
+}
+
+/// TCP flag names of a flags value: `"syn"`, `["fin","syn"]`, `{"|": [...]}`.
+fn flag_names(v: &Value) -> Option<Vec<String>> {
+    let mut out = match v {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(a) => a
+            .iter()
+            .map(flag_names)
+            .collect::<Option<Vec<_>>>()?
+            .concat(),
+        Value::Object(o) => o.get("|").and_then(flag_names)?,
+        _ => return None,
+    };
+    out.sort();
+    out.dedup();
+    Some(out)
+}
+
+/// A test of the TCP flags (`tcp flags & (fin|syn|rst|ack) == syn`, which is also how
+/// iptables-nft stores `--syn`, or `tcp flags syn`): the packet is a connection's first,
+/// whose only flag is SYN. `None` when the left side is no test of the flags.
+fn tcp_flags(left: &Value, right: &Value, negate: bool, op: &str) -> Option<Match> {
+    let is_flags = |v: &Value| {
+        v.get("payload").is_some_and(|p| {
+            p.get("protocol").and_then(Value::as_str) == Some("tcp")
+                && p.get("field").and_then(Value::as_str) == Some("flags")
+        })
+    };
+    let text = format!("tcp flags {op} {left} {right}");
+    let unknown = Match::Unknown { text: text.clone() };
+    let (mask, exact) = if is_flags(left) {
+        (None, op != "in")
+    } else {
+        let pair = left.get("&")?.as_array()?;
+        if !pair.first().is_some_and(is_flags) {
+            return None;
+        }
+        (Some(pair.get(1).and_then(flag_names)), true)
+    };
+    let Some(want) = flag_names(right) else {
+        return Some(unknown);
+    };
+    let syn = |set: &[String]| set.iter().any(|f| f == "syn");
+    let seen: Vec<String> = match mask {
+        None => vec!["syn".to_string()],
+        Some(Some(mask)) if syn(&mask) => vec!["syn".to_string()],
+        Some(Some(_)) => Vec::new(),
+        Some(None) => return Some(unknown),
+    };
+    // `tcp flags syn` (op `in`) asks for any of the bits; `==` for exactly these.
+    let holds = if exact { seen == want } else { syn(&want) };
+    Some(Match::Fixed {
+        holds: holds != negate,
+        text,
+    })
 }
 
 fn verdict_of(v: &Value) -> Option<Action> {
@@ -387,7 +608,8 @@ fn rule_of(
                 matches.push(m);
             }
             // Counting, logging and setting marks let the packet go on.
-            "counter" | "log" | "mangle" => {}
+            "counter" | "log" => {}
+            "mangle" if sets_mark(body) => {}
             "vmap" => {
                 let key = body.get("key").cloned().unwrap_or_default();
                 let data = body.get("data").cloned().unwrap_or_default();
@@ -532,6 +754,17 @@ fn vmap(
     Some(Action::DPortMap(map))
 }
 
+/// A `mangle` statement that sets a mark, priority or trace flag: the packet goes on
+/// unchanged. (Rewriting a header field, e.g. `tcp dport set`, diverts the connection.)
+fn sets_mark(body: &Value) -> bool {
+    let key = body.get("key");
+    let meta = key
+        .and_then(|k| k.get("meta").or_else(|| k.get("ct")))
+        .and_then(|m| m.get("key"))
+        .and_then(Value::as_str);
+    matches!(meta, Some("mark" | "priority" | "nftrace" | "secmark"))
+}
+
 fn short(v: &Value) -> String {
     if let Some(p) = v.get("payload") {
         return format!(
@@ -564,8 +797,9 @@ fn describe(m: &Match) -> String {
         Match::CtState { states, negate } => {
             format!("ct state {}{}", not(negate), states.join(","))
         }
-        Match::Fixed { text, .. } | Match::Unfixed { text } | Match::Unknown { text } => {
-            text.clone()
-        }
+        Match::Fixed { text, .. }
+        | Match::CtStatus { text, .. }
+        | Match::Unfixed { text }
+        | Match::Unknown { text } => text.clone(),
     }
 }

@@ -387,3 +387,172 @@ fn iptables_tools_run_only_when_they_can_have_rules() {
     let (_, asked) = run(&fixture("iptables-nft-as-nft.json"), Some(""));
     assert_eq!(asked, ["nft", "iptables-nft-save"]);
 }
+
+/// The verdicts for port 29500 of an `nft -j` document with these items after its metainfo.
+fn nft_verdicts(items: &str) -> Vec<model::Verdict> {
+    let json = format!(r#"{{"nftables": [{{"metainfo": {{"version": "1.0.6"}}}}, {items}]}}"#);
+    let tables = nft::parse(&json).unwrap();
+    model::evaluate(&tables, 29500)
+        .into_iter()
+        .map(|w| w.verdict)
+        .collect()
+}
+
+#[test]
+fn kernel_behaviour_the_model_follows() {
+    use model::Verdict::{Accepted, Dropped};
+    let table = |family: &str, name: &str, extra: &str| {
+        format!(r#"{{"table": {{"family": "{family}", "name": "{name}", "handle": 1{extra}}}}}"#)
+    };
+    let chain = |family: &str, t: &str, kind: &str, hook: &str, prio: i32, policy: &str| {
+        format!(
+            r#"{{"chain": {{"family": "{family}", "table": "{t}", "name": "c", "handle": 1, "type": "{kind}", "hook": "{hook}", "prio": {prio}, "policy": "{policy}"}}}}"#
+        )
+    };
+    let rule = |family: &str, t: &str, expr: &str| {
+        format!(
+            r#"{{"rule": {{"family": "{family}", "table": "{t}", "chain": "c", "handle": 2, "expr": [{expr}]}}}}"#
+        )
+    };
+    let dport = r#"{"match": {"op": "==", "left": {"payload": {"protocol": "tcp", "field": "dport"}}, "right": 29500}}"#;
+    let ct_est = r#"{"match": {"op": "in", "left": {"ct": {"key": "state"}}, "right": "established"}}, {"accept": null}"#;
+    let nat_drop = [
+        table("ip", "n", ""),
+        chain("ip", "n", "nat", "prerouting", -100, "accept"),
+        rule("ip", "n", &format!("{dport}, {{\"drop\": null}}")),
+    ]
+    .join(", ");
+    // A nat chain runs only once a `ct` rule anywhere turns conntrack on.
+    assert_eq!(nft_verdicts(&nat_drop), [Accepted]);
+    let with_ct = [
+        nat_drop.clone(),
+        table("ip", "f", ""),
+        chain("ip", "f", "filter", "input", 0, "accept"),
+        rule("ip", "f", ct_est),
+    ]
+    .join(", ");
+    assert_eq!(nft_verdicts(&with_ct), [Dropped]);
+    // A dormant table is not run (nft 1.0.6 prints its flags unreadably: kept then).
+    let dormant = |flags: &str| {
+        [
+            table("ip", "t", flags),
+            chain("ip", "t", "filter", "input", 0, "drop"),
+        ]
+        .join(", ")
+    };
+    assert_eq!(
+        nft_verdicts(&dormant(r#", "flags": "dormant""#)),
+        [Accepted]
+    );
+    assert_eq!(
+        nft_verdicts(&dormant(r#", "flags": ["dormant"]"#)),
+        [Accepted]
+    );
+    assert_eq!(
+        nft_verdicts(&dormant(r#", "flags": "Lester Gooch #5""#)),
+        [Dropped]
+    );
+    // `ct status != dnat` before conntrack never matches; after it, it does.
+    let ct_status = |prio: i32| {
+        [
+            table("ip", "r", ""),
+            chain("ip", "r", "filter", "prerouting", prio, "accept"),
+            rule(
+                "ip",
+                "r",
+                r#"{"match": {"op": "!=", "left": {"ct": {"key": "status"}}, "right": "dnat"}}, {"drop": null}"#,
+            ),
+        ]
+        .join(", ")
+    };
+    assert_eq!(nft_verdicts(&ct_status(-300)), [Accepted]);
+    assert_eq!(nft_verdicts(&ct_status(-150)), [Dropped]);
+    assert!(matches!(
+        nft_verdicts(&ct_status(-200))[0],
+        model::Verdict::CannotTell(_)
+    ));
+    // `tcp flags & (fin|syn|rst|ack) == syn`, as iptables-nft stores `--syn`.
+    let syn = |op: &str, verdict: &str| {
+        [
+            table("ip", "filter", ""),
+            chain("ip", "filter", "filter", "input", 0, "accept"),
+            rule(
+                "ip",
+                "filter",
+                &format!(
+                    r#"{{"match": {{"op": "{op}", "left": {{"&": [{{"payload": {{"protocol": "tcp", "field": "flags"}}}}, ["fin", "syn", "rst", "ack"]]}}, "right": "syn"}}}}, {{"{verdict}": null}}"#
+                ),
+            ),
+        ]
+        .join(", ")
+    };
+    assert_eq!(nft_verdicts(&syn("==", "drop")), [Dropped]);
+    assert_eq!(nft_verdicts(&syn("!=", "drop")), [Accepted]);
+    // 127.0.0.0/8 destinations are never a peer's: no condition, no warning.
+    let lo = [
+        table("ip", "f", ""),
+        chain("ip", "f", "filter", "input", 0, "accept"),
+        rule(
+            "ip",
+            "f",
+            r#"{"match": {"op": "==", "left": {"payload": {"protocol": "ip", "field": "daddr"}}, "right": {"prefix": {"addr": "127.0.0.0", "len": 8}}}}, {"drop": null}"#,
+        ),
+    ]
+    .join(", ");
+    assert_eq!(nft_verdicts(&lo), [Accepted]);
+}
+
+#[test]
+fn what_diverts_the_connection_cannot_be_told_by_name() {
+    let told = |items: &str, name: &str| {
+        let json = format!(r#"{{"nftables": [{items}]}}"#);
+        let tables = nft::parse(&json).unwrap();
+        let walks = model::evaluate(&tables, 29500);
+        assert!(
+            walks.iter().any(
+                |w| matches!(&w.verdict, model::Verdict::CannotTell(t) if t.contains(name))
+                    || w.decided_by.contains(name)
+            ),
+            "{name}: {walks:#?}"
+        );
+    };
+    told(
+        r#"{"table": {"family": "arp", "name": "a"}}, {"chain": {"family": "arp", "table": "a", "name": "i", "type": "filter", "hook": "input", "prio": 0, "policy": "drop"}}"#,
+        "ARP filtering",
+    );
+    told(
+        r#"{"table": {"family": "ip", "name": "m"}}, {"chain": {"family": "ip", "table": "m", "name": "p", "type": "filter", "hook": "prerouting", "prio": -150, "policy": "accept"}},
+        {"rule": {"family": "ip", "table": "m", "chain": "p", "handle": 3, "expr": [{"mangle": {"key": {"payload": {"protocol": "tcp", "field": "dport"}}, "value": 1}}]}}"#,
+        "mangle",
+    );
+    told(
+        r#"{"table": {"family": "ip", "name": "n"}}, {"chain": {"family": "ip", "table": "n", "name": "p", "type": "nat", "hook": "prerouting", "prio": -100, "policy": "accept"}},
+        {"rule": {"family": "ip", "table": "n", "chain": "p", "handle": 3, "expr": [{"match": {"op": "==", "left": {"payload": {"protocol": "tcp", "field": "dport"}}, "right": 29500}}, {"redirect": {"port": 1}}]}}"#,
+        "redirect",
+    );
+    // Setting a mark lets the packet go on.
+    let json = r#"{"nftables": [{"table": {"family": "ip", "name": "m"}}, {"chain": {"family": "ip", "table": "m", "name": "p", "type": "filter", "hook": "prerouting", "prio": -150, "policy": "accept"}},
+        {"rule": {"family": "ip", "table": "m", "chain": "p", "handle": 3, "expr": [{"mangle": {"key": {"meta": {"key": "mark"}}, "value": 1}}]}}]}"#;
+    let walks = model::evaluate(&nft::parse(json).unwrap(), 29500);
+    assert_eq!(walks[0].verdict, model::Verdict::Accepted);
+}
+
+#[test]
+fn a_native_ip_table_is_read_from_nft_not_iptables_nft_save() {
+    // `table ip filter { chain INPUT { ... tcp dport { 22, 29600 } accept } }` under policy
+    // drop: iptables-nft-save 1.8 would print it as `-p tcp -j ACCEPT`.
+    let json = r#"{"nftables": [{"table": {"family": "ip", "name": "filter"}},
+        {"chain": {"family": "ip", "table": "filter", "name": "INPUT", "type": "filter", "hook": "input", "prio": 0, "policy": "drop"}},
+        {"rule": {"family": "ip", "table": "filter", "chain": "INPUT", "handle": 2, "expr": [{"match": {"op": "==", "left": {"payload": {"protocol": "tcp", "field": "dport"}}, "right": {"set": [22, 29600]}}}, {"accept": null}]}}]}"#;
+    let lossy = "# Generated by iptables-nft-save v1.8.9 (nf_tables)\n*filter\n:INPUT DROP [0:0]\n-A INPUT -p tcp -j ACCEPT\nCOMMIT\n";
+    let runner = Canned::new(&[
+        ("nft", true, json, ""),
+        ("iptables-nft-save", true, lossy, ""),
+        ("iptables-legacy-save", true, "", ""),
+    ]);
+    let rs = read_ruleset(&runner).unwrap();
+    assert_eq!(rs.tables.len(), 1);
+    assert_eq!(rs.tables[0].tool, Tool::Nftables);
+    let walks = model::evaluate(&rs.tables, 29500);
+    assert_eq!(walks[0].verdict, model::Verdict::Dropped);
+}

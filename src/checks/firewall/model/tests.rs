@@ -18,6 +18,7 @@ fn chain(name: &str, base: Option<(Hook, i32, Policy)>, rules: Vec<Rule>) -> (St
                 hook,
                 priority,
                 policy,
+                kind: ChainKind::Filter,
             }),
             rules,
         },
@@ -30,6 +31,7 @@ fn table(name: &str, chains: Vec<(String, Chain)>) -> Table {
         id: name.into(),
         tool: Tool::Nftables,
         chains: chains.into_iter().collect(),
+        conntrack: false,
     }
 }
 

@@ -1,0 +1,334 @@
+//! The firewall check against the kernel itself: every ruleset of a seeded generator
+//! (shapes real tools write, and random compositions) is loaded into a server network
+//! namespace joined to a client namespace by a veth pair; the truth is a real TCP connect
+//! from the client to a listener on the tested port, and gputune's verdict (audited inside
+//! the server namespace) must agree. No false pass, no false fail; "cannot tell" only for a
+//! case holding a named unmodelled construct, "depends" only for one that matches on the
+//! interface, the source or an ipset. Needs root, iproute2, nftables, iptables and ipset:
+//! `scripts/test` installs them.
+
+#[path = "firewall_diff/gen.rs"]
+mod generator;
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use assert_cmd::cargo::CommandCargoExt;
+use generator::{Case, Load};
+use serde_json::Value;
+
+/// Random compositions on top of the hand-written shapes.
+const RANDOM_CASES: u64 = 130;
+/// Namespace pairs working at once (most of a case's time is a dropped connect's wait).
+const WORKERS: usize = 4;
+/// How long a connect may take before the kernel's answer counts as "dropped": past the
+/// first SYN retransmission (1 s), so a SYN lost while the fresh veth comes up is retried.
+const CONNECT_LIMIT: Duration = Duration::from_millis(1300);
+
+const PATH: &str = "/usr/sbin:/usr/bin:/sbin:/bin";
+
+fn sh(script: &str, stdin: Option<&str>) -> Result<String, String> {
+    use std::io::Write;
+    let mut child = Command::new("sh")
+        .args(["-c", script])
+        .env("PATH", PATH)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("sh: {e}"))?;
+    if let Some(mut input) = child.stdin.take() {
+        input
+            .write_all(stdin.unwrap_or_default().as_bytes())
+            .map_err(|e| format!("writing to `{script}`: {e}"))?;
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("`{script}`: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "`{script}` failed: {}{}",
+            String::from_utf8_lossy(&out.stderr),
+            stdin.map(|s| format!("\ninput:\n{s}")).unwrap_or_default()
+        ))
+    }
+}
+
+fn require_tools() {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let missing: Vec<&str> = [
+        "ip",
+        "nft",
+        "iptables-legacy-restore",
+        "iptables-nft-restore",
+        "ipset",
+    ]
+    .into_iter()
+    .filter(|t| sh(&format!("command -v {t}"), None).is_err())
+    .collect();
+    assert!(
+        root && missing.is_empty(),
+        "the differential firewall test needs root and {missing:?}: run scripts/test"
+    );
+}
+
+/// A server and a client namespace joined by a veth pair, made afresh for each case (so no
+/// rule, set or conntrack entry of one case is seen by the next) and removed on drop.
+struct Pair {
+    server: String,
+    client: String,
+}
+
+const SERVER_ADDR: &str = "10.77.0.1";
+
+impl Pair {
+    fn new(slot: usize) -> Pair {
+        let id = std::process::id();
+        let pair = Pair {
+            server: format!("gtfw{id}s{slot}"),
+            client: format!("gtfw{id}c{slot}"),
+        };
+        let (s, c) = (&pair.server, &pair.client);
+        sh(
+            &format!(
+                "ip netns del {s} 2>/dev/null; ip netns del {c} 2>/dev/null; \
+                 ip netns add {s} && ip netns add {c} && \
+                 ip link add {dev} netns {s} type veth peer name v1 netns {c} && \
+                 ip -n {s} addr add {SERVER_ADDR}/24 dev {dev} && ip -n {s} link set {dev} up && \
+                 ip -n {s} link set lo up && \
+                 ip -n {c} addr add {peer}/24 dev v1 && ip -n {c} link set v1 up",
+                dev = generator::DEV,
+                peer = generator::PEER
+            ),
+            None,
+        )
+        .unwrap();
+        pair
+    }
+
+    /// Loads a case's rules in the server namespace.
+    fn load(&self, loads: &[Load]) -> Result<(), String> {
+        let s = &self.server;
+        for load in loads {
+            let (cmd, text) = match load {
+                Load::Nft(t) => ("nft -f -", t),
+                Load::Legacy(t) => ("iptables-legacy-restore --noflush", t),
+                Load::IptNft(t) => ("iptables-nft-restore --noflush", t),
+                Load::Ipset(t) => ("ipset restore", t),
+            };
+            sh(&format!("ip netns exec {s} {cmd}"), Some(text))?;
+        }
+        Ok(())
+    }
+
+    /// Runs `f` on a thread inside namespace `name`: sockets made there stay there.
+    fn inside<T: Send>(name: &str, f: impl FnOnce() -> T + Send) -> T {
+        let ns = std::fs::File::open(Path::new("/run/netns").join(name)).unwrap();
+        std::thread::scope(|scope| {
+            scope
+                .spawn(move || {
+                    // SAFETY: setns on this thread only, with a namespace file we hold open.
+                    let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+                    assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+                    f()
+                })
+                .join()
+                .unwrap()
+        })
+    }
+
+    /// The kernel's answer: does a connect from the client reach a listener on `port`?
+    fn reachable(&self, port: u16) -> bool {
+        let listener = Pair::inside(&self.server, || TcpListener::bind(("0.0.0.0", port)))
+            .expect("listener in the server namespace");
+        let addr: SocketAddr = format!("{SERVER_ADDR}:{port}").parse().unwrap();
+        let open = Pair::inside(&self.client, || {
+            TcpStream::connect_timeout(&addr, CONNECT_LIMIT).is_ok()
+        });
+        drop(listener);
+        open
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        let _ = sh(
+            &format!(
+                "ip netns del {} 2>/dev/null; ip netns del {} 2>/dev/null; true",
+                self.server, self.client
+            ),
+            None,
+        );
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Said {
+    Pass,
+    Fail,
+    CannotTell,
+    Depends,
+}
+
+/// gputune's verdict on `port`, audited inside the server namespace.
+fn audit(bin: &Path, profile_dir: &Path, pair: &Pair, port: u16) -> Result<(Said, String), String> {
+    let profile = profile_dir.join(format!("p{port}.toml"));
+    if !profile.exists() {
+        std::fs::write(
+            &profile,
+            format!("description = \"diff\"\n[job]\nrendezvous_ports = \"{port}\"\n"),
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    let out = Command::new("ip")
+        .args(["netns", "exec", &pair.server])
+        .arg(bin)
+        .args([
+            "audit",
+            "--only",
+            "firewall",
+            "--format",
+            "json",
+            "--profile",
+        ])
+        .arg(&profile)
+        .env("PATH", PATH)
+        .output()
+        .map_err(|e| e.to_string())?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let doc: Value = serde_json::from_str(&stdout).map_err(|e| {
+        format!(
+            "{e}: exit {:?}\nstdout: {stdout}\nstderr: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })?;
+    let finding = doc["findings"]
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["id"] == "firewall.rendezvous_ports"))
+        .ok_or_else(|| format!("no firewall.rendezvous_ports finding in {stdout}"))?;
+    let actual = finding["actual"].as_str().unwrap_or_default().to_string();
+    let said = match finding["status"].as_str() {
+        Some("pass") => Said::Pass,
+        Some("fail") => Said::Fail,
+        Some("warn") if actual.contains("cannot tell") => Said::CannotTell,
+        Some("warn") if actual.contains("accepted only when") => Said::Depends,
+        other => return Err(format!("unexpected finding {other:?}: {finding}")),
+    };
+    Ok((said, actual))
+}
+
+#[derive(Default)]
+struct Tally {
+    agree: usize,
+    cannot_tell: usize,
+    depends: usize,
+    wrong: Vec<String>,
+}
+
+fn describe(case: &Case) -> String {
+    match case.seed {
+        Some(seed) => format!("seed {seed} ({})", case.name),
+        None => format!("shape `{}`", case.name),
+    }
+}
+
+fn judge(case: &Case, open: bool, said: Said, actual: &str, tally: &Mutex<Tally>) {
+    let mut t = tally.lock().unwrap();
+    let truth = if open { "accepts" } else { "drops" };
+    let wrong = |why: &str| {
+        format!(
+            "{}: the kernel {truth} port {} but gputune {why}: {actual}\nrules: {:#?}",
+            describe(case),
+            case.port,
+            case.loads
+        )
+    };
+    match said {
+        Said::Pass if open => t.agree += 1,
+        Said::Fail if !open => t.agree += 1,
+        Said::Pass => t.wrong.push(wrong("passes (FALSE PASS)")),
+        Said::Fail => t.wrong.push(wrong("fails (false fail)")),
+        Said::CannotTell => match case.unmodelled {
+            Some(what) if actual.to_lowercase().contains(&what.to_lowercase()) => {
+                t.cannot_tell += 1
+            }
+            Some(what) => t
+                .wrong
+                .push(wrong(&format!("cannot tell without naming {what}"))),
+            None => t
+                .wrong
+                .push(wrong("cannot tell, with no unmodelled construct")),
+        },
+        Said::Depends if case.depends => t.depends += 1,
+        Said::Depends => t
+            .wrong
+            .push(wrong("says it depends, with nothing it depends on")),
+    }
+}
+
+#[test]
+fn verdicts_agree_with_the_kernel_on_generated_rulesets() {
+    require_tools();
+    let started = Instant::now();
+    let bin = Command::cargo_bin("gputune")
+        .unwrap()
+        .get_program()
+        .to_owned();
+    let bin = Path::new(&bin).to_path_buf();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cases = generator::shapes();
+    cases.extend((1..=RANDOM_CASES).map(|n| generator::random(0x6a7e_0000 + n)));
+    let total = cases.len();
+    assert!(total >= 150, "{total} cases");
+    let queue = Mutex::new(cases.into_iter());
+    let tally = Mutex::new(Tally::default());
+    std::thread::scope(|scope| {
+        for slot in 0..WORKERS {
+            let (queue, tally, bin, dir) = (&queue, &tally, &bin, dir.path());
+            scope.spawn(move || {
+                loop {
+                    let Some(case) = queue.lock().unwrap().next() else {
+                        break;
+                    };
+                    let pair = Pair::new(slot);
+                    if let Err(e) = pair.load(&case.loads) {
+                        tally
+                            .lock()
+                            .unwrap()
+                            .wrong
+                            .push(format!("{}: loading failed: {e}", describe(&case)));
+                        continue;
+                    }
+                    let result = audit(bin, dir, &pair, case.port);
+                    let open = pair.reachable(case.port);
+                    match result {
+                        Ok((said, actual)) => judge(&case, open, said, &actual, tally),
+                        Err(e) => tally
+                            .lock()
+                            .unwrap()
+                            .wrong
+                            .push(format!("{}: audit failed: {e}", describe(&case))),
+                    }
+                }
+            });
+        }
+    });
+    let t = tally.into_inner().unwrap();
+    println!(
+        "firewall differential: {total} rulesets in {:.1} s: {} agree, {} cannot tell, {} depends, {} wrong",
+        started.elapsed().as_secs_f64(),
+        t.agree,
+        t.cannot_tell,
+        t.depends,
+        t.wrong.len()
+    );
+    assert!(t.wrong.is_empty(), "{}", t.wrong.join("\n\n"));
+}
