@@ -11,10 +11,11 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::auth;
 use super::control::Fatal;
 use super::data::{DType, Op};
-use super::frame::{self, Message};
-use super::rendezvous::{connect_retrying, same_token};
+use super::frame::Message;
+use super::rendezvous::{HANDSHAKE_DEADLINE, connect_retrying};
 use super::{Backend, BenchError};
 pub use ring::Ring;
 
@@ -66,15 +67,12 @@ pub fn connect(
         } else {
             connect_retrying(&target, deadline, || format!("rank {right}'s data port"))?
         };
-        frame::write(
-            &mut s,
-            &Message::DataHello {
-                token: options.token.clone(),
-                rank,
-                stream,
-            },
-        )
-        .map_err(|e| {
+        let opening = Message::DataHello {
+            nonce: auth::nonce().map_err(|e| BenchError::Runtime(e.to_string()))?,
+            rank,
+            stream,
+        };
+        auth::open(&mut s, &options.token, &opening, deadline).map_err(|e| {
             BenchError::Runtime(format!("cannot reach rank {right} at {right_addr}: {e}"))
         })?;
         send.push(s);
@@ -125,10 +123,12 @@ fn accept_left(
                 reading += 1;
                 let tx = tx.clone();
                 // One deadline for the whole opening, however slowly its bytes arrive.
-                let by = Instant::now() + Duration::from_secs(5);
+                let by = Instant::now() + HANDSHAKE_DEADLINE;
+                let token = token.to_string();
                 thread::spawn(move || {
+                    let mut s = s;
                     let _ = s.set_nonblocking(false);
-                    let hello = match frame::read_by(&s, by) {
+                    let hello = match auth::accept(&mut s, &token, by) {
                         Ok(m) => Some(m),
                         Err(e) => {
                             eprintln!("# data port: refused {addr}: {e}");
@@ -145,14 +145,8 @@ fn accept_left(
         if let Ok((s, addr, hello)) = rx.recv_timeout(Duration::from_millis(2)) {
             reading -= 1;
             match hello {
-                Some(Message::DataHello {
-                    token: t,
-                    rank,
-                    stream,
-                }) if same_token(&t, token)
-                    && rank == left
-                    && stream < streams
-                    && slots[stream].is_none() =>
+                Some(Message::DataHello { rank, stream, .. })
+                    if rank == left && stream < streams && slots[stream].is_none() =>
                 {
                     slots[stream] = Some(s);
                 }
