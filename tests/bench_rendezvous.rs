@@ -13,7 +13,11 @@ const TOKEN: &str = "tok-5ecret-0f-this-job-8c1d";
 const ARGS: [&str; 6] = ["-b", "8", "-e", "8K", "-f", "32"];
 
 fn rank(rank: usize, port: u16, timeout: &str) -> std::process::Command {
-    let mut c = torchrun_rank(rank, 2, port, &ARGS);
+    of_world(rank, 2, port, timeout)
+}
+
+fn of_world(rank: usize, world: usize, port: u16, timeout: &str) -> std::process::Command {
+    let mut c = torchrun_rank(rank, world, port, &ARGS);
     c.args(["-n", "2", "--timeout", timeout])
         .env("GPUTUNE_BENCH_TOKEN", TOKEN);
     c
@@ -198,5 +202,25 @@ fn a_missing_rank_behind_a_flood_is_named_with_the_stranger() {
     assert_eq!(o0.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("rank 1 did not join"), "{stderr}");
     assert!(stderr.contains("a stranger held the port"), "{stderr}");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+}
+
+#[test]
+fn two_processes_claiming_one_rank_stop_the_job() {
+    // Whoever comes second (a launcher's mistake, or a stranger who knows a derived token)
+    // while the rendezvous is open, the job must not go on with whichever arrived first.
+    let port = free_port();
+    let r0 = of_world(0, 3, port, "6").spawn().unwrap();
+    drop(connect_when_listening(port));
+    let a = of_world(1, 3, port, "6").spawn().unwrap();
+    let b = of_world(1, 3, port, "6").spawn().unwrap();
+    let (o0, took) = wait_within(r0, Duration::from_secs(30), "rank 0");
+    let (oa, _) = wait_within(a, Duration::from_secs(30), "rank 1 (a)");
+    let (ob, _) = wait_within(b, Duration::from_secs(30), "rank 1 (b)");
+    let stderr = text(&o0.stderr);
+    assert_eq!(o0.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("rank 1 joined twice"), "{stderr}");
+    assert_eq!(oa.status.code(), Some(3), "{}", text(&oa.stderr));
+    assert_eq!(ob.status.code(), Some(3), "{}", text(&ob.stderr));
     assert!(took < Duration::from_secs(10), "took {took:?}");
 }

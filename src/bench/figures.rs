@@ -39,7 +39,8 @@ pub fn check(
 ) -> Result<(), BadFigures> {
     for (h, half) in HALVES.into_iter().enumerate() {
         let t = times[h];
-        if !t.is_finite() || t < 0.0 || t > MAX_TIME_US {
+        // NaN is in no range, infinities are past the bound.
+        if !(0.0..=MAX_TIME_US).contains(&t) {
             return Err(BadFigures::Time { half, value: t });
         }
         match (wrong[h], own_wrong[h]) {

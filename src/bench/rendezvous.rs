@@ -268,8 +268,6 @@ pub fn serve(
                 Some(format!("WORLD_SIZE={their_world} but rank 0 has {world}"))
             } else if rank == 0 || rank >= world {
                 Some(format!("rank {rank} is not in 1..{world}"))
-            } else if joined.contains_key(&rank) {
-                Some(format!("rank {rank} has already joined"))
             } else {
                 None
             };
@@ -278,8 +276,23 @@ pub fn serve(
                 let _ = frame::write(&mut stream, &Message::Reject { reason });
                 continue;
             }
-            if backend != me.backend || settings != me.settings {
-                let reason = if backend != me.backend {
+            // Two processes that both prove the token claim one rank: a launcher started it
+            // twice, or a stranger knows the token (a derived one). Either way the figures
+            // could be anyone's, so the job stops rather than keeping the first to arrive.
+            let twice = joined.get(&rank).map(|(first, _, _)| {
+                let first = first
+                    .peer_addr()
+                    .map_or_else(|_| "?".to_string(), |a| a.to_string());
+                format!(
+                    "rank {rank} joined twice, from {first} and from {addr}: a launcher started \
+                     it twice, or a stranger knows this job's token (set GPUTUNE_BENCH_TOKEN to a \
+                     secret shared only by the job's ranks)"
+                )
+            });
+            if twice.is_some() || backend != me.backend || settings != me.settings {
+                let reason = if let Some(twice) = twice {
+                    twice
+                } else if backend != me.backend {
                     format!(
                         "rank {rank} on {} uses backend {backend}, rank 0 uses {}",
                         member.host, me.backend
