@@ -177,6 +177,16 @@ impl Gate {
         }
     }
 
+    /// Drops every connection still in its handshake: once every rank has joined, they are
+    /// strangers, and their threads end now instead of at their deadline.
+    fn close_all(&self) {
+        let left: Vec<Pending> = lock(&self.pending).drain(..).collect();
+        for p in left {
+            let _ = p.stream.shutdown(std::net::Shutdown::Both);
+            self.stranger(p.addr, "still no handshake when every rank had joined");
+        }
+    }
+
     /// "N connections from ADDRS ...", when strangers came.
     fn summary(&self) -> Option<String> {
         let s = lock(&self.strangers);
@@ -324,6 +334,7 @@ pub fn serve(
         thread::sleep(Duration::from_millis(2));
     }
     drop(listener);
+    gate.close_all();
     if let Some(s) = gate.summary() {
         eprintln!("# rendezvous: every rank joined; {s}");
     }
