@@ -326,4 +326,82 @@ mod tests {
         );
         assert!(start.elapsed() < Duration::from_secs(5));
     }
+
+    /// The TCP ring's data port runs the same handshake: a stranger that connects first,
+    /// claiming to be the left neighbour, is refused and the real ranks still reduce.
+    #[test]
+    fn a_stranger_on_a_data_port_does_not_take_a_neighbours_place() {
+        use crate::bench::Backend;
+        use crate::bench::data::{DType, Op};
+        use crate::bench::tcp::{self, Options, TcpBackend};
+        use std::io::Write;
+        use std::net::SocketAddr;
+        use std::sync::Arc;
+
+        let listeners: Vec<TcpListener> = (0..2)
+            .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect();
+        let addrs: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+        // The stranger knows rank 1's data port and says it is rank 0, stream 0.
+        let mut stranger = TcpStream::connect(addrs[1]).unwrap();
+        let opening = Message::DataHello {
+            nonce: nonce().unwrap(),
+            rank: 0,
+            stream: 0,
+        };
+        stranger.write_all(&frame::encode(&opening)).unwrap();
+        stranger
+            .write_all(&frame::encode(&Message::Proof {
+                proof: prove("guess", Role::Opener, &frame::body(&opening), "x"),
+            }))
+            .unwrap();
+        thread::sleep(Duration::from_millis(100));
+        let hosts = vec!["a".to_string(), "b".to_string()];
+        let ranks: Vec<_> = listeners
+            .into_iter()
+            .enumerate()
+            .map(|(rank, listener)| {
+                let (addrs, hosts) = (addrs.clone(), hosts.clone());
+                thread::spawn(move || {
+                    let options = Options {
+                        streams: 1,
+                        sockbuf: 0,
+                        timeout: Duration::from_secs(10),
+                        token: "job".into(),
+                    };
+                    let ring =
+                        tcp::connect(rank, 2, listener, &addrs, &hosts, &options, Arc::default())
+                            .unwrap();
+                    let mut backend = TcpBackend::new(ring);
+                    let input: Vec<u8> = (0..64)
+                        .flat_map(|_| ((rank + 1) as f32).to_ne_bytes())
+                        .collect();
+                    backend.prepare(DType::F32, &input).unwrap();
+                    backend.run(Op::Sum, false, 1).unwrap();
+                    backend.result(false).unwrap()
+                })
+            })
+            .collect();
+        for r in ranks {
+            let out = r.join().unwrap();
+            assert_eq!(out.len(), 256);
+            for chunk in out.chunks(4) {
+                assert_eq!(
+                    f32::from_ne_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]),
+                    3.0
+                );
+            }
+        }
+        // The stranger got a challenge and then the door: never a data stream.
+        stranger
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut rest = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut stranger, &mut rest);
+        assert!(
+            rest.len() < 1024,
+            "the stranger received data: {} bytes",
+            rest.len()
+        );
+    }
 }
