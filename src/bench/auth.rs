@@ -404,4 +404,24 @@ mod tests {
             rest.len()
         );
     }
+
+    mod arbitrary_proofs {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            /// Whatever a peer puts in a nonce or a proof, checking it neither panics nor
+            /// passes without the token.
+            #[test]
+            fn arbitrary_text_never_verifies(proof in ".{0,130}", nonce in ".{0,80}", opening in proptest::collection::vec(any::<u8>(), 0..256)) {
+                prop_assert!(!verify("job", Role::Opener, &opening, &nonce, &proof));
+                let _ = well_formed(&nonce);
+                let real = prove("job", Role::Opener, &opening, &nonce);
+                prop_assert!(verify("job", Role::Opener, &opening, &nonce, &real));
+                prop_assert!(!verify("jo", Role::Opener, &opening, &nonce, &real));
+            }
+        }
+    }
 }

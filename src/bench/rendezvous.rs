@@ -33,8 +33,12 @@ pub const MAX_PENDING: usize = 256;
 /// completes the handshake well within it, so only a flood of more than [`MAX_PENDING`]
 /// connections per this time could keep it out.
 pub const EVICT_GRACE: Duration = Duration::from_millis(500);
-/// Handshake threads need little stack; a small one keeps [`MAX_PENDING`] of them cheap.
-const HANDSHAKE_STACK: usize = 256 * 1024;
+/// Handshake threads need little stack (serde_json stops nesting at 128 levels); a
+/// bounded one keeps [`MAX_PENDING`] of them cheap. A test parses the deepest frame on it.
+const HANDSHAKE_STACK: usize = 1024 * 1024;
+/// Connections taken from the backlog per turn of the loop, so a flood cannot keep it from
+/// seeing the deadline or the ranks that completed their handshake.
+const ACCEPTS_PER_TURN: usize = 512;
 /// How many stranger addresses the final message lists.
 const LISTED_STRANGERS: usize = 8;
 
@@ -247,7 +251,7 @@ pub fn serve(
             )));
         }
         // Take every connection waiting, so a flood cannot fill the backlog ahead of a rank.
-        loop {
+        for _ in 0..ACCEPTS_PER_TURN {
             match listener.accept() {
                 Ok((stream, addr)) => {
                     if let Some(id) = gate.admit(&stream, addr) {
@@ -644,5 +648,31 @@ mod tests {
         assert_eq!(rank_ranges(&[1, 2, 3, 4, 7, 9, 10]), "1-4, 7, 9-10");
         let all: Vec<usize> = (1..1024).collect();
         assert_eq!(rank_ranges(&all), "1-1023");
+    }
+
+    /// The most deeply nested opening serde_json will parse, read by a handshake thread with
+    /// the stack rank 0 gives it: refused, not a stack overflow that would end rank 0.
+    #[test]
+    fn the_deepest_opening_fits_a_handshake_threads_stack() {
+        use std::io::Write;
+        for depth in [127, 128, 129, 100_000] {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let mut peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            let (stream, _) = listener.accept().unwrap();
+            let body = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+            peer.write_all(&frame::framed(body.as_bytes())).unwrap();
+            let reader = thread::Builder::new()
+                .stack_size(HANDSHAKE_STACK)
+                .spawn(move || {
+                    let mut stream = stream;
+                    auth::accept(&mut stream, "t", Instant::now() + Duration::from_secs(5))
+                })
+                .unwrap();
+            let outcome = reader.join().expect("the handshake thread survived");
+            assert!(
+                matches!(outcome, Err(AuthError::Frame(FrameError::Malformed(_)))),
+                "{depth}: {outcome:?}"
+            );
+        }
     }
 }
