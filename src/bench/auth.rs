@@ -331,12 +331,8 @@ mod tests {
     /// claiming to be the left neighbour, is refused and the real ranks still reduce.
     #[test]
     fn a_stranger_on_a_data_port_does_not_take_a_neighbours_place() {
-        use crate::bench::Backend;
-        use crate::bench::data::{DType, Op};
-        use crate::bench::tcp::{self, Options, TcpBackend};
         use std::io::Write;
         use std::net::SocketAddr;
-        use std::sync::Arc;
 
         let listeners: Vec<TcpListener> = (0..2)
             .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
@@ -356,12 +352,32 @@ mod tests {
             }))
             .unwrap();
         thread::sleep(Duration::from_millis(100));
+        ring_of_two_reduces(listeners, &addrs);
+        // The stranger got a challenge and then the door: never a data stream.
+        stranger
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut rest = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut stranger, &mut rest);
+        assert!(
+            rest.len() < 1024,
+            "the stranger received data: {} bytes",
+            rest.len()
+        );
+    }
+
+    /// Two ranks open the TCP ring over `listeners` and reduce exactly.
+    fn ring_of_two_reduces(listeners: Vec<TcpListener>, addrs: &[std::net::SocketAddr]) {
+        use crate::bench::Backend;
+        use crate::bench::data::{DType, Op};
+        use crate::bench::tcp::{self, Options, TcpBackend};
+        use std::sync::Arc;
         let hosts = vec!["a".to_string(), "b".to_string()];
         let ranks: Vec<_> = listeners
             .into_iter()
             .enumerate()
             .map(|(rank, listener)| {
-                let (addrs, hosts) = (addrs.clone(), hosts.clone());
+                let (addrs, hosts) = (addrs.to_vec(), hosts.clone());
                 thread::spawn(move || {
                     let options = Options {
                         streams: 1,
@@ -392,17 +408,29 @@ mod tests {
                 );
             }
         }
-        // The stranger got a challenge and then the door: never a data stream.
-        stranger
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
-        let mut rest = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut stranger, &mut rest);
+    }
+
+    /// A flood of silent connections on a data port, more than it reads at once, delays
+    /// the left neighbour by the handshake deadline at most: its dropped connection is
+    /// retried, not a failure of the job.
+    #[test]
+    fn a_flood_on_a_data_port_is_outlasted() {
+        let listeners: Vec<TcpListener> = (0..2)
+            .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect();
+        let addrs: Vec<std::net::SocketAddr> =
+            listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+        let flood: Vec<TcpStream> = (0..100)
+            .map(|_| TcpStream::connect(addrs[1]).unwrap())
+            .collect();
+        let start = Instant::now();
+        ring_of_two_reduces(listeners, &addrs);
         assert!(
-            rest.len() < 1024,
-            "the stranger received data: {} bytes",
-            rest.len()
+            start.elapsed() < Duration::from_secs(9),
+            "{:?}",
+            start.elapsed()
         );
+        drop(flood);
     }
 
     mod arbitrary_proofs {

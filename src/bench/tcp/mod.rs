@@ -19,6 +19,9 @@ use super::rendezvous::{HANDSHAKE_DEADLINE, connect_retrying};
 use super::{Backend, BenchError};
 pub use ring::Ring;
 
+/// Pause before opening a data connection again that the neighbour dropped unanswered.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
 /// How the data connections are opened.
 pub struct Options {
     pub streams: usize,
@@ -60,21 +63,38 @@ pub fn connect(
     let target = (right_addr.ip().to_string(), right_addr.port());
     let mut send = Vec::new();
     for stream in 0..options.streams {
-        let mut s = if options.sockbuf > 0 {
-            connect_with_buffers(right_addr, options.sockbuf, deadline).map_err(|e| {
-                BenchError::Runtime(format!("cannot reach rank {right} at {right_addr}: {e}"))
-            })?
-        } else {
-            connect_retrying(&target, deadline, || format!("rank {right}'s data port"))?
+        // A neighbour busy with strangers on its data port drops a connection unanswered:
+        // that is retried until the deadline, like the rendezvous.
+        let s = loop {
+            let mut s = if options.sockbuf > 0 {
+                connect_with_buffers(right_addr, options.sockbuf, deadline).map_err(|e| {
+                    BenchError::Runtime(format!("cannot reach rank {right} at {right_addr}: {e}"))
+                })?
+            } else {
+                connect_retrying(&target, deadline, || format!("rank {right}'s data port"))?
+            };
+            let opening = Message::DataHello {
+                nonce: auth::nonce().map_err(|e| BenchError::Runtime(e.to_string()))?,
+                rank,
+                stream,
+            };
+            match auth::open(&mut s, &options.token, &opening, deadline) {
+                Ok(()) => break s,
+                Err(auth::AuthError::Frame(e))
+                    if !e.is_timeout() && Instant::now() + RETRY_PAUSE < deadline =>
+                {
+                    eprintln!(
+                        "# data port: rank {right} at {right_addr} dropped the connection ({e}); retrying"
+                    );
+                    thread::sleep(RETRY_PAUSE);
+                }
+                Err(e) => {
+                    return Err(BenchError::Runtime(format!(
+                        "cannot reach rank {right} at {right_addr}: {e}"
+                    )));
+                }
+            }
         };
-        let opening = Message::DataHello {
-            nonce: auth::nonce().map_err(|e| BenchError::Runtime(e.to_string()))?,
-            rank,
-            stream,
-        };
-        auth::open(&mut s, &options.token, &opening, deadline).map_err(|e| {
-            BenchError::Runtime(format!("cannot reach rank {right} at {right_addr}: {e}"))
-        })?;
         send.push(s);
     }
     let recv = rx
