@@ -675,4 +675,43 @@ mod tests {
             );
         }
     }
+
+    /// At capacity a newcomer is refused while every open handshake is younger than the
+    /// grace period, and takes the oldest one's place after it: the evicted peer's connection
+    /// is closed and counted as a stranger.
+    #[test]
+    fn a_full_gate_evicts_the_oldest_past_the_grace_period() {
+        use std::io::Read;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let gate = Gate::default();
+        let mut peers = Vec::new();
+        let mut accepted = Vec::new();
+        for _ in 0..=MAX_PENDING {
+            peers.push(TcpStream::connect(addr).unwrap());
+            accepted.push(listener.accept().unwrap());
+        }
+        let (last, last_addr) = accepted.pop().unwrap();
+        for (stream, from) in &accepted {
+            assert!(gate.admit(stream, *from).is_some());
+        }
+        assert_eq!(gate.admit(&last, last_addr), None, "all are young: refused");
+        thread::sleep(EVICT_GRACE + Duration::from_millis(50));
+        let id = gate.admit(&last, last_addr).expect("the oldest makes room");
+        assert!(gate.done(id));
+        // Exactly one of the first peers was shut out: its read ends at once.
+        let mut closed = 0;
+        for p in peers[..MAX_PENDING].iter_mut() {
+            p.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
+            if matches!(p.read(&mut [0u8; 1]), Ok(0)) {
+                closed += 1;
+            }
+        }
+        assert_eq!(closed, 1);
+        let summary = gate.summary().unwrap();
+        assert!(
+            summary.starts_with("2 connections from 127.0.0.1"),
+            "{summary}"
+        );
+    }
 }
