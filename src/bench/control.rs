@@ -17,6 +17,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::BenchError;
+use super::figures;
 use super::frame::{self, FrameError, Message};
 use super::output::Member;
 
@@ -414,13 +415,16 @@ impl Group {
         }
     }
 
-    /// Sends this rank's figures for row `seq`; rank 0 gets every rank's, in rank order.
+    /// Sends this rank's figures for row `seq`; rank 0 gets every rank's, in rank order,
+    /// each checked ([`figures::check`]; `max_wrong` is the most wrong elements a rank can
+    /// find): an impossible report stops the job naming its rank.
     #[allow(clippy::type_complexity)]
     pub fn report(
         &mut self,
         seq: u64,
         times: [f64; 2],
         wrong: [Option<u64>; 2],
+        max_wrong: u64,
     ) -> Result<Option<Vec<([f64; 2], [Option<u64>; 2])>>, BenchError> {
         if self.rank != 0 {
             self.send_to_root(&Message::Report { seq, times, wrong })?;
@@ -431,9 +435,20 @@ impl Group {
             "the end of a size",
         )?;
         let mut all = vec![(times, wrong)];
-        for (_, m) in got {
-            if let Message::Report { times, wrong, .. } = m {
-                all.push((times, wrong));
+        for (rank, m) in got {
+            if let Message::Report {
+                times: t, wrong: w, ..
+            } = m
+            {
+                if let Err(bad) = figures::check(t, w, wrong, max_wrong) {
+                    let reason = format!(
+                        "rank {rank} ({}) reported impossible figures: {bad}; it is broken or not a rank of this job",
+                        self.host(rank)
+                    );
+                    abort_all(&self.fatal, &self.writers, reason.clone());
+                    return Err(runtime(reason));
+                }
+                all.push((t, w));
             }
         }
         Ok(Some(all))

@@ -22,9 +22,10 @@ pub const HEADER: usize = 8;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Message {
-    /// A rank asks to join: the job's token, who it is, where its data port is.
+    /// A rank asks to join: its nonce (hex), who it is, where its data port is. The token
+    /// is never sent: the rank proves it with [`Message::Proof`] (see [`super::auth`]).
     Hello {
-        token: String,
+        nonce: String,
         rank: usize,
         world: usize,
         member: Member,
@@ -40,12 +41,16 @@ pub enum Message {
     },
     /// Rank 0 refuses a connection (bad token, wrong world size, duplicate rank).
     Reject { reason: String },
-    /// Opening of a data connection: the sender's rank and stream, with the token.
+    /// Opening of a data connection: the sender's nonce (hex), rank and stream.
     DataHello {
-        token: String,
+        nonce: String,
         rank: usize,
         stream: usize,
     },
+    /// The accepting side's answer to an opening: its own nonce and its proof of the token.
+    Challenge { nonce: String, proof: String },
+    /// The opening side's proof of the token, over both nonces and its opening.
+    Proof { proof: String },
     /// A rank reached barrier `seq`.
     Arrive { seq: u64 },
     /// Everyone reached barrier `seq`.
@@ -87,14 +92,23 @@ impl FrameError {
     }
 }
 
+/// The body of the frame carrying `message` (what a handshake's proof covers).
+pub fn body(message: &Message) -> Vec<u8> {
+    // Serialising plain data to a Vec cannot fail.
+    serde_json::to_vec(message).unwrap_or_default()
+}
+
 /// The frame carrying `message`.
 pub fn encode(message: &Message) -> Vec<u8> {
-    // Serialising plain data to a Vec cannot fail.
-    let body = serde_json::to_vec(message).unwrap_or_default();
+    framed(&body(message))
+}
+
+/// A frame around an already encoded body.
+pub fn framed(body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER + body.len());
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    out.extend_from_slice(&body);
+    out.extend_from_slice(body);
     out
 }
 
@@ -117,12 +131,18 @@ pub fn parse_body(body: &[u8]) -> Result<Message, FrameError> {
 
 /// Reads one frame (blocking, within the socket's timeout).
 pub fn read(from: &mut impl Read) -> Result<Message, FrameError> {
+    read_raw(from).map(|(_, m)| m)
+}
+
+/// Reads one frame and keeps its body's bytes, which a handshake's proof covers.
+pub fn read_raw(from: &mut impl Read) -> Result<(Vec<u8>, Message), FrameError> {
     let mut header = [0u8; HEADER];
     read_exact(from, &mut header)?;
     let len = parse_header(&header)?;
     let mut body = vec![0u8; len];
     read_exact(from, &mut body)?;
-    parse_body(&body)
+    let message = parse_body(&body)?;
+    Ok((body, message))
 }
 
 /// Reads one frame that must be complete by `deadline`. A socket timeout alone bounds each
@@ -130,6 +150,14 @@ pub fn read(from: &mut impl Read) -> Result<Message, FrameError> {
 /// is re-armed before each read with what is left of the one deadline.
 pub fn read_by(stream: &TcpStream, deadline: Instant) -> Result<Message, FrameError> {
     read(&mut ByDeadline { stream, deadline })
+}
+
+/// [`read_by`], keeping the body's bytes.
+pub fn read_raw_by(
+    stream: &TcpStream,
+    deadline: Instant,
+) -> Result<(Vec<u8>, Message), FrameError> {
+    read_raw(&mut ByDeadline { stream, deadline })
 }
 
 struct ByDeadline<'a> {
@@ -185,10 +213,15 @@ mod tests {
                 reason: "rank 2 left".into(),
             },
             Message::DataHello {
-                token: "t".into(),
+                nonce: "00".into(),
                 rank: 1,
                 stream: 0,
             },
+            Message::Challenge {
+                nonce: "ab".into(),
+                proof: "cd".into(),
+            },
+            Message::Proof { proof: "ef".into() },
         ] {
             let bytes = encode(&m);
             assert_eq!(read(&mut Cursor::new(&bytes)).unwrap(), m);
@@ -238,6 +271,53 @@ mod tests {
         for (bytes, want) in cases {
             let err = read(&mut Cursor::new(bytes)).unwrap_err().to_string();
             assert!(err.contains(want), "{bytes:?}: {err}");
+        }
+    }
+
+    mod arbitrary_bytes {
+        use super::*;
+        use proptest::prelude::*;
+        use std::time::{Duration, Instant};
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            /// Whatever a peer sends, the parsers answer (a message or a refusal) without
+            /// panicking, and quickly: nothing is allocated past what arrived or the limit.
+            #[test]
+            fn never_panic_and_end_quickly(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
+                let start = Instant::now();
+                let _ = read(&mut Cursor::new(&bytes));
+                let _ = parse_body(&bytes);
+                if let Ok(header) = <[u8; HEADER]>::try_from(&bytes[..bytes.len().min(HEADER)]) {
+                    let _ = parse_header(&header);
+                }
+                prop_assert!(start.elapsed() < Duration::from_secs(2));
+            }
+
+            /// A valid header in front of arbitrary bytes reaches the body parser.
+            #[test]
+            fn framed_garbage_is_refused_not_panicked(body in proptest::collection::vec(any::<u8>(), 0..2048)) {
+                let start = Instant::now();
+                let bytes = framed(&body);
+                match read_raw(&mut Cursor::new(&bytes)) {
+                    Ok((raw, _)) => prop_assert_eq!(raw, body),
+                    Err(e) => prop_assert!(matches!(e, FrameError::Malformed(_)), "{e}"),
+                }
+                prop_assert!(start.elapsed() < Duration::from_secs(2));
+            }
+
+            /// Messages that look like a handshake but carry arbitrary text round-trip.
+            #[test]
+            fn handshake_messages_round_trip(nonce in ".{0,80}", proof in ".{0,80}", rank in any::<usize>()) {
+                for m in [
+                    Message::Challenge { nonce: nonce.clone(), proof: proof.clone() },
+                    Message::Proof { proof: proof.clone() },
+                    Message::DataHello { nonce: nonce.clone(), rank, stream: rank / 2 },
+                ] {
+                    prop_assert_eq!(read(&mut Cursor::new(encode(&m))).unwrap(), m);
+                }
+            }
         }
     }
 }

@@ -70,7 +70,12 @@ pub fn run(
                 wrong[half] = Some(total);
             }
         }
-        if let Some(all) = group.report(seq as u64, times, wrong)? {
+        if let Some(all) = group.report(
+            seq as u64,
+            times,
+            wrong,
+            count.saturating_mul(plan.check as u64),
+        )? {
             let bytes = count * es as u64;
             let half = |h: usize| {
                 let t: Vec<f64> = all.iter().map(|(t, _)| t[h]).collect();

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, RandomState};
 use std::io::{IsTerminal, Write};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, ToSocketAddrs};
+use std::net::{Ipv4Addr, TcpListener};
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -231,21 +231,6 @@ fn hostname(root: &Root) -> String {
         .unwrap_or_else(|| "localhost".to_string())
 }
 
-/// The address rank 0 listens on: every interface of MASTER_ADDR's family.
-fn rendezvous_bind(master: &(String, u16)) -> SocketAddr {
-    let v6 = (master.0.as_str(), master.1)
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.next())
-        .is_some_and(|a| a.is_ipv6());
-    let ip = if v6 {
-        IpAddr::V6(Ipv6Addr::UNSPECIFIED)
-    } else {
-        IpAddr::V4(Ipv4Addr::UNSPECIFIED)
-    };
-    SocketAddr::new(ip, master.1)
-}
-
 fn run_rank(
     job: &Job,
     root: &Root,
@@ -291,14 +276,7 @@ fn run_rank(
     } else if env.rank == 0 {
         let listener = match listener {
             Some(l) => l,
-            None => {
-                let addr = rendezvous_bind(&env.master);
-                TcpListener::bind(addr).map_err(|e| {
-                    BenchError::Runtime(format!(
-                        "cannot listen for the rendezvous on {addr} (MASTER_PORT): {e}"
-                    ))
-                })?
-            }
+            None => rendezvous::listen(&env.master)?,
         };
         Some(rendezvous::serve(
             listener,

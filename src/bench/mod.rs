@@ -3,8 +3,10 @@
 //! and a control plane ([`control`]) that joins the ranks, synchronises them and makes every
 //! rank stop within the timeout when one of them dies or stalls.
 
+pub mod auth;
 pub mod control;
 pub mod data;
+pub mod figures;
 pub mod frame;
 pub mod harness;
 pub mod job;

@@ -1,27 +1,46 @@
-//! The rendezvous: rank 0 listens at `MASTER_ADDR:MASTER_PORT` until every rank has joined,
-//! then tells each one who the members are and where their data ports are.
+//! The rendezvous: rank 0 listens at `MASTER_ADDR:MASTER_PORT` (that address only) until every
+//! rank has joined, then tells each one who the members are and where their data ports are.
 //!
-//! Nothing from the network is trusted: each new connection is read on its own thread with
-//! a short deadline (and only [`MAX_PENDING`] at once), every frame is bounded
-//! ([`frame::MAX_FRAME`]), and peers without the job's token are dropped, so garbage or a
-//! silent connection never holds the job up.
+//! Nothing from the network is trusted. Each new connection must complete the token
+//! handshake ([`auth`]) within [`HANDSHAKE_DEADLINE`], on its own thread; at most
+//! [`MAX_PENDING`] handshakes run at once, and when that many are open the oldest one past
+//! [`EVICT_GRACE`] is dropped to make room, so a flood of silent connections delays a real
+//! rank by at most the deadline (a real rank's handshake takes a round trip or two). Every
+//! connection that fails the handshake is counted, and the final message says when
+//! strangers held the port.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::auth::{self, AuthError};
 use super::control::Group;
 use super::frame::{self, FrameError, Message};
 use super::output::Member;
 use super::{BenchError, Settings};
 
-/// How long a new connection has to present its whole Hello (one deadline, not per read).
-const HELLO_DEADLINE: Duration = Duration::from_secs(5);
+/// How long a new connection has to complete the whole handshake (one deadline, not per read).
+pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(2);
+/// Handshakes in progress at once; past this the oldest one older than [`EVICT_GRACE`] is
+/// dropped for the newcomer (or, when all are younger, the newcomer is).
+pub const MAX_PENDING: usize = 256;
+/// The least time a connection keeps its place before a newcomer may take it: a real rank
+/// completes the handshake well within it, so only a flood of more than [`MAX_PENDING`]
+/// connections per this time could keep it out.
+pub const EVICT_GRACE: Duration = Duration::from_millis(500);
+/// Handshake threads need little stack (serde_json stops nesting at 128 levels); a
+/// bounded one keeps [`MAX_PENDING`] of them cheap. A test parses the deepest frame on it.
+const HANDSHAKE_STACK: usize = 1024 * 1024;
+/// Connections taken from the backlog per turn of the loop, so a flood cannot keep it from
+/// seeing the deadline or the ranks that completed their handshake.
+const ACCEPTS_PER_TURN: usize = 512;
+/// How many stranger addresses the final message lists.
+const LISTED_STRANGERS: usize = 8;
 
 /// What this rank knows of the job when the rendezvous is done.
 pub struct Joined {
@@ -37,14 +56,164 @@ pub struct Joined {
 pub struct Identity {
     pub rank: usize,
     pub world: usize,
+    /// The job's secret: proved, never sent.
     pub token: String,
     pub member: Member,
     pub backend: String,
     pub settings: Settings,
 }
 
+/// Rank 0's rendezvous socket, bound to the address `MASTER_ADDR` names and no other: a job
+/// told to meet on 127.0.0.1 is not reachable from the network.
+pub fn listen(master: &(String, u16)) -> Result<TcpListener, BenchError> {
+    let addrs: Vec<SocketAddr> = (master.0.as_str(), master.1)
+        .to_socket_addrs()
+        .map_err(|e| runtime(format!("cannot resolve MASTER_ADDR={}: {e}", master.0)))?
+        .collect();
+    let mut last = format!("MASTER_ADDR={} resolves to no address", master.0);
+    for addr in &addrs {
+        match TcpListener::bind(addr) {
+            Ok(listener) => {
+                if addr.ip().is_loopback()
+                    && master.0.parse::<IpAddr>().is_err()
+                    && master.0 != "localhost"
+                {
+                    eprintln!(
+                        "# rendezvous: MASTER_ADDR={} resolves to {} on this host, so only \
+                         ranks on this host can join (check /etc/hosts)",
+                        master.0,
+                        addr.ip()
+                    );
+                }
+                return Ok(listener);
+            }
+            Err(e) => last = format!("cannot listen on {addr}: {e}"),
+        }
+    }
+    Err(runtime(format!(
+        "cannot open the rendezvous at MASTER_ADDR={} MASTER_PORT={}: {last} (MASTER_ADDR \
+         must name an address of rank 0's host, and the port must be free)",
+        master.0, master.1
+    )))
+}
+
+/// Connections still in their handshake, and those that failed it.
+#[derive(Default)]
+struct Gate {
+    pending: Mutex<Vec<Pending>>,
+    strangers: Mutex<Strangers>,
+    next_id: AtomicU64,
+}
+
+struct Pending {
+    id: u64,
+    since: Instant,
+    /// A clone, shut down to evict the connection from under its handshake thread.
+    stream: TcpStream,
+    addr: SocketAddr,
+}
+
+#[derive(Default)]
+struct Strangers {
+    count: usize,
+    from: BTreeSet<IpAddr>,
+}
+
+impl Gate {
+    /// Makes room for a new connection (evicting the oldest past the grace period when
+    /// full) and returns its id, or `None` when it must be dropped.
+    fn admit(&self, stream: &TcpStream, addr: SocketAddr) -> Option<u64> {
+        let clone = stream.try_clone().ok()?;
+        let mut pending = lock(&self.pending);
+        if pending.len() >= MAX_PENDING {
+            let oldest = pending
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.since.elapsed() >= EVICT_GRACE)
+                .min_by_key(|(_, p)| p.since)
+                .map(|(i, _)| i);
+            match oldest {
+                Some(i) => {
+                    let evicted = pending.swap_remove(i);
+                    let _ = evicted.stream.shutdown(std::net::Shutdown::Both);
+                    self.stranger(
+                        evicted.addr,
+                        &format!(
+                            "no handshake after {:.1}s while {MAX_PENDING} connections were open",
+                            evicted.since.elapsed().as_secs_f64()
+                        ),
+                    );
+                }
+                None => {
+                    self.stranger(addr, "too many connections at once");
+                    return None;
+                }
+            }
+        }
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        pending.push(Pending {
+            id,
+            since: Instant::now(),
+            stream: clone,
+            addr,
+        });
+        Some(id)
+    }
+
+    /// The handshake of `id` ended; false when it had been evicted already.
+    fn done(&self, id: u64) -> bool {
+        let mut pending = lock(&self.pending);
+        match pending.iter().position(|p| p.id == id) {
+            Some(i) => {
+                pending.swap_remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn stranger(&self, addr: SocketAddr, why: &str) {
+        eprintln!("# rendezvous: refused {addr} (a stranger: {why})");
+        let mut s = lock(&self.strangers);
+        s.count += 1;
+        if s.from.len() < LISTED_STRANGERS {
+            s.from.insert(addr.ip());
+        }
+    }
+
+    /// Drops every connection still in its handshake: once every rank has joined, they are
+    /// strangers, and their threads end now instead of at their deadline.
+    fn close_all(&self) {
+        let left: Vec<Pending> = lock(&self.pending).drain(..).collect();
+        for p in left {
+            let _ = p.stream.shutdown(std::net::Shutdown::Both);
+            self.stranger(p.addr, "still no handshake when every rank had joined");
+        }
+    }
+
+    /// "N connections from ADDRS ...", when strangers came.
+    fn summary(&self) -> Option<String> {
+        let s = lock(&self.strangers);
+        if s.count == 0 {
+            return None;
+        }
+        let from: Vec<String> = s.from.iter().map(IpAddr::to_string).collect();
+        Some(format!(
+            "{} connection{} from {} did not prove the job's token (a stranger held the port, \
+             or a rank has a different GPUTUNE_BENCH_TOKEN)",
+            s.count,
+            if s.count == 1 { "" } else { "s" },
+            from.join(", ")
+        ))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Rank 0's side of the rendezvous: waits until every other rank has joined with the job's
-/// token, or `timeout` has passed (naming the ranks still missing).
+/// token, or `timeout` has passed (naming the ranks still missing, and strangers if any).
 pub fn serve(
     listener: TcpListener,
     me: Identity,
@@ -53,36 +222,48 @@ pub fn serve(
 ) -> Result<Joined, BenchError> {
     let deadline = Instant::now() + timeout;
     let world = me.world;
-    let data_listener = bind_data(unspecified_like(&listener))?;
+    let own = listener
+        .local_addr()
+        .map_err(|e| runtime(format!("rendezvous: {e}")))?;
+    // The data port listens where the rendezvous does, not on every address.
+    let data_listener = bind_data(SocketAddr::new(own.ip(), 0))?;
     let data_port = local_port(&data_listener)?;
     listener
         .set_nonblocking(true)
         .map_err(|e| runtime(format!("rendezvous: {e}")))?;
     let (tx, rx) = mpsc::channel::<(TcpStream, SocketAddr, Message)>();
-    let pending = Arc::new(AtomicUsize::new(0));
+    let gate = Arc::new(Gate::default());
     let mut joined: BTreeMap<usize, (TcpStream, Member, u16)> = BTreeMap::new();
     while joined.len() + 1 < world {
         if Instant::now() >= deadline {
             let missing: Vec<usize> = (1..world).filter(|r| !joined.contains_key(r)).collect();
+            let strangers = gate
+                .summary()
+                .map(|s| format!("; meanwhile {s}"))
+                .unwrap_or_default();
             return Err(runtime(format!(
                 "rank{} {} did not join the rendezvous at port {} within {}s: check that they \
-                 were started, that MASTER_ADDR points at this host and that the port is open",
+                 were started, that MASTER_ADDR points at this host and that the port is open{strangers}",
                 if missing.len() == 1 { "" } else { "s" },
                 rank_ranges(&missing),
-                local_port(&listener).unwrap_or(0),
+                own.port(),
                 timeout.as_secs()
             )));
         }
-        match listener.accept() {
-            Ok((stream, addr)) => {
-                if pending.load(Ordering::SeqCst) >= MAX_PENDING {
-                    eprintln!("# rendezvous: refused {addr}: too many connections at once");
-                } else {
-                    spawn_hello_reader(stream, addr, me.token.clone(), tx.clone(), pending.clone());
+        // Take every connection waiting, so a flood cannot fill the backlog ahead of a rank.
+        for _ in 0..ACCEPTS_PER_TURN {
+            match listener.accept() {
+                Ok((stream, addr)) => {
+                    if let Some(id) = gate.admit(&stream, addr) {
+                        spawn_handshake(stream, addr, id, me.token.clone(), tx.clone(), &gate);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    eprintln!("# rendezvous: accept failed: {e}");
+                    break;
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(e) => eprintln!("# rendezvous: accept failed: {e}"),
         }
         while let Ok((mut stream, addr, hello)) = rx.try_recv() {
             let Message::Hello {
@@ -101,8 +282,6 @@ pub fn serve(
                 Some(format!("WORLD_SIZE={their_world} but rank 0 has {world}"))
             } else if rank == 0 || rank >= world {
                 Some(format!("rank {rank} is not in 1..{world}"))
-            } else if joined.contains_key(&rank) {
-                Some(format!("rank {rank} has already joined"))
             } else {
                 None
             };
@@ -111,8 +290,23 @@ pub fn serve(
                 let _ = frame::write(&mut stream, &Message::Reject { reason });
                 continue;
             }
-            if backend != me.backend || settings != me.settings {
-                let reason = if backend != me.backend {
+            // Two processes that both prove the token claim one rank: a launcher started it
+            // twice, or a stranger knows the token (a derived one). Either way the figures
+            // could be anyone's, so the job stops rather than keeping the first to arrive.
+            let twice = joined.get(&rank).map(|(first, _, _)| {
+                let first = first
+                    .peer_addr()
+                    .map_or_else(|_| "?".to_string(), |a| a.to_string());
+                format!(
+                    "rank {rank} joined twice, from {first} and from {addr}: a launcher started \
+                     it twice, or a stranger knows this job's token (set GPUTUNE_BENCH_TOKEN to a \
+                     secret shared only by the job's ranks)"
+                )
+            });
+            if twice.is_some() || backend != me.backend || settings != me.settings {
+                let reason = if let Some(twice) = twice {
+                    twice
+                } else if backend != me.backend {
                     format!(
                         "rank {rank} on {} uses backend {backend}, rank 0 uses {}",
                         member.host, me.backend
@@ -144,6 +338,10 @@ pub fn serve(
         thread::sleep(Duration::from_millis(2));
     }
     drop(listener);
+    gate.close_all();
+    if let Some(s) = gate.summary() {
+        eprintln!("# rendezvous: every rank joined; {s}");
+    }
 
     let mut members = vec![me.member.clone()];
     let mut peer_addrs = Vec::new();
@@ -155,14 +353,10 @@ pub fn serve(
             .map_err(|e| runtime(format!("rendezvous: {e}")))?;
         peer_addrs.push(SocketAddr::new(ip, *port));
     }
+    let own_data = SocketAddr::new(own.ip(), data_port);
     let mut writers = Vec::new();
     for (rank, (mut stream, _, _)) in joined {
-        // Rank 0 is reached on whichever of its addresses this peer used.
-        let own_ip = stream
-            .local_addr()
-            .map(|a| a.ip())
-            .map_err(|e| runtime(format!("rendezvous: {e}")))?;
-        let mut addrs = vec![SocketAddr::new(own_ip, data_port).to_string()];
+        let mut addrs = vec![own_data.to_string()];
         addrs.extend(peer_addrs.iter().map(|a| a.to_string()));
         let welcome = Message::Welcome {
             members: members.clone(),
@@ -174,11 +368,7 @@ pub fn serve(
         let _ = stream.set_read_timeout(None);
         writers.push((rank, stream));
     }
-    let own_ip = writers
-        .last()
-        .and_then(|(_, s)| s.local_addr().ok())
-        .map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |a| a.ip());
-    let mut data_addrs = vec![SocketAddr::new(own_ip, data_port)];
+    let mut data_addrs = vec![own_data];
     data_addrs.extend(peer_addrs);
     let group = Group::root(me.world, members, writers, timeout)?;
     Ok(Joined {
@@ -189,61 +379,43 @@ pub fn serve(
     })
 }
 
-/// Reads a new connection's Hello on its own thread, so a slow or hostile peer delays no one.
-fn spawn_hello_reader(
+/// Runs a new connection's handshake on its own thread, so a slow or hostile peer delays no
+/// one; only a Hello whose sender proved the token reaches the rendezvous.
+fn spawn_handshake(
     mut stream: TcpStream,
     addr: SocketAddr,
+    id: u64,
     token: String,
     tx: Sender<(TcpStream, SocketAddr, Message)>,
-    pending: Arc<AtomicUsize>,
+    gate: &Arc<Gate>,
 ) {
-    pending.fetch_add(1, Ordering::SeqCst);
-    let deadline = Instant::now() + HELLO_DEADLINE;
-    thread::spawn(move || {
-        let _done = Decrement(pending);
-        let _ = stream.set_nonblocking(false);
-        match frame::read_by(&stream, deadline) {
-            Ok(hello @ Message::Hello { .. }) => {
-                let Message::Hello { token: theirs, .. } = &hello else {
-                    return;
-                };
-                if !same_token(theirs, &token) {
-                    eprintln!("# rendezvous: refused {addr}: wrong job token");
-                    let _ = frame::write(
-                        &mut stream,
-                        &Message::Reject {
-                            reason: "wrong job token".into(),
-                        },
-                    );
-                    return;
+    let deadline = Instant::now() + HANDSHAKE_DEADLINE;
+    let gate = gate.clone();
+    let spawned = thread::Builder::new()
+        .name("rdzv-handshake".into())
+        .stack_size(HANDSHAKE_STACK)
+        .spawn({
+            let gate = gate.clone();
+            move || {
+                let _ = stream.set_nonblocking(false);
+                let outcome = auth::accept(&mut stream, &token, deadline);
+                if !gate.done(id) {
+                    return; // evicted: already counted
                 }
-                let _ = tx.send((stream, addr, hello));
+                match outcome {
+                    Ok(hello @ Message::Hello { .. }) => {
+                        let _ = tx.send((stream, addr, hello));
+                    }
+                    Ok(_) => gate.stranger(addr, "a data connection sent to the rendezvous port"),
+                    Err(e) if e.is_peer_fault() => gate.stranger(addr, &e.to_string()),
+                    Err(e) => eprintln!("# rendezvous: handshake with {addr} failed: {e}"),
+                }
             }
-            Ok(_) => eprintln!("# rendezvous: refused {addr}: expected a Hello"),
-            Err(e) => eprintln!("# rendezvous: refused {addr}: {e}"),
-        }
-    });
-}
-
-/// Connections whose Hello is still being read; more are refused at once.
-const MAX_PENDING: usize = 64;
-
-/// Counts a reader out when its thread ends, however it ends.
-struct Decrement(Arc<AtomicUsize>);
-
-impl Drop for Decrement {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        });
+    if let Err(e) = spawned {
+        gate.done(id);
+        eprintln!("# rendezvous: dropped {addr}: cannot start a thread for it: {e}");
     }
-}
-
-/// Compares without stopping at the first difference.
-pub fn same_token(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
 }
 
 /// Another rank's side: connects to rank 0 (retrying until `timeout`), says who it is, and
@@ -269,7 +441,7 @@ pub fn join(master: &(String, u16), me: Identity, timeout: Duration) -> Result<J
             }
         };
         let hello = Message::Hello {
-            token: me.token.clone(),
+            nonce: auth::nonce().map_err(|e| runtime(format!("rendezvous: {e}")))?,
             rank: me.rank,
             world: me.world,
             member: me.member.clone(),
@@ -277,7 +449,10 @@ pub fn join(master: &(String, u16), me: Identity, timeout: Duration) -> Result<J
             backend: me.backend.clone(),
             settings: me.settings.clone(),
         };
-        let answer = match frame::write(&mut stream, &hello) {
+        // Rank 0 gives each connection HANDSHAKE_DEADLINE; a little more here covers the
+        // round trip, so a busy rank 0 drops the connection before this side gives up.
+        let by = deadline.min(Instant::now() + HANDSHAKE_DEADLINE + Duration::from_secs(1));
+        let answer = match auth::open(&mut stream, &me.token, &hello, by) {
             Ok(()) => {
                 let remaining = deadline
                     .saturating_duration_since(Instant::now())
@@ -285,7 +460,25 @@ pub fn join(master: &(String, u16), me: Identity, timeout: Duration) -> Result<J
                 let _ = stream.set_read_timeout(Some(remaining));
                 frame::read(&mut stream)
             }
-            Err(e) => Err(FrameError::Io(e)),
+            Err(AuthError::WrongToken) => {
+                return Err(runtime(format!(
+                    "rank 0 at {}:{} could not prove this job's token (wrong job token): it was \
+                     started with a different GPUTUNE_BENCH_TOKEN, belongs to another job, or is \
+                     not gputune at all",
+                    master.0, master.1
+                )));
+            }
+            Err(AuthError::Frame(e)) if e.is_timeout() && Instant::now() < deadline => {
+                Err(FrameError::Closed)
+            }
+            Err(AuthError::Frame(e)) => Err(e),
+            Err(AuthError::Send(e)) => Err(FrameError::Io(e)),
+            Err(e) => {
+                return Err(runtime(format!(
+                    "rendezvous with rank 0 at {}:{}: {e}",
+                    master.0, master.1
+                )));
+            }
         };
         match answer {
             Ok(Message::Welcome {
@@ -432,13 +625,6 @@ fn bind_data(addr: SocketAddr) -> Result<TcpListener, BenchError> {
     TcpListener::bind(addr).map_err(|e| runtime(format!("cannot open a data port on {addr}: {e}")))
 }
 
-fn unspecified_like(listener: &TcpListener) -> SocketAddr {
-    match listener.local_addr() {
-        Ok(SocketAddr::V6(_)) => SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0),
-        _ => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
-    }
-}
-
 fn local_port(listener: &TcpListener) -> Result<u16, BenchError> {
     listener
         .local_addr()
@@ -455,14 +641,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tokens() {
-        assert!(same_token("abc", "abc"));
-        assert!(!same_token("abc", "abd"));
-        assert!(!same_token("abc", "abcd"));
-        assert!(same_token("", ""));
-    }
-
-    #[test]
     fn missing_ranks_are_summarised_as_ranges() {
         assert_eq!(rank_ranges(&[]), "");
         assert_eq!(rank_ranges(&[1]), "1");
@@ -470,5 +648,70 @@ mod tests {
         assert_eq!(rank_ranges(&[1, 2, 3, 4, 7, 9, 10]), "1-4, 7, 9-10");
         let all: Vec<usize> = (1..1024).collect();
         assert_eq!(rank_ranges(&all), "1-1023");
+    }
+
+    /// The most deeply nested opening serde_json will parse, read by a handshake thread with
+    /// the stack rank 0 gives it: refused, not a stack overflow that would end rank 0.
+    #[test]
+    fn the_deepest_opening_fits_a_handshake_threads_stack() {
+        use std::io::Write;
+        for depth in [127, 128, 129, 100_000] {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let mut peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            let (stream, _) = listener.accept().unwrap();
+            let body = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+            peer.write_all(&frame::framed(body.as_bytes())).unwrap();
+            let reader = thread::Builder::new()
+                .stack_size(HANDSHAKE_STACK)
+                .spawn(move || {
+                    let mut stream = stream;
+                    auth::accept(&mut stream, "t", Instant::now() + Duration::from_secs(5))
+                })
+                .unwrap();
+            let outcome = reader.join().expect("the handshake thread survived");
+            assert!(
+                matches!(outcome, Err(AuthError::Frame(FrameError::Malformed(_)))),
+                "{depth}: {outcome:?}"
+            );
+        }
+    }
+
+    /// At capacity a newcomer is refused while every open handshake is younger than the
+    /// grace period, and takes the oldest one's place after it: the evicted peer's connection
+    /// is closed and counted as a stranger.
+    #[test]
+    fn a_full_gate_evicts_the_oldest_past_the_grace_period() {
+        use std::io::Read;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let gate = Gate::default();
+        let mut peers = Vec::new();
+        let mut accepted = Vec::new();
+        for _ in 0..=MAX_PENDING {
+            peers.push(TcpStream::connect(addr).unwrap());
+            accepted.push(listener.accept().unwrap());
+        }
+        let (last, last_addr) = accepted.pop().unwrap();
+        for (stream, from) in &accepted {
+            assert!(gate.admit(stream, *from).is_some());
+        }
+        assert_eq!(gate.admit(&last, last_addr), None, "all are young: refused");
+        thread::sleep(EVICT_GRACE + Duration::from_millis(50));
+        let id = gate.admit(&last, last_addr).expect("the oldest makes room");
+        assert!(gate.done(id));
+        // Exactly one of the first peers was shut out: its read ends at once.
+        let mut closed = 0;
+        for p in peers[..MAX_PENDING].iter_mut() {
+            p.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
+            if matches!(p.read(&mut [0u8; 1]), Ok(0)) {
+                closed += 1;
+            }
+        }
+        assert_eq!(closed, 1);
+        let summary = gate.summary().unwrap();
+        assert!(
+            summary.starts_with("2 connections from 127.0.0.1"),
+            "{summary}"
+        );
     }
 }

@@ -11,12 +11,16 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::auth;
 use super::control::Fatal;
 use super::data::{DType, Op};
-use super::frame::{self, Message};
-use super::rendezvous::{connect_retrying, same_token};
+use super::frame::Message;
+use super::rendezvous::{HANDSHAKE_DEADLINE, connect_retrying};
 use super::{Backend, BenchError};
 pub use ring::Ring;
+
+/// Pause before opening a data connection again that the neighbour dropped unanswered.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
 /// How the data connections are opened.
 pub struct Options {
@@ -59,24 +63,38 @@ pub fn connect(
     let target = (right_addr.ip().to_string(), right_addr.port());
     let mut send = Vec::new();
     for stream in 0..options.streams {
-        let mut s = if options.sockbuf > 0 {
-            connect_with_buffers(right_addr, options.sockbuf, deadline).map_err(|e| {
-                BenchError::Runtime(format!("cannot reach rank {right} at {right_addr}: {e}"))
-            })?
-        } else {
-            connect_retrying(&target, deadline, || format!("rank {right}'s data port"))?
-        };
-        frame::write(
-            &mut s,
-            &Message::DataHello {
-                token: options.token.clone(),
+        // A neighbour busy with strangers on its data port drops a connection unanswered:
+        // that is retried until the deadline, like the rendezvous.
+        let s = loop {
+            let mut s = if options.sockbuf > 0 {
+                connect_with_buffers(right_addr, options.sockbuf, deadline).map_err(|e| {
+                    BenchError::Runtime(format!("cannot reach rank {right} at {right_addr}: {e}"))
+                })?
+            } else {
+                connect_retrying(&target, deadline, || format!("rank {right}'s data port"))?
+            };
+            let opening = Message::DataHello {
+                nonce: auth::nonce().map_err(|e| BenchError::Runtime(e.to_string()))?,
                 rank,
                 stream,
-            },
-        )
-        .map_err(|e| {
-            BenchError::Runtime(format!("cannot reach rank {right} at {right_addr}: {e}"))
-        })?;
+            };
+            match auth::open(&mut s, &options.token, &opening, deadline) {
+                Ok(()) => break s,
+                Err(auth::AuthError::Frame(e))
+                    if !e.is_timeout() && Instant::now() + RETRY_PAUSE < deadline =>
+                {
+                    eprintln!(
+                        "# data port: rank {right} at {right_addr} dropped the connection ({e}); retrying"
+                    );
+                    thread::sleep(RETRY_PAUSE);
+                }
+                Err(e) => {
+                    return Err(BenchError::Runtime(format!(
+                        "cannot reach rank {right} at {right_addr}: {e}"
+                    )));
+                }
+            }
+        };
         send.push(s);
     }
     let recv = rx
@@ -125,10 +143,12 @@ fn accept_left(
                 reading += 1;
                 let tx = tx.clone();
                 // One deadline for the whole opening, however slowly its bytes arrive.
-                let by = Instant::now() + Duration::from_secs(5);
+                let by = Instant::now() + HANDSHAKE_DEADLINE;
+                let token = token.to_string();
                 thread::spawn(move || {
+                    let mut s = s;
                     let _ = s.set_nonblocking(false);
-                    let hello = match frame::read_by(&s, by) {
+                    let hello = match auth::accept(&mut s, &token, by) {
                         Ok(m) => Some(m),
                         Err(e) => {
                             eprintln!("# data port: refused {addr}: {e}");
@@ -145,14 +165,8 @@ fn accept_left(
         if let Ok((s, addr, hello)) = rx.recv_timeout(Duration::from_millis(2)) {
             reading -= 1;
             match hello {
-                Some(Message::DataHello {
-                    token: t,
-                    rank,
-                    stream,
-                }) if same_token(&t, token)
-                    && rank == left
-                    && stream < streams
-                    && slots[stream].is_none() =>
+                Some(Message::DataHello { rank, stream, .. })
+                    if rank == left && stream < streams && slots[stream].is_none() =>
                 {
                     slots[stream] = Some(s);
                 }
