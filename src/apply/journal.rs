@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::ApplyError;
 use super::target::Step;
-use crate::host::{HostError, Root, atomic};
+use crate::host::Root;
 
 /// Where the journal lives (under the root).
 pub const PATH: &str = "/var/lib/gputune/journal.json";
@@ -89,15 +89,12 @@ pub fn load(root: &Root) -> Result<Option<Journal>, ApplyError> {
 /// Writes the journal atomically and durably (temp + fsync + rename + directory fsync).
 pub fn save(root: &Root, journal: &Journal) -> Result<(), ApplyError> {
     let path = root.path(PATH);
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| HostError::new(dir, e))?;
-    }
     let mut text = serde_json::to_string_pretty(journal).map_err(|e| ApplyError::Journal {
         path: path.clone(),
         message: e.to_string(),
     })?;
     text.push('\n');
-    atomic::write_atomic(&path, text.as_bytes()).map_err(|e| HostError::new(path, e).into())
+    Ok(root.write_file(PATH, text.as_bytes())?)
 }
 
 /// Puts back the journal an apply started from (or removes it when there was none), after
@@ -105,14 +102,7 @@ pub fn save(root: &Root, journal: &Journal) -> Result<(), ApplyError> {
 pub fn restore(root: &Root, previous: Option<&Journal>) -> Result<(), ApplyError> {
     match previous {
         Some(p) => save(root, p),
-        None => {
-            let path = root.path(PATH);
-            match std::fs::remove_file(&path) {
-                Ok(()) => Ok(()),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-                Err(e) => Err(HostError::new(path, e).into()),
-            }
-        }
+        None => Ok(root.remove_file(PATH)?),
     }
 }
 

@@ -1,7 +1,7 @@
 //! `/run/gputune.lock`: an exclusive flock so two applies (or an apply and a rollback)
 //! never interleave. The kernel drops it when the process dies, even by kill -9.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
@@ -23,15 +23,14 @@ pub struct Lock {
 /// Takes the lock, retrying until `wait` has passed; the error says who to wait for.
 pub fn acquire(root: &Root, wait: Duration) -> Result<Lock, ApplyError> {
     let path = root.path(PATH);
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| HostError::new(dir, e))?;
+    if let Some(dir) = std::path::Path::new(PATH).parent().and_then(|d| d.to_str()) {
+        root.create_dirs(dir)?;
     }
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| HostError::new(&path, e))?;
+    // O_NOFOLLOW: a link planted at the lock's name is refused, not followed and created.
+    let file = File::from(root.open(
+        PATH,
+        libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_NONBLOCK,
+    )?);
     let start = Instant::now();
     loop {
         // SAFETY: flock on a file descriptor this function owns; no memory is involved.

@@ -39,7 +39,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
 /// Writes a rendered report to `--output` atomically, or to stdout.
 pub fn emit(text: &str, output: Option<&Path>) -> Result<()> {
     match output {
-        Some(path) => crate::host::atomic::write_atomic(path, text.as_bytes()).map_err(|source| {
+        Some(path) => crate::host::atomic::write_output(path, text.as_bytes()).map_err(|source| {
             Error::Write {
                 path: path.to_path_buf(),
                 source,
