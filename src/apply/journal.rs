@@ -62,7 +62,7 @@ impl Journal {
     }
 }
 
-/// Reads the journal; `None` when there is none.
+/// Reads and validates the journal; `None` when there is none.
 pub fn load(root: &Root) -> Result<Option<Journal>, ApplyError> {
     match root.read_optional(PATH)? {
         None => Ok(None),
@@ -81,6 +81,14 @@ pub fn load(root: &Root) -> Result<Option<Journal>, ApplyError> {
                     ),
                 });
             }
+            // Nothing in it is acted on before every entry is known to be something
+            // apply itself writes (see [`super::validate`]).
+            super::validate::steps(&journal.steps).map_err(|why| ApplyError::Journal {
+                path: root.path(PATH),
+                message: format!(
+                    "invalid journal, nothing was touched: {why}; it was not written by gputune apply, so move it away"
+                ),
+            })?;
             Ok(Some(journal))
         }
     }
@@ -145,10 +153,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = Root::new(dir.path());
         assert_eq!(load(&root).unwrap(), None);
-        let mut j = Journal::begin(None, "base", &[step("/a", "1", "2")]);
+        let mut j = Journal::begin(None, "base", &[step("/proc/sys/vm/swappiness", "1", "2")]);
         j.steps.push(Step {
             what: "f".into(),
-            target: Target::File("/etc/f".into()),
+            target: Target::File("/etc/nccl.conf".into()),
             before: State::Absent,
             after: State::Present("x\n".into()),
         });
@@ -165,6 +173,15 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("journal version 2")
+        );
+        let tampered = serde_json::to_string(&j)
+            .unwrap()
+            .replace("/etc/nccl.conf", "/../../../../tmp/x");
+        std::fs::write(root.path(PATH), tampered).unwrap();
+        let err = load(&root).unwrap_err().to_string();
+        assert!(
+            err.contains("invalid journal") && err.contains("/../../../../tmp/x"),
+            "{err}"
         );
         std::fs::write(root.path(PATH), "{ not json").unwrap();
         assert!(

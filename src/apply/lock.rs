@@ -36,6 +36,7 @@ pub fn acquire(root: &Root, wait: Duration) -> Result<Lock, ApplyError> {
         // SAFETY: flock on a file descriptor this function owns; no memory is involved.
         let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         if rc == 0 {
+            remove_stale_temps(root)?;
             return Ok(Lock { _file: file });
         }
         let err = std::io::Error::last_os_error();
@@ -53,6 +54,18 @@ pub fn acquire(root: &Root, wait: Duration) -> Result<Lock, ApplyError> {
     }
 }
 
+/// With the lock held no other apply or rollback runs, so a temporary file of ours beside
+/// a file gputune writes was left by a run that was killed between create and rename.
+fn remove_stale_temps(root: &Root) -> Result<(), ApplyError> {
+    let paths = super::validate::OWNED
+        .iter()
+        .chain([super::journal::PATH, super::firewall::UNIT_LINK].iter());
+    for path in paths {
+        root.remove_stale_temps(path)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,5 +79,21 @@ mod tests {
         assert!(err.to_string().contains("gputune.lock"), "{err}");
         drop(first);
         assert!(acquire(&root, Duration::ZERO).is_ok());
+    }
+
+    #[test]
+    fn taking_the_lock_removes_what_a_killed_run_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let etc = dir.path().join("etc");
+        std::fs::create_dir_all(&etc).unwrap();
+        std::fs::write(etc.join(".nccl.conf.4242.tmp"), "half").unwrap();
+        std::fs::write(etc.join(".nccl.conf.gputune-00ff00ff00ff00ff.tmp"), "half").unwrap();
+        std::fs::write(etc.join(".nccl.conf.keep"), "someone else's").unwrap();
+        let _lock = acquire(&Root::new(dir.path()), WAIT).unwrap();
+        let left: Vec<_> = std::fs::read_dir(&etc)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, [".nccl.conf.keep"]);
     }
 }
