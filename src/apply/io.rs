@@ -87,10 +87,26 @@ impl HostIo<'_> {
     }
 }
 
-/// True when the root's `/proc` is the running kernel's (`/` or a tree whose `proc` links
-/// to `/proc`), so live kernel objects such as the nftables ruleset belong to this node.
+/// True when the root's `/proc` is the running kernel's (`/`, or a tree with the live
+/// `/proc` bind-mounted at its `proc`), so live kernel objects such as the nftables ruleset
+/// belong to this node. Decided by the mounted file system's identity, not by a link: a
+/// link to `/proc` inside the root resolves inside it, as every path does.
 pub fn has_live_kernel(root: &Root) -> bool {
-    root.is_live() || fs::canonicalize(root.path("/proc")).is_ok_and(|p| p == Path::new("/proc"))
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    if root.is_live() {
+        return true;
+    }
+    let Ok(fd) = root.open("/proc", libc::O_PATH | libc::O_DIRECTORY) else {
+        return false;
+    };
+    match (
+        crate::host::confine::fstat(fd.as_fd()),
+        fs::metadata(Path::new("/proc")),
+    ) {
+        (Ok(inside), Ok(live)) => inside.st_dev == live.dev() && inside.st_ino == live.ino(),
+        _ => false,
+    }
 }
 
 /// Whether a target read back as `got` holds what apply wrote (`want`). Knobs compare the
