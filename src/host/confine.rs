@@ -52,6 +52,27 @@ pub fn refusal_of(e: &io::Error) -> Option<&Refusal> {
         .and_then(|inner| inner.downcast_ref::<Refusal>())
 }
 
+/// Reads a file of the invoking host (a profile path the user gave, not a path under the
+/// root): opened non-blocking, it must be a regular file of at most `cap` bytes.
+pub fn read_regular(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    let st = fstat(std::os::fd::AsFd::as_fd(&file))?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(Refusal::NotRegular(kind_name(st.st_mode)).into());
+    }
+    let mut bytes = Vec::new();
+    file.take(cap + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > cap {
+        return Err(Refusal::TooLarge { cap }.into());
+    }
+    Ok(bytes)
+}
+
 /// The components of `host_path` relative to the root; a `..` that would climb above the
 /// root (lexically) is refused rather than clamped, so a journal or include naming
 /// `/../../tmp/x` is reported instead of silently meaning something else.

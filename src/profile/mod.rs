@@ -40,6 +40,14 @@ pub const BUILTIN: &[(&str, &str)] = &[
 /// Where site profiles live on the node (under the root).
 pub const SITE_DIR: &str = "/etc/gputune/profiles";
 
+/// How deep includes may nest. Shipped profiles use two levels; a deeper chain is a
+/// mistake or an attack (a chain of thousands would overflow the stack).
+pub const MAX_INCLUDE_DEPTH: usize = 32;
+
+/// The most a profile file may hold (1 MiB; shipped ones are a few KiB). A profile naming
+/// `/dev/zero` or a FIFO is refused rather than read without end.
+pub const MAX_PROFILE_BYTES: u64 = 1 << 20;
+
 /// A profile that cannot be used, naming the file, line and key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct ProfileError {
@@ -173,7 +181,8 @@ impl<'a> Loader<'a> {
                 message,
             })?;
         let mut stack = Vec::new();
-        let merged = self.resolve(source, &mut stack)?;
+        let mut memo = std::collections::HashMap::new();
+        let merged = self.resolve(source, &mut stack, &mut memo)?;
         Ok(Profile {
             name: merged.name,
             description: merged.description,
@@ -226,7 +235,8 @@ impl<'a> Loader<'a> {
                 Some(dir) if Path::new(ident).is_relative() => dir.join(ident),
                 _ => PathBuf::from(ident),
             };
-            let text = std::fs::read_to_string(&path)
+            let text = crate::host::confine::read_regular(&path, MAX_PROFILE_BYTES)
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
                 .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
             let name = path
                 .file_stem()
@@ -283,11 +293,14 @@ impl<'a> Loader<'a> {
         }
     }
 
-    /// `stack` holds the (identity, display) of the profiles being resolved, outermost first.
+    /// `stack` holds the (identity, display) of the profiles being resolved, outermost first;
+    /// `memo` every profile already resolved, by identity, so a file included from many
+    /// places (a diamond, twenty levels deep) is read and merged once, not 2^20 times.
     fn resolve(
         &self,
         source: SourceFile,
         stack: &mut Vec<(String, String)>,
+        memo: &mut std::collections::HashMap<String, Merged>,
     ) -> Result<Merged, ProfileError> {
         let err = |line: Option<usize>, key: Option<String>, message: String| ProfileError {
             file: source.display.clone(),
@@ -310,6 +323,20 @@ impl<'a> Loader<'a> {
                 ),
             ));
         }
+        if let Some(done) = memo.get(&source.identity) {
+            return Ok(done.clone());
+        }
+        if stack.len() >= MAX_INCLUDE_DEPTH {
+            return Err(err(
+                None,
+                Some("include".into()),
+                format!(
+                    "includes nest deeper than {MAX_INCLUDE_DEPTH} levels (from {})",
+                    stack.first().map_or("", |(_, d)| d.as_str())
+                ),
+            ));
+        }
+        let identity = source.identity.clone();
         let raw: RawProfile = toml::from_str(&source.text).map_err(|e| {
             err(
                 e.span().map(|s| line_of(&source.text, s.start)),
@@ -324,7 +351,7 @@ impl<'a> Loader<'a> {
             let parent_source = self
                 .find(include.get_ref(), source.dir.as_deref())
                 .map_err(|m| err(line, Some("include".into()), m))?;
-            let parent = self.resolve(parent_source, stack)?;
+            let parent = self.resolve(parent_source, stack, memo)?;
             merged.absorb(parent);
         }
         stack.pop();
@@ -375,11 +402,12 @@ impl<'a> Loader<'a> {
         if let Some(description) = raw.description {
             merged.description = description;
         }
+        memo.insert(identity, merged.clone());
         Ok(merged)
     }
 }
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Merged {
     name: String,
     description: String,

@@ -361,3 +361,56 @@ fn a_cycle_through_a_different_spelling_of_the_same_file_is_found() {
     assert!(err.message.contains("include cycle"), "{err}");
     assert!(err.to_string().len() < 1000, "{err}");
 }
+
+#[test]
+fn a_diamond_of_includes_resolves_each_file_once() {
+    // Level i includes level i+1 twice: 2^40 visits without memoisation.
+    let mut files: Vec<(String, String)> = (0..40)
+        .map(|i| {
+            let next = format!("d{}", i + 1);
+            (
+                format!("d{i}"),
+                format!("include = [\"{next}\", \"{next}\"]\n"),
+            )
+        })
+        .collect();
+    files.push((
+        "d40".into(),
+        "[memory]\n\"vm.swappiness\" = { max = 5 }\n".into(),
+    ));
+    let borrowed: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    // 40 levels is past the depth cap; 30 levels of diamonds must still be instant.
+    let start = std::time::Instant::now();
+    let err = load(&borrowed, "d0").unwrap_err();
+    assert!(err.message.contains("deeper than 32"), "{err}");
+    let profile = load(&borrowed, "d10").unwrap();
+    assert_eq!(
+        profile.get(Area::Memory, "vm.swappiness").unwrap().rule.max,
+        Some(Amount::Finite(5))
+    );
+    assert!(start.elapsed() < std::time::Duration::from_secs(10));
+}
+
+#[test]
+fn a_chain_of_thousands_of_includes_is_a_clear_error_not_a_stack_overflow() {
+    let files: Vec<(String, String)> = (0..3000)
+        .map(|i| (format!("c{i}"), format!("include = [\"c{}\"]\n", i + 1)))
+        .collect();
+    let borrowed: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let err = load(&borrowed, "c0").unwrap_err();
+    assert_eq!(err.key.as_deref(), Some("include"));
+    assert!(err.message.contains("deeper than"), "{err}");
+}
+
+#[test]
+fn includes_of_special_files_are_refused_not_read() {
+    let err = load(&[("z", "include = [\"/dev/zero\"]\n")], "z").unwrap_err();
+    assert!(err.message.contains("not a regular file"), "{err}");
+    assert_eq!(err.line, Some(1));
+}
