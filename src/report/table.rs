@@ -8,10 +8,16 @@ use crate::finding::Finding;
 pub fn render(report: &Report) -> String {
     let mut out = format!(
         "gputune audit of {} (kernel {}) against profile {} ({})\n",
-        report.host.hostname, report.host.kernel, report.profile.name, report.profile.source
+        clean(&report.host.hostname),
+        clean(&report.host.kernel),
+        clean(&report.profile.name),
+        clean(&report.profile.source)
     );
     if let Some(reason) = &report.chosen_by {
-        out.push_str(&format!("profile chosen from the node: {reason}\n"));
+        out.push_str(&format!(
+            "profile chosen from the node: {}\n",
+            clean(reason)
+        ));
     }
     for (area, findings) in report.by_area() {
         out.push_str(&format!("\n{area}\n"));
@@ -22,6 +28,19 @@ pub fn render(report: &Report) -> String {
     out.push_str(&report.summary().line());
     out.push('\n');
     out
+}
+
+/// Host strings without control characters (newlines kept, tabs as spaces): an ANSI
+/// escape in a hostname, interface name or file must not reach the terminal.
+pub fn clean(text: &str) -> String {
+    text.chars()
+        .filter_map(|c| match c {
+            '\n' => Some('\n'),
+            '\t' => Some(' '),
+            c if c.is_control() => None,
+            c => Some(c),
+        })
+        .collect()
 }
 
 fn area_table(findings: &[&Finding]) -> Table {
@@ -40,17 +59,29 @@ fn area_table(findings: &[&Finding]) -> Table {
         table.set_width(160);
     }
     for f in findings {
-        let mut details = f.message.clone();
+        let mut details = clean(&f.message);
         if !f.fix.is_empty() {
-            details.push_str(&format!("\nfix: {}", f.fix));
+            details.push_str(&format!("\nfix: {}", clean(&f.fix)));
         }
         table.add_row([
             f.status.name().to_uppercase(),
-            f.id.clone(),
-            f.expected.clone(),
-            f.actual.clone(),
+            clean(&f.id),
+            clean(&f.expected),
+            clean(&f.actual),
             details,
         ]);
     }
     table
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn control_characters_never_reach_the_terminal() {
+        assert_eq!(
+            super::clean("eth0\u{1b}[31mRED\u{1b}[0m\u{7}\u{9b}2J"),
+            "eth0[31mRED[0m2J"
+        );
+        assert_eq!(super::clean("a\nb\tc"), "a\nb c");
+    }
 }
