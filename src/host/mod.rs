@@ -161,6 +161,15 @@ impl Root {
         self.open(host_path, libc::O_PATH).is_ok()
     }
 
+    /// The real path (under the root, like `fs::canonicalize`) that `host_path` resolves to
+    /// inside the root; `None` when it does not exist. sysfs readers use it to follow
+    /// `device` links without leaving an image.
+    pub fn canonicalize(&self, host_path: &str) -> Option<PathBuf> {
+        use std::os::fd::AsRawFd;
+        let fd = self.open(host_path, libc::O_PATH).ok()?;
+        std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()
+    }
+
     /// The directory holding `host_path`, opened inside the root for `*at` calls, and the
     /// final name. The name itself is never resolved, so writes and removals act on it and
     /// not on what a link there points to.
@@ -341,5 +350,77 @@ mod tests {
         assert_eq!(root.read_optional("/proc/nothing").unwrap(), None);
         assert_eq!(root.list_dir("/sys/class/net").unwrap(), None);
         assert!(root.read("/proc/nothing").is_err());
+    }
+
+    #[test]
+    fn canonical_paths_stay_inside_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(real.join("sys/devices/pci0000:00/0000:00:01.0")).unwrap();
+        std::fs::create_dir_all(real.join("sys/class/net")).unwrap();
+        std::os::unix::fs::symlink(
+            "/sys/devices/pci0000:00/0000:00:01.0",
+            real.join("sys/class/net/eth0"),
+        )
+        .unwrap();
+        let root = Root::new(&real);
+        assert_eq!(
+            root.canonicalize("/sys/class/net/eth0"),
+            Some(real.join("sys/devices/pci0000:00/0000:00:01.0"))
+        );
+        assert_eq!(root.canonicalize("/sys/class/net/none"), None);
+    }
+
+    #[test]
+    fn special_and_huge_files_are_refused_with_their_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        std::fs::create_dir_all(dir.path().join("etc")).unwrap();
+        let fifo =
+            std::ffi::CString::new(dir.path().join("etc/fifo").as_os_str().as_bytes()).unwrap();
+        // SAFETY: NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("etc/zero")).unwrap();
+        let err = root.read_optional("/etc/fifo").unwrap_err();
+        assert_eq!(err.refusal(), Some(&Refusal::NotRegular("FIFO")));
+        // An absolute link resolves inside the root: there is no /dev/zero in it.
+        assert_eq!(root.read_optional("/etc/zero").unwrap(), None);
+        let live = Root::live().read_optional("/dev/zero").unwrap_err();
+        assert_eq!(
+            live.refusal(),
+            Some(&Refusal::NotRegular("character device"))
+        );
+        std::fs::write(dir.path().join("etc/big"), vec![b'x'; 4096]).unwrap();
+        let err = root.read_capped("/etc/big", 100).unwrap_err();
+        assert_eq!(err.refusal(), Some(&Refusal::TooLarge { cap: 100 }));
+        let err = root.read_optional("/../etc/big").unwrap_err();
+        assert_eq!(err.refusal(), Some(&Refusal::Escapes));
+    }
+
+    #[test]
+    fn writes_stay_inside_the_root_and_never_follow_a_final_link() {
+        let outer = tempfile::tempdir().unwrap();
+        let sentinel = outer.path().join("sentinel");
+        std::fs::write(&sentinel, "keep\n").unwrap();
+        let r = outer.path().join("root");
+        std::fs::create_dir_all(r.join("etc")).unwrap();
+        std::fs::create_dir_all(r.join("proc/sys/vm")).unwrap();
+        // A directory link out of the root, and a knob that is a link to the sentinel.
+        std::os::unix::fs::symlink(outer.path(), r.join("etc/sysctl.d")).unwrap();
+        std::os::unix::fs::symlink(&sentinel, r.join("proc/sys/vm/swappiness")).unwrap();
+        let root = Root::new(&r);
+        // Inside the root the link dangles: the write fails rather than land outside.
+        assert!(root.write_file("/etc/sysctl.d/sentinel", b"x\n").is_err());
+        std::fs::create_dir_all(r.join(outer.path().strip_prefix("/").unwrap())).unwrap();
+        root.write_file("/etc/sysctl.d/sentinel", b"x\n").unwrap();
+        let err = root
+            .write_knob("/proc/sys/vm/swappiness", "10")
+            .unwrap_err();
+        assert!(
+            err.refusal().is_some() || err.source.raw_os_error() == Some(libc::ENOENT),
+            "{err}"
+        );
+        root.remove_file("/etc/sysctl.d/sentinel").unwrap();
+        assert_eq!(std::fs::read_to_string(&sentinel).unwrap(), "keep\n");
     }
 }

@@ -65,7 +65,7 @@ pub struct RdmaDevice {
 /// Why an interface is software-only, or `None` when a device backs it.
 pub fn virtual_reason(root: &Root, name: &str) -> Option<String> {
     let dir = format!("/sys/class/net/{name}");
-    let real = std::fs::canonicalize(root.path(&dir)).unwrap_or_default();
+    let real = root.canonicalize(&dir).unwrap_or_default();
     let is_virtual = real.components().any(|c| c.as_os_str() == "virtual")
         || !root.exists(&format!("{dir}/device"));
     if !is_virtual {
@@ -124,7 +124,7 @@ pub fn nics(
         }
         let dir = format!("/sys/class/net/{name}");
         let file = |f: &str| root.read_optional(&format!("{dir}/{f}")).ok().flatten();
-        let real_device = std::fs::canonicalize(root.path(&format!("{dir}/device"))).ok();
+        let real_device = root.canonicalize(&format!("{dir}/device"));
         let pci_dev = match real_device.as_deref().and_then(pci_function) {
             Some(p) => {
                 let host = pci::host_path(root, p);
@@ -172,7 +172,7 @@ pub fn rdma_devices(root: &Root) -> Result<Vec<RdmaDevice>, HostError> {
     let mut out = Vec::new();
     for name in crate::host::net::rdma_devices(root)? {
         let dir = format!("/sys/class/infiniband/{name}");
-        let real = std::fs::canonicalize(root.path(&format!("{dir}/device"))).ok();
+        let real = root.canonicalize(&format!("{dir}/device"));
         let pci_dev = match real.as_deref().and_then(pci_function) {
             Some(p) => Some(pci::read_device(
                 root,

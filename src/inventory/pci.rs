@@ -128,7 +128,7 @@ pub struct PciDevice {
 /// `/sys/bus/pci/devices/0000:3b:00.0`).
 pub fn read_device(root: &Root, dir: &str) -> Result<PciDevice, HostError> {
     let file = |name: &str| root.read_optional(&format!("{dir}/{name}"));
-    let real = std::fs::canonicalize(root.path(dir)).unwrap_or_else(|_| root.path(dir));
+    let real = root.canonicalize(dir).unwrap_or_else(|| root.path(dir));
     let address = real
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
