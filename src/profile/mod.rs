@@ -154,8 +154,17 @@ struct SourceFile {
     /// for include-cycle detection.
     identity: String,
     /// Directory relative includes given as paths resolve against.
-    dir: Option<PathBuf>,
+    dir: Option<Base>,
     text: String,
+}
+
+/// Where a profile's path includes resolve: beside a file the user named (on the invoking
+/// host, which they trust), or beside a site profile inside the root (an image's file: its
+/// includes resolve inside the root too, never on the host).
+#[derive(Debug, Clone)]
+enum Base {
+    Host(PathBuf),
+    InRoot(String),
 }
 
 /// Finds, parses and resolves profiles against the keys the checks understand.
@@ -229,10 +238,47 @@ impl<'a> Loader<'a> {
         Ok(listings)
     }
 
-    fn find(&self, ident: &str, relative_to: Option<&Path>) -> Result<SourceFile, String> {
+    fn find(&self, ident: &str, relative_to: Option<&Base>) -> Result<SourceFile, String> {
+        if (ident.contains('/') || ident.ends_with(".toml"))
+            && let Some(Base::InRoot(dir)) = relative_to
+        {
+            let host = if ident.starts_with('/') {
+                ident.to_string()
+            } else {
+                format!("{dir}/{ident}")
+            };
+            let text = self
+                .root
+                .read_capped(&host, MAX_PROFILE_BYTES)
+                .map_err(|e| format!("cannot read {e}"))?
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .ok_or_else(|| {
+                    format!(
+                        "cannot read {}: no such file",
+                        self.root.path(&host).display()
+                    )
+                })?;
+            let path = Path::new(&host);
+            return Ok(SourceFile {
+                name: path
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                display: self.root.path(&host).display().to_string(),
+                identity: self
+                    .root
+                    .canonicalize(&host)
+                    .map_or_else(|| host.clone(), |p| p.display().to_string()),
+                dir: Some(Base::InRoot(
+                    path.parent()
+                        .map_or_else(|| "/".into(), |p| p.display().to_string()),
+                )),
+                text,
+            });
+        }
         if ident.contains('/') || ident.ends_with(".toml") {
             let path = match relative_to {
-                Some(dir) if Path::new(ident).is_relative() => dir.join(ident),
+                Some(Base::Host(dir)) if Path::new(ident).is_relative() => dir.join(ident),
                 _ => PathBuf::from(ident),
             };
             let text = crate::host::confine::read_regular(&path, MAX_PROFILE_BYTES)
@@ -246,7 +292,7 @@ impl<'a> Loader<'a> {
                 name,
                 display: path.display().to_string(),
                 identity: identity_of(&path),
-                dir: path.parent().map(Path::to_path_buf),
+                dir: path.parent().map(|p| Base::Host(p.to_path_buf())),
                 text,
             });
         }
@@ -266,9 +312,12 @@ impl<'a> Loader<'a> {
                 return Ok(SourceFile {
                     name: ident.into(),
                     display: path.display().to_string(),
-                    identity: identity_of(&path),
-                    // Includes written as paths resolve beside the site profile.
-                    dir: Some(self.root.path(SITE_DIR)),
+                    identity: self
+                        .root
+                        .canonicalize(&site)
+                        .map_or_else(|| site.clone(), |p| p.display().to_string()),
+                    // Includes written as paths resolve beside the site profile, in the root.
+                    dir: Some(Base::InRoot(SITE_DIR.into())),
                     text,
                 });
             }
@@ -349,7 +398,7 @@ impl<'a> Loader<'a> {
         for include in &raw.include {
             let line = Some(line_of(&source.text, include.span().start));
             let parent_source = self
-                .find(include.get_ref(), source.dir.as_deref())
+                .find(include.get_ref(), source.dir.as_ref())
                 .map_err(|m| err(line, Some("include".into()), m))?;
             let parent = self.resolve(parent_source, stack, memo)?;
             merged.absorb(parent);

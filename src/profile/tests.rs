@@ -410,7 +410,45 @@ fn a_chain_of_thousands_of_includes_is_a_clear_error_not_a_stack_overflow() {
 
 #[test]
 fn includes_of_special_files_are_refused_not_read() {
-    let err = load(&[("z", "include = [\"/dev/zero\"]\n")], "z").unwrap_err();
+    // A profile the user names by path resolves its includes on the host: /dev/zero is
+    // refused, not read without end.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("z.toml");
+    std::fs::write(&file, "include = [\"/dev/zero\"]\n").unwrap();
+    let root = Root::new(dir.path());
+    let err = Loader::new(&root, &keys)
+        .load(file.to_str().unwrap())
+        .unwrap_err();
     assert!(err.message.contains("not a regular file"), "{err}");
     assert_eq!(err.line, Some(1));
+    // A site profile's includes resolve inside the root, which has no /dev/zero.
+    let err = load(&[("z", "include = [\"/dev/zero\"]\n")], "z").unwrap_err();
+    assert!(err.message.contains("no such file"), "{err}");
+}
+
+#[test]
+fn a_site_profiles_path_includes_resolve_inside_the_root() {
+    let outer = tempfile::tempdir().unwrap();
+    let host_only = outer.path().join("host.toml");
+    std::fs::write(&host_only, "[memory]\n\"vm.swappiness\" = { max = 1 }\n").unwrap();
+    let dir = site(&[
+        ("lab", "include = [\"/etc/gputune/extra.toml\"]\n"),
+        (
+            "evil",
+            &format!("include = [\"{}\"]\n", host_only.display()),
+        ),
+    ]);
+    std::fs::write(
+        dir.path().join("etc/gputune/extra.toml"),
+        "[memory]\n\"vm.swappiness\" = { max = 7 }\n",
+    )
+    .unwrap();
+    let root = Root::new(dir.path());
+    let lab = Loader::new(&root, &keys).load("lab").unwrap();
+    assert_eq!(
+        lab.get(Area::Memory, "vm.swappiness").unwrap().rule.max,
+        Some(Amount::Finite(7))
+    );
+    let err = Loader::new(&root, &keys).load("evil").unwrap_err();
+    assert!(err.message.contains("no such file"), "{err}");
 }
