@@ -160,6 +160,14 @@ pub fn list_fd(dir: BorrowedFd<'_>) -> io::Result<Vec<Vec<u8>>> {
         // SAFETY: d_name is a NUL-terminated array inside the entry readdir returned.
         let name = unsafe { std::ffi::CStr::from_ptr((*ent).d_name.as_ptr()) }.to_bytes();
         if name != b"." && name != b".." {
+            if names.len() >= confine::MAX_DIR_ENTRIES {
+                // SAFETY: closes the stream (and its descriptor) exactly once.
+                unsafe { libc::closedir(stream) };
+                return Err(Refusal::TooMany {
+                    cap: confine::MAX_DIR_ENTRIES,
+                }
+                .into());
+            }
             names.push(name.to_vec());
         }
     }

@@ -18,6 +18,10 @@ use std::path::{Component, Path};
 /// what would hurt the node's memory.
 pub const READ_CAP: u64 = 16 << 20;
 
+/// The most entries a directory may have before gputune refuses to list it: far above any
+/// real sysfs or configuration directory, far below what would exhaust memory.
+pub const MAX_DIR_ENTRIES: usize = 1 << 20;
+
 /// How many symbolic links one resolution may follow (the kernel's own limit, MAXSYMLINKS).
 const MAX_LINKS: usize = 40;
 
@@ -35,6 +39,9 @@ pub enum Refusal {
     /// Larger than the read cap.
     #[error("is larger than {cap} bytes, the most gputune reads")]
     TooLarge { cap: u64 },
+    /// A directory with more entries than gputune lists.
+    #[error("has more than {cap} entries, the most gputune lists")]
+    TooMany { cap: usize },
     /// A write would have gone through a symbolic link at the final component.
     #[error("is a symbolic link; gputune never writes through one")]
     FinalLink,
