@@ -202,12 +202,18 @@ fn output_never_follows_planted_links_nor_replaces_special_files() {
             .contains("gputune_check_status")
     );
 
-    // /dev/null as root is written into, never replaced by a regular file.
-    let a = args(Path::new("/dev/null"));
+    // A null device (our own, so a regression cannot break the host's /dev/null) is
+    // written into, never replaced by a regular file.
+    let null = tree.outer().join("null");
+    let c = std::ffi::CString::new(null.as_os_str().as_bytes()).unwrap();
+    // SAFETY: NUL-terminated path; makedev(1, 3) is the null device.
+    let made = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) };
+    assert_eq!(made, 0, "mknod needs root");
+    let a = args(&null);
     let r = run(&a.iter().map(String::as_str).collect::<Vec<_>>(), LIMIT);
     assert!(matches!(r.code, 0 | 1), "{}", r.stderr);
     assert!(
-        fs::metadata("/dev/null")
+        fs::symlink_metadata(&null)
             .unwrap()
             .file_type()
             .is_char_device()
@@ -218,7 +224,7 @@ fn output_never_follows_planted_links_nor_replaces_special_files() {
     let r = run(&a.iter().map(String::as_str).collect::<Vec<_>>(), LIMIT);
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(r.stderr.contains("textfile"), "{}", r.stderr);
-    tree.assert_untouched(&["textfile"]);
+    tree.assert_untouched(&["null", "textfile"]);
 }
 
 #[test]

@@ -280,9 +280,15 @@ mod tests {
         assert_eq!(reader.join().unwrap(), "through\n");
         assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
 
-        write_output(Path::new("/dev/null"), b"x").unwrap();
+        // Our own null device, so a regression cannot replace the host's /dev/null.
+        let null = dir.path().join("null");
+        let c = std::ffi::CString::new(null.as_os_str().as_bytes()).unwrap();
+        // SAFETY: NUL-terminated path; makedev(1, 3) is the null device.
+        let made = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) };
+        assert_eq!(made, 0, "mknod needs root");
+        write_output(&null, b"x").unwrap();
         assert!(
-            fs::metadata("/dev/null")
+            fs::symlink_metadata(&null)
                 .unwrap()
                 .file_type()
                 .is_char_device()
