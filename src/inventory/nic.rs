@@ -132,7 +132,7 @@ pub fn nics(
             }
             None => None,
         };
-        let driver = pci::link_name(&root.path(&format!("{dir}/device/driver")))
+        let driver = pci::link_name_in(root, &format!("{dir}/device/driver"))
             .or_else(|| pci_dev.as_ref().and_then(|p| p.driver.clone()));
         let pci_address = pci_dev.as_ref().map(|p| p.address.clone());
         let firmware = ethtool

@@ -137,7 +137,7 @@ pub fn read_device(root: &Root, dir: &str) -> Result<PciDevice, HostError> {
         vendor: file("vendor")?.as_deref().and_then(parse_hex),
         device: file("device")?.as_deref().and_then(parse_hex),
         class: file("class")?.as_deref().and_then(parse_hex),
-        driver: link_name(&root.path(&format!("{dir}/driver"))),
+        driver: link_name_in(root, &format!("{dir}/driver")),
         numa_node: file("numa_node")?.as_deref().and_then(parse_numa_node),
         local_cpus: file("local_cpulist")?.and_then(|t| CpuList::parse(&t).ok()),
         link: PciLink {
@@ -174,6 +174,16 @@ pub fn link_name(path: &Path) -> Option<String> {
     std::fs::read_link(path)
         .ok()
         .and_then(|t| t.file_name().map(|n| n.to_string_lossy().into_owned()))
+}
+
+/// [`link_name`] of a link inside the root (the directories above it resolved inside the
+/// root too).
+pub fn link_name_in(root: &Root, host_path: &str) -> Option<String> {
+    root.read_link(host_path).ok().flatten().and_then(|t| {
+        Path::new(&t)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+    })
 }
 
 /// PCI addresses in a device's canonical sysfs path above it: its bridges and switch ports.
