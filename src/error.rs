@@ -39,6 +39,12 @@ pub enum Error {
     },
     #[error("cannot write to standard output: {0}")]
     Stdout(#[source] io::Error),
+    /// apply or rollback finished (the journal says what was done) but its report could not
+    /// be written: exit 3, even for a closed pipe, since nobody saw the outcome.
+    #[error(
+        "the work is complete and recorded in the journal, but its report could not be written to standard output ({0}); run `gputune audit` to see the node's state"
+    )]
+    Unseen(#[source] io::Error),
     /// `bench`: exit 1 when the figures fail, 2 for usage, 3 when the job stopped.
     #[error("{0}")]
     Bench(#[from] crate::bench::BenchError),
@@ -48,9 +54,11 @@ impl Error {
     pub fn exit_code(&self) -> ExitCode {
         match self {
             Error::Profile(_) | Error::Usage(_) => ExitCode::Usage,
-            Error::Host(_) | Error::Runtime(_) | Error::Write { .. } | Error::Stdout(_) => {
-                ExitCode::Runtime
-            }
+            Error::Host(_)
+            | Error::Runtime(_)
+            | Error::Write { .. }
+            | Error::Stdout(_)
+            | Error::Unseen(_) => ExitCode::Runtime,
             Error::Bench(e) => e.exit_code(),
         }
     }

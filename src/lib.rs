@@ -15,6 +15,7 @@ pub mod host;
 pub mod inventory;
 pub mod profile;
 pub mod report;
+pub mod say;
 
 pub use error::{Error, ExitCode, Result};
 

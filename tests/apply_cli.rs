@@ -8,8 +8,7 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command as StdCommand, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
@@ -120,8 +119,15 @@ impl Node {
     fn new(profile: &str) -> Node {
         let dir = tempfile::tempdir().unwrap();
         fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
-        std::os::unix::fs::symlink("/proc", dir.path().join("proc")).unwrap();
-        for sub in ["etc", "var", "run", "sys/kernel/mm/transparent_hugepage"] {
+        // The live /proc is bind-mounted at DIR/proc for each command (see `gputune_std`):
+        // a link to /proc would resolve inside DIR, as --root requires.
+        for sub in [
+            "proc",
+            "etc",
+            "var",
+            "run",
+            "sys/kernel/mm/transparent_hugepage",
+        ] {
             fs::create_dir_all(dir.path().join(sub)).unwrap();
         }
         fs::write(dir.path().join("profile.toml"), profile).unwrap();
@@ -141,7 +147,20 @@ impl Node {
     }
 
     fn gputune_std(&self, args: &[&str]) -> StdCommand {
-        let mut cmd = self.ns.command(&binary());
+        // In a mount namespace of its own, so the bind mount of the namespace's /proc at
+        // DIR/proc ends with the command.
+        let mut cmd = self.ns.command(Path::new("unshare"));
+        cmd.args([
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            "sh",
+            "-c",
+            "mount --bind /proc \"$0/proc\" && exec \"$@\"",
+        ])
+        .arg(self.dir.path())
+        .arg(binary());
         cmd.args(args).arg("--root").arg(self.dir.path());
         if matches!(args.first(), Some(&"apply") | Some(&"audit")) {
             cmd.arg("--profile").arg(self.path("/profile.toml"));
@@ -371,67 +390,19 @@ fn a_broken_profile_is_a_usage_error() {
         .stderr(predicate::str::contains("profile.toml"));
 }
 
-/// Feeds a FIFO standing in for a sysfs knob: every reader gets `content`; a writer (apply
-/// writing the knob) blocks until the test reads, which is how the tests hold apply still
-/// in the middle of its plan.
-struct FifoKnob {
-    path: PathBuf,
-    stop: Arc<AtomicBool>,
-    content: Arc<std::sync::Mutex<String>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl FifoKnob {
-    fn new(path: PathBuf, content: &str) -> FifoKnob {
-        require("mkfifo");
-        assert!(
-            StdCommand::new("mkfifo")
-                .arg(&path)
-                .status()
-                .unwrap()
-                .success()
-        );
-        let stop = Arc::new(AtomicBool::new(false));
-        let content = Arc::new(std::sync::Mutex::new(content.to_string()));
-        let (p, s, c) = (path.clone(), stop.clone(), content.clone());
-        let thread = std::thread::spawn(move || {
-            use std::io::Write;
-            use std::os::unix::fs::OpenOptionsExt;
-            while !s.load(Ordering::SeqCst) {
-                // Non-blocking open fails with ENXIO until a reader has the FIFO open.
-                if let Ok(mut f) = fs::OpenOptions::new()
-                    .write(true)
-                    .custom_flags(libc::O_NONBLOCK)
-                    .open(&p)
-                {
-                    let text = c.lock().unwrap().clone();
-                    let _ = f.write_all(text.as_bytes());
-                }
-                std::thread::sleep(Duration::from_millis(30));
-            }
-        });
-        FifoKnob {
-            path,
-            stop,
-            content,
-            thread: Some(thread),
-        }
-    }
-
-    /// Stops feeding and puts a regular file with `content` in the FIFO's place, as the
-    /// knob would be after a reboot.
-    fn replace_with_file(mut self, content: &str) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            t.join().unwrap();
-        }
-        fs::remove_file(&self.path).unwrap();
-        fs::write(&self.path, content).unwrap();
-    }
+/// Waits until `pid` is stopped (apply stops itself before the target named in
+/// `GPUTUNE_TEST_STOP_BEFORE`, which is how these tests hold it in the middle of its plan).
+fn wait_stopped(pid: u32) {
+    wait_for("apply to stop before the knob", || {
+        fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('T')))
+            .unwrap_or(false)
+    });
 }
 
 const BLOCKING_PROFILE: &str = r#"
-description = "end-to-end test: network sysctls, then a knob that blocks"
+description = "end-to-end test: network sysctls, then a knob apply stops before"
 [network]
 "net.core.somaxconn" = { min = 8192 }
 "net.ipv4.tcp_fin_timeout" = { max = 20 }
@@ -456,23 +427,21 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
 fn a_kill_during_apply_leaves_a_journal_rollback_restores_from() {
     let node = Node::new(BLOCKING_PROFILE);
     let start = node.ns.sysctls();
-    let knob = FifoKnob::new(node.path(THP), "[always] madvise never\n");
+    fs::write(node.path(THP), "[always] madvise never\n").unwrap();
     let mut apply = node
         .gputune_std(&["apply", "--yes"])
+        .env("GPUTUNE_TEST_STOP_BEFORE", THP)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // The two sysctls come first in the plan; the knob's write then blocks.
-    wait_for("the sysctls to change", || {
-        node.ns.sysctl("net/core/somaxconn") == "8192\n"
-            && node.ns.sysctl("net/ipv4/tcp_fin_timeout") == "20\n"
-    });
-    std::thread::sleep(Duration::from_millis(300));
+    // The two sysctls come first in the plan; apply then stops before the knob.
+    wait_stopped(apply.id());
+    assert_eq!(node.ns.sysctl("net/core/somaxconn"), "8192\n");
+    assert_eq!(node.ns.sysctl("net/ipv4/tcp_fin_timeout"), "20\n");
     apply.kill().unwrap(); // SIGKILL
     apply.wait().unwrap();
     assert_eq!(node.journal().unwrap()["phase"], "applying");
-    knob.replace_with_file("[always] madvise never\n");
 
     node.gputune(&["apply", "--yes"])
         .assert()
@@ -499,16 +468,16 @@ fn a_kill_during_apply_leaves_a_journal_rollback_restores_from() {
 fn two_applies_never_interleave() {
     let node = Node::new(BLOCKING_PROFILE);
     let start = node.ns.sysctls();
-    let knob = FifoKnob::new(node.path(THP), "[always] madvise never\n");
+    fs::write(node.path(THP), "[always] madvise never\n").unwrap();
     let first = node
         .gputune_std(&["apply", "--yes"])
+        .env("GPUTUNE_TEST_STOP_BEFORE", THP)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for("the first apply to reach the knob", || {
-        node.ns.sysctl("net/ipv4/tcp_fin_timeout") == "20\n"
-    });
+    wait_stopped(first.id());
+    assert_eq!(node.ns.sysctl("net/ipv4/tcp_fin_timeout"), "20\n");
     let journal = fs::read(node.path("/var/lib/gputune/journal.json")).unwrap();
 
     // The second waits for the lock, gives up with exit 3 and writes nothing.
@@ -530,11 +499,9 @@ fn two_applies_never_interleave() {
         .code(3)
         .stderr(predicate::str::contains("gputune.lock"));
 
-    // Let the first finish: take what it writes, then show the knob as the kernel would.
-    *knob.content.lock().unwrap() = "always [madvise] never\n".into();
-    // What the first apply wrote, among what the feeder wrote to this reader meanwhile.
-    let drained = fs::read_to_string(node.path(THP)).unwrap();
-    assert_eq!(drained.replace("always [madvise] never\n", ""), "madvise");
+    // Let the first finish.
+    // SAFETY: kill sends SIGCONT to the child this test spawned.
+    assert_eq!(unsafe { libc::kill(first.id() as i32, libc::SIGCONT) }, 0);
     let out = first.wait_with_output().unwrap();
     assert!(
         out.status.success(),
@@ -543,8 +510,8 @@ fn two_applies_never_interleave() {
     );
     assert_eq!(node.journal().unwrap()["phase"], "applied");
     assert!(node.path("/etc/sysctl.d/90-gputune.conf").exists());
+    assert_eq!(fs::read_to_string(node.path(THP)).unwrap(), "madvise");
 
-    knob.replace_with_file("always [madvise] never\n");
     node.gputune(&["rollback"]).assert().success();
     assert_eq!(node.ns.sysctls(), start);
     assert_eq!(fs::read_to_string(node.path(THP)).unwrap(), "always");

@@ -5,7 +5,7 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use gputune::host::atomic::write_atomic;
+use gputune::host::atomic::write_output as write_atomic;
 
 #[test]
 fn new_files_are_world_readable_and_replaced_ones_keep_their_mode() {

@@ -35,7 +35,7 @@ fn in_own_netns(test: &str) -> bool {
     require("unshare");
     require("nft");
     let status = Command::new("unshare")
-        .arg("--net")
+        .args(["--net", "--mount", "--propagation", "private"])
         .arg(std::env::current_exe().unwrap())
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env(INSIDE, "1")
@@ -46,6 +46,18 @@ fn in_own_netns(test: &str) -> bool {
         "{test} failed inside its network namespace"
     );
     false
+}
+
+/// Bind-mounts the namespace's /proc at DIR/proc (in the test's own mount namespace), so
+/// the tree has the live kernel: a link to /proc would resolve inside DIR, as --root does.
+fn bind_live_proc(dir: &std::path::Path) {
+    std::fs::create_dir(dir.join("proc")).unwrap();
+    let ok = Command::new("mount")
+        .args(["--bind", "/proc"])
+        .arg(dir.join("proc"))
+        .status()
+        .unwrap();
+    assert!(ok.success(), "mount --bind /proc failed");
 }
 
 fn accept(ports: &[(u16, u16)]) -> Change {
@@ -60,7 +72,7 @@ fn the_table_is_applied_verified_persisted_and_removed_with_the_real_nft() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink("/proc", dir.path().join("proc")).unwrap();
+    bind_live_proc(dir.path());
     let root = Root::new(dir.path());
     assert!(has_live_kernel(&root));
     let nft = NftCommand;
@@ -147,7 +159,7 @@ fn a_table_nft_rejects_is_restored() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink("/proc", dir.path().join("proc")).unwrap();
+    bind_live_proc(dir.path());
     let root = Root::new(dir.path());
     let nft = NftCommand;
     let io = HostIo {

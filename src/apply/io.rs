@@ -2,16 +2,15 @@
 //! [`HostIo`] is the real one (files under the root, kernel knobs, the real `nft`); tests
 //! wrap it to fail at a chosen write.
 
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::fs;
+use std::io;
 use std::path::Path;
 
 use super::error::ApplyError;
 use super::nft::{self, Nft};
 use super::target::{State, Target, knob_value};
+use crate::host::Root;
 use crate::host::cpulist::CpuList;
-use crate::host::{HostError, Root, atomic};
 
 /// Reads and writes the state of targets.
 pub trait Io {
@@ -44,21 +43,10 @@ impl Io for HostIo<'_> {
                 Err(e) if e.source.kind() == io::ErrorKind::NotADirectory => Ok(State::Absent),
                 Err(e) => Err(e.into()),
             },
-            Target::Link(p) => {
-                let path = self.root.path(p);
-                match fs::read_link(&path) {
-                    Ok(dest) => Ok(State::Present(dest.to_string_lossy().into_owned())),
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-                        ) =>
-                    {
-                        Ok(State::Absent)
-                    }
-                    Err(e) => Err(HostError::new(path, e).into()),
-                }
-            }
+            Target::Link(p) => Ok(self
+                .root
+                .read_link(p)?
+                .map_or(State::Absent, State::Present)),
             Target::NftTable => Ok(self
                 .nft()?
                 .list_table()?
@@ -68,18 +56,15 @@ impl Io for HostIo<'_> {
 
     fn write(&self, target: &Target, state: &State) -> Result<(), ApplyError> {
         match (target, state) {
-            (Target::Knob(p), State::Present(v)) => Ok(write_knob(&self.root.path(p), v)?),
+            (Target::Knob(p), State::Present(v)) => Ok(self.root.write_knob(p, v)?),
             (Target::Knob(p), State::Absent) => Err(ApplyError::Refused(format!(
                 "{p} is a kernel knob and cannot be removed"
             ))),
             (Target::File(p), State::Present(text)) => {
-                let path = self.root.path(p);
-                create_parent(&path)?;
-                atomic::write_atomic(&path, text.as_bytes())
-                    .map_err(|e| HostError::new(path, e).into())
+                Ok(self.root.write_file(p, text.as_bytes())?)
             }
-            (Target::File(p) | Target::Link(p), State::Absent) => Ok(remove(&self.root.path(p))?),
-            (Target::Link(p), State::Present(dest)) => Ok(link_atomic(&self.root.path(p), dest)?),
+            (Target::File(p) | Target::Link(p), State::Absent) => Ok(self.root.remove_file(p)?),
+            (Target::Link(p), State::Present(dest)) => Ok(self.root.symlink(p, dest)?),
             (Target::NftTable, state) => {
                 let def = match state {
                     State::Present(d) => Some(d.as_str()),
@@ -102,78 +87,25 @@ impl HostIo<'_> {
     }
 }
 
-/// True when the root's `/proc` is the running kernel's (`/` or a tree whose `proc` links
-/// to `/proc`), so live kernel objects such as the nftables ruleset belong to this node.
+/// True when the root's `/proc` is the running kernel's (`/`, or a tree with the live
+/// `/proc` bind-mounted at its `proc`), so live kernel objects such as the nftables ruleset
+/// belong to this node. Decided by the mounted file system's identity, not by a link: a
+/// link to `/proc` inside the root resolves inside it, as every path does.
 pub fn has_live_kernel(root: &Root) -> bool {
-    root.is_live() || fs::canonicalize(root.path("/proc")).is_ok_and(|p| p == Path::new("/proc"))
-}
-
-/// Writes a `/proc/sys` or `/sys` knob in place with one `write`, as the kernel requires.
-fn write_knob(path: &Path, value: &str) -> Result<(), HostError> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .open(path)
-        .map_err(|e| HostError::new(path, e))?;
-    file.write_all(value.as_bytes())
-        .map_err(|e| HostError::new(path, e))
-}
-
-/// Creates the missing directories above `path` as 0755 whatever the umask, since the
-/// files in them (limits.d, nccl.conf's readers) are read by unprivileged users.
-fn create_parent(path: &Path) -> Result<(), HostError> {
-    let Some(dir) = path.parent() else {
-        return Ok(());
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    if root.is_live() {
+        return true;
+    }
+    let Ok(fd) = root.open("/proc", libc::O_PATH | libc::O_DIRECTORY) else {
+        return false;
     };
-    let missing: Vec<&Path> = dir.ancestors().take_while(|d| !d.exists()).collect();
-    for d in missing.into_iter().rev() {
-        fs::create_dir(d)
-            .and_then(|()| fs::set_permissions(d, fs::Permissions::from_mode(0o755)))
-            .map_err(|e| HostError::new(d, e))?;
-    }
-    Ok(())
-}
-
-/// Removes a file or link and syncs its directory; an already missing one is fine.
-fn remove(path: &Path) -> Result<(), HostError> {
-    match fs::remove_file(path) {
-        Ok(()) => sync_parent(path),
-        Err(e)
-            if matches!(
-                e.kind(),
-                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-            ) =>
-        {
-            Ok(())
-        }
-        Err(e) => Err(HostError::new(path, e)),
-    }
-}
-
-/// Makes `path` a link to `dest` through a temporary link and a rename.
-fn link_atomic(path: &Path, dest: &str) -> Result<(), HostError> {
-    create_parent(path)?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-    let tmp = path.with_file_name(format!(
-        ".{}.{}.tmp",
-        name.unwrap_or_default(),
-        std::process::id()
-    ));
-    let _ = fs::remove_file(&tmp);
-    std::os::unix::fs::symlink(dest, &tmp).map_err(|e| HostError::new(&tmp, e))?;
-    if let Err(e) = fs::rename(&tmp, path) {
-        let _ = fs::remove_file(&tmp);
-        return Err(HostError::new(path, e));
-    }
-    sync_parent(path)
-}
-
-fn sync_parent(path: &Path) -> Result<(), HostError> {
-    match path.parent() {
-        Some(dir) => fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| HostError::new(dir, e)),
-        None => Ok(()),
+    match (
+        crate::host::confine::fstat(fd.as_fd()),
+        fs::metadata(Path::new("/proc")),
+    ) {
+        (Ok(inside), Ok(live)) => inside.st_dev == live.dev() && inside.st_ino == live.ino(),
+        _ => false,
     }
 }
 

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::ApplyError;
 use super::target::Step;
-use crate::host::{HostError, Root, atomic};
+use crate::host::Root;
 
 /// Where the journal lives (under the root).
 pub const PATH: &str = "/var/lib/gputune/journal.json";
@@ -62,7 +62,7 @@ impl Journal {
     }
 }
 
-/// Reads the journal; `None` when there is none.
+/// Reads and validates the journal; `None` when there is none.
 pub fn load(root: &Root) -> Result<Option<Journal>, ApplyError> {
     match root.read_optional(PATH)? {
         None => Ok(None),
@@ -81,6 +81,14 @@ pub fn load(root: &Root) -> Result<Option<Journal>, ApplyError> {
                     ),
                 });
             }
+            // Nothing in it is acted on before every entry is known to be something
+            // apply itself writes (see [`super::validate`]).
+            super::validate::steps(&journal.steps).map_err(|why| ApplyError::Journal {
+                path: root.path(PATH),
+                message: format!(
+                    "invalid journal, nothing was touched: {why}; it was not written by gputune apply, so move it away"
+                ),
+            })?;
             Ok(Some(journal))
         }
     }
@@ -89,15 +97,12 @@ pub fn load(root: &Root) -> Result<Option<Journal>, ApplyError> {
 /// Writes the journal atomically and durably (temp + fsync + rename + directory fsync).
 pub fn save(root: &Root, journal: &Journal) -> Result<(), ApplyError> {
     let path = root.path(PATH);
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| HostError::new(dir, e))?;
-    }
     let mut text = serde_json::to_string_pretty(journal).map_err(|e| ApplyError::Journal {
         path: path.clone(),
         message: e.to_string(),
     })?;
     text.push('\n');
-    atomic::write_atomic(&path, text.as_bytes()).map_err(|e| HostError::new(path, e).into())
+    Ok(root.write_file(PATH, text.as_bytes())?)
 }
 
 /// Puts back the journal an apply started from (or removes it when there was none), after
@@ -105,14 +110,7 @@ pub fn save(root: &Root, journal: &Journal) -> Result<(), ApplyError> {
 pub fn restore(root: &Root, previous: Option<&Journal>) -> Result<(), ApplyError> {
     match previous {
         Some(p) => save(root, p),
-        None => {
-            let path = root.path(PATH);
-            match std::fs::remove_file(&path) {
-                Ok(()) => Ok(()),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-                Err(e) => Err(HostError::new(path, e).into()),
-            }
-        }
+        None => Ok(root.remove_file(PATH)?),
     }
 }
 
@@ -155,10 +153,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = Root::new(dir.path());
         assert_eq!(load(&root).unwrap(), None);
-        let mut j = Journal::begin(None, "base", &[step("/a", "1", "2")]);
+        let mut j = Journal::begin(None, "base", &[step("/proc/sys/vm/swappiness", "1", "2")]);
         j.steps.push(Step {
             what: "f".into(),
-            target: Target::File("/etc/f".into()),
+            target: Target::File("/etc/nccl.conf".into()),
             before: State::Absent,
             after: State::Present("x\n".into()),
         });
@@ -175,6 +173,15 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("journal version 2")
+        );
+        let tampered = serde_json::to_string(&j)
+            .unwrap()
+            .replace("/etc/nccl.conf", "/../../../../tmp/x");
+        std::fs::write(root.path(PATH), tampered).unwrap();
+        let err = load(&root).unwrap_err().to_string();
+        assert!(
+            err.contains("invalid journal") && err.contains("/../../../../tmp/x"),
+            "{err}"
         );
         std::fs::write(root.path(PATH), "{ not json").unwrap();
         assert!(

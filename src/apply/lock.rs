@@ -1,7 +1,7 @@
 //! `/run/gputune.lock`: an exclusive flock so two applies (or an apply and a rollback)
 //! never interleave. The kernel drops it when the process dies, even by kill -9.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
@@ -23,20 +23,20 @@ pub struct Lock {
 /// Takes the lock, retrying until `wait` has passed; the error says who to wait for.
 pub fn acquire(root: &Root, wait: Duration) -> Result<Lock, ApplyError> {
     let path = root.path(PATH);
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| HostError::new(dir, e))?;
+    if let Some(dir) = std::path::Path::new(PATH).parent().and_then(|d| d.to_str()) {
+        root.create_dirs(dir)?;
     }
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| HostError::new(&path, e))?;
+    // O_NOFOLLOW: a link planted at the lock's name is refused, not followed and created.
+    let file = File::from(root.open(
+        PATH,
+        libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_NONBLOCK,
+    )?);
     let start = Instant::now();
     loop {
         // SAFETY: flock on a file descriptor this function owns; no memory is involved.
         let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         if rc == 0 {
+            remove_stale_temps(root)?;
             return Ok(Lock { _file: file });
         }
         let err = std::io::Error::last_os_error();
@@ -54,6 +54,18 @@ pub fn acquire(root: &Root, wait: Duration) -> Result<Lock, ApplyError> {
     }
 }
 
+/// With the lock held no other apply or rollback runs, so a temporary file of ours beside
+/// a file gputune writes was left by a run that was killed between create and rename.
+fn remove_stale_temps(root: &Root) -> Result<(), ApplyError> {
+    let paths = super::validate::OWNED
+        .iter()
+        .chain([super::journal::PATH, super::firewall::UNIT_LINK].iter());
+    for path in paths {
+        root.remove_stale_temps(path)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,5 +79,21 @@ mod tests {
         assert!(err.to_string().contains("gputune.lock"), "{err}");
         drop(first);
         assert!(acquire(&root, Duration::ZERO).is_ok());
+    }
+
+    #[test]
+    fn taking_the_lock_removes_what_a_killed_run_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let etc = dir.path().join("etc");
+        std::fs::create_dir_all(&etc).unwrap();
+        std::fs::write(etc.join(".nccl.conf.4242.tmp"), "half").unwrap();
+        std::fs::write(etc.join(".nccl.conf.gputune-00ff00ff00ff00ff.tmp"), "half").unwrap();
+        std::fs::write(etc.join(".nccl.conf.keep"), "someone else's").unwrap();
+        let _lock = acquire(&Root::new(dir.path()), WAIT).unwrap();
+        let left: Vec<_> = std::fs::read_dir(&etc)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, [".nccl.conf.keep"]);
     }
 }

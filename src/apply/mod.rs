@@ -17,6 +17,7 @@ pub mod owned;
 pub mod plan;
 pub mod target;
 pub mod transaction;
+pub mod validate;
 
 #[cfg(test)]
 mod tests;

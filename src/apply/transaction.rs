@@ -35,7 +35,11 @@ pub enum Restored {
 
 /// Writes every step in order, verifying each; on failure restores and reports.
 pub fn execute(steps: &[Step], io: &dyn Io) -> Result<(), Failure> {
+    let stop_before = std::env::var("GPUTUNE_TEST_STOP_BEFORE").ok();
     for (i, step) in steps.iter().enumerate() {
+        if stop_before.as_deref() == Some(step.target.label().as_str()) {
+            stop_self();
+        }
         if let Err(error) = write_verified(io, step, &step.after) {
             let unrestored = restore(&steps[..=i], io)
                 .into_iter()
@@ -50,6 +54,16 @@ pub fn execute(steps: &[Step], io: &dyn Io) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+/// For end-to-end tests of crashes and the lock: with `GPUTUNE_TEST_STOP_BEFORE` naming a
+/// target, apply stops itself (SIGSTOP) just before writing it, so a test can kill it
+/// there, or hold it while a second apply runs, then let it go on (SIGCONT). Stopping
+/// needs no cooperation from the node (a FIFO standing in for a knob is refused now that
+/// every read and write demands a regular file).
+fn stop_self() {
+    // SAFETY: raise only delivers a signal to this process; SIGSTOP cannot be caught.
+    unsafe { libc::raise(libc::SIGSTOP) };
 }
 
 /// Puts every target of `steps` back to its `before` state, last step first. Each target

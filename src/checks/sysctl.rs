@@ -82,6 +82,9 @@ fn at_boot(
     assignment: Option<&Assignment>,
 ) -> Finding {
     if let Some(a) = assignment {
+        if let Some(why) = &a.rejected {
+            return rejected_at_boot(finding, setting, name, a, why);
+        }
         if finding.status != Status::Error {
             finding.message = format!(
                 "at boot {} sets {name} = {}; {}",
@@ -123,6 +126,29 @@ fn at_boot(
         }
         _ => finding.message = format!("{unset}; {}", finding.message),
     }
+    finding
+}
+
+/// `--persisted` where the winning line holds a value the kernel rejects: systemd-sysctl
+/// fails on it at boot, so the setting is not made whatever the text says.
+fn rejected_at_boot(
+    mut finding: Finding,
+    setting: &Setting,
+    name: &str,
+    a: &Assignment,
+    why: &str,
+) -> Finding {
+    finding.status = setting.severity.status();
+    finding.actual = a.value.clone();
+    finding.message = format!(
+        "at boot {} sets {name} = {}, which the kernel rejects ({why}): systemd-sysctl fails to set it and the kernel keeps its default",
+        a.origin(),
+        a.value
+    );
+    finding.fix = format!(
+        "write a plain decimal value in range at {} (`sysctl -w {name}=...` shows whether the kernel takes it)",
+        a.origin()
+    );
     finding
 }
 
@@ -175,7 +201,9 @@ fn live_and_boot(
         return finding;
     };
     let boot_ok = assignment.map(|a| {
-        actual_of(key, &a.value).is_ok_and(|part| setting.status_for(&part).0 == Status::Pass)
+        a.rejected.is_none()
+            && actual_of(key, &a.value)
+                .is_ok_and(|part| setting.status_for(&part).0 == Status::Pass)
     });
     match (finding.status, assignment, boot_ok) {
         (Status::Pass, None, _) => {
@@ -196,11 +224,18 @@ fn live_and_boot(
         }
         (Status::Pass, Some(a), Some(false)) => {
             finding.status = Status::Warn;
-            finding.message = format!(
-                "right live, but at boot {} sets {name} = {}: lost at reboot",
-                a.origin(),
-                a.value
-            );
+            finding.message = match &a.rejected {
+                Some(why) => format!(
+                    "right live, but at boot {} sets {name} = {}, which the kernel rejects ({why}): systemd-sysctl fails to set it, so it is lost at reboot",
+                    a.origin(),
+                    a.value
+                ),
+                None => format!(
+                    "right live, but at boot {} sets {name} = {}: lost at reboot",
+                    a.origin(),
+                    a.value
+                ),
+            };
         }
         (Status::Fail | Status::Warn, Some(a), Some(true)) => {
             finding.message = format!(
@@ -480,6 +515,24 @@ description = "test"
     fn persisted_audits_judge_the_files() {
         type Case<'a> = (&'a [(&'a str, &'a str)], &'a str, Status, &'a str);
         let cases: &[Case] = &[
+            (
+                &[(OURS, "net.core.somaxconn = 64M\n")],
+                "net.core.somaxconn",
+                Status::Fail,
+                "which the kernel rejects",
+            ),
+            (
+                &[(OURS, "net.ipv4.tcp_fin_timeout = +5\n")],
+                "net.ipv4.tcp_fin_timeout",
+                Status::Fail,
+                "systemd-sysctl fails to set it",
+            ),
+            (
+                &[(OURS, "net.core.somaxconn = 010000\n")],
+                "net.core.somaxconn",
+                Status::Pass,
+                "net.core.somaxconn = 4096",
+            ),
             (
                 &[(SOMAXCONN, "128\n"), (OURS, "net.core.somaxconn = 4096\n")],
                 "net.core.somaxconn",

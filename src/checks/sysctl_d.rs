@@ -26,8 +26,12 @@ pub const GPUTUNE_CONF: &str = "/etc/sysctl.d/90-gputune.conf";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Assignment {
     pub key: String,
-    /// White space folded, as `sysctl -n` shows it.
+    /// What the kernel sets for it (white space folded, integers in decimal, as
+    /// `sysctl -n` shows them); the text as written when the kernel rejects it.
     pub value: String,
+    /// Why the kernel rejects the value, so systemd-sysctl fails to set it at boot (see
+    /// [`super::sysctl_value`]); `None` when it is accepted.
+    pub rejected: Option<String>,
     /// Host path of the file and the 1-based line, for messages.
     pub file: String,
     pub line: usize,
@@ -61,9 +65,14 @@ pub fn parse(text: &str, file: &str) -> Vec<Assignment> {
             } else {
                 key.to_string()
             };
+            let (value, rejected) = match super::sysctl_value::kernel_value(&key, value) {
+                Ok(v) => (v, None),
+                Err(why) => (sysctl::normalize(value), Some(why)),
+            };
             Some(Assignment {
                 key,
-                value: sysctl::normalize(value),
+                value,
+                rejected,
                 file: file.to_string(),
                 line: i + 1,
             })
@@ -141,6 +150,7 @@ mod tests {
         Assignment {
             key: key.into(),
             value: value.into(),
+            rejected: None,
             file: file.into(),
             line,
         }
@@ -167,6 +177,14 @@ mod tests {
                 vec![a("net.core.somaxconn", "1", f, 1)],
             ),
             ("net.ipv4.conf.*.rp_filter = 2\n", vec![]),
+            ("vm.swappiness = 010\n", vec![a("vm.swappiness", "8", f, 1)]),
+            (
+                "vm.swappiness = -1\n",
+                vec![Assignment {
+                    rejected: Some("-1 is outside 0..=200".into()),
+                    ..a("vm.swappiness", "-1", f, 1)
+                }],
+            ),
             ("no equals sign\n", vec![]),
             ("= 5\n", vec![]),
         ];

@@ -109,21 +109,21 @@ pub fn apply_with(
         live_kernel,
     };
     let plan = plan::build(&changes, root, &io, plan_options).map_err(runtime)?;
-    print!("{}", render_plan(&profile.name, &plan));
+    crate::say::write(&render_plan(&profile.name, &plan));
 
     if plan.steps.is_empty() {
         if manual.is_empty() {
-            println!(
+            crate::say!(
                 "nothing to change: the node already matches profile {}",
                 profile.name
             );
         } else {
-            println!("nothing gputune can change");
+            crate::say!("nothing gputune can change");
         }
         return Ok(report_manual(&manual));
     }
     if args.dry_run {
-        println!("dry run: nothing was changed");
+        crate::say!("dry run: nothing was changed");
         report_manual(&manual);
         return Ok(ExitCode::Ok);
     }
@@ -138,7 +138,7 @@ pub fn apply_with(
             .confirm(&question)
             .map_err(|e| Error::Runtime(format!("cannot read the answer: {e}")))?;
         if !yes {
-            println!("not applied: nothing was changed");
+            crate::say!("not applied: nothing was changed");
             return Ok(ExitCode::Ok);
         }
     }
@@ -157,7 +157,7 @@ pub fn apply_with(
                     "every change was applied and verified, but marking the journal failed ({e}); `gputune rollback` still undoes it"
                 ))
             })?;
-            println!(
+            crate::say!(
                 "applied and verified {} changes of profile {}; the previous values are in {}; undo with `gputune rollback`",
                 plan.steps.len(),
                 profile.name,
@@ -194,9 +194,9 @@ fn report_manual(manual: &[Finding]) -> ExitCode {
     if manual.is_empty() {
         return ExitCode::Ok;
     }
-    println!("still to fix by hand ({}):", manual.len());
+    crate::say!("still to fix by hand ({}):", manual.len());
     for f in manual {
-        println!("  {} {}: {}", f.status.name(), f.id, f.fix);
+        crate::say!("  {} {}: {}", f.status.name(), f.id, f.fix);
     }
     if manual.iter().any(|f| f.status == Status::Fail) {
         ExitCode::Findings
@@ -214,14 +214,14 @@ pub fn rollback_with(root: &Root, operator: &dyn Operator, nft: &dyn Nft) -> Res
     }
     let _lock = lock::acquire(root, lock::WAIT).map_err(runtime)?;
     let Some(mut record) = journal::load(root).map_err(runtime)? else {
-        println!(
+        crate::say!(
             "nothing to roll back: there is no {}",
             root.path(journal::PATH).display()
         );
         return Ok(ExitCode::Ok);
     };
     if record.phase == Phase::RolledBack {
-        println!("nothing to roll back: the last apply was already rolled back");
+        crate::say!("nothing to roll back: the last apply was already rolled back");
         return Ok(ExitCode::Ok);
     }
     let io = HostIo {
@@ -232,10 +232,12 @@ pub fn rollback_with(root: &Root, operator: &dyn Operator, nft: &dyn Nft) -> Res
     for result in transaction::restore(&record.steps, &io) {
         match result {
             Ok(Restored::Changed { target, from, to }) => {
-                println!("restored {target}: {from} -> {to}")
+                crate::say!("restored {target}: {from} -> {to}")
             }
-            Ok(Restored::Unchanged { target }) => println!("unchanged {target}: already as before"),
-            Ok(Restored::LeftAlone { target }) => println!(
+            Ok(Restored::Unchanged { target }) => {
+                crate::say!("unchanged {target}: already as before")
+            }
+            Ok(Restored::LeftAlone { target }) => crate::say!(
                 "left alone {target}: it no longer carries gputune's header, so it is someone else's file now"
             ),
             Err(e) => failed.push(e.to_string()),
@@ -249,7 +251,7 @@ pub fn rollback_with(root: &Root, operator: &dyn Operator, nft: &dyn Nft) -> Res
     }
     record.phase = Phase::RolledBack;
     journal::save(root, &record).map_err(runtime)?;
-    println!(
+    crate::say!(
         "rolled back {} targets changed by profile {}",
         record.steps.len(),
         record.profiles.join(", ")

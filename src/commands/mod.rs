@@ -27,8 +27,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     };
     match cli.command {
         Command::Audit(args) => audit::run(&args, &root),
-        Command::Apply(args) => apply::run(&args, &root),
-        Command::Rollback(args) => apply::rollback(&args, &root),
+        // Their transaction completes whatever happens to stdout; a report nobody saw is exit 3.
+        Command::Apply(args) => crate::say::finish(apply::run(&args, &root)),
+        Command::Rollback(args) => crate::say::finish(apply::rollback(&args, &root)),
         Command::Profiles(args) => profiles::run(&args, &root),
         Command::Topo(args) => topo::run(&args, &root),
         Command::Pin(args) => pin::run(&args, &root),
@@ -39,7 +40,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
 /// Writes a rendered report to `--output` atomically, or to stdout.
 pub fn emit(text: &str, output: Option<&Path>) -> Result<()> {
     match output {
-        Some(path) => crate::host::atomic::write_atomic(path, text.as_bytes()).map_err(|source| {
+        Some(path) => crate::host::atomic::write_output(path, text.as_bytes()).map_err(|source| {
             Error::Write {
                 path: path.to_path_buf(),
                 source,

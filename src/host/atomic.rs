@@ -1,15 +1,217 @@
-//! Writing a file so readers see the old content or the new, never a half-written one.
+//! Writing a file so readers see the old content or the new, never a half-written one, and
+//! so nobody who can write the directory can redirect the write.
+//!
+//! The temporary file is created beside the target with `O_CREAT | O_EXCL | O_NOFOLLOW` under
+//! a name with 64 random bits ([`confine::temp_name`]): a link planted for it is never
+//! followed and the name cannot be guessed in advance. Everything after the directory is
+//! opened works on that directory's handle (`*at` calls), so renaming a directory under us
+//! cannot move the write elsewhere.
 
-use std::fs::{self, File};
+use std::ffi::OsStr;
+use std::fs::File;
 use std::io::{self, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-/// Writes `bytes` to a temporary file beside `path`, fsyncs it, renames it over `path`
-/// and fsyncs the directory (node_exporter's textfile collector and `apply` rely on this).
-/// The file keeps the mode of the one it replaces, else gets 0644 whatever the umask:
-/// `/etc/nccl.conf` and limits.d are read by unprivileged users.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+use super::confine::{self, Refusal};
+
+fn cstr(b: &[u8]) -> io::Result<std::ffi::CString> {
+    std::ffi::CString::new(b)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))
+}
+
+fn check(rc: libc::c_int) -> io::Result<()> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Removes `name` from `dir` (not a directory); a missing one is fine.
+pub fn unlink_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<()> {
+    let c = cstr(name)?;
+    // SAFETY: valid dirfd and NUL-terminated name.
+    match check(unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) }) {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) => Ok(()),
+        other => other,
+    }
+}
+
+fn rename_at(dir: BorrowedFd<'_>, from: &[u8], to: &[u8]) -> io::Result<()> {
+    let (f, t) = (cstr(from)?, cstr(to)?);
+    // SAFETY: valid dirfd and NUL-terminated names.
+    check(unsafe { libc::renameat(dir.as_raw_fd(), f.as_ptr(), dir.as_raw_fd(), t.as_ptr()) })
+}
+
+/// Writes `bytes` as `name` in the directory `dir`: unpredictable temporary file, fsync,
+/// rename over `name`, fsync of the directory. The file keeps the mode of the regular file
+/// it replaces, else gets 0644 whatever the umask (`/etc/nccl.conf` and limits.d are read
+/// by unprivileged users). `dir` must be opened for reading (not `O_PATH`) so it can be
+/// fsynced.
+pub fn write_at(dir: BorrowedFd<'_>, name: &OsStr, bytes: &[u8]) -> io::Result<()> {
+    let mode = match confine::lstat_at(dir, name)? {
+        Some(st) if st.st_mode & libc::S_IFMT == libc::S_IFREG => st.st_mode & 0o7777,
+        _ => 0o644,
+    };
+    let tmp = confine::temp_name(name)?;
+    let c = cstr(&tmp)?;
+    // SAFETY: valid dirfd and NUL-terminated name; the fd returned is owned below.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0o600 as libc::c_uint,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor nobody else owns.
+    let mut file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let result = (|| {
+        file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        rename_at(dir, &tmp, name.as_bytes())?;
+        fsync(dir)
+    })();
+    if result.is_err() {
+        let _ = unlink_at(dir, &tmp);
+    }
+    result
+}
+
+/// fsync of a directory handle (so a rename or unlink in it survives a crash).
+pub fn fsync(dir: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: fsync on a valid descriptor.
+    check(unsafe { libc::fsync(dir.as_raw_fd()) })
+}
+
+/// Makes `name` in `dir` a symbolic link to `dest` through an unpredictable temporary link
+/// and a rename, then fsyncs the directory.
+pub fn symlink_at(dir: BorrowedFd<'_>, name: &OsStr, dest: &str) -> io::Result<()> {
+    let tmp = confine::temp_name(name)?;
+    let (d, t) = (cstr(dest.as_bytes())?, cstr(&tmp)?);
+    // SAFETY: valid dirfd and NUL-terminated strings.
+    check(unsafe { libc::symlinkat(d.as_ptr(), dir.as_raw_fd(), t.as_ptr()) })?;
+    if let Err(e) = rename_at(dir, &tmp, name.as_bytes()) {
+        let _ = unlink_at(dir, &tmp);
+        return Err(e);
+    }
+    fsync(dir)
+}
+
+/// Removes the temporary files gputune left for `name` in `dir` (a run killed between
+/// create and rename); only regular files and links are touched. Returns how many.
+pub fn remove_stale_temps(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<usize> {
+    let mut removed = 0;
+    for entry in list_fd(dir)? {
+        if !confine::is_temp_for(&entry, name.as_bytes()) {
+            continue;
+        }
+        let kind =
+            confine::lstat_at(dir, OsStr::from_bytes(&entry))?.map(|st| st.st_mode & libc::S_IFMT);
+        if matches!(kind, Some(libc::S_IFREG) | Some(libc::S_IFLNK)) {
+            unlink_at(dir, &entry)?;
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        fsync(dir)?;
+    }
+    Ok(removed)
+}
+
+/// The names in a directory handle (not `.` and `..`), unsorted.
+pub fn list_fd(dir: BorrowedFd<'_>) -> io::Result<Vec<Vec<u8>>> {
+    // fdopendir takes ownership of the descriptor it is given, so hand it a duplicate
+    // opened for reading (an O_PATH handle cannot be read).
+    let dot = cstr(b".")?;
+    // SAFETY: valid dirfd and NUL-terminated name.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            dot.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is ours; on success the DIR stream owns it and closedir closes it.
+    let stream = unsafe { libc::fdopendir(fd) };
+    if stream.is_null() {
+        let e = io::Error::last_os_error();
+        // SAFETY: fdopendir failed, so the descriptor is still ours to close.
+        unsafe { libc::close(fd) };
+        return Err(e);
+    }
+    let mut names = Vec::new();
+    loop {
+        // SAFETY: `stream` is a valid DIR*; readdir returns null at the end.
+        let ent = unsafe { libc::readdir(stream) };
+        if ent.is_null() {
+            break;
+        }
+        // SAFETY: d_name is a NUL-terminated array inside the entry readdir returned.
+        let name = unsafe { std::ffi::CStr::from_ptr((*ent).d_name.as_ptr()) }.to_bytes();
+        if name != b"." && name != b".." {
+            if names.len() >= confine::MAX_DIR_ENTRIES {
+                // SAFETY: closes the stream (and its descriptor) exactly once.
+                unsafe { libc::closedir(stream) };
+                return Err(Refusal::TooMany {
+                    cap: confine::MAX_DIR_ENTRIES,
+                }
+                .into());
+            }
+            names.push(name.to_vec());
+        }
+    }
+    // SAFETY: closes the stream (and its descriptor) exactly once.
+    unsafe { libc::closedir(stream) };
+    Ok(names)
+}
+
+/// Opens a real directory for `*at` calls and fsync.
+pub fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
+    let c = cstr(dir.as_os_str().as_bytes())?;
+    // SAFETY: NUL-terminated path; the descriptor returned is owned below.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Writes `--output`: an existing pipe, terminal, character device or `/dev/stdout` is
+/// written into (never replaced: `--output /dev/null` as root must not turn the node's
+/// `/dev/null` into a regular file); a directory or other special file is refused; anything
+/// else (a regular file, a missing name, a symlink to a regular file) is replaced atomically
+/// by [`write_at`] in its directory (node_exporter's textfile collector relies on it).
+pub fn write_output(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    if let Ok(meta) = std::fs::metadata(path) {
+        let ft = meta.file_type();
+        if ft.is_dir() {
+            return Err(Refusal::NotRegular("directory").into());
+        }
+        if ft.is_fifo() || ft.is_char_device() || ft.is_socket() {
+            let mut f = std::fs::OpenOptions::new().write(true).open(path)?;
+            return f.write_all(bytes).and_then(|()| f.flush());
+        }
+        if !ft.is_file() {
+            return Err(Refusal::NotRegular("special file").into());
+        }
+    }
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -17,43 +219,106 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let name = path
         .file_name()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let mode = fs::metadata(path).map_or(0o644, |m| m.permissions().mode() & 0o7777);
-    let result = (|| {
-        let mut file = File::create(&tmp)?;
-        file.set_permissions(fs::Permissions::from_mode(mode))?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)?;
-        File::open(&dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    let dirfd = open_dir(&dir)?;
+    write_at(dirfd.as_fd(), name, bytes)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn replaces_content_and_leaves_no_temp_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("gputune.prom");
-        write_atomic(&path, b"one\n").unwrap();
-        write_atomic(&path, b"two\n").unwrap();
+        write_output(&path, b"one\n").unwrap();
+        write_output(&path, b"two\n").unwrap();
         assert_eq!(fs::read_to_string(&path).unwrap(), "two\n");
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o644
+        );
     }
 
     #[test]
     fn a_missing_directory_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(write_atomic(&dir.path().join("no/such/file"), b"x").is_err());
+        assert!(write_output(&dir.path().join("no/such/file"), b"x").is_err());
+    }
+
+    #[test]
+    fn planted_pid_links_are_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        fs::write(&victim, "keep\n").unwrap();
+        let out = dir.path().join("out");
+        fs::create_dir(&out).unwrap();
+        let pid = std::process::id();
+        for p in pid.saturating_sub(5)..pid + 5 {
+            std::os::unix::fs::symlink(&victim, out.join(format!(".gputune.prom.{p}.tmp")))
+                .unwrap();
+        }
+        write_output(&out.join("gputune.prom"), b"x\n").unwrap();
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "keep\n");
+        assert_eq!(fs::read_to_string(out.join("gputune.prom")).unwrap(), "x\n");
+    }
+
+    #[test]
+    fn special_files_are_written_into_or_refused_never_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
+        // SAFETY: NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || fs::read_to_string(fifo).unwrap())
+        };
+        write_output(&fifo, b"through\n").unwrap();
+        assert_eq!(reader.join().unwrap(), "through\n");
+        assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+
+        // Our own null device, so a regression cannot replace the host's /dev/null.
+        let null = dir.path().join("null");
+        let c = std::ffi::CString::new(null.as_os_str().as_bytes()).unwrap();
+        // SAFETY: NUL-terminated path; makedev(1, 3) is the null device.
+        let made = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) };
+        assert_eq!(made, 0, "mknod needs root");
+        write_output(&null, b"x").unwrap();
+        assert!(
+            fs::symlink_metadata(&null)
+                .unwrap()
+                .file_type()
+                .is_char_device()
+        );
+
+        let err = write_output(dir.path(), b"x").unwrap_err();
+        assert!(confine::refusal_of(&err).is_some());
+    }
+
+    #[test]
+    fn stale_temporary_files_are_recognised_and_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        for n in [
+            ".nccl.conf.77.tmp",
+            ".nccl.conf.gputune-0123456789abcdef.tmp",
+            ".nccl.conf.x.tmp",
+            "nccl.conf",
+        ] {
+            fs::write(dir.path().join(n), "").unwrap();
+        }
+        let fd = open_dir(dir.path()).unwrap();
+        assert_eq!(
+            remove_stale_temps(fd.as_fd(), OsStr::new("nccl.conf")).unwrap(),
+            2
+        );
+        let mut left: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        left.sort();
+        assert_eq!(left, [".nccl.conf.x.tmp", "nccl.conf"]);
     }
 }

@@ -8,15 +8,40 @@ use std::fmt;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CpuList(pub BTreeSet<u32>);
 
+/// The highest CPU number the kernel can have (`NR_CPUS` is at most 8192 on x86 and 65536
+/// anywhere); a list naming more is not from a kernel.
+pub const MAX_CPU_ID: u32 = 65535;
+
+/// The highest NUMA node number (`MAX_NUMNODES` is at most 1 << 10 on x86; 4096 anywhere).
+pub const MAX_NODE_ID: u32 = 4095;
+
+/// How many numbers one list may name in all, counting repeats (`0-65535` repeated a
+/// thousand times): parsing stays linear in what a real kernel could write.
+const MAX_WORK: u64 = 1 << 22;
+
 impl CpuList {
-    /// Parses `0-3,8-11`, `5`, `0-7:2` (stride) or an empty string (no CPUs).
+    /// Parses `0-3,8-11`, `5`, `0-7:2` (stride) or an empty string (no CPUs); CPU numbers
+    /// above [`MAX_CPU_ID`] are an error.
     pub fn parse(text: &str) -> Result<CpuList, String> {
-        let mut set = BTreeSet::new();
+        CpuList::parse_capped(text, MAX_CPU_ID)
+    }
+
+    /// A NUMA node list (`0-1`): like [`CpuList::parse`], capped at [`MAX_NODE_ID`].
+    pub fn parse_nodes(text: &str) -> Result<CpuList, String> {
+        CpuList::parse_capped(text, MAX_NODE_ID)
+    }
+
+    /// Parses with ids capped at `max_id`, into a bitmap first so repeated ranges cost no
+    /// more than their length.
+    pub fn parse_capped(text: &str, max_id: u32) -> Result<CpuList, String> {
         let text = text.trim();
         if text.is_empty() {
-            return Ok(CpuList(set));
+            return Ok(CpuList(BTreeSet::new()));
         }
-        let bad = || format!("`{text}` is not a CPU list (example: 0-3,8-11)");
+        let shown: String = text.chars().take(64).collect();
+        let bad = || format!("`{shown}` is not a CPU list (example: 0-3,8-11)");
+        let mut bits = vec![0u64; (max_id as usize >> 6) + 1];
+        let mut work: u64 = 0;
         for part in text.split(',') {
             let (range, stride) = match part.split_once(':') {
                 Some((r, s)) => (
@@ -39,11 +64,31 @@ impl CpuList {
                     (n, n)
                 }
             };
-            if lo > hi || hi - lo > 1 << 20 {
+            if lo > hi {
                 return Err(bad());
             }
-            set.extend((lo..=hi).step_by(stride as usize));
+            if hi > max_id {
+                return Err(format!(
+                    "`{shown}` names {hi}, above {max_id}, the highest number the kernel allows"
+                ));
+            }
+            work += u64::from((hi - lo) / stride) + 1;
+            if work > MAX_WORK {
+                return Err(format!("`{shown}…` is longer than any kernel CPU list"));
+            }
+            for id in (lo..=hi).step_by(stride as usize) {
+                bits[(id >> 6) as usize] |= 1 << (id & 63);
+            }
         }
+        let set = bits
+            .iter()
+            .enumerate()
+            .flat_map(|(w, word)| {
+                (0..64u32)
+                    .filter(move |b| word & (1 << b) != 0)
+                    .map(move |b| ((w as u32) << 6) | b)
+            })
+            .collect();
         Ok(CpuList(set))
     }
 
@@ -107,8 +152,34 @@ mod tests {
 
     #[test]
     fn malformed_lists() {
-        for text in ["a", "3-1", "1-", "-1", "0-3:0", "1,,2", "0-99999999"] {
+        for text in [
+            "a",
+            "3-1",
+            "1-",
+            "-1",
+            "0-3:0",
+            "1,,2",
+            "0-99999999",
+            "65536",
+        ] {
             assert!(CpuList::parse(text).is_err(), "{text:?}");
         }
+        assert!(CpuList::parse_nodes("4096").is_err());
+        assert_eq!(CpuList::parse_nodes("0-4095").unwrap().len(), 4096);
+        assert_eq!(CpuList::parse("65535").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn huge_lists_are_refused_fast_and_small() {
+        let start = std::time::Instant::now();
+        let ranges: Vec<String> = (0..60)
+            .map(|i| format!("{}-{}", i * 1_000_000, i * 1_000_000 + 999_999))
+            .collect();
+        let err = CpuList::parse(&ranges.join(",")).unwrap_err();
+        assert!(err.contains("highest number"), "{err}");
+        let repeated = vec!["0-65535"; 10_000].join(",");
+        let err = CpuList::parse(&repeated).unwrap_err();
+        assert!(err.contains("longer than"), "{err}");
+        assert!(start.elapsed() < std::time::Duration::from_secs(5));
     }
 }

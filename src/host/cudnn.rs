@@ -69,10 +69,7 @@ pub fn locate(root: &Root, env: &SearchEnv) -> Result<Found, Vec<String>> {
     }
     for site in libsearch::site_packages(root, env) {
         let lib = format!("{site}/nvidia/cudnn/lib");
-        let Some(name) = SONAMES
-            .iter()
-            .find(|n| root.path(&format!("{lib}/{n}")).is_file())
-        else {
+        let Some(name) = SONAMES.iter().find(|n| root.is_file(&format!("{lib}/{n}"))) else {
             continue;
         };
         let wheel = root
@@ -138,9 +135,11 @@ fn with_version(root: &Root, path: String, origin: String) -> Found {
             };
         }
     }
-    let target = std::fs::read_link(root.path(&path))
-        .ok()
-        .and_then(|t| t.file_name().map(|n| n.to_string_lossy().into_owned()));
+    let target = root.read_link(&path).ok().flatten().and_then(|t| {
+        Path::new(&t)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+    });
     let by_name = target
         .as_deref()
         .into_iter()

@@ -82,7 +82,7 @@ pub fn find_any(root: &Root, env: &SearchEnv, names: &[&str]) -> Result<Found, V
         for dir in dirs.split(':').filter(|d| d.starts_with('/')) {
             for name in names {
                 let path = format!("{}/{name}", dir.trim_end_matches('/'));
-                if root.path(&path).is_file() {
+                if root.is_file(&path) {
                     return Ok(Found {
                         path,
                         origin: Origin::LdLibraryPath,
@@ -100,7 +100,7 @@ pub fn find_any(root: &Root, env: &SearchEnv, names: &[&str]) -> Result<Found, V
                         .get(*name)
                         .into_iter()
                         .flatten()
-                        .find(|p| root.path(p).is_file())
+                        .find(|p| root.is_file(p))
                     {
                         return Ok(Found {
                             path: path.clone(),
@@ -118,7 +118,7 @@ pub fn find_any(root: &Root, env: &SearchEnv, names: &[&str]) -> Result<Found, V
     for dir in VENDOR_DIRS {
         for name in names {
             let path = format!("{dir}/{name}");
-            if root.path(&path).is_file() {
+            if root.is_file(&path) {
                 return Ok(Found {
                     path,
                     origin: Origin::Directory,
@@ -157,7 +157,7 @@ pub fn site_packages(root: &Root, env: &SearchEnv) -> Vec<String> {
         for py in pythons {
             for pkgs in ["site-packages", "dist-packages"] {
                 let dir = format!("{lib}/{py}/{pkgs}");
-                if root.path(&dir).is_dir() {
+                if root.is_dir(&dir) {
                     out.push(dir);
                 }
             }

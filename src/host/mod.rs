@@ -4,20 +4,27 @@
 
 pub mod atomic;
 pub mod bind;
+pub mod confine;
 pub mod cpulist;
 pub mod cudnn;
 pub mod exec;
 pub mod ldcache;
 pub mod libsearch;
+pub mod libversion;
 pub mod mounts;
 pub mod nccl;
 pub mod net;
 pub mod sysctl;
 pub mod torch;
 
-use std::fs;
-use std::io;
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+
+pub use confine::{READ_CAP, Refusal};
 
 /// An I/O failure on a host path, carrying the path it happened on.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +41,12 @@ impl HostError {
             path: path.into(),
             source,
         }
+    }
+
+    /// Why gputune refused the path (it escapes the root, is not a regular file, is too
+    /// large, or a write would follow a link), when that is the failure.
+    pub fn refusal(&self) -> Option<&Refusal> {
+        confine::refusal_of(&self.source)
     }
 }
 
@@ -69,54 +82,271 @@ impl Root {
         self.dir.join(host_path.trim_start_matches('/'))
     }
 
-    /// Reads a whole text file; a missing file is `Ok(None)`, not an error.
-    pub fn read_optional(&self, host_path: &str) -> Result<Option<String>, HostError> {
-        let path = self.path(host_path);
-        match fs::read(&path) {
-            Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(HostError::new(path, e)),
-        }
+    /// Opens a host path resolved inside this root (absolute links stay inside it, `..`
+    /// never climbs above it, magic `/proc` links are not followed); see [`confine`].
+    pub fn open(&self, host_path: &str, flags: libc::c_int) -> Result<OwnedFd, HostError> {
+        let err = |e| HostError::new(self.path(host_path), e);
+        let root = confine::open_root(&self.dir).map_err(err)?;
+        confine::open(root.as_fd(), host_path, flags, 0).map_err(err)
     }
 
-    /// Reads a whole binary file; a missing file is `Ok(None)`.
-    pub fn read_optional_bytes(&self, host_path: &str) -> Result<Option<Vec<u8>>, HostError> {
-        let path = self.path(host_path);
-        match fs::read(&path) {
-            Ok(bytes) => Ok(Some(bytes)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(HostError::new(path, e)),
+    /// Reads a file of at most `cap` bytes that must be a regular file (the kernel's
+    /// `/proc` and `/sys` attributes are); a missing file is `Ok(None)`. It is opened
+    /// non-blocking, so a FIFO planted where a configuration file belongs is refused
+    /// instead of hanging the audit, and `/dev/zero` cannot grow memory without bound.
+    pub fn read_capped(&self, host_path: &str, cap: u64) -> Result<Option<Vec<u8>>, HostError> {
+        let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY;
+        let fd = match self.open(host_path, flags) {
+            Ok(fd) => fd,
+            Err(e) if e.source.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let err = |e| HostError::new(self.path(host_path), e);
+        let st = confine::fstat(fd.as_fd()).map_err(err)?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(err(
+                Refusal::NotRegular(confine::kind_name(st.st_mode)).into()
+            ));
         }
+        let mut bytes = Vec::new();
+        File::from(fd)
+            .take(cap + 1)
+            .read_to_end(&mut bytes)
+            .map_err(err)?;
+        if bytes.len() as u64 > cap {
+            return Err(err(Refusal::TooLarge { cap }.into()));
+        }
+        Ok(Some(bytes))
+    }
+
+    /// Reads a whole text file (up to [`READ_CAP`]); a missing file is `Ok(None)`, not an
+    /// error.
+    pub fn read_optional(&self, host_path: &str) -> Result<Option<String>, HostError> {
+        Ok(self
+            .read_optional_bytes(host_path)?
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
+    }
+
+    /// Reads a whole binary file (up to [`READ_CAP`]); a missing file is `Ok(None)`.
+    pub fn read_optional_bytes(&self, host_path: &str) -> Result<Option<Vec<u8>>, HostError> {
+        self.read_capped(host_path, READ_CAP)
     }
 
     /// Reads a whole text file that must exist.
     pub fn read(&self, host_path: &str) -> Result<String, HostError> {
-        let path = self.path(host_path);
-        fs::read(&path)
-            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-            .map_err(|e| HostError::new(path, e))
+        self.read_optional(host_path)?.ok_or_else(|| {
+            HostError::new(
+                self.path(host_path),
+                io::Error::from(io::ErrorKind::NotFound),
+            )
+        })
     }
 
     /// Names in a directory, sorted; a missing directory is `Ok(None)`.
     pub fn list_dir(&self, host_path: &str) -> Result<Option<Vec<String>>, HostError> {
-        let path = self.path(host_path);
-        let entries = match fs::read_dir(&path) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(HostError::new(path, e)),
+        let fd = match self.open(host_path, libc::O_RDONLY | libc::O_DIRECTORY) {
+            Ok(fd) => fd,
+            Err(e) if e.source.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
         };
-        let mut names = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| HostError::new(&path, e))?;
-            names.push(entry.file_name().to_string_lossy().into_owned());
-        }
+        let mut names: Vec<String> = atomic::list_fd(fd.as_fd())
+            .map_err(|e| HostError::new(self.path(host_path), e))?
+            .iter()
+            .map(|n| String::from_utf8_lossy(n).into_owned())
+            .collect();
         names.sort();
         Ok(Some(names))
     }
 
-    /// True when the host path exists (following links, as sysfs users expect).
+    /// True when the host path exists inside the root (following links, as sysfs users
+    /// expect, but never out of the root).
     pub fn exists(&self, host_path: &str) -> bool {
-        self.path(host_path).exists()
+        self.open(host_path, libc::O_PATH).is_ok()
+    }
+
+    /// True when the host path is a regular file inside the root (links followed inside).
+    pub fn is_file(&self, host_path: &str) -> bool {
+        self.kind_is(host_path, |t| t.is_file())
+    }
+
+    /// True when the host path is a directory inside the root (links followed inside).
+    pub fn is_dir(&self, host_path: &str) -> bool {
+        self.kind_is(host_path, |t| t.is_dir())
+    }
+
+    fn kind_is(&self, host_path: &str, test: impl Fn(std::fs::FileType) -> bool) -> bool {
+        self.open(host_path, libc::O_PATH)
+            .ok()
+            .and_then(|fd| File::from(fd).metadata().ok())
+            .is_some_and(|m| test(m.file_type()))
+    }
+
+    /// The real path (under the root, like `fs::canonicalize`) that `host_path` resolves to
+    /// inside the root; `None` when it does not exist. sysfs readers use it to follow
+    /// `device` links without leaving an image.
+    pub fn canonicalize(&self, host_path: &str) -> Option<PathBuf> {
+        use std::os::fd::AsRawFd;
+        let fd = self.open(host_path, libc::O_PATH).ok()?;
+        std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()
+    }
+
+    /// The directory holding `host_path`, opened inside the root for `*at` calls, and the
+    /// final name. The name itself is never resolved, so writes and removals act on it and
+    /// not on what a link there points to.
+    fn parent(&self, host_path: &str) -> Result<(OwnedFd, Vec<u8>), HostError> {
+        let err = |e| HostError::new(self.path(host_path), e);
+        let p = Path::new(host_path);
+        let name = p
+            .file_name()
+            .filter(|n| *n != OsStr::new(".."))
+            .ok_or_else(|| err(io::Error::new(io::ErrorKind::InvalidInput, "no file name")))?;
+        confine::relative(host_path).map_err(err)?;
+        let dir = p.parent().and_then(Path::to_str).unwrap_or("/");
+        let dir = if dir.is_empty() { "/" } else { dir };
+        let fd = self.open(dir, libc::O_RDONLY | libc::O_DIRECTORY)?;
+        Ok((fd, name.as_bytes().to_vec()))
+    }
+
+    /// Creates the missing directories of `host_dir` inside the root, each 0755 whatever
+    /// the umask (the files in them are read by unprivileged users).
+    pub fn create_dirs(&self, host_dir: &str) -> Result<(), HostError> {
+        let rel =
+            confine::relative(host_dir).map_err(|e| HostError::new(self.path(host_dir), e))?;
+        let mut prefix = String::new();
+        for part in rel.split('/').filter(|c| !c.is_empty() && *c != ".") {
+            prefix.push('/');
+            prefix.push_str(part);
+            if self.open(&prefix, libc::O_PATH | libc::O_DIRECTORY).is_ok() {
+                continue;
+            }
+            let (dir, name) = self.parent(&prefix)?;
+            let err = |e| HostError::new(self.path(&prefix), e);
+            let c = std::ffi::CString::new(name.clone())
+                .map_err(|_| err(io::Error::from(io::ErrorKind::InvalidInput)))?;
+            // SAFETY: valid dirfd and NUL-terminated name.
+            let rc =
+                unsafe { libc::mkdirat(std::os::fd::AsRawFd::as_raw_fd(&dir), c.as_ptr(), 0o755) };
+            if rc < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::AlreadyExists {
+                    return Err(err(e));
+                }
+            }
+            let made = self.open(&prefix, libc::O_RDONLY | libc::O_DIRECTORY)?;
+            use std::os::unix::fs::PermissionsExt;
+            File::from(made)
+                .set_permissions(std::fs::Permissions::from_mode(0o755))
+                .map_err(err)?;
+        }
+        Ok(())
+    }
+
+    /// Replaces a file inside the root atomically (see [`atomic::write_at`]), creating its
+    /// directories; a link at the final name is replaced, never followed.
+    pub fn write_file(&self, host_path: &str, bytes: &[u8]) -> Result<(), HostError> {
+        if let Some(dir) = Path::new(host_path).parent().and_then(Path::to_str) {
+            self.create_dirs(dir)?;
+        }
+        let (dir, name) = self.parent(host_path)?;
+        atomic::write_at(dir.as_fd(), OsStr::from_bytes(&name), bytes)
+            .map_err(|e| HostError::new(self.path(host_path), e))
+    }
+
+    /// Removes a file or link inside the root (never what a link points to); a missing one
+    /// is fine.
+    pub fn remove_file(&self, host_path: &str) -> Result<(), HostError> {
+        let (dir, name) = match self.parent(host_path) {
+            Ok(p) => p,
+            Err(e)
+                if matches!(
+                    e.source.raw_os_error(),
+                    Some(libc::ENOENT) | Some(libc::ENOTDIR)
+                ) =>
+            {
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        let err = |e| HostError::new(self.path(host_path), e);
+        atomic::unlink_at(dir.as_fd(), &name).map_err(err)?;
+        atomic::fsync(dir.as_fd()).map_err(err)
+    }
+
+    /// The target of the link at `host_path`; `None` when there is none (missing, or not a
+    /// link).
+    pub fn read_link(&self, host_path: &str) -> Result<Option<String>, HostError> {
+        let (dir, name) = match self.parent(host_path) {
+            Ok(p) => p,
+            Err(e)
+                if matches!(
+                    e.source.raw_os_error(),
+                    Some(libc::ENOENT) | Some(libc::ENOTDIR)
+                ) =>
+            {
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        match confine::readlink_at(dir.as_fd(), OsStr::from_bytes(&name)) {
+            Ok(t) => Ok(Some(String::from_utf8_lossy(&t).into_owned())),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) => {
+                Ok(None)
+            }
+            Err(e) => Err(HostError::new(self.path(host_path), e)),
+        }
+    }
+
+    /// Makes `host_path` a link to `dest` (a temporary link renamed over it).
+    pub fn symlink(&self, host_path: &str, dest: &str) -> Result<(), HostError> {
+        if let Some(dir) = Path::new(host_path).parent().and_then(Path::to_str) {
+            self.create_dirs(dir)?;
+        }
+        let (dir, name) = self.parent(host_path)?;
+        atomic::symlink_at(dir.as_fd(), OsStr::from_bytes(&name), dest)
+            .map_err(|e| HostError::new(self.path(host_path), e))
+    }
+
+    /// Writes a kernel knob in place with one `write`, as the kernel requires. The knob
+    /// must be a regular file reached without a final link.
+    pub fn write_knob(&self, host_path: &str, value: &str) -> Result<(), HostError> {
+        use std::io::Write;
+        let fd = self.open(
+            host_path,
+            libc::O_WRONLY | libc::O_TRUNC | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY,
+        );
+        let err = |e| HostError::new(self.path(host_path), e);
+        let fd = match fd {
+            Err(e) if e.source.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(err(Refusal::FinalLink.into()));
+            }
+            other => other?,
+        };
+        let st = confine::fstat(fd.as_fd()).map_err(err)?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(err(
+                Refusal::NotRegular(confine::kind_name(st.st_mode)).into()
+            ));
+        }
+        File::from(fd).write_all(value.as_bytes()).map_err(err)
+    }
+
+    /// Removes what a killed run left of its temporary files for `host_path`; a missing
+    /// directory is fine.
+    pub fn remove_stale_temps(&self, host_path: &str) -> Result<usize, HostError> {
+        let (dir, name) = match self.parent(host_path) {
+            Ok(p) => p,
+            Err(e)
+                if matches!(
+                    e.source.raw_os_error(),
+                    Some(libc::ENOENT) | Some(libc::ENOTDIR)
+                ) =>
+            {
+                return Ok(0);
+            }
+            Err(e) => return Err(e),
+        };
+        atomic::remove_stale_temps(dir.as_fd(), OsStr::from_bytes(&name))
+            .map_err(|e| HostError::new(self.path(host_path), e))
     }
 }
 
@@ -140,5 +370,77 @@ mod tests {
         assert_eq!(root.read_optional("/proc/nothing").unwrap(), None);
         assert_eq!(root.list_dir("/sys/class/net").unwrap(), None);
         assert!(root.read("/proc/nothing").is_err());
+    }
+
+    #[test]
+    fn canonical_paths_stay_inside_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(real.join("sys/devices/pci0000:00/0000:00:01.0")).unwrap();
+        std::fs::create_dir_all(real.join("sys/class/net")).unwrap();
+        std::os::unix::fs::symlink(
+            "/sys/devices/pci0000:00/0000:00:01.0",
+            real.join("sys/class/net/eth0"),
+        )
+        .unwrap();
+        let root = Root::new(&real);
+        assert_eq!(
+            root.canonicalize("/sys/class/net/eth0"),
+            Some(real.join("sys/devices/pci0000:00/0000:00:01.0"))
+        );
+        assert_eq!(root.canonicalize("/sys/class/net/none"), None);
+    }
+
+    #[test]
+    fn special_and_huge_files_are_refused_with_their_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        std::fs::create_dir_all(dir.path().join("etc")).unwrap();
+        let fifo =
+            std::ffi::CString::new(dir.path().join("etc/fifo").as_os_str().as_bytes()).unwrap();
+        // SAFETY: NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("etc/zero")).unwrap();
+        let err = root.read_optional("/etc/fifo").unwrap_err();
+        assert_eq!(err.refusal(), Some(&Refusal::NotRegular("FIFO")));
+        // An absolute link resolves inside the root: there is no /dev/zero in it.
+        assert_eq!(root.read_optional("/etc/zero").unwrap(), None);
+        let live = Root::live().read_optional("/dev/zero").unwrap_err();
+        assert_eq!(
+            live.refusal(),
+            Some(&Refusal::NotRegular("character device"))
+        );
+        std::fs::write(dir.path().join("etc/big"), vec![b'x'; 4096]).unwrap();
+        let err = root.read_capped("/etc/big", 100).unwrap_err();
+        assert_eq!(err.refusal(), Some(&Refusal::TooLarge { cap: 100 }));
+        let err = root.read_optional("/../etc/big").unwrap_err();
+        assert_eq!(err.refusal(), Some(&Refusal::Escapes));
+    }
+
+    #[test]
+    fn writes_stay_inside_the_root_and_never_follow_a_final_link() {
+        let outer = tempfile::tempdir().unwrap();
+        let sentinel = outer.path().join("sentinel");
+        std::fs::write(&sentinel, "keep\n").unwrap();
+        let r = outer.path().join("root");
+        std::fs::create_dir_all(r.join("etc")).unwrap();
+        std::fs::create_dir_all(r.join("proc/sys/vm")).unwrap();
+        // A directory link out of the root, and a knob that is a link to the sentinel.
+        std::os::unix::fs::symlink(outer.path(), r.join("etc/sysctl.d")).unwrap();
+        std::os::unix::fs::symlink(&sentinel, r.join("proc/sys/vm/swappiness")).unwrap();
+        let root = Root::new(&r);
+        // Inside the root the link dangles: the write fails rather than land outside.
+        assert!(root.write_file("/etc/sysctl.d/sentinel", b"x\n").is_err());
+        std::fs::create_dir_all(r.join(outer.path().strip_prefix("/").unwrap())).unwrap();
+        root.write_file("/etc/sysctl.d/sentinel", b"x\n").unwrap();
+        let err = root
+            .write_knob("/proc/sys/vm/swappiness", "10")
+            .unwrap_err();
+        assert!(
+            err.refusal().is_some() || err.source.raw_os_error() == Some(libc::ENOENT),
+            "{err}"
+        );
+        root.remove_file("/etc/sysctl.d/sentinel").unwrap();
+        assert_eq!(std::fs::read_to_string(&sentinel).unwrap(), "keep\n");
     }
 }

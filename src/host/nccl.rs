@@ -45,6 +45,10 @@ pub struct Located {
     /// The real path to open (under the root when the root is not `/`).
     pub path: PathBuf,
     pub origin: Origin,
+    /// The path inside the root when the library was found there (the linker's cache or a
+    /// site-packages); `None` for `$GPUTUNE_NCCL_LIB` and `LD_LIBRARY_PATH`, which name
+    /// files of the invoking host.
+    pub host_path: Option<String>,
 }
 
 /// The process environment the search depends on, captured once so tests can set it.
@@ -87,6 +91,7 @@ pub fn locate(root: &Root, env: &SearchEnv) -> Result<Located, Vec<String>> {
             return Ok(Located {
                 path,
                 origin: Origin::EnvVar,
+                host_path: None,
             });
         }
         searched.push(format!("$GPUTUNE_NCCL_LIB={file} (no such file)"));
@@ -101,6 +106,7 @@ pub fn locate(root: &Root, env: &SearchEnv) -> Result<Located, Vec<String>> {
                 return Ok(Located {
                     path,
                     origin: Origin::LdLibraryPath,
+                    host_path: None,
                 });
             }
         }
@@ -109,16 +115,16 @@ pub fn locate(root: &Root, env: &SearchEnv) -> Result<Located, Vec<String>> {
     match root.read_optional_bytes("/etc/ld.so.cache") {
         Ok(Some(bytes)) => match super::ldcache::parse(&bytes) {
             Ok(cache) => {
-                if let Some(path) = cache
+                if let Some(host) = cache
                     .get(SONAME)
                     .into_iter()
                     .flatten()
-                    .map(|p| root.path(p))
-                    .find(|p| p.is_file())
+                    .find(|p| is_file(root, p))
                 {
                     return Ok(Located {
-                        path,
+                        path: root.path(host),
                         origin: Origin::LinkerCache,
+                        host_path: Some(host.to_string()),
                     });
                 }
                 searched.push("/etc/ld.so.cache".into());
@@ -138,10 +144,11 @@ pub fn locate(root: &Root, env: &SearchEnv) -> Result<Located, Vec<String>> {
         .copied()
         .chain(SYSTEM_PYTHON_PREFIXES.iter().copied())
     {
-        if let Some(path) = python_nccl(root, prefix) {
+        if let Some(host) = python_nccl(root, prefix) {
             return Ok(Located {
-                path,
+                path: root.path(&host),
                 origin: Origin::Python,
+                host_path: Some(host),
             });
         }
         searched.push(format!(
@@ -151,8 +158,17 @@ pub fn locate(root: &Root, env: &SearchEnv) -> Result<Located, Vec<String>> {
     Err(searched)
 }
 
-/// `PREFIX/lib/python3*/{site,dist}-packages/nvidia/nccl/lib/libnccl.so.2`, newest Python first.
-fn python_nccl(root: &Root, prefix: &str) -> Option<PathBuf> {
+/// True when `host_path` is a regular file inside the root (links followed inside it).
+fn is_file(root: &Root, host_path: &str) -> bool {
+    root.open(host_path, libc::O_PATH)
+        .ok()
+        .and_then(|fd| super::confine::fstat(std::os::fd::AsFd::as_fd(&fd)).ok())
+        .is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG)
+}
+
+/// `PREFIX/lib/python3*/{site,dist}-packages/nvidia/nccl/lib/libnccl.so.2` (its host path),
+/// newest Python first.
+fn python_nccl(root: &Root, prefix: &str) -> Option<String> {
     let lib = format!("{}/lib", prefix.trim_end_matches('/'));
     let mut pythons: Vec<String> = root
         .list_dir(&lib)
@@ -168,8 +184,40 @@ fn python_nccl(root: &Root, prefix: &str) -> Option<PathBuf> {
             ["site-packages", "dist-packages"]
                 .map(|pkgs| format!("{lib}/{py}/{pkgs}/nvidia/nccl/lib/{SONAME}"))
         })
-        .map(|p| root.path(&p))
-        .find(|p| p.is_file())
+        .find(|p| is_file(root, p))
+}
+
+/// NCCL's version at `located`. Only the live node's library is loaded (and asked with
+/// `ncclGetVersion`); a library inside another root is read, never loaded (see
+/// [`super::libversion`]), and `$GPUTUNE_NCCL_LIB` counts as the live node's (the invoking
+/// user named it).
+pub fn version_of(root: &Root, located: &Located) -> Result<NcclVersion, NcclError> {
+    match (&located.host_path, root.is_live()) {
+        (Some(host), false) => match super::libversion::nccl(root, host) {
+            Ok((major, minor, patch)) => Ok(NcclVersion {
+                major,
+                minor,
+                patch,
+                code: (major * 10000 + minor * 100 + patch) as i32,
+            }),
+            Err(reason) => Err(NcclError::Unread {
+                path: located.path.clone(),
+                reason,
+            }),
+        },
+        _ => Nccl::open(&located.path)?.version(),
+    }
+}
+
+/// Loads the library at `located` for use, refusing one that belongs to another root.
+pub fn load(root: &Root, located: &Located) -> Result<Nccl, NcclError> {
+    if located.host_path.is_some() && !root.is_live() {
+        return Err(NcclError::NotLive {
+            path: located.path.clone(),
+            root: root.dir().to_path_buf(),
+        });
+    }
+    Nccl::open(&located.path)
 }
 
 /// Why NCCL could not be used.
@@ -179,6 +227,13 @@ pub enum NcclError {
     Load { path: PathBuf, message: String },
     #[error("{} has no symbol {symbol} (too old or not NCCL)", path.display())]
     SymbolMissing { path: PathBuf, symbol: &'static str },
+    /// Under a root other than `/` the library is never loaded, and its version could not
+    /// be read from the file, its package metadata or its name.
+    #[error("{} is not loaded from an image and its version could not be read from it: {reason}", path.display())]
+    Unread { path: PathBuf, reason: String },
+    /// A library found inside an image was about to be loaded into gputune.
+    #[error("{} belongs to the root {}, not the running node; gputune never loads an image's libraries", path.display(), root.display())]
+    NotLive { path: PathBuf, root: PathBuf },
     #[error("{function} failed: {message} (ncclResult_t {code})")]
     Call {
         function: &'static str,
@@ -370,7 +425,8 @@ mod tests {
             locate(&root, &env).unwrap(),
             Located {
                 path: explicit,
-                origin: Origin::EnvVar
+                origin: Origin::EnvVar,
+                host_path: None,
             }
         );
     }
@@ -429,6 +485,27 @@ mod real_library {
         assert!(!nccl.error_string(1).is_empty());
     }
 
+    /// Under a root other than `/`, the real library's version comes from its `.rodata`
+    /// and matches what `ncclGetVersion` says when it is loaded.
+    #[test]
+    fn an_image_library_is_read_not_loaded_and_agrees_with_the_loaded_one() {
+        let lib = real_nccl();
+        let dir = lib.parent().unwrap();
+        let root = Root::new(dir);
+        let located = Located {
+            path: lib.clone(),
+            origin: Origin::Python,
+            host_path: Some("/libnccl.so.2".into()),
+        };
+        let read = version_of(&root, &located).unwrap();
+        let loaded = Nccl::open(&lib).unwrap().version().unwrap();
+        assert_eq!(read.to_string(), loaded.to_string());
+        assert!(matches!(
+            load(&root, &located),
+            Err(NcclError::NotLive { .. })
+        ));
+    }
+
     #[test]
     fn is_found_through_ld_library_path() {
         let lib = real_nccl();
@@ -441,7 +518,8 @@ mod real_library {
             found,
             Located {
                 path: lib,
-                origin: Origin::LdLibraryPath
+                origin: Origin::LdLibraryPath,
+                host_path: None,
             }
         );
     }

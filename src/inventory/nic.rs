@@ -60,10 +60,10 @@ pub struct SkippedNic {
 /// for trimmed snapshots and drivers that leave `device` out.
 pub fn device_path(root: &Root, name: &str) -> Option<PathBuf> {
     let dir = format!("/sys/class/net/{name}");
-    if let Ok(real) = std::fs::canonicalize(root.path(&format!("{dir}/device"))) {
+    if let Some(real) = root.canonicalize(&format!("{dir}/device")) {
         return Some(real);
     }
-    let real = std::fs::canonicalize(root.path(&dir)).ok()?;
+    let real = root.canonicalize(&dir)?;
     let parent = real.parent().filter(|p| p.ends_with("net"))?.parent()?;
     pci_function(parent).map(Path::to_path_buf)
 }
@@ -71,7 +71,7 @@ pub fn device_path(root: &Root, name: &str) -> Option<PathBuf> {
 /// Why an interface is software-only, or `None` when a device backs it.
 pub fn virtual_reason(root: &Root, name: &str) -> Option<String> {
     let dir = format!("/sys/class/net/{name}");
-    let real = std::fs::canonicalize(root.path(&dir)).unwrap_or_default();
+    let real = root.canonicalize(&dir).unwrap_or_default();
     let is_virtual =
         real.components().any(|c| c.as_os_str() == "virtual") || device_path(root, name).is_none();
     if !is_virtual {
@@ -138,7 +138,7 @@ pub fn nics(
             }
             None => None,
         };
-        let driver = pci::link_name(&root.path(&format!("{dir}/device/driver")))
+        let driver = pci::link_name_in(root, &format!("{dir}/device/driver"))
             .or_else(|| pci_dev.as_ref().and_then(|p| p.driver.clone()));
         let pci_address = pci_dev.as_ref().map(|p| p.address.clone());
         let info = ethtool.driver_info(&name).ok();

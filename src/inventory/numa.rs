@@ -44,7 +44,12 @@ pub fn nodes(root: &Root) -> Result<Vec<NumaNode>, HostError> {
     let base = "/sys/devices/system/node";
     let mut out = Vec::new();
     for name in root.list_dir(base)?.unwrap_or_default() {
-        let Some(id) = name.strip_prefix("node").and_then(|n| n.parse().ok()) else {
+        // Node numbers past the kernel's MAX_NUMNODES are not a kernel's: left out.
+        let Some(id) = name
+            .strip_prefix("node")
+            .and_then(|n| n.parse().ok())
+            .filter(|id| *id <= crate::host::cpulist::MAX_NODE_ID)
+        else {
             continue;
         };
         let dir = format!("{base}/{name}");

@@ -154,7 +154,7 @@ pub struct PciDevice {
 /// `/sys/bus/pci/devices/0000:3b:00.0`).
 pub fn read_device(root: &Root, dir: &str) -> Result<PciDevice, HostError> {
     let file = |name: &str| root.read_optional(&format!("{dir}/{name}"));
-    let real = std::fs::canonicalize(root.path(dir)).unwrap_or_else(|_| root.path(dir));
+    let real = root.canonicalize(dir).unwrap_or_else(|| root.path(dir));
     let address = real
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -163,7 +163,7 @@ pub fn read_device(root: &Root, dir: &str) -> Result<PciDevice, HostError> {
         vendor: file("vendor")?.as_deref().and_then(parse_hex),
         device: file("device")?.as_deref().and_then(parse_hex),
         class: file("class")?.as_deref().and_then(parse_hex),
-        driver: link_name(&root.path(&format!("{dir}/driver"))),
+        driver: link_name_in(root, &format!("{dir}/driver")),
         numa_node: file("numa_node")?.as_deref().and_then(parse_numa_node),
         local_cpus: match file("local_cpulist")? {
             Some(t) => CpuList::parse(&t).ok(),
@@ -203,6 +203,16 @@ pub fn link_name(path: &Path) -> Option<String> {
     std::fs::read_link(path)
         .ok()
         .and_then(|t| t.file_name().map(|n| n.to_string_lossy().into_owned()))
+}
+
+/// [`link_name`] of a link inside the root (the directories above it resolved inside the
+/// root too).
+pub fn link_name_in(root: &Root, host_path: &str) -> Option<String> {
+    root.read_link(host_path).ok().flatten().and_then(|t| {
+        Path::new(&t)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+    })
 }
 
 /// PCI addresses in a device's canonical sysfs path above it: its bridges and switch ports.

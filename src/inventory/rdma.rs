@@ -150,7 +150,7 @@ fn device(root: &Root, name: &str) -> Result<RdmaDevice, HostError> {
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty())
     };
-    let real = std::fs::canonicalize(root.path(&format!("{dir}/device"))).ok();
+    let real = root.canonicalize(&format!("{dir}/device"));
     let pci_dev = match real.as_deref().and_then(pci_function) {
         Some(p) => Some(pci::read_device(
             root,

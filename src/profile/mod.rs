@@ -41,6 +41,14 @@ pub const BUILTIN: &[(&str, &str)] = &[
 /// Where site profiles live on the node (under the root).
 pub const SITE_DIR: &str = "/etc/gputune/profiles";
 
+/// How deep includes may nest. Shipped profiles use two levels; a deeper chain is a
+/// mistake or an attack (a chain of thousands would overflow the stack).
+pub const MAX_INCLUDE_DEPTH: usize = 32;
+
+/// The most a profile file may hold (1 MiB; shipped ones are a few KiB). A profile naming
+/// `/dev/zero` or a FIFO is refused rather than read without end.
+pub const MAX_PROFILE_BYTES: u64 = 1 << 20;
+
 /// A profile that cannot be used, naming the file, line and key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct ProfileError {
@@ -147,8 +155,17 @@ struct SourceFile {
     /// for include-cycle detection.
     identity: String,
     /// Directory relative includes given as paths resolve against.
-    dir: Option<PathBuf>,
+    dir: Option<Base>,
     text: String,
+}
+
+/// Where a profile's path includes resolve: beside a file the user named (on the invoking
+/// host, which they trust), or beside a site profile inside the root (an image's file: its
+/// includes resolve inside the root too, never on the host).
+#[derive(Debug, Clone)]
+enum Base {
+    Host(PathBuf),
+    InRoot(String),
 }
 
 /// Finds, parses and resolves profiles against the keys the checks understand.
@@ -174,7 +191,8 @@ impl<'a> Loader<'a> {
                 message,
             })?;
         let mut stack = Vec::new();
-        let merged = self.resolve(source, &mut stack)?;
+        let mut memo = std::collections::HashMap::new();
+        let merged = self.resolve(source, &mut stack, &mut memo)?;
         Ok(Profile {
             name: merged.name,
             description: merged.description,
@@ -221,13 +239,51 @@ impl<'a> Loader<'a> {
         Ok(listings)
     }
 
-    fn find(&self, ident: &str, relative_to: Option<&Path>) -> Result<SourceFile, String> {
+    fn find(&self, ident: &str, relative_to: Option<&Base>) -> Result<SourceFile, String> {
+        if (ident.contains('/') || ident.ends_with(".toml"))
+            && let Some(Base::InRoot(dir)) = relative_to
+        {
+            let host = if ident.starts_with('/') {
+                ident.to_string()
+            } else {
+                format!("{dir}/{ident}")
+            };
+            let text = self
+                .root
+                .read_capped(&host, MAX_PROFILE_BYTES)
+                .map_err(|e| format!("cannot read {e}"))?
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .ok_or_else(|| {
+                    format!(
+                        "cannot read {}: no such file",
+                        self.root.path(&host).display()
+                    )
+                })?;
+            let path = Path::new(&host);
+            return Ok(SourceFile {
+                name: path
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                display: self.root.path(&host).display().to_string(),
+                identity: self
+                    .root
+                    .canonicalize(&host)
+                    .map_or_else(|| host.clone(), |p| p.display().to_string()),
+                dir: Some(Base::InRoot(
+                    path.parent()
+                        .map_or_else(|| "/".into(), |p| p.display().to_string()),
+                )),
+                text,
+            });
+        }
         if ident.contains('/') || ident.ends_with(".toml") {
             let path = match relative_to {
-                Some(dir) if Path::new(ident).is_relative() => dir.join(ident),
+                Some(Base::Host(dir)) if Path::new(ident).is_relative() => dir.join(ident),
                 _ => PathBuf::from(ident),
             };
-            let text = std::fs::read_to_string(&path)
+            let text = crate::host::confine::read_regular(&path, MAX_PROFILE_BYTES)
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
                 .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
             let name = path
                 .file_stem()
@@ -237,7 +293,7 @@ impl<'a> Loader<'a> {
                 name,
                 display: path.display().to_string(),
                 identity: identity_of(&path),
-                dir: path.parent().map(Path::to_path_buf),
+                dir: path.parent().map(|p| Base::Host(p.to_path_buf())),
                 text,
             });
         }
@@ -257,9 +313,12 @@ impl<'a> Loader<'a> {
                 return Ok(SourceFile {
                     name: ident.into(),
                     display: path.display().to_string(),
-                    identity: identity_of(&path),
-                    // Includes written as paths resolve beside the site profile.
-                    dir: Some(self.root.path(SITE_DIR)),
+                    identity: self
+                        .root
+                        .canonicalize(&site)
+                        .map_or_else(|| site.clone(), |p| p.display().to_string()),
+                    // Includes written as paths resolve beside the site profile, in the root.
+                    dir: Some(Base::InRoot(SITE_DIR.into())),
                     text,
                 });
             }
@@ -284,11 +343,14 @@ impl<'a> Loader<'a> {
         }
     }
 
-    /// `stack` holds the (identity, display) of the profiles being resolved, outermost first.
+    /// `stack` holds the (identity, display) of the profiles being resolved, outermost first;
+    /// `memo` every profile already resolved, by identity, so a file included from many
+    /// places (a diamond, twenty levels deep) is read and merged once, not 2^20 times.
     fn resolve(
         &self,
         source: SourceFile,
         stack: &mut Vec<(String, String)>,
+        memo: &mut std::collections::HashMap<String, Merged>,
     ) -> Result<Merged, ProfileError> {
         let err = |line: Option<usize>, key: Option<String>, message: String| ProfileError {
             file: source.display.clone(),
@@ -311,6 +373,20 @@ impl<'a> Loader<'a> {
                 ),
             ));
         }
+        if let Some(done) = memo.get(&source.identity) {
+            return Ok(done.clone());
+        }
+        if stack.len() >= MAX_INCLUDE_DEPTH {
+            return Err(err(
+                None,
+                Some("include".into()),
+                format!(
+                    "includes nest deeper than {MAX_INCLUDE_DEPTH} levels (from {})",
+                    stack.first().map_or("", |(_, d)| d.as_str())
+                ),
+            ));
+        }
+        let identity = source.identity.clone();
         let raw: RawProfile = toml::from_str(&source.text).map_err(|e| {
             err(
                 e.span().map(|s| line_of(&source.text, s.start)),
@@ -323,9 +399,9 @@ impl<'a> Loader<'a> {
         for include in &raw.include {
             let line = Some(line_of(&source.text, include.span().start));
             let parent_source = self
-                .find(include.get_ref(), source.dir.as_deref())
+                .find(include.get_ref(), source.dir.as_ref())
                 .map_err(|m| err(line, Some("include".into()), m))?;
-            let parent = self.resolve(parent_source, stack)?;
+            let parent = self.resolve(parent_source, stack, memo)?;
             merged.absorb(parent);
         }
         stack.pop();
@@ -376,11 +452,12 @@ impl<'a> Loader<'a> {
         if let Some(description) = raw.description {
             merged.description = description;
         }
+        memo.insert(identity, merged.clone());
         Ok(merged)
     }
 }
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Merged {
     name: String,
     description: String,

@@ -361,3 +361,94 @@ fn a_cycle_through_a_different_spelling_of_the_same_file_is_found() {
     assert!(err.message.contains("include cycle"), "{err}");
     assert!(err.to_string().len() < 1000, "{err}");
 }
+
+#[test]
+fn a_diamond_of_includes_resolves_each_file_once() {
+    // Level i includes level i+1 twice: 2^40 visits without memoisation.
+    let mut files: Vec<(String, String)> = (0..40)
+        .map(|i| {
+            let next = format!("d{}", i + 1);
+            (
+                format!("d{i}"),
+                format!("include = [\"{next}\", \"{next}\"]\n"),
+            )
+        })
+        .collect();
+    files.push((
+        "d40".into(),
+        "[memory]\n\"vm.swappiness\" = { max = 5 }\n".into(),
+    ));
+    let borrowed: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    // 40 levels is past the depth cap; 30 levels of diamonds must still be instant.
+    let start = std::time::Instant::now();
+    let err = load(&borrowed, "d0").unwrap_err();
+    assert!(err.message.contains("deeper than 32"), "{err}");
+    let profile = load(&borrowed, "d10").unwrap();
+    assert_eq!(
+        profile.get(Area::Memory, "vm.swappiness").unwrap().rule.max,
+        Some(Amount::Finite(5))
+    );
+    assert!(start.elapsed() < std::time::Duration::from_secs(10));
+}
+
+#[test]
+fn a_chain_of_thousands_of_includes_is_a_clear_error_not_a_stack_overflow() {
+    let files: Vec<(String, String)> = (0..3000)
+        .map(|i| (format!("c{i}"), format!("include = [\"c{}\"]\n", i + 1)))
+        .collect();
+    let borrowed: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let err = load(&borrowed, "c0").unwrap_err();
+    assert_eq!(err.key.as_deref(), Some("include"));
+    assert!(err.message.contains("deeper than"), "{err}");
+}
+
+#[test]
+fn includes_of_special_files_are_refused_not_read() {
+    // A profile the user names by path resolves its includes on the host: /dev/zero is
+    // refused, not read without end.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("z.toml");
+    std::fs::write(&file, "include = [\"/dev/zero\"]\n").unwrap();
+    let root = Root::new(dir.path());
+    let err = Loader::new(&root, &keys)
+        .load(file.to_str().unwrap())
+        .unwrap_err();
+    assert!(err.message.contains("not a regular file"), "{err}");
+    assert_eq!(err.line, Some(1));
+    // A site profile's includes resolve inside the root, which has no /dev/zero.
+    let err = load(&[("z", "include = [\"/dev/zero\"]\n")], "z").unwrap_err();
+    assert!(err.message.contains("no such file"), "{err}");
+}
+
+#[test]
+fn a_site_profiles_path_includes_resolve_inside_the_root() {
+    let outer = tempfile::tempdir().unwrap();
+    let host_only = outer.path().join("host.toml");
+    std::fs::write(&host_only, "[memory]\n\"vm.swappiness\" = { max = 1 }\n").unwrap();
+    let dir = site(&[
+        ("lab", "include = [\"/etc/gputune/extra.toml\"]\n"),
+        (
+            "evil",
+            &format!("include = [\"{}\"]\n", host_only.display()),
+        ),
+    ]);
+    std::fs::write(
+        dir.path().join("etc/gputune/extra.toml"),
+        "[memory]\n\"vm.swappiness\" = { max = 7 }\n",
+    )
+    .unwrap();
+    let root = Root::new(dir.path());
+    let lab = Loader::new(&root, &keys).load("lab").unwrap();
+    assert_eq!(
+        lab.get(Area::Memory, "vm.swappiness").unwrap().rule.max,
+        Some(Amount::Finite(7))
+    );
+    let err = Loader::new(&root, &keys).load("evil").unwrap_err();
+    assert!(err.message.contains("no such file"), "{err}");
+}

@@ -86,7 +86,9 @@ fn element(out: &mut String, name: &str, kind: &str, message: &str, body: &str) 
     );
 }
 
-/// Escapes text for XML attributes and content; drops characters XML 1.0 forbids.
+/// Escapes text for XML attributes and content. Characters XML 1.0 forbids (controls
+/// other than tab/newline/CR, U+FFFE and U+FFFF; surrogates cannot occur in a `str`) become
+/// U+FFFD, so a hostname or file name from the node cannot make the file not well-formed.
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -97,11 +99,17 @@ pub fn escape(text: &str) -> String {
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
             '\n' | '\t' | '\r' => out.push(c),
-            c if (c as u32) < 0x20 => {}
-            c => out.push(c),
+            c if xml_allowed(c) => out.push(c),
+            _ => out.push('\u{FFFD}'),
         }
     }
     out
+}
+
+/// XML 1.0's `Char` production: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] |
+/// [#x10000-#x10FFFF].
+fn xml_allowed(c: char) -> bool {
+    matches!(c as u32, 0x9 | 0xA | 0xD | 0x20..=0xD7FF | 0xE000..=0xFFFD | 0x10000..=0x10FFFF)
 }
 
 #[cfg(test)]
@@ -110,7 +118,12 @@ mod tests {
     fn escaping() {
         assert_eq!(
             super::escape("a<b & \"c\"\u{1}"),
-            "a&lt;b &amp; &quot;c&quot;"
+            "a&lt;b &amp; &quot;c&quot;\u{FFFD}"
         );
+        assert_eq!(
+            super::escape("node\u{FFFF}\u{FFFE}\u{1b}"),
+            "node\u{FFFD}\u{FFFD}\u{FFFD}"
+        );
+        assert_eq!(super::escape("é\u{10000}"), "é\u{10000}");
     }
 }

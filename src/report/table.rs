@@ -9,10 +9,16 @@ use crate::finding::Finding;
 pub fn render(report: &Report) -> String {
     let mut out = format!(
         "gputune audit of {} (kernel {}) against profile {} ({})\n",
-        report.host.hostname, report.host.kernel, report.profile.name, report.profile.source
+        clean(&report.host.hostname),
+        clean(&report.host.kernel),
+        clean(&report.profile.name),
+        clean(&report.profile.source)
     );
     if let Some(reason) = &report.chosen_by {
-        out.push_str(&format!("profile chosen from the node: {reason}\n"));
+        out.push_str(&format!(
+            "profile chosen from the node: {}\n",
+            clean(reason)
+        ));
     }
     let style = TableStyle::detect();
     for (area, findings) in report.by_area() {
@@ -26,6 +32,19 @@ pub fn render(report: &Report) -> String {
     out
 }
 
+/// Host strings without control characters (newlines kept, tabs as spaces): an ANSI
+/// escape in a hostname, interface name or file must not reach the terminal.
+pub fn clean(text: &str) -> String {
+    text.chars()
+        .filter_map(|c| match c {
+            '\n' => Some('\n'),
+            '\t' => Some(' '),
+            c if c.is_control() => None,
+            c => Some(c),
+        })
+        .collect()
+}
+
 fn area_table(findings: &[&Finding], style: &TableStyle) -> Table {
     let mut table = style.table([
         "Status",
@@ -35,17 +54,29 @@ fn area_table(findings: &[&Finding], style: &TableStyle) -> Table {
         "Why it matters / fix",
     ]);
     for f in findings {
-        let mut details = f.message.clone();
+        let mut details = clean(&f.message);
         if !f.fix.is_empty() {
-            details.push_str(&format!("\nfix: {}", f.fix));
+            details.push_str(&format!("\nfix: {}", clean(&f.fix)));
         }
         table.add_row([
             style.status_cell(f.status),
-            Cell::new(&f.id),
-            Cell::new(&f.expected),
-            Cell::new(&f.actual),
+            Cell::new(clean(&f.id)),
+            Cell::new(clean(&f.expected)),
+            Cell::new(clean(&f.actual)),
             Cell::new(details),
         ]);
     }
     table
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn control_characters_never_reach_the_terminal() {
+        assert_eq!(
+            super::clean("eth0\u{1b}[31mRED\u{1b}[0m\u{7}\u{9b}2J"),
+            "eth0[31mRED[0m2J"
+        );
+        assert_eq!(super::clean("a\nb\tc"), "a\nb c");
+    }
 }

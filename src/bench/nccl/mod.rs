@@ -38,7 +38,8 @@ pub fn probe(root: &Root) -> Result<Probe, BenchError> {
             searched.join("; ")
         ))
     })?;
-    let nccl = Nccl::open(&located.path).map_err(|e| BenchError::Runtime(e.to_string()))?;
+    let nccl =
+        crate::host::nccl::load(root, &located).map_err(|e| BenchError::Runtime(e.to_string()))?;
     let version = nccl
         .version()
         .map_err(|e| BenchError::Runtime(e.to_string()))?;

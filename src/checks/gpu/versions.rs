@@ -3,7 +3,7 @@
 
 use crate::finding::{Area, Finding, Status};
 use crate::host::Root;
-use crate::host::nccl::{self, Nccl, SearchEnv};
+use crate::host::nccl::{self, SearchEnv};
 use crate::inventory::{Inventory, Probes};
 use crate::profile::setting::Setting;
 
@@ -157,8 +157,12 @@ pub fn nccl_with(ctx: &Context, inv: &Inventory, setting: &Setting, env: &Search
         }
     };
     let shown = located.path.display().to_string();
-    let version = match Nccl::open(&located.path).and_then(|lib| lib.version()) {
+    let version = match nccl::version_of(ctx.root, &located) {
         Ok(v) => v.to_string(),
+        // An image's library is never loaded; without a readable version there is no verdict.
+        Err(e @ nccl::NcclError::Unread { .. }) => {
+            return Finding::skip(id, Area::Gpu, expected, e.to_string());
+        }
         Err(e) => {
             return Finding::error(
                 id,

@@ -1,0 +1,204 @@
+//! The journal is data, not instructions: before rollback (or an apply building on an
+//! earlier journal) touches anything, every target in it must be one apply itself could
+//! have written. A journal is a file on disk — inside a mounted image, or left by someone
+//! with write access to `/var/lib` — and rollback runs as root, so an entry naming
+//! `/../../etc/shadow`, `/proc/sys/kernel/core_pattern` or a link to anywhere must stop the
+//! job with nothing touched.
+
+use std::path::{Component, Path};
+
+use super::target::{State, Step, Target};
+use super::{cgroup, firewall, plan};
+use crate::checks;
+use crate::finding::Area;
+
+/// The longest path a journal may name (PATH_MAX).
+const MAX_PATH: usize = 4096;
+
+/// Checks every step; the error names the first bad entry (1-based) and why.
+pub fn steps(steps: &[Step]) -> Result<(), String> {
+    for (i, step) in steps.iter().enumerate() {
+        target(&step.target)
+            .and_then(|()| states(step))
+            .map_err(|why| format!("entry {} ({}): {why}", i + 1, step.target.label()))?;
+    }
+    Ok(())
+}
+
+/// Whether apply can write `target`: a clean absolute path to a knob the checks know or a
+/// file gputune owns.
+pub fn target(target: &Target) -> Result<(), String> {
+    let path = match target {
+        Target::NftTable => return Ok(()),
+        Target::Knob(p) | Target::File(p) | Target::Link(p) => p,
+    };
+    clean(path)?;
+    let ok = match target {
+        Target::Knob(p) => is_known_knob(p),
+        Target::File(p) => is_owned_file(p),
+        Target::Link(p) => p == firewall::UNIT_LINK,
+        Target::NftTable => true,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{path}` is not a {} gputune apply writes",
+            match target {
+                Target::Knob(_) => "kernel knob",
+                Target::Link(_) => "link",
+                _ => "file",
+            }
+        ))
+    }
+}
+
+/// A link may only point where apply points it; values must be text a knob or file can
+/// hold (no NUL).
+fn states(step: &Step) -> Result<(), String> {
+    for state in [&step.before, &step.after] {
+        if let State::Present(v) = state {
+            if v.contains('\0') {
+                return Err("a state holds a NUL byte".into());
+            }
+            if matches!(step.target, Target::Link(_)) && v != firewall::UNIT_FILE {
+                return Err(format!(
+                    "the link would point to `{v}`, not {}",
+                    firewall::UNIT_FILE
+                ));
+            }
+            if matches!(step.target, Target::Knob(_)) && v.len() > 4096 {
+                return Err("a knob value longer than a page".into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Absolute, at most PATH_MAX, only plain components (no `.`, `..`, empty or control
+/// characters), so the path means the same thing however it is resolved.
+fn clean(path: &str) -> Result<(), String> {
+    if !path.starts_with('/') || path.len() > MAX_PATH {
+        return Err(format!("`{path}` is not an absolute path"));
+    }
+    if path.chars().any(char::is_control) || path.contains("//") || path.ends_with('/') {
+        return Err(format!("`{}` is not a clean path", path.escape_debug()));
+    }
+    for c in Path::new(path).components() {
+        match c {
+            Component::RootDir | Component::Normal(_) => {}
+            _ => return Err(format!("`{path}` has `.` or `..` components")),
+        }
+    }
+    if path.split('/').any(|c| c == "." || c == "..") {
+        return Err(format!("`{path}` has `.` or `..` components"));
+    }
+    Ok(())
+}
+
+/// `/proc/sys/...` of a sysctl some check judges, the THP selectors, an IRQ's affinity list,
+/// or a cgroup v2 interface file.
+fn is_known_knob(path: &str) -> bool {
+    if let Some(rest) = path.strip_prefix("/proc/sys/") {
+        let name = rest.replace('/', ".");
+        return Area::ALL.iter().any(|area| {
+            checks::keys(*area).iter().any(|k| {
+                k.key == name
+                    || k.key
+                        .strip_prefix(name.as_str())
+                        .is_some_and(|t| t.starts_with('.'))
+            })
+        });
+    }
+    if let Some(rest) = path.strip_prefix("/proc/irq/") {
+        return rest
+            .strip_suffix("/smp_affinity_list")
+            .is_some_and(|irq| !irq.is_empty() && irq.bytes().all(|b| b.is_ascii_digit()));
+    }
+    if let Some(rest) = path.strip_prefix("/sys/kernel/mm/transparent_hugepage/") {
+        return rest == "enabled" || rest == "defrag";
+    }
+    if let Some(rest) = path.strip_prefix("/sys/fs/cgroup/") {
+        return rest
+            .rsplit_once('/')
+            .is_some_and(|(_, key)| cgroup::is_cgroupfs_key(key));
+    }
+    false
+}
+
+/// The files gputune owns at fixed paths (DESIGN.md "Files gputune writes").
+pub const OWNED: &[&str] = &[
+    checks::sysctl_d::GPUTUNE_CONF,
+    plan::LIMITS_CONF,
+    plan::NCCL_CONF,
+    firewall::RULES_FILE,
+    firewall::UNIT_FILE,
+    "/etc/systemd/logind.conf.d/90-gputune.conf",
+];
+
+/// The owned files, and the slices' drop-ins.
+fn is_owned_file(path: &str) -> bool {
+    if OWNED.contains(&path) {
+        return true;
+    }
+    path.strip_prefix("/etc/systemd/system/")
+        .and_then(|r| r.strip_suffix(".slice.d/90-gputune.conf"))
+        .is_some_and(|unit| !unit.is_empty() && !unit.contains('/'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(target: Target, before: State) -> Step {
+        Step {
+            what: "x".into(),
+            target,
+            before,
+            after: State::Absent,
+        }
+    }
+
+    #[test]
+    fn what_apply_writes_is_accepted() {
+        for t in [
+            Target::Knob("/proc/sys/vm/swappiness".into()),
+            Target::Knob("/proc/sys/net/ipv4/ip_local_port_range".into()),
+            Target::Knob("/proc/irq/24/smp_affinity_list".into()),
+            Target::Knob("/sys/kernel/mm/transparent_hugepage/enabled".into()),
+            Target::Knob("/sys/fs/cgroup/train.slice/cpuset.cpus".into()),
+            Target::File("/etc/sysctl.d/90-gputune.conf".into()),
+            Target::File("/etc/nccl.conf".into()),
+            Target::File("/etc/systemd/system/train.slice.d/90-gputune.conf".into()),
+            Target::NftTable,
+        ] {
+            assert_eq!(target(&t), Ok(()), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn tampered_entries_are_refused_with_a_reason() {
+        for t in [
+            Target::Knob("/../../../../tmp/x".into()),
+            Target::File("/../../../../tmp/x".into()),
+            Target::Link("/../../../../tmp/x".into()),
+            Target::Knob("/proc/sys/kernel/core_pattern".into()),
+            Target::Knob("/etc/passwd".into()),
+            Target::Knob("/proc/sys/vm/../../../etc/shadow".into()),
+            Target::File("/etc/shadow".into()),
+            Target::File("/etc/nccl.conf/".into()),
+            Target::File("etc/nccl.conf".into()),
+            Target::File("/etc/systemd/system/a/b.slice.d/90-gputune.conf".into()),
+            Target::Knob("/proc/irq/1x/smp_affinity_list".into()),
+            Target::Link("/etc/systemd/system/x.wants/y".into()),
+        ] {
+            assert!(target(&t).is_err(), "{t:?}");
+        }
+        let bad_link = step(
+            Target::Link(firewall::UNIT_LINK.into()),
+            State::Present("/etc/shadow".into()),
+        );
+        let err = steps(&[bad_link]).unwrap_err();
+        assert!(err.starts_with("entry 1 ("), "{err}");
+    }
+}

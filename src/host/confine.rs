@@ -1,0 +1,526 @@
+//! Confinement: opening a host path as if the root were `/`.
+//!
+//! gputune reads images and trees other people built, as root. An absolute symlink inside
+//! such a tree (`etc/sysctl.d -> /etc/...`) must name a file inside the tree, and `..` must
+//! never climb above it, or a verdict is about the wrong file and a write lands on the host.
+//! The kernel does this for us with `openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)`
+//! (Linux 5.6+); on older kernels, or where seccomp hides the syscall, [`open_walk`] does the
+//! same component by component with `O_NOFOLLOW` opens. Every open here is `O_CLOEXEC`.
+
+use std::ffi::{CString, OsStr};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path};
+
+/// The most a configuration or kernel file may hold before gputune refuses to read it
+/// (16 MiB): far above any real sysctl.d, profile, limits.conf or `/proc` file, far below
+/// what would hurt the node's memory.
+pub const READ_CAP: u64 = 16 << 20;
+
+/// The most entries a directory may have before gputune refuses to list it: far above any
+/// real sysfs or configuration directory, far below what would exhaust memory.
+pub const MAX_DIR_ENTRIES: usize = 1 << 20;
+
+/// How many symbolic links one resolution may follow (the kernel's own limit, MAXSYMLINKS).
+const MAX_LINKS: usize = 40;
+
+/// Why a path was refused though the file system would have allowed it. Carried inside an
+/// `io::Error` (kind `Other`) so every reader keeps its `HostError`; ask
+/// [`super::HostError::refusal`] to decide on it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// `..` would climb above the root.
+    #[error("the path climbs above the root")]
+    Escapes,
+    /// A FIFO, device, socket or directory where a regular file was expected.
+    #[error("is a {0}, not a regular file")]
+    NotRegular(&'static str),
+    /// Larger than the read cap.
+    #[error("is larger than {cap} bytes, the most gputune reads")]
+    TooLarge { cap: u64 },
+    /// A directory with more entries than gputune lists.
+    #[error("has more than {cap} entries, the most gputune lists")]
+    TooMany { cap: usize },
+    /// A write would have gone through a symbolic link at the final component.
+    #[error("is a symbolic link; gputune never writes through one")]
+    FinalLink,
+}
+
+impl From<Refusal> for io::Error {
+    fn from(r: Refusal) -> io::Error {
+        io::Error::other(r)
+    }
+}
+
+/// The refusal inside an `io::Error`, if it is one.
+pub fn refusal_of(e: &io::Error) -> Option<&Refusal> {
+    e.get_ref()
+        .and_then(|inner| inner.downcast_ref::<Refusal>())
+}
+
+/// Reads a file of the invoking host (a profile path the user gave, not a path under the
+/// root): opened non-blocking, it must be a regular file of at most `cap` bytes.
+pub fn read_regular(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    let st = fstat(std::os::fd::AsFd::as_fd(&file))?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(Refusal::NotRegular(kind_name(st.st_mode)).into());
+    }
+    let mut bytes = Vec::new();
+    file.take(cap + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > cap {
+        return Err(Refusal::TooLarge { cap }.into());
+    }
+    Ok(bytes)
+}
+
+/// The components of `host_path` relative to the root; a `..` that would climb above the
+/// root (lexically) is refused rather than clamped, so a journal or include naming
+/// `/../../tmp/x` is reported instead of silently meaning something else.
+pub fn relative(host_path: &str) -> io::Result<String> {
+    let mut depth: usize = 0;
+    for c in Path::new(host_path).components() {
+        match c {
+            Component::Normal(_) => depth += 1,
+            Component::ParentDir => {
+                depth = depth.checked_sub(1).ok_or(Refusal::Escapes)?;
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    let rel = host_path.trim_start_matches('/');
+    Ok(if rel.is_empty() {
+        ".".into()
+    } else {
+        rel.into()
+    })
+}
+
+fn cstr(s: &OsStr) -> io::Result<CString> {
+    CString::new(s.as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))
+}
+
+fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// Opens a directory of the real file system (the root itself) as a handle to resolve in.
+pub fn open_root(dir: &Path) -> io::Result<OwnedFd> {
+    let c = cstr(dir.as_os_str())?;
+    // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
+    let fd = check(unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    })?;
+    // SAFETY: `fd` was just returned by open and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `openat2`'s argument (linux/openat2.h); libc does not export it on every target.
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_IN_ROOT: u64 = 0x10;
+
+/// Opens `host_path` under `root` (a handle from [`open_root`]) with `flags`, resolving it as
+/// if `root` were `/`.
+pub fn open(
+    root: BorrowedFd<'_>,
+    host_path: &str,
+    flags: libc::c_int,
+    mode: u32,
+) -> io::Result<OwnedFd> {
+    let rel = relative(host_path)?;
+    match open_kernel(root, &rel, flags, mode) {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EPERM)) => {
+            open_walk(root, &rel, flags, mode)
+        }
+        other => other,
+    }
+}
+
+fn open_kernel(
+    root: BorrowedFd<'_>,
+    rel: &str,
+    flags: libc::c_int,
+    mode: u32,
+) -> io::Result<OwnedFd> {
+    let c = cstr(OsStr::new(rel))?;
+    let how = OpenHow {
+        flags: (flags | libc::O_CLOEXEC) as u64,
+        mode: if flags & (libc::O_CREAT | libc::O_TMPFILE) != 0 {
+            u64::from(mode)
+        } else {
+            0
+        },
+        resolve: RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+    };
+    // The kernel answers EAGAIN when a rename raced the resolution; try again a few times.
+    let mut tries = 0;
+    loop {
+        // SAFETY: openat2 reads `how` (a live, correctly sized struct) and the path string;
+        // both outlive the call. The returned fd is owned by us.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                root.as_raw_fd(),
+                c.as_ptr(),
+                &how as *const OpenHow,
+                std::mem::size_of::<OpenHow>(),
+            )
+        };
+        if rc >= 0 {
+            // SAFETY: a non-negative return is a new file descriptor nobody else owns.
+            return Ok(unsafe { OwnedFd::from_raw_fd(rc as libc::c_int) });
+        }
+        let err = io::Error::last_os_error();
+        tries += 1;
+        if err.raw_os_error() != Some(libc::EAGAIN) || tries >= 8 {
+            return Err(err);
+        }
+    }
+}
+
+fn openat(dir: BorrowedFd<'_>, name: &OsStr, flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {
+    let c = cstr(name)?;
+    // SAFETY: valid dirfd and NUL-terminated name; the returned fd is owned by us.
+    let fd = check(unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            flags | libc::O_CLOEXEC,
+            mode as libc::c_uint,
+        )
+    })?;
+    // SAFETY: as above.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `fstat` on an open handle.
+pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
+    // SAFETY: `st` is plain old data the kernel fills in; the fd is valid for the call.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        check(libc::fstat(fd.as_raw_fd(), &mut st))?;
+        Ok(st)
+    }
+}
+
+/// `fstatat` without following a final link; `None` when the name does not exist.
+pub fn lstat_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<libc::stat>> {
+    let c = cstr(name)?;
+    // SAFETY: as in [`fstat`]; `c` outlives the call.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        let rc = libc::fstatat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        );
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::ENOENT) | Some(libc::ENOTDIR) => Ok(None),
+                _ => Err(e),
+            };
+        }
+        Ok(Some(st))
+    }
+}
+
+/// The target of the link `name` in `dir`.
+pub fn readlink_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Vec<u8>> {
+    let c = cstr(name)?;
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`.
+    let n = unsafe {
+        libc::readlinkat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    buf.truncate(n as usize);
+    Ok(buf)
+}
+
+/// What kind of file a `stat` mode is, in words for messages.
+pub fn kind_name(mode: libc::mode_t) -> &'static str {
+    match mode & libc::S_IFMT {
+        libc::S_IFREG => "regular file",
+        libc::S_IFDIR => "directory",
+        libc::S_IFIFO => "FIFO",
+        libc::S_IFCHR => "character device",
+        libc::S_IFBLK => "block device",
+        libc::S_IFSOCK => "socket",
+        libc::S_IFLNK => "symbolic link",
+        _ => "special file",
+    }
+}
+
+/// The component-by-component equivalent of `openat2(RESOLVE_IN_ROOT)`: every component is
+/// opened `O_PATH | O_NOFOLLOW`; a symbolic link is read and its target resolved again from
+/// the root (absolute) or the current directory (relative); `..` at the root stays there.
+/// The final open adds `O_NOFOLLOW`, so a link swapped in after the check fails with ELOOP
+/// instead of being followed.
+pub fn open_walk(
+    root: BorrowedFd<'_>,
+    rel: &str,
+    flags: libc::c_int,
+    mode: u32,
+) -> io::Result<OwnedFd> {
+    let dup = |fd: BorrowedFd<'_>| fd.try_clone_to_owned();
+    let mut stack: Vec<OwnedFd> = vec![dup(root)?];
+    let mut todo: std::collections::VecDeque<Vec<u8>> = split(rel.as_bytes());
+    let mut links = 0;
+    while let Some(name) = todo.pop_front() {
+        let cur = stack
+            .last()
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+        match name.as_slice() {
+            b"." => continue,
+            b".." => {
+                if stack.len() > 1 {
+                    stack.pop();
+                }
+                continue;
+            }
+            _ => {}
+        }
+        let last = todo.is_empty();
+        let os = OsStr::from_bytes(&name);
+        let st = lstat_at(cur.as_fd_ref(), os)?;
+        match st {
+            None if last && flags & libc::O_CREAT != 0 => {
+                return openat(cur.as_fd_ref(), os, flags | libc::O_NOFOLLOW, mode);
+            }
+            None => return Err(io::Error::from_raw_os_error(libc::ENOENT)),
+            Some(st) if st.st_mode & libc::S_IFMT == libc::S_IFLNK => {
+                if last && flags & libc::O_NOFOLLOW != 0 {
+                    return Err(io::Error::from_raw_os_error(libc::ELOOP));
+                }
+                links += 1;
+                if links > MAX_LINKS {
+                    return Err(io::Error::from_raw_os_error(libc::ELOOP));
+                }
+                let target = readlink_at(cur.as_fd_ref(), os)?;
+                if target.first() == Some(&b'/') {
+                    stack.truncate(1);
+                }
+                for part in split(&target).into_iter().rev() {
+                    todo.push_front(part);
+                }
+            }
+            Some(_) if last => return openat(cur.as_fd_ref(), os, flags | libc::O_NOFOLLOW, mode),
+            Some(_) => {
+                let next = openat(
+                    cur.as_fd_ref(),
+                    os,
+                    libc::O_PATH | libc::O_NOFOLLOW | libc::O_DIRECTORY,
+                    0,
+                )?;
+                stack.push(next);
+            }
+        }
+    }
+    // The path named a directory (".", or ended in ".."): open it with the caller's flags.
+    let cur = stack
+        .last()
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+    openat(cur.as_fd_ref(), OsStr::new("."), flags, mode)
+}
+
+fn split(path: &[u8]) -> std::collections::VecDeque<Vec<u8>> {
+    path.split(|b| *b == b'/')
+        .filter(|c| !c.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+/// `as_fd` without importing the trait at every call.
+trait AsFdRef {
+    fn as_fd_ref(&self) -> BorrowedFd<'_>;
+}
+
+impl AsFdRef for OwnedFd {
+    fn as_fd_ref(&self) -> BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.as_fd()
+    }
+}
+
+/// Sixteen hex digits from the kernel's random pool, for temporary names nobody can predict.
+pub fn random_suffix() -> io::Result<String> {
+    let mut buf = [0u8; 8];
+    let mut filled = 0;
+    while filled < buf.len() {
+        // SAFETY: getrandom writes at most the requested length into the live buffer.
+        let n =
+            unsafe { libc::getrandom(buf[filled..].as_mut_ptr().cast(), buf.len() - filled, 0) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        filled += n as usize;
+    }
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The marker in every temporary name gputune makes, so a later run can recognise (and
+/// remove) what a killed one left behind.
+pub const TEMP_MARK: &str = ".gputune-";
+
+/// The temporary name for `name`: `.NAME.gputune-<16 hex>.tmp`.
+pub fn temp_name(name: &OsStr) -> io::Result<Vec<u8>> {
+    let mut t = b".".to_vec();
+    t.extend_from_slice(name.as_bytes());
+    t.extend_from_slice(TEMP_MARK.as_bytes());
+    t.extend_from_slice(random_suffix()?.as_bytes());
+    t.extend_from_slice(b".tmp");
+    Ok(t)
+}
+
+/// True when `entry` is a temporary file gputune made for `name`: today's
+/// `.NAME.gputune-HEX.tmp`, or the `.NAME.PID.tmp` earlier versions made.
+pub fn is_temp_for(entry: &[u8], name: &[u8]) -> bool {
+    let Some(rest) = entry.strip_prefix(b".").and_then(|r| r.strip_prefix(name)) else {
+        return false;
+    };
+    let Some(mid) = rest.strip_suffix(b".tmp") else {
+        return false;
+    };
+    if let Some(hex) = mid.strip_prefix(TEMP_MARK.as_bytes()) {
+        return !hex.is_empty() && hex.iter().all(u8::is_ascii_hexdigit);
+    }
+    mid.strip_prefix(b".")
+        .is_some_and(|pid| !pid.is_empty() && pid.iter().all(u8::is_ascii_digit))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::io::Read;
+    use std::os::fd::AsFd;
+
+    fn tree() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path().join("root");
+        fs::create_dir_all(r.join("etc/sysctl.d")).unwrap();
+        fs::create_dir_all(r.join("usr/share")).unwrap();
+        fs::write(r.join("usr/share/x.conf"), "inside\n").unwrap();
+        fs::create_dir_all(dir.path().join("usr/share")).unwrap();
+        fs::write(dir.path().join("usr/share/x.conf"), "outside\n").unwrap();
+        std::os::unix::fs::symlink("/usr/share/x.conf", r.join("etc/sysctl.d/abs.conf")).unwrap();
+        std::os::unix::fs::symlink(
+            "../../../../../usr/share/x.conf",
+            r.join("etc/sysctl.d/rel.conf"),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("/", r.join("etc/up")).unwrap();
+        dir
+    }
+
+    fn read_with(
+        opener: fn(BorrowedFd<'_>, &str, libc::c_int, u32) -> io::Result<OwnedFd>,
+        root: &OwnedFd,
+        p: &str,
+    ) -> String {
+        let fd = opener(root.as_fd(), p, libc::O_RDONLY, 0).unwrap();
+        let mut s = String::new();
+        fs::File::from(fd).read_to_string(&mut s).unwrap();
+        s
+    }
+
+    fn walk(root: BorrowedFd<'_>, p: &str, flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {
+        open_walk(root, &relative(p)?, flags, mode)
+    }
+
+    #[test]
+    fn links_resolve_inside_the_root_with_the_kernel_and_the_walk() {
+        let dir = tree();
+        let root = open_root(&dir.path().join("root")).unwrap();
+        type Opener =
+            for<'a, 'b> fn(BorrowedFd<'a>, &'b str, libc::c_int, u32) -> io::Result<OwnedFd>;
+        for opener in [open as Opener, walk as Opener] {
+            assert_eq!(
+                read_with(opener, &root, "/etc/sysctl.d/abs.conf"),
+                "inside\n"
+            );
+            assert_eq!(
+                read_with(opener, &root, "/etc/sysctl.d/rel.conf"),
+                "inside\n"
+            );
+            assert_eq!(
+                read_with(opener, &root, "/etc/up/usr/share/x.conf"),
+                "inside\n"
+            );
+            assert!(
+                opener(
+                    root.as_fd(),
+                    "/etc/sysctl.d/abs.conf",
+                    libc::O_RDONLY | libc::O_NOFOLLOW,
+                    0
+                )
+                .is_err()
+            );
+        }
+    }
+
+    #[test]
+    fn dot_dot_above_the_root_is_refused() {
+        let dir = tree();
+        let root = open_root(&dir.path().join("root")).unwrap();
+        let err = open(root.as_fd(), "/../usr/share/x.conf", libc::O_RDONLY, 0).unwrap_err();
+        assert_eq!(refusal_of(&err), Some(&Refusal::Escapes));
+        assert!(open(root.as_fd(), "/etc/../usr/share/x.conf", libc::O_RDONLY, 0).is_ok());
+    }
+
+    #[test]
+    fn link_loops_end_with_eloop() {
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("b", dir.path().join("a")).unwrap();
+        std::os::unix::fs::symlink("a", dir.path().join("b")).unwrap();
+        let root = open_root(dir.path()).unwrap();
+        let e = walk(root.as_fd(), "/a", libc::O_RDONLY, 0).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ELOOP));
+    }
+
+    #[test]
+    fn temporary_names_are_unpredictable_and_recognised() {
+        let a = temp_name(OsStr::new("90-gputune.conf")).unwrap();
+        let b = temp_name(OsStr::new("90-gputune.conf")).unwrap();
+        assert_ne!(a, b);
+        assert!(is_temp_for(&a, b"90-gputune.conf"));
+        assert!(is_temp_for(b".nccl.conf.1234.tmp", b"nccl.conf"));
+        assert!(!is_temp_for(b".nccl.conf.12x4.tmp", b"nccl.conf"));
+        assert!(!is_temp_for(b"nccl.conf", b"nccl.conf"));
+        assert!(!is_temp_for(b".other.1.tmp", b"nccl.conf"));
+    }
+}
