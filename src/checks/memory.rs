@@ -51,7 +51,21 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
     let mut findings = super::sysctl::audit(ctx, Area::Memory, |key| !is_special(key));
     for (key, setting) in ctx.profile.area(Area::Memory) {
         match key.as_str() {
+            "swap.devices" if ctx.options.persisted => findings.push(swap_at_boot(ctx, setting)),
             "swap.devices" => findings.push(swap(ctx, setting)),
+            "transparent_hugepage.enabled" | "transparent_hugepage.defrag"
+                if ctx.options.image() =>
+            {
+                findings.push(Finding::skip(
+                    key.as_str(),
+                    Area::Memory,
+                    setting.rule.describe(),
+                    format!(
+                        "{}: transparent huge pages are set by the kernel at boot; put `transparent_hugepage=madvise` on the image's kernel command line",
+                        crate::image::NO_KERNEL
+                    ),
+                ))
+            }
             "transparent_hugepage.enabled" => findings.push(thp(ctx, key, setting, THP_ENABLED)),
             "transparent_hugepage.defrag" => findings.push(thp(ctx, key, setting, THP_DEFRAG)),
             _ => {}
@@ -128,6 +142,63 @@ fn swap(ctx: &Context, setting: &Setting) -> Finding {
         String::new()
     } else {
         "swapoff -a, and remove the swap entries from /etc/fstab (and any swap .swap units) so it stays off".to_string()
+    };
+    Finding {
+        id: id.into(),
+        area: Area::Memory,
+        status,
+        expected,
+        actual,
+        message: super::why(ctx, Area::Memory, id),
+        fix,
+        change: None,
+    }
+}
+
+/// The swap areas `/etc/fstab` activates at boot (`swap` entries without `noauto`), with
+/// their 1-based lines.
+pub fn parse_fstab_swaps(text: &str) -> Vec<(usize, String)> {
+    text.lines()
+        .enumerate()
+        .filter_map(|(i, line)| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            match fields.as_slice() {
+                [spec, _, kind, rest @ ..] if !spec.starts_with('#') && *kind == "swap" => {
+                    let noauto = rest
+                        .first()
+                        .is_some_and(|o| o.split(',').any(|o| o == "noauto"));
+                    (!noauto).then(|| (i + 1, spec.to_string()))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// `--persisted` and images: the swap `/etc/fstab` turns on at boot, not what is on now.
+fn swap_at_boot(ctx: &Context, setting: &Setting) -> Finding {
+    let id = "swap.devices";
+    let expected = setting.rule.describe();
+    let text = match ctx.root.read_optional("/etc/fstab") {
+        Ok(text) => text.unwrap_or_default(),
+        Err(e) => return Finding::error(id, Area::Memory, expected, e.to_string()),
+    };
+    let swaps = parse_fstab_swaps(&text);
+    let count = swaps.len().to_string();
+    let (status, _) = setting.status_for(&count);
+    let actual = if swaps.is_empty() {
+        "0 (no swap in /etc/fstab)".to_string()
+    } else {
+        let named: Vec<String> = swaps
+            .iter()
+            .map(|(line, spec)| format!("{spec} (/etc/fstab:{line})"))
+            .collect();
+        format!("{count}: {}", named.join(", "))
+    };
+    let fix = if status == Status::Pass {
+        String::new()
+    } else {
+        "remove or comment out the swap entries in /etc/fstab (and mask any .swap units) so no swap is turned on at boot".to_string()
     };
     Finding {
         id: id.into(),
@@ -239,6 +310,16 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(parse_swaps(text).map_err(|_| ()), *want, "{text:?}");
         }
+    }
+
+    #[test]
+    fn fstab_swaps() {
+        let text = "# /etc/fstab\nUUID=1 / ext4 defaults 0 1\n/swapfile none swap sw 0 0\n#/dev/sda2 none swap sw 0 0\n/dev/sdb1 none swap noauto 0 0\nLABEL=s none swap\n";
+        assert_eq!(
+            parse_fstab_swaps(text),
+            vec![(3, "/swapfile".to_string()), (6, "LABEL=s".to_string())]
+        );
+        assert!(parse_fstab_swaps("").is_empty());
     }
 
     #[test]

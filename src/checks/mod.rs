@@ -32,8 +32,18 @@ pub struct AuditOptions {
     pub cgroup: Option<String>,
     /// `--peer ADDR`: a peer node whose route picks the NIC to judge.
     pub peer: Option<String>,
-    /// `--persisted`: judge what the node's configuration files would give after a reboot.
+    /// `--persisted`: judge what the node's configuration files would give after a reboot
+    /// (always true in image mode).
     pub persisted: bool,
+    /// What is judged: the running kernel, a node's files, or an image.
+    pub mode: crate::image::Mode,
+}
+
+impl AuditOptions {
+    /// True when the root has no running kernel: live-only facts are skipped, never guessed.
+    pub fn image(&self) -> bool {
+        self.mode == crate::image::Mode::Image
+    }
 }
 
 /// What every check reads from, for one audit.

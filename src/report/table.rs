@@ -7,8 +7,12 @@ use crate::finding::Finding;
 
 pub fn render(report: &Report) -> String {
     let mut out = format!(
-        "gputune audit of {} (kernel {}) against profile {} ({})\n",
-        report.host.hostname, report.host.kernel, report.profile.name, report.profile.source
+        "gputune audit of {} (kernel {}, mode {}) against profile {} ({})\n",
+        report.host.hostname,
+        report.host.kernel,
+        report.mode.name(),
+        report.profile.name,
+        report.profile.source
     );
     if let Some(reason) = &report.chosen_by {
         out.push_str(&format!("profile chosen from the node: {reason}\n"));
