@@ -57,7 +57,9 @@ pub enum RootError {
     Missing(PathBuf),
     #[error("--root {0}: {1}")]
     Unreadable(PathBuf, #[source] std::io::Error),
-    #[error("--root {0} is empty: a failed mount or unpack? Point it at the image's root file system")]
+    #[error(
+        "--root {0} is empty: a failed mount or unpack? Point it at the image's root file system"
+    )]
     Empty(PathBuf),
     #[error(
         "--root {0} is not a Linux root file system (it has neither etc/os-release nor usr/): point it at the image's root"
@@ -181,7 +183,11 @@ mod tests {
             check_root(&Root::new(junk.path())),
             Err(RootError::NotLinux(_))
         ));
-        for ok in [&["etc/os-release"][..], &["usr/bin/"], &["proc/sys/kernel/x"]] {
+        for ok in [
+            &["etc/os-release"][..],
+            &["usr/bin/"],
+            &["proc/sys/kernel/x"],
+        ] {
             let dir = tree(ok);
             assert!(check_root(&Root::new(dir.path())).is_ok(), "{ok:?}");
         }

@@ -354,7 +354,7 @@ fn usage_errors_exit_2() {
     gputune()
         .args(["audit", "--root", "/nonexistent/root"])
         .assert()
-        .code(2)
+        .code(3)
         .stderr(predicate::str::contains("--root /nonexistent/root"));
 }
 

@@ -95,7 +95,12 @@ mod tests {
         std::fs::write(image.path().join("etc/systemd/system/a.slice.d/other"), "").unwrap();
         remove(&state, &root);
         assert!(!image.path().join("etc/systemd/logind.conf.d").exists());
-        assert!(image.path().join("etc/systemd/system/a.slice.d/other").exists());
+        assert!(
+            image
+                .path()
+                .join("etc/systemd/system/a.slice.d/other")
+                .exists()
+        );
         assert!(image.path().join("etc/systemd").exists());
         assert!(!state.path(PATH).exists());
     }
