@@ -354,3 +354,93 @@ fn apply_refuses_an_image_of_another_user_and_a_mounted_proc() {
     assert!(text(&out).contains("mounted procfs"), "{}", text(&out));
     assert!(!tree.join("etc/sysctl.d").exists());
 }
+
+#[test]
+fn tuned_enabled_in_an_image_is_judged_and_apply_says_it_wins() {
+    let work = Work::new();
+    let tree = work.path("tuned");
+    for (path, text) in [
+        ("etc/os-release", "ID=rocky\n"),
+        ("etc/tuned/active_profile", "throughput-performance\n"),
+        (
+            "usr/lib/tuned/throughput-performance/tuned.conf",
+            "[main]\nsummary=Broadly applicable tuning\n[sysctl]\nnet.core.rmem_max=4194304\nvm.swappiness=10\n",
+        ),
+        (
+            "etc/systemd/system/multi-user.target.wants/tuned.service",
+            "",
+        ),
+    ] {
+        let p = tree.join(path);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    }
+    let state = work.path("state");
+    fs::create_dir(&state).unwrap();
+    let root = tree.to_str().unwrap();
+    let out = work.as_root(&[
+        "audit",
+        "--root",
+        root,
+        "--profile",
+        "ddp-10gbe",
+        "--format",
+        "json",
+        "--only",
+        "network,memory",
+    ]);
+    let doc = json(&out);
+    let f = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "tuned.net.core.rmem_max")
+        .unwrap_or_else(|| panic!("no tuned finding: {}", text(&out)));
+    assert_eq!(f["status"], "fail");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("tuned profile `throughput-performance`"),
+        "{f}"
+    );
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("/usr/lib/tuned/throughput-performance/tuned.conf"),
+        "{f}"
+    );
+    // tuned's swappiness agrees with the profile: no finding for it.
+    assert!(
+        !doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["id"] == "tuned.vm.swappiness")
+    );
+
+    // apply writes sysctl.d but says tuned wins at boot, and exits 1 while it does.
+    let out = Command::new(work.path("gputune"))
+        .args([
+            "apply",
+            "--root",
+            root,
+            "--profile",
+            "ddp-10gbe",
+            "--yes",
+            "--only",
+            "network,memory",
+        ])
+        .env("GPUTUNE_STATE_DIR", &state)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("tuned.net.core.rmem_max"),
+        "{}",
+        text(&out)
+    );
+    assert!(text(&out).contains("wins at boot"), "{}", text(&out));
+    assert!(tree.join("etc/sysctl.d/90-gputune.conf").is_file());
+}

@@ -14,6 +14,7 @@ pub mod numa;
 pub mod platform;
 pub mod sysctl;
 pub mod sysctl_d;
+pub mod tuned;
 
 use crate::finding::{Area, Finding};
 use std::cell::OnceCell;

@@ -46,7 +46,7 @@ pub fn audit(ctx: &Context, area: Area, is_sysctl: impl Fn(&str) -> bool) -> Vec
     }
     let targets = vector_targets(&settings, &values);
 
-    settings
+    let mut findings: Vec<Finding> = settings
         .iter()
         .map(|(key, setting)| {
             let name = sysctl::sysctl_of(key);
@@ -75,7 +75,9 @@ pub fn audit(ctx: &Context, area: Area, is_sysctl: impl Fn(&str) -> bool) -> Vec
                 live_and_boot(finding, key, setting, name, value, boot.get(name))
             }
         })
-        .collect()
+        .collect();
+    findings.extend(super::tuned::conflicts(ctx, area, &settings));
+    findings
 }
 
 /// `--persisted` and images: the finding judged the files' value, or the kernel default
@@ -475,11 +477,19 @@ description = "test"
                 Status::Pass,
                 "at boot /etc/sysctl.d/90-gputune.conf:1",
             ),
+            // no file, no known default (128 before 5.4, 4096 since): the kernel decides
             (
                 &[],
                 "net.core.somaxconn",
+                Status::Warn,
+                "sets net.core.somaxconn: the running kernel will decide",
+            ),
+            // a known default that fails carries the change that persists the fix
+            (
+                &[],
+                "net.ipv4.tcp_rmem.max",
                 Status::Fail,
-                "no sysctl.d file sets net.core.somaxconn",
+                "no sysctl.d file sets net.ipv4.tcp_rmem: after a reboot the kernel default applies, `4096 131072 6291456`",
             ),
             (
                 &[(SOMAXCONN, "4096\n")],
@@ -518,6 +528,23 @@ description = "test"
             assert_eq!(f.status, *status, "{files:?}: {f:?}");
             assert!(f.message.contains(message), "{files:?}: {}", f.message);
         }
+        let tcp_rmem = audit_node(&[], true);
+        let f = tcp_rmem
+            .iter()
+            .find(|f| f.id == "net.ipv4.tcp_rmem.max")
+            .unwrap();
+        assert_eq!(
+            f.change,
+            Some(Change::Sysctl {
+                key: "net.ipv4.tcp_rmem".into(),
+                value: "4096 131072 16777216".into()
+            })
+        );
+        assert!(
+            f.fix.contains("net.ipv4.tcp_rmem = 4096 131072 16777216"),
+            "{}",
+            f.fix
+        );
         let unset = audit_node(&[], true);
         assert_eq!(
             unset[0].change,
