@@ -167,11 +167,22 @@ pub fn keys(area: Area) -> &'static [KeySpec] {
 
 /// Runs the checks of the selected areas (all when `only` is empty).
 pub fn run(ctx: &Context, only: &[Area]) -> Vec<Finding> {
-    AREAS
+    let mut findings: Vec<Finding> = AREAS
         .iter()
         .filter(|a| only.is_empty() || only.contains(&a.area))
         .flat_map(|a| (a.audit)(ctx))
-        .collect()
+        .collect();
+    // In an image every skip is for want of a running node: say so the same way everywhere.
+    if ctx.options.image() {
+        for f in &mut findings {
+            if f.status == crate::finding::Status::Skip
+                && !f.message.starts_with(crate::image::NO_KERNEL)
+            {
+                f.message = format!("{}: {}", crate::image::NO_KERNEL, f.message);
+            }
+        }
+    }
+    findings
 }
 
 /// The reason a key matters: the profile's own words, else the check's.

@@ -50,10 +50,11 @@ impl HostFacts {
                 .map_or_else(|| "none installed".to_string(), |l| l.join(", "));
             (read("/etc/hostname"), modules)
         } else {
-            (
-                read("/proc/sys/kernel/hostname"),
-                read("/proc/sys/kernel/osrelease"),
-            )
+            let mut hostname = read("/proc/sys/kernel/hostname");
+            if hostname == "unknown" {
+                hostname = read("/etc/hostname");
+            }
+            (hostname, read("/proc/sys/kernel/osrelease"))
         };
         HostFacts {
             hostname,
