@@ -45,9 +45,17 @@ impl Mode {
 /// The reason facts only a running node has are skipped in an image.
 pub const NO_KERNEL: &str = "image: no running kernel";
 
-/// True for a root other than `/` with no `proc/sys`: nothing there describes a running kernel.
+/// True for a root other than `/` whose `proc` is absent or empty (an image's mount point):
+/// nothing there describes a running kernel. A root with anything under `proc` (`sys`,
+/// `mounts`, `meminfo`) is a snapshot of a running node, judged as one.
 pub fn is_image(root: &Root) -> bool {
-    !root.is_live() && !root.exists("/proc/sys")
+    !root.is_live()
+        && !root.exists("/proc/sys")
+        && root
+            .list_dir("/proc")
+            .ok()
+            .flatten()
+            .is_none_or(|l| l.is_empty())
 }
 
 /// Why a `--root` cannot be judged at all.
@@ -96,12 +104,17 @@ pub fn check_root(root: &Root) -> Result<(), RootError> {
 
 /// True when the root's `proc` is a mounted procfs (a host `/proc` bind-mounted into a chroot
 /// build): its `sys` files are the running kernel's, so writing them changes this machine.
+/// A `proc` that is a symbolic link to `/proc` is someone's explicit choice of the live kernel
+/// (see `apply::io::has_live_kernel`), not an accident, and is not counted.
 pub fn has_mounted_proc(root: &Root) -> bool {
     const PROC_SUPER_MAGIC: i64 = 0x9fa0;
     if root.is_live() {
         return false;
     }
     let path = root.path("/proc");
+    if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+        return false;
+    }
     let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
         return false;
     };

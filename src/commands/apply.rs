@@ -326,7 +326,7 @@ fn may_write(root: &Root, image: bool, operator: &dyn Operator) -> Result<()> {
         )));
     }
     Err(Error::Runtime(
-        "gputune apply and rollback write kernel settings and files under /etc: run them as root (`apply --dry-run` shows the plan without root)".into(),
+        "gputune apply and rollback write kernel settings and files under /etc: run it as root (`apply --dry-run` shows the plan without root)".into(),
     ))
 }
 
