@@ -271,7 +271,7 @@ fn audit_apply_audit_rollback_on_a_debian_image() {
     let remove_ipc = String::from_utf8_lossy(&logind.stdout)
         .lines()
         .filter_map(|l| l.trim().strip_prefix("RemoveIPC="))
-        .last()
+        .next_back()
         .map(str::to_string);
     assert_eq!(remove_ipc.as_deref(), Some("no"));
 
