@@ -326,6 +326,18 @@ fn apply_refuses_an_image_of_another_user_and_a_mounted_proc() {
     let state = work.path("state");
     fs::create_dir(&state).unwrap();
     let root = tree.to_str().unwrap();
+    // An image has no live values to write.
+    let out = work.as_root(&[
+        "apply",
+        "--root",
+        root,
+        "--profile",
+        "ddp-10gbe",
+        "--yes",
+        "--no-persist",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("--no-persist"), "{}", text(&out));
     // root owns it: nobody may not write it.
     let out = work.as_nobody(
         &state,
@@ -443,4 +455,69 @@ fn tuned_enabled_in_an_image_is_judged_and_apply_says_it_wins() {
     );
     assert!(text(&out).contains("wins at boot"), "{}", text(&out));
     assert!(tree.join("etc/sysctl.d/90-gputune.conf").is_file());
+}
+
+#[test]
+fn slice_and_service_drop_ins_in_an_image_pass_systemd_analyze_verify() {
+    use gputune::apply::io::HostIo;
+    use gputune::apply::plan::{self, PlanOptions};
+    use gputune::apply::transaction;
+    use gputune::finding::Change;
+    use gputune::host::Root;
+
+    let work = Work::new();
+    let (image, _) = work.image_owned_by_nobody();
+    let root = Root::new(&image);
+    let io = HostIo {
+        root: &root,
+        nft: None,
+    };
+    let options = PlanOptions {
+        persist: true,
+        live_kernel: false,
+        image: true,
+    };
+    let change = |slice: &str, key: &str, value: &str| Change::Cgroup {
+        slice: slice.into(),
+        key: key.into(),
+        value: value.into(),
+    };
+    let changes = [
+        change("training.slice", "memory.high", "max"),
+        change("training.slice", "pids.max", "max"),
+        change("training.slice", "cpu.max", "max 100000"),
+        change("training.slice", "cpuset.cpus", "0-3"),
+        change("nccl-job.service", "memory.max", "68719476736"),
+        change("job-1.scope", "memory.high", "max"),
+    ];
+    // The site's own job service, which gputune's drop-in extends.
+    fs::write(
+        image.join("etc/systemd/system/nccl-job.service"),
+        "[Unit]\nDescription=training job\n[Service]\nExecStart=/bin/true\n",
+    )
+    .unwrap();
+    let plan = plan::build(&changes, &root, &io, options).unwrap();
+    transaction::execute(&plan.steps, &io).unwrap();
+    assert!(
+        !image
+            .join("etc/systemd/system/job-1.scope.slice.d")
+            .exists()
+    );
+    assert!(!image.join("etc/systemd/system/job-1.scope.d").exists());
+    for unit in ["training.slice", "nccl-job.service"] {
+        let drop_in = image.join(format!("etc/systemd/system/{unit}.d/90-gputune.conf"));
+        assert!(drop_in.is_file(), "{unit}: {:?}", plan);
+        let out = Command::new("chroot")
+            .arg(&image)
+            .args(["systemd-analyze", "verify", "--man=no", unit])
+            .output()
+            .unwrap();
+        // verify exits 0 even for unknown keys; its warnings on stderr are what fail.
+        let said = text(&out);
+        assert!(out.status.success(), "{unit}: {said}");
+        assert!(
+            !said.contains("90-gputune.conf"),
+            "{unit}: systemd-analyze complains about gputune's drop-in: {said}"
+        );
+    }
 }

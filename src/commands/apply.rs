@@ -63,6 +63,12 @@ pub fn apply_with(
     crate::image::check_root(root).map_err(|e| Error::Runtime(e.to_string()))?;
     let mode = Mode::detect(root, false);
     let image = mode == Mode::Image;
+    if image && args.no_persist {
+        return Err(Error::Usage(format!(
+            "--no-persist writes live values only, and the image {} has no running kernel: leave it out to write the image's files",
+            root.dir().display()
+        )));
+    }
     if crate::image::has_mounted_proc(root) && !args.live {
         return Err(Error::Runtime(format!(
             "{} is a mounted procfs (the running kernel's /proc, bind-mounted into the tree?): apply would change this machine's live settings. Unmount it to apply to the image's files only, or pass --live to write live values too",
@@ -123,7 +129,7 @@ pub fn apply_with(
         )));
     }
     let plan_options = PlanOptions {
-        persist: !args.no_persist || image,
+        persist: !args.no_persist,
         live_kernel,
         image,
     };
