@@ -228,21 +228,29 @@ fn audit_apply_audit_rollback_on_a_debian_image() {
         assert!(!image.join(inside).exists(), "{inside} left in the image");
     }
 
-    // The gate passes every check apply can fix.
+    // The gate passes every check apply can fix; what is left (THP: the image has no boot
+    // loader configuration) has no file apply could write.
     let tuned = work.as_root(&[
         "audit",
         "--root",
         root,
         "--profile",
         "ddp-10gbe",
-        "--strict",
         "--format",
         "json",
     ]);
     assert_eq!(tuned.status.code(), Some(0), "{}", text(&tuned));
     let doc = json(&tuned);
     assert_eq!(doc["summary"]["failed"], 0);
-    assert_eq!(doc["summary"]["warned"], 0);
+    for f in doc["findings"].as_array().unwrap() {
+        if f["status"] == "warn" {
+            assert!(
+                f.get("change").is_none(),
+                "apply left a fixable warning: {f}"
+            );
+        }
+    }
+    assert_eq!(*status_of(&doc, "transparent_hugepage.enabled"), "warn");
     let persisted = doc["persisted"].as_array().unwrap();
     assert!(persisted.iter().any(|p| p["key"] == "net.core.rmem_max"
         && p["file"] == "/etc/sysctl.d/90-gputune.conf"
@@ -373,6 +381,10 @@ fn tuned_enabled_in_an_image_is_judged_and_apply_says_it_wins() {
     let tree = work.path("tuned");
     for (path, text) in [
         ("etc/os-release", "ID=rocky\n"),
+        (
+            "etc/kernel/cmdline",
+            "root=/dev/vda1 transparent_hugepage=madvise\n",
+        ),
         ("etc/tuned/active_profile", "throughput-performance\n"),
         (
             "usr/lib/tuned/throughput-performance/tuned.conf",
@@ -423,6 +435,8 @@ fn tuned_enabled_in_an_image_is_judged_and_apply_says_it_wins() {
             .contains("/usr/lib/tuned/throughput-performance/tuned.conf"),
         "{f}"
     );
+    // THP as the boot loader's command line sets it.
+    assert_eq!(*status_of(&doc, "transparent_hugepage.enabled"), "pass");
     // tuned's swappiness agrees with the profile: no finding for it.
     assert!(
         !doc["findings"]

@@ -53,19 +53,18 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
         match key.as_str() {
             "swap.devices" if ctx.options.persisted => findings.push(swap_at_boot(ctx, setting)),
             "swap.devices" => findings.push(swap(ctx, setting)),
-            "transparent_hugepage.enabled" | "transparent_hugepage.defrag"
-                if ctx.options.image() =>
-            {
-                findings.push(Finding::skip(
-                    key.as_str(),
-                    Area::Memory,
-                    setting.rule.describe(),
-                    format!(
-                        "{}: transparent huge pages are set by the kernel at boot; put `transparent_hugepage=madvise` on the image's kernel command line",
-                        crate::image::NO_KERNEL
-                    ),
-                ))
+            "transparent_hugepage.enabled" if ctx.options.image() => {
+                findings.push(thp_at_boot(ctx, key, setting))
             }
+            "transparent_hugepage.defrag" if ctx.options.image() => findings.push(Finding::skip(
+                key.as_str(),
+                Area::Memory,
+                setting.rule.describe(),
+                format!(
+                    "{}: THP defrag has no kernel command-line form; set it at boot with a systemd-tmpfiles rule (`w /sys/kernel/mm/transparent_hugepage/defrag - - - - madvise`)",
+                    crate::image::NO_KERNEL
+                ),
+            )),
             "transparent_hugepage.enabled" => findings.push(thp(ctx, key, setting, THP_ENABLED)),
             "transparent_hugepage.defrag" => findings.push(thp(ctx, key, setting, THP_DEFRAG)),
             _ => {}
@@ -212,6 +211,87 @@ fn swap_at_boot(ctx: &Context, setting: &Setting) -> Finding {
     }
 }
 
+/// Boot loader configurations whose kernel command line an image boots with, in the order
+/// they are looked at: kernel-install's and GRUB's.
+const CMDLINES: &[&str] = &["/etc/kernel/cmdline", "/etc/default/grub"];
+
+/// The value of `param=` on a kernel command line in one of these files: a whole
+/// `/etc/kernel/cmdline`, or GRUB's `GRUB_CMDLINE_LINUX` and `GRUB_CMDLINE_LINUX_DEFAULT`
+/// (the last word wins, as in the kernel).
+pub fn cmdline_param(file: &str, text: &str, param: &str) -> Option<String> {
+    let lines: Vec<String> = if file.ends_with("/grub") {
+        text.lines()
+            .filter_map(|l| {
+                let (k, v) = l.trim().split_once('=')?;
+                matches!(k, "GRUB_CMDLINE_LINUX" | "GRUB_CMDLINE_LINUX_DEFAULT")
+                    .then(|| v.trim().trim_matches(['"', '\'']).to_string())
+            })
+            .collect()
+    } else {
+        text.lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .map(str::to_string)
+            .collect()
+    };
+    let prefix = format!("{param}=");
+    lines
+        .iter()
+        .flat_map(|l| l.split_whitespace())
+        .filter_map(|w| w.strip_prefix(&prefix))
+        .next_back()
+        .map(str::to_string)
+}
+
+/// Images: THP `enabled` from `transparent_hugepage=` on the boot loader's command line, the
+/// kernel's build default otherwise (which gputune cannot know: a warning).
+fn thp_at_boot(ctx: &Context, key: &str, setting: &Setting) -> Finding {
+    let expected = setting.rule.describe();
+    for file in CMDLINES {
+        let text = match ctx.root.read_optional(file) {
+            Ok(Some(text)) => text,
+            Ok(None) => continue,
+            Err(e) => return Finding::error(key, Area::Memory, expected, e.to_string()),
+        };
+        let Some(value) = cmdline_param(file, &text, "transparent_hugepage") else {
+            continue;
+        };
+        let (status, problem) = setting.status_for(&value);
+        return Finding {
+            id: key.into(),
+            area: Area::Memory,
+            status,
+            expected,
+            actual: format!("{value} ({file})"),
+            message: problem.unwrap_or_else(|| super::why(ctx, Area::Memory, key)),
+            fix: if status == Status::Pass {
+                String::new()
+            } else {
+                format!(
+                    "set transparent_hugepage={} on the kernel command line in {file}",
+                    setting
+                        .rule
+                        .target(&value)
+                        .unwrap_or_else(|| "madvise".into())
+                )
+            },
+            change: None,
+        };
+    }
+    Finding {
+        id: key.into(),
+        area: Area::Memory,
+        status: Status::Warn,
+        expected,
+        actual: "unset".into(),
+        message: format!(
+            "no transparent_hugepage= on the image's kernel command line ({}): the kernel's build default will decide at boot (`always` on many distributions)",
+            CMDLINES.join(", ")
+        ),
+        fix: "add transparent_hugepage=madvise to the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub, or /etc/kernel/cmdline)".into(),
+        change: None,
+    }
+}
+
 /// The selected word of a THP knob: `always [madvise] never` → `madvise`.
 pub fn parse_bracketed(text: &str) -> Option<&str> {
     let start = text.find('[')?;
@@ -309,6 +389,37 @@ mod tests {
         ];
         for (text, want) in cases {
             assert_eq!(parse_swaps(text).map_err(|_| ()), *want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn kernel_command_lines() {
+        let grub = "GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\nGRUB_CMDLINE_LINUX=\"iommu=pt transparent_hugepage=never transparent_hugepage=madvise\"\n";
+        let cases = [
+            ("/etc/default/grub", grub, Some("madvise")),
+            ("/etc/default/grub", "GRUB_CMDLINE_LINUX=\"\"\n", None),
+            (
+                "/etc/default/grub",
+                "#GRUB_CMDLINE_LINUX=\"transparent_hugepage=always\"\n",
+                None,
+            ),
+            (
+                "/etc/kernel/cmdline",
+                "root=/dev/sda1 transparent_hugepage=always\n",
+                Some("always"),
+            ),
+            (
+                "/etc/kernel/cmdline",
+                "# transparent_hugepage=never\n",
+                None,
+            ),
+        ];
+        for (file, text, want) in cases {
+            assert_eq!(
+                cmdline_param(file, text, "transparent_hugepage").as_deref(),
+                want,
+                "{text:?}"
+            );
         }
     }
 
