@@ -128,7 +128,7 @@ _gputune() {
             return 0
             ;;
         gputune__subcmd__apply)
-            opts="-y -h --profile --dry-run --yes --no-persist --only --root --help"
+            opts="-y -h --profile --dry-run --yes --no-persist --only --live --root --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

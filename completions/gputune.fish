@@ -70,6 +70,7 @@ complete -c gputune -n "__fish_gputune_using_subcommand apply" -l root -d 'Resol
 complete -c gputune -n "__fish_gputune_using_subcommand apply" -l dry-run -d 'Print the plan (before -> after) and change nothing'
 complete -c gputune -n "__fish_gputune_using_subcommand apply" -s y -l yes -d 'Apply without asking for confirmation'
 complete -c gputune -n "__fish_gputune_using_subcommand apply" -l no-persist -d 'Change the live values only; write nothing that survives a reboot'
+complete -c gputune -n "__fish_gputune_using_subcommand apply" -l live -d 'Write live kernel values even though --root has a mounted /proc (the running kernel\'s)'
 complete -c gputune -n "__fish_gputune_using_subcommand apply" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c gputune -n "__fish_gputune_using_subcommand rollback" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand rollback" -s h -l help -d 'Print help'

@@ -106,6 +106,9 @@ pub enum Change {
     /// Steer an interrupt to CPUs (`/proc/irq/N/smp_affinity_list`), e.g. a NIC's queues to
     /// its local NUMA node. Live only: irqbalance may undo it.
     IrqAffinity { irq: u32, cpus: String },
+    /// A `[Login]` setting of systemd-logind, in `/etc/systemd/logind.conf.d/90-gputune.conf`
+    /// (logind reads it when it restarts or the node boots).
+    Logind { key: String, value: String },
     /// A cgroup limit: a systemd slice drop-in when systemd manages cgroups, else cgroupfs.
     Cgroup {
         slice: String,

@@ -12,6 +12,7 @@ pub mod docs;
 pub mod error;
 pub mod finding;
 pub mod host;
+pub mod image;
 pub mod inventory;
 pub mod profile;
 pub mod report;

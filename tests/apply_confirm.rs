@@ -69,6 +69,7 @@ fn args(dir: &Path, yes: bool, dry_run: bool) -> ApplyArgs {
         yes,
         no_persist: false,
         only: vec![],
+        live: false,
     }
 }
 

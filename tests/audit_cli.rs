@@ -227,10 +227,10 @@ fn prometheus_output_is_well_formed_and_written_atomically() {
         }
     }
     assert!(text.contains(
-        "gputune_check_status{area=\"network\",id=\"net.core.rmem_max\",profile=\"ddp-25gbe\"} 2\n"
+        "gputune_check_status{area=\"network\",id=\"net.core.rmem_max\",mode=\"live\",profile=\"ddp-25gbe\"} 2\n"
     ));
     assert!(text.contains(
-        "gputune_check_status{area=\"memory\",id=\"vm.swappiness\",profile=\"ddp-25gbe\"} 2\n"
+        "gputune_check_status{area=\"memory\",id=\"vm.swappiness\",mode=\"live\",profile=\"ddp-25gbe\"} 2\n"
     ));
     assert!(text.contains("gputune_checks{status=\"fail\"} 4\n"));
     assert!(text.contains("gputune_audit_passed 0\n"));
@@ -354,7 +354,7 @@ fn usage_errors_exit_2() {
     gputune()
         .args(["audit", "--root", "/nonexistent/root"])
         .assert()
-        .code(2)
+        .code(3)
         .stderr(predicate::str::contains("--root /nonexistent/root"));
 }
 

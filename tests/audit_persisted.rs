@@ -16,7 +16,11 @@ description = "golden image test"
 
 fn image(files: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    for (path, text) in files.iter().chain(&[("/profile.toml", PROFILE)]) {
+    let base = [
+        ("/profile.toml", PROFILE),
+        ("/etc/os-release", "ID=debian\n"),
+    ];
+    for (path, text) in files.iter().chain(&base) {
         let full = dir.path().join(path.trim_start_matches('/'));
         fs::create_dir_all(full.parent().unwrap()).unwrap();
         fs::write(full, text).unwrap();

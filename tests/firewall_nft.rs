@@ -83,6 +83,7 @@ fn the_table_is_applied_verified_persisted_and_removed_with_the_real_nft() {
     let options = PlanOptions {
         persist: true,
         live_kernel: true,
+        image: false,
     };
     assert_eq!(io.read(&Target::NftTable).unwrap(), State::Absent);
 
@@ -169,6 +170,7 @@ fn a_table_nft_rejects_is_restored() {
     let options = PlanOptions {
         persist: false,
         live_kernel: true,
+        image: false,
     };
     let good = plan::build(&[accept(&[(29500, 29550)])], &root, &io, options).unwrap();
     transaction::execute(&good.steps, &io).unwrap();

@@ -30,7 +30,12 @@ pub struct Plan {
 pub struct PlanOptions {
     pub persist: bool,
     pub live_kernel: bool,
+    /// The root is an image: write only persisted files, never a live value.
+    pub image: bool,
 }
+
+/// systemd-logind's drop-in for the `[Login]` settings gputune persists.
+pub const LOGIND_CONF: &str = "/etc/systemd/logind.conf.d/90-gputune.conf";
 
 /// Changes in first-seen order with duplicates removed (two checks may ask for the same).
 pub fn dedup(changes: impl IntoIterator<Item = Change>) -> Vec<Change> {
@@ -117,11 +122,13 @@ fn add(
         Change::Sysctl { key, value } => {
             check_word(key, "sysctl key")?;
             check_line(value, key)?;
-            b.live.push((
-                key.clone(),
-                Target::Knob(sysctl::host_path(key)),
-                value.clone(),
-            ));
+            if !options.image {
+                b.live.push((
+                    key.clone(),
+                    Target::Knob(sysctl::host_path(key)),
+                    value.clone(),
+                ));
+            }
             if persist {
                 let line = format!("{key} = {}", sysctl::normalize(value));
                 b.file(
@@ -140,6 +147,10 @@ fn add(
                 )));
             }
             check_line(value, path)?;
+            if options.image {
+                b.note(format!("{path} = {value} is not written: an image has no running kernel; set it on the image's kernel command line or with a systemd-tmpfiles rule"));
+                return Ok(());
+            }
             b.live
                 .push((path.clone(), Target::Knob(path.clone()), value.clone()));
             b.note(format!(
@@ -208,6 +219,10 @@ fn add(
                     "`{cpus}` is not a CPU list (irq {irq})"
                 )));
             }
+            if options.image {
+                b.note(format!("irq {irq} affinity is not written: an image has no running kernel and interrupt steering is live only"));
+                return Ok(());
+            }
             let path = format!("/proc/irq/{irq}/smp_affinity_list");
             b.live
                 .push((format!("irq {irq}"), Target::Knob(path), cpus.clone()));
@@ -218,7 +233,27 @@ fn add(
                 b.note("irqbalance is enabled on this node and will move the steered interrupts again; ban them (IRQBALANCE_BANNED_CPULIST or --banirq) or stop irqbalance".into());
             }
         }
-        Change::Cgroup { slice, key, value } => add_cgroup(b, slice, key, value, root, persist)?,
+        Change::Logind { key, value } => {
+            check_word(key, "logind setting")?;
+            check_word(value, key)?;
+            if !persist {
+                b.note(format!("{key} skipped: logind settings exist only in {LOGIND_CONF}, which --no-persist does not write"));
+                return Ok(());
+            }
+            b.file(
+                LOGIND_CONF,
+                "[Login]\n",
+                owned::key_before_equals,
+                key.clone(),
+                format!("{key}={value}"),
+            );
+            if !options.image {
+                b.note(format!(
+                    "systemd-logind reads {LOGIND_CONF} when it restarts (`systemctl restart systemd-logind`) or at boot"
+                ));
+            }
+        }
+        Change::Cgroup { slice, key, value } => add_cgroup(b, slice, key, value, root, options)?,
     }
     Ok(())
 }
@@ -229,8 +264,9 @@ fn add_cgroup(
     key: &str,
     value: &str,
     root: &Root,
-    persist: bool,
+    options: PlanOptions,
 ) -> Result<(), ApplyError> {
+    let persist = options.persist;
     check_word(slice, "slice")?;
     check_word(key, "cgroup key")?;
     check_line(value, key)?;
@@ -239,29 +275,60 @@ fn add_cgroup(
             "refusing cgroup change `{slice}` `{key}`: not a slice name and file"
         )));
     }
-    let systemd = root.exists("/run/systemd/system");
+    let what = format!("{slice} {key}");
+    if slice.ends_with(".scope") {
+        b.note(format!("{what} is not written: a scope lives only as long as its job and cannot be persisted; set the limit on its slice or in the job's launcher"));
+        return Ok(());
+    }
+    // An image runs no systemd now; it has systemd when the binary is installed.
+    let systemd = if options.image {
+        root.exists("/usr/lib/systemd/systemd") || root.exists("/lib/systemd/systemd")
+    } else {
+        root.exists("/run/systemd/system")
+    };
+    if options.image {
+        if !systemd {
+            b.note(format!(
+                "{what} is not persisted: the image has no systemd to read a slice drop-in"
+            ));
+            return Ok(());
+        }
+        return persist_unit(b, slice, key, value, persist);
+    }
     let dir = if systemd {
         cgroup::slice_dir(slice)
     } else {
         slice.to_string()
     };
     let knob = format!("/sys/fs/cgroup/{dir}/{key}");
-    let what = format!("{slice} {key}");
     if cgroup::is_cgroupfs_key(key) && root.exists(&knob) {
         b.live
             .push((what.clone(), Target::Knob(knob.clone()), value.to_string()));
     } else if !systemd {
-        return Err(ApplyError::Missing {
-            path: root.path(&knob),
-            hint: format!(": cannot set {what} (create the cgroup first)"),
-        });
-    }
-    if !systemd {
-        b.note(format!("{what} is set in cgroupfs only: systemd does not manage cgroups here, so it is lost when the cgroup is removed or the node reboots"));
+        b.note(format!("{what} is not set: the cgroup {knob} does not exist and there is no systemd here, so nothing would persist it (create the cgroup, or set it where the job starts)"));
         return Ok(());
     }
+    if !systemd {
+        b.note(format!("{what} is set in cgroupfs only: no systemd here, so it is not persisted and is lost when the cgroup is removed or the node reboots"));
+        return Ok(());
+    }
+    persist_unit(b, slice, key, value, persist)
+}
+
+/// The drop-in of the slice or service `slice` that sets `key` at every start of the unit.
+fn persist_unit(
+    b: &mut Builder,
+    slice: &str,
+    key: &str,
+    value: &str,
+    persist: bool,
+) -> Result<(), ApplyError> {
     if persist {
-        let unit = cgroup::unit_name(slice);
+        let (unit, section) = if slice.ends_with(".service") {
+            (slice.to_string(), "[Service]\n")
+        } else {
+            (cgroup::unit_name(slice), "[Slice]\n")
+        };
         let path = format!("/etc/systemd/system/{unit}.d/90-gputune.conf");
         let directives = cgroup::directives(key, value).ok_or_else(|| {
             ApplyError::Refused(format!("cgroup key `{key}` has no systemd slice directive"))
@@ -269,7 +336,7 @@ fn add_cgroup(
         for (name, v) in directives {
             b.file(
                 &path,
-                "[Slice]\n",
+                section,
                 owned::key_before_equals,
                 name.clone(),
                 format!("{name}={v}"),

@@ -134,6 +134,7 @@ fn every_change() -> Vec<Change> {
 const LIVE: PlanOptions = PlanOptions {
     persist: true,
     live_kernel: true,
+    image: false,
 };
 
 /// Every file and link under the root with its content, and the firewall table.
@@ -339,6 +340,7 @@ fn no_persist_writes_live_values_only() {
     let options = PlanOptions {
         persist: false,
         live_kernel: true,
+        image: false,
     };
     let plan = plan::build(&every_change(), &root, &io, options).unwrap();
     assert!(
@@ -366,6 +368,7 @@ fn a_mounted_image_gets_files_but_its_firewall_is_not_live() {
     let options = PlanOptions {
         persist: true,
         live_kernel: false,
+        image: false,
     };
     let change = Change::FirewallAccept {
         ports: vec![(29500, 29550)],
@@ -435,11 +438,15 @@ fn cgroupfs_without_systemd_needs_the_cgroup() {
         key: "memory.max".into(),
         value: "1".into(),
     };
+    // No systemd and no cgroup: nothing to write or persist, said in a note, not an abort.
+    let plan = plan::build(&[missing], &root, &io, LIVE).unwrap();
+    assert!(plan.steps.is_empty());
     assert!(
-        plan::build(&[missing], &root, &io, LIVE)
-            .unwrap_err()
-            .to_string()
-            .contains("does not exist")
+        plan.notes
+            .iter()
+            .any(|n| n.contains("does not exist and there is no systemd here")),
+        "{:?}",
+        plan.notes
     );
 }
 
@@ -486,4 +493,52 @@ fn malformed_changes_are_refused_before_anything_is_read() {
             "{change:?}"
         );
     }
+}
+
+#[test]
+fn an_image_gets_persisted_files_and_never_a_live_value() {
+    let dir = fixture();
+    let root = Root::new(dir.path());
+    let io = HostIo {
+        root: &root,
+        nft: None,
+    };
+    let options = PlanOptions {
+        persist: true,
+        live_kernel: false,
+        image: true,
+    };
+    let mut changes = every_change();
+    changes.push(Change::Logind {
+        key: "RemoveIPC".into(),
+        value: "no".into(),
+    });
+    changes.push(Change::Cgroup {
+        slice: "job-1.scope".into(),
+        key: "memory.high".into(),
+        value: "max".into(),
+    });
+    let plan = plan::build(&changes, &root, &io, options).unwrap();
+    assert!(
+        plan.steps
+            .iter()
+            .all(|s| !matches!(s.target, Target::Knob(_) | Target::NftTable)),
+        "{:?}",
+        plan.steps
+    );
+    let files: Vec<String> = plan.steps.iter().map(|s| s.target.label()).collect();
+    for want in [
+        "/etc/sysctl.d/90-gputune.conf",
+        "/etc/systemd/logind.conf.d/90-gputune.conf",
+    ] {
+        assert!(files.iter().any(|f| f.contains(want)), "{want}: {files:?}");
+    }
+    assert!(!files.iter().any(|f| f.contains("scope")), "{files:?}");
+    assert!(
+        plan.notes
+            .iter()
+            .any(|n| n.contains("job-1.scope memory.high is not written")),
+        "{:?}",
+        plan.notes
+    );
 }

@@ -136,14 +136,22 @@ pub const OWNED: &[&str] = &[
     "/etc/systemd/logind.conf.d/90-gputune.conf",
 ];
 
-/// The owned files, and the slices' drop-ins.
+/// The owned files, and the drop-ins of slices and services (a job's cgroup limits).
 fn is_owned_file(path: &str) -> bool {
     if OWNED.contains(&path) {
         return true;
     }
-    path.strip_prefix("/etc/systemd/system/")
-        .and_then(|r| r.strip_suffix(".slice.d/90-gputune.conf"))
-        .is_some_and(|unit| !unit.is_empty() && !unit.contains('/'))
+    let Some(drop_in) = path
+        .strip_prefix("/etc/systemd/system/")
+        .and_then(|r| r.strip_suffix("/90-gputune.conf"))
+    else {
+        return false;
+    };
+    [".slice.d", ".service.d"].iter().any(|kind| {
+        drop_in
+            .strip_suffix(kind)
+            .is_some_and(|unit| !unit.is_empty() && !unit.contains('/') && unit != "..")
+    })
 }
 
 #[cfg(test)]
@@ -170,6 +178,8 @@ mod tests {
             Target::File("/etc/sysctl.d/90-gputune.conf".into()),
             Target::File("/etc/nccl.conf".into()),
             Target::File("/etc/systemd/system/train.slice.d/90-gputune.conf".into()),
+            Target::File("/etc/systemd/system/nccl-job.service.d/90-gputune.conf".into()),
+            Target::File("/etc/systemd/logind.conf.d/90-gputune.conf".into()),
             Target::NftTable,
         ] {
             assert_eq!(target(&t), Ok(()), "{t:?}");
@@ -189,6 +199,8 @@ mod tests {
             Target::File("/etc/nccl.conf/".into()),
             Target::File("etc/nccl.conf".into()),
             Target::File("/etc/systemd/system/a/b.slice.d/90-gputune.conf".into()),
+            Target::File("/etc/systemd/system/a/b.service.d/90-gputune.conf".into()),
+            Target::File("/etc/systemd/system/.service.d/90-gputune.conf".into()),
             Target::Knob("/proc/irq/1x/smp_affinity_list".into()),
             Target::Link("/etc/systemd/system/x.wants/y".into()),
         ] {

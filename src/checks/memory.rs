@@ -51,7 +51,20 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
     let mut findings = super::sysctl::audit(ctx, Area::Memory, |key| !is_special(key));
     for (key, setting) in ctx.profile.area(Area::Memory) {
         match key.as_str() {
+            "swap.devices" if ctx.options.persisted => findings.push(swap_at_boot(ctx, setting)),
             "swap.devices" => findings.push(swap(ctx, setting)),
+            "transparent_hugepage.enabled" if ctx.options.image() => {
+                findings.push(thp_at_boot(ctx, key, setting))
+            }
+            "transparent_hugepage.defrag" if ctx.options.image() => findings.push(Finding::skip(
+                key.as_str(),
+                Area::Memory,
+                setting.rule.describe(),
+                format!(
+                    "{}: THP defrag has no kernel command-line form; set it at boot with a systemd-tmpfiles rule (`w /sys/kernel/mm/transparent_hugepage/defrag - - - - madvise`)",
+                    crate::image::NO_KERNEL
+                ),
+            )),
             "transparent_hugepage.enabled" => findings.push(thp(ctx, key, setting, THP_ENABLED)),
             "transparent_hugepage.defrag" => findings.push(thp(ctx, key, setting, THP_DEFRAG)),
             _ => {}
@@ -137,6 +150,144 @@ fn swap(ctx: &Context, setting: &Setting) -> Finding {
         actual,
         message: super::why(ctx, Area::Memory, id),
         fix,
+        change: None,
+    }
+}
+
+/// The swap areas `/etc/fstab` activates at boot (`swap` entries without `noauto`), with
+/// their 1-based lines.
+pub fn parse_fstab_swaps(text: &str) -> Vec<(usize, String)> {
+    text.lines()
+        .enumerate()
+        .filter_map(|(i, line)| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            match fields.as_slice() {
+                [spec, _, kind, rest @ ..] if !spec.starts_with('#') && *kind == "swap" => {
+                    let noauto = rest
+                        .first()
+                        .is_some_and(|o| o.split(',').any(|o| o == "noauto"));
+                    (!noauto).then(|| (i + 1, spec.to_string()))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// `--persisted` and images: the swap `/etc/fstab` turns on at boot, not what is on now.
+fn swap_at_boot(ctx: &Context, setting: &Setting) -> Finding {
+    let id = "swap.devices";
+    let expected = setting.rule.describe();
+    let text = match ctx.root.read_optional("/etc/fstab") {
+        Ok(text) => text.unwrap_or_default(),
+        Err(e) => return Finding::error(id, Area::Memory, expected, e.to_string()),
+    };
+    let swaps = parse_fstab_swaps(&text);
+    let count = swaps.len().to_string();
+    let (status, _) = setting.status_for(&count);
+    let actual = if swaps.is_empty() {
+        "0 (no swap in /etc/fstab)".to_string()
+    } else {
+        let named: Vec<String> = swaps
+            .iter()
+            .map(|(line, spec)| format!("{spec} (/etc/fstab:{line})"))
+            .collect();
+        format!("{count}: {}", named.join(", "))
+    };
+    let fix = if status == Status::Pass {
+        String::new()
+    } else {
+        "remove or comment out the swap entries in /etc/fstab (and mask any .swap units) so no swap is turned on at boot".to_string()
+    };
+    Finding {
+        id: id.into(),
+        area: Area::Memory,
+        status,
+        expected,
+        actual,
+        message: super::why(ctx, Area::Memory, id),
+        fix,
+        change: None,
+    }
+}
+
+/// Boot loader configurations whose kernel command line an image boots with, in the order
+/// they are looked at: kernel-install's and GRUB's.
+const CMDLINES: &[&str] = &["/etc/kernel/cmdline", "/etc/default/grub"];
+
+/// The value of `param=` on a kernel command line in one of these files: a whole
+/// `/etc/kernel/cmdline`, or GRUB's `GRUB_CMDLINE_LINUX` and `GRUB_CMDLINE_LINUX_DEFAULT`
+/// (the last word wins, as in the kernel).
+pub fn cmdline_param(file: &str, text: &str, param: &str) -> Option<String> {
+    let lines: Vec<String> = if file.ends_with("/grub") {
+        text.lines()
+            .filter_map(|l| {
+                let (k, v) = l.trim().split_once('=')?;
+                matches!(k, "GRUB_CMDLINE_LINUX" | "GRUB_CMDLINE_LINUX_DEFAULT")
+                    .then(|| v.trim().trim_matches(['"', '\'']).to_string())
+            })
+            .collect()
+    } else {
+        text.lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .map(str::to_string)
+            .collect()
+    };
+    let prefix = format!("{param}=");
+    lines
+        .iter()
+        .flat_map(|l| l.split_whitespace())
+        .filter_map(|w| w.strip_prefix(&prefix))
+        .next_back()
+        .map(str::to_string)
+}
+
+/// Images: THP `enabled` from `transparent_hugepage=` on the boot loader's command line, the
+/// kernel's build default otherwise (which gputune cannot know: a warning).
+fn thp_at_boot(ctx: &Context, key: &str, setting: &Setting) -> Finding {
+    let expected = setting.rule.describe();
+    for file in CMDLINES {
+        let text = match ctx.root.read_optional(file) {
+            Ok(Some(text)) => text,
+            Ok(None) => continue,
+            Err(e) => return Finding::error(key, Area::Memory, expected, e.to_string()),
+        };
+        let Some(value) = cmdline_param(file, &text, "transparent_hugepage") else {
+            continue;
+        };
+        let (status, problem) = setting.status_for(&value);
+        return Finding {
+            id: key.into(),
+            area: Area::Memory,
+            status,
+            expected,
+            actual: format!("{value} ({file})"),
+            message: problem.unwrap_or_else(|| super::why(ctx, Area::Memory, key)),
+            fix: if status == Status::Pass {
+                String::new()
+            } else {
+                format!(
+                    "set transparent_hugepage={} on the kernel command line in {file}",
+                    setting
+                        .rule
+                        .target(&value)
+                        .unwrap_or_else(|| "madvise".into())
+                )
+            },
+            change: None,
+        };
+    }
+    Finding {
+        id: key.into(),
+        area: Area::Memory,
+        status: Status::Warn,
+        expected,
+        actual: "unset".into(),
+        message: format!(
+            "no transparent_hugepage= on the image's kernel command line ({}): the kernel's build default will decide at boot (`always` on many distributions)",
+            CMDLINES.join(", ")
+        ),
+        fix: "add transparent_hugepage=madvise to the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub, or /etc/kernel/cmdline)".into(),
         change: None,
     }
 }
@@ -239,6 +390,47 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(parse_swaps(text).map_err(|_| ()), *want, "{text:?}");
         }
+    }
+
+    #[test]
+    fn kernel_command_lines() {
+        let grub = "GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\nGRUB_CMDLINE_LINUX=\"iommu=pt transparent_hugepage=never transparent_hugepage=madvise\"\n";
+        let cases = [
+            ("/etc/default/grub", grub, Some("madvise")),
+            ("/etc/default/grub", "GRUB_CMDLINE_LINUX=\"\"\n", None),
+            (
+                "/etc/default/grub",
+                "#GRUB_CMDLINE_LINUX=\"transparent_hugepage=always\"\n",
+                None,
+            ),
+            (
+                "/etc/kernel/cmdline",
+                "root=/dev/sda1 transparent_hugepage=always\n",
+                Some("always"),
+            ),
+            (
+                "/etc/kernel/cmdline",
+                "# transparent_hugepage=never\n",
+                None,
+            ),
+        ];
+        for (file, text, want) in cases {
+            assert_eq!(
+                cmdline_param(file, text, "transparent_hugepage").as_deref(),
+                want,
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn fstab_swaps() {
+        let text = "# /etc/fstab\nUUID=1 / ext4 defaults 0 1\n/swapfile none swap sw 0 0\n#/dev/sda2 none swap sw 0 0\n/dev/sdb1 none swap noauto 0 0\nLABEL=s none swap\n";
+        assert_eq!(
+            parse_fstab_swaps(text),
+            vec![(3, "/swapfile".to_string()), (6, "LABEL=s".to_string())]
+        );
+        assert!(parse_fstab_swaps("").is_empty());
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod platform;
 pub mod sysctl;
 pub mod sysctl_d;
 pub mod sysctl_value;
+pub mod tuned;
 
 use crate::finding::{Area, Finding};
 use std::cell::OnceCell;
@@ -33,8 +34,18 @@ pub struct AuditOptions {
     pub cgroup: Option<String>,
     /// `--peer ADDR`: a peer node whose route picks the NIC to judge.
     pub peer: Option<String>,
-    /// `--persisted`: judge what the node's configuration files would give after a reboot.
+    /// `--persisted`: judge what the node's configuration files would give after a reboot
+    /// (always true in image mode).
     pub persisted: bool,
+    /// What is judged: the running kernel, a node's files, or an image.
+    pub mode: crate::image::Mode,
+}
+
+impl AuditOptions {
+    /// True when the root has no running kernel: live-only facts are skipped, never guessed.
+    pub fn image(&self) -> bool {
+        self.mode == crate::image::Mode::Image
+    }
 }
 
 /// What every check reads from, for one audit.
@@ -157,11 +168,22 @@ pub fn keys(area: Area) -> &'static [KeySpec] {
 
 /// Runs the checks of the selected areas (all when `only` is empty).
 pub fn run(ctx: &Context, only: &[Area]) -> Vec<Finding> {
-    AREAS
+    let mut findings: Vec<Finding> = AREAS
         .iter()
         .filter(|a| only.is_empty() || only.contains(&a.area))
         .flat_map(|a| (a.audit)(ctx))
-        .collect()
+        .collect();
+    // In an image every skip is for want of a running node: say so the same way everywhere.
+    if ctx.options.image() {
+        for f in &mut findings {
+            if f.status == crate::finding::Status::Skip
+                && !f.message.starts_with(crate::image::NO_KERNEL)
+            {
+                f.message = format!("{}: {}", crate::image::NO_KERNEL, f.message);
+            }
+        }
+    }
+    findings
 }
 
 /// The reason a key matters: the profile's own words, else the check's.

@@ -24,6 +24,7 @@ pub fn audit(ctx: &Context, area: Area, is_sysctl: impl Fn(&str) -> bool) -> Vec
     }
     let boot = ctx.boot_sysctls();
     let persisted = ctx.options.persisted;
+    let image = ctx.options.image();
 
     // Read each sysctl once (from the files with --persisted, where they set it), and work
     // out the value every part-wise fix should set.
@@ -35,12 +36,17 @@ pub fn audit(ctx: &Context, area: Area, is_sysctl: impl Fn(&str) -> bool) -> Vec
             .or_insert_with(|| match (persisted, boot) {
                 (true, Ok(b)) if b.contains_key(name) => Ok(Some(b[name].value.clone())),
                 (true, Err(e)) => Err(e.clone()),
+                // No file sets it: after a reboot the kernel default applies, where it is known.
+                (true, Ok(_)) if sysctl::kernel_default(name).is_some() => {
+                    Ok(sysctl::kernel_default(name).map(str::to_string))
+                }
+                (true, Ok(_)) if image => Ok(None),
                 _ => sysctl::read(ctx.root, name).map_err(|e| e.to_string()),
             });
     }
     let targets = vector_targets(&settings, &values);
 
-    settings
+    let mut findings: Vec<Finding> = settings
         .iter()
         .map(|(key, setting)| {
             let name = sysctl::sysctl_of(key);
@@ -64,42 +70,56 @@ pub fn audit(ctx: &Context, area: Area, is_sysctl: impl Fn(&str) -> bool) -> Vec
             };
             let value = values[name].as_ref().ok().and_then(Option::as_deref);
             if persisted {
-                at_boot(finding, key, setting, name, boot.get(name))
+                at_boot(finding, key, setting, name, boot.get(name), image)
             } else {
                 live_and_boot(finding, key, setting, name, value, boot.get(name))
             }
         })
-        .collect()
+        .collect();
+    findings.extend(super::tuned::conflicts(ctx, area, &settings));
+    findings
 }
 
-/// `--persisted`: the finding judged the files' value; say where it comes from, and judge
-/// a key no file sets by what the kernel default would give.
+/// `--persisted` and images: the finding judged the files' value, or the kernel default
+/// where no file sets the key and gputune knows it; say where the value comes from, and make
+/// every fix a persisted one (there is no live value to write).
 fn at_boot(
     mut finding: Finding,
     key: &str,
     setting: &Setting,
     name: &str,
     assignment: Option<&Assignment>,
+    image: bool,
 ) -> Finding {
+    if let Some(a) = assignment
+        && let Some(why) = &a.rejected
+    {
+        return rejected_at_boot(finding, setting, name, a, why);
+    }
+    if finding.status == Status::Error {
+        return finding;
+    }
+    if let Some(Change::Sysctl { value, .. }) = &finding.change {
+        finding.fix = persist_fix(name, value);
+    }
     if let Some(a) = assignment {
-        if let Some(why) = &a.rejected {
-            return rejected_at_boot(finding, setting, name, a, why);
-        }
-        if finding.status != Status::Error {
-            finding.message = format!(
-                "at boot {} sets {name} = {}; {}",
-                a.origin(),
-                a.value,
-                finding.message
-            );
-        }
+        finding.message = format!(
+            "at boot {} sets {name} = {}; {}",
+            a.origin(),
+            a.value,
+            finding.message
+        );
         return finding;
     }
     let unset = format!("no sysctl.d file sets {name}: after a reboot the kernel default applies");
-    if let Some(default) = sysctl::kernel_default(name)
-        && let Ok(actual) = actual_of(key, default)
-    {
-        return judge_default(finding, setting, name, default, actual, unset);
+    if let Some(default) = sysctl::kernel_default(name) {
+        finding.actual = format!("{} (kernel default)", finding.actual);
+        finding.message = if finding.status == Status::Pass {
+            format!("{unset}, and its default `{default}` passes")
+        } else {
+            format!("{unset}, `{default}`; {}", finding.message)
+        };
+        return finding;
     }
     match finding.status {
         Status::Pass => {
@@ -109,11 +129,18 @@ fn at_boot(
                 finding.actual
             );
             finding.fix = persist_fix(name, &finding.actual);
+            finding.change = Some(Change::Sysctl {
+                key: name.into(),
+                value: finding.actual.clone(),
+            });
         }
         Status::Skip => {
-            finding.status = setting.severity.status();
+            let subject = if image { "the image" } else { "the node" };
+            finding.status = Status::Warn;
             finding.actual = "unset".into();
-            finding.message = unset;
+            finding.message = format!(
+                "no sysctl.d file in {subject} sets {name}: the running kernel will decide its value at boot (it varies by kernel version or memory size)"
+            );
             if sysctl::split_part(key).is_none()
                 && let Some(target) = setting.rule.target("")
             {
@@ -149,40 +176,6 @@ fn rejected_at_boot(
         "write a plain decimal value in range at {} (`sysctl -w {name}=...` shows whether the kernel takes it)",
         a.origin()
     );
-    finding
-}
-
-/// `--persisted` for a key no file sets but whose kernel default is known: judge the default.
-fn judge_default(
-    mut finding: Finding,
-    setting: &Setting,
-    name: &str,
-    default: &str,
-    actual: String,
-    unset: String,
-) -> Finding {
-    let (status, _) = setting.status_for(&actual);
-    finding.status = status;
-    finding.actual = format!("{actual} (kernel default)");
-    finding.change = None;
-    finding.fix = String::new();
-    if status == Status::Pass {
-        finding.message = format!("{unset}, and its default `{default}` passes");
-    } else {
-        finding.message = format!("{unset}, `{default}`; {}", finding.message);
-        if let Some(target) = setting.rule.target(&actual) {
-            let value = match sysctl::split_part(&finding.id) {
-                Some((_, index)) => {
-                    let mut parts: Vec<String> =
-                        default.split_whitespace().map(str::to_string).collect();
-                    parts[index] = target;
-                    parts.join(" ")
-                }
-                None => target,
-            };
-            finding.fix = persist_fix(name, &value);
-        }
-    }
     finding
 }
 
@@ -539,11 +532,19 @@ description = "test"
                 Status::Pass,
                 "at boot /etc/sysctl.d/90-gputune.conf:1",
             ),
+            // no file, no known default (128 before 5.4, 4096 since): the kernel decides
             (
                 &[],
                 "net.core.somaxconn",
+                Status::Warn,
+                "sets net.core.somaxconn: the running kernel will decide",
+            ),
+            // a known default that fails carries the change that persists the fix
+            (
+                &[],
+                "net.ipv4.tcp_rmem.max",
                 Status::Fail,
-                "no sysctl.d file sets net.core.somaxconn",
+                "no sysctl.d file sets net.ipv4.tcp_rmem: after a reboot the kernel default applies, `4096 131072 6291456`",
             ),
             (
                 &[(SOMAXCONN, "4096\n")],
@@ -582,6 +583,23 @@ description = "test"
             assert_eq!(f.status, *status, "{files:?}: {f:?}");
             assert!(f.message.contains(message), "{files:?}: {}", f.message);
         }
+        let tcp_rmem = audit_node(&[], true);
+        let f = tcp_rmem
+            .iter()
+            .find(|f| f.id == "net.ipv4.tcp_rmem.max")
+            .unwrap();
+        assert_eq!(
+            f.change,
+            Some(Change::Sysctl {
+                key: "net.ipv4.tcp_rmem".into(),
+                value: "4096 131072 16777216".into()
+            })
+        );
+        assert!(
+            f.fix.contains("net.ipv4.tcp_rmem = 4096 131072 16777216"),
+            "{}",
+            f.fix
+        );
         let unset = audit_node(&[], true);
         assert_eq!(
             unset[0].change,

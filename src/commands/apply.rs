@@ -14,6 +14,9 @@ use crate::checks::{self, AuditOptions, Context};
 use crate::error::{Error, ExitCode, Result};
 use crate::finding::{Area, Finding, Status};
 use crate::host::Root;
+use crate::image::Mode;
+
+mod created_dirs;
 
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
@@ -32,6 +35,9 @@ pub struct ApplyArgs {
     /// Apply only the changes of these areas.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "AREA,...")]
     pub only: Vec<Area>,
+    /// Write live kernel values even though --root has a mounted /proc (the running kernel's).
+    #[arg(long)]
+    pub live: bool,
 }
 
 #[derive(Debug, Args)]
@@ -54,20 +60,38 @@ pub fn apply_with(
     operator: &dyn Operator,
     nft: &dyn Nft,
 ) -> Result<ExitCode> {
-    let (profile, _) = super::audit::load_profile(Some(&args.profile), root)?;
-    if !args.dry_run && !operator.is_root() {
-        return Err(Error::Runtime(
-            "gputune apply writes kernel settings and files under /etc: run it as root (`--dry-run` shows the plan without root)".into(),
-        ));
+    crate::image::check_root(root).map_err(|e| Error::Runtime(e.to_string()))?;
+    let mode = Mode::detect(root, false);
+    let image = mode == Mode::Image;
+    if image && args.no_persist {
+        return Err(Error::Usage(format!(
+            "--no-persist writes live values only, and the image {} has no running kernel: leave it out to write the image's files",
+            root.dir().display()
+        )));
     }
+    if crate::image::has_mounted_proc(root) && !args.live {
+        return Err(Error::Runtime(format!(
+            "{} is a mounted procfs (the running kernel's /proc, bind-mounted into the tree?): apply would change this machine's live settings. Unmount it to apply to the image's files only, or pass --live to write live values too",
+            root.path("/proc").display()
+        )));
+    }
+    let (profile, _) = super::audit::load_profile(Some(&args.profile), root)?;
+    if !args.dry_run {
+        may_write(root, image, operator)?;
+    }
+    let state = state_root(root, image, operator);
     // The lock comes before the audit, so the plan is made from facts no other apply
     // is changing.
     let _lock = if args.dry_run {
         None
     } else {
-        Some(lock::acquire(root, lock::WAIT).map_err(runtime)?)
+        Some(lock::acquire(&state, lock::WAIT).map_err(runtime)?)
     };
-    let options = AuditOptions::default();
+    let options = AuditOptions {
+        persisted: image,
+        mode,
+        ..AuditOptions::default()
+    };
     let ctx = Context::new(root, &profile, &options);
     let findings = checks::run(&ctx, &args.only);
     // A check that could not be read might hide a change: refuse rather than half-apply.
@@ -93,7 +117,7 @@ pub fn apply_with(
         root,
         nft: live_kernel.then_some(nft),
     };
-    let previous = journal::load(root).map_err(runtime)?;
+    let previous = journal::load(&state).map_err(runtime)?;
     if !args.dry_run
         && previous
             .as_ref()
@@ -101,12 +125,13 @@ pub fn apply_with(
     {
         return Err(Error::Runtime(format!(
             "an earlier apply was interrupted ({} says `applying`): run `gputune rollback` first",
-            root.path(journal::PATH).display()
+            state.path(journal::PATH).display()
         )));
     }
     let plan_options = PlanOptions {
         persist: !args.no_persist,
         live_kernel,
+        image,
     };
     let plan = plan::build(&changes, root, &io, plan_options).map_err(runtime)?;
     crate::say::write(&render_plan(&profile.name, &plan));
@@ -124,8 +149,7 @@ pub fn apply_with(
     }
     if args.dry_run {
         crate::say!("dry run: nothing was changed");
-        report_manual(&manual);
-        return Ok(ExitCode::Ok);
+        return Ok(report_manual(&manual));
     }
     if !args.yes {
         if !operator.can_ask() {
@@ -143,8 +167,13 @@ pub fn apply_with(
         }
     }
 
+    created_dirs::remember(&state, root, &plan.steps).map_err(|e| {
+        Error::Runtime(format!(
+            "cannot record the directories apply creates, nothing was changed: {e}"
+        ))
+    })?;
     let mut record = Journal::begin(previous.as_ref(), &profile.name, &plan.steps);
-    journal::save(root, &record).map_err(|e| {
+    journal::save(&state, &record).map_err(|e| {
         Error::Runtime(format!(
             "cannot write the journal, nothing was changed: {e}"
         ))
@@ -152,22 +181,27 @@ pub fn apply_with(
     match transaction::execute(&plan.steps, &io) {
         Ok(()) => {
             record.phase = Phase::Applied;
-            journal::save(root, &record).map_err(|e| {
+            journal::save(&state, &record).map_err(|e| {
                 Error::Runtime(format!(
                     "every change was applied and verified, but marking the journal failed ({e}); `gputune rollback` still undoes it"
                 ))
             })?;
             crate::say!(
-                "applied and verified {} changes of profile {}; the previous values are in {}; undo with `gputune rollback`",
+                "applied and verified {} changes of profile {}; the previous values are in {}; undo with `gputune rollback{}`",
                 plan.steps.len(),
                 profile.name,
-                root.path(journal::PATH).display()
+                state.path(journal::PATH).display(),
+                if image {
+                    format!(" --root {}", root.dir().display())
+                } else {
+                    String::new()
+                }
             );
             Ok(report_manual(&manual))
         }
         Err(failure) => {
             if failure.unrestored.is_empty() {
-                journal::restore(root, previous.as_ref()).map_err(runtime)?;
+                journal::restore(&state, previous.as_ref()).map_err(runtime)?;
                 Err(Error::Runtime(format!(
                     "apply failed at change {} of {}: {}\nevery earlier change was restored in reverse order; the node is as it started",
                     failure.step + 1,
@@ -181,7 +215,7 @@ pub fn apply_with(
                     plan.steps.len(),
                     failure.error,
                     failure.unrestored.join("; "),
-                    root.path(journal::PATH).display()
+                    state.path(journal::PATH).display()
                 )))
             }
         }
@@ -207,16 +241,15 @@ fn report_manual(manual: &[Finding]) -> ExitCode {
 
 /// Rollback with the operator and nftables given.
 pub fn rollback_with(root: &Root, operator: &dyn Operator, nft: &dyn Nft) -> Result<ExitCode> {
-    if !operator.is_root() {
-        return Err(Error::Runtime(
-            "gputune rollback writes kernel settings and files under /etc: run it as root".into(),
-        ));
-    }
-    let _lock = lock::acquire(root, lock::WAIT).map_err(runtime)?;
-    let Some(mut record) = journal::load(root).map_err(runtime)? else {
+    crate::image::check_root(root).map_err(|e| Error::Runtime(e.to_string()))?;
+    let image = Mode::detect(root, false) == Mode::Image;
+    may_write(root, image, operator)?;
+    let state = state_root(root, image, operator);
+    let _lock = lock::acquire(&state, lock::WAIT).map_err(runtime)?;
+    let Some(mut record) = journal::load(&state).map_err(runtime)? else {
         crate::say!(
             "nothing to roll back: there is no {}",
-            root.path(journal::PATH).display()
+            state.path(journal::PATH).display()
         );
         return Ok(ExitCode::Ok);
     };
@@ -249,14 +282,71 @@ pub fn rollback_with(root: &Root, operator: &dyn Operator, nft: &dyn Nft) -> Res
             failed.join("; ")
         )));
     }
+    created_dirs::remove(&state, root);
     record.phase = Phase::RolledBack;
-    journal::save(root, &record).map_err(runtime)?;
+    journal::save(&state, &record).map_err(runtime)?;
     crate::say!(
         "rolled back {} targets changed by profile {}",
         record.steps.len(),
         record.profiles.join(", ")
     );
     Ok(ExitCode::Ok)
+}
+
+/// A file's change as lines people review: `-` removed, `+` added, ` ` kept.
+fn diff(before: &crate::apply::target::State, after: &crate::apply::target::State) -> String {
+    use crate::apply::target::State;
+    let lines = |s: &State| -> Vec<String> {
+        match s {
+            State::Present(text) => text.lines().map(str::to_string).collect(),
+            State::Absent => Vec::new(),
+        }
+    };
+    let (old, new) = (lines(before), lines(after));
+    let mut out = String::new();
+    for line in old.iter().filter(|l| !new.contains(l)) {
+        out.push_str(&format!("    -{line}\n"));
+    }
+    for line in &new {
+        let mark = if old.contains(line) { ' ' } else { '+' };
+        out.push_str(&format!("    {mark}{line}\n"));
+    }
+    out
+}
+
+/// Root may write anywhere; in an image, so may the user who owns the tree (rootless image
+/// builds), since apply writes only files there.
+fn may_write(root: &Root, image: bool, operator: &dyn Operator) -> Result<()> {
+    if operator.is_root() {
+        return Ok(());
+    }
+    if image {
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let euid = unsafe { libc::geteuid() };
+        let owner = std::fs::metadata(root.dir()).map(|m| m.uid()).ok();
+        if owner == Some(euid) {
+            return Ok(());
+        }
+        return Err(Error::Runtime(format!(
+            "{} is an image owned by another user: run gputune as root or as the image's owner",
+            root.dir().display()
+        )));
+    }
+    Err(Error::Runtime(
+        "gputune apply and rollback write kernel settings and files under /etc: run it as root (`apply --dry-run` shows the plan without root)".into(),
+    ))
+}
+
+/// Where the journal and lock live: the node's own `/var/lib/gputune` and `/run`, or, for an
+/// image, a directory outside it keyed by the image path, so nothing of gputune's state is
+/// baked into the image and rolled back on every node booted from it.
+fn state_root(root: &Root, image: bool, operator: &dyn Operator) -> Root {
+    if image {
+        Root::new(crate::image::state_dir(root.dir(), operator.is_root()))
+    } else {
+        root.clone()
+    }
 }
 
 /// Apply's errors stop the job: exit 3 with the message.
@@ -282,13 +372,8 @@ pub fn render_plan(profile: &str, plan: &Plan) -> String {
             step.before.summary(),
             step.after.summary()
         ));
-        // A file summarised as "N lines" hides what is written: show the new content.
-        if let crate::apply::target::State::Present(text) = &step.after
-            && text.lines().filter(|l| !l.trim().is_empty()).count() > 1
-        {
-            for line in text.lines().filter(|l| !l.trim().is_empty()) {
-                out.push_str(&format!("      | {line}\n"));
-            }
+        if let crate::apply::target::Target::File(_) = step.target {
+            out.push_str(&diff(&step.before, &step.after));
         }
     }
     for note in &plan.notes {

@@ -8,8 +8,9 @@ use crate::checks::{self, AuditOptions, Context};
 use crate::error::{ExitCode, Result};
 use crate::finding::Area;
 use crate::host::Root;
+use crate::image::Mode;
 use crate::profile::{Loader, Profile, default};
-use crate::report::{Format, HostFacts, Report};
+use crate::report::{Format, HostFacts, PersistedValue, Report};
 
 #[derive(Debug, Args)]
 pub struct AuditArgs {
@@ -67,6 +68,8 @@ fn parse_peer(text: &str) -> Result<String, String> {
 }
 
 pub fn run(args: &AuditArgs, root: &Root) -> Result<ExitCode> {
+    crate::image::check_root(root).map_err(|e| crate::Error::Runtime(e.to_string()))?;
+    let mode = Mode::detect(root, args.persisted);
     let (profile, chosen_by) = load_profile(args.profile.as_deref(), root)?;
     if let Some(reason) = &chosen_by
         && args.format != Format::Table
@@ -76,14 +79,23 @@ pub fn run(args: &AuditArgs, root: &Root) -> Result<ExitCode> {
     let options = AuditOptions {
         cgroup: args.cgroup.clone(),
         peer: args.peer.clone(),
-        persisted: args.persisted,
+        persisted: mode != Mode::Live,
+        mode,
     };
     let ctx = Context::new(root, &profile, &options);
+    let findings = checks::run(&ctx, &args.only);
+    let persisted = if mode == Mode::Live {
+        Vec::new()
+    } else {
+        persisted_values(&ctx, &findings)
+    };
     let report = Report {
         profile: &profile,
         chosen_by,
-        host: HostFacts::read(root),
-        findings: checks::run(&ctx, &args.only),
+        host: HostFacts::read(root, mode),
+        mode,
+        persisted,
+        findings,
         strict: args.strict,
     };
     super::emit(&report.render(args.format), args.output.as_deref())?;
@@ -92,6 +104,26 @@ pub fn run(args: &AuditArgs, root: &Root) -> Result<ExitCode> {
     } else {
         ExitCode::Ok
     })
+}
+
+/// The sysctl.d file and line behind each sysctl finding, for the JSON report.
+fn persisted_values(ctx: &Context, findings: &[crate::finding::Finding]) -> Vec<PersistedValue> {
+    let Ok(boot) = ctx.boot_sysctls() else {
+        return Vec::new();
+    };
+    findings
+        .iter()
+        .filter_map(|f| {
+            let key = crate::host::sysctl::sysctl_of(&f.id);
+            boot.get(key).map(|a| PersistedValue {
+                id: f.id.clone(),
+                key: key.to_string(),
+                value: a.value.clone(),
+                file: a.file.clone(),
+                line: a.line,
+            })
+        })
+        .collect()
 }
 
 /// The named profile, or the one the node's hardware calls for and why.

@@ -16,11 +16,12 @@ use crate::host::Root;
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
     let root = match cli.root {
+        // A missing root is a failed mount or unpack, not a typo to correct: exit 3, so a
+        // pipeline never mistakes it for a usage problem of its own.
         Some(dir) if !dir.is_dir() => {
-            return Err(Error::Usage(format!(
-                "--root {}: no such directory",
-                dir.display()
-            )));
+            return Err(Error::Runtime(
+                crate::image::RootError::Missing(dir).to_string(),
+            ));
         }
         Some(dir) => Root::new(dir),
         None => Root::live(),

@@ -40,6 +40,17 @@ pub fn unlink_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<()> {
     }
 }
 
+/// Removes the empty directory `name` from `dir`; a missing one is fine, a non-empty one
+/// is an error (`ENOTEMPTY`) the caller may ignore.
+pub fn rmdir_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<()> {
+    let c = cstr(name)?;
+    // SAFETY: valid dirfd and NUL-terminated name.
+    match check(unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), libc::AT_REMOVEDIR) }) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+        other => other,
+    }
+}
+
 fn rename_at(dir: BorrowedFd<'_>, from: &[u8], to: &[u8]) -> io::Result<()> {
     let (f, t) = (cstr(from)?, cstr(to)?);
     // SAFETY: valid dirfd and NUL-terminated names.

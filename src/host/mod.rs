@@ -272,6 +272,15 @@ impl Root {
         atomic::fsync(dir.as_fd()).map_err(err)
     }
 
+    /// Removes an empty directory inside the root (never through a link); a missing one is
+    /// fine, a non-empty one an error.
+    pub fn remove_dir(&self, host_path: &str) -> Result<(), HostError> {
+        let (dir, name) = self.parent(host_path)?;
+        let err = |e| HostError::new(self.path(host_path), e);
+        atomic::rmdir_at(dir.as_fd(), &name).map_err(err)?;
+        atomic::fsync(dir.as_fd()).map_err(err)
+    }
+
     /// The target of the link at `host_path`; `None` when there is none (missing, or not a
     /// link).
     pub fn read_link(&self, host_path: &str) -> Result<Option<String>, HostError> {

@@ -62,6 +62,9 @@ pub fn kernel_default(name: &str) -> Option<&'static str> {
         | "net.core.rmem_max"
         | "net.core.wmem_max" => "212992",
         "net.core.netdev_max_backlog" => "1000",
+        // The maxima are the kernel's caps (the boot-time value is min(cap, a share of RAM)),
+        // so a profile minimum above them fails on every machine.
+        "net.ipv4.tcp_rmem" => "4096 131072 6291456",
         "net.ipv4.tcp_wmem" => "4096 16384 4194304",
         "net.ipv4.tcp_window_scaling" | "net.ipv4.tcp_timestamps" | "net.ipv4.tcp_sack" => "1",
         "net.ipv4.tcp_slow_start_after_idle" => "1",

@@ -14,6 +14,10 @@ struct Document<'a> {
     tool: Tool,
     profile: ProfileInfo<'a>,
     host: &'a HostFacts,
+    /// `live`, `persisted` or `image`: what was judged.
+    mode: crate::image::Mode,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    persisted: &'a [super::PersistedValue],
     strict: bool,
     passed: bool,
     summary: Summary,
@@ -48,6 +52,8 @@ pub fn render(report: &Report) -> String {
             chosen_by: report.chosen_by.as_deref(),
         },
         host: &report.host,
+        mode: report.mode,
+        persisted: &report.persisted,
         strict: report.strict,
         passed: !report.failed(),
         summary: report.summary(),

@@ -29,6 +29,11 @@ pub fn render(report: &Report) -> String {
             s.skipped,
             escape(&report.host.hostname)
         );
+        let _ = writeln!(
+            out,
+            "    <properties><property name=\"mode\" value=\"{}\"/></properties>",
+            report.mode.name()
+        );
         for f in findings {
             testcase(&mut out, f, report.strict);
         }

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::finding::{Finding, Status};
 use crate::host::Root;
+use crate::image::Mode;
 use crate::profile::Profile;
 
 /// The output formats of `gputune audit --format`.
@@ -27,10 +28,14 @@ pub struct HostFacts {
     pub hostname: String,
     pub kernel: String,
     pub root: String,
+    /// When the audit ran, in seconds since the epoch (an image's report is kept as evidence).
+    pub audited_at: f64,
 }
 
 impl HostFacts {
-    pub fn read(root: &Root) -> Self {
+    /// The running kernel's names live; an image's own `/etc/hostname` and the kernel it ships
+    /// (`/usr/lib/modules`, else `/lib/modules`) otherwise.
+    pub fn read(root: &Root, mode: Mode) -> Self {
         let read = |path: &str| {
             root.read_optional(path)
                 .ok()
@@ -39,12 +44,41 @@ impl HostFacts {
                 .filter(|s| !s.is_empty())
                 .unwrap_or_else(|| "unknown".into())
         };
+        let (hostname, kernel) = if mode == Mode::Image {
+            let modules = ["/usr/lib/modules", "/lib/modules"]
+                .iter()
+                .find_map(|d| root.list_dir(d).ok().flatten().filter(|l| !l.is_empty()))
+                .map_or_else(|| "none installed".to_string(), |l| l.join(", "));
+            (read("/etc/hostname"), modules)
+        } else {
+            let mut hostname = read("/proc/sys/kernel/hostname");
+            if hostname == "unknown" {
+                hostname = read("/etc/hostname");
+            }
+            (hostname, read("/proc/sys/kernel/osrelease"))
+        };
         HostFacts {
-            hostname: read("/proc/sys/kernel/hostname"),
-            kernel: read("/proc/sys/kernel/osrelease"),
+            hostname,
+            kernel,
             root: root.dir().display().to_string(),
+            audited_at: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
         }
     }
+}
+
+/// Where a persisted value a finding judged comes from, as structured fields for machines.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PersistedValue {
+    /// The finding's id (`net.ipv4.tcp_rmem.max`).
+    pub id: String,
+    /// The setting the file sets (`net.ipv4.tcp_rmem`).
+    pub key: String,
+    pub value: String,
+    /// Host path of the file that wins at boot, and its 1-based line.
+    pub file: String,
+    pub line: usize,
 }
 
 /// Counts of findings by status.
@@ -91,6 +125,10 @@ pub struct Report<'a> {
     /// Why the profile was chosen, when the user did not name one.
     pub chosen_by: Option<String>,
     pub host: HostFacts,
+    /// What was judged: live, persisted or image.
+    pub mode: Mode,
+    /// Outside live mode: the file and line behind each persisted value judged.
+    pub persisted: Vec<PersistedValue>,
     pub findings: Vec<Finding>,
     /// `--strict`: warnings count as failures.
     pub strict: bool,

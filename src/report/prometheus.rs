@@ -24,9 +24,10 @@ pub fn render(report: &Report) -> String {
     for f in &report.findings {
         let _ = writeln!(
             out,
-            "gputune_check_status{{area=\"{}\",id=\"{}\",profile=\"{}\"}} {}",
+            "gputune_check_status{{area=\"{}\",id=\"{}\",mode=\"{}\",profile=\"{}\"}} {}",
             f.area,
             label(&f.id),
+            report.mode.name(),
             label(&report.profile.name),
             status_value(f.status)
         );
@@ -50,10 +51,11 @@ pub fn render(report: &Report) -> String {
     let _ = writeln!(out, "gputune_audit_passed {}", u8::from(!report.failed()));
     out.push_str("# HELP gputune_audit_last_run_timestamp_seconds When the audit ran, in seconds since the epoch.\n");
     out.push_str("# TYPE gputune_audit_last_run_timestamp_seconds gauge\n");
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
-    let _ = writeln!(out, "gputune_audit_last_run_timestamp_seconds {now:.3}");
+    let _ = writeln!(
+        out,
+        "gputune_audit_last_run_timestamp_seconds {:.3}",
+        report.host.audited_at
+    );
     out
 }
 

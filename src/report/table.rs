@@ -8,9 +8,10 @@ use crate::finding::Finding;
 
 pub fn render(report: &Report) -> String {
     let mut out = format!(
-        "gputune audit of {} (kernel {}) against profile {} ({})\n",
+        "gputune audit of {} (kernel {}, mode {}) against profile {} ({})\n",
         clean(&report.host.hostname),
         clean(&report.host.kernel),
+        report.mode.name(),
         clean(&report.profile.name),
         clean(&report.profile.source)
     );

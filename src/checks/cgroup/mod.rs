@@ -350,6 +350,14 @@ fn cgroup_fix(
     value: &str,
 ) -> (String, Option<Change>) {
     match unit_of(path) {
+        // A scope is made by whoever started the job and goes with it: nothing persists it.
+        Some(unit) if unit.ends_with(".scope") => (
+            format!(
+                "systemctl set-property --runtime {unit} {} (a scope lives only as long as its job and cannot be persisted: set the limit on its slice or in the job's launcher)",
+                systemd_property(key, value)
+            ),
+            None,
+        ),
         Some(unit) => (
             format!(
                 "systemctl set-property {unit} {}",

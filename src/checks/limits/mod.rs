@@ -392,12 +392,18 @@ fn remove_ipc(ctx: &Context, setting: &Setting) -> Finding {
     };
     let word = if remove { "yes" } else { "no" };
     let (status, problem) = setting.status_for(word);
-    let fix = if status == Status::Pass {
-        String::new()
+    let (fix, change) = if status == Status::Pass {
+        (String::new(), None)
     } else {
         let target = setting.rule.target(word).unwrap_or_else(|| "no".into());
-        format!(
-            "create /etc/systemd/logind.conf.d/90-gputune.conf with `[Login]` and `RemoveIPC={target}`, then `systemctl restart systemd-logind`"
+        (
+            format!(
+                "`gputune apply`, or create /etc/systemd/logind.conf.d/90-gputune.conf with `[Login]` and `RemoveIPC={target}`, then `systemctl restart systemd-logind`"
+            ),
+            Some(crate::finding::Change::Logind {
+                key: "RemoveIPC".into(),
+                value: target,
+            }),
         )
     };
     Finding {
@@ -411,7 +417,7 @@ fn remove_ipc(ctx: &Context, setting: &Setting) -> Finding {
         ),
         message: problem.unwrap_or_else(|| super::why(ctx, Area::Limits, id)),
         fix,
-        change: None,
+        change,
     }
 }
 

@@ -1,0 +1,232 @@
+//! Image mode: a `--root` with no running kernel behind it is a golden image (a debootstrap
+//! tree, an unpacked container, a mounted disk). Audit judges what will apply when it boots;
+//! apply writes only the persisted files and keeps gputune's own state outside the image.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::host::Root;
+
+/// What an audit judged: the running kernel, the files of a node, or an image.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// The running kernel's values (root `/`, or a snapshot with its own `proc/sys`).
+    #[default]
+    Live,
+    /// `--persisted`: what the node's files give after a reboot.
+    Persisted,
+    /// A root with no running kernel: what the image will have at boot.
+    Image,
+}
+
+impl Mode {
+    /// The mode an audit of `root` runs in; `--persisted` wins over live, never over image.
+    pub fn detect(root: &Root, persisted: bool) -> Mode {
+        if is_image(root) {
+            Mode::Image
+        } else if persisted {
+            Mode::Persisted
+        } else {
+            Mode::Live
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Live => "live",
+            Mode::Persisted => "persisted",
+            Mode::Image => "image",
+        }
+    }
+}
+
+/// The reason facts only a running node has are skipped in an image.
+pub const NO_KERNEL: &str = "image: no running kernel";
+
+/// True for a root other than `/` whose `proc` is absent or empty (an image's mount point):
+/// nothing there describes a running kernel. A root with anything under `proc` (`sys`,
+/// `mounts`, `meminfo`) is a snapshot of a running node, judged as one.
+pub fn is_image(root: &Root) -> bool {
+    !root.is_live()
+        && !root.exists("/proc/sys")
+        && root
+            .list_dir("/proc")
+            .ok()
+            .flatten()
+            .is_none_or(|l| l.is_empty())
+}
+
+/// Why a `--root` cannot be judged at all.
+#[derive(Debug, thiserror::Error)]
+pub enum RootError {
+    #[error("--root {0}: no such directory (is the image mounted?)")]
+    Missing(PathBuf),
+    #[error("--root {0}: {1}")]
+    Unreadable(PathBuf, #[source] std::io::Error),
+    #[error(
+        "--root {0} is empty: a failed mount or unpack? Point it at the image's root file system"
+    )]
+    Empty(PathBuf),
+    #[error(
+        "--root {0} is not a Linux root file system (it has neither etc/os-release nor usr/): point it at the image's root"
+    )]
+    NotLinux(PathBuf),
+}
+
+/// Refuses a root that is missing, empty, or (as an image) not a Linux root file system, so a
+/// failed mount never passes an audit. A root with its own `proc/sys` (a node snapshot) only
+/// has to exist and hold something.
+pub fn check_root(root: &Root) -> Result<(), RootError> {
+    if root.is_live() {
+        return Ok(());
+    }
+    let dir = root.dir().to_path_buf();
+    let mut entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(RootError::Missing(dir));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
+            return Err(RootError::Missing(dir));
+        }
+        Err(e) => return Err(RootError::Unreadable(dir, e)),
+    };
+    if entries.next().is_none() {
+        return Err(RootError::Empty(dir));
+    }
+    if is_image(root) && !root.exists("/etc/os-release") && !root.path("/usr").is_dir() {
+        return Err(RootError::NotLinux(dir));
+    }
+    Ok(())
+}
+
+/// True when the root's `proc` is a mounted procfs (a host `/proc` bind-mounted into a chroot
+/// build): its `sys` files are the running kernel's, so writing them changes this machine.
+/// A `proc` that is a symbolic link to `/proc` is someone's explicit choice of the live kernel
+/// (see `apply::io::has_live_kernel`), not an accident, and is not counted.
+pub fn has_mounted_proc(root: &Root) -> bool {
+    const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+    if root.is_live() {
+        return false;
+    }
+    let path = root.path("/proc");
+    if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+        return false;
+    }
+    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: statfs fills the zeroed struct it is given from a NUL-terminated path we own.
+    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::statfs(c_path.as_ptr(), &mut stat) };
+    #[allow(clippy::unnecessary_cast)]
+    let magic = stat.f_type as i64;
+    rc == 0 && magic == PROC_SUPER_MAGIC
+}
+
+/// Where apply keeps its journal and lock for an image: `GPUTUNE_STATE_DIR` when set, else the
+/// invoking host's `/var/lib/gputune/images/KEY` as root, else the user's state directory
+/// (`$XDG_STATE_HOME` or `~/.local/state`)`/gputune/images/KEY`. KEY names the image's
+/// absolute path, so two images never share a journal and nothing is written inside either.
+pub fn state_dir(image: &Path, euid_is_root: bool) -> PathBuf {
+    if let Some(dir) = std::env::var_os("GPUTUNE_STATE_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    let base = if euid_is_root {
+        PathBuf::from("/var/lib/gputune")
+    } else if let Some(dir) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        PathBuf::from(dir).join("gputune")
+    } else if let Some(home) = std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        PathBuf::from(home).join(".local/state/gputune")
+    } else {
+        std::env::temp_dir().join(format!("gputune-{}", euid()))
+    };
+    base.join("images").join(key_of(image))
+}
+
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// A directory name for an image path: its absolute path with `/` as `_` and anything
+/// unusual as `%XX`, readable and unique.
+pub fn key_of(image: &Path) -> String {
+    let absolute = std::fs::canonicalize(image).unwrap_or_else(|_| image.to_path_buf());
+    let mut key = String::new();
+    for b in absolute.as_os_str().as_encoded_bytes() {
+        match b {
+            b'/' => key.push('_'),
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' => key.push(*b as char),
+            _ => key.push_str(&format!("%{b:02X}")),
+        }
+    }
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(files: &[&str]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for f in files {
+            let p = dir.path().join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            if !f.ends_with('/') {
+                std::fs::write(p, "x").unwrap();
+            }
+        }
+        dir
+    }
+
+    #[test]
+    fn roots_that_are_not_images_are_refused() {
+        let missing = Root::new("/nonexistent/gputune-image");
+        assert!(matches!(check_root(&missing), Err(RootError::Missing(_))));
+        let empty = tree(&[]);
+        assert!(matches!(
+            check_root(&Root::new(empty.path())),
+            Err(RootError::Empty(_))
+        ));
+        let junk = tree(&["home/user/notes.txt"]);
+        assert!(matches!(
+            check_root(&Root::new(junk.path())),
+            Err(RootError::NotLinux(_))
+        ));
+        for ok in [
+            &["etc/os-release"][..],
+            &["usr/bin/"],
+            &["proc/sys/kernel/x"],
+        ] {
+            let dir = tree(ok);
+            assert!(check_root(&Root::new(dir.path())).is_ok(), "{ok:?}");
+        }
+        assert!(check_root(&Root::live()).is_ok());
+    }
+
+    #[test]
+    fn modes() {
+        let image = tree(&["etc/os-release"]);
+        let snapshot = tree(&["proc/sys/kernel/x"]);
+        assert_eq!(Mode::detect(&Root::new(image.path()), false), Mode::Image);
+        assert_eq!(Mode::detect(&Root::new(image.path()), true), Mode::Image);
+        assert_eq!(Mode::detect(&Root::new(snapshot.path()), false), Mode::Live);
+        assert_eq!(
+            Mode::detect(&Root::new(snapshot.path()), true),
+            Mode::Persisted
+        );
+        assert_eq!(Mode::detect(&Root::live(), false), Mode::Live);
+        assert!(!has_mounted_proc(&Root::new(image.path())));
+    }
+
+    #[test]
+    fn keys_name_the_image_path() {
+        assert_eq!(
+            key_of(Path::new("/nonexistent/img 1")),
+            "_nonexistent_img%201"
+        );
+    }
+}

@@ -1,0 +1,538 @@
+//! The golden-image journey on a real Debian bookworm image (`debootstrap --variant=minbase
+//! --include=systemd,procps`, built once by scripts/test and cached under target/): audit the
+//! untuned image (fails), apply as the tree's unprivileged owner, audit again (passes), the
+//! image's own systemd-sysctl agrees, rollback restores it byte for byte, and nothing of
+//! gputune's state is left inside it.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The cached pristine image; each test works on its own copy.
+fn pristine() -> PathBuf {
+    let dir = std::env::var("GPUTUNE_TEST_IMAGE").expect(
+        "GPUTUNE_TEST_IMAGE is not set: run scripts/test, which builds the Debian test image with debootstrap",
+    );
+    let dir = PathBuf::from(dir);
+    assert!(dir.join("etc/os-release").is_file(), "{}", dir.display());
+    dir
+}
+
+/// A work directory every user can enter. gputune runs from where cargo built it (as in
+/// apply_cli's unprivileged test): a copy per test would race other tests' forks (ETXTBSY).
+struct Work {
+    dir: tempfile::TempDir,
+}
+
+impl Work {
+    fn new() -> Work {
+        let dir = tempfile::tempdir().unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        Work { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        if name == "gputune" {
+            return PathBuf::from(env!("CARGO_BIN_EXE_gputune"));
+        }
+        self.dir.path().join(name)
+    }
+
+    /// A copy of the image owned by `nobody`, and a state directory of theirs beside it.
+    fn image_owned_by_nobody(&self) -> (PathBuf, PathBuf) {
+        let image = self.path("image");
+        run_ok(
+            Command::new("cp")
+                .args(["-a", "--reflink=auto"])
+                .arg(pristine())
+                .arg(&image),
+        );
+        let state = self.path("state");
+        fs::create_dir(&state).unwrap();
+        run_ok(
+            Command::new("chown")
+                .args(["-R", "nobody:nogroup"])
+                .arg(&image)
+                .arg(&state),
+        );
+        (image, state)
+    }
+
+    /// gputune run as `nobody` (no capabilities, no supplementary groups).
+    fn as_nobody(&self, state: &Path, args: &[&str]) -> Output {
+        Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "env"])
+            .arg(format!("GPUTUNE_STATE_DIR={}", state.display()))
+            .arg(self.path("gputune"))
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    fn as_root(&self, args: &[&str]) -> Output {
+        Command::new(self.path("gputune"))
+            .args(args)
+            .env_remove("GPUTUNE_STATE_DIR")
+            .output()
+            .unwrap()
+    }
+}
+
+fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{cmd:?}: {}", text(&out));
+    out
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Every entry of a tree: type, mode, owner, size, modification time, link target, and the
+/// content of every regular file under etc/ (where apply writes).
+fn manifest(root: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = fs::symlink_metadata(&path).unwrap();
+            let rel = path.strip_prefix(root).unwrap().display().to_string();
+            // A directory's size and time change with its entries; its entries are listed.
+            let mut line = if meta.is_dir() {
+                format!("{:o} {}:{} dir", meta.mode(), meta.uid(), meta.gid())
+            } else {
+                format!(
+                    "{:o} {}:{} {} {}.{}",
+                    meta.mode(),
+                    meta.uid(),
+                    meta.gid(),
+                    meta.size(),
+                    meta.mtime(),
+                    meta.mtime_nsec()
+                )
+            };
+            if meta.file_type().is_symlink() {
+                line.push_str(&format!(" -> {}", fs::read_link(&path).unwrap().display()));
+            } else if meta.is_dir() {
+                stack.push(path.clone());
+            } else if meta.is_file() && rel.starts_with("etc/") {
+                line.push_str(&format!(" {:?}", fs::read(&path).unwrap()));
+            }
+            out.insert(rel, line);
+        }
+    }
+    out
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(out)))
+}
+
+fn status_of<'a>(doc: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    &doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == id)
+        .unwrap_or_else(|| panic!("no finding {id}"))["status"]
+}
+
+/// The value of each key as systemd-sysctl would apply it: the last assignment wins.
+fn effective(cat_config: &str) -> BTreeMap<String, String> {
+    cat_config
+        .lines()
+        .filter(|l| !l.trim_start().starts_with(['#', ';']))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| {
+            (
+                k.trim().trim_start_matches('-').to_string(),
+                v.trim().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn audit_apply_audit_rollback_on_a_debian_image() {
+    let work = Work::new();
+    let (image, state) = work.image_owned_by_nobody();
+    let root = image.to_str().unwrap();
+    let before = manifest(&image);
+
+    // The README's CI line on the untuned image fails, naming the image mode.
+    let junit = work.as_root(&[
+        "audit",
+        "--root",
+        root,
+        "--profile",
+        "ddp-25gbe",
+        "--strict",
+        "--format",
+        "junit",
+    ]);
+    assert_eq!(junit.status.code(), Some(1), "{}", text(&junit));
+    assert!(text(&junit).contains("<property name=\"mode\" value=\"image\"/>"));
+    let untuned = work.as_root(&[
+        "audit",
+        "--root",
+        root,
+        "--profile",
+        "ddp-10gbe",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(untuned.status.code(), Some(1), "{}", text(&untuned));
+    let doc = json(&untuned);
+    assert_eq!(doc["mode"], "image");
+    for id in [
+        "net.core.rmem_max",
+        "net.core.wmem_max",
+        "vm.swappiness",
+        "logind.RemoveIPC",
+    ] {
+        assert_eq!(*status_of(&doc, id), "fail", "{id}");
+    }
+    // Every failing finding apply would change carries its change.
+    for f in doc["findings"].as_array().unwrap() {
+        if f["status"] == "fail" {
+            assert!(f.get("change").is_some(), "{f}");
+        }
+        assert!(
+            !f["message"].as_str().unwrap().contains("this kernel"),
+            "{f}"
+        );
+    }
+
+    // Apply as the image's unprivileged owner: persisted files only.
+    let applied = work.as_nobody(
+        &state,
+        &["apply", "--root", root, "--profile", "ddp-10gbe", "--yes"],
+    );
+    assert_eq!(applied.status.code(), Some(0), "{}", text(&applied));
+    for file in [
+        "etc/sysctl.d/90-gputune.conf",
+        "etc/security/limits.d/90-gputune.conf",
+        "etc/systemd/logind.conf.d/90-gputune.conf",
+    ] {
+        assert!(image.join(file).is_file(), "{file}: {}", text(&applied));
+    }
+    // gputune's own state is with the invoking user, never in the image.
+    assert!(state.join("var/lib/gputune/journal.json").is_file());
+    for inside in ["var/lib/gputune", "run/gputune.lock"] {
+        assert!(!image.join(inside).exists(), "{inside} left in the image");
+    }
+
+    // The gate passes every check apply can fix; what is left (THP: the image has no boot
+    // loader configuration) has no file apply could write.
+    let tuned = work.as_root(&[
+        "audit",
+        "--root",
+        root,
+        "--profile",
+        "ddp-10gbe",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(tuned.status.code(), Some(0), "{}", text(&tuned));
+    let doc = json(&tuned);
+    assert_eq!(doc["summary"]["failed"], 0);
+    for f in doc["findings"].as_array().unwrap() {
+        if f["status"] == "warn" {
+            assert!(
+                f.get("change").is_none(),
+                "apply left a fixable warning: {f}"
+            );
+        }
+    }
+    assert_eq!(*status_of(&doc, "transparent_hugepage.enabled"), "warn");
+    let persisted = doc["persisted"].as_array().unwrap();
+    assert!(persisted.iter().any(|p| p["key"] == "net.core.rmem_max"
+        && p["file"] == "/etc/sysctl.d/90-gputune.conf"
+        && p["line"].as_u64().is_some()));
+
+    // The image's own systemd-sysctl lets gputune's values win.
+    let cat = run_ok(
+        Command::new("chroot")
+            .arg(&image)
+            .args(["/lib/systemd/systemd-sysctl", "--cat-config"]),
+    );
+    let values = effective(&String::from_utf8_lossy(&cat.stdout));
+    for (key, want) in [
+        ("net.core.rmem_max", "16777216"),
+        ("net.core.wmem_max", "16777216"),
+        ("vm.swappiness", "10"),
+        ("net.ipv4.tcp_rmem", "4096 131072 16777216"),
+    ] {
+        assert_eq!(values.get(key).map(String::as_str), Some(want), "{key}");
+    }
+    let logind = run_ok(Command::new("chroot").arg(&image).args([
+        "systemd-analyze",
+        "cat-config",
+        "systemd/logind.conf",
+    ]));
+    let remove_ipc = String::from_utf8_lossy(&logind.stdout)
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("RemoveIPC="))
+        .next_back()
+        .map(str::to_string);
+    assert_eq!(remove_ipc.as_deref(), Some("no"));
+
+    // Rollback restores the image byte for byte.
+    let rolled = work.as_nobody(&state, &["rollback", "--root", root]);
+    assert_eq!(rolled.status.code(), Some(0), "{}", text(&rolled));
+    let after = manifest(&image);
+    let changed: Vec<_> = before
+        .keys()
+        .chain(after.keys())
+        .filter(|k| before.get(*k) != after.get(*k))
+        .collect();
+    assert!(
+        changed.is_empty(),
+        "changed by apply + rollback: {changed:?}"
+    );
+}
+
+#[test]
+fn roots_that_are_no_image_exit_3() {
+    let work = Work::new();
+    let empty = work.path("empty");
+    fs::create_dir(&empty).unwrap();
+    let junk = work.path("junk");
+    fs::create_dir_all(junk.join("home")).unwrap();
+    for dir in [work.path("missing"), empty, junk] {
+        let out = work.as_root(&[
+            "audit",
+            "--root",
+            dir.to_str().unwrap(),
+            "--profile",
+            "ddp-25gbe",
+        ]);
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "{}: {}",
+            dir.display(),
+            text(&out)
+        );
+        assert!(text(&out).contains(dir.to_str().unwrap()), "{}", text(&out));
+    }
+}
+
+#[test]
+fn apply_refuses_an_image_of_another_user_and_a_mounted_proc() {
+    let work = Work::new();
+    let tree = work.path("tree");
+    fs::create_dir_all(tree.join("etc")).unwrap();
+    fs::create_dir_all(tree.join("proc")).unwrap();
+    fs::write(tree.join("etc/os-release"), "ID=debian\n").unwrap();
+    let state = work.path("state");
+    fs::create_dir(&state).unwrap();
+    let root = tree.to_str().unwrap();
+    // An image has no live values to write.
+    let out = work.as_root(&[
+        "apply",
+        "--root",
+        root,
+        "--profile",
+        "ddp-10gbe",
+        "--yes",
+        "--no-persist",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("--no-persist"), "{}", text(&out));
+    // root owns it: nobody may not write it.
+    let out = work.as_nobody(
+        &state,
+        &["apply", "--root", root, "--profile", "ddp-10gbe", "--yes"],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(
+        text(&out).contains("owned by another user"),
+        "{}",
+        text(&out)
+    );
+    assert!(!tree.join("etc/sysctl.d").exists());
+
+    // The host's /proc bind-mounted into the tree (a chroot build) is refused, in a private
+    // mount namespace so nothing leaks.
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(format!(
+            "mount --bind /proc '{root}/proc' && exec '{}' apply --root '{root}' --profile ddp-10gbe --yes",
+            work.path("gputune").display()
+        ))
+        .env("GPUTUNE_STATE_DIR", &state)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(text(&out).contains("mounted procfs"), "{}", text(&out));
+    assert!(!tree.join("etc/sysctl.d").exists());
+}
+
+#[test]
+fn tuned_enabled_in_an_image_is_judged_and_apply_says_it_wins() {
+    let work = Work::new();
+    let tree = work.path("tuned");
+    for (path, text) in [
+        ("etc/os-release", "ID=rocky\n"),
+        (
+            "etc/kernel/cmdline",
+            "root=/dev/vda1 transparent_hugepage=madvise\n",
+        ),
+        ("etc/tuned/active_profile", "throughput-performance\n"),
+        (
+            "usr/lib/tuned/throughput-performance/tuned.conf",
+            "[main]\nsummary=Broadly applicable tuning\n[sysctl]\nnet.core.rmem_max=4194304\nvm.swappiness=10\n",
+        ),
+        (
+            "etc/systemd/system/multi-user.target.wants/tuned.service",
+            "",
+        ),
+    ] {
+        let p = tree.join(path);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    }
+    let state = work.path("state");
+    fs::create_dir(&state).unwrap();
+    let root = tree.to_str().unwrap();
+    let out = work.as_root(&[
+        "audit",
+        "--root",
+        root,
+        "--profile",
+        "ddp-10gbe",
+        "--format",
+        "json",
+        "--only",
+        "network,memory",
+    ]);
+    let doc = json(&out);
+    let f = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "tuned.net.core.rmem_max")
+        .unwrap_or_else(|| panic!("no tuned finding: {}", text(&out)));
+    assert_eq!(f["status"], "fail");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("tuned profile `throughput-performance`"),
+        "{f}"
+    );
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("/usr/lib/tuned/throughput-performance/tuned.conf"),
+        "{f}"
+    );
+    // THP as the boot loader's command line sets it.
+    assert_eq!(*status_of(&doc, "transparent_hugepage.enabled"), "pass");
+    // tuned's swappiness agrees with the profile: no finding for it.
+    assert!(
+        !doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["id"] == "tuned.vm.swappiness")
+    );
+
+    // apply writes sysctl.d but says tuned wins at boot, and exits 1 while it does.
+    let out = Command::new(work.path("gputune"))
+        .args([
+            "apply",
+            "--root",
+            root,
+            "--profile",
+            "ddp-10gbe",
+            "--yes",
+            "--only",
+            "network,memory",
+        ])
+        .env("GPUTUNE_STATE_DIR", &state)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("tuned.net.core.rmem_max"),
+        "{}",
+        text(&out)
+    );
+    assert!(text(&out).contains("wins at boot"), "{}", text(&out));
+    assert!(tree.join("etc/sysctl.d/90-gputune.conf").is_file());
+}
+
+#[test]
+fn slice_and_service_drop_ins_in_an_image_pass_systemd_analyze_verify() {
+    use gputune::apply::io::HostIo;
+    use gputune::apply::plan::{self, PlanOptions};
+    use gputune::apply::transaction;
+    use gputune::finding::Change;
+    use gputune::host::Root;
+
+    let work = Work::new();
+    let (image, _) = work.image_owned_by_nobody();
+    let root = Root::new(&image);
+    let io = HostIo {
+        root: &root,
+        nft: None,
+    };
+    let options = PlanOptions {
+        persist: true,
+        live_kernel: false,
+        image: true,
+    };
+    let change = |slice: &str, key: &str, value: &str| Change::Cgroup {
+        slice: slice.into(),
+        key: key.into(),
+        value: value.into(),
+    };
+    let changes = [
+        change("training.slice", "memory.high", "max"),
+        change("training.slice", "pids.max", "max"),
+        change("training.slice", "cpu.max", "max 100000"),
+        change("training.slice", "cpuset.cpus", "0-3"),
+        change("nccl-job.service", "memory.max", "68719476736"),
+        change("job-1.scope", "memory.high", "max"),
+    ];
+    // The site's own job service, which gputune's drop-in extends.
+    fs::write(
+        image.join("etc/systemd/system/nccl-job.service"),
+        "[Unit]\nDescription=training job\n[Service]\nExecStart=/bin/true\n",
+    )
+    .unwrap();
+    let plan = plan::build(&changes, &root, &io, options).unwrap();
+    transaction::execute(&plan.steps, &io).unwrap();
+    assert!(
+        !image
+            .join("etc/systemd/system/job-1.scope.slice.d")
+            .exists()
+    );
+    assert!(!image.join("etc/systemd/system/job-1.scope.d").exists());
+    for unit in ["training.slice", "nccl-job.service"] {
+        let drop_in = image.join(format!("etc/systemd/system/{unit}.d/90-gputune.conf"));
+        assert!(drop_in.is_file(), "{unit}: {:?}", plan);
+        let out = Command::new("chroot")
+            .arg(&image)
+            .args(["systemd-analyze", "verify", "--man=no", unit])
+            .output()
+            .unwrap();
+        // verify exits 0 even for unknown keys; its warnings on stderr are what fail.
+        let said = text(&out);
+        assert!(out.status.success(), "{unit}: {said}");
+        assert!(
+            !said.contains("90-gputune.conf"),
+            "{unit}: systemd-analyze complains about gputune's drop-in: {said}"
+        );
+    }
+}
