@@ -78,6 +78,7 @@ pub fn run(
                 Half::from_ranks(bytes, &t, &w)
             };
             let row = Row {
+                algo: backend.algorithm(bytes as usize).map(super::Algo::name),
                 size: bytes,
                 count,
                 dtype: plan.dtype.name(),

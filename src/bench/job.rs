@@ -333,9 +333,9 @@ fn run_rank(
                     &options,
                     group.fatal.clone(),
                 ),
-                None => Ok(tcp::Ring::alone()),
+                None => Ok(tcp::Connections::alone()),
             }
-            .map(|ring| Box::new(TcpBackend::new(ring)) as Box<dyn Backend>)
+            .map(|conns| Box::new(TcpBackend::new(conns, job.settings.algo)) as Box<dyn Backend>)
         }
         Resolved::Nccl(probe) => {
             let id = data

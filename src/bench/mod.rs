@@ -39,6 +39,50 @@ pub struct Settings {
     pub streams: usize,
     /// SO_SNDBUF/SO_RCVBUF in bytes for data sockets; 0 leaves the kernel's autotuning.
     pub sockbuf: u64,
+    /// The TCP backend's algorithm (`auto` chooses by size and rank count).
+    pub algo: Algo,
+}
+
+/// The TCP backend's AllReduce algorithms, as `--algo` names them (like nccl-tests'
+/// `NCCL_ALGO`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Algo {
+    /// By size and rank count, as MPI's tuned collectives choose.
+    Auto,
+    /// The pipelined ring: 2(n−1) steps of 1/n of the message, for large messages.
+    Ring,
+    /// Recursive doubling: log2(n) exchanges of the whole message, for small messages.
+    Rd,
+    /// Recursive halving then doubling: log2(n) steps each way, for medium messages.
+    Rabenseifner,
+}
+
+impl Algo {
+    /// Up to this many bytes, `auto` takes recursive doubling.
+    pub const RD_MAX: usize = 8 << 10;
+    /// Below this many bytes (and above `RD_MAX`), `auto` takes Rabenseifner.
+    pub const RABENSEIFNER_MAX: usize = 1 << 20;
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Algo::Auto => "auto",
+            Algo::Ring => "ring",
+            Algo::Rd => "rd",
+            Algo::Rabenseifner => "rabenseifner",
+        }
+    }
+
+    /// The algorithm that runs a message of `bytes` between `world` ranks.
+    pub fn resolve(self, bytes: usize, world: usize) -> Algo {
+        match self {
+            Algo::Auto if world <= 1 => Algo::Ring,
+            Algo::Auto if bytes <= Algo::RD_MAX => Algo::Rd,
+            Algo::Auto if bytes < Algo::RABENSEIFNER_MAX => Algo::Rabenseifner,
+            Algo::Auto => Algo::Ring,
+            other => other,
+        }
+    }
 }
 
 /// Why a benchmark did not pass.
@@ -80,4 +124,8 @@ pub trait Backend {
     fn reset(&mut self, in_place: bool) -> Result<(), BenchError>;
     /// The result of the last run.
     fn result(&mut self, in_place: bool) -> Result<Vec<u8>, BenchError>;
+    /// The algorithm a message of `bytes` takes, where the backend chooses one.
+    fn algorithm(&self, _bytes: usize) -> Option<Algo> {
+        None
+    }
 }

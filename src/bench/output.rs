@@ -91,6 +91,17 @@ pub fn table_header(info: &RunInfo) -> String {
     if let Some(nccl) = &info.versions.nccl {
         out.push_str(&format!("# NCCL version {nccl}\n"));
     }
+    if info.backend == "tcp" {
+        let algo = match s.algo {
+            super::Algo::Auto => format!(
+                "auto (rd up to {} B, rabenseifner below {} B, ring from there)",
+                super::Algo::RD_MAX,
+                super::Algo::RABENSEIFNER_MAX
+            ),
+            forced => forced.name().to_string(),
+        };
+        out.push_str(&format!("# algorithm: {algo}\n"));
+    }
     out.push_str(&format!(
         "# nThread 1 nGpus 1 minBytes {} maxBytes {} step: {step} warmup iters: {} iters: {} agg iters: 1 validation: {} graph: 0\n",
         s.min_bytes, s.max_bytes, s.warmup, s.iters, s.check
@@ -199,6 +210,7 @@ mod tests {
                 backend: "tcp".into(),
                 streams: 1,
                 sockbuf: 0,
+                algo: crate::bench::Algo::Auto,
             },
             members: vec![
                 Member {
@@ -229,6 +241,7 @@ mod tests {
             nwrong: wrong,
         };
         Row {
+            algo: None,
             size,
             count: size / 4,
             dtype: "float",

@@ -59,6 +59,9 @@ pub struct Row {
     pub root: i32,
     pub out_of_place: Half,
     pub in_place: Half,
+    /// The algorithm that ran this size, where the backend chooses one (TCP).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub algo: Option<&'static str>,
 }
 
 /// The closing `# Avg bus bandwidth`: the plain mean of every busbw printed (both halves).
@@ -113,6 +116,7 @@ mod tests {
             nwrong: Some(0),
         };
         let row = |a, b| Row {
+            algo: None,
             size: 8,
             count: 2,
             dtype: "float",

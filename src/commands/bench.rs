@@ -6,12 +6,12 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 
 use crate::bench::BenchError;
-use crate::bench::Settings;
 use crate::bench::data::{DType, Op};
 use crate::bench::harness::Plan;
 use crate::bench::job::{self, Choice, Format, Job};
 use crate::bench::launch;
 use crate::bench::size::{self, Step};
+use crate::bench::{Algo, Settings};
 use crate::error::{ExitCode, Result};
 use crate::host::Root;
 
@@ -116,6 +116,10 @@ pub struct AllreduceArgs {
     /// TCP backend: SO_SNDBUF/SO_RCVBUF for data sockets (0: the kernel's autotuning).
     #[arg(long, default_value = "0", value_name = "SIZE")]
     pub sockbuf: String,
+    /// TCP backend: the AllReduce algorithm (auto: recursive doubling for small messages,
+    /// Rabenseifner for medium, the ring for large).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub algo: Algo,
 }
 
 /// Checks the flags (no I/O) and builds the job.
@@ -203,6 +207,7 @@ pub fn validate(args: &AllreduceArgs) -> std::result::Result<Job, BenchError> {
         backend: format!("{:?}", args.backend).to_lowercase(),
         streams: args.streams,
         sockbuf,
+        algo: args.algo,
     };
     Ok(Job {
         plan: Plan {
