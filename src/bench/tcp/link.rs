@@ -50,91 +50,117 @@ impl Link {
     /// Fails when the peer closes the connection or nothing moves for `timeout`.
     pub fn exchange(
         &self,
-        mut out: &[u8],
-        mut into: &mut [u8],
+        out: &[u8],
+        into: &mut [u8],
         spin: Spin,
         timeout: Duration,
     ) -> io::Result<()> {
-        let fd = self.socket.as_raw_fd();
-        let mut progress_at = Instant::now();
-        while !out.is_empty() || !into.is_empty() {
-            let mut moved = false;
-            if !out.is_empty() {
-                // SAFETY: `out` is a live buffer of `out.len()` bytes; fd is this link's socket.
-                let n = unsafe {
-                    libc::send(
-                        fd,
-                        out.as_ptr().cast(),
-                        out.len(),
-                        libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-                    )
-                };
-                match progressed(n)? {
-                    0 => {}
-                    n => {
-                        out = &out[n..];
-                        moved = true;
-                    }
-                }
-            }
-            if !into.is_empty() {
-                // SAFETY: `into` is a live, writable buffer of `into.len()` bytes.
-                let n = unsafe {
-                    libc::recv(fd, into.as_mut_ptr().cast(), into.len(), libc::MSG_DONTWAIT)
-                };
-                if n == 0 {
-                    return Err(io::ErrorKind::UnexpectedEof.into());
-                }
-                match progressed(n)? {
-                    0 => {}
-                    n => {
-                        into = &mut std::mem::take(&mut into)[n..];
-                        moved = true;
-                    }
-                }
-            }
-            let now = Instant::now();
-            if moved {
-                progress_at = now;
-                continue;
-            }
-            let idle = now.duration_since(progress_at);
-            if idle < spin.budget {
-                if spin.yield_cpu {
-                    std::thread::yield_now();
-                } else {
-                    std::hint::spin_loop();
-                }
-                continue;
-            }
-            let left = timeout.saturating_sub(idle);
-            if left.is_zero() {
-                return Err(io::ErrorKind::TimedOut.into());
-            }
-            let mut events = 0;
-            if !out.is_empty() {
-                events |= libc::POLLOUT;
-            }
-            if !into.is_empty() {
-                events |= libc::POLLIN;
-            }
-            let mut pfd = libc::pollfd {
-                fd,
-                events,
-                revents: 0,
+        shift(self, out, self, into, spin, timeout)
+    }
+}
+
+/// Sends all of `out` to `to` while receiving exactly `into.len()` bytes from `from` (the
+/// same link or two).
+/// A failure is the first error on either side.
+pub fn shift(
+    to: &Link,
+    mut out: &[u8],
+    from: &Link,
+    mut into: &mut [u8],
+    spin: Spin,
+    timeout: Duration,
+) -> io::Result<()> {
+    let (tx, rx) = (to.socket.as_raw_fd(), from.socket.as_raw_fd());
+    let mut progress_at = Instant::now();
+    while !out.is_empty() || !into.is_empty() {
+        let mut moved = false;
+        if !out.is_empty() {
+            // SAFETY: `out` is a live buffer of `out.len()` bytes; tx is an open socket.
+            let n = unsafe {
+                libc::send(
+                    tx,
+                    out.as_ptr().cast(),
+                    out.len(),
+                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                )
             };
-            let ms = left.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
-            // SAFETY: one valid pollfd.
-            let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
-            if rc < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(e);
+            match progressed(n)? {
+                0 => {}
+                n => {
+                    out = &out[n..];
+                    moved = true;
                 }
             }
         }
-        Ok(())
+        if !into.is_empty() {
+            // SAFETY: `into` is a live, writable buffer of `into.len()` bytes.
+            let n = unsafe {
+                libc::recv(
+                    rx,
+                    into.as_mut_ptr().cast(),
+                    into.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if n == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            match progressed(n)? {
+                0 => {}
+                n => {
+                    into = &mut std::mem::take(&mut into)[n..];
+                    moved = true;
+                }
+            }
+        }
+        let now = Instant::now();
+        if moved {
+            progress_at = now;
+            continue;
+        }
+        let idle = now.duration_since(progress_at);
+        if idle < spin.budget {
+            if spin.yield_cpu {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+            continue;
+        }
+        let left = timeout.saturating_sub(idle);
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        let mut fds = [
+            libc::pollfd {
+                fd: tx,
+                events: 0,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: rx,
+                events: 0,
+                revents: 0,
+            },
+        ];
+        if !out.is_empty() {
+            fds[0].events |= libc::POLLOUT;
+        }
+        if !into.is_empty() {
+            fds[if tx == rx { 0 } else { 1 }].events |= libc::POLLIN;
+        }
+        let nfds = if tx == rx { 1 } else { 2 };
+        let ms = left.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
+        // SAFETY: `nfds` valid pollfds.
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), nfds, ms) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
     }
+    Ok(())
 }
 
 /// Bytes moved by a non-blocking send/recv: 0 when it would block, an error otherwise.
