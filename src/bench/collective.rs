@@ -206,14 +206,20 @@ mod tests {
         assert_eq!(Collective::Broadcast.count_wrong(dtype, op, 2, n, &root), 0);
         let mut other = vec![0u8; 16];
         Collective::Broadcast.fill_input(dtype, op, 1, n, &mut other);
-        assert_eq!(Collective::Broadcast.count_wrong(dtype, op, 2, n, &other), 8);
+        assert_eq!(
+            Collective::Broadcast.count_wrong(dtype, op, 2, n, &other),
+            8
+        );
         // ReduceScatter: rank r's block of the reduced whole.
         let mut whole = vec![0u8; per * n * 2];
         for (i, e) in whole.chunks_exact_mut(2).enumerate() {
             dtype.encode(data::expected_value(op, dtype, n, i), e);
         }
         let block = &whole[per * 2 * 2..per * 3 * 2];
-        assert_eq!(Collective::ReduceScatter.count_wrong(dtype, op, 2, n, block), 0);
+        assert_eq!(
+            Collective::ReduceScatter.count_wrong(dtype, op, 2, n, block),
+            0
+        );
         assert!(Collective::ReduceScatter.count_wrong(dtype, op, 0, n, block) > 0);
     }
 }

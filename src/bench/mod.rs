@@ -20,6 +20,7 @@ pub mod tcp;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ExitCode;
+use collective::{Collective, Counts};
 use data::{DType, Op};
 use size::Step;
 
@@ -42,6 +43,8 @@ pub struct Settings {
     pub sockbuf: u64,
     /// The TCP backend's algorithm (`auto` chooses by size and rank count).
     pub algo: Algo,
+    /// What is measured.
+    pub collective: Collective,
 }
 
 /// The TCP backend's AllReduce algorithms, as `--algo` names them (like nccl-tests'
@@ -117,19 +120,29 @@ impl BenchError {
     }
 }
 
-/// Moves the data of one AllReduce. Buffers live wherever the backend keeps them (host
+/// Moves the data of one collective. Buffers live wherever the backend keeps them (host
 /// memory for TCP, device memory for NCCL); the harness only sees bytes at the edges.
 pub trait Backend {
-    /// Allocates buffers for `input.len() / dtype.size()` elements and loads this rank's input.
-    fn prepare(&mut self, dtype: DType, input: &[u8]) -> Result<(), BenchError>;
-    /// Runs `iters` AllReduces back to back and returns once the last one completed.
+    /// Allocates buffers for one row (`counts` elements of `dtype`, see
+    /// [`collective::Collective::counts`]) and loads this rank's send buffer, `input`.
+    fn prepare(
+        &mut self,
+        collective: Collective,
+        dtype: DType,
+        counts: Counts,
+        input: &[u8],
+    ) -> Result<(), BenchError>;
+    /// Runs `iters` operations back to back and returns once the last one completed.
     fn run(&mut self, op: Op, in_place: bool, iters: usize) -> Result<(), BenchError>;
-    /// Loads the input again where an in-place run overwrote it.
+    /// Before a checked operation, as nccl-tests: out of place, clears the output (a check
+    /// that did nothing must not pass on the timed loop's leftovers); in place, loads the
+    /// input again at its in-place position.
     fn reset(&mut self, in_place: bool) -> Result<(), BenchError>;
-    /// The result of the last run.
+    /// This rank's result of the last run (the receive buffer, or for ReduceScatter in
+    /// place, this rank's block of the send buffer).
     fn result(&mut self, in_place: bool) -> Result<Vec<u8>, BenchError>;
     /// The algorithm a message of `bytes` takes, where the backend chooses one.
-    fn algorithm(&self, _bytes: usize) -> Option<Algo> {
+    fn algorithm(&self, _bytes: usize) -> Option<&'static str> {
         None
     }
 }

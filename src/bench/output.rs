@@ -79,8 +79,9 @@ pub fn table_header(info: &RunInfo) -> String {
         super::size::Step::Increment(i) => format!("{i}(bytes)"),
     };
     let mut out = format!(
-        "# gputune {} bench allreduce: backend {}, {} rank{} on {} host{} ({})\n",
+        "# gputune {} bench {}: backend {}, {} rank{} on {} host{} ({})\n",
         info.versions.gputune,
+        s.collective.name(),
         info.backend,
         info.members.len(),
         if info.members.len() == 1 { "" } else { "s" },
@@ -160,7 +161,7 @@ pub fn table_footer(rows: &[Row]) -> String {
 #[derive(Serialize)]
 struct Document<'a> {
     schema_version: u32,
-    command: &'static str,
+    command: &'a str,
     #[serde(flatten)]
     info: &'a RunInfo,
     hosts: Vec<String>,
@@ -173,9 +174,10 @@ struct Document<'a> {
 
 /// The JSON document (one object, a trailing newline).
 pub fn json(info: &RunInfo, rows: &[Row], min_busbw: Option<f64>) -> String {
+    let command = format!("bench {}", info.settings.collective.name());
     let doc = Document {
         schema_version: 1,
-        command: "bench allreduce",
+        command: &command,
         info,
         hosts: info.hosts(),
         results: rows,
@@ -211,6 +213,7 @@ mod tests {
                 streams: 1,
                 sockbuf: 0,
                 algo: crate::bench::Algo::Auto,
+                collective: crate::bench::collective::Collective::AllReduce,
             },
             members: vec![
                 Member {

@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 
 use crate::bench::BenchError;
+use crate::bench::collective::Collective;
 use crate::bench::data::{DType, Op};
 use crate::bench::harness::Plan;
 use crate::bench::job::{self, Choice, Format, Job};
@@ -24,7 +25,27 @@ pub struct BenchArgs {
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// AllReduce bandwidth and latency, with nccl-tests-compatible numbers.
-    Allreduce(AllreduceArgs),
+    Allreduce(CollectiveArgs),
+    /// AllGather (FSDP's parameter gathering), as nccl-tests' all_gather_perf: the size is
+    /// the gathered whole, busbw = algbw · (n−1)/n.
+    Allgather(CollectiveArgs),
+    /// ReduceScatter (FSDP's gradient sharding), as nccl-tests' reduce_scatter_perf: the
+    /// size is the whole before scattering, busbw = algbw · (n−1)/n.
+    Reducescatter(CollectiveArgs),
+    /// Broadcast from rank 0, as nccl-tests' broadcast_perf: busbw = algbw.
+    Broadcast(CollectiveArgs),
+}
+
+impl BenchCommand {
+    /// The collective and its flags.
+    pub fn collective(&self) -> (Collective, &CollectiveArgs) {
+        match self {
+            BenchCommand::Allreduce(a) => (Collective::AllReduce, a),
+            BenchCommand::Allgather(a) => (Collective::AllGather, a),
+            BenchCommand::Reducescatter(a) => (Collective::ReduceScatter, a),
+            BenchCommand::Broadcast(a) => (Collective::Broadcast, a),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -41,7 +62,7 @@ pub enum OutputFormat {
 }
 
 #[derive(Debug, Args)]
-pub struct AllreduceArgs {
+pub struct CollectiveArgs {
     /// Which transport to measure: NCCL on GPUs, or TCP between CPU ranks. `auto` uses NCCL
     /// when a GPU and libnccl.so.2 are usable, and says why when it falls back to TCP.
     #[arg(long, value_enum, default_value = "auto")]
@@ -123,7 +144,10 @@ pub struct AllreduceArgs {
 }
 
 /// Checks the flags (no I/O) and builds the job.
-pub fn validate(args: &AllreduceArgs) -> std::result::Result<Job, BenchError> {
+pub fn validate(
+    collective: Collective,
+    args: &CollectiveArgs,
+) -> std::result::Result<Job, BenchError> {
     let usage = |m: String| BenchError::Usage(m);
     let size_flag =
         |flag: &str, text: &str| size::parse_size(text).map_err(|e| usage(format!("{flag}: {e}")));
@@ -208,9 +232,11 @@ pub fn validate(args: &AllreduceArgs) -> std::result::Result<Job, BenchError> {
         streams: args.streams,
         sockbuf,
         algo: args.algo,
+        collective,
     };
     Ok(Job {
         plan: Plan {
+            collective,
             sizes,
             dtype: args.dtype,
             op: args.op,
@@ -231,8 +257,8 @@ pub fn validate(args: &AllreduceArgs) -> std::result::Result<Job, BenchError> {
 }
 
 pub fn run(args: &BenchArgs, root: &Root) -> Result<ExitCode> {
-    let BenchCommand::Allreduce(a) = &args.command;
-    let mut job = validate(a)?;
+    let (collective, a) = args.command.collective();
+    let mut job = validate(collective, a)?;
     if job.min_busbw.is_none()
         && let Some(name) = &a.profile
     {
@@ -261,8 +287,8 @@ mod tests {
         let crate::cli::Command::Bench(b) = cli.command else {
             panic!()
         };
-        let BenchCommand::Allreduce(a) = b.command;
-        validate(&a)
+        let (collective, a) = b.command.collective();
+        validate(collective, a)
     }
 
     #[test]

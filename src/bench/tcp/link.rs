@@ -94,14 +94,8 @@ pub fn shift(
         }
         if !into.is_empty() {
             // SAFETY: `into` is a live, writable buffer of `into.len()` bytes.
-            let n = unsafe {
-                libc::recv(
-                    rx,
-                    into.as_mut_ptr().cast(),
-                    into.len(),
-                    libc::MSG_DONTWAIT,
-                )
-            };
+            let n =
+                unsafe { libc::recv(rx, into.as_mut_ptr().cast(), into.len(), libc::MSG_DONTWAIT) };
             if n == 0 {
                 return Err(io::ErrorKind::UnexpectedEof.into());
             }

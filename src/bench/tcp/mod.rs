@@ -2,6 +2,7 @@
 //! network sysctls tune (socket buffers, window scaling, congestion control). Each rank sends
 //! to its right neighbour and receives from its left, over `--streams` connections each way.
 
+mod gather;
 mod link;
 mod pairwise;
 mod ring;
@@ -13,6 +14,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::collective::{Collective, Counts};
 use super::control::Fatal;
 use super::data::{DType, Op};
 use super::frame::{self, Message};
@@ -339,8 +341,12 @@ fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
 pub struct TcpBackend {
     conns: Connections,
     algo: Algo,
+    collective: Collective,
     dtype: DType,
+    counts: Counts,
+    /// The send buffer as loaded.
     input: Vec<u8>,
+    /// The receive buffer; in place, the one buffer (send-sized for ReduceScatter).
     output: Vec<u8>,
 }
 
@@ -349,25 +355,80 @@ impl TcpBackend {
         TcpBackend {
             conns,
             algo,
+            collective: Collective::AllReduce,
             dtype: DType::F32,
+            counts: Collective::AllReduce.counts(0, 1),
             input: Vec::new(),
             output: Vec::new(),
         }
     }
 
-    fn allreduce(&mut self, op: Op, in_place: bool) -> Result<(), BenchError> {
-        let algo = self
-            .algo
-            .resolve(self.output.len(), self.conns.mesh.world());
+    fn world(&self) -> usize {
+        self.conns.mesh.world()
+    }
+
+    /// Bytes of one rank's block (AllGather, ReduceScatter).
+    fn block(&self) -> usize {
+        self.counts.param * self.dtype.size()
+    }
+
+    /// The algorithm for this collective at `bytes`, by name.
+    fn choose(&self, bytes: usize) -> &'static str {
+        let n = self.world();
+        match self.collective {
+            Collective::AllReduce => self.algo.resolve(bytes, n).name(),
+            Collective::AllGather => {
+                let rd = match self.algo {
+                    Algo::Auto => bytes <= Algo::RD_MAX,
+                    Algo::Rd | Algo::Rabenseifner => true,
+                    Algo::Ring => false,
+                };
+                if rd && n.is_power_of_two() {
+                    "rd"
+                } else {
+                    "ring"
+                }
+            }
+            Collective::ReduceScatter => "ring",
+            Collective::Broadcast => "tree",
+        }
+    }
+
+    fn op(&mut self, op: Op, in_place: bool) -> Result<(), BenchError> {
+        let algo = self.choose(self.output.len());
+        let (dtype, rank, block) = (self.dtype, self.conns.mesh.rank, self.block());
         let input = (!in_place).then_some(self.input.as_slice());
-        let (out, dtype) = (&mut self.output, self.dtype);
+        let out = &mut self.output;
         let mesh = &mut self.conns.mesh;
-        let pairwise = match algo {
-            Algo::Ring | Algo::Auto => return self.conns.ring.allreduce(input, out, dtype, op),
-            Algo::Rd => mesh.recursive_doubling(input, out, dtype, op),
-            Algo::Rabenseifner => mesh.rabenseifner(input, out, dtype, op),
+        let result = match self.collective {
+            Collective::AllReduce => match algo {
+                "rd" => mesh.recursive_doubling(input, out, dtype, op),
+                "rabenseifner" => mesh.rabenseifner(input, out, dtype, op),
+                _ => return self.conns.ring.allreduce(input, out, dtype, op),
+            },
+            Collective::AllGather => {
+                if let Some(input) = input {
+                    out[rank * block..][..block].copy_from_slice(input);
+                }
+                mesh.allgather(out, block, algo == "rd")
+            }
+            Collective::ReduceScatter => match input {
+                Some(input) => mesh.reduce_scatter(input, &mut out[..block], dtype, op),
+                None => {
+                    let whole = out.clone();
+                    mesh.reduce_scatter(&whole, &mut out[rank * block..][..block], dtype, op)
+                }
+            },
+            Collective::Broadcast => {
+                if rank == 0
+                    && let Some(input) = input
+                {
+                    out.copy_from_slice(input);
+                }
+                mesh.broadcast(out)
+            }
         };
-        pairwise.map_err(|e| {
+        result.map_err(|e| {
             let peer = mesh.peer_name(e.peer);
             let what = match e.error.kind() {
                 std::io::ErrorKind::UnexpectedEof => {
@@ -385,34 +446,58 @@ impl TcpBackend {
 }
 
 impl Backend for TcpBackend {
-    fn prepare(&mut self, dtype: DType, input: &[u8]) -> Result<(), BenchError> {
-        self.dtype = dtype;
+    fn prepare(
+        &mut self,
+        collective: Collective,
+        dtype: DType,
+        counts: Counts,
+        input: &[u8],
+    ) -> Result<(), BenchError> {
+        let es = dtype.size();
+        (self.collective, self.dtype, self.counts) = (collective, dtype, counts);
         self.input.clear();
         self.input.extend_from_slice(input);
         self.output.clear();
-        self.output.resize(input.len(), 0);
+        self.output.resize(counts.recv * es, 0);
         Ok(())
     }
 
     fn run(&mut self, op: Op, in_place: bool, iters: usize) -> Result<(), BenchError> {
         for _ in 0..iters {
-            self.allreduce(op, in_place)?;
+            self.op(op, in_place)?;
         }
         Ok(())
     }
 
     fn reset(&mut self, in_place: bool) -> Result<(), BenchError> {
+        let (es, rank, block) = (self.dtype.size(), self.conns.mesh.rank, self.block());
+        let len = if in_place {
+            self.counts.send.max(self.counts.recv)
+        } else {
+            self.counts.recv
+        } * es;
+        self.output.clear();
+        self.output.resize(len, 0);
         if in_place {
-            self.output.copy_from_slice(&self.input);
+            match self.collective {
+                Collective::AllGather => {
+                    self.output[rank * block..][..block].copy_from_slice(&self.input)
+                }
+                _ => self.output.copy_from_slice(&self.input),
+            }
         }
         Ok(())
     }
 
-    fn result(&mut self, _in_place: bool) -> Result<Vec<u8>, BenchError> {
-        Ok(self.output.clone())
+    fn result(&mut self, in_place: bool) -> Result<Vec<u8>, BenchError> {
+        let (rank, block) = (self.conns.mesh.rank, self.block());
+        Ok(match self.collective {
+            Collective::ReduceScatter if in_place => self.output[rank * block..][..block].to_vec(),
+            _ => self.output.clone(),
+        })
     }
 
-    fn algorithm(&self, bytes: usize) -> Option<Algo> {
-        Some(self.algo.resolve(bytes, self.conns.mesh.world()))
+    fn algorithm(&self, bytes: usize) -> Option<&'static str> {
+        Some(self.choose(bytes))
     }
 }

@@ -20,8 +20,8 @@ use crate::bench::data::{self, DType, Op};
 
 /// One rank's connections to every other rank.
 pub struct Mesh {
-    rank: usize,
-    world: usize,
+    pub(super) rank: usize,
+    pub(super) world: usize,
     /// `links[p]`: the connection to rank p (`None` for this rank).
     links: Vec<Option<Link>>,
     spin: Spin,
@@ -31,7 +31,7 @@ pub struct Mesh {
 
 /// This rank's part in the power-of-two core of a folded rank count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Role {
+pub(super) enum Role {
     /// An even rank below 2r: hands its input to rank + 1, receives the result from it.
     Folded { partner: usize },
     /// Takes part as `new` among the `pof2` core ranks; `folded` is the even rank whose input
@@ -44,7 +44,7 @@ pub fn pof2(n: usize) -> usize {
     1 << (usize::BITS - 1 - n.leading_zeros())
 }
 
-fn role(rank: usize, world: usize) -> Role {
+pub(super) fn role(rank: usize, world: usize) -> Role {
     let rem = world - pof2(world);
     if rank < 2 * rem {
         if rank % 2 == 0 {
@@ -76,10 +76,10 @@ pub struct LinkError {
     pub error: std::io::Error,
 }
 
-type Result<T> = std::result::Result<T, LinkError>;
+pub(super) type Result<T> = std::result::Result<T, LinkError>;
 
 /// Two disjoint ranges of one buffer: the first to read, the second to write.
-fn split(buf: &mut [u8], read: Range<usize>, write: Range<usize>) -> (&[u8], &mut [u8]) {
+pub(super) fn split(buf: &mut [u8], read: Range<usize>, write: Range<usize>) -> (&[u8], &mut [u8]) {
     if read.start >= write.end {
         let (lo, hi) = buf.split_at_mut(read.start);
         (&hi[..read.len()], &mut lo[write])
@@ -123,7 +123,27 @@ impl Mesh {
             .map_or_else(|| format!("rank {rank}"), |l| l.peer.to_string())
     }
 
-    fn exchange(&self, peer: usize, out: &[u8], into: &mut [u8]) -> Result<()> {
+    fn link(&self, peer: usize) -> Result<&Link> {
+        self.links
+            .get(peer)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| LinkError {
+                peer,
+                error: std::io::Error::other("no connection"),
+            })
+    }
+
+    /// Sends `out` to `to` while receiving `into` from `from`; a failure names `from` when
+    /// both are involved (a dead peer shows first as a silent or closed receive).
+    pub(super) fn shift(&self, to: usize, out: &[u8], from: usize, into: &mut [u8]) -> Result<()> {
+        let (t, f) = (self.link(to)?, self.link(from)?);
+        super::link::shift(t, out, f, into, self.spin, self.timeout).map_err(|error| LinkError {
+            peer: if into.is_empty() { to } else { from },
+            error,
+        })
+    }
+
+    pub(super) fn exchange(&self, peer: usize, out: &[u8], into: &mut [u8]) -> Result<()> {
         let link = self
             .links
             .get(peer)
@@ -136,7 +156,7 @@ impl Mesh {
             .map_err(|error| LinkError { peer, error })
     }
 
-    fn scratch(&mut self, len: usize) -> Vec<u8> {
+    pub(super) fn scratch(&mut self, len: usize) -> Vec<u8> {
         let mut s = std::mem::take(&mut self.scratch);
         if s.len() < len {
             s.resize(len, 0);
@@ -306,7 +326,7 @@ impl Mesh {
 }
 
 /// `out ∘= incoming`, or `out = local ∘ incoming` when `local` is given.
-fn reduce(dtype: DType, op: Op, out: &mut [u8], local: Option<&[u8]>, incoming: &[u8]) {
+pub(super) fn reduce(dtype: DType, op: Op, out: &mut [u8], local: Option<&[u8]>, incoming: &[u8]) {
     match local {
         Some(local) => data::reduce_from(dtype, op, out, local, incoming),
         None => data::reduce(dtype, op, out, incoming),
@@ -353,5 +373,12 @@ mod tests {
         let (r, w) = split(&mut b, 0..2, 4..6);
         assert_eq!(r, [0, 0]);
         assert_eq!(w, [4, 5]);
+    }
+}
+
+impl Mesh {
+    /// Gives a scratch buffer back for the next operation.
+    pub(super) fn keep_scratch(&mut self, scratch: Vec<u8>) {
+        self.scratch = scratch;
     }
 }
