@@ -283,7 +283,7 @@ fn garbage_and_oversized_frames_do_not_disturb_the_rendezvous() {
         "data_port": 9, "backend": "tcp",
         "settings": {"min_bytes": 8, "max_bytes": 65536, "step": {"factor": 64}, "iters": 2,
             "warmup": 1, "check": 1, "dtype": "f32", "op": "sum", "backend": "tcp",
-            "streams": 1, "sockbuf": 0}
+            "streams": 1, "sockbuf": 0, "algo": "auto", "collective": "allreduce"}
     })
     .to_string();
     let mut intruder = connect();
