@@ -593,8 +593,9 @@ fn nccl_backend_names_each_driver_answer_and_carries_nccl_errors() {
             "1",
             "no GPU: the CUDA driver found no device (cuDeviceGetCount reports 0 devices)",
         ),
-        // The driver "works", so the real ncclCommInitRank runs and fails in NCCL's own words.
-        ("2", "ncclCommInitRank failed: unhandled cuda error"),
+        // The driver "works", so the real non-blocking ncclCommInitRankConfig runs and fails
+        // in NCCL's own words (polled through ncclCommGetAsyncError).
+        ("2", "ncclCommInitRankConfig failed: unhandled cuda error"),
     ];
     for (mode, want) in cases {
         let out = Command::cargo_bin("gputune")

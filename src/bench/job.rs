@@ -358,6 +358,7 @@ fn run_rank(
                     env.rank,
                     env.world,
                     &id,
+                    usize::try_from(job.settings.max_bytes).unwrap_or(usize::MAX),
                     job.timeout,
                     group.fatal.clone(),
                 )

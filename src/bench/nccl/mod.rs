@@ -5,6 +5,7 @@
 //! with `ncclCommAbort` when the timeout passes or the job is stopped.
 
 pub mod cuda;
+pub mod init;
 
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
@@ -76,11 +77,11 @@ pub fn check_version(version: NcclVersion, path: &std::path::Path) -> Result<(),
 /// `ncclUniqueId`, passed by value.
 #[repr(C)]
 #[derive(Clone, Copy)]
-struct UniqueId {
+pub struct UniqueId {
     internal: [u8; UNIQUE_ID_BYTES],
 }
 
-type Comm = *mut c_void;
+pub type Comm = *mut c_void;
 
 fn nccl_type(dtype: DType) -> c_int {
     match dtype {
@@ -116,6 +117,12 @@ pub struct NcclBackend {
     counts: Counts,
     rank: usize,
     calls: Calls,
+    /// Bytes to allocate at least: the run's largest size, so smaller sizes can move.
+    max_bytes: usize,
+    /// Operations since the last reset: each one's buffers sit one size further into the
+    /// allocation (cycling), as nccl-tests shifts them to keep caches from flattering small
+    /// sizes; a reset goes back to offset 0, where the input is loaded and the check reads.
+    iter: usize,
     timeout: Duration,
     fatal: Arc<Fatal>,
     aborted: bool,
@@ -144,14 +151,15 @@ pub fn device_for(probe: &Probe, local_rank: usize) -> Result<(usize, String), B
 }
 
 impl NcclBackend {
-    /// Joins the communicator. `ncclCommInitRank` blocks until every rank calls it; if that
-    /// does not happen within the timeout, a watchdog ends this process with exit 3.
+    /// Joins the communicator ([`init`]): an error, never a hang, when a rank is missing
+    /// past the timeout or the control plane stops the job.
     pub fn new(
         probe: Probe,
         ordinal: usize,
         rank: usize,
         world: usize,
         id: &[u8],
+        max_bytes: usize,
         timeout: Duration,
         fatal: Arc<Fatal>,
     ) -> Result<NcclBackend, BenchError> {
@@ -169,35 +177,15 @@ impl NcclBackend {
             )));
         }
         unique.internal.copy_from_slice(id);
-        // SAFETY: ncclResult_t ncclCommInitRank(ncclComm_t*, int nranks, ncclUniqueId, int rank).
-        let init: unsafe extern "C" fn(*mut Comm, c_int, UniqueId, c_int) -> c_int =
-            unsafe { probe.nccl.symbol("ncclCommInitRank") }.map_err(|e| rt(e.to_string()))?;
-        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let watchdog = done.clone();
-        thread::spawn(move || {
-            let start = Instant::now();
-            while start.elapsed() < timeout {
-                if watchdog.load(std::sync::atomic::Ordering::SeqCst) {
-                    return;
-                }
-                thread::sleep(Duration::from_millis(50));
-            }
-            if !watchdog.load(std::sync::atomic::Ordering::SeqCst) {
-                eprintln!(
-                    "gputune: ncclCommInitRank did not complete within {}s: a rank is missing or NCCL cannot connect (check NCCL_SOCKET_IFNAME and the firewall)",
-                    timeout.as_secs()
-                );
-                std::process::exit(3);
-            }
-        });
-        let mut comm: Comm = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; `unique` is the id every rank received.
-        let code = unsafe { init(&mut comm, world as c_int, unique, rank as c_int) };
-        done.store(true, std::sync::atomic::Ordering::SeqCst);
-        probe
-            .nccl
-            .check("ncclCommInitRank", code)
-            .map_err(|e| rt(e.to_string()))?;
+        let comm = init::init(
+            &probe.nccl,
+            probe.version,
+            world,
+            unique,
+            rank,
+            timeout,
+            &fatal,
+        )?;
         let calls = Calls::resolve(&probe).map_err(rt)?;
         Ok(NcclBackend {
             probe,
@@ -212,6 +200,8 @@ impl NcclBackend {
             counts: Collective::AllReduce.counts(0, 1),
             rank,
             calls,
+            max_bytes,
+            iter: 0,
             timeout,
             fatal,
             aborted: false,
@@ -353,17 +343,30 @@ impl NcclBackend {
     /// The send and receive pointers of one operation, as nccl-tests places them in place:
     /// AllGather sends from this rank's block of the receive buffer, ReduceScatter receives
     /// into this rank's block of the send buffer.
-    fn pointers(&self, in_place: bool) -> (CuDevicePtr, CuDevicePtr) {
+    fn pointers(&self, in_place: bool, shift: usize) -> (CuDevicePtr, CuDevicePtr) {
+        let shift = shift as CuDevicePtr;
+        let (send, recv) = (self.send + shift, self.recv + shift);
         if !in_place {
-            return (self.send, self.recv);
+            return (send, recv);
         }
         let block = (self.counts.param * self.dtype.size()) as CuDevicePtr;
-        let mine = self.recv + self.rank as CuDevicePtr * block;
+        let mine = recv + self.rank as CuDevicePtr * block;
         match self.collective {
-            Collective::AllGather => (mine, self.recv),
-            Collective::ReduceScatter => (self.recv, mine),
-            Collective::AllReduce | Collective::Broadcast => (self.recv, self.recv),
+            Collective::AllGather => (mine, recv),
+            Collective::ReduceScatter => (recv, mine),
+            Collective::AllReduce | Collective::Broadcast => (recv, recv),
         }
+    }
+
+    /// The offset of operation `iter` since the reset: `whole · (iter mod steps)`, with
+    /// `steps` the sizes that fit in the allocation (nccl-tests' `startColl`).
+    fn shift(&self, iter: usize) -> usize {
+        let whole = self.whole();
+        if whole == 0 {
+            return 0;
+        }
+        let steps = (self.capacity / whole).max(1);
+        whole * (iter % steps)
     }
 
     /// Bytes the in-place buffer holds: the larger of send and receive.
@@ -381,7 +384,7 @@ impl Backend for NcclBackend {
         input: &[u8],
     ) -> Result<(), BenchError> {
         (self.collective, self.dtype, self.counts) = (collective, dtype, counts);
-        let whole = self.whole();
+        let whole = self.whole().max(self.max_bytes);
         if whole > self.capacity {
             if self.capacity > 0 {
                 self.probe.cuda.free(self.send);
@@ -419,8 +422,6 @@ impl Backend for NcclBackend {
                 "the NCCL communicator was aborted".into(),
             ));
         }
-        let (src, dst) = self.pointers(in_place);
-        let (src, dst) = (src as *const c_void, dst as *mut c_void);
         let (param, ty, red) = (self.counts.param, nccl_type(self.dtype), nccl_op(op));
         let (comm, stream, calls) = (self.comm, self.stream.0, self.calls);
         let name = match self.collective {
@@ -430,8 +431,11 @@ impl Backend for NcclBackend {
             Collective::Broadcast => "ncclBroadcast",
         };
         for _ in 0..iters {
-            // SAFETY: the buffers hold `whole()` bytes on this rank's device, enough for the
-            // counts of this collective at both pointers; stream and communicator are live.
+            let (src, dst) = self.pointers(in_place, self.shift(self.iter));
+            let (src, dst) = (src as *const c_void, dst as *mut c_void);
+            self.iter += 1;
+            // SAFETY: the shift keeps `whole()` bytes inside the allocation at both pointers,
+            // enough for this collective's counts; stream and communicator are live.
             let code = unsafe {
                 match self.collective {
                     Collective::AllReduce => {
@@ -446,6 +450,10 @@ impl Backend for NcclBackend {
                     }
                 }
             };
+            // A non-blocking communicator may answer ncclInProgress: the wait polls it.
+            if code == init::IN_PROGRESS {
+                continue;
+            }
             if let Err(e) = self.probe.nccl.check(name, code) {
                 self.abort();
                 return Err(BenchError::Runtime(e.to_string()));
@@ -455,13 +463,19 @@ impl Backend for NcclBackend {
     }
 
     fn reset(&mut self, in_place: bool) -> Result<(), BenchError> {
+        self.iter = 0;
         let cuda = &self.probe.cuda;
         if in_place {
-            let (src, _) = self.pointers(true);
+            let (src, _) = self.pointers(true, 0);
             cuda.copy_to_device(src, &self.input)
         } else {
             // Clear the output, as nccl-tests does before a checked run.
-            let zeros = vec![0u8; self.counts.recv * self.dtype.size()];
+            let len = self.counts.recv * self.dtype.size();
+            let mut zeros = Vec::new();
+            zeros.try_reserve_exact(len).map_err(|_| {
+                BenchError::Runtime(format!("cannot allocate {len} bytes of host memory"))
+            })?;
+            zeros.resize(len, 0);
             cuda.copy_to_device(self.recv, &zeros)
         }
         .and_then(|()| cuda.synchronize())
@@ -469,7 +483,7 @@ impl Backend for NcclBackend {
     }
 
     fn result(&mut self, in_place: bool) -> Result<Vec<u8>, BenchError> {
-        let (_, dst) = self.pointers(in_place);
+        let (_, dst) = self.pointers(in_place, 0);
         let mut out = vec![0u8; self.counts.recv * self.dtype.size()];
         self.probe
             .cuda

@@ -25,14 +25,13 @@ impl std::fmt::Display for Peer {
     }
 }
 
-/// How long an exchange spins before it blocks.
+/// How long an exchange busy-polls before it blocks. Between polls it yields the CPU: when
+/// ranks (or anything else) outnumber cores, a pure spin would hold the core the peer needs
+/// to answer, and a yield costs no more than the poll's own syscall.
 #[derive(Debug, Clone, Copy)]
 pub struct Spin {
     /// Busy-poll for at most this long after the last progress.
     pub budget: Duration,
-    /// Yield the CPU between polls: set when ranks outnumber cores, where spinning would
-    /// take the core the peer needs to answer.
-    pub yield_cpu: bool,
 }
 
 /// One connection to one peer, used in both directions.
@@ -64,15 +63,31 @@ impl Link {
 /// A failure is the first error on either side.
 pub fn shift(
     to: &Link,
-    mut out: &[u8],
+    out: &[u8],
     from: &Link,
-    mut into: &mut [u8],
+    into: &mut [u8],
     spin: Spin,
     timeout: Duration,
 ) -> io::Result<()> {
+    shift_with(to, out, from, into, spin, timeout, &mut |_| {})
+}
+
+/// [`shift`], calling `arrived` with the received prefix of `into` each time it grows, so
+/// the caller can reduce data while the rest is still arriving (cache-hot, and overlapped
+/// with the peer's sending).
+pub fn shift_with(
+    to: &Link,
+    mut out: &[u8],
+    from: &Link,
+    whole: &mut [u8],
+    spin: Spin,
+    timeout: Duration,
+    arrived: &mut dyn FnMut(&[u8]),
+) -> io::Result<()> {
     let (tx, rx) = (to.socket.as_raw_fd(), from.socket.as_raw_fd());
+    let mut got = 0;
     let mut progress_at = Instant::now();
-    while !out.is_empty() || !into.is_empty() {
+    while !out.is_empty() || got < whole.len() {
         let mut moved = false;
         if !out.is_empty() {
             // SAFETY: `out` is a live buffer of `out.len()` bytes; tx is an open socket.
@@ -92,7 +107,8 @@ pub fn shift(
                 }
             }
         }
-        if !into.is_empty() {
+        if got < whole.len() {
+            let into = &mut whole[got..];
             // SAFETY: `into` is a live, writable buffer of `into.len()` bytes.
             let n =
                 unsafe { libc::recv(rx, into.as_mut_ptr().cast(), into.len(), libc::MSG_DONTWAIT) };
@@ -102,7 +118,8 @@ pub fn shift(
             match progressed(n)? {
                 0 => {}
                 n => {
-                    into = &mut std::mem::take(&mut into)[n..];
+                    got += n;
+                    arrived(&whole[..got]);
                     moved = true;
                 }
             }
@@ -114,11 +131,7 @@ pub fn shift(
         }
         let idle = now.duration_since(progress_at);
         if idle < spin.budget {
-            if spin.yield_cpu {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
+            std::thread::yield_now();
             continue;
         }
         let left = timeout.saturating_sub(idle);
@@ -140,7 +153,7 @@ pub fn shift(
         if !out.is_empty() {
             fds[0].events |= libc::POLLOUT;
         }
-        if !into.is_empty() {
+        if got < whole.len() {
             fds[if tx == rx { 0 } else { 1 }].events |= libc::POLLIN;
         }
         let nfds = if tx == rx { 1 } else { 2 };
@@ -187,7 +200,6 @@ mod tests {
 
     const SPIN: Spin = Spin {
         budget: Duration::from_micros(20),
-        yield_cpu: true,
     };
 
     #[test]

@@ -117,12 +117,7 @@ pub fn connect(
         rank: r,
         host: hosts.get(r).cloned().unwrap_or_default(),
     };
-    let cores = thread::available_parallelism().map_or(1, |n| n.get());
-    let local = hosts.iter().filter(|h| Some(*h) == hosts.get(rank)).count();
-    let spin = Spin {
-        budget: SPIN,
-        yield_cpu: local > cores,
-    };
+    let spin = Spin { budget: SPIN };
     let links = links
         .into_iter()
         .enumerate()
@@ -157,10 +152,7 @@ pub struct Connections {
 
 impl Connections {
     pub fn alone() -> Connections {
-        let spin = Spin {
-            budget: SPIN,
-            yield_cpu: false,
-        };
+        let spin = Spin { budget: SPIN };
         Connections {
             ring: Ring::alone(),
             mesh: Mesh::new(0, 1, vec![None], spin, Duration::from_secs(1)),

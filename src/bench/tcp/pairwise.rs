@@ -39,6 +39,10 @@ pub(super) enum Role {
     Core { new: usize, folded: Option<usize> },
 }
 
+/// Received data is reduced in chunks of this many bytes as it arrives (small enough to
+/// stay in cache, large enough that the call overhead vanishes).
+const REDUCE_CHUNK: usize = 64 << 10;
+
 /// The largest power of two not above `n` (n ≥ 1).
 pub fn pof2(n: usize) -> usize {
     1 << (usize::BITS - 1 - n.leading_zeros())
@@ -143,6 +147,40 @@ impl Mesh {
         })
     }
 
+    /// [`Mesh::exchange`] that reduces what arrives into `dst` as it arrives: `dst ∘= into`
+    /// (or `dst = local ∘ into`), a chunk at a time.
+    #[allow(clippy::too_many_arguments)]
+    fn exchange_reducing(
+        &self,
+        peer: usize,
+        out: &[u8],
+        into: &mut [u8],
+        dst: &mut [u8],
+        local: Option<&[u8]>,
+        dtype: DType,
+        op: Op,
+    ) -> Result<()> {
+        let link = self.link(peer)?;
+        let es = dtype.size();
+        let total = into.len();
+        let mut done = 0;
+        let mut arrived = |prefix: &[u8]| {
+            let end = prefix.len() / es * es;
+            if end > done && (end - done >= REDUCE_CHUNK || end == total) {
+                reduce(
+                    dtype,
+                    op,
+                    &mut dst[done..end],
+                    local.map(|l| &l[done..end]),
+                    &prefix[done..end],
+                );
+                done = end;
+            }
+        };
+        super::link::shift_with(link, out, link, into, self.spin, self.timeout, &mut arrived)
+            .map_err(|error| LinkError { peer, error })
+    }
+
     pub(super) fn exchange(&self, peer: usize, out: &[u8], into: &mut [u8]) -> Result<()> {
         let link = self
             .links
@@ -185,15 +223,10 @@ impl Mesh {
                 folded: Some(from), ..
             } => {
                 let mut scratch = self.scratch(out.len());
-                let got = self.exchange(from, &[], &mut scratch[..out.len()]);
+                let local = input.filter(|_| *fresh);
+                let into = &mut scratch[..out.len()];
+                let got = self.exchange_reducing(from, &[], into, out, local, dtype, op);
                 if got.is_ok() {
-                    reduce(
-                        dtype,
-                        op,
-                        out,
-                        input.filter(|_| *fresh),
-                        &scratch[..out.len()],
-                    );
                     *fresh = false;
                 }
                 self.scratch = scratch;
@@ -285,14 +318,21 @@ impl Mesh {
                     };
                     let (keep, give) = (blocks(keep.0, keep.1), blocks(give.0, give.1));
                     let into = &mut scratch[..keep.len()];
-                    let src = if fresh {
-                        &input.unwrap_or(out)[give]
-                    } else {
-                        &out[give]
-                    };
-                    self.exchange(partner, src, into)?;
-                    let local = input.filter(|_| fresh).map(|i| &i[keep.clone()]);
-                    reduce(dtype, op, &mut out[keep], local, into);
+                    match input.filter(|_| fresh) {
+                        Some(input) => self.exchange_reducing(
+                            partner,
+                            &input[give],
+                            into,
+                            &mut out[keep.clone()],
+                            Some(&input[keep]),
+                            dtype,
+                            op,
+                        )?,
+                        None => {
+                            let (src, dst) = split(out, give, keep);
+                            self.exchange_reducing(partner, src, into, dst, None, dtype, op)?
+                        }
+                    }
                     fresh = false;
                     if new & mask == 0 {
                         hi = mid;
