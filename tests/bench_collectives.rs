@@ -160,3 +160,57 @@ fn a_killed_rank_stops_a_pairwise_run_naming_it() {
         assert!(took < Duration::from_secs(8), "{name} took {took:?}");
     }
 }
+
+#[test]
+fn each_collective_takes_its_own_profile_threshold() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("fsdp.toml");
+    std::fs::write(
+        &profile,
+        "description = \"test\"\n[bench]\nmin_busbw = 0.0\nallgather_min_busbw = 100000.0\nreducescatter_min_busbw = 0.0\n",
+    )
+    .unwrap();
+    let bench = |collective: &str| {
+        Command::cargo_bin("gputune")
+            .unwrap()
+            .args(["bench", collective, "--backend", "tcp", "--ranks", "2"])
+            .args([
+                "-b",
+                "8",
+                "-e",
+                "8",
+                "-n",
+                "1",
+                "--format",
+                "json",
+                "--profile",
+            ])
+            .arg(&profile)
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap()
+    };
+    let gather = bench("allgather");
+    assert_eq!(gather.status.code(), Some(1), "{}", text(&gather.stderr));
+    assert!(
+        text(&gather.stderr).contains("allgather_min_busbw"),
+        "{}",
+        text(&gather.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&gather.stdout).unwrap();
+    assert_eq!(doc["min_busbw"], 100000.0);
+    for passing in ["allreduce", "reducescatter"] {
+        let out = bench(passing);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{passing}: {}",
+            text(&out.stderr)
+        );
+    }
+    // No broadcast threshold in the profile: none applies.
+    let out = bench("broadcast");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(doc.get("min_busbw").is_none(), "{doc}");
+}

@@ -120,7 +120,9 @@ pub struct CollectiveArgs {
     /// Fail (exit 1) when the average bus bandwidth is below this, in GB/s (1e9 bytes/s).
     #[arg(long = "min-busbw", value_name = "GBPS", allow_negative_numbers = true)]
     pub min_busbw: Option<f64>,
-    /// Take the threshold from this profile's `[bench] min_busbw` (`--min-busbw` wins).
+    /// Take the threshold from this profile's `[bench]` (`min_busbw` for allreduce,
+    /// `allgather_min_busbw`, `reducescatter_min_busbw`, `broadcast_min_busbw`; `--min-busbw`
+    /// wins).
     #[arg(long, value_name = "NAME|FILE")]
     pub profile: Option<String>,
     /// Seconds any rank may wait for another (rendezvous, a transfer, a barrier) before the
@@ -263,10 +265,14 @@ pub fn run(args: &BenchArgs, root: &Root) -> Result<ExitCode> {
         && let Some(name) = &a.profile
     {
         let (profile, _) = super::audit::load_profile(Some(name), root)?;
-        job.min_busbw = profile
-            .bench
-            .min_busbw
-            .map(|m| (m, format!("profile {name}")));
+        let bench = &profile.bench;
+        let (key, min) = match collective {
+            Collective::AllReduce => ("min_busbw", bench.min_busbw),
+            Collective::AllGather => ("allgather_min_busbw", bench.allgather_min_busbw),
+            Collective::ReduceScatter => ("reducescatter_min_busbw", bench.reducescatter_min_busbw),
+            Collective::Broadcast => ("broadcast_min_busbw", bench.broadcast_min_busbw),
+        };
+        job.min_busbw = min.map(|m| (m, format!("profile {name} [bench] {key}")));
     }
     job::run(&job, root).map_err(|e| match e {
         // The one error type knows how to keep a broken pipe quiet.
