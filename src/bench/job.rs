@@ -354,9 +354,11 @@ fn run_rank(
             id.and_then(|id| {
                 NcclBackend::new(
                     *probe,
-                    ordinal,
-                    env.rank,
-                    env.world,
+                    nccl::Place {
+                        ordinal,
+                        rank: env.rank,
+                        world: env.world,
+                    },
                     &id,
                     usize::try_from(job.settings.max_bytes).unwrap_or(usize::MAX),
                     job.timeout,

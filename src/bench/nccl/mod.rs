@@ -103,6 +103,14 @@ fn nccl_op(op: Op) -> c_int {
     }
 }
 
+/// Where a rank sits: its GPU and its place in the job.
+#[derive(Debug, Clone, Copy)]
+pub struct Place {
+    pub ordinal: usize,
+    pub rank: usize,
+    pub world: usize,
+}
+
 /// One rank's communicator on one GPU.
 pub struct NcclBackend {
     probe: Probe,
@@ -155,14 +163,17 @@ impl NcclBackend {
     /// past the timeout or the control plane stops the job.
     pub fn new(
         probe: Probe,
-        ordinal: usize,
-        rank: usize,
-        world: usize,
+        place: Place,
         id: &[u8],
         max_bytes: usize,
         timeout: Duration,
         fatal: Arc<Fatal>,
     ) -> Result<NcclBackend, BenchError> {
+        let Place {
+            ordinal,
+            rank,
+            world,
+        } = place;
         let rt = |e: String| BenchError::Runtime(e);
         let dev = probe.cuda.device(ordinal).map_err(|e| rt(e.to_string()))?;
         probe.cuda.use_device(dev).map_err(|e| rt(e.to_string()))?;

@@ -161,13 +161,16 @@ impl Connections {
     }
 }
 
+/// A connection a rank waits for: `(rank, stream)`.
+type Expected = (usize, usize);
+
 /// Accepts the expected `(rank, stream)` connections; anything else on the port is dropped.
 fn accept(
     listener: TcpListener,
-    expected: Vec<(usize, usize)>,
+    expected: Vec<Expected>,
     token: &str,
     deadline: Instant,
-) -> Result<Vec<((usize, usize), TcpStream)>, BenchError> {
+) -> Result<Vec<(Expected, TcpStream)>, BenchError> {
     let _ = listener.set_nonblocking(true);
     let mut slots: Vec<Option<TcpStream>> = expected.iter().map(|_| None).collect();
     // Each connection's opening is read on its own thread, so a silent one delays no one.

@@ -51,7 +51,7 @@ pub fn pof2(n: usize) -> usize {
 pub(super) fn role(rank: usize, world: usize) -> Role {
     let rem = world - pof2(world);
     if rank < 2 * rem {
-        if rank % 2 == 0 {
+        if rank.is_multiple_of(2) {
             Role::Folded { partner: rank + 1 }
         } else {
             Role::Core {
@@ -192,6 +192,11 @@ impl Mesh {
             })?;
         link.exchange(out, into, self.spin, self.timeout)
             .map_err(|error| LinkError { peer, error })
+    }
+
+    /// Gives a scratch buffer back for the next operation.
+    pub(super) fn keep_scratch(&mut self, scratch: Vec<u8>) {
+        self.scratch = scratch;
     }
 
     pub(super) fn scratch(&mut self, len: usize) -> Vec<u8> {
@@ -413,12 +418,5 @@ mod tests {
         let (r, w) = split(&mut b, 0..2, 4..6);
         assert_eq!(r, [0, 0]);
         assert_eq!(w, [4, 5]);
-    }
-}
-
-impl Mesh {
-    /// Gives a scratch buffer back for the next operation.
-    pub(super) fn keep_scratch(&mut self, scratch: Vec<u8>) {
-        self.scratch = scratch;
     }
 }
