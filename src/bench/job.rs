@@ -27,15 +27,16 @@ use crate::host::Root;
 /// Marks the ranks `--ranks` started, so they join instead of starting ranks of their own.
 pub const CHILD_VAR: &str = "GPUTUNE_BENCH_CHILD";
 
-/// Which transport was asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which transport was asked for (`--backend`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Choice {
     Auto,
     Nccl,
     Tcp,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How the figures are printed (`--format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     Table,
     Json,

@@ -48,25 +48,12 @@ impl BenchCommand {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Backend {
-    Auto,
-    Nccl,
-    Tcp,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutputFormat {
-    Table,
-    Json,
-}
-
 #[derive(Debug, Args)]
 pub struct CollectiveArgs {
     /// Which transport to measure: NCCL on GPUs, or TCP between CPU ranks. `auto` uses NCCL
     /// when a GPU and libnccl.so.2 are usable, and says why when it falls back to TCP.
     #[arg(long, value_enum, default_value = "auto")]
-    pub backend: Backend,
+    pub backend: Choice,
     /// Smallest message size (K/M/G are powers of two).
     #[arg(
         short = 'b',
@@ -116,7 +103,7 @@ pub struct CollectiveArgs {
     pub op: Op,
     /// Output: the nccl-tests table, or one JSON document.
     #[arg(long, value_enum, default_value = "table")]
-    pub format: OutputFormat,
+    pub format: Format,
     /// Fail (exit 1) when the average bus bandwidth is below this, in GB/s (1e9 bytes/s).
     #[arg(long = "min-busbw", value_name = "GBPS", allow_negative_numbers = true)]
     pub min_busbw: Option<f64>,
@@ -216,11 +203,6 @@ pub fn validate(
     if sockbuf > 1 << 30 {
         return Err(usage("--sockbuf: at most 1G".into()));
     }
-    let choice = match args.backend {
-        Backend::Auto => Choice::Auto,
-        Backend::Nccl => Choice::Nccl,
-        Backend::Tcp => Choice::Tcp,
-    };
     let settings = Settings {
         min_bytes: min,
         max_bytes: max,
@@ -247,11 +229,8 @@ pub fn validate(
             check: args.check,
         },
         settings,
-        choice,
-        format: match args.format {
-            OutputFormat::Table => Format::Table,
-            OutputFormat::Json => Format::Json,
-        },
+        choice: args.backend,
+        format: args.format,
         min_busbw: args.min_busbw.map(|m| (m, "--min-busbw".to_string())),
         timeout: Duration::from_secs(args.timeout),
         ranks: args.ranks,

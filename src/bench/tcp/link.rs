@@ -25,14 +25,18 @@ impl std::fmt::Display for Peer {
     }
 }
 
-/// How long an exchange busy-polls before it blocks. Between polls it yields the CPU: when
-/// ranks (or anything else) outnumber cores, a pure spin would hold the core the peer needs
-/// to answer, and a yield costs no more than the poll's own syscall.
+/// How long an exchange busy-polls before it blocks. Past the first [`PURE_SPIN`] (a
+/// loopback or fast-network round trip) it yields the CPU between polls: when ranks (or
+/// anything else) outnumber cores, a pure spin would hold the core the peer needs to
+/// answer, and a yield costs no more than the poll's own syscall.
 #[derive(Debug, Clone, Copy)]
 pub struct Spin {
     /// Busy-poll for at most this long after the last progress.
     pub budget: Duration,
 }
+
+/// Polls without yielding for this long: a small message's round trip on loopback.
+const PURE_SPIN: Duration = Duration::from_micros(10);
 
 /// One connection to one peer, used in both directions.
 pub struct Link {
@@ -130,6 +134,10 @@ pub fn shift_with(
             continue;
         }
         let idle = now.duration_since(progress_at);
+        if idle < PURE_SPIN {
+            std::hint::spin_loop();
+            continue;
+        }
         if idle < spin.budget {
             std::thread::yield_now();
             continue;
