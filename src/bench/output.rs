@@ -93,13 +93,20 @@ pub fn table_header(info: &RunInfo) -> String {
         out.push_str(&format!("# NCCL version {nccl}\n"));
     }
     if info.backend == "tcp" {
-        let algo = match s.algo {
-            super::Algo::Auto => format!(
+        use super::collective::Collective;
+        let algo = match (s.collective, s.algo) {
+            (Collective::AllReduce, super::Algo::Auto) => format!(
                 "auto (rd up to {} B, rabenseifner below {} B, ring from there)",
                 super::Algo::RD_MAX,
                 super::Algo::RABENSEIFNER_MAX
             ),
-            forced => forced.name().to_string(),
+            (Collective::AllGather, super::Algo::Auto) => format!(
+                "auto (rd up to {} B with a power-of-two rank count, ring otherwise)",
+                super::Algo::RD_MAX
+            ),
+            (Collective::ReduceScatter, _) => "ring".to_string(),
+            (Collective::Broadcast, _) => "binomial tree".to_string(),
+            (_, forced) => forced.name().to_string(),
         };
         out.push_str(&format!("# algorithm: {algo}\n"));
     }
