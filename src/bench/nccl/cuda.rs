@@ -224,6 +224,28 @@ impl Cuda {
         Ok(Stream(s))
     }
 
+    /// Destroys a stream from [`Cuda::stream`] (errors ignored: this is cleanup).
+    pub fn destroy_stream(&self, stream: Stream) {
+        // SAFETY: CUresult cuStreamDestroy_v2(CUstream hStream).
+        if let Ok(f) =
+            unsafe { self.symbol::<unsafe extern "C" fn(CuStream) -> c_int>("cuStreamDestroy_v2") }
+        {
+            // SAFETY: `stream` came from cuStreamCreate and is destroyed once.
+            unsafe { f(stream.0) };
+        }
+    }
+
+    /// Releases the primary context [`Cuda::use_device`] retained (errors ignored).
+    pub fn release_device(&self, device: CuDevice) {
+        // SAFETY: CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev).
+        if let Ok(f) = unsafe {
+            self.symbol::<unsafe extern "C" fn(CuDevice) -> c_int>("cuDevicePrimaryCtxRelease_v2")
+        } {
+            // SAFETY: one release for the one retain of `use_device`.
+            unsafe { f(device) };
+        }
+    }
+
     /// 0 when the stream's work is done, [`NOT_READY`] while it runs, else an error code.
     pub fn stream_query(&self, stream: Stream) -> Result<c_int, CudaError> {
         // SAFETY: CUresult cuStreamQuery(CUstream hStream).

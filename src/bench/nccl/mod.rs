@@ -114,6 +114,8 @@ pub struct Place {
 /// One rank's communicator on one GPU.
 pub struct NcclBackend {
     probe: Probe,
+    /// Its primary context is retained while the backend lives.
+    device: cuda::CuDevice,
     comm: Comm,
     stream: Stream,
     send: CuDevicePtr,
@@ -175,20 +177,28 @@ impl NcclBackend {
             world,
         } = place;
         let rt = |e: String| BenchError::Runtime(e);
-        let dev = probe.cuda.device(ordinal).map_err(|e| rt(e.to_string()))?;
-        probe.cuda.use_device(dev).map_err(|e| rt(e.to_string()))?;
-        let stream = probe.cuda.stream().map_err(|e| rt(e.to_string()))?;
-        let mut unique = UniqueId {
-            internal: [0; UNIQUE_ID_BYTES],
-        };
         if id.len() != UNIQUE_ID_BYTES {
             return Err(rt(format!(
                 "rank 0 sent an NCCL id of {} bytes, not {UNIQUE_ID_BYTES}",
                 id.len()
             )));
         }
+        let mut unique = UniqueId {
+            internal: [0; UNIQUE_ID_BYTES],
+        };
         unique.internal.copy_from_slice(id);
-        let comm = init::init(
+        let calls = Calls::resolve(&probe).map_err(rt)?;
+        let dev = probe.cuda.device(ordinal).map_err(|e| rt(e.to_string()))?;
+        probe.cuda.use_device(dev).map_err(|e| rt(e.to_string()))?;
+        // From here every failure releases what was taken: the context, then the stream.
+        let stream = match probe.cuda.stream() {
+            Ok(s) => s,
+            Err(e) => {
+                probe.cuda.release_device(dev);
+                return Err(rt(e.to_string()));
+            }
+        };
+        let comm = match init::init(
             &probe.nccl,
             probe.version,
             world,
@@ -196,10 +206,17 @@ impl NcclBackend {
             rank,
             timeout,
             &fatal,
-        )?;
-        let calls = Calls::resolve(&probe).map_err(rt)?;
+        ) {
+            Ok(c) => c,
+            Err(e) => {
+                probe.cuda.destroy_stream(stream);
+                probe.cuda.release_device(dev);
+                return Err(e);
+            }
+        };
         Ok(NcclBackend {
             probe,
+            device: dev,
             comm,
             stream,
             send: 0,
@@ -521,6 +538,8 @@ impl Drop for NcclBackend {
             self.probe.cuda.free(self.send);
             self.probe.cuda.free(self.recv);
         }
+        self.probe.cuda.destroy_stream(self.stream);
+        self.probe.cuda.release_device(self.device);
     }
 }
 
