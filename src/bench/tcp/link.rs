@@ -33,7 +33,28 @@ impl std::fmt::Display for Peer {
 pub struct Spin {
     /// Busy-poll for at most this long after the last progress.
     pub budget: Duration,
+    /// Of which this long without yielding: [`PURE_SPIN`], or zero when this host runs more
+    /// ranks than it has cores (a pure spin would then hold the core a peer needs).
+    pub pure: Duration,
 }
+
+impl Spin {
+    /// The spin for `local_ranks` ranks on a host with `cores` cores.
+    pub fn for_host(local_ranks: usize, cores: usize) -> Spin {
+        Spin {
+            budget: SPIN,
+            pure: if local_ranks > cores {
+                Duration::ZERO
+            } else {
+                PURE_SPIN
+            },
+        }
+    }
+}
+
+/// How long a pairwise exchange busy-polls before blocking: a loopback or RDMA-class round
+/// trip is well inside it, a slow network's is not worth spinning for.
+const SPIN: Duration = Duration::from_micros(50);
 
 /// Polls without yielding for this long: a small message's round trip on loopback.
 const PURE_SPIN: Duration = Duration::from_micros(10);
@@ -134,7 +155,7 @@ pub fn shift_with(
             continue;
         }
         let idle = now.duration_since(progress_at);
-        if idle < PURE_SPIN {
+        if idle < spin.pure {
             std::hint::spin_loop();
             continue;
         }
@@ -208,6 +229,7 @@ mod tests {
 
     const SPIN: Spin = Spin {
         budget: Duration::from_micros(20),
+        pure: Duration::from_micros(5),
     };
 
     #[test]

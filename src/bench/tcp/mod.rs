@@ -117,7 +117,9 @@ pub fn connect(
         rank: r,
         host: hosts.get(r).cloned().unwrap_or_default(),
     };
-    let spin = Spin { budget: SPIN };
+    let cores = thread::available_parallelism().map_or(1, |n| n.get());
+    let local = hosts.iter().filter(|h| Some(*h) == hosts.get(rank)).count();
+    let spin = Spin::for_host(local, cores);
     let links = links
         .into_iter()
         .enumerate()
@@ -139,10 +141,6 @@ pub fn connect(
     })
 }
 
-/// How long a pairwise exchange busy-polls before blocking: a loopback or RDMA-class round
-/// trip is well inside it, a slow network's is not worth spinning for.
-const SPIN: Duration = Duration::from_micros(50);
-
 /// What [`connect`] opened.
 pub struct Connections {
     pub ring: Ring,
@@ -152,7 +150,7 @@ pub struct Connections {
 
 impl Connections {
     pub fn alone() -> Connections {
-        let spin = Spin { budget: SPIN };
+        let spin = Spin::for_host(1, 1);
         Connections {
             ring: Ring::alone(),
             mesh: Mesh::new(0, 1, vec![None], spin, Duration::from_secs(1)),
