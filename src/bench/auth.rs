@@ -388,11 +388,14 @@ mod tests {
                     let ring =
                         tcp::connect(rank, 2, listener, &addrs, &hosts, &options, Arc::default())
                             .unwrap();
-                    let mut backend = TcpBackend::new(ring);
+                    let mut backend = TcpBackend::new(ring, crate::bench::Algo::Ring);
                     let input: Vec<u8> = (0..64)
                         .flat_map(|_| ((rank + 1) as f32).to_ne_bytes())
                         .collect();
-                    backend.prepare(DType::F32, &input).unwrap();
+                    let all_reduce = crate::bench::collective::Collective::AllReduce;
+                    backend
+                        .prepare(all_reduce, DType::F32, all_reduce.counts(64, 2), &input)
+                        .unwrap();
                     backend.run(Op::Sum, false, 1).unwrap();
                     backend.result(false).unwrap()
                 })

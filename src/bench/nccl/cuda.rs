@@ -193,6 +193,17 @@ impl Cuda {
         })
     }
 
+    /// Waits for all of the context's work, every stream included: a `cuMemcpyHtoD` from
+    /// pageable memory on the NULL stream does not order with a `CU_STREAM_NON_BLOCKING`
+    /// stream, so a copy must be finished before a collective on that stream reads it (as
+    /// nccl-tests ends its initialisation with a device synchronise).
+    pub fn synchronize(&self) -> Result<(), CudaError> {
+        // SAFETY: CUresult cuCtxSynchronize(void).
+        let f: unsafe extern "C" fn() -> c_int = unsafe { self.symbol("cuCtxSynchronize")? };
+        // SAFETY: no arguments; the context is current on this thread.
+        self.check("cuCtxSynchronize", unsafe { f() })
+    }
+
     pub fn copy_to_host(&self, dst: &mut [u8], src: CuDevicePtr) -> Result<(), CudaError> {
         // SAFETY: CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n).
         let f: unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize) -> c_int =
@@ -211,6 +222,28 @@ impl Cuda {
         // SAFETY: valid out-pointer; flag 1 = CU_STREAM_NON_BLOCKING.
         self.check("cuStreamCreate", unsafe { f(&mut s, 1) })?;
         Ok(Stream(s))
+    }
+
+    /// Destroys a stream from [`Cuda::stream`] (errors ignored: this is cleanup).
+    pub fn destroy_stream(&self, stream: Stream) {
+        // SAFETY: CUresult cuStreamDestroy_v2(CUstream hStream).
+        if let Ok(f) =
+            unsafe { self.symbol::<unsafe extern "C" fn(CuStream) -> c_int>("cuStreamDestroy_v2") }
+        {
+            // SAFETY: `stream` came from cuStreamCreate and is destroyed once.
+            unsafe { f(stream.0) };
+        }
+    }
+
+    /// Releases the primary context [`Cuda::use_device`] retained (errors ignored).
+    pub fn release_device(&self, device: CuDevice) {
+        // SAFETY: CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev).
+        if let Ok(f) = unsafe {
+            self.symbol::<unsafe extern "C" fn(CuDevice) -> c_int>("cuDevicePrimaryCtxRelease_v2")
+        } {
+            // SAFETY: one release for the one retain of `use_device`.
+            unsafe { f(device) };
+        }
     }
 
     /// 0 when the stream's work is done, [`NOT_READY`] while it runs, else an error code.
