@@ -7,6 +7,7 @@ pub mod control;
 pub mod data;
 pub mod frame;
 pub mod harness;
+pub mod hostlist;
 pub mod job;
 pub mod launch;
 pub mod nccl;
