@@ -11,10 +11,12 @@ pub mod commands;
 pub mod docs;
 pub mod error;
 pub mod finding;
+pub mod fleet;
 pub mod host;
 pub mod inventory;
 pub mod profile;
 pub mod report;
+pub mod slurm;
 
 pub use error::{Error, ExitCode, Result};
 
