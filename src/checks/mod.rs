@@ -217,12 +217,14 @@ pub fn run_limited(
                     break;
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
+                    // The hung area's external program (nft, scontrol...) dies with it.
+                    crate::host::exec::kill_running();
                     findings.push(Finding::error(
                         area.name(),
                         area,
-                        format!("the {area} checks finish within {} s", wait.as_secs_f64()),
+                        format!("the {area} checks finish within {:.1} s", wait.as_secs_f64()),
                         format!(
-                            "the {area} checks did not finish within {} s (hung); they were abandoned",
+                            "the {area} checks did not finish within {:.1} s (hung); they were abandoned",
                             wait.as_secs_f64()
                         ),
                     ));
@@ -234,7 +236,7 @@ pub fn run_limited(
                                 area,
                                 "the area's checks run",
                                 format!(
-                                    "not run: the whole run's limit of {} s was spent",
+                                    "not run: the whole run's limit of {:.1} s was spent",
                                     limits.total.as_secs_f64()
                                 ),
                             ));
