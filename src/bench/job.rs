@@ -39,6 +39,8 @@ pub enum Choice {
 pub enum Format {
     Table,
     Json,
+    /// node_exporter textfile gauges ([`super::prometheus`]).
+    Prometheus,
 }
 
 /// A validated command line.
@@ -52,6 +54,8 @@ pub struct Job {
     pub min_busbw: Option<(f64, String)>,
     pub timeout: Duration,
     pub ranks: Option<usize>,
+    /// `--output FILE`: the JSON or Prometheus document, written atomically.
+    pub output: Option<std::path::PathBuf>,
 }
 
 /// The backend this rank will use.
@@ -461,14 +465,23 @@ fn rank0(
     }
     let code = if failures.is_empty() { 0 } else { 1 };
     group.finish(code)?;
-    if table {
-        print(&output::table_footer(&rows))?;
-    } else {
-        print(&output::json(
+    let min_busbw = job.min_busbw.as_ref().map(|m| m.0);
+    let document = match job.format {
+        Format::Table => None,
+        Format::Json => Some(output::json(&info, &rows, min_busbw)),
+        Format::Prometheus => Some(super::prometheus::render(
+            "allreduce",
             &info,
             &rows,
-            job.min_busbw.as_ref().map(|m| m.0),
-        ))?;
+            min_busbw,
+            failures.is_empty(),
+        )),
+    };
+    match (document, &job.output) {
+        (None, _) => print(&output::table_footer(&rows))?,
+        (Some(text), None) => print(&text)?,
+        (Some(text), Some(path)) => crate::host::atomic::write_atomic(path, text.as_bytes())
+            .map_err(|e| BenchError::Runtime(format!("cannot write {}: {e}", path.display())))?,
     }
     if failures.is_empty() {
         Ok(ExitCode::Ok)

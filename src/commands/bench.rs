@@ -38,6 +38,8 @@ pub enum Backend {
 pub enum OutputFormat {
     Table,
     Json,
+    /// node_exporter textfile gauges; with --output, written atomically for the collector.
+    Prometheus,
 }
 
 #[derive(Debug, Args)]
@@ -96,6 +98,9 @@ pub struct AllreduceArgs {
     /// Output: the nccl-tests table, or one JSON document.
     #[arg(long, value_enum, default_value = "table")]
     pub format: OutputFormat,
+    /// Write the JSON or Prometheus document to FILE (atomically: temp file + rename).
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<std::path::PathBuf>,
     /// Fail (exit 1) when the average bus bandwidth is below this, in GB/s (1e9 bytes/s).
     #[arg(long = "min-busbw", value_name = "GBPS", allow_negative_numbers = true)]
     pub min_busbw: Option<f64>,
@@ -182,6 +187,11 @@ pub fn validate(args: &AllreduceArgs) -> std::result::Result<Job, BenchError> {
             "--min-busbw must be a non-negative number of GB/s, not {m}"
         )));
     }
+    if args.output.is_some() && args.format == OutputFormat::Table {
+        return Err(usage(
+            "--output needs --format json or prometheus (the table is printed as it runs)".into(),
+        ));
+    }
     let sockbuf = size_flag("--sockbuf", &args.sockbuf)?;
     if sockbuf > 1 << 30 {
         return Err(usage("--sockbuf: at most 1G".into()));
@@ -218,7 +228,9 @@ pub fn validate(args: &AllreduceArgs) -> std::result::Result<Job, BenchError> {
         format: match args.format {
             OutputFormat::Table => Format::Table,
             OutputFormat::Json => Format::Json,
+            OutputFormat::Prometheus => Format::Prometheus,
         },
+        output: args.output.clone(),
         min_busbw: args.min_busbw.map(|m| (m, "--min-busbw".to_string())),
         timeout: Duration::from_secs(args.timeout),
         ranks: args.ranks,
@@ -305,6 +317,7 @@ mod tests {
             (&["--streams", "0"], "--streams"),
             (&["--min-busbw", "-1"], "--min-busbw"),
             (&["--sockbuf", "2G"], "--sockbuf"),
+            (&["--output", "/tmp/x.prom"], "--output needs --format"),
             (&["-b", "1", "-e", "1G", "-i", "1"], "sizes from -b to -e"),
         ];
         for (args, want) in cases {
