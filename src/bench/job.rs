@@ -56,6 +56,10 @@ pub struct Job {
     pub ranks: Option<usize>,
     /// `--output FILE`: the JSON or Prometheus document, written atomically.
     pub output: Option<std::path::PathBuf>,
+    /// `--pairs`: disjoint pairs in rounds instead of one ring ([`super::pairs`]).
+    pub pairs: bool,
+    /// `--pairs-threshold`: a node below this fraction of the job's median is slow.
+    pub pairs_fraction: f64,
 }
 
 /// The backend this rank will use.
@@ -318,6 +322,18 @@ fn run_rank(
         Some(j) => (j.group, Some((j.data_listener, j.data_addrs, j.nccl_id))),
     };
 
+    if job.pairs {
+        let Some((listener, addrs, _)) = data else {
+            return Err(BenchError::Usage("--pairs needs at least 2 ranks".into()));
+        };
+        if !matches!(resolved, Resolved::Tcp) {
+            return Err(group.fail(BenchError::Usage(
+                "--pairs measures over TCP: add --backend tcp".into(),
+            )));
+        }
+        return super::pairs::run(job, &mut group, listener, &addrs, &env.token)
+            .map_err(|e| group.fail(e));
+    }
     let backend: Result<Box<dyn Backend>, BenchError> = match resolved {
         Resolved::Tcp => {
             let options = tcp::Options {

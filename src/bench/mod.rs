@@ -12,6 +12,7 @@ pub mod job;
 pub mod launch;
 pub mod nccl;
 pub mod output;
+pub mod pairs;
 pub mod prometheus;
 pub mod rendezvous;
 pub mod size;

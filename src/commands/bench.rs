@@ -98,6 +98,13 @@ pub struct AllreduceArgs {
     /// Output: the nccl-tests table, or one JSON document.
     #[arg(long, value_enum, default_value = "table")]
     pub format: OutputFormat,
+    /// Measure disjoint pairs of ranks (one per node) in rounds, at the largest size, and name
+    /// the nodes whose median pair bandwidth is below --pairs-threshold of the job's median.
+    #[arg(long)]
+    pub pairs: bool,
+    /// With --pairs: the fraction of the job's median pair bandwidth below which a node is slow.
+    #[arg(long, default_value_t = 0.8, value_name = "FRACTION")]
+    pub pairs_threshold: f64,
     /// Write the JSON or Prometheus document to FILE (atomically: temp file + rename).
     #[arg(long, value_name = "FILE")]
     pub output: Option<std::path::PathBuf>,
@@ -192,6 +199,17 @@ pub fn validate(args: &AllreduceArgs) -> std::result::Result<Job, BenchError> {
             "--output needs --format json or prometheus (the table is printed as it runs)".into(),
         ));
     }
+    if !(args.pairs_threshold > 0.0 && args.pairs_threshold <= 1.0) {
+        return Err(usage(format!(
+            "--pairs-threshold must be a fraction in (0, 1], not {}",
+            args.pairs_threshold
+        )));
+    }
+    if args.pairs && args.format == OutputFormat::Prometheus {
+        return Err(usage(
+            "--pairs prints a table or JSON, not Prometheus gauges".into(),
+        ));
+    }
     let sockbuf = size_flag("--sockbuf", &args.sockbuf)?;
     if sockbuf > 1 << 30 {
         return Err(usage("--sockbuf: at most 1G".into()));
@@ -231,6 +249,8 @@ pub fn validate(args: &AllreduceArgs) -> std::result::Result<Job, BenchError> {
             OutputFormat::Prometheus => Format::Prometheus,
         },
         output: args.output.clone(),
+        pairs: args.pairs,
+        pairs_fraction: args.pairs_threshold,
         min_busbw: args.min_busbw.map(|m| (m, "--min-busbw".to_string())),
         timeout: Duration::from_secs(args.timeout),
         ranks: args.ranks,
@@ -318,6 +338,8 @@ mod tests {
             (&["--min-busbw", "-1"], "--min-busbw"),
             (&["--sockbuf", "2G"], "--sockbuf"),
             (&["--output", "/tmp/x.prom"], "--output needs --format"),
+            (&["--pairs-threshold", "1.5"], "--pairs-threshold"),
+            (&["--pairs", "--format", "prometheus"], "--pairs prints"),
             (&["-b", "1", "-e", "1G", "-i", "1"], "sizes from -b to -e"),
         ];
         for (args, want) in cases {
