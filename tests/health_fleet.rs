@@ -276,6 +276,35 @@ fn fleet_names_the_odd_node_out() {
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(stdout.contains("No drift"), "{stdout}");
 
+    // Each node passes on its own, but one uses another GID index: named, exit 1.
+    let odd = node(dir.path(), "tuned-node", "gpu06", None);
+    std::fs::write(odd.join("etc/nccl.conf"), "NCCL_IB_GID_INDEX=5\n").unwrap();
+    audit_into(&odd, &reports.join("gpu06.json"));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(reports.join("gpu06.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["passed"], true, "{report:#}");
+    let out = gputune().arg("fleet").arg(&reports).output().unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let gid = stdout
+        .lines()
+        .position(|l| l.contains("fact:nccl_conf.NCCL_IB_GID_INDEX"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        stdout
+            .lines()
+            .nth(gid)
+            .unwrap()
+            .contains("(absent) on 3 node(s)"),
+        "{stdout}"
+    );
+    assert_eq!(
+        stdout.lines().nth(gid + 1).unwrap().trim(),
+        "gpu06: 5",
+        "{stdout}"
+    );
+
     // Not a report: exit 2 naming the file.
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, "{\"schema_version\": 1}\n").unwrap();

@@ -2,6 +2,7 @@
 //! naming the value most nodes have and the nodes that differ, even when each one passes on
 //! its own (two NCCL versions in one job hang it).
 
+pub mod facts;
 pub mod input;
 
 use std::collections::BTreeMap;
@@ -47,7 +48,7 @@ pub struct NodeReport {
     pub host: String,
     pub origin: String,
     pub items: Vec<Item>,
-    /// Facts outside the findings: `kernel`, and any `facts` object the report carries.
+    /// Facts outside the findings: `kernel`, and the report's `host.facts`.
     pub facts: BTreeMap<String, String>,
 }
 
@@ -95,8 +96,10 @@ impl NodeReport {
         if let Some(kernel) = v["host"]["kernel"].as_str() {
             facts.insert("kernel".to_string(), kernel.to_string());
         }
-        if let Some(extra) = v["facts"].as_object() {
-            flatten("", extra, &mut facts);
+        for extra in [&v["host"]["facts"], &v["facts"]] {
+            if let Some(extra) = extra.as_object() {
+                flatten("", extra, &mut facts);
+            }
         }
         Ok(NodeReport {
             host,

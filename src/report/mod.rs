@@ -26,6 +26,9 @@ pub struct HostFacts {
     pub hostname: String,
     pub kernel: String,
     pub root: String,
+    /// What must be alike across a job's nodes (NICs, HCAs, driver, nccl.conf), for `fleet`.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub facts: std::collections::BTreeMap<String, String>,
 }
 
 impl HostFacts {
@@ -42,6 +45,7 @@ impl HostFacts {
             hostname: read("/proc/sys/kernel/hostname"),
             kernel: read("/proc/sys/kernel/osrelease"),
             root: root.dir().display().to_string(),
+            facts: crate::fleet::facts::read(root),
         }
     }
 }
