@@ -199,6 +199,9 @@ pub fn reports(docs: &[Document]) -> Result<Vec<NodeReport>, FleetError> {
     Ok(out)
 }
 
+/// Each node's `(value, status)` for one check or fact.
+type PerNode<'a> = BTreeMap<&'a str, (String, String)>;
+
 /// Compares every check and fact across `nodes`.
 ///
 /// A drift fails the fleet when a node's status differs from the majority's on that check
@@ -207,8 +210,7 @@ pub fn reports(docs: &[Document]) -> Result<Vec<NodeReport>, FleetError> {
 /// `nic` checks (driver, CUDA, NCCL, cuDNN versions, NICs and their speeds, GID index). Other
 /// value differences (two passing sysctl values) are shown but do not fail it.
 pub fn analyse(nodes: &[NodeReport]) -> Analysis<'_> {
-    // key -> (area, node -> (value, status))
-    let mut table: BTreeMap<String, (String, BTreeMap<&str, (String, String)>)> = BTreeMap::new();
+    let mut table: BTreeMap<String, (String, PerNode)> = BTreeMap::new();
     for node in nodes {
         for item in &node.items {
             let entry = table
