@@ -283,7 +283,7 @@ fn garbage_and_oversized_frames_do_not_disturb_the_rendezvous() {
         "data_port": 9, "backend": "tcp",
         "settings": {"min_bytes": 8, "max_bytes": 65536, "step": {"factor": 64}, "iters": 2,
             "warmup": 1, "check": 1, "dtype": "f32", "op": "sum", "backend": "tcp",
-            "streams": 1, "sockbuf": 0}
+            "streams": 1, "sockbuf": 0, "algo": "auto", "collective": "allreduce"}
     })
     .to_string();
     let mut intruder = connect();
@@ -593,8 +593,9 @@ fn nccl_backend_names_each_driver_answer_and_carries_nccl_errors() {
             "1",
             "no GPU: the CUDA driver found no device (cuDeviceGetCount reports 0 devices)",
         ),
-        // The driver "works", so the real ncclCommInitRank runs and fails in NCCL's own words.
-        ("2", "ncclCommInitRank failed: unhandled cuda error"),
+        // The driver "works", so the real non-blocking ncclCommInitRankConfig runs and fails
+        // in NCCL's own words (polled through ncclCommGetAsyncError).
+        ("2", "ncclCommInitRankConfig failed: unhandled cuda error"),
     ];
     for (mode, want) in cases {
         let out = Command::cargo_bin("gputune")

@@ -142,10 +142,16 @@ pub fn fill_input(dtype: DType, op: Op, rank: usize, ranks: usize, out: &mut [u8
 
 /// How many elements of `result` differ from the exact answer.
 pub fn count_wrong(dtype: DType, op: Op, ranks: usize, result: &[u8]) -> u64 {
+    count_wrong_from(dtype, op, ranks, 0, result)
+}
+
+/// [`count_wrong`] for a part of the reduced whole that starts at element `first`.
+pub fn count_wrong_from(dtype: DType, op: Op, ranks: usize, first: usize, result: &[u8]) -> u64 {
     let mut expected = [0u8; 8];
     let size = dtype.size();
     let mut wrong = 0;
     for (index, element) in result.chunks_exact(size).enumerate() {
+        let index = first + index;
         let exact = expected_value(op, dtype, ranks, index);
         let ok = if op == Op::Avg && dtype.is_float() {
             let got = dtype.decode(element);

@@ -6,14 +6,16 @@
 
 use std::time::Instant;
 
+use super::collective::Collective;
 use super::control::Group;
-use super::data::{self, DType, Op};
+use super::data::{DType, Op};
 use super::stats::{Half, Row};
 use super::{Backend, BenchError};
 
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct Plan {
+    pub collective: Collective,
     pub sizes: Vec<u64>,
     pub dtype: DType,
     pub op: Op,
@@ -37,18 +39,22 @@ pub fn run(
     let mut rows = Vec::new();
     let es = plan.dtype.size();
     for (seq, &size) in plan.sizes.iter().enumerate() {
-        let count = element_count(size, plan.dtype);
-        let bytes = usize::try_from(count)
-            .ok()
-            .and_then(|c| c.checked_mul(es))
+        let coll = plan.collective;
+        let requested = usize::try_from(element_count(size, plan.dtype))
+            .map_err(|_| BenchError::Usage(format!("size {size} does not fit in memory")))?;
+        let counts = coll.counts(requested, group.world);
+        let bytes = counts
+            .send
+            .checked_mul(es)
             .ok_or_else(|| BenchError::Usage(format!("size {size} does not fit in memory")))?;
         let mut input = Vec::new();
         input.try_reserve_exact(bytes).map_err(|_| {
             BenchError::Runtime(format!("cannot allocate {bytes} bytes for size {size}"))
         })?;
         input.resize(bytes, 0);
-        data::fill_input(plan.dtype, plan.op, group.rank, group.world, &mut input);
-        backend.prepare(plan.dtype, &input)?;
+        coll.fill_input(plan.dtype, plan.op, group.rank, group.world, &mut input);
+        backend.prepare(coll, plan.dtype, counts, &input)?;
+        drop(input);
 
         let mut times = [0.0; 2];
         let mut wrong = [None; 2];
@@ -65,24 +71,32 @@ pub fn run(
                     backend.reset(in_place)?;
                     backend.run(plan.op, in_place, 1)?;
                     let result = backend.result(in_place)?;
-                    total += data::count_wrong(plan.dtype, plan.op, group.world, &result);
+                    total +=
+                        coll.count_wrong(plan.dtype, plan.op, group.rank, group.world, &result);
                 }
                 wrong[half] = Some(total);
             }
         }
         if let Some(all) = group.report(seq as u64, times, wrong)? {
-            let bytes = count * es as u64;
+            // nccl-tests: the size is the larger buffer, algbw that size over the time.
+            let bytes = (counts.send.max(counts.recv) * es) as u64;
+            let factor = coll.busbw_factor(all.len());
             let half = |h: usize| {
                 let t: Vec<f64> = all.iter().map(|(t, _)| t[h]).collect();
                 let w: Vec<Option<u64>> = all.iter().map(|(_, w)| w[h]).collect();
-                Half::from_ranks(bytes, &t, &w)
+                Half::with_factor(bytes, factor, &t, &w)
             };
             let row = Row {
+                algo: backend.algorithm(bytes as usize),
                 size: bytes,
-                count,
+                count: counts.param as u64,
                 dtype: plan.dtype.name(),
-                redop: plan.op.name(),
-                root: -1,
+                redop: if coll.reduces() {
+                    plan.op.name()
+                } else {
+                    "none"
+                },
+                root: coll.root(),
                 out_of_place: half(0),
                 in_place: half(1),
             };

@@ -27,19 +27,20 @@ use crate::host::Root;
 /// Marks the ranks `--ranks` started, so they join instead of starting ranks of their own.
 pub const CHILD_VAR: &str = "GPUTUNE_BENCH_CHILD";
 
-/// Which transport was asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which transport was asked for (`--backend`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Choice {
     Auto,
     Nccl,
     Tcp,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How the figures are printed (`--format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     Table,
     Json,
-    /// node_exporter textfile gauges ([`super::prometheus`]).
+    /// node_exporter textfile gauges; with --output, written atomically for the collector.
     Prometheus,
 }
 
@@ -353,9 +354,9 @@ fn run_rank(
                     &options,
                     group.fatal.clone(),
                 ),
-                None => Ok(tcp::Ring::alone()),
+                None => Ok(tcp::Connections::alone()),
             }
-            .map(|ring| Box::new(TcpBackend::new(ring)) as Box<dyn Backend>)
+            .map(|conns| Box::new(TcpBackend::new(conns, job.settings.algo)) as Box<dyn Backend>)
         }
         Resolved::Nccl(probe) => {
             let id = data
@@ -374,10 +375,13 @@ fn run_rank(
             id.and_then(|id| {
                 NcclBackend::new(
                     *probe,
-                    ordinal,
-                    env.rank,
-                    env.world,
+                    nccl::Place {
+                        ordinal,
+                        rank: env.rank,
+                        world: env.world,
+                    },
                     &id,
+                    usize::try_from(job.settings.max_bytes).unwrap_or(usize::MAX),
                     job.timeout,
                     group.fatal.clone(),
                 )
@@ -486,7 +490,7 @@ fn rank0(
         Format::Table => None,
         Format::Json => Some(output::json(&info, &rows, min_busbw)),
         Format::Prometheus => Some(super::prometheus::render(
-            "allreduce",
+            job.plan.collective.name(),
             &info,
             &rows,
             min_busbw,

@@ -3,6 +3,7 @@
 //! and a control plane ([`control`]) that joins the ranks, synchronises them and makes every
 //! rank stop within the timeout when one of them dies or stalls.
 
+pub mod collective;
 pub mod control;
 pub mod data;
 pub mod frame;
@@ -22,6 +23,7 @@ pub mod tcp;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ExitCode;
+use collective::{Collective, Counts};
 use data::{DType, Op};
 use size::Step;
 
@@ -42,6 +44,55 @@ pub struct Settings {
     pub streams: usize,
     /// SO_SNDBUF/SO_RCVBUF in bytes for data sockets; 0 leaves the kernel's autotuning.
     pub sockbuf: u64,
+    /// The TCP backend's algorithm (`auto` chooses by size and rank count).
+    pub algo: Algo,
+    /// What is measured.
+    pub collective: Collective,
+}
+
+/// The TCP backend's AllReduce algorithms, as `--algo` names them (like nccl-tests'
+/// `NCCL_ALGO`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Algo {
+    /// By size and rank count, as MPI's tuned collectives choose.
+    Auto,
+    /// The pipelined ring: 2(n−1) steps of 1/n of the message, for large messages.
+    Ring,
+    /// Recursive doubling: log2(n) exchanges of the whole message, for small messages.
+    Rd,
+    /// Recursive halving then doubling: log2(n) steps each way, for medium messages.
+    Rabenseifner,
+}
+
+impl Algo {
+    /// Up to this many bytes, `auto` takes recursive doubling: on loopback (2 ranks) it
+    /// stays ahead of Rabenseifner up to about 512 KiB, the whole message per step costing
+    /// less than a second round of wake-ups.
+    pub const RD_MAX: usize = 256 << 10;
+    /// Below this many bytes (and above `RD_MAX`), `auto` takes Rabenseifner; from here the
+    /// pipelined ring's overlap of reduction and transfer wins.
+    pub const RABENSEIFNER_MAX: usize = 16 << 20;
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Algo::Auto => "auto",
+            Algo::Ring => "ring",
+            Algo::Rd => "rd",
+            Algo::Rabenseifner => "rabenseifner",
+        }
+    }
+
+    /// The algorithm that runs a message of `bytes` between `world` ranks.
+    pub fn resolve(self, bytes: usize, world: usize) -> Algo {
+        match self {
+            Algo::Auto if world <= 1 => Algo::Ring,
+            Algo::Auto if bytes <= Algo::RD_MAX => Algo::Rd,
+            Algo::Auto if bytes < Algo::RABENSEIFNER_MAX => Algo::Rabenseifner,
+            Algo::Auto => Algo::Ring,
+            other => other,
+        }
+    }
 }
 
 /// Why a benchmark did not pass.
@@ -72,15 +123,29 @@ impl BenchError {
     }
 }
 
-/// Moves the data of one AllReduce. Buffers live wherever the backend keeps them (host
+/// Moves the data of one collective. Buffers live wherever the backend keeps them (host
 /// memory for TCP, device memory for NCCL); the harness only sees bytes at the edges.
 pub trait Backend {
-    /// Allocates buffers for `input.len() / dtype.size()` elements and loads this rank's input.
-    fn prepare(&mut self, dtype: DType, input: &[u8]) -> Result<(), BenchError>;
-    /// Runs `iters` AllReduces back to back and returns once the last one completed.
+    /// Allocates buffers for one row (`counts` elements of `dtype`, see
+    /// [`collective::Collective::counts`]) and loads this rank's send buffer, `input`.
+    fn prepare(
+        &mut self,
+        collective: Collective,
+        dtype: DType,
+        counts: Counts,
+        input: &[u8],
+    ) -> Result<(), BenchError>;
+    /// Runs `iters` operations back to back and returns once the last one completed.
     fn run(&mut self, op: Op, in_place: bool, iters: usize) -> Result<(), BenchError>;
-    /// Loads the input again where an in-place run overwrote it.
+    /// Before a checked operation, as nccl-tests: out of place, clears the output (a check
+    /// that did nothing must not pass on the timed loop's leftovers); in place, loads the
+    /// input again at its in-place position.
     fn reset(&mut self, in_place: bool) -> Result<(), BenchError>;
-    /// The result of the last run.
+    /// This rank's result of the last run (the receive buffer, or for ReduceScatter in
+    /// place, this rank's block of the send buffer).
     fn result(&mut self, in_place: bool) -> Result<Vec<u8>, BenchError>;
+    /// The algorithm a message of `bytes` takes, where the backend chooses one.
+    fn algorithm(&self, _bytes: usize) -> Option<&'static str> {
+        None
+    }
 }

@@ -79,8 +79,9 @@ pub fn table_header(info: &RunInfo) -> String {
         super::size::Step::Increment(i) => format!("{i}(bytes)"),
     };
     let mut out = format!(
-        "# gputune {} bench allreduce: backend {}, {} rank{} on {} host{} ({})\n",
+        "# gputune {} bench {}: backend {}, {} rank{} on {} host{} ({})\n",
         info.versions.gputune,
+        s.collective.name(),
         info.backend,
         info.members.len(),
         if info.members.len() == 1 { "" } else { "s" },
@@ -90,6 +91,17 @@ pub fn table_header(info: &RunInfo) -> String {
     );
     if let Some(nccl) = &info.versions.nccl {
         out.push_str(&format!("# NCCL version {nccl}\n"));
+    }
+    if info.backend == "tcp" {
+        let algo = match s.algo {
+            super::Algo::Auto => format!(
+                "auto (rd up to {} B, rabenseifner below {} B, ring from there)",
+                super::Algo::RD_MAX,
+                super::Algo::RABENSEIFNER_MAX
+            ),
+            forced => forced.name().to_string(),
+        };
+        out.push_str(&format!("# algorithm: {algo}\n"));
     }
     out.push_str(&format!(
         "# nThread 1 nGpus 1 minBytes {} maxBytes {} step: {step} warmup iters: {} iters: {} agg iters: 1 validation: {} graph: 0\n",
@@ -149,7 +161,7 @@ pub fn table_footer(rows: &[Row]) -> String {
 #[derive(Serialize)]
 struct Document<'a> {
     schema_version: u32,
-    command: &'static str,
+    command: &'a str,
     #[serde(flatten)]
     info: &'a RunInfo,
     hosts: Vec<String>,
@@ -162,9 +174,10 @@ struct Document<'a> {
 
 /// The JSON document (one object, a trailing newline).
 pub fn json(info: &RunInfo, rows: &[Row], min_busbw: Option<f64>) -> String {
+    let command = format!("bench {}", info.settings.collective.name());
     let doc = Document {
         schema_version: 1,
-        command: "bench allreduce",
+        command: &command,
         info,
         hosts: info.hosts(),
         results: rows,
@@ -199,6 +212,8 @@ mod tests {
                 backend: "tcp".into(),
                 streams: 1,
                 sockbuf: 0,
+                algo: crate::bench::Algo::Auto,
+                collective: crate::bench::collective::Collective::AllReduce,
             },
             members: vec![
                 Member {
@@ -229,6 +244,7 @@ mod tests {
             nwrong: wrong,
         };
         Row {
+            algo: None,
             size,
             count: size / 4,
             dtype: "float",

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use super::collective::Collective;
 use super::control::Group;
 use super::data;
 use super::job::{Format, Job};
@@ -160,10 +161,11 @@ pub fn run(
                     &options,
                     group.fatal.clone(),
                 )?;
-                let mut backend = TcpBackend::new(ring);
+                let mut backend = TcpBackend::new(ring, job.settings.algo);
                 let mut input = vec![0u8; bytes];
                 data::fill_input(dtype, op, me, 2, &mut input);
-                backend.prepare(dtype, &input)?;
+                let counts = Collective::AllReduce.counts(count as usize, 2);
+                backend.prepare(Collective::AllReduce, dtype, counts, &input)?;
                 backend.run(op, false, job.plan.warmup)?;
                 let start = Instant::now();
                 backend.run(op, false, job.plan.iters)?;

@@ -27,6 +27,11 @@ pub struct Half {
 impl Half {
     /// From every rank's time per operation (µs) and wrong-element count.
     pub fn from_ranks(bytes: u64, times_us: &[f64], wrong: &[Option<u64>]) -> Half {
+        Half::with_factor(bytes, busbw_factor(times_us.len()), times_us, wrong)
+    }
+
+    /// [`Half::from_ranks`] for a collective whose bus-bandwidth factor is `factor`.
+    pub fn with_factor(bytes: u64, factor: f64, times_us: &[f64], wrong: &[Option<u64>]) -> Half {
         let ranks = times_us.len();
         let time = if ranks == 0 {
             0.0
@@ -42,7 +47,7 @@ impl Half {
         Half {
             time,
             alg_bw,
-            bus_bw: alg_bw * busbw_factor(ranks),
+            bus_bw: alg_bw * factor,
             nwrong,
         }
     }
@@ -59,6 +64,9 @@ pub struct Row {
     pub root: i32,
     pub out_of_place: Half,
     pub in_place: Half,
+    /// The algorithm that ran this size, where the backend chooses one (TCP).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub algo: Option<&'static str>,
 }
 
 /// The closing `# Avg bus bandwidth`: the plain mean of every busbw printed (both halves).
@@ -113,6 +121,7 @@ mod tests {
             nwrong: Some(0),
         };
         let row = |a, b| Row {
+            algo: None,
             size: 8,
             count: 2,
             dtype: "float",

@@ -6,12 +6,13 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 
 use crate::bench::BenchError;
-use crate::bench::Settings;
+use crate::bench::collective::Collective;
 use crate::bench::data::{DType, Op};
 use crate::bench::harness::Plan;
 use crate::bench::job::{self, Choice, Format, Job};
 use crate::bench::launch;
 use crate::bench::size::{self, Step};
+use crate::bench::{Algo, Settings};
 use crate::error::{ExitCode, Result};
 use crate::host::Root;
 
@@ -24,30 +25,35 @@ pub struct BenchArgs {
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// AllReduce bandwidth and latency, with nccl-tests-compatible numbers.
-    Allreduce(AllreduceArgs),
+    Allreduce(CollectiveArgs),
+    /// AllGather (FSDP's parameter gathering), as nccl-tests' all_gather_perf: the size is
+    /// the gathered whole, busbw = algbw · (n−1)/n.
+    Allgather(CollectiveArgs),
+    /// ReduceScatter (FSDP's gradient sharding), as nccl-tests' reduce_scatter_perf: the
+    /// size is the whole before scattering, busbw = algbw · (n−1)/n.
+    Reducescatter(CollectiveArgs),
+    /// Broadcast from rank 0, as nccl-tests' broadcast_perf: busbw = algbw.
+    Broadcast(CollectiveArgs),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Backend {
-    Auto,
-    Nccl,
-    Tcp,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutputFormat {
-    Table,
-    Json,
-    /// node_exporter textfile gauges; with --output, written atomically for the collector.
-    Prometheus,
+impl BenchCommand {
+    /// The collective and its flags.
+    pub fn collective(&self) -> (Collective, &CollectiveArgs) {
+        match self {
+            BenchCommand::Allreduce(a) => (Collective::AllReduce, a),
+            BenchCommand::Allgather(a) => (Collective::AllGather, a),
+            BenchCommand::Reducescatter(a) => (Collective::ReduceScatter, a),
+            BenchCommand::Broadcast(a) => (Collective::Broadcast, a),
+        }
+    }
 }
 
 #[derive(Debug, Args)]
-pub struct AllreduceArgs {
+pub struct CollectiveArgs {
     /// Which transport to measure: NCCL on GPUs, or TCP between CPU ranks. `auto` uses NCCL
     /// when a GPU and libnccl.so.2 are usable, and says why when it falls back to TCP.
     #[arg(long, value_enum, default_value = "auto")]
-    pub backend: Backend,
+    pub backend: Choice,
     /// Smallest message size (K/M/G are powers of two).
     #[arg(
         short = 'b',
@@ -97,7 +103,7 @@ pub struct AllreduceArgs {
     pub op: Op,
     /// Output: the nccl-tests table, or one JSON document.
     #[arg(long, value_enum, default_value = "table")]
-    pub format: OutputFormat,
+    pub format: Format,
     /// Measure disjoint pairs of ranks (one per node) in rounds, at the largest size, and name
     /// the nodes whose median pair bandwidth is below --pairs-threshold of the job's median.
     #[arg(long)]
@@ -111,7 +117,9 @@ pub struct AllreduceArgs {
     /// Fail (exit 1) when the average bus bandwidth is below this, in GB/s (1e9 bytes/s).
     #[arg(long = "min-busbw", value_name = "GBPS", allow_negative_numbers = true)]
     pub min_busbw: Option<f64>,
-    /// Take the threshold from this profile's `[bench] min_busbw` (`--min-busbw` wins).
+    /// Take the threshold from this profile's `[bench]` (`min_busbw` for allreduce,
+    /// `allgather_min_busbw`, `reducescatter_min_busbw`, `broadcast_min_busbw`; `--min-busbw`
+    /// wins).
     #[arg(long, value_name = "NAME|FILE")]
     pub profile: Option<String>,
     /// Seconds any rank may wait for another (rendezvous, a transfer, a barrier) before the
@@ -128,10 +136,17 @@ pub struct AllreduceArgs {
     /// TCP backend: SO_SNDBUF/SO_RCVBUF for data sockets (0: the kernel's autotuning).
     #[arg(long, default_value = "0", value_name = "SIZE")]
     pub sockbuf: String,
+    /// TCP backend: the AllReduce algorithm (auto: recursive doubling for small messages,
+    /// Rabenseifner for medium, the ring for large).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub algo: Algo,
 }
 
 /// Checks the flags (no I/O) and builds the job.
-pub fn validate(args: &AllreduceArgs) -> std::result::Result<Job, BenchError> {
+pub fn validate(
+    collective: Collective,
+    args: &CollectiveArgs,
+) -> std::result::Result<Job, BenchError> {
     let usage = |m: String| BenchError::Usage(m);
     let size_flag =
         |flag: &str, text: &str| size::parse_size(text).map_err(|e| usage(format!("{flag}: {e}")));
@@ -194,7 +209,7 @@ pub fn validate(args: &AllreduceArgs) -> std::result::Result<Job, BenchError> {
             "--min-busbw must be a non-negative number of GB/s, not {m}"
         )));
     }
-    if args.output.is_some() && args.format == OutputFormat::Table {
+    if args.output.is_some() && args.format == Format::Table {
         return Err(usage(
             "--output needs --format json or prometheus (the table is printed as it runs)".into(),
         ));
@@ -205,7 +220,13 @@ pub fn validate(args: &AllreduceArgs) -> std::result::Result<Job, BenchError> {
             args.pairs_threshold
         )));
     }
-    if args.pairs && args.format == OutputFormat::Prometheus {
+    if args.pairs && collective != Collective::AllReduce {
+        return Err(usage(format!(
+            "--pairs measures AllReduce only, not {}",
+            collective.name()
+        )));
+    }
+    if args.pairs && args.format == Format::Prometheus {
         return Err(usage(
             "--pairs prints a table or JSON, not Prometheus gauges".into(),
         ));
@@ -214,11 +235,6 @@ pub fn validate(args: &AllreduceArgs) -> std::result::Result<Job, BenchError> {
     if sockbuf > 1 << 30 {
         return Err(usage("--sockbuf: at most 1G".into()));
     }
-    let choice = match args.backend {
-        Backend::Auto => Choice::Auto,
-        Backend::Nccl => Choice::Nccl,
-        Backend::Tcp => Choice::Tcp,
-    };
     let settings = Settings {
         min_bytes: min,
         max_bytes: max,
@@ -231,9 +247,12 @@ pub fn validate(args: &AllreduceArgs) -> std::result::Result<Job, BenchError> {
         backend: format!("{:?}", args.backend).to_lowercase(),
         streams: args.streams,
         sockbuf,
+        algo: args.algo,
+        collective,
     };
     Ok(Job {
         plan: Plan {
+            collective,
             sizes,
             dtype: args.dtype,
             op: args.op,
@@ -242,12 +261,8 @@ pub fn validate(args: &AllreduceArgs) -> std::result::Result<Job, BenchError> {
             check: args.check,
         },
         settings,
-        choice,
-        format: match args.format {
-            OutputFormat::Table => Format::Table,
-            OutputFormat::Json => Format::Json,
-            OutputFormat::Prometheus => Format::Prometheus,
-        },
+        choice: args.backend,
+        format: args.format,
         output: args.output.clone(),
         pairs: args.pairs,
         pairs_fraction: args.pairs_threshold,
@@ -258,16 +273,20 @@ pub fn validate(args: &AllreduceArgs) -> std::result::Result<Job, BenchError> {
 }
 
 pub fn run(args: &BenchArgs, root: &Root) -> Result<ExitCode> {
-    let BenchCommand::Allreduce(a) = &args.command;
-    let mut job = validate(a)?;
+    let (collective, a) = args.command.collective();
+    let mut job = validate(collective, a)?;
     if job.min_busbw.is_none()
         && let Some(name) = &a.profile
     {
         let (profile, _) = super::audit::load_profile(Some(name), root)?;
-        job.min_busbw = profile
-            .bench
-            .min_busbw
-            .map(|m| (m, format!("profile {name}")));
+        let bench = &profile.bench;
+        let (key, min) = match collective {
+            Collective::AllReduce => ("min_busbw", bench.min_busbw),
+            Collective::AllGather => ("allgather_min_busbw", bench.allgather_min_busbw),
+            Collective::ReduceScatter => ("reducescatter_min_busbw", bench.reducescatter_min_busbw),
+            Collective::Broadcast => ("broadcast_min_busbw", bench.broadcast_min_busbw),
+        };
+        job.min_busbw = min.map(|m| (m, format!("profile {name} [bench] {key}")));
     }
     job::run(&job, root).map_err(|e| match e {
         // The one error type knows how to keep a broken pipe quiet.
@@ -288,8 +307,8 @@ mod tests {
         let crate::cli::Command::Bench(b) = cli.command else {
             panic!()
         };
-        let BenchCommand::Allreduce(a) = b.command;
-        validate(&a)
+        let (collective, a) = b.command.collective();
+        validate(collective, a)
     }
 
     #[test]

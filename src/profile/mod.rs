@@ -68,6 +68,34 @@ impl fmt::Display for ProfileError {
 pub struct Bench {
     /// AllReduce bus bandwidth below which `bench allreduce` fails, in GB/s (1e9 bytes/s).
     pub min_busbw: Option<f64>,
+    /// The same for `bench allgather`.
+    pub allgather_min_busbw: Option<f64>,
+    /// The same for `bench reducescatter`.
+    pub reducescatter_min_busbw: Option<f64>,
+    /// The same for `bench broadcast`.
+    pub broadcast_min_busbw: Option<f64>,
+}
+
+impl Bench {
+    /// The keys of `[bench]`, each with its threshold.
+    pub fn thresholds(&self) -> [(&'static str, Option<f64>); 4] {
+        [
+            ("min_busbw", self.min_busbw),
+            ("allgather_min_busbw", self.allgather_min_busbw),
+            ("reducescatter_min_busbw", self.reducescatter_min_busbw),
+            ("broadcast_min_busbw", self.broadcast_min_busbw),
+        ]
+    }
+
+    fn threshold_mut(&mut self, key: &str) -> Option<&mut Option<f64>> {
+        match key {
+            "min_busbw" => Some(&mut self.min_busbw),
+            "allgather_min_busbw" => Some(&mut self.allgather_min_busbw),
+            "reducescatter_min_busbw" => Some(&mut self.reducescatter_min_busbw),
+            "broadcast_min_busbw" => Some(&mut self.broadcast_min_busbw),
+            _ => None,
+        }
+    }
 }
 
 /// A fully resolved profile: includes merged, every setting validated.
@@ -115,8 +143,14 @@ impl Profile {
                 out.push_str(&format!("\"{key}\" = {{ {fields} }}  # {}\n", s.origin));
             }
         }
-        if let Some(min) = self.bench.min_busbw {
-            out.push_str(&format!("\n[bench]\nmin_busbw = {min:?}\n"));
+        let set: Vec<String> = self
+            .bench
+            .thresholds()
+            .iter()
+            .filter_map(|(key, min)| min.map(|m| format!("{key} = {m:?}\n")))
+            .collect();
+        if !set.is_empty() {
+            out.push_str(&format!("\n[bench]\n{}", set.concat()));
         }
         out.push_str(&self.job.to_toml());
         out
@@ -345,15 +379,26 @@ impl<'a> Loader<'a> {
                     .insert(key.get_ref().clone(), setting);
             }
         }
-        if let Some(min) = raw.bench.and_then(|b| b.min_busbw) {
+        let raw_bench = raw.bench.map(|b| {
+            [
+                ("min_busbw", b.min_busbw),
+                ("allgather_min_busbw", b.allgather_min_busbw),
+                ("reducescatter_min_busbw", b.reducescatter_min_busbw),
+                ("broadcast_min_busbw", b.broadcast_min_busbw),
+            ]
+        });
+        for (key, min) in raw_bench.into_iter().flatten() {
+            let Some(min) = min else { continue };
             if !(min.get_ref().is_finite() && *min.get_ref() >= 0.0) {
                 return Err(err(
                     Some(line_of(&source.text, min.span().start)),
-                    Some("[bench] min_busbw".into()),
+                    Some(format!("[bench] {key}")),
                     format!("{} is not a bandwidth in GB/s", min.get_ref()),
                 ));
             }
-            merged.bench.min_busbw = Some(*min.get_ref());
+            if let Some(slot) = merged.bench.threshold_mut(key) {
+                *slot = Some(*min.get_ref());
+            }
         }
         if let Some(raw_job) = raw.job {
             let job = job::Job::from_raw(raw_job).map_err(|(offset, key, message)| {
@@ -444,6 +489,9 @@ struct RawProfile {
 #[serde(deny_unknown_fields)]
 struct RawBench {
     min_busbw: Option<Spanned<f64>>,
+    allgather_min_busbw: Option<Spanned<f64>>,
+    reducescatter_min_busbw: Option<Spanned<f64>>,
+    broadcast_min_busbw: Option<Spanned<f64>>,
 }
 
 impl RawProfile {

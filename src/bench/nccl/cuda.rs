@@ -193,6 +193,17 @@ impl Cuda {
         })
     }
 
+    /// Waits for all of the context's work, every stream included: a `cuMemcpyHtoD` from
+    /// pageable memory on the NULL stream does not order with a `CU_STREAM_NON_BLOCKING`
+    /// stream, so a copy must be finished before a collective on that stream reads it (as
+    /// nccl-tests ends its initialisation with a device synchronise).
+    pub fn synchronize(&self) -> Result<(), CudaError> {
+        // SAFETY: CUresult cuCtxSynchronize(void).
+        let f: unsafe extern "C" fn() -> c_int = unsafe { self.symbol("cuCtxSynchronize")? };
+        // SAFETY: no arguments; the context is current on this thread.
+        self.check("cuCtxSynchronize", unsafe { f() })
+    }
+
     pub fn copy_to_host(&self, dst: &mut [u8], src: CuDevicePtr) -> Result<(), CudaError> {
         // SAFETY: CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n).
         let f: unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize) -> c_int =

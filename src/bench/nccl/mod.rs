@@ -5,12 +5,14 @@
 //! with `ncclCommAbort` when the timeout passes or the job is stopped.
 
 pub mod cuda;
+pub mod init;
 
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::bench::collective::{Collective, Counts};
 use crate::bench::control::Fatal;
 use crate::bench::data::{DType, Op};
 use crate::bench::{Backend, BenchError};
@@ -75,11 +77,11 @@ pub fn check_version(version: NcclVersion, path: &std::path::Path) -> Result<(),
 /// `ncclUniqueId`, passed by value.
 #[repr(C)]
 #[derive(Clone, Copy)]
-struct UniqueId {
+pub struct UniqueId {
     internal: [u8; UNIQUE_ID_BYTES],
 }
 
-type Comm = *mut c_void;
+pub type Comm = *mut c_void;
 
 fn nccl_type(dtype: DType) -> c_int {
     match dtype {
@@ -101,6 +103,14 @@ fn nccl_op(op: Op) -> c_int {
     }
 }
 
+/// Where a rank sits: its GPU and its place in the job.
+#[derive(Debug, Clone, Copy)]
+pub struct Place {
+    pub ordinal: usize,
+    pub rank: usize,
+    pub world: usize,
+}
+
 /// One rank's communicator on one GPU.
 pub struct NcclBackend {
     probe: Probe,
@@ -111,14 +121,32 @@ pub struct NcclBackend {
     capacity: usize,
     input: Vec<u8>,
     dtype: DType,
+    collective: Collective,
+    counts: Counts,
+    rank: usize,
+    calls: Calls,
+    /// Bytes to allocate at least: the run's largest size, so smaller sizes can move.
+    max_bytes: usize,
+    /// Operations since the last reset: each one's buffers sit one size further into the
+    /// allocation (cycling), as nccl-tests shifts them to keep caches from flattering small
+    /// sizes; a reset goes back to offset 0, where the input is loaded and the check reads.
+    iter: usize,
     timeout: Duration,
     fatal: Arc<Fatal>,
     aborted: bool,
 }
 
-/// The GPU a rank uses and its name, for the header.
+/// The GPU a rank uses and its name, for the header. Two ranks on one GPU would measure
+/// nothing real (and NCCL 2.30 no longer refuses it), so more local ranks than GPUs is a
+/// usage error naming both counts.
 pub fn device_for(probe: &Probe, local_rank: usize) -> Result<(usize, String), BenchError> {
-    let ordinal = local_rank % probe.devices.max(1);
+    if local_rank >= probe.devices {
+        return Err(BenchError::Usage(format!(
+            "local rank {local_rank} has no GPU of its own: this node has {} GPU(s), so at most {} ranks per node (lower --ranks or the launcher's tasks per node)",
+            probe.devices, probe.devices
+        )));
+    }
+    let ordinal = local_rank;
     let dev = probe
         .cuda
         .device(ordinal)
@@ -131,17 +159,21 @@ pub fn device_for(probe: &Probe, local_rank: usize) -> Result<(usize, String), B
 }
 
 impl NcclBackend {
-    /// Joins the communicator. `ncclCommInitRank` blocks until every rank calls it; if that
-    /// does not happen within the timeout, a watchdog ends this process with exit 3.
+    /// Joins the communicator ([`init`]): an error, never a hang, when a rank is missing
+    /// past the timeout or the control plane stops the job.
     pub fn new(
         probe: Probe,
-        ordinal: usize,
-        rank: usize,
-        world: usize,
+        place: Place,
         id: &[u8],
+        max_bytes: usize,
         timeout: Duration,
         fatal: Arc<Fatal>,
     ) -> Result<NcclBackend, BenchError> {
+        let Place {
+            ordinal,
+            rank,
+            world,
+        } = place;
         let rt = |e: String| BenchError::Runtime(e);
         let dev = probe.cuda.device(ordinal).map_err(|e| rt(e.to_string()))?;
         probe.cuda.use_device(dev).map_err(|e| rt(e.to_string()))?;
@@ -156,35 +188,16 @@ impl NcclBackend {
             )));
         }
         unique.internal.copy_from_slice(id);
-        // SAFETY: ncclResult_t ncclCommInitRank(ncclComm_t*, int nranks, ncclUniqueId, int rank).
-        let init: unsafe extern "C" fn(*mut Comm, c_int, UniqueId, c_int) -> c_int =
-            unsafe { probe.nccl.symbol("ncclCommInitRank") }.map_err(|e| rt(e.to_string()))?;
-        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let watchdog = done.clone();
-        thread::spawn(move || {
-            let start = Instant::now();
-            while start.elapsed() < timeout {
-                if watchdog.load(std::sync::atomic::Ordering::SeqCst) {
-                    return;
-                }
-                thread::sleep(Duration::from_millis(50));
-            }
-            if !watchdog.load(std::sync::atomic::Ordering::SeqCst) {
-                eprintln!(
-                    "gputune: ncclCommInitRank did not complete within {}s: a rank is missing or NCCL cannot connect (check NCCL_SOCKET_IFNAME and the firewall)",
-                    timeout.as_secs()
-                );
-                std::process::exit(3);
-            }
-        });
-        let mut comm: Comm = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; `unique` is the id every rank received.
-        let code = unsafe { init(&mut comm, world as c_int, unique, rank as c_int) };
-        done.store(true, std::sync::atomic::Ordering::SeqCst);
-        probe
-            .nccl
-            .check("ncclCommInitRank", code)
-            .map_err(|e| rt(e.to_string()))?;
+        let comm = init::init(
+            &probe.nccl,
+            probe.version,
+            world,
+            unique,
+            rank,
+            timeout,
+            &fatal,
+        )?;
+        let calls = Calls::resolve(&probe).map_err(rt)?;
         Ok(NcclBackend {
             probe,
             comm,
@@ -194,6 +207,12 @@ impl NcclBackend {
             capacity: 0,
             input: Vec::new(),
             dtype: DType::F32,
+            collective: Collective::AllReduce,
+            counts: Collective::AllReduce.counts(0, 1),
+            rank,
+            calls,
+            max_bytes,
+            iter: 0,
             timeout,
             fatal,
             aborted: false,
@@ -206,15 +225,10 @@ impl NcclBackend {
 
     /// Waits for the stream, watching NCCL's asynchronous error, the job's stop and the
     /// timeout; aborts the communicator on any of them.
-    /// `ops` operations are queued: each may take up to the timeout (the stream gives no
-    /// per-operation progress without events), so a long run of large messages on a slow
-    /// network is not mistaken for a stall.
+    /// `--timeout` bounds the whole wait, as nccl-tests' `-T` does.
     fn wait(&mut self, ops: usize) -> Result<(), BenchError> {
-        let deadline = Instant::now() + self.timeout * ops.max(1) as u32;
-        // SAFETY: ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t*).
-        let async_error: unsafe extern "C" fn(Comm, *mut c_int) -> c_int =
-            unsafe { self.probe.nccl.symbol("ncclCommGetAsyncError") }
-                .map_err(|e| BenchError::Runtime(e.to_string()))?;
+        let deadline = Instant::now() + self.timeout;
+        let async_error = self.calls.async_error;
         loop {
             let code = self
                 .probe
@@ -249,7 +263,7 @@ impl NcclBackend {
             if Instant::now() >= deadline {
                 self.abort();
                 return Err(BenchError::Runtime(format!(
-                    "{} AllReduce(s) did not complete within {}s each: a rank stalled or the network dropped (communicator aborted)",
+                    "{} operation(s) did not complete within {}s: a rank stalled or the network dropped (communicator aborted)",
                     ops.max(1),
                     self.timeout.as_secs()
                 )));
@@ -275,23 +289,141 @@ impl NcclBackend {
     }
 }
 
+/// The NCCL entry points the timed loop calls, looked up once.
+#[derive(Clone, Copy)]
+struct Calls {
+    /// ncclAllReduce(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+    /// cudaStream_t).
+    all_reduce: unsafe extern "C" fn(
+        *const c_void,
+        *mut c_void,
+        usize,
+        c_int,
+        c_int,
+        Comm,
+        CuStream,
+    ) -> c_int,
+    /// ncclAllGather(const void*, void*, size_t sendcount, ncclDataType_t, ncclComm_t,
+    /// cudaStream_t).
+    all_gather:
+        unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, Comm, CuStream) -> c_int,
+    /// ncclReduceScatter(const void*, void*, size_t recvcount, ncclDataType_t, ncclRedOp_t,
+    /// ncclComm_t, cudaStream_t).
+    reduce_scatter: unsafe extern "C" fn(
+        *const c_void,
+        *mut c_void,
+        usize,
+        c_int,
+        c_int,
+        Comm,
+        CuStream,
+    ) -> c_int,
+    /// ncclBroadcast(const void*, void*, size_t, ncclDataType_t, int root, ncclComm_t,
+    /// cudaStream_t).
+    broadcast: unsafe extern "C" fn(
+        *const c_void,
+        *mut c_void,
+        usize,
+        c_int,
+        c_int,
+        Comm,
+        CuStream,
+    ) -> c_int,
+    /// ncclCommGetAsyncError(ncclComm_t, ncclResult_t*).
+    async_error: unsafe extern "C" fn(Comm, *mut c_int) -> c_int,
+}
+
+impl Calls {
+    fn resolve(probe: &Probe) -> Result<Calls, String> {
+        let nccl = &probe.nccl;
+        let e = |e: crate::host::nccl::NcclError| e.to_string();
+        // SAFETY: each symbol has the C signature written on its field (nccl.h).
+        unsafe {
+            Ok(Calls {
+                all_reduce: nccl.symbol("ncclAllReduce").map_err(e)?,
+                all_gather: nccl.symbol("ncclAllGather").map_err(e)?,
+                reduce_scatter: nccl.symbol("ncclReduceScatter").map_err(e)?,
+                broadcast: nccl.symbol("ncclBroadcast").map_err(e)?,
+                async_error: nccl.symbol("ncclCommGetAsyncError").map_err(e)?,
+            })
+        }
+    }
+}
+
+impl NcclBackend {
+    /// The send and receive pointers of one operation, as nccl-tests places them in place:
+    /// AllGather sends from this rank's block of the receive buffer, ReduceScatter receives
+    /// into this rank's block of the send buffer.
+    fn pointers(&self, in_place: bool, shift: usize) -> (CuDevicePtr, CuDevicePtr) {
+        let shift = shift as CuDevicePtr;
+        let (send, recv) = (self.send + shift, self.recv + shift);
+        if !in_place {
+            return (send, recv);
+        }
+        let block = (self.counts.param * self.dtype.size()) as CuDevicePtr;
+        let mine = recv + self.rank as CuDevicePtr * block;
+        match self.collective {
+            Collective::AllGather => (mine, recv),
+            Collective::ReduceScatter => (recv, mine),
+            Collective::AllReduce | Collective::Broadcast => (recv, recv),
+        }
+    }
+
+    /// The offset of operation `iter` since the reset: `whole · (iter mod steps)`, with
+    /// `steps` the sizes that fit in the allocation (nccl-tests' `startColl`).
+    fn shift(&self, iter: usize) -> usize {
+        let whole = self.whole();
+        if whole == 0 {
+            return 0;
+        }
+        let steps = (self.capacity / whole).max(1);
+        whole * (iter % steps)
+    }
+
+    /// Bytes the in-place buffer holds: the larger of send and receive.
+    fn whole(&self) -> usize {
+        self.counts.send.max(self.counts.recv) * self.dtype.size()
+    }
+}
+
 impl Backend for NcclBackend {
-    fn prepare(&mut self, dtype: DType, input: &[u8]) -> Result<(), BenchError> {
-        if input.len() > self.capacity {
+    fn prepare(
+        &mut self,
+        collective: Collective,
+        dtype: DType,
+        counts: Counts,
+        input: &[u8],
+    ) -> Result<(), BenchError> {
+        (self.collective, self.dtype, self.counts) = (collective, dtype, counts);
+        let whole = self.whole().max(self.max_bytes);
+        if whole > self.capacity {
             if self.capacity > 0 {
                 self.probe.cuda.free(self.send);
                 self.probe.cuda.free(self.recv);
                 self.capacity = 0;
             }
-            self.send = self.probe.cuda.alloc(input.len()).map_err(Self::cuda_err)?;
-            self.recv = self.probe.cuda.alloc(input.len()).map_err(Self::cuda_err)?;
-            self.capacity = input.len();
+            self.send = self.probe.cuda.alloc(whole).map_err(Self::cuda_err)?;
+            self.recv = match self.probe.cuda.alloc(whole) {
+                Ok(p) => p,
+                Err(e) => {
+                    self.probe.cuda.free(self.send);
+                    return Err(Self::cuda_err(e));
+                }
+            };
+            self.capacity = whole;
         }
-        self.dtype = dtype;
-        self.input = input.to_vec();
+        self.input.clear();
+        self.input.try_reserve_exact(input.len()).map_err(|_| {
+            BenchError::Runtime(format!(
+                "cannot allocate {} bytes of host memory",
+                input.len()
+            ))
+        })?;
+        self.input.extend_from_slice(input);
         self.probe
             .cuda
             .copy_to_device(self.send, input)
+            .and_then(|()| self.probe.cuda.synchronize())
             .map_err(Self::cuda_err)
     }
 
@@ -301,35 +433,39 @@ impl Backend for NcclBackend {
                 "the NCCL communicator was aborted".into(),
             ));
         }
-        // SAFETY: ncclAllReduce(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
-        // ncclComm_t, cudaStream_t).
-        let allreduce: unsafe extern "C" fn(
-            *const c_void,
-            *mut c_void,
-            usize,
-            c_int,
-            c_int,
-            Comm,
-            CuStream,
-        ) -> c_int = unsafe { self.probe.nccl.symbol("ncclAllReduce") }
-            .map_err(|e| BenchError::Runtime(e.to_string()))?;
-        let count = self.input.len() / self.dtype.size();
-        let src = if in_place { self.recv } else { self.send };
+        let (param, ty, red) = (self.counts.param, nccl_type(self.dtype), nccl_op(op));
+        let (comm, stream, calls) = (self.comm, self.stream.0, self.calls);
+        let name = match self.collective {
+            Collective::AllReduce => "ncclAllReduce",
+            Collective::AllGather => "ncclAllGather",
+            Collective::ReduceScatter => "ncclReduceScatter",
+            Collective::Broadcast => "ncclBroadcast",
+        };
         for _ in 0..iters {
-            // SAFETY: both buffers hold `count` elements on this rank's device; the stream and
-            // communicator are live.
+            let (src, dst) = self.pointers(in_place, self.shift(self.iter));
+            let (src, dst) = (src as *const c_void, dst as *mut c_void);
+            self.iter += 1;
+            // SAFETY: the shift keeps `whole()` bytes inside the allocation at both pointers,
+            // enough for this collective's counts; stream and communicator are live.
             let code = unsafe {
-                allreduce(
-                    src as *const c_void,
-                    self.recv as *mut c_void,
-                    count,
-                    nccl_type(self.dtype),
-                    nccl_op(op),
-                    self.comm,
-                    self.stream.0,
-                )
+                match self.collective {
+                    Collective::AllReduce => {
+                        (calls.all_reduce)(src, dst, param, ty, red, comm, stream)
+                    }
+                    Collective::AllGather => (calls.all_gather)(src, dst, param, ty, comm, stream),
+                    Collective::ReduceScatter => {
+                        (calls.reduce_scatter)(src, dst, param, ty, red, comm, stream)
+                    }
+                    Collective::Broadcast => {
+                        (calls.broadcast)(src, dst, param, ty, 0, comm, stream)
+                    }
+                }
             };
-            if let Err(e) = self.probe.nccl.check("ncclAllReduce", code) {
+            // A non-blocking communicator may answer ncclInProgress: the wait polls it.
+            if code == init::IN_PROGRESS {
+                continue;
+            }
+            if let Err(e) = self.probe.nccl.check(name, code) {
                 self.abort();
                 return Err(BenchError::Runtime(e.to_string()));
             }
@@ -338,20 +474,31 @@ impl Backend for NcclBackend {
     }
 
     fn reset(&mut self, in_place: bool) -> Result<(), BenchError> {
+        self.iter = 0;
+        let cuda = &self.probe.cuda;
         if in_place {
-            self.probe
-                .cuda
-                .copy_to_device(self.recv, &self.input)
-                .map_err(Self::cuda_err)?;
+            let (src, _) = self.pointers(true, 0);
+            cuda.copy_to_device(src, &self.input)
+        } else {
+            // Clear the output, as nccl-tests does before a checked run.
+            let len = self.counts.recv * self.dtype.size();
+            let mut zeros = Vec::new();
+            zeros.try_reserve_exact(len).map_err(|_| {
+                BenchError::Runtime(format!("cannot allocate {len} bytes of host memory"))
+            })?;
+            zeros.resize(len, 0);
+            cuda.copy_to_device(self.recv, &zeros)
         }
-        Ok(())
+        .and_then(|()| cuda.synchronize())
+        .map_err(Self::cuda_err)
     }
 
-    fn result(&mut self, _in_place: bool) -> Result<Vec<u8>, BenchError> {
-        let mut out = vec![0u8; self.input.len()];
+    fn result(&mut self, in_place: bool) -> Result<Vec<u8>, BenchError> {
+        let (_, dst) = self.pointers(in_place, 0);
+        let mut out = vec![0u8; self.counts.recv * self.dtype.size()];
         self.probe
             .cuda
-            .copy_to_host(&mut out, self.recv)
+            .copy_to_host(&mut out, dst)
             .map_err(Self::cuda_err)?;
         Ok(out)
     }

@@ -2,6 +2,9 @@
 //! network sysctls tune (socket buffers, window scaling, congestion control). Each rank sends
 //! to its right neighbour and receives from its left, over `--streams` connections each way.
 
+mod gather;
+mod link;
+mod pairwise;
 mod ring;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -11,11 +14,14 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::collective::{Collective, Counts};
 use super::control::Fatal;
 use super::data::{DType, Op};
 use super::frame::{self, Message};
 use super::rendezvous::{connect_retrying, same_token};
-use super::{Backend, BenchError};
+use super::{Algo, Backend, BenchError};
+pub use link::{Link, Peer, Spin};
+pub use pairwise::Mesh;
 pub use ring::Ring;
 
 /// How the data connections are opened.
@@ -27,9 +33,11 @@ pub struct Options {
     pub token: String,
 }
 
-/// Opens the ring: `streams` connections to the right neighbour, the same number accepted
-/// from the left one (checked: the job's token, the expected rank). Every socket is
-/// registered with `fatal`, so stopping the job interrupts a blocked transfer.
+/// Opens the data connections: `streams` connections to the ring's right neighbour and the
+/// same number accepted from the left one, plus one connection to every other rank for the
+/// pairwise algorithms (opened by the lower rank, used both ways). Each is checked (the
+/// job's token, the expected rank and stream) and registered with `fatal`, so stopping the
+/// job interrupts a blocked transfer.
 pub fn connect(
     rank: usize,
     world: usize,
@@ -38,33 +46,36 @@ pub fn connect(
     hosts: &[String],
     options: &Options,
     fatal: Arc<Fatal>,
-) -> Result<Ring, BenchError> {
+) -> Result<Connections, BenchError> {
     if world == 1 {
-        return Ok(Ring::alone());
+        return Ok(Connections::alone());
     }
     let left = (rank + world - 1) % world;
     let right = (rank + 1) % world;
+    let streams = options.streams;
     let deadline = Instant::now() + options.timeout;
     if options.sockbuf > 0 {
         set_buffers(&listener, options.sockbuf);
     }
+    // Ring connections carry streams 0..streams; a pairwise link carries stream `streams`.
+    let mut expected: Vec<(usize, usize)> = (0..streams).map(|t| (left, t)).collect();
+    expected.extend((0..rank).map(|p| (p, streams)));
     let (tx, rx) = mpsc::channel();
-    let (streams, token) = (options.streams, options.token.clone());
+    let token = options.token.clone();
     thread::spawn(move || {
-        let _ = tx.send(accept_left(listener, left, streams, &token, deadline));
+        let _ = tx.send(accept(listener, expected, &token, deadline));
     });
-    let right_addr = addrs
-        .get(right)
-        .ok_or_else(|| BenchError::Runtime(format!("no address for rank {right}")))?;
-    let target = (right_addr.ip().to_string(), right_addr.port());
-    let mut send = Vec::new();
-    for stream in 0..options.streams {
+    let open = |to: usize, stream: usize| -> Result<TcpStream, BenchError> {
+        let addr = addrs
+            .get(to)
+            .ok_or_else(|| BenchError::Runtime(format!("no address for rank {to}")))?;
+        let target = (addr.ip().to_string(), addr.port());
         let mut s = if options.sockbuf > 0 {
-            connect_with_buffers(right_addr, options.sockbuf, deadline).map_err(|e| {
-                BenchError::Runtime(format!("cannot reach rank {right} at {right_addr}: {e}"))
+            connect_with_buffers(addr, options.sockbuf, deadline).map_err(|e| {
+                BenchError::Runtime(format!("cannot reach rank {to} at {addr}: {e}"))
             })?
         } else {
-            connect_retrying(&target, deadline, || format!("rank {right}'s data port"))?
+            connect_retrying(&target, deadline, || format!("rank {to}'s data port"))?
         };
         frame::write(
             &mut s,
@@ -74,50 +85,108 @@ pub fn connect(
                 stream,
             },
         )
-        .map_err(|e| {
-            BenchError::Runtime(format!("cannot reach rank {right} at {right_addr}: {e}"))
-        })?;
-        send.push(s);
+        .map_err(|e| BenchError::Runtime(format!("cannot reach rank {to} at {addr}: {e}")))?;
+        Ok(s)
+    };
+    let mut send = Vec::new();
+    for stream in 0..streams {
+        send.push(open(right, stream)?);
     }
-    let recv = rx
+    let mut links: Vec<Option<TcpStream>> = (0..world).map(|_| None).collect();
+    for (p, slot) in links.iter_mut().enumerate().skip(rank + 1) {
+        *slot = Some(open(p, streams)?);
+    }
+    let accepted = rx
         .recv()
         .map_err(|_| BenchError::Runtime("the data port's listener stopped".into()))??;
-    for s in send.iter().chain(recv.iter()) {
+    let mut recv = Vec::new();
+    for ((from, stream), s) in accepted {
+        if stream < streams {
+            recv.push(s);
+        } else if let Some(slot) = links.get_mut(from) {
+            *slot = Some(s);
+        }
+    }
+    for s in send.iter().chain(recv.iter()).chain(links.iter().flatten()) {
         let _ = s.set_nodelay(true);
         let _ = s.set_read_timeout(Some(options.timeout));
         let _ = s.set_write_timeout(Some(options.timeout));
         fatal.register(s);
     }
-    let host = |r: usize| hosts.get(r).cloned().unwrap_or_default();
-    Ok(Ring::new(
-        rank,
-        world,
-        send,
-        recv,
-        (left, host(left)),
-        (right, host(right)),
-        options.timeout,
+    let peer = |r: usize| Peer {
+        rank: r,
+        host: hosts.get(r).cloned().unwrap_or_default(),
+    };
+    let spin = Spin { budget: SPIN };
+    let links = links
+        .into_iter()
+        .enumerate()
+        .map(|(p, s)| s.map(|s| Link::new(peer(p), s)))
+        .collect();
+    Ok(Connections {
+        ring: Ring::new(
+            rank,
+            world,
+            send,
+            recv,
+            peer(left),
+            peer(right),
+            options.timeout,
+            fatal.clone(),
+        ),
+        mesh: Mesh::new(rank, world, links, spin, options.timeout),
         fatal,
-    ))
+    })
 }
 
-/// Accepts the left neighbour's connections; anything else on the port is dropped.
-fn accept_left(
+/// How long a pairwise exchange busy-polls before blocking: a loopback or RDMA-class round
+/// trip is well inside it, a slow network's is not worth spinning for.
+const SPIN: Duration = Duration::from_micros(50);
+
+/// What [`connect`] opened.
+pub struct Connections {
+    pub ring: Ring,
+    pub mesh: Mesh,
+    fatal: Arc<Fatal>,
+}
+
+impl Connections {
+    pub fn alone() -> Connections {
+        let spin = Spin { budget: SPIN };
+        Connections {
+            ring: Ring::alone(),
+            mesh: Mesh::new(0, 1, vec![None], spin, Duration::from_secs(1)),
+            fatal: Arc::default(),
+        }
+    }
+}
+
+/// A connection a rank waits for: `(rank, stream)`.
+type Expected = (usize, usize);
+
+/// Accepts the expected `(rank, stream)` connections; anything else on the port is dropped.
+fn accept(
     listener: TcpListener,
-    left: usize,
-    streams: usize,
+    expected: Vec<Expected>,
     token: &str,
     deadline: Instant,
-) -> Result<Vec<TcpStream>, BenchError> {
+) -> Result<Vec<(Expected, TcpStream)>, BenchError> {
     let _ = listener.set_nonblocking(true);
-    let mut slots: Vec<Option<TcpStream>> = (0..streams).map(|_| None).collect();
+    let mut slots: Vec<Option<TcpStream>> = expected.iter().map(|_| None).collect();
     // Each connection's opening is read on its own thread, so a silent one delays no one.
     let (tx, rx) = mpsc::channel::<(TcpStream, SocketAddr, Option<Message>)>();
     let mut reading = 0usize;
     while slots.iter().any(Option::is_none) {
         if Instant::now() >= deadline {
+            let missing: Vec<String> = expected
+                .iter()
+                .zip(&slots)
+                .filter(|(_, s)| s.is_none())
+                .map(|((r, _), _)| r.to_string())
+                .collect();
             return Err(BenchError::Runtime(format!(
-                "rank {left} did not open its data connections to this rank in time"
+                "rank {} did not open its data connections to this rank in time",
+                missing.join(", rank ")
             )));
         }
         match listener.accept() {
@@ -144,26 +213,30 @@ fn accept_left(
         }
         if let Ok((s, addr, hello)) = rx.recv_timeout(Duration::from_millis(2)) {
             reading -= 1;
-            match hello {
+            let slot = match &hello {
                 Some(Message::DataHello {
                     token: t,
                     rank,
                     stream,
-                }) if same_token(&t, token)
-                    && rank == left
-                    && stream < streams
-                    && slots[stream].is_none() =>
-                {
-                    slots[stream] = Some(s);
+                }) if same_token(t, token) => expected
+                    .iter()
+                    .position(|e| *e == (*rank, *stream))
+                    .filter(|&i| slots[i].is_none()),
+                _ => None,
+            };
+            match (slot, hello) {
+                (Some(i), _) => slots[i] = Some(s),
+                (None, Some(_)) => {
+                    eprintln!("# data port: refused {addr}: not a connection this rank expects")
                 }
-                Some(_) => {
-                    eprintln!("# data port: refused {addr}: not rank {left} of this job")
-                }
-                None => {}
+                (None, None) => {}
             }
         }
     }
-    Ok(slots.into_iter().flatten().collect())
+    Ok(expected
+        .into_iter()
+        .zip(slots.into_iter().flatten())
+        .collect())
 }
 
 fn set_buffers(socket: &impl AsRawFd, bytes: u64) {
@@ -259,56 +332,167 @@ fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     }
 }
 
-/// The TCP backend: host buffers and the ring.
+/// The TCP backend: host buffers, the ring and the pairwise links, and the algorithm choice.
 pub struct TcpBackend {
-    ring: Ring,
+    conns: Connections,
+    algo: Algo,
+    collective: Collective,
     dtype: DType,
+    counts: Counts,
+    /// The send buffer as loaded.
     input: Vec<u8>,
+    /// The receive buffer; in place, the one buffer (send-sized for ReduceScatter).
     output: Vec<u8>,
 }
 
 impl TcpBackend {
-    pub fn new(ring: Ring) -> TcpBackend {
+    pub fn new(conns: Connections, algo: Algo) -> TcpBackend {
         TcpBackend {
-            ring,
+            conns,
+            algo,
+            collective: Collective::AllReduce,
             dtype: DType::F32,
+            counts: Collective::AllReduce.counts(0, 1),
             input: Vec::new(),
             output: Vec::new(),
         }
     }
+
+    fn world(&self) -> usize {
+        self.conns.mesh.world()
+    }
+
+    /// Bytes of one rank's block (AllGather, ReduceScatter).
+    fn block(&self) -> usize {
+        self.counts.param * self.dtype.size()
+    }
+
+    /// The algorithm for this collective at `bytes`, by name.
+    fn choose(&self, bytes: usize) -> &'static str {
+        let n = self.world();
+        match self.collective {
+            Collective::AllReduce => self.algo.resolve(bytes, n).name(),
+            Collective::AllGather => {
+                let rd = match self.algo {
+                    Algo::Auto => bytes <= Algo::RD_MAX,
+                    Algo::Rd | Algo::Rabenseifner => true,
+                    Algo::Ring => false,
+                };
+                if rd && n.is_power_of_two() {
+                    "rd"
+                } else {
+                    "ring"
+                }
+            }
+            Collective::ReduceScatter => "ring",
+            Collective::Broadcast => "tree",
+        }
+    }
+
+    fn op(&mut self, op: Op, in_place: bool) -> Result<(), BenchError> {
+        let algo = self.choose(self.output.len());
+        let (dtype, rank, block) = (self.dtype, self.conns.mesh.rank, self.block());
+        let input = (!in_place).then_some(self.input.as_slice());
+        let out = &mut self.output;
+        let mesh = &mut self.conns.mesh;
+        let result = match self.collective {
+            Collective::AllReduce => match algo {
+                "rd" => mesh.recursive_doubling(input, out, dtype, op),
+                "rabenseifner" => mesh.rabenseifner(input, out, dtype, op),
+                _ => return self.conns.ring.allreduce(input, out, dtype, op),
+            },
+            Collective::AllGather => {
+                if let Some(input) = input {
+                    out[rank * block..][..block].copy_from_slice(input);
+                }
+                mesh.allgather(out, block, algo == "rd")
+            }
+            Collective::ReduceScatter => match input {
+                Some(input) => mesh.reduce_scatter(input, &mut out[..block], dtype, op),
+                None => {
+                    let whole = out.clone();
+                    mesh.reduce_scatter(&whole, &mut out[rank * block..][..block], dtype, op)
+                }
+            },
+            Collective::Broadcast => {
+                if rank == 0
+                    && let Some(input) = input
+                {
+                    out.copy_from_slice(input);
+                }
+                mesh.broadcast(out)
+            }
+        };
+        result.map_err(|e| {
+            let peer = mesh.peer_name(e.peer);
+            let what = match e.error.kind() {
+                std::io::ErrorKind::UnexpectedEof => {
+                    format!("{peer} closed its connection (it exited or was killed)")
+                }
+                std::io::ErrorKind::TimedOut => format!(
+                    "{peer}: no progress for {}s (the rank stalled or the network dropped)",
+                    mesh.timeout().as_secs()
+                ),
+                _ => format!("exchanging with {peer} failed: {}", e.error),
+            };
+            BenchError::Runtime(self.conns.fatal.reason().unwrap_or(what))
+        })
+    }
 }
 
 impl Backend for TcpBackend {
-    fn prepare(&mut self, dtype: DType, input: &[u8]) -> Result<(), BenchError> {
-        self.dtype = dtype;
+    fn prepare(
+        &mut self,
+        collective: Collective,
+        dtype: DType,
+        counts: Counts,
+        input: &[u8],
+    ) -> Result<(), BenchError> {
+        let es = dtype.size();
+        (self.collective, self.dtype, self.counts) = (collective, dtype, counts);
         self.input.clear();
         self.input.extend_from_slice(input);
         self.output.clear();
-        self.output.resize(input.len(), 0);
+        self.output.resize(counts.recv * es, 0);
         Ok(())
     }
 
     fn run(&mut self, op: Op, in_place: bool, iters: usize) -> Result<(), BenchError> {
         for _ in 0..iters {
-            let input = if in_place {
-                None
-            } else {
-                Some(self.input.as_slice())
-            };
-            self.ring
-                .allreduce(input, &mut self.output, self.dtype, op)?;
+            self.op(op, in_place)?;
         }
         Ok(())
     }
 
     fn reset(&mut self, in_place: bool) -> Result<(), BenchError> {
+        let (es, rank, block) = (self.dtype.size(), self.conns.mesh.rank, self.block());
+        let len = if in_place {
+            self.counts.send.max(self.counts.recv)
+        } else {
+            self.counts.recv
+        } * es;
+        self.output.clear();
+        self.output.resize(len, 0);
         if in_place {
-            self.output.copy_from_slice(&self.input);
+            match self.collective {
+                Collective::AllGather => {
+                    self.output[rank * block..][..block].copy_from_slice(&self.input)
+                }
+                _ => self.output.copy_from_slice(&self.input),
+            }
         }
         Ok(())
     }
 
-    fn result(&mut self, _in_place: bool) -> Result<Vec<u8>, BenchError> {
-        Ok(self.output.clone())
+    fn result(&mut self, in_place: bool) -> Result<Vec<u8>, BenchError> {
+        let (rank, block) = (self.conns.mesh.rank, self.block());
+        Ok(match self.collective {
+            Collective::ReduceScatter if in_place => self.output[rank * block..][..block].to_vec(),
+            _ => self.output.clone(),
+        })
+    }
+
+    fn algorithm(&self, bytes: usize) -> Option<&'static str> {
+        Some(self.choose(bytes))
     }
 }

@@ -21,6 +21,8 @@ use crate::bench::BenchError;
 use crate::bench::control::Fatal;
 use crate::bench::data::{self, DType, Op};
 
+use super::link::Peer;
+
 /// Bytes per pipelined slice.
 const SLICE_BYTES: usize = 256 << 10;
 /// Messages up to this size take the single-threaded path (a step is at most half of it).
@@ -32,8 +34,8 @@ pub struct Ring {
     world: usize,
     send: Vec<TcpStream>,
     recv: Vec<TcpStream>,
-    left: (usize, String),
-    right: (usize, String),
+    left: Peer,
+    right: Peer,
     timeout: Duration,
     fatal: Arc<Fatal>,
     scratch: Vec<Vec<u8>>,
@@ -111,8 +113,14 @@ impl Ring {
             world: 1,
             send: Vec::new(),
             recv: Vec::new(),
-            left: (0, String::new()),
-            right: (0, String::new()),
+            left: Peer {
+                rank: 0,
+                host: String::new(),
+            },
+            right: Peer {
+                rank: 0,
+                host: String::new(),
+            },
             timeout: Duration::from_secs(1),
             fatal: Arc::default(),
             scratch: Vec::new(),
@@ -127,8 +135,8 @@ impl Ring {
         world: usize,
         send: Vec<TcpStream>,
         recv: Vec<TcpStream>,
-        left: (usize, String),
-        right: (usize, String),
+        left: Peer,
+        right: Peer,
         timeout: Duration,
         fatal: Arc<Fatal>,
     ) -> Ring {
@@ -183,9 +191,8 @@ impl Ring {
 
     fn send_error(&self, e: io::Error) -> String {
         format!(
-            "sending to rank {} ({}) failed: {}",
-            self.right.0,
-            self.right.1,
+            "sending to {} failed: {}",
+            self.right,
             describe(&e, self.timeout)
         )
     }
@@ -193,14 +200,13 @@ impl Ring {
     fn recv_error(&self, e: io::Error) -> String {
         if e.kind() == io::ErrorKind::UnexpectedEof {
             return format!(
-                "rank {} ({}) closed its connection (it exited or was killed)",
-                self.left.0, self.left.1
+                "{} closed its connection (it exited or was killed)",
+                self.left
             );
         }
         format!(
-            "receiving from rank {} ({}) failed: {}",
-            self.left.0,
-            self.left.1,
+            "receiving from {} failed: {}",
+            self.left,
             describe(&e, self.timeout)
         )
     }
@@ -362,12 +368,9 @@ impl Ring {
                     for plan in send_rx {
                         let result = plan.send(t, &mut send).map_err(|e| match e {
                             Stop::Failed => String::new(),
-                            Stop::Io(e) => format!(
-                                "sending to rank {} ({}) failed: {}",
-                                right.0,
-                                right.1,
-                                describe(&e, timeout)
-                            ),
+                            Stop::Io(e) => {
+                                format!("sending to {} failed: {}", right, describe(&e, timeout))
+                            }
                         });
                         if reply.send(result).is_err() {
                             return;
@@ -384,23 +387,22 @@ impl Ring {
                 .spawn(move || {
                     let mut scratch = vec![0u8; SLICE_BYTES];
                     for plan in recv_rx {
-                        let result =
-                            plan.receive(t, &mut recv, &mut scratch, &partner)
-                                .map_err(|e| match e {
-                                    Stop::Failed => String::new(),
-                                    Stop::Io(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                                        format!(
-                                            "rank {} ({}) closed its connection (it exited or was killed)",
-                                            left.0, left.1
-                                        )
-                                    }
-                                    Stop::Io(e) => format!(
-                                        "receiving from rank {} ({}) failed: {}",
-                                        left.0,
-                                        left.1,
-                                        describe(&e, timeout)
-                                    ),
-                                });
+                        let result = plan.receive(t, &mut recv, &mut scratch, &partner).map_err(
+                            |e| match e {
+                                Stop::Failed => String::new(),
+                                Stop::Io(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                                    format!(
+                                        "{} closed its connection (it exited or was killed)",
+                                        left
+                                    )
+                                }
+                                Stop::Io(e) => format!(
+                                    "receiving from {} failed: {}",
+                                    left,
+                                    describe(&e, timeout)
+                                ),
+                            },
+                        );
                         if result.is_err() {
                             plan.failed.store(true, Ordering::SeqCst);
                             partner.unpark();

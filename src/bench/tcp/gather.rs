@@ -1,0 +1,109 @@
+//! AllGather, ReduceScatter and Broadcast over the pairwise links, on the calling thread:
+//!
+//! - AllGather: recursive doubling when the rank count is a power of two (log2(n) exchanges
+//!   of a doubling block), the ring otherwise (n−1 steps of one block, each rank forwarding
+//!   what it received);
+//! - ReduceScatter: the ring (n−1 steps, each reducing one block on its way round, so every
+//!   rank ends with its own block reduced by all);
+//! - Broadcast: a binomial tree from rank 0 (log2(n) rounds).
+
+use super::pairwise::{Mesh, Result, reduce, split};
+use crate::bench::data::{self, DType, Op};
+
+/// Byte range of rank `k`'s block of `per` bytes.
+fn block(k: usize, per: usize) -> std::ops::Range<usize> {
+    k * per..(k + 1) * per
+}
+
+impl Mesh {
+    /// `buf` holds n blocks of `per` bytes, this rank's already in place; fills the others.
+    pub fn allgather(&mut self, buf: &mut [u8], per: usize, rd: bool) -> Result<()> {
+        let (n, r) = (self.world, self.rank);
+        if n == 1 {
+            return Ok(());
+        }
+        if rd && n.is_power_of_two() {
+            let mut mask = 1;
+            while mask < n {
+                let partner = r ^ mask;
+                let (mine, theirs) = (r & !(mask - 1), partner & !(mask - 1));
+                let (src, into) = split(
+                    buf,
+                    mine * per..(mine + mask) * per,
+                    theirs * per..(theirs + mask) * per,
+                );
+                self.exchange(partner, src, into)?;
+                mask <<= 1;
+            }
+            return Ok(());
+        }
+        let (left, right) = ((r + n - 1) % n, (r + 1) % n);
+        for s in 0..n - 1 {
+            let send = (r + n - s) % n;
+            let recv = (r + 2 * n - s - 1) % n;
+            let (src, into) = split(buf, block(send, per), block(recv, per));
+            self.shift(right, src, left, into)?;
+        }
+        Ok(())
+    }
+
+    /// `input` holds n blocks of `out.len()` bytes; `out` receives this rank's block reduced
+    /// over every rank.
+    pub fn reduce_scatter(
+        &mut self,
+        input: &[u8],
+        out: &mut [u8],
+        dtype: DType,
+        op: Op,
+    ) -> Result<()> {
+        let (n, r, per) = (self.world, self.rank, out.len());
+        if n == 1 {
+            out.copy_from_slice(&input[..per]);
+            return Ok(());
+        }
+        let (left, right) = ((r + n - 1) % n, (r + 1) % n);
+        let mut scratch = self.scratch(2 * per);
+        let result = (|| {
+            let (acc, incoming) = scratch[..2 * per].split_at_mut(per);
+            for s in 0..n - 1 {
+                let send = (r + 2 * n - s - 1) % n;
+                let recv = (r + 2 * n - s - 2) % n;
+                let src: &[u8] = if s == 0 {
+                    &input[block(send, per)]
+                } else {
+                    acc
+                };
+                self.shift(right, src, left, incoming)?;
+                let target: &mut [u8] = if s == n - 2 { &mut *out } else { &mut *acc };
+                reduce(dtype, op, target, Some(&input[block(recv, per)]), incoming);
+            }
+            if op == Op::Avg {
+                data::finish_avg(dtype, n, out);
+            }
+            Ok(())
+        })();
+        self.keep_scratch(scratch);
+        result
+    }
+
+    /// Rank 0's `buf` to every rank, down a binomial tree.
+    pub fn broadcast(&mut self, buf: &mut [u8]) -> Result<()> {
+        let (n, r) = (self.world, self.rank);
+        let mut mask = 1;
+        while mask < n {
+            if r & mask != 0 {
+                self.exchange(r - mask, &[], buf)?;
+                break;
+            }
+            mask <<= 1;
+        }
+        mask >>= 1;
+        while mask > 0 {
+            if r + mask < n {
+                self.exchange(r + mask, buf, &mut [])?;
+            }
+            mask >>= 1;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,247 @@
+//! A bidirectional connection to one peer, and the exchange the pairwise algorithms are made
+//! of: send one buffer and receive another at the same time, on the calling thread.
+//!
+//! Latency is what small messages pay for, so an exchange is a handful of non-blocking
+//! syscalls (each buffer leaves in one `send`, the data has no header) and a bounded busy-poll
+//! before it blocks in `poll(2)`: on a fast link the answer arrives within microseconds, and a
+//! blocking wake-up costs more than that. Sending and receiving interleave, so two peers
+//! exchanging more than their socket buffers hold cannot deadlock.
+
+use std::io;
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+/// A rank on the other end of a connection, as error messages name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    pub rank: usize,
+    pub host: String,
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "rank {} ({})", self.rank, self.host)
+    }
+}
+
+/// How long an exchange busy-polls before it blocks. Past the first [`PURE_SPIN`] (a
+/// loopback or fast-network round trip) it yields the CPU between polls: when ranks (or
+/// anything else) outnumber cores, a pure spin would hold the core the peer needs to
+/// answer, and a yield costs no more than the poll's own syscall.
+#[derive(Debug, Clone, Copy)]
+pub struct Spin {
+    /// Busy-poll for at most this long after the last progress.
+    pub budget: Duration,
+}
+
+/// Polls without yielding for this long: a small message's round trip on loopback.
+const PURE_SPIN: Duration = Duration::from_micros(10);
+
+/// One connection to one peer, used in both directions.
+pub struct Link {
+    pub peer: Peer,
+    socket: TcpStream,
+}
+
+impl Link {
+    pub fn new(peer: Peer, socket: TcpStream) -> Link {
+        Link { peer, socket }
+    }
+
+    /// Sends all of `out` while receiving exactly `into.len()` bytes; either may be empty.
+    /// Fails when the peer closes the connection or nothing moves for `timeout`.
+    pub fn exchange(
+        &self,
+        out: &[u8],
+        into: &mut [u8],
+        spin: Spin,
+        timeout: Duration,
+    ) -> io::Result<()> {
+        shift(self, out, self, into, spin, timeout)
+    }
+}
+
+/// Sends all of `out` to `to` while receiving exactly `into.len()` bytes from `from` (the
+/// same link or two).
+/// A failure is the first error on either side.
+pub fn shift(
+    to: &Link,
+    out: &[u8],
+    from: &Link,
+    into: &mut [u8],
+    spin: Spin,
+    timeout: Duration,
+) -> io::Result<()> {
+    shift_with(to, out, from, into, spin, timeout, &mut |_| {})
+}
+
+/// [`shift`], calling `arrived` with the received prefix of `into` each time it grows, so
+/// the caller can reduce data while the rest is still arriving (cache-hot, and overlapped
+/// with the peer's sending).
+pub fn shift_with(
+    to: &Link,
+    mut out: &[u8],
+    from: &Link,
+    whole: &mut [u8],
+    spin: Spin,
+    timeout: Duration,
+    arrived: &mut dyn FnMut(&[u8]),
+) -> io::Result<()> {
+    let (tx, rx) = (to.socket.as_raw_fd(), from.socket.as_raw_fd());
+    let mut got = 0;
+    let mut progress_at = Instant::now();
+    while !out.is_empty() || got < whole.len() {
+        let mut moved = false;
+        if !out.is_empty() {
+            // SAFETY: `out` is a live buffer of `out.len()` bytes; tx is an open socket.
+            let n = unsafe {
+                libc::send(
+                    tx,
+                    out.as_ptr().cast(),
+                    out.len(),
+                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                )
+            };
+            match progressed(n)? {
+                0 => {}
+                n => {
+                    out = &out[n..];
+                    moved = true;
+                }
+            }
+        }
+        if got < whole.len() {
+            let into = &mut whole[got..];
+            // SAFETY: `into` is a live, writable buffer of `into.len()` bytes.
+            let n =
+                unsafe { libc::recv(rx, into.as_mut_ptr().cast(), into.len(), libc::MSG_DONTWAIT) };
+            if n == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            match progressed(n)? {
+                0 => {}
+                n => {
+                    got += n;
+                    arrived(&whole[..got]);
+                    moved = true;
+                }
+            }
+        }
+        let now = Instant::now();
+        if moved {
+            progress_at = now;
+            continue;
+        }
+        let idle = now.duration_since(progress_at);
+        if idle < PURE_SPIN {
+            std::hint::spin_loop();
+            continue;
+        }
+        if idle < spin.budget {
+            std::thread::yield_now();
+            continue;
+        }
+        let left = timeout.saturating_sub(idle);
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        let mut fds = [
+            libc::pollfd {
+                fd: tx,
+                events: 0,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: rx,
+                events: 0,
+                revents: 0,
+            },
+        ];
+        if !out.is_empty() {
+            fds[0].events |= libc::POLLOUT;
+        }
+        if got < whole.len() {
+            fds[if tx == rx { 0 } else { 1 }].events |= libc::POLLIN;
+        }
+        let nfds = if tx == rx { 1 } else { 2 };
+        let ms = left.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
+        // SAFETY: `nfds` valid pollfds.
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), nfds, ms) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Bytes moved by a non-blocking send/recv: 0 when it would block, an error otherwise.
+fn progressed(n: isize) -> io::Result<usize> {
+    if n >= 0 {
+        return Ok(n as usize);
+    }
+    let e = io::Error::last_os_error();
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+        _ => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn pair() -> (Link, Link) {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        let a = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+        let (b, _) = l.accept().expect("accept");
+        let peer = |rank| Peer {
+            rank,
+            host: "lo".into(),
+        };
+        (Link::new(peer(1), a), Link::new(peer(0), b))
+    }
+
+    const SPIN: Spin = Spin {
+        budget: Duration::from_micros(20),
+    };
+
+    #[test]
+    fn exchanges_more_than_the_socket_buffers_hold_without_deadlock() {
+        let (a, b) = pair();
+        let big = 8 << 20;
+        let other = std::thread::spawn(move || {
+            let out = vec![2u8; big];
+            let mut into = vec![0u8; big];
+            b.exchange(&out, &mut into, SPIN, Duration::from_secs(30))
+                .expect("exchange b");
+            into
+        });
+        let out = vec![1u8; big];
+        let mut into = vec![0u8; big];
+        a.exchange(&out, &mut into, SPIN, Duration::from_secs(30))
+            .expect("exchange a");
+        assert!(into.iter().all(|&x| x == 2));
+        let theirs = other.join().expect("peer thread");
+        assert!(theirs.iter().all(|&x| x == 1));
+    }
+
+    #[test]
+    fn a_closed_peer_is_an_eof_and_a_silent_one_times_out() {
+        let (a, b) = pair();
+        let mut into = [0u8; 4];
+        let err = a
+            .exchange(&[], &mut into, SPIN, Duration::from_millis(200))
+            .expect_err("nothing arrives");
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        drop(b);
+        let err = a
+            .exchange(&[], &mut into, SPIN, Duration::from_secs(10))
+            .expect_err("peer closed");
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+    }
+}
