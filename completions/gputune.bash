@@ -25,6 +25,12 @@ _gputune() {
             gputune,bench)
                 cmd="gputune__subcmd__bench"
                 ;;
+            gputune,fleet)
+                cmd="gputune__subcmd__fleet"
+                ;;
+            gputune,health)
+                cmd="gputune__subcmd__health"
+                ;;
             gputune,help)
                 cmd="gputune__subcmd__help"
                 ;;
@@ -78,6 +84,12 @@ _gputune() {
                 ;;
             gputune__subcmd__help,bench)
                 cmd="gputune__subcmd__help__subcmd__bench"
+                ;;
+            gputune__subcmd__help,fleet)
+                cmd="gputune__subcmd__help__subcmd__fleet"
+                ;;
+            gputune__subcmd__help,health)
+                cmd="gputune__subcmd__help__subcmd__health"
                 ;;
             gputune__subcmd__help,help)
                 cmd="gputune__subcmd__help__subcmd__help"
@@ -137,7 +149,7 @@ _gputune() {
 
     case "${cmd}" in
         gputune)
-            opts="-h -V --root --help --version audit apply rollback profiles topo pin bench help"
+            opts="-h -V --root --help --version audit apply rollback profiles topo pin bench health fleet help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -241,7 +253,7 @@ _gputune() {
             return 0
             ;;
         gputune__subcmd__bench__subcmd__allgather)
-            opts="-b -e -f -i -n -w -c -d -o -h --backend --minbytes --maxbytes --stepfactor --stepbytes --iters --warmup-iters --check --dtype --op --format --min-busbw --profile --timeout --ranks --streams --sockbuf --algo --root --help"
+            opts="-b -e -f -i -n -w -c -d -o -h --backend --minbytes --maxbytes --stepfactor --stepbytes --iters --warmup-iters --check --dtype --op --format --pairs --pairs-threshold --output --min-busbw --profile --timeout --ranks --streams --sockbuf --algo --root --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -324,7 +336,15 @@ _gputune() {
                     return 0
                     ;;
                 --format)
-                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus" -- "${cur}"))
+                    return 0
+                    ;;
+                --pairs-threshold)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --min-busbw)
@@ -367,7 +387,7 @@ _gputune() {
             return 0
             ;;
         gputune__subcmd__bench__subcmd__allreduce)
-            opts="-b -e -f -i -n -w -c -d -o -h --backend --minbytes --maxbytes --stepfactor --stepbytes --iters --warmup-iters --check --dtype --op --format --min-busbw --profile --timeout --ranks --streams --sockbuf --algo --root --help"
+            opts="-b -e -f -i -n -w -c -d -o -h --backend --minbytes --maxbytes --stepfactor --stepbytes --iters --warmup-iters --check --dtype --op --format --pairs --pairs-threshold --output --min-busbw --profile --timeout --ranks --streams --sockbuf --algo --root --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -450,7 +470,15 @@ _gputune() {
                     return 0
                     ;;
                 --format)
-                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus" -- "${cur}"))
+                    return 0
+                    ;;
+                --pairs-threshold)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --min-busbw)
@@ -493,7 +521,7 @@ _gputune() {
             return 0
             ;;
         gputune__subcmd__bench__subcmd__broadcast)
-            opts="-b -e -f -i -n -w -c -d -o -h --backend --minbytes --maxbytes --stepfactor --stepbytes --iters --warmup-iters --check --dtype --op --format --min-busbw --profile --timeout --ranks --streams --sockbuf --algo --root --help"
+            opts="-b -e -f -i -n -w -c -d -o -h --backend --minbytes --maxbytes --stepfactor --stepbytes --iters --warmup-iters --check --dtype --op --format --pairs --pairs-threshold --output --min-busbw --profile --timeout --ranks --streams --sockbuf --algo --root --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -576,7 +604,15 @@ _gputune() {
                     return 0
                     ;;
                 --format)
-                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus" -- "${cur}"))
+                    return 0
+                    ;;
+                --pairs-threshold)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --min-busbw)
@@ -703,7 +739,7 @@ _gputune() {
             return 0
             ;;
         gputune__subcmd__bench__subcmd__reducescatter)
-            opts="-b -e -f -i -n -w -c -d -o -h --backend --minbytes --maxbytes --stepfactor --stepbytes --iters --warmup-iters --check --dtype --op --format --min-busbw --profile --timeout --ranks --streams --sockbuf --algo --root --help"
+            opts="-b -e -f -i -n -w -c -d -o -h --backend --minbytes --maxbytes --stepfactor --stepbytes --iters --warmup-iters --check --dtype --op --format --pairs --pairs-threshold --output --min-busbw --profile --timeout --ranks --streams --sockbuf --algo --root --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -786,7 +822,15 @@ _gputune() {
                     return 0
                     ;;
                 --format)
-                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus" -- "${cur}"))
+                    return 0
+                    ;;
+                --pairs-threshold)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --min-busbw)
@@ -828,8 +872,64 @@ _gputune() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        gputune__subcmd__fleet)
+            opts="-h --format --output --root --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --format)
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        gputune__subcmd__health)
+            opts="-h --profile --slurm --format --strict --timeout --root --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "text npd" -- "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         gputune__subcmd__help)
-            opts="audit apply rollback profiles topo pin bench help"
+            opts="audit apply rollback profiles topo pin bench health fleet help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -929,6 +1029,34 @@ _gputune() {
         gputune__subcmd__help__subcmd__bench__subcmd__reducescatter)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        gputune__subcmd__help__subcmd__fleet)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        gputune__subcmd__help__subcmd__health)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

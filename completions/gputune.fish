@@ -34,6 +34,8 @@ complete -c gputune -n "__fish_gputune_needs_command" -f -a "profiles" -d 'List 
 complete -c gputune -n "__fish_gputune_needs_command" -f -a "topo" -d 'Show GPUs, NICs, NUMA nodes, CPU lists, PCIe links and their affinity'
 complete -c gputune -n "__fish_gputune_needs_command" -f -a "pin" -d 'Run a command bound to the CPUs and memory local to its GPU'
 complete -c gputune -n "__fish_gputune_needs_command" -f -a "bench" -d 'Benchmark collectives across the node\'s GPUs and between nodes'
+complete -c gputune -n "__fish_gputune_needs_command" -f -a "health" -d 'Audit as a Slurm health check or node-problem-detector plugin; drain/resume with --slurm'
+complete -c gputune -n "__fish_gputune_needs_command" -f -a "fleet" -d 'Compare many nodes\' audit reports: the odd node out, per check and per fact'
 complete -c gputune -n "__fish_gputune_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c gputune -n "__fish_gputune_using_subcommand audit" -l profile -d 'Profile name or TOML file [default: chosen from the node, see `gputune profiles list`]' -r
 complete -c gputune -n "__fish_gputune_using_subcommand audit" -l format -d 'Output format' -r -f -a "table\t''
@@ -95,10 +97,13 @@ complete -c gputune -n "__fish_gputune_using_subcommand pin" -l local-rank -d 'T
 complete -c gputune -n "__fish_gputune_using_subcommand pin" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand pin" -s v -l verbose -d 'Say which CPUs and memory nodes the command was bound to'
 complete -c gputune -n "__fish_gputune_using_subcommand pin" -s h -l help -d 'Print help'
-complete -c gputune -n "__fish_gputune_using_subcommand bench; and not __fish_seen_subcommand_from allreduce help" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
-complete -c gputune -n "__fish_gputune_using_subcommand bench; and not __fish_seen_subcommand_from allreduce help" -s h -l help -d 'Print help'
-complete -c gputune -n "__fish_gputune_using_subcommand bench; and not __fish_seen_subcommand_from allreduce help" -f -a "allreduce" -d 'AllReduce bandwidth and latency, with nccl-tests-compatible numbers'
-complete -c gputune -n "__fish_gputune_using_subcommand bench; and not __fish_seen_subcommand_from allreduce help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and not __fish_seen_subcommand_from allreduce allgather reducescatter broadcast help" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and not __fish_seen_subcommand_from allreduce allgather reducescatter broadcast help" -s h -l help -d 'Print help'
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and not __fish_seen_subcommand_from allreduce allgather reducescatter broadcast help" -f -a "allreduce" -d 'AllReduce bandwidth and latency, with nccl-tests-compatible numbers'
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and not __fish_seen_subcommand_from allreduce allgather reducescatter broadcast help" -f -a "allgather" -d 'AllGather (FSDP\'s parameter gathering), as nccl-tests\' all_gather_perf: the size is the gathered whole, busbw = algbw · (n−1)/n'
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and not __fish_seen_subcommand_from allreduce allgather reducescatter broadcast help" -f -a "reducescatter" -d 'ReduceScatter (FSDP\'s gradient sharding), as nccl-tests\' reduce_scatter_perf: the size is the whole before scattering, busbw = algbw · (n−1)/n'
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and not __fish_seen_subcommand_from allreduce allgather reducescatter broadcast help" -f -a "broadcast" -d 'Broadcast from rank 0, as nccl-tests\' broadcast_perf: busbw = algbw'
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and not __fish_seen_subcommand_from allreduce allgather reducescatter broadcast help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l backend -d 'Which transport to measure: NCCL on GPUs, or TCP between CPU ranks. `auto` uses NCCL when a GPU and libnccl.so.2 are usable, and says why when it falls back to TCP' -r -f -a "auto\t''
 nccl\t''
 tcp\t''"
@@ -120,28 +125,171 @@ min\t''
 max\t''
 avg\t''"
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l format -d 'Output: the nccl-tests table, or one JSON document' -r -f -a "table\t''
-json\t''"
+json\t''
+prometheus\t'node_exporter textfile gauges; with --output, written atomically for the collector'"
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l pairs-threshold -d 'With --pairs: the fraction of the job\'s median pair bandwidth below which a node is slow' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l output -d 'Write the JSON or Prometheus document to FILE (atomically: temp file + rename)' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l min-busbw -d 'Fail (exit 1) when the average bus bandwidth is below this, in GB/s (1e9 bytes/s)' -r
-complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l profile -d 'Take the threshold from this profile\'s `[bench] min_busbw` (`--min-busbw` wins)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l profile -d 'Take the threshold from this profile\'s `[bench]` (`min_busbw` for allreduce, `allgather_min_busbw`, `reducescatter_min_busbw`, `broadcast_min_busbw`; `--min-busbw` wins)' -r
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l timeout -d 'Seconds any rank may wait for another (rendezvous, a transfer, a barrier) before the job stops with exit 3 naming the missing rank' -r
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l ranks -d 'Start this many local ranks (child processes). Without it, a launcher\'s environment (torchrun, Slurm, Open MPI) is joined; with neither, 2 ranks for TCP, one per GPU for NCCL' -r
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l streams -d 'TCP backend: connections per ring neighbour and direction' -r
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l sockbuf -d 'TCP backend: SO_SNDBUF/SO_RCVBUF for data sockets (0: the kernel\'s autotuning)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l algo -d 'TCP backend: the AllReduce algorithm (auto: recursive doubling for small messages, Rabenseifner for medium, the ring for large)' -r -f -a "auto\t'By size and rank count, as MPI\'s tuned collectives choose'
+ring\t'The pipelined ring: 2(n−1) steps of 1/n of the message, for large messages'
+rd\t'Recursive doubling: log2(n) exchanges of the whole message, for small messages'
+rabenseifner\t'Recursive halving then doubling: log2(n) steps each way, for medium messages'"
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
-complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -s h -l help -d 'Print help'
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l pairs -d 'Measure disjoint pairs of ranks (one per node) in rounds, at the largest size, and name the nodes whose median pair bandwidth is below --pairs-threshold of the job\'s median'
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -l backend -d 'Which transport to measure: NCCL on GPUs, or TCP between CPU ranks. `auto` uses NCCL when a GPU and libnccl.so.2 are usable, and says why when it falls back to TCP' -r -f -a "auto\t''
+nccl\t''
+tcp\t''"
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -s b -l minbytes -d 'Smallest message size (K/M/G are powers of two)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -s e -l maxbytes -d 'Largest message size (K/M/G are powers of two)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -s f -l stepfactor -d 'Multiply the size by this from one row to the next' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -s i -l stepbytes -d 'Add this many bytes from one row to the next, instead of a factor' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -s n -l iters -d 'Timed iterations per size' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -s w -l warmup-iters -d 'Untimed warm-up iterations before each timed run' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -s c -l check -d 'Checked iterations per size (0 prints N/A for #wrong)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -s d -l dtype -d 'Element type' -r -f -a "f32\t''
+f16\t''
+bf16\t''
+f64\t''
+i32\t''"
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -s o -l op -d 'Reduction operation' -r -f -a "sum\t''
+prod\t''
+min\t''
+max\t''
+avg\t''"
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -l format -d 'Output: the nccl-tests table, or one JSON document' -r -f -a "table\t''
+json\t''
+prometheus\t'node_exporter textfile gauges; with --output, written atomically for the collector'"
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -l pairs-threshold -d 'With --pairs: the fraction of the job\'s median pair bandwidth below which a node is slow' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -l output -d 'Write the JSON or Prometheus document to FILE (atomically: temp file + rename)' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -l min-busbw -d 'Fail (exit 1) when the average bus bandwidth is below this, in GB/s (1e9 bytes/s)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -l profile -d 'Take the threshold from this profile\'s `[bench]` (`min_busbw` for allreduce, `allgather_min_busbw`, `reducescatter_min_busbw`, `broadcast_min_busbw`; `--min-busbw` wins)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -l timeout -d 'Seconds any rank may wait for another (rendezvous, a transfer, a barrier) before the job stops with exit 3 naming the missing rank' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -l ranks -d 'Start this many local ranks (child processes). Without it, a launcher\'s environment (torchrun, Slurm, Open MPI) is joined; with neither, 2 ranks for TCP, one per GPU for NCCL' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -l streams -d 'TCP backend: connections per ring neighbour and direction' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -l sockbuf -d 'TCP backend: SO_SNDBUF/SO_RCVBUF for data sockets (0: the kernel\'s autotuning)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -l algo -d 'TCP backend: the AllReduce algorithm (auto: recursive doubling for small messages, Rabenseifner for medium, the ring for large)' -r -f -a "auto\t'By size and rank count, as MPI\'s tuned collectives choose'
+ring\t'The pipelined ring: 2(n−1) steps of 1/n of the message, for large messages'
+rd\t'Recursive doubling: log2(n) exchanges of the whole message, for small messages'
+rabenseifner\t'Recursive halving then doubling: log2(n) steps each way, for medium messages'"
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -l pairs -d 'Measure disjoint pairs of ranks (one per node) in rounds, at the largest size, and name the nodes whose median pair bandwidth is below --pairs-threshold of the job\'s median'
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -l backend -d 'Which transport to measure: NCCL on GPUs, or TCP between CPU ranks. `auto` uses NCCL when a GPU and libnccl.so.2 are usable, and says why when it falls back to TCP' -r -f -a "auto\t''
+nccl\t''
+tcp\t''"
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -s b -l minbytes -d 'Smallest message size (K/M/G are powers of two)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -s e -l maxbytes -d 'Largest message size (K/M/G are powers of two)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -s f -l stepfactor -d 'Multiply the size by this from one row to the next' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -s i -l stepbytes -d 'Add this many bytes from one row to the next, instead of a factor' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -s n -l iters -d 'Timed iterations per size' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -s w -l warmup-iters -d 'Untimed warm-up iterations before each timed run' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -s c -l check -d 'Checked iterations per size (0 prints N/A for #wrong)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -s d -l dtype -d 'Element type' -r -f -a "f32\t''
+f16\t''
+bf16\t''
+f64\t''
+i32\t''"
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -s o -l op -d 'Reduction operation' -r -f -a "sum\t''
+prod\t''
+min\t''
+max\t''
+avg\t''"
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -l format -d 'Output: the nccl-tests table, or one JSON document' -r -f -a "table\t''
+json\t''
+prometheus\t'node_exporter textfile gauges; with --output, written atomically for the collector'"
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -l pairs-threshold -d 'With --pairs: the fraction of the job\'s median pair bandwidth below which a node is slow' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -l output -d 'Write the JSON or Prometheus document to FILE (atomically: temp file + rename)' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -l min-busbw -d 'Fail (exit 1) when the average bus bandwidth is below this, in GB/s (1e9 bytes/s)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -l profile -d 'Take the threshold from this profile\'s `[bench]` (`min_busbw` for allreduce, `allgather_min_busbw`, `reducescatter_min_busbw`, `broadcast_min_busbw`; `--min-busbw` wins)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -l timeout -d 'Seconds any rank may wait for another (rendezvous, a transfer, a barrier) before the job stops with exit 3 naming the missing rank' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -l ranks -d 'Start this many local ranks (child processes). Without it, a launcher\'s environment (torchrun, Slurm, Open MPI) is joined; with neither, 2 ranks for TCP, one per GPU for NCCL' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -l streams -d 'TCP backend: connections per ring neighbour and direction' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -l sockbuf -d 'TCP backend: SO_SNDBUF/SO_RCVBUF for data sockets (0: the kernel\'s autotuning)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -l algo -d 'TCP backend: the AllReduce algorithm (auto: recursive doubling for small messages, Rabenseifner for medium, the ring for large)' -r -f -a "auto\t'By size and rank count, as MPI\'s tuned collectives choose'
+ring\t'The pipelined ring: 2(n−1) steps of 1/n of the message, for large messages'
+rd\t'Recursive doubling: log2(n) exchanges of the whole message, for small messages'
+rabenseifner\t'Recursive halving then doubling: log2(n) steps each way, for medium messages'"
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -l pairs -d 'Measure disjoint pairs of ranks (one per node) in rounds, at the largest size, and name the nodes whose median pair bandwidth is below --pairs-threshold of the job\'s median'
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -l backend -d 'Which transport to measure: NCCL on GPUs, or TCP between CPU ranks. `auto` uses NCCL when a GPU and libnccl.so.2 are usable, and says why when it falls back to TCP' -r -f -a "auto\t''
+nccl\t''
+tcp\t''"
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -s b -l minbytes -d 'Smallest message size (K/M/G are powers of two)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -s e -l maxbytes -d 'Largest message size (K/M/G are powers of two)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -s f -l stepfactor -d 'Multiply the size by this from one row to the next' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -s i -l stepbytes -d 'Add this many bytes from one row to the next, instead of a factor' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -s n -l iters -d 'Timed iterations per size' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -s w -l warmup-iters -d 'Untimed warm-up iterations before each timed run' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -s c -l check -d 'Checked iterations per size (0 prints N/A for #wrong)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -s d -l dtype -d 'Element type' -r -f -a "f32\t''
+f16\t''
+bf16\t''
+f64\t''
+i32\t''"
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -s o -l op -d 'Reduction operation' -r -f -a "sum\t''
+prod\t''
+min\t''
+max\t''
+avg\t''"
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -l format -d 'Output: the nccl-tests table, or one JSON document' -r -f -a "table\t''
+json\t''
+prometheus\t'node_exporter textfile gauges; with --output, written atomically for the collector'"
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -l pairs-threshold -d 'With --pairs: the fraction of the job\'s median pair bandwidth below which a node is slow' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -l output -d 'Write the JSON or Prometheus document to FILE (atomically: temp file + rename)' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -l min-busbw -d 'Fail (exit 1) when the average bus bandwidth is below this, in GB/s (1e9 bytes/s)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -l profile -d 'Take the threshold from this profile\'s `[bench]` (`min_busbw` for allreduce, `allgather_min_busbw`, `reducescatter_min_busbw`, `broadcast_min_busbw`; `--min-busbw` wins)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -l timeout -d 'Seconds any rank may wait for another (rendezvous, a transfer, a barrier) before the job stops with exit 3 naming the missing rank' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -l ranks -d 'Start this many local ranks (child processes). Without it, a launcher\'s environment (torchrun, Slurm, Open MPI) is joined; with neither, 2 ranks for TCP, one per GPU for NCCL' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -l streams -d 'TCP backend: connections per ring neighbour and direction' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -l sockbuf -d 'TCP backend: SO_SNDBUF/SO_RCVBUF for data sockets (0: the kernel\'s autotuning)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -l algo -d 'TCP backend: the AllReduce algorithm (auto: recursive doubling for small messages, Rabenseifner for medium, the ring for large)' -r -f -a "auto\t'By size and rank count, as MPI\'s tuned collectives choose'
+ring\t'The pipelined ring: 2(n−1) steps of 1/n of the message, for large messages'
+rd\t'Recursive doubling: log2(n) exchanges of the whole message, for small messages'
+rabenseifner\t'Recursive halving then doubling: log2(n) steps each way, for medium messages'"
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -l pairs -d 'Measure disjoint pairs of ranks (one per node) in rounds, at the largest size, and name the nodes whose median pair bandwidth is below --pairs-threshold of the job\'s median'
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "allreduce" -d 'AllReduce bandwidth and latency, with nccl-tests-compatible numbers'
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "allgather" -d 'AllGather (FSDP\'s parameter gathering), as nccl-tests\' all_gather_perf: the size is the gathered whole, busbw = algbw · (n−1)/n'
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "reducescatter" -d 'ReduceScatter (FSDP\'s gradient sharding), as nccl-tests\' reduce_scatter_perf: the size is the whole before scattering, busbw = algbw · (n−1)/n'
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "broadcast" -d 'Broadcast from rank 0, as nccl-tests\' broadcast_perf: busbw = algbw'
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench help" -f -a "audit" -d 'Check the node against a profile and report every finding with its fix'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench help" -f -a "apply" -d 'Apply a profile: preview, journal, apply, verify and persist'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench help" -f -a "rollback" -d 'Restore the values saved by the last apply'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench help" -f -a "profiles" -d 'List profiles, or show one fully resolved'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench help" -f -a "topo" -d 'Show GPUs, NICs, NUMA nodes, CPU lists, PCIe links and their affinity'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench help" -f -a "pin" -d 'Run a command bound to the CPUs and memory local to its GPU'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench help" -f -a "bench" -d 'Benchmark collectives across the node\'s GPUs and between nodes'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c gputune -n "__fish_gputune_using_subcommand health" -l profile -d 'Profile name or TOML file [default: chosen from the node, as audit does]' -r
+complete -c gputune -n "__fish_gputune_using_subcommand health" -l format -d 'Output: `text` (NHC style) or `npd` (node-problem-detector plugin: exit 0 OK, 1 problem, 2 unknown, one short line)' -r -f -a "text\t''
+npd\t''"
+complete -c gputune -n "__fish_gputune_using_subcommand health" -l timeout -d 'The most seconds the checks may take in all; an area that hangs is reported as an error naming it' -r
+complete -c gputune -n "__fish_gputune_using_subcommand health" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand health" -l slurm -d 'Drain the node in Slurm when a check fails (reason "gputune: ..."), and resume it once it passes if gputune drained it'
+complete -c gputune -n "__fish_gputune_using_subcommand health" -l strict -d 'Treat warnings as failures'
+complete -c gputune -n "__fish_gputune_using_subcommand health" -s h -l help -d 'Print help'
+complete -c gputune -n "__fish_gputune_using_subcommand fleet" -l format -d 'Output format' -r -f -a "table\t''
+json\t''"
+complete -c gputune -n "__fish_gputune_using_subcommand fleet" -l output -d 'Write the result to FILE (atomically) instead of stdout' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand fleet" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand fleet" -s h -l help -d 'Print help'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "audit" -d 'Check the node against a profile and report every finding with its fix'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "apply" -d 'Apply a profile: preview, journal, apply, verify and persist'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "rollback" -d 'Restore the values saved by the last apply'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "profiles" -d 'List profiles, or show one fully resolved'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "topo" -d 'Show GPUs, NICs, NUMA nodes, CPU lists, PCIe links and their affinity'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "pin" -d 'Run a command bound to the CPUs and memory local to its GPU'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "bench" -d 'Benchmark collectives across the node\'s GPUs and between nodes'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "health" -d 'Audit as a Slurm health check or node-problem-detector plugin; drain/resume with --slurm'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "fleet" -d 'Compare many nodes\' audit reports: the odd node out, per check and per fact'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c gputune -n "__fish_gputune_using_subcommand help; and __fish_seen_subcommand_from profiles" -f -a "list" -d 'List built-in and site profiles (/etc/gputune/profiles wins on a name clash)'
 complete -c gputune -n "__fish_gputune_using_subcommand help; and __fish_seen_subcommand_from profiles" -f -a "show" -d 'Print a profile fully resolved (includes merged), each setting with its origin'
 complete -c gputune -n "__fish_gputune_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "allreduce" -d 'AllReduce bandwidth and latency, with nccl-tests-compatible numbers'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "allgather" -d 'AllGather (FSDP\'s parameter gathering), as nccl-tests\' all_gather_perf: the size is the gathered whole, busbw = algbw · (n−1)/n'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "reducescatter" -d 'ReduceScatter (FSDP\'s gradient sharding), as nccl-tests\' reduce_scatter_perf: the size is the whole before scattering, busbw = algbw · (n−1)/n'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "broadcast" -d 'Broadcast from rank 0, as nccl-tests\' broadcast_perf: busbw = algbw'
 
 # Profile names for --profile and `profiles show`, asked of gputune itself.
 complete -c gputune -l profile -a '(gputune profiles list --names 2>/dev/null)'

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::commands::{apply, audit, bench, pin, profiles, topo};
+use crate::commands::{apply, audit, bench, fleet, health, pin, profiles, topo};
 
 /// Tune and validate Linux GPU training nodes for distributed PyTorch (DDP/FSDP over NCCL).
 #[derive(Debug, Parser)]
@@ -43,6 +43,10 @@ pub enum Command {
     Pin(pin::PinArgs),
     /// Benchmark collectives across the node's GPUs and between nodes.
     Bench(bench::BenchArgs),
+    /// Audit as a Slurm health check or node-problem-detector plugin; drain/resume with --slurm.
+    Health(health::HealthArgs),
+    /// Compare many nodes' audit reports: the odd node out, per check and per fact.
+    Fleet(fleet::FleetArgs),
 }
 
 #[cfg(test)]

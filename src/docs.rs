@@ -184,6 +184,12 @@ fn environment(page: &str) -> Vec<(&'static str, &'static str)> {
             ),
         ]);
     }
+    if page == "gputune-health" {
+        vars.push((
+            "SLURMD_NODENAME",
+            "The Slurm node to drain or resume with --slurm; else the short host name.",
+        ));
+    }
     if page == "gputune-pin" {
         vars.push((
             "LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK",
@@ -297,10 +303,58 @@ fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
                 "gputune pin --local-rank 3 -- ./my_rank",
             ),
         ],
+        "gputune-bench-allgather" => &[
+            (
+                "FSDP's parameter gather over TCP between four local ranks:",
+                "gputune bench allgather --backend tcp --ranks 4 -b 1M -e 256M",
+            ),
+            (
+                "Through NCCL on every GPU, JSON for CI:",
+                "gputune bench allgather --backend nccl --ranks 8 --format json",
+            ),
+        ],
+        "gputune-bench-reducescatter" => &[
+            (
+                "FSDP's gradient reduce-scatter over TCP between four local ranks:",
+                "gputune bench reducescatter --backend tcp --ranks 4 -b 1M -e 256M",
+            ),
+            (
+                "Through NCCL, failing below the profile's reducescatter_min_busbw:",
+                "gputune bench reducescatter --backend nccl --ranks 8 --profile ddp-100gbe",
+            ),
+        ],
+        "gputune-bench-broadcast" => &[(
+            "Broadcast from rank 0 over TCP between three local ranks:",
+            "gputune bench broadcast --backend tcp --ranks 3",
+        )],
+        "gputune-health" => &[
+            (
+                "Slurm's HealthCheckProgram: drain a failing node, resume it once it passes:",
+                "gputune health --slurm --profile ddp-25gbe",
+            ),
+            (
+                "A node-problem-detector custom plugin:",
+                "gputune health --format npd",
+            ),
+        ],
+        "gputune-fleet" => &[
+            (
+                "The odd node out, from a parallel shell:",
+                "clush -w gpu[01-64] -b 'gputune audit --format json' | gputune fleet -",
+            ),
+            (
+                "From reports collected with srun, as JSON:",
+                "gputune fleet reports/ --format json",
+            ),
+        ],
         "gputune-bench" | "gputune-bench-allreduce" => &[
             (
                 "AllReduce over TCP between two local ranks, no GPU needed:",
                 "gputune bench allreduce --backend tcp --ranks 2 -b 8 -e 256M",
+            ),
+            (
+                "The slow node out: every node paired with others, one rank per node:",
+                "srun -N 16 --ntasks-per-node=1 gputune bench allreduce --backend tcp --pairs -b 64M -e 64M",
             ),
             (
                 "One rank per GPU through NCCL, failing below 40 GB/s:",

@@ -11,12 +11,14 @@ pub mod commands;
 pub mod docs;
 pub mod error;
 pub mod finding;
+pub mod fleet;
 pub mod host;
 pub mod image;
 pub mod inventory;
 pub mod profile;
 pub mod report;
 pub mod say;
+pub mod slurm;
 
 pub use error::{Error, ExitCode, Result};
 

@@ -40,6 +40,8 @@ pub enum Choice {
 pub enum Format {
     Table,
     Json,
+    /// node_exporter textfile gauges; with --output, written atomically for the collector.
+    Prometheus,
 }
 
 /// A validated command line.
@@ -53,6 +55,12 @@ pub struct Job {
     pub min_busbw: Option<(f64, String)>,
     pub timeout: Duration,
     pub ranks: Option<usize>,
+    /// `--output FILE`: the JSON or Prometheus document, written atomically.
+    pub output: Option<std::path::PathBuf>,
+    /// `--pairs`: disjoint pairs in rounds instead of one ring ([`super::pairs`]).
+    pub pairs: bool,
+    /// `--pairs-threshold`: a node below this fraction of the job's median is slow.
+    pub pairs_fraction: f64,
 }
 
 /// The backend this rank will use.
@@ -293,6 +301,18 @@ fn run_rank(
         Some(j) => (j.group, Some((j.data_listener, j.data_addrs, j.nccl_id))),
     };
 
+    if job.pairs {
+        let Some((listener, addrs, _)) = data else {
+            return Err(BenchError::Usage("--pairs needs at least 2 ranks".into()));
+        };
+        if !matches!(resolved, Resolved::Tcp) {
+            return Err(group.fail(BenchError::Usage(
+                "--pairs measures over TCP: add --backend tcp".into(),
+            )));
+        }
+        return super::pairs::run(job, &mut group, listener, &addrs, &env.token)
+            .map_err(|e| group.fail(e));
+    }
     let backend: Result<Box<dyn Backend>, BenchError> = match resolved {
         Resolved::Tcp => {
             let options = tcp::Options {
@@ -443,14 +463,23 @@ fn rank0(
     }
     let code = if failures.is_empty() { 0 } else { 1 };
     group.finish(code)?;
-    if table {
-        print(&output::table_footer(&rows))?;
-    } else {
-        print(&output::json(
+    let min_busbw = job.min_busbw.as_ref().map(|m| m.0);
+    let document = match job.format {
+        Format::Table => None,
+        Format::Json => Some(output::json(&info, &rows, min_busbw)),
+        Format::Prometheus => Some(super::prometheus::render(
+            job.plan.collective.name(),
             &info,
             &rows,
-            job.min_busbw.as_ref().map(|m| m.0),
-        ))?;
+            min_busbw,
+            failures.is_empty(),
+        )),
+    };
+    match (document, &job.output) {
+        (None, _) => print(&output::table_footer(&rows))?,
+        (Some(text), None) => print(&text)?,
+        (Some(text), Some(path)) => crate::host::atomic::write_output(path, text.as_bytes())
+            .map_err(|e| BenchError::Runtime(format!("cannot write {}: {e}", path.display())))?,
     }
     if failures.is_empty() {
         Ok(ExitCode::Ok)

@@ -91,21 +91,20 @@ pub fn from_vars(vars: &BTreeMap<String, String>) -> Result<Option<JobEnv>, EnvE
         Some(_) => number(local_var)?,
         None => 0,
     };
+    let port =
+        match get("MASTER_PORT") {
+            Some(p) => Some(p.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(|| {
+                EnvError(format!("MASTER_PORT={p} is not a port number (1-65535)"))
+            })?),
+            None => None,
+        };
     let master = match get("MASTER_ADDR") {
-        Some(addr) => {
-            let port = match get("MASTER_PORT") {
-                Some(p) => p.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(|| {
-                    EnvError(format!("MASTER_PORT={p} is not a port number (1-65535)"))
-                })?,
-                None => DEFAULT_PORT,
-            };
-            (addr.to_string(), port)
-        }
+        Some(addr) => (addr.to_string(), port.unwrap_or(DEFAULT_PORT)),
         None if world == 1 => ("127.0.0.1".to_string(), 0),
+        None if launcher == Launcher::Slurm => slurm_master(&get, port)?,
         None => {
             return Err(EnvError(
-                "MASTER_ADDR is not set: export the address of rank 0's host (for Slurm: \
-                 MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)) \
+                "MASTER_ADDR is not set: export the address of rank 0's host \
                  and optionally MASTER_PORT (default 29500)"
                     .to_string(),
             ));
@@ -123,6 +122,63 @@ pub fn from_vars(vars: &BTreeMap<String, String>) -> Result<Option<JobEnv>, EnvE
         master,
         token,
     }))
+}
+
+/// Under Slurm, the ports rank 0 listens on when `MASTER_PORT` is not set:
+/// `SLURM_PORT_BASE + (job id × 131 + step id) mod SLURM_PORT_SPAN`, so two steps of one job
+/// and most concurrent jobs differ, and the range is the one the profiles open (29500–29549).
+pub const SLURM_PORT_BASE: u16 = 29500;
+pub const SLURM_PORT_SPAN: u16 = 50;
+
+/// Rank 0's host and port from Slurm's own variables: the first host of the step's node list
+/// (rank 0 runs there under every distribution Slurm has, as task 0 is placed first), and a
+/// port from the job and step ids.
+fn slurm_master<'v>(
+    get: &impl Fn(&str) -> Option<&'v str>,
+    port: Option<u16>,
+) -> Result<(String, u16), EnvError> {
+    let (var, list) = [
+        "SLURM_STEP_NODELIST",
+        "SLURM_JOB_NODELIST",
+        "SLURM_NODELIST",
+    ]
+    .into_iter()
+    .find_map(|var| get(var).map(|list| (var, list)))
+    .ok_or_else(|| {
+        EnvError(
+            "MASTER_ADDR is not set and neither is SLURM_STEP_NODELIST or \
+                 SLURM_JOB_NODELIST: run under srun, or export MASTER_ADDR"
+                .to_string(),
+        )
+    })?;
+    let host = super::hostlist::first(list).map_err(|e| EnvError(format!("{var}: {e}")))?;
+    let port = match port {
+        Some(port) => port,
+        None => {
+            let id = |name: &str| -> Result<u64, EnvError> {
+                let text = get(name).ok_or_else(|| {
+                    EnvError(format!(
+                        "{name} is not set: it picks the rendezvous port (or export MASTER_PORT)"
+                    ))
+                })?;
+                // Batch and interactive steps have names, not numbers; they count as 0.
+                match text {
+                    "batch" | "extern" | "interactive" => Ok(0),
+                    _ => text
+                        .parse()
+                        .map_err(|_| EnvError(format!("{name}={text} is not a whole number"))),
+                }
+            };
+            let job = id("SLURM_JOB_ID")?;
+            let step = match get("SLURM_STEP_ID") {
+                Some(_) => id("SLURM_STEP_ID")?,
+                None => 0,
+            };
+            let offset = (job.wrapping_mul(131).wrapping_add(step)) % u64::from(SLURM_PORT_SPAN);
+            SLURM_PORT_BASE + offset as u16
+        }
+    };
+    Ok((host, port))
 }
 
 /// With no explicit token, one built from what every rank of the job sees alike: the world
@@ -224,6 +280,51 @@ mod tests {
     }
 
     #[test]
+    fn slurm_ranks_find_rank_0_with_nothing_exported() {
+        let env = |rank: &str, extra: &[(&str, &str)]| {
+            let mut v = vars(&[
+                ("SLURM_PROCID", rank),
+                ("SLURM_NTASKS", "4"),
+                ("SLURM_JOB_ID", "1234"),
+                ("SLURM_STEP_ID", "2"),
+                ("SLURM_STEP_NODELIST", "gpu[03-04,07],io1"),
+                ("SLURM_JOB_NODELIST", "gpu[01-09]"),
+            ]);
+            v.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+            from_vars(&v).unwrap().unwrap()
+        };
+        let port = SLURM_PORT_BASE + ((1234 * 131 + 2) % 50) as u16;
+        assert_eq!(env("0", &[]).master, ("gpu03".to_string(), port));
+        assert_eq!(env("3", &[]).master, env("0", &[]).master);
+        assert_eq!(env("3", &[]).token, env("0", &[]).token);
+        assert_eq!(env("1", &[("MASTER_PORT", "40000")]).master.1, 40000);
+        assert_eq!(
+            env("1", &[("MASTER_ADDR", "10.1.1.1")]).master.0,
+            "10.1.1.1"
+        );
+        // The next step of the job gets another port.
+        assert_ne!(env("0", &[("SLURM_STEP_ID", "3")]).master.1, port);
+        let job_only = from_vars(&vars(&[
+            ("SLURM_PROCID", "1"),
+            ("SLURM_NTASKS", "2"),
+            ("SLURM_JOB_ID", "7"),
+            ("SLURM_JOB_NODELIST", "n[1-2]"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            job_only.master,
+            ("n1".to_string(), SLURM_PORT_BASE + 7 * 131 % 50)
+        );
+        for step in 0..200u64 {
+            for job in [1u64, 99, 123_456_789, u64::from(u32::MAX)] {
+                let p = SLURM_PORT_BASE as u64 + (job * 131 + step) % 50;
+                assert!((29500..29550).contains(&p));
+            }
+        }
+    }
+
+    #[test]
     fn plain_torchrun_ranks_derive_the_same_token() {
         let env = |rank: &str| {
             from_vars(&vars(&[
@@ -297,6 +398,36 @@ mod tests {
             (
                 &[("RANK", "0"), ("WORLD_SIZE", "2")],
                 "MASTER_ADDR is not set",
+            ),
+            (
+                &[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2")],
+                "neither is SLURM_STEP_NODELIST",
+            ),
+            (
+                &[
+                    ("SLURM_PROCID", "0"),
+                    ("SLURM_NTASKS", "2"),
+                    ("SLURM_STEP_NODELIST", "n[1-"),
+                    ("SLURM_JOB_ID", "1"),
+                ],
+                "SLURM_STEP_NODELIST: hostlist",
+            ),
+            (
+                &[
+                    ("SLURM_PROCID", "0"),
+                    ("SLURM_NTASKS", "2"),
+                    ("SLURM_STEP_NODELIST", "n1"),
+                ],
+                "SLURM_JOB_ID is not set",
+            ),
+            (
+                &[
+                    ("SLURM_PROCID", "0"),
+                    ("SLURM_NTASKS", "2"),
+                    ("SLURM_STEP_NODELIST", "n1"),
+                    ("SLURM_JOB_ID", "x1"),
+                ],
+                "SLURM_JOB_ID=x1",
             ),
             (
                 &[

@@ -20,6 +20,9 @@ pub mod tuned;
 use crate::finding::{Area, Finding};
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
 
 use crate::host::{HostError, Root};
 use crate::inventory::{Inventory, Probes};
@@ -184,6 +187,111 @@ pub fn run(ctx: &Context, only: &[Area]) -> Vec<Finding> {
         }
     }
     findings
+}
+
+/// How long a [`run_limited`] audit may take: a health check that hangs loses the node
+/// without saying why (NHC's "Script timed out"), so each area and the whole run are bounded.
+#[derive(Debug, Clone, Copy)]
+pub struct TimeLimits {
+    pub per_area: Duration,
+    pub total: Duration,
+}
+
+/// Runs the selected areas like [`run`], on a worker thread, each within `limits`. An area
+/// that does not finish in time becomes an `error` finding naming it, and the areas after it
+/// run on a fresh worker; once the total is spent, the areas not yet run are `error` findings
+/// too. A hung worker is left behind (a thread stuck in a syscall cannot be killed); the
+/// process exits soon after, which ends it.
+pub fn run_limited(
+    root: &Root,
+    profile: &Profile,
+    options: &AuditOptions,
+    only: &[Area],
+    limits: TimeLimits,
+) -> Vec<Finding> {
+    let areas: Vec<Area> = AREAS
+        .iter()
+        .map(|a| a.area)
+        .filter(|a| only.is_empty() || only.contains(a))
+        .collect();
+    let deadline = Instant::now() + limits.total;
+    let mut findings = Vec::new();
+    let mut next = 0;
+    while next < areas.len() {
+        let results = spawn_worker(root, profile, options, areas[next..].to_vec());
+        while next < areas.len() {
+            let area = areas[next];
+            let left = deadline.saturating_duration_since(Instant::now());
+            let wait = limits.per_area.min(left);
+            match results.recv_timeout(wait) {
+                Ok(found) => {
+                    findings.extend(found);
+                    next += 1;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    // The worker panicked inside this area: say so instead of losing it.
+                    findings.push(Finding::error(
+                        area.name(),
+                        area,
+                        "the area's checks finish",
+                        format!("the {area} checks stopped unexpectedly"),
+                    ));
+                    next += 1;
+                    break;
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    // The hung area's external program (nft, scontrol...) dies with it.
+                    crate::host::exec::kill_running();
+                    findings.push(Finding::error(
+                        area.name(),
+                        area,
+                        format!("the {area} checks finish within {:.1} s", wait.as_secs_f64()),
+                        format!(
+                            "the {area} checks did not finish within {:.1} s (hung); they were abandoned",
+                            wait.as_secs_f64()
+                        ),
+                    ));
+                    next += 1;
+                    if Instant::now() >= deadline {
+                        for &area in &areas[next..] {
+                            findings.push(Finding::error(
+                                area.name(),
+                                area,
+                                "the area's checks run",
+                                format!(
+                                    "not run: the whole run's limit of {:.1} s was spent",
+                                    limits.total.as_secs_f64()
+                                ),
+                            ));
+                        }
+                        return findings;
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    findings
+}
+
+/// A thread that audits `areas` in order with its own context, sending each area's findings.
+fn spawn_worker(
+    root: &Root,
+    profile: &Profile,
+    options: &AuditOptions,
+    areas: Vec<Area>,
+) -> mpsc::Receiver<Vec<Finding>> {
+    let (tx, rx) = mpsc::channel();
+    let (root, profile, options) = (root.clone(), profile.clone(), options.clone());
+    thread::spawn(move || {
+        let ctx = Context::new(&root, &profile, &options);
+        for area in areas {
+            if tx.send(run(&ctx, &[area])).is_err() {
+                return;
+            }
+        }
+    });
+    rx
 }
 
 /// The reason a key matters: the profile's own words, else the check's.

@@ -104,6 +104,16 @@ pub struct CollectiveArgs {
     /// Output: the nccl-tests table, or one JSON document.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Measure disjoint pairs of ranks (one per node) in rounds, at the largest size, and name
+    /// the nodes whose median pair bandwidth is below --pairs-threshold of the job's median.
+    #[arg(long)]
+    pub pairs: bool,
+    /// With --pairs: the fraction of the job's median pair bandwidth below which a node is slow.
+    #[arg(long, default_value_t = 0.8, value_name = "FRACTION")]
+    pub pairs_threshold: f64,
+    /// Write the JSON or Prometheus document to FILE (atomically: temp file + rename).
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<std::path::PathBuf>,
     /// Fail (exit 1) when the average bus bandwidth is below this, in GB/s (1e9 bytes/s).
     #[arg(long = "min-busbw", value_name = "GBPS", allow_negative_numbers = true)]
     pub min_busbw: Option<f64>,
@@ -199,6 +209,28 @@ pub fn validate(
             "--min-busbw must be a non-negative number of GB/s, not {m}"
         )));
     }
+    if args.output.is_some() && args.format == Format::Table {
+        return Err(usage(
+            "--output needs --format json or prometheus (the table is printed as it runs)".into(),
+        ));
+    }
+    if !(args.pairs_threshold > 0.0 && args.pairs_threshold <= 1.0) {
+        return Err(usage(format!(
+            "--pairs-threshold must be a fraction in (0, 1], not {}",
+            args.pairs_threshold
+        )));
+    }
+    if args.pairs && collective != Collective::AllReduce {
+        return Err(usage(format!(
+            "--pairs measures AllReduce only, not {}",
+            collective.name()
+        )));
+    }
+    if args.pairs && args.format == Format::Prometheus {
+        return Err(usage(
+            "--pairs prints a table or JSON, not Prometheus gauges".into(),
+        ));
+    }
     let sockbuf = size_flag("--sockbuf", &args.sockbuf)?;
     if sockbuf > 1 << 30 {
         return Err(usage("--sockbuf: at most 1G".into()));
@@ -231,6 +263,9 @@ pub fn validate(
         settings,
         choice: args.backend,
         format: args.format,
+        output: args.output.clone(),
+        pairs: args.pairs,
+        pairs_fraction: args.pairs_threshold,
         min_busbw: args.min_busbw.map(|m| (m, "--min-busbw".to_string())),
         timeout: Duration::from_secs(args.timeout),
         ranks: args.ranks,
@@ -321,6 +356,9 @@ mod tests {
             (&["--streams", "0"], "--streams"),
             (&["--min-busbw", "-1"], "--min-busbw"),
             (&["--sockbuf", "2G"], "--sockbuf"),
+            (&["--output", "/tmp/x.prom"], "--output needs --format"),
+            (&["--pairs-threshold", "1.5"], "--pairs-threshold"),
+            (&["--pairs", "--format", "prometheus"], "--pairs prints"),
             (&["-b", "1", "-e", "1G", "-i", "1"], "sizes from -b to -e"),
         ];
         for (args, want) in cases {

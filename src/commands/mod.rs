@@ -3,6 +3,8 @@
 pub mod apply;
 pub mod audit;
 pub mod bench;
+pub mod fleet;
+pub mod health;
 pub mod pin;
 pub mod profiles;
 pub mod topo;
@@ -35,6 +37,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Topo(args) => topo::run(&args, &root),
         Command::Pin(args) => pin::run(&args, &root),
         Command::Bench(args) => bench::run(&args, &root),
+        Command::Health(args) => health::run(&args, &root),
+        Command::Fleet(args) => fleet::run(&args),
     }
 }
 

@@ -57,6 +57,7 @@ pub fn run(mut command: Command, limit: Duration) -> Result<Output, ExecError> {
         }
         Err(e) => return Err(io_err(e)),
     };
+    let _running = Running::register(child.id());
     let stdout = Capture::start(child.stdout.take());
     let stderr = Capture::start(child.stderr.take());
     let deadline = Instant::now() + limit;
@@ -87,6 +88,37 @@ pub fn run(mut command: Command, limit: Duration) -> Result<Output, ExecError> {
         stdout: stdout.take(),
         stderr: stderr.take(),
     })
+}
+
+/// The process groups of the programs running now, so a caller that abandons a hung
+/// check (the audit runner's per-area limit) can kill them instead of leaving them behind.
+static RUNNING: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// Kills every program [`run`] has started and not yet reaped, with its process group.
+pub fn kill_running() {
+    let running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+    for &pid in running.iter() {
+        kill_group(pid);
+    }
+}
+
+/// A running program's entry in [`RUNNING`], removed when `run` returns.
+struct Running(u32);
+
+impl Running {
+    fn register(pid: u32) -> Running {
+        RUNNING.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
+        Running(pid)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        RUNNING
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|&p| p != self.0);
+    }
 }
 
 /// A pipe read to its end on a thread, keeping at most [`MAX_CAPTURE`] bytes.

@@ -30,6 +30,9 @@ pub struct HostFacts {
     pub root: String,
     /// When the audit ran, in seconds since the epoch (an image's report is kept as evidence).
     pub audited_at: f64,
+    /// What must be alike across a job's nodes (NICs, HCAs, driver, nccl.conf), for `fleet`.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub facts: std::collections::BTreeMap<String, String>,
 }
 
 impl HostFacts {
@@ -64,6 +67,7 @@ impl HostFacts {
             audited_at: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0.0, |d| d.as_secs_f64()),
+            facts: crate::fleet::facts::read(root),
         }
     }
 }

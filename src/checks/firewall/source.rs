@@ -30,18 +30,30 @@ pub trait Runner {
 /// lack) on the live node, whose root it holds.
 pub struct LiveRunner<'a>(pub &'a Root);
 
+/// How long one firewall tool may run: dumping a large ruleset takes well under a second, so
+/// anything near this is hung.
+pub const TOOL_LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
+
 impl Runner for LiveRunner<'_> {
     fn run(&self, program: &str, args: &[&str]) -> io::Result<Option<Output>> {
+        use crate::host::exec::{self, ExecError};
         let path = std::env::var("PATH").unwrap_or_default();
         let path = format!("{path}:/usr/sbin:/sbin:/usr/local/sbin");
-        match Command::new(program).args(args).env("PATH", path).output() {
+        let mut command = Command::new(program);
+        command.args(args).env("PATH", path);
+        match exec::run(command, TOOL_LIMIT) {
             Ok(out) => Ok(Some(Output {
-                success: out.status.success(),
-                stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+                success: out.success,
+                stdout: out.stdout,
+                stderr: out.stderr,
             })),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
+            Err(ExecError::NotInstalled { .. }) => Ok(None),
+            // A hung nft (a stuck netlink socket, a lock) becomes an error finding naming
+            // it, not a hung audit.
+            Err(e @ ExecError::TimedOut { .. }) => {
+                Err(io::Error::new(io::ErrorKind::TimedOut, e.to_string()))
+            }
+            Err(ExecError::Io { source, .. }) => Err(source),
         }
     }
 

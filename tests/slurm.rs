@@ -1,0 +1,301 @@
+//! gputune under a real single-node Slurm (Debian's slurmctld, slurmd, slurm-client and
+//! munge, installed by scripts/test): `srun` with nothing exported, and `health --slurm` as
+//! the `HealthCheckProgram` draining and resuming the node. One test function runs the
+//! scenarios in order, as the daemons are one per machine. Every daemon is stopped by its
+//! pid when the test ends, passing or not.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A daemon started by this test: killed and waited for on drop.
+struct Daemon {
+    name: &'static str,
+    child: Child,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the pid of our own child, not yet waited for.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        eprintln!("{} did not stop on SIGTERM; killing it", self.name);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(name: &'static str, command: &mut Command) -> Daemon {
+    let child = command
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{name}: {e} (scripts/test installs Slurm and munge)"));
+    Daemon { name, child }
+}
+
+fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn output(command: &mut Command) -> (bool, String, String) {
+    let out = command.output().expect("runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `(State, Reason)` of the node, from `scontrol show node -o`.
+fn node_state(conf: &Path, node: &str) -> (String, String) {
+    let (_, text, _) = output(
+        Command::new("scontrol")
+            .env("SLURM_CONF", conf)
+            .args(["show", "node", "-o", node]),
+    );
+    let state = text
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("State="))
+        .unwrap_or("")
+        .to_string();
+    let reason = text
+        .split_once(" Reason=")
+        .map(|(_, r)| r.trim().to_string())
+        .unwrap_or_default();
+    (state, reason)
+}
+
+fn short_hostname() -> String {
+    let (_, name, _) = output(Command::new("hostname").arg("-s"));
+    name.trim().to_string()
+}
+
+/// Points `link` at `target` atomically (the health check may be reading it).
+fn repoint(link: &Path, target: &Path) {
+    let tmp = link.with_extension("new");
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(target, &tmp).unwrap();
+    std::fs::rename(&tmp, link).unwrap();
+}
+
+fn copy_fixture(name: &str, to: &Path) -> PathBuf {
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(common::fixture(name))
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    to.to_path_buf()
+}
+
+#[test]
+fn gputune_under_a_real_slurm() {
+    let node = short_hostname();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    for dir in ["state", "spool", "log"] {
+        std::fs::create_dir(w.join(dir)).unwrap();
+    }
+    let gputune = assert_cmd::cargo::cargo_bin("gputune");
+    let untuned = copy_fixture("untuned-node", &w.join("untuned"));
+    let tuned = copy_fixture("tuned-node", &w.join("tuned"));
+    let root = w.join("root");
+    repoint(&root, &untuned);
+    let conf = w.join("slurm.conf");
+    let health = w.join("health.sh");
+    std::fs::write(
+        &health,
+        format!(
+            "#!/bin/sh\necho run >> {runs}\nexport SLURM_CONF={conf}\nexec {gputune} --root {root} health --slurm --profile ddp-10gbe --timeout 20 >>{log} 2>&1\n",
+            conf = conf.display(),
+            gputune = gputune.display(),
+            root = root.display(),
+            log = w.join("log/health.log").display(),
+            runs = w.join("log/runs").display(),
+        ),
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&health).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&health, perms).unwrap();
+    let d = w.display();
+    std::fs::write(
+        &conf,
+        format!(
+            "ClusterName=gputune-test\nSlurmctldHost={node}\nSlurmUser=root\nSlurmdUser=root\n\
+             SlurmctldPort=16817\nSlurmdPort=16818\n\
+             AuthType=auth/munge\nCredType=cred/munge\nMpiDefault=none\n\
+             ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nSwitchType=switch/none\n\
+             JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n\
+             SelectType=select/cons_tres\nSelectTypeParameters=CR_Core\nReturnToService=2\n\
+             MailProg=/bin/true\nStateSaveLocation={d}/state\nSlurmdSpoolDir={d}/spool\n\
+             SlurmctldPidFile={d}/slurmctld.pid\nSlurmdPidFile={d}/slurmd.pid\n\
+             SlurmctldLogFile={d}/log/slurmctld.log\nSlurmdLogFile={d}/log/slurmd.log\n\
+             HealthCheckProgram={health}\nHealthCheckInterval=3\nHealthCheckNodeState=ANY\n\
+             NodeName={node} CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 State=UNKNOWN\n\
+             PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n",
+            health = health.display(),
+        ),
+    )
+    .unwrap();
+
+    // munge, as the munge user, on its usual socket.
+    std::fs::create_dir_all("/run/munge").unwrap();
+    let _ = Command::new("chown")
+        .args(["munge:munge", "/run/munge"])
+        .status();
+    let _munged = start(
+        "munged",
+        Command::new("setpriv")
+            .args([
+                "--reuid=munge",
+                "--regid=munge",
+                "--init-groups",
+                "/usr/sbin/munged",
+                "-F",
+            ])
+            .stderr(Stdio::null()),
+    );
+    wait_for("munged", Duration::from_secs(20), || {
+        Command::new("sh")
+            .args(["-c", "munge -n 2>/dev/null | unmunge >/dev/null 2>&1"])
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    let ctld = start(
+        "slurmctld",
+        Command::new("slurmctld")
+            .args(["-D", "-i"])
+            .env("SLURM_CONF", &conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    let _slurmd = start(
+        "slurmd",
+        Command::new("slurmd")
+            .arg("-D")
+            .env("SLURM_CONF", &conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    let logs = || {
+        let read = |f: &str| std::fs::read_to_string(w.join("log").join(f)).unwrap_or_default();
+        format!(
+            "health.log:\n{}\nslurmd.log (tail):\n{}",
+            read("health.log"),
+            read("slurmd.log")
+                .lines()
+                .rev()
+                .take(20)
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
+    };
+
+    // 1. The untuned root: the health check drains the node with a gputune: reason.
+    let mut last: (String, String);
+    let drained = Instant::now() + Duration::from_secs(60);
+    loop {
+        last = node_state(&conf, &node);
+        if last.0.contains("DRAIN") && last.1.starts_with("gputune: ") {
+            break;
+        }
+        assert!(
+            Instant::now() < drained,
+            "not drained: {last:?}\n{}",
+            logs()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(last.1.contains("(want "), "{last:?}");
+    eprintln!("drained: {last:?}");
+
+    // 2. Tuned: the health check lifts its own drain.
+    repoint(&root, &tuned);
+    wait_for("resume", Duration::from_secs(60), || {
+        let (state, _) = node_state(&conf, &node);
+        state == "IDLE"
+    });
+
+    // 3. srun with nothing exported: ranks find rank 0 from Slurm's own variables.
+    let (ok, stdout, stderr) = output(
+        Command::new("srun")
+            .env("SLURM_CONF", &conf)
+            .env_remove("MASTER_ADDR")
+            .env_remove("MASTER_PORT")
+            .env_remove("RANK")
+            .env_remove("WORLD_SIZE")
+            .args(["-N1", "-n2", "--time=2"])
+            .arg(&gputune)
+            .args([
+                "bench",
+                "allreduce",
+                "--backend",
+                "tcp",
+                "-b",
+                "1K",
+                "-e",
+                "64K",
+            ]),
+    );
+    assert!(ok, "srun bench failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("# Avg bus bandwidth"), "{stdout}\n{stderr}");
+    eprintln!("srun bench:\n{stdout}");
+
+    // 4. A drain someone else set is never lifted, though the node passes.
+    let (ok, _, stderr) = output(Command::new("scontrol").env("SLURM_CONF", &conf).args([
+        "update",
+        &format!("nodename={node}"),
+        "state=drain",
+        "reason=admin: bad dimm",
+    ]));
+    assert!(ok, "{stderr}");
+    let runs = || {
+        std::fs::read_to_string(w.join("log/runs"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let before = runs();
+    wait_for("two more health checks", Duration::from_secs(60), || {
+        runs() >= before + 2
+    });
+    // The second run may still be talking to slurmctld; give it its limit.
+    std::thread::sleep(Duration::from_secs(2));
+    let (state, reason) = node_state(&conf, &node);
+    assert!(
+        state.contains("DRAIN") && reason.starts_with("admin: bad dimm"),
+        "{state} {reason}\n{}",
+        logs()
+    );
+
+    // 5. slurmctld unreachable: exit 3 with the reason, never a silent pass.
+    drop(ctld);
+    let out = common::gputune()
+        .env("SLURM_CONF", &conf)
+        .arg("--root")
+        .arg(&tuned)
+        .args(["health", "--slurm", "--profile", "ddp-10gbe"])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    eprintln!("slurmctld stopped: {stderr}");
+    assert!(stderr.contains("slurm: node"), "{stderr}");
+}
