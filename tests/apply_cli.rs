@@ -165,6 +165,10 @@ impl Node {
         if matches!(args.first(), Some(&"apply") | Some(&"audit")) {
             cmd.arg("--profile").arg(self.path("/profile.toml"));
         }
+        if args.first() == Some(&"apply") {
+            // The namespace's /proc is bind-mounted on purpose: live writes are the point.
+            cmd.arg("--live");
+        }
         cmd
     }
 
@@ -332,25 +336,41 @@ fn without_yes_a_script_is_refused_and_nothing_changes() {
 fn not_root_is_refused_before_anything_is_touched() {
     require("setpriv");
     let node = Node::new(NETWORK_PROFILE);
-    let mut cmd = StdCommand::new("setpriv");
-    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(binary())
-        .args(["apply", "--yes", "--root"])
+    // The same live tree as the other tests (its /proc bind-mounted), run as nobody.
+    let as_nobody = |args: &[&str]| {
+        let mut cmd = node.ns.command(Path::new("unshare"));
+        cmd.args([
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            "sh",
+            "-c",
+            "mount --bind /proc \"$0/proc\" && exec \"$@\"",
+        ])
         .arg(node.dir.path())
-        .arg("--profile")
-        .arg(node.path("/profile.toml"));
-    Command::from_std(cmd)
+        .args([
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+        ])
+        .arg(binary())
+        .args(args)
+        .arg("--root")
+        .arg(node.dir.path());
+        Command::from_std(cmd)
+    };
+    let profile = node.path("/profile.toml");
+    let profile = profile.to_str().unwrap();
+    as_nobody(&["apply", "--yes", "--live", "--profile", profile])
         .assert()
         .code(3)
         .stderr(predicate::str::contains("run it as root"));
     assert!(!node.path("/run/gputune.lock").exists());
     assert!(node.journal().is_none());
-    let mut cmd = StdCommand::new("setpriv");
-    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(binary())
-        .args(["rollback", "--root"])
-        .arg(node.dir.path());
-    Command::from_std(cmd).assert().code(3);
+    as_nobody(&["rollback"]).assert().code(3);
 }
 
 #[test]

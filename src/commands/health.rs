@@ -71,7 +71,15 @@ fn check(args: &HealthArgs, root: &Root) -> Result<ExitCode> {
         per_area: PER_AREA_MAX.min(args.timeout),
         total: args.timeout,
     };
-    let findings = checks::run_limited(root, &profile, &AuditOptions::default(), &[], limits);
+    // A health check of an image (a golden image's CI gate) judges it as audit does.
+    crate::image::check_root(root).map_err(|e| crate::Error::Runtime(e.to_string()))?;
+    let mode = crate::image::Mode::detect(root, false);
+    let options = AuditOptions {
+        persisted: mode != crate::image::Mode::Live,
+        mode,
+        ..AuditOptions::default()
+    };
+    let findings = checks::run_limited(root, &profile, &options, &[], limits);
     let failing: Vec<&Finding> = findings
         .iter()
         .filter(|f| {
