@@ -45,17 +45,18 @@ impl Mode {
 /// The reason facts only a running node has are skipped in an image.
 pub const NO_KERNEL: &str = "image: no running kernel";
 
-/// True for a root other than `/` whose `proc` is absent or empty (an image's mount point):
-/// nothing there describes a running kernel. A root with anything under `proc` (`sys`,
-/// `mounts`, `meminfo`) is a snapshot of a running node, judged as one.
+/// True for a root other than `/` whose `proc` and `sys` are absent or empty (an image's
+/// mount points): nothing there describes a running kernel. A root with anything under
+/// `proc` (`sys`, `mounts`, `meminfo`) or `sys` (a captured sysfs, as hwloc and ghw take
+/// them) is a snapshot of a running node, judged as one.
 pub fn is_image(root: &Root) -> bool {
-    !root.is_live()
-        && !root.exists("/proc/sys")
-        && root
-            .list_dir("/proc")
+    let empty = |dir: &str| {
+        root.list_dir(dir)
             .ok()
             .flatten()
             .is_none_or(|l| l.is_empty())
+    };
+    !root.is_live() && !root.exists("/proc/sys") && empty("/proc") && empty("/sys")
 }
 
 /// Why a `--root` cannot be judged at all.
@@ -96,7 +97,11 @@ pub fn check_root(root: &Root) -> Result<(), RootError> {
     if entries.next().is_none() {
         return Err(RootError::Empty(dir));
     }
-    if is_image(root) && !root.exists("/etc/os-release") && !root.path("/usr").is_dir() {
+    if is_image(root)
+        && !root.exists("/etc/os-release")
+        && !root.exists("/usr/lib/os-release")
+        && !root.is_dir("/usr")
+    {
         return Err(RootError::NotLinux(dir));
     }
     Ok(())

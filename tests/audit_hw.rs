@@ -555,10 +555,7 @@ fn multi_homed_node_judges_and_configures_the_fast_nic() {
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(
-        text.contains("      | NCCL_SOCKET_IFNAME=ens1f0\n"),
-        "{text}"
-    );
+    assert!(text.contains("+NCCL_SOCKET_IFNAME=ens1f0\n"), "{text}");
     assert!(!text.contains("=eth0"), "{text}");
 }
 

@@ -166,7 +166,9 @@ fn open_kernel(
     let c = cstr(OsStr::new(rel))?;
     let how = OpenHow {
         flags: (flags | libc::O_CLOEXEC) as u64,
-        mode: if flags & (libc::O_CREAT | libc::O_TMPFILE) != 0 {
+        // O_TMPFILE includes O_DIRECTORY's bit: test it whole, or every directory open
+        // would carry a mode and the kernel would refuse it (EINVAL).
+        mode: if flags & libc::O_CREAT != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE {
             u64::from(mode)
         } else {
             0
