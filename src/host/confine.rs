@@ -150,7 +150,15 @@ pub fn open(
 ) -> io::Result<OwnedFd> {
     let rel = relative(host_path)?;
     match open_kernel(root, &rel, flags, mode) {
-        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EPERM)) => {
+        // EAGAIN: openat2 with RESOLVE_IN_ROOT gives up when any rename or mount anywhere on
+        // the system raced its lookup, which a busy node (or a parallel test run) does all
+        // the time; the walk resolves the same way without that condition.
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ENOSYS) | Some(libc::EPERM) | Some(libc::EAGAIN)
+            ) =>
+        {
             open_walk(root, &rel, flags, mode)
         }
         other => other,
