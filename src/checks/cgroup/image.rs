@@ -105,19 +105,27 @@ fn slice_finding(
     let label = format!("slice {slice} as the image boots it");
     let (amount, set) = match judged {
         Judged::Relative(what, unit, at) => {
+            let parent = if unit == slice {
+                String::new()
+            } else {
+                format!(", on parent slice {unit}")
+            };
             return Finding {
                 id,
                 area: Area::Cgroup,
                 status: Status::Warn,
-                expected,
                 actual: format!(
-                    "{what} ({property}={} at {}:{} of {unit}), {label}",
+                    "{what} ({property}={} at {}:{}{parent}), {label}",
                     at.value, at.file, at.line
                 ),
                 message: format!(
                     "cannot tell: the limit is {what}, which only the running node knows; the running system decides"
                 ),
-                fix: String::new(),
+                fix: format!(
+                    "to judge it here, replace {property}={} at {}:{} with an absolute value ({expected})",
+                    at.value, at.file, at.line
+                ),
+                expected,
                 change: None,
             };
         }
