@@ -54,13 +54,15 @@ pub fn unit_files(root: &Root, unit: &str) -> Result<Vec<String>, HostError> {
     for dir in UNIT_DIRS {
         let d = format!("{dir}/{unit}.d");
         for name in root.list_dir(&d)?.unwrap_or_default() {
-            let path = format!("{d}/{name}");
-            if name.ends_with(".conf") && root.is_file(&path) {
+            // A same-named entry masks the later directories' even when it is no file (a
+            // link to /dev/null is how a drop-in is masked).
+            if name.ends_with(".conf") {
+                let path = format!("{d}/{name}");
                 drop_ins.entry(name).or_insert(path);
             }
         }
     }
-    files.extend(drop_ins.into_values());
+    files.extend(drop_ins.into_values().filter(|path| root.is_file(path)));
     Ok(files)
 }
 
@@ -269,7 +271,17 @@ mod tests {
                 "etc/systemd/system/t.slice.d/readme.txt",
                 "[Slice]\nMemoryMax=1\n",
             ),
+            (
+                "usr/lib/systemd/system/t.slice.d/40-m.conf",
+                "[Slice]\nMemoryMax=1\n",
+            ),
         ]);
+        // A drop-in masked by a link to /dev/null in /etc is not read.
+        std::os::unix::fs::symlink(
+            "/dev/null",
+            dir.path().join("etc/systemd/system/t.slice.d/40-m.conf"),
+        )
+        .unwrap();
         let root = Root::new(dir.path());
         let files = unit_files(&root, "t.slice").unwrap();
         assert_eq!(
