@@ -41,14 +41,32 @@ pub struct Assignment {
     pub line: usize,
 }
 
+/// Why a unit's settings cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum UnitError {
+    #[error(transparent)]
+    Host(#[from] HostError),
+    #[error(
+        "{unit} is masked ({file} links to /dev/null): systemd will not start it, so no job runs in it"
+    )]
+    Masked { unit: String, file: String },
+}
+
 /// The files systemd reads for `unit`, in the order it applies them.
-pub fn unit_files(root: &Root, unit: &str) -> Result<Vec<String>, HostError> {
+pub fn unit_files(root: &Root, unit: &str) -> Result<Vec<String>, UnitError> {
     let mut files = Vec::new();
-    if let Some(dir) = UNIT_DIRS
-        .iter()
-        .find(|d| root.is_file(&format!("{d}/{unit}")))
-    {
-        files.push(format!("{dir}/{unit}"));
+    for dir in UNIT_DIRS {
+        let file = format!("{dir}/{unit}");
+        if root.is_file(&file) {
+            files.push(file);
+            break;
+        }
+        if matches!(root.read_link(&file), Ok(Some(target)) if target == "/dev/null") {
+            return Err(UnitError::Masked {
+                unit: unit.into(),
+                file,
+            });
+        }
     }
     let mut drop_ins: BTreeMap<String, String> = BTreeMap::new();
     for dir in UNIT_DIRS {
@@ -67,7 +85,7 @@ pub fn unit_files(root: &Root, unit: &str) -> Result<Vec<String>, HostError> {
 }
 
 /// The last assignment of each judged property in the `[Slice]` section of `unit`'s files.
-pub fn slice_settings(root: &Root, unit: &str) -> Result<BTreeMap<String, Assignment>, HostError> {
+pub fn slice_settings(root: &Root, unit: &str) -> Result<BTreeMap<String, Assignment>, UnitError> {
     let mut out = BTreeMap::new();
     for file in unit_files(root, unit)? {
         let text = root.read(&file)?;
@@ -311,6 +329,12 @@ mod tests {
             ("7", "/etc/systemd/system/t.slice.d/30-c.conf", 2)
         );
         assert!(slice_settings(&root, "absent.slice").unwrap().is_empty());
+        std::os::unix::fs::symlink("/dev/null", dir.path().join("etc/systemd/system/m.slice"))
+            .unwrap();
+        assert!(matches!(
+            slice_settings(&root, "m.slice"),
+            Err(UnitError::Masked { .. })
+        ));
     }
 
     #[test]
