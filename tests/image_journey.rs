@@ -536,3 +536,106 @@ fn slice_and_service_drop_ins_in_an_image_pass_systemd_analyze_verify() {
         );
     }
 }
+
+#[test]
+fn a_profiles_slice_is_judged_applied_and_rolled_back_in_an_image() {
+    let work = Work::new();
+    let (image, state) = work.image_owned_by_nobody();
+    let root = image.to_str().unwrap();
+    // The site's own slice, with limits a training job cannot live with.
+    fs::write(
+        image.join("etc/systemd/system/training.slice"),
+        "[Unit]\nDescription=training jobs\n\n[Slice]\nMemoryMax=16G\nMemoryHigh=8G\nCPUQuota=400%\nTasksMax=1024\n",
+    )
+    .unwrap();
+    let profile = work.path("slice.toml");
+    fs::write(
+        &profile,
+        "[cgroup]\n\"memory.max\" = { min = \"32G\" }\n\"memory.high\" = { equals = \"unlimited\" }\n\"cpu.max\" = { equals = \"unlimited\" }\n\"pids.max\" = { min = 8192 }\n\n[job]\nslice = \"training.slice\"\n",
+    )
+    .unwrap();
+    let profile = profile.to_str().unwrap();
+    let before = manifest(&image);
+    let audit = || {
+        work.as_root(&[
+            "audit",
+            "--root",
+            root,
+            "--profile",
+            profile,
+            "--format",
+            "json",
+        ])
+    };
+    let ids = [
+        "memory.max@training.slice",
+        "memory.high@training.slice",
+        "cpu.max@training.slice",
+        "pids.max@training.slice",
+    ];
+
+    let untuned = audit();
+    assert_eq!(untuned.status.code(), Some(1), "{}", text(&untuned));
+    let doc = json(&untuned);
+    for id in ids {
+        let f = doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"] == id)
+            .unwrap_or_else(|| panic!("no {id}: {doc}"));
+        assert_eq!(f["status"], "fail", "{f}");
+        assert!(
+            f["actual"]
+                .as_str()
+                .unwrap()
+                .contains("/etc/systemd/system/training.slice:"),
+            "{f}"
+        );
+        assert_eq!(f["change"]["type"], "cgroup", "{f}");
+        assert_eq!(f["change"]["slice"], "training.slice", "{f}");
+    }
+    // The process's cgroup does not exist in an image.
+    assert_eq!(*status_of(&doc, "memory.max"), "skip");
+
+    let applied = work.as_nobody(
+        &state,
+        &["apply", "--root", root, "--profile", profile, "--yes"],
+    );
+    assert_eq!(applied.status.code(), Some(0), "{}", text(&applied));
+    let drop_in = image.join("etc/systemd/system/training.slice.d/90-gputune.conf");
+    assert!(drop_in.is_file(), "{}", text(&applied));
+    // Only the drop-in: an image has no cgroupfs to write.
+    assert!(!image.join("sys/fs/cgroup/training.slice").exists());
+    let verify = Command::new("chroot")
+        .arg(&image)
+        .args(["systemd-analyze", "verify", "--man=no", "training.slice"])
+        .output()
+        .unwrap();
+    let said = text(&verify);
+    assert!(verify.status.success(), "{said}");
+    // verify exits 0 even for unknown keys; its warnings on stderr are what fail.
+    assert!(!said.contains("90-gputune.conf"), "{said}");
+
+    let tuned = audit();
+    assert_eq!(tuned.status.code(), Some(0), "{}", text(&tuned));
+    let doc = json(&tuned);
+    for id in ids {
+        assert_eq!(*status_of(&doc, id), "pass", "{id}: {doc}");
+    }
+
+    let rolled = work.as_nobody(&state, &["rollback", "--root", root]);
+    assert_eq!(rolled.status.code(), Some(0), "{}", text(&rolled));
+    let mut after = manifest(&image);
+    // systemd-analyze (run by this test, not gputune) leaves its unit-load stamp behind.
+    after.remove("run/systemd/systemd-units-load");
+    let changed: Vec<_> = before
+        .keys()
+        .chain(after.keys())
+        .filter(|k| before.get(*k) != after.get(*k))
+        .collect();
+    assert!(
+        changed.is_empty(),
+        "changed by apply + rollback: {changed:?}"
+    );
+}

@@ -4,7 +4,9 @@
 //! `--cgroup PATH`, else this process's; a `[job] slice` in the profile is judged as well.
 
 pub mod hierarchy;
+mod image;
 pub mod limits;
+pub mod units;
 
 use std::collections::BTreeSet;
 
@@ -62,6 +64,9 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
     let keys: Vec<(&String, &Setting)> = ctx.profile.area(Area::Cgroup).collect();
     if keys.is_empty() {
         return Vec::new();
+    }
+    if ctx.options.image() {
+        return image::audit(ctx, &keys);
     }
     let all_skip = |reason: String| -> Vec<Finding> {
         keys.iter()

@@ -213,3 +213,163 @@ fn this_machine_live() {
         assert_ne!(finding.status, Status::Error, "{finding:#?}");
     }
 }
+
+/// Audits an image tree (no `proc/`) holding `files` with a profile of every cgroup key whose
+/// `[job] slice` is `slice`.
+fn run_image(slice: &str, files: &[(&str, &str)]) -> BTreeMap<String, Finding> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut all = vec![("etc/os-release", "ID=debian\n")];
+    all.extend_from_slice(files);
+    for (path, text) in all {
+        let p = dir.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let profile_path = dir.path().join("p.toml");
+    std::fs::write(
+        &profile_path,
+        format!(
+            "include = [\"base\"]\n[cgroup]\n\"memory.max\" = {{ min = \"32G\" }}\n[job]\nslice = \"{slice}\"\n"
+        ),
+    )
+    .unwrap();
+    let root = Root::new(dir.path());
+    let profile = Loader::new(&root, &crate::checks::keys)
+        .load(&profile_path.display().to_string())
+        .unwrap();
+    let options = AuditOptions {
+        mode: crate::image::Mode::Image,
+        ..AuditOptions::default()
+    };
+    let ctx = Context::new(&root, &profile, &options);
+    super::audit(&ctx)
+        .into_iter()
+        .map(|f| (f.id.clone(), f))
+        .collect()
+}
+
+#[test]
+fn image_judges_the_slice_from_its_unit_files() {
+    let f = run_image(
+        "training.slice",
+        &[
+            (
+                "usr/lib/systemd/system/training.slice",
+                "[Unit]\nDescription=jobs\n[Slice]\nMemoryMax=16G\nMemoryHigh=8G\n",
+            ),
+            (
+                "etc/systemd/system/training.slice.d/10-site.conf",
+                "[Slice]\nMemoryHigh=50%\nCPUQuota=800%\n",
+            ),
+        ],
+    );
+    // Nothing about a running process exists in an image.
+    for id in ["cgroup.hierarchy", "memory.max", "pids.max", "cpu.max"] {
+        assert_eq!(status(&f, id), Status::Skip, "{id}");
+        assert!(f[id].message.starts_with(crate::image::NO_KERNEL), "{id}");
+    }
+    assert_eq!(
+        status(&f, "cpuset.gpus_without_local_cpus@training.slice"),
+        Status::Skip
+    );
+
+    let mem = &f["memory.max@training.slice"];
+    assert_eq!(mem.status, Status::Fail);
+    assert!(
+        mem.actual
+            .contains("MemoryMax=16G at /usr/lib/systemd/system/training.slice:4"),
+        "{}",
+        mem.actual
+    );
+    assert_eq!(
+        mem.change,
+        Some(crate::finding::Change::Cgroup {
+            slice: "training.slice".into(),
+            key: "memory.max".into(),
+            value: (32u64 << 30).to_string(),
+        })
+    );
+    assert!(
+        mem.fix
+            .contains("/etc/systemd/system/training.slice.d/90-gputune.conf"),
+        "{}",
+        mem.fix
+    );
+    // A percentage of RAM cannot be judged without the node.
+    let high = &f["memory.high@training.slice"];
+    assert_eq!(high.status, Status::Warn);
+    assert!(high.message.starts_with("cannot tell"), "{}", high.message);
+    assert!(high.actual.contains("10-site.conf:2"), "{}", high.actual);
+    assert_eq!(high.change, None);
+    // CPUQuota=800% is 8000 thousandths of a CPU; the base profile wants no quota.
+    let cpu = &f["cpu.max@training.slice"];
+    assert_eq!(cpu.status, Status::Warn);
+    assert!(
+        cpu.actual.starts_with("8000 (= 8.00 CPUs)"),
+        "{}",
+        cpu.actual
+    );
+    assert!(cpu.fix.contains("CPUQuota="), "{}", cpu.fix);
+    assert_eq!(
+        cpu.change,
+        Some(crate::finding::Change::Cgroup {
+            slice: "training.slice".into(),
+            key: "cpu.max".into(),
+            value: "max 100000".into(),
+        })
+    );
+    // No file sets TasksMax: a slice has no default limit (DefaultTasksMax spares slices).
+    let pids = &f["pids.max@training.slice"];
+    assert_eq!(pids.status, Status::Pass, "{pids:?}");
+    assert!(pids.actual.contains("systemd's default"), "{}", pids.actual);
+}
+
+#[test]
+fn image_slice_parents_late_drop_ins_and_bad_values() {
+    let f = run_image(
+        "training-big.slice",
+        &[
+            (
+                "lib/systemd/system/training.slice",
+                "[Slice]\nTasksMax=1024\n",
+            ),
+            (
+                "etc/systemd/system/training-big.slice.d/99-site.conf",
+                "[Slice]\nMemoryMax=1G\nCPUQuota=lots\n",
+            ),
+            (
+                "etc/systemd/system/training-big.slice.d/10-site.conf",
+                "[Slice]\nTasksMax=infinity\nMemoryHigh=15%\nMemoryHigh=infinity\n",
+            ),
+        ],
+    );
+    // The parent slice's limit holds for the child; the change goes to the parent.
+    let pids = &f["pids.max@training-big.slice"];
+    assert_eq!(pids.status, Status::Warn);
+    assert!(
+        pids.actual.contains("on parent slice training.slice"),
+        "{}",
+        pids.actual
+    );
+    assert!(
+        matches!(&pids.change, Some(crate::finding::Change::Cgroup { slice, value, .. })
+            if slice == "training.slice" && value == "8192"),
+        "{:?}",
+        pids.change
+    );
+    // A drop-in sorting after gputune's would win over it: the fix edits that one.
+    let mem = &f["memory.max@training-big.slice"];
+    assert_eq!(mem.status, Status::Fail);
+    assert_eq!(mem.change, None);
+    assert!(mem.fix.contains("99-site.conf:2"), "{}", mem.fix);
+    // The last assignment wins.
+    assert_eq!(status(&f, "memory.high@training-big.slice"), Status::Pass);
+    let cpu = &f["cpu.max@training-big.slice"];
+    assert_eq!(cpu.status, Status::Error);
+    assert!(
+        cpu.message
+            .contains("/etc/systemd/system/training-big.slice.d/99-site.conf:3: CPUQuota=lots"),
+        "{}",
+        cpu.message
+    );
+}

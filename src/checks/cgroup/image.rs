@@ -1,0 +1,195 @@
+//! The cgroup area in an image: no cgroup exists until the image boots, so the profile's
+//! `[job] slice` is judged from the unit files systemd will load for it (and for its parent
+//! slices: `a-b.slice` runs inside `a.slice`, and the tightest limit wins, as in live mode).
+//! Everything about a running process is skipped.
+
+use crate::finding::{Area, Change, Finding, Status};
+use crate::image::NO_KERNEL;
+use crate::profile::amount::Amount;
+use crate::profile::setting::Setting;
+
+use super::super::Context;
+use super::units::{self, Assignment, Value};
+
+/// The drop-in `gputune apply` writes for a slice; a drop-in sorting after it wins over it.
+const OWN_DROP_IN: &str = "90-gputune.conf";
+
+pub fn audit(ctx: &Context, keys: &[(&String, &Setting)]) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let process = match &ctx.options.cgroup {
+        Some(given) => format!("--cgroup {given}"),
+        None => "this process's cgroup".into(),
+    };
+    for (key, setting) in keys {
+        let reason = if key.as_str() == "cgroup.hierarchy" {
+            format!("{NO_KERNEL} (the hierarchy is chosen at boot)")
+        } else {
+            format!("{NO_KERNEL} ({process} exists only on a running node)")
+        };
+        findings.push(Finding::skip(
+            key.as_str(),
+            Area::Cgroup,
+            setting.rule.describe(),
+            reason,
+        ));
+    }
+    let Some(slice) = &ctx.profile.job.slice else {
+        return findings;
+    };
+    for (key, setting) in keys {
+        let id = format!("{key}@{slice}");
+        let expected = setting.rule.describe();
+        match units::property_of(key) {
+            Some(property) => findings.push(slice_finding(ctx, slice, key, property, setting)),
+            None if key.starts_with("cpuset.") => findings.push(Finding::skip(
+                id,
+                Area::Cgroup,
+                expected,
+                format!("{NO_KERNEL} (a cpuset is judged against the GPUs of a running node)"),
+            )),
+            None => {}
+        }
+    }
+    findings
+}
+
+/// The slices `slice` runs inside, outermost first, ending with itself (`a-b.slice` →
+/// `a.slice`, `a-b.slice`).
+fn lineage(slice: &str) -> Vec<String> {
+    let stem = slice.trim_end_matches(".slice");
+    let parts: Vec<&str> = stem.split('-').collect();
+    (1..=parts.len())
+        .map(|n| format!("{}.slice", parts[..n].join("-")))
+        .collect()
+}
+
+/// The tightest value among the lineage and where it was set.
+enum Judged {
+    Amount(Amount, Option<(String, Assignment)>),
+    Relative(String, String, Assignment),
+}
+
+fn slice_finding(
+    ctx: &Context,
+    slice: &str,
+    key: &str,
+    property: &str,
+    setting: &Setting,
+) -> Finding {
+    let id = format!("{key}@{slice}");
+    let expected = setting.rule.describe();
+    let mut judged = Judged::Amount(Amount::Unlimited, None);
+    for unit in lineage(slice) {
+        let settings = match units::slice_settings(ctx.root, &unit) {
+            Ok(s) => s,
+            Err(e) => return Finding::error(id, Area::Cgroup, expected, e.to_string()),
+        };
+        let Some(at) = settings.get(property) else {
+            continue;
+        };
+        let value = match units::parse(property, &at.value) {
+            Ok(v) => v,
+            Err(e) => {
+                let problem = format!("{}:{}: {e}", at.file, at.line);
+                return Finding::error(id, Area::Cgroup, expected, problem);
+            }
+        };
+        match (value, &judged) {
+            (Value::Relative(what), _) => judged = Judged::Relative(what, unit, at.clone()),
+            (Value::Amount(a), Judged::Amount(best, _)) if a < *best => {
+                judged = Judged::Amount(a, Some((unit, at.clone())));
+            }
+            _ => {}
+        }
+    }
+    let label = format!("slice {slice} as the image boots it");
+    let (amount, set) = match judged {
+        Judged::Relative(what, unit, at) => {
+            let parent = if unit == slice {
+                String::new()
+            } else {
+                format!(", on parent slice {unit}")
+            };
+            return Finding {
+                id,
+                area: Area::Cgroup,
+                status: Status::Warn,
+                actual: format!(
+                    "{what} ({property}={} at {}:{}{parent}), {label}",
+                    at.value, at.file, at.line
+                ),
+                message: format!(
+                    "cannot tell: the limit is {what}, which only the running node knows; the running system decides"
+                ),
+                fix: format!(
+                    "to judge it here, replace {property}={} at {}:{} with an absolute value ({expected})",
+                    at.value, at.file, at.line
+                ),
+                expected,
+                change: None,
+            };
+        }
+        Judged::Amount(amount, set) => (amount, set),
+    };
+    let shown = super::show(key, amount);
+    let actual = match &set {
+        Some((unit, at)) if unit == slice => {
+            format!(
+                "{shown} ({property}={} at {}:{})",
+                at.value, at.file, at.line
+            )
+        }
+        Some((unit, at)) => format!(
+            "{shown} ({property}={} at {}:{}, on parent slice {unit})",
+            at.value, at.file, at.line
+        ),
+        None => format!("{shown} (no unit file sets {property}=: systemd's default, no limit)"),
+    };
+    let judged_text = amount.to_string();
+    let (status, problem) = setting.status_for(&judged_text);
+    let mut finding = Finding {
+        id,
+        area: Area::Cgroup,
+        status,
+        expected,
+        actual: format!("{actual}, {label}"),
+        message: problem.unwrap_or_else(|| super::super::why(ctx, Area::Cgroup, key)),
+        fix: String::new(),
+        change: None,
+    };
+    if matches!(status, Status::Fail | Status::Warn)
+        && let Some(target) = setting.rule.target(&judged_text)
+        && let Ok(wanted) = Amount::parse(&target)
+    {
+        let value = match (key, wanted) {
+            ("cpu.max", Amount::Unlimited) => "max 100000".to_string(),
+            ("cpu.max", Amount::Finite(m)) => format!("{} 100000", m * 100),
+            (_, Amount::Unlimited) => "max".into(),
+            (_, Amount::Finite(n)) => n.to_string(),
+        };
+        let unit = set.as_ref().map_or(slice, |(u, _)| u.as_str());
+        let directive = super::systemd_property(key, &value);
+        let drop_in = format!("/etc/systemd/system/{unit}.d/{OWN_DROP_IN}");
+        match &set {
+            // A drop-in that sorts after gputune's would still win over it: edit that one.
+            Some((_, at)) if sorts_after_own(&at.file) => {
+                finding.fix = format!("set {directive} at {}:{}", at.file, at.line);
+            }
+            _ => {
+                finding.fix = format!("add {directive} under [Slice] in {drop_in}");
+                finding.change = Some(Change::Cgroup {
+                    slice: unit.to_string(),
+                    key: key.to_string(),
+                    value,
+                });
+            }
+        }
+    }
+    finding
+}
+
+/// True for a drop-in whose name sorts after gputune's, so its assignments win.
+fn sorts_after_own(file: &str) -> bool {
+    let name = file.rsplit('/').next().unwrap_or(file);
+    file.contains(".slice.d/") && name > OWN_DROP_IN
+}
