@@ -60,7 +60,7 @@ impl SearchEnv {
 }
 
 /// System Python prefixes, as `host::nccl` searches them.
-const SYSTEM_PYTHON_PREFIXES: &[&str] = &["/usr/local", "/usr", "/opt/conda"];
+pub const SYSTEM_PYTHON_PREFIXES: &[&str] = &["/usr/local", "/usr", "/opt/conda"];
 
 /// Where vendors put NCCL network plugins outside the linker's path.
 const VENDOR_DIRS: &[&str] = &[

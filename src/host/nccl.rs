@@ -11,6 +11,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::Root;
+use super::libsearch::{self, SYSTEM_PYTHON_PREFIXES};
 
 /// The file name NCCL 2.x installs under.
 pub const SONAME: &str = "libnccl.so.2";
@@ -51,35 +52,24 @@ pub struct Located {
     pub host_path: Option<String>,
 }
 
-/// The process environment the search depends on, captured once so tests can set it.
+/// The process environment the search depends on, captured once so tests can set it:
+/// `$GPUTUNE_NCCL_LIB` and what every library search reads ([`libsearch::SearchEnv`]).
 #[derive(Debug, Clone, Default)]
 pub struct SearchEnv {
     pub gputune_nccl_lib: Option<String>,
-    pub ld_library_path: Option<String>,
-    /// `$VIRTUAL_ENV`, `$CONDA_PREFIX` and `$HOME/.local`: Python prefixes beyond the system ones.
-    pub python_prefixes: Vec<String>,
+    pub libs: libsearch::SearchEnv,
 }
 
 impl SearchEnv {
     pub fn from_process() -> Self {
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        let mut python_prefixes: Vec<String> = ["VIRTUAL_ENV", "CONDA_PREFIX"]
-            .iter()
-            .filter_map(|n| var(n))
-            .collect();
-        if let Some(home) = var("HOME") {
-            python_prefixes.push(format!("{home}/.local"));
-        }
         SearchEnv {
-            gputune_nccl_lib: var("GPUTUNE_NCCL_LIB"),
-            ld_library_path: var("LD_LIBRARY_PATH"),
-            python_prefixes,
+            gputune_nccl_lib: std::env::var("GPUTUNE_NCCL_LIB")
+                .ok()
+                .filter(|v| !v.is_empty()),
+            libs: libsearch::SearchEnv::from_process(),
         }
     }
 }
-
-/// System Python prefixes searched under the root.
-const SYSTEM_PYTHON_PREFIXES: &[&str] = &["/usr/local", "/usr", "/opt/conda"];
 
 /// The first `libnccl.so.2` in lookup order, or every place searched.
 pub fn locate(root: &Root, env: &SearchEnv) -> Result<Located, Vec<String>> {
@@ -98,7 +88,7 @@ pub fn locate(root: &Root, env: &SearchEnv) -> Result<Located, Vec<String>> {
     }
     // The environment describes this process, so it only speaks for the live node.
     if root.is_live()
-        && let Some(dirs) = &env.ld_library_path
+        && let Some(dirs) = &env.libs.ld_library_path
     {
         for dir in dirs.split(':').filter(|d| !d.is_empty()) {
             let path = Path::new(dir).join(SONAME);
@@ -135,7 +125,11 @@ pub fn locate(root: &Root, env: &SearchEnv) -> Result<Located, Vec<String>> {
         Err(e) => searched.push(e.to_string()),
     }
     let extra: Vec<&str> = if root.is_live() {
-        env.python_prefixes.iter().map(String::as_str).collect()
+        env.libs
+            .python_prefixes
+            .iter()
+            .map(String::as_str)
+            .collect()
     } else {
         Vec::new()
     };
@@ -510,7 +504,10 @@ mod real_library {
     fn is_found_through_ld_library_path() {
         let lib = real_nccl();
         let env = SearchEnv {
-            ld_library_path: Some(format!("/nonexistent:{}", lib.parent().unwrap().display())),
+            libs: libsearch::SearchEnv {
+                ld_library_path: Some(format!("/nonexistent:{}", lib.parent().unwrap().display())),
+                ..libsearch::SearchEnv::default()
+            },
             ..SearchEnv::default()
         };
         let found = locate(&Root::live(), &env).unwrap();
