@@ -198,15 +198,8 @@ fn read_lossy(root: &Root, path: &str) -> Option<String> {
     root.read_optional(path).ok().flatten()
 }
 
-/// The last component of a symlink's target (`driver -> .../drivers/nvidia` → `nvidia`).
-pub fn link_name(path: &Path) -> Option<String> {
-    std::fs::read_link(path)
-        .ok()
-        .and_then(|t| t.file_name().map(|n| n.to_string_lossy().into_owned()))
-}
-
-/// [`link_name`] of a link inside the root (the directories above it resolved inside the
-/// root too).
+/// The last component of the target of a link inside the root (`driver ->
+/// .../drivers/nvidia` → `nvidia`), the directories above it resolved inside the root too.
 pub fn link_name_in(root: &Root, host_path: &str) -> Option<String> {
     root.read_link(host_path).ok().flatten().and_then(|t| {
         Path::new(&t)

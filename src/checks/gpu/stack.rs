@@ -23,20 +23,10 @@ pub fn cudnn(ctx: &Context, inv: &Inventory, setting: &Setting, env: &SearchEnv)
                 cudnn::SONAMES.join(", "),
                 searched.join(", ")
             );
-            if inv.gpus.is_empty() {
-                return Finding::skip(
-                    id,
-                    Area::Gpu,
-                    expected,
-                    format!("no NVIDIA GPU on this node; {message}"),
-                );
-            }
-            return hw::finding(
+            return super::versions::library_not_found(
                 id,
-                Area::Gpu,
-                setting.severity.status(),
-                expected,
-                "not found",
+                inv,
+                setting,
                 message,
                 "pip install nvidia-cudnn-cu12 (PyTorch's cuDNN) or install NVIDIA's cudnn9 package",
             );

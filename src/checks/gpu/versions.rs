@@ -125,6 +125,35 @@ pub fn nccl(ctx: &Context, inv: &Inventory, setting: &Setting) -> Finding {
     nccl_with(ctx, inv, setting, &SearchEnv::from_process())
 }
 
+/// A GPU library (NCCL, cuDNN) that no search found: failing (at the profile's severity) on
+/// a node with GPUs, a skip without them, since nothing on the node would load it.
+pub(super) fn library_not_found(
+    id: &str,
+    inv: &Inventory,
+    setting: &Setting,
+    message: String,
+    fix: &str,
+) -> Finding {
+    let expected = setting.rule.describe();
+    if inv.gpus.is_empty() {
+        return Finding::skip(
+            id,
+            Area::Gpu,
+            expected,
+            format!("no NVIDIA GPU on this node; {message}"),
+        );
+    }
+    hw::finding(
+        id,
+        Area::Gpu,
+        setting.severity.status(),
+        expected,
+        "not found",
+        message,
+        fix,
+    )
+}
+
 pub fn nccl_with(ctx: &Context, inv: &Inventory, setting: &Setting, env: &SearchEnv) -> Finding {
     let id = "nccl.version";
     let expected = setting.rule.describe();
@@ -136,21 +165,10 @@ pub fn nccl_with(ctx: &Context, inv: &Inventory, setting: &Setting, env: &Search
                 nccl::SONAME,
                 searched.join(", ")
             );
-            // Without a GPU or driver, NCCL has nothing to drive: not this node's problem.
-            if inv.gpus.is_empty() {
-                return Finding::skip(
-                    id,
-                    Area::Gpu,
-                    expected,
-                    format!("no NVIDIA GPU on this node; {message}"),
-                );
-            }
-            return hw::finding(
+            return library_not_found(
                 id,
-                Area::Gpu,
-                setting.severity.status(),
-                expected,
-                "not found",
+                inv,
+                setting,
                 message,
                 "pip install nvidia-nccl-cu12 (PyTorch's NCCL) or install libnccl2 from NVIDIA's repository, or point $GPUTUNE_NCCL_LIB at libnccl.so.2",
             );
