@@ -31,6 +31,9 @@ const BLAME_GRACE: Duration = Duration::from_millis(500);
 /// failure (which may be a consequence of the real cause, not the cause).
 const RELAY_GRACE: Duration = Duration::from_secs(2);
 
+/// How long rank 0 waits for its verdict to be written to every rank before acting on it.
+const ANNOUNCE_WAIT: Duration = Duration::from_secs(1);
+
 /// The job's shared "stop" state: the first reason wins, and raising it wakes every blocked
 /// data transfer by shutting the sockets registered here.
 #[derive(Default)]
@@ -40,6 +43,8 @@ pub struct Fatal {
     /// Set once the run is over, so closing connections are not failures.
     finished: AtomicBool,
     raised: AtomicBool,
+    /// Rank 0: the raised reason has been written to every rank (see [`abort_all`]).
+    announced: AtomicBool,
     /// Rank 0: every rank's first-hand error, `(rank, reason)`, for [`diagnose`].
     reports: Mutex<Vec<(usize, String)>>,
 }
@@ -71,6 +76,15 @@ impl Fatal {
     /// Cheap check for polling loops (the NCCL backend's wait).
     pub fn is_raised(&self) -> bool {
         self.raised.load(Ordering::SeqCst)
+    }
+
+    /// Rank 0: waits (at most `limit`) until the verdict has been written to every rank, so
+    /// the process does not exit, closing their connections, before they have read why.
+    fn wait_announced(&self, limit: Duration) {
+        let until = Instant::now() + limit;
+        while !self.announced.load(Ordering::SeqCst) && Instant::now() < until {
+            thread::sleep(Duration::from_millis(2));
+        }
     }
 
     /// Registers a data socket to shut when the job stops.
@@ -279,8 +293,16 @@ impl Group {
         })
     }
 
+    /// The job's verdict once there is one. On rank 0 it is returned only once every rank
+    /// has been told (or a second has passed): the thread that raised it may still be writing
+    /// the Aborts, and an exit now would show the other ranks a closed connection instead of
+    /// the reason.
     fn stopped(&self) -> Option<BenchError> {
-        self.fatal.reason().map(BenchError::Runtime)
+        let reason = self.fatal.reason()?;
+        if self.rank == 0 && self.world > 1 {
+            self.fatal.wait_announced(ANNOUNCE_WAIT);
+        }
+        Some(BenchError::Runtime(reason))
     }
 
     fn send_to_root(&self, m: &Message) -> Result<(), BenchError> {
@@ -557,23 +579,11 @@ pub fn diagnose(reports: &[(usize, String)], hosts: &[String]) -> Option<String>
 /// Rank 0 stops the job: records the reason, interrupts its transfers, tells every rank.
 fn abort_all(fatal: &Fatal, writers: &[Mutex<TcpStream>], reason: String) {
     if fatal.raise(reason.clone()) {
+        let abort = Message::Abort { reason };
         for w in writers {
-            if let Ok(mut w) = w.try_lock() {
-                let _ = frame::write(
-                    &mut *w,
-                    &Message::Abort {
-                        reason: reason.clone(),
-                    },
-                );
-            } else {
-                let _ = frame::write(
-                    &mut *lock(w),
-                    &Message::Abort {
-                        reason: reason.clone(),
-                    },
-                );
-            }
+            let _ = frame::write(&mut *lock(w), &abort);
         }
+        fatal.announced.store(true, Ordering::SeqCst);
     }
 }
 
