@@ -134,6 +134,112 @@ pub struct Finding {
     pub change: Option<Change>,
 }
 
+/// One check's fixed facts, said once; each verdict method makes the [`Finding`].
+///
+/// ```
+/// use gputune::finding::{Area, Check, Status};
+/// let check = Check::new("vm.swappiness", Area::Memory)
+///     .expected("<= 10")
+///     .why("swapping stalls training steps");
+/// let finding = check.fail("60", "sysctl -w vm.swappiness=10");
+/// assert_eq!(finding.status, Status::Fail);
+/// assert_eq!(finding.message, "swapping stalls training steps");
+/// assert_eq!(check.pass("1").fix, "");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    id: String,
+    area: Area,
+    expected: String,
+    why: String,
+}
+
+impl Check {
+    /// A check with nothing expected (`-`) and no reason yet.
+    pub fn new(id: impl Into<String>, area: Area) -> Self {
+        Check {
+            id: id.into(),
+            area,
+            expected: "-".into(),
+            why: String::new(),
+        }
+    }
+
+    /// What the profile wants, as shown in the report.
+    pub fn expected(mut self, expected: impl Into<String>) -> Self {
+        self.expected = expected.into();
+        self
+    }
+
+    /// Why it matters: the message of a judged finding.
+    pub fn why(mut self, why: impl Into<String>) -> Self {
+        self.why = why.into();
+        self
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn area(&self) -> Area {
+        self.area
+    }
+
+    /// The check holds.
+    pub fn pass(&self, actual: impl Into<String>) -> Finding {
+        self.judged(Status::Pass, actual.into(), String::new())
+    }
+
+    /// The check holds, but something deserves attention; `fix` says what.
+    pub fn warn(&self, actual: impl Into<String>, fix: impl Into<String>) -> Finding {
+        self.judged(Status::Warn, actual.into(), fix.into())
+    }
+
+    /// The check fails; `fix` is the exact command or edit that makes it pass.
+    pub fn fail(&self, actual: impl Into<String>, fix: impl Into<String>) -> Finding {
+        self.judged(Status::Fail, actual.into(), fix.into())
+    }
+
+    /// A verdict reached elsewhere (a profile setting's severity, say); `fix` is dropped
+    /// when it passes.
+    pub fn judge(
+        &self,
+        status: Status,
+        actual: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Finding {
+        let fix = if status == Status::Pass {
+            String::new()
+        } else {
+            fix.into()
+        };
+        self.judged(status, actual.into(), fix)
+    }
+
+    /// It could not be judged on this node; `reason` says why.
+    pub fn skip(&self, reason: impl Into<String>) -> Finding {
+        Finding::skip(self.id.clone(), self.area, self.expected.clone(), reason)
+    }
+
+    /// The fact could not be read or parsed; `problem` says which and why.
+    pub fn error(&self, problem: impl Into<String>) -> Finding {
+        Finding::error(self.id.clone(), self.area, self.expected.clone(), problem)
+    }
+
+    fn judged(&self, status: Status, actual: String, fix: String) -> Finding {
+        Finding {
+            id: self.id.clone(),
+            area: self.area,
+            status,
+            expected: self.expected.clone(),
+            actual,
+            message: self.why.clone(),
+            fix,
+            change: None,
+        }
+    }
+}
+
 impl Finding {
     /// A check that could not be judged on this node, with the reason.
     pub fn skip(
@@ -167,6 +273,18 @@ impl Finding {
             "?",
             problem.into(),
         )
+    }
+
+    /// The change `apply` makes to fix this finding.
+    pub fn with_change(mut self, change: Change) -> Self {
+        self.change = Some(change);
+        self
+    }
+
+    /// Replaces the message (a verdict that says more than the check's reason).
+    pub fn with_message(mut self, message: impl Into<String>) -> Self {
+        self.message = message.into();
+        self
     }
 
     fn unjudged(
