@@ -15,10 +15,13 @@ pub mod fleet;
 pub mod host;
 pub mod image;
 pub mod inventory;
+pub mod probes;
 pub mod profile;
 pub mod report;
 pub mod say;
 pub mod slurm;
+#[cfg(test)]
+pub mod testing;
 
 pub use error::{Error, ExitCode, Result};
 

@@ -25,7 +25,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::host::{HostError, Root};
-use crate::inventory::{Inventory, Probes};
+use crate::inventory::Inventory;
+use crate::probes::Probes;
 use crate::profile::Profile;
 use crate::profile::setting::KeySpec;
 use sysctl_d::Assignment;

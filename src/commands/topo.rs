@@ -8,7 +8,8 @@ use serde::Serialize;
 
 use crate::error::{ExitCode, Result};
 use crate::host::Root;
-use crate::inventory::{Inventory, Matrix, Probes, gpu_label};
+use crate::inventory::{Inventory, Matrix, gpu_label};
+use crate::probes::Probes;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum TopoFormat {

@@ -22,52 +22,11 @@ use serde::{Serialize, Serializer};
 use crate::host::cpulist::CpuList;
 use crate::host::{HostError, Root};
 use affinity::{Path, Place};
-use cuda::CudaProbe;
-use ethtool::EthtoolProbe;
 use gpu::Gpu;
 use nic::{Nic, SkippedNic};
 use numa::NumaNode;
-use nvml::{NvmlFacts, NvmlProbe};
+use nvml::NvmlFacts;
 use rdma::RdmaDevice;
-use route::RouteProbe;
-
-/// The sources that are not files. On `--root DIR` they would describe the machine
-/// gputune runs on rather than DIR, so they are replaced by absent ones saying so.
-pub struct Probes {
-    pub nvml: Box<dyn NvmlProbe>,
-    pub cuda: Box<dyn CudaProbe>,
-    pub ethtool: Box<dyn EthtoolProbe>,
-    pub routes: Box<dyn RouteProbe>,
-}
-
-/// Why live-only facts are missing under `--root`.
-pub const NOT_LIVE: &str = "describes the running node only, not --root";
-
-impl Probes {
-    /// Real probes on the live node, absent ones with the reason under `--root`.
-    pub fn for_root(root: &Root) -> Probes {
-        if root.is_live() {
-            Probes {
-                nvml: Box::new(nvml::RealNvml),
-                cuda: Box::new(cuda::RealCuda),
-                ethtool: Box::new(ethtool::RealEthtool),
-                routes: Box::new(route::Netlink),
-            }
-        } else {
-            Probes::absent(&format!("{NOT_LIVE} {}", root.dir().display()))
-        }
-    }
-
-    /// Probes that all answer `reason`.
-    pub fn absent(reason: &str) -> Probes {
-        Probes {
-            nvml: Box::new(nvml::NoNvml(format!("NVML {reason}"))),
-            cuda: Box::new(cuda::NoCuda(format!("libcuda {reason}"))),
-            ethtool: Box::new(ethtool::NoEthtool(format!("ethtool {reason}"))),
-            routes: Box::new(route::NoRoutes(format!("netlink {reason}"))),
-        }
-    }
-}
 
 /// The node's hardware.
 #[derive(Debug, Clone, Serialize)]
@@ -84,7 +43,7 @@ pub struct Inventory {
 
 impl Inventory {
     /// Reads everything; only unreadable (not missing) files are errors.
-    pub fn read(root: &Root, probes: &Probes) -> Result<Inventory, HostError> {
+    pub fn read(root: &Root, probes: &crate::probes::Probes) -> Result<Inventory, HostError> {
         let numa_nodes = numa::nodes(root)?;
         let devices = pci::devices(root)?;
         let mut gpus = gpu::gpus(&devices, &gpu::proc_gpus(root)?);

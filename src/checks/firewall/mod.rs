@@ -16,18 +16,13 @@ use crate::profile::setting::KeySpec;
 
 use super::Context;
 use model::{Place, Table, Tool, Verdict, Walk};
-use source::{LiveRunner, Runner};
+use source::FirewallProbe;
 
 /// The firewall area has no judged settings: the ports come from the profile's `[job]`.
 pub const KEYS: &[KeySpec] = &[];
 
 const WHY_RENDEZVOUS: &str = "Every rank connects to rank 0's TCPStore on MASTER_PORT; a firewall that blocks it is the classic cause of rendezvous time-outs.";
 const WHY_NCCL: &str = "NCCL's bootstrap and socket transport listen on ephemeral ports; blocked, init_process_group hangs until NCCL's time-out.";
-
-/// Judges the live firewall with the real tools.
-pub fn audit(ctx: &Context) -> Vec<Finding> {
-    audit_with(ctx, &LiveRunner(ctx.root))
-}
 
 /// One set of ports the profile says must be reachable.
 struct Group {
@@ -92,7 +87,7 @@ pub struct Ruleset {
 /// iptables-legacy (iptables-nft tables replace their nft view, whose `xt` matches nft
 /// cannot show). A tool is only run when it can have something to show, which saves a
 /// process each and never makes the kernel load `ip_tables` just to find it empty.
-pub fn read_ruleset(runner: &dyn Runner) -> Result<Ruleset, String> {
+pub fn read_ruleset(runner: &dyn FirewallProbe) -> Result<Ruleset, String> {
     let mut tables = Vec::new();
     let mut any_tool = false;
     let mut blind_spot = None;
@@ -253,8 +248,10 @@ fn unsupported(stderr: &str) -> bool {
     .any(|m| stderr.contains(m))
 }
 
-/// The audit with the tools run by `runner` (tests hand in captured output).
-pub fn audit_with(ctx: &Context, runner: &dyn Runner) -> Vec<Finding> {
+/// Judges the live firewall with the tools `ctx.probes.firewall` runs (the real ones on the
+/// live node; tests hand in captured output).
+pub fn audit(ctx: &Context) -> Vec<Finding> {
+    let runner = ctx.probes.firewall.as_ref();
     let groups = groups(ctx);
     if groups.is_empty() {
         return Vec::new();

@@ -15,7 +15,7 @@ pub struct Output {
 }
 
 /// Runs a firewall tool; `Ok(None)` when it is not installed.
-pub trait Runner {
+pub trait FirewallProbe {
     fn run(&self, program: &str, args: &[&str]) -> io::Result<Option<Output>>;
 
     /// The kernel's legacy iptables tables (`/proc/net/ip_tables_names` of this network
@@ -28,13 +28,13 @@ pub trait Runner {
 
 /// Runs the real tools from `PATH` (plus the sbin directories, which a non-root `PATH` may
 /// lack) on the live node, whose root it holds.
-pub struct LiveRunner<'a>(pub &'a Root);
+pub struct LiveFirewall(pub Root);
 
 /// How long one firewall tool may run: dumping a large ruleset takes well under a second, so
 /// anything near this is hung.
 pub const TOOL_LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
 
-impl Runner for LiveRunner<'_> {
+impl FirewallProbe for LiveFirewall {
     fn run(&self, program: &str, args: &[&str]) -> io::Result<Option<Output>> {
         use crate::host::exec::{self, ExecError};
         let path = std::env::var("PATH").unwrap_or_default();
@@ -63,5 +63,14 @@ impl Runner for LiveRunner<'_> {
             Ok(names) => Some(names.unwrap_or_default()),
             Err(_) => None,
         }
+    }
+}
+
+/// No firewall tools to run: every question answers why (`--root` is not the running node).
+pub struct NoFirewall(pub String);
+
+impl FirewallProbe for NoFirewall {
+    fn run(&self, _: &str, _: &[&str]) -> io::Result<Option<Output>> {
+        Err(io::Error::other(self.0.clone()))
     }
 }

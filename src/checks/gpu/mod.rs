@@ -328,7 +328,7 @@ mod tests {
         use crate::checks::AuditOptions;
         use crate::host::Root;
         let root = Root::new(dir);
-        let mut probes = crate::inventory::Probes::absent("in a test");
+        let mut probes = crate::probes::Probes::absent("in a test");
         probes.nvml = Box::new(crate::inventory::nvml::FixedNvml(facts));
         let inv = Inventory::read(&root, &probes).unwrap();
         let profile = crate::profile::Loader::new(&root, &crate::checks::keys)

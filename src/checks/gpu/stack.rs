@@ -5,7 +5,8 @@
 use crate::finding::{Area, Finding, Status};
 use crate::host::libsearch::SearchEnv;
 use crate::host::{cudnn, torch};
-use crate::inventory::{Inventory, Probes};
+use crate::inventory::Inventory;
+use crate::probes::Probes;
 use crate::profile::setting::Setting;
 use crate::profile::version::Version;
 

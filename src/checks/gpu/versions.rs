@@ -4,7 +4,8 @@
 use crate::finding::{Area, Finding, Status};
 use crate::host::Root;
 use crate::host::nccl::{self, SearchEnv};
-use crate::inventory::{Inventory, Probes};
+use crate::inventory::Inventory;
+use crate::probes::Probes;
 use crate::profile::setting::Setting;
 
 use super::super::{Context, hw};

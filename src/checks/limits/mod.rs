@@ -12,7 +12,7 @@ use crate::profile::amount::Amount;
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
 
 use super::Context;
-use probe::{LiveProbe, Probe, Resource};
+use probe::{LimitsProbe, Resource};
 
 /// The file `apply` writes limits to (DESIGN.md).
 pub const GPUTUNE_LIMITS_FILE: &str = "/etc/security/limits.d/90-gputune.conf";
@@ -51,13 +51,9 @@ pub const KEYS: &[KeySpec] = &[
     },
 ];
 
-/// Judges the limits with the live facts of this process and node.
+/// Judges the limits with the live facts of this process and node (`ctx.probes.limits`).
 pub fn audit(ctx: &Context) -> Vec<Finding> {
-    audit_with(ctx, &LiveProbe)
-}
-
-/// The audit with the live facts from `probe` (tests give fixed ones).
-pub fn audit_with(ctx: &Context, probe: &dyn Probe) -> Vec<Finding> {
+    let probe = ctx.probes.limits.as_ref();
     let mut findings = Vec::new();
     let limits_files = read_limits_files(ctx);
     for resource in Resource::ALL {
@@ -159,7 +155,7 @@ fn limit_fix(resource: Resource, setting: &Setting, judged: &str) -> Option<(Str
 
 fn live_rlimit(
     ctx: &Context,
-    probe: &dyn Probe,
+    probe: &dyn LimitsProbe,
     resource: Resource,
     key: &str,
     setting: &Setting,

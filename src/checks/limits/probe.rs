@@ -1,6 +1,6 @@
 //! The facts of the limits area that are not files: the running process's resource limits
 //! (getrlimit) and a file system's size and free space (statvfs). Behind a trait so tests
-//! can give any value; [`LiveProbe`] asks the kernel.
+//! can give any value; [`LiveLimits`] asks the kernel.
 
 use std::ffi::CString;
 use std::io;
@@ -76,7 +76,7 @@ pub struct Space {
 }
 
 /// Live facts of the limits area.
-pub trait Probe {
+pub trait LimitsProbe {
     /// This process's limit of `resource`.
     fn rlimit(&self, resource: Resource) -> io::Result<Rlimit>;
     /// Size and free space of the file system mounted at `path`.
@@ -84,9 +84,9 @@ pub trait Probe {
 }
 
 /// The running kernel, through getrlimit(2) and statvfs(3).
-pub struct LiveProbe;
+pub struct LiveLimits;
 
-impl Probe for LiveProbe {
+impl LimitsProbe for LiveLimits {
     fn rlimit(&self, resource: Resource) -> io::Result<Rlimit> {
         let mut raw = libc::rlimit {
             rlim_cur: 0,
@@ -125,6 +125,19 @@ impl Probe for LiveProbe {
     }
 }
 
+/// No live limits: every question answers why (`--root` is not the running node).
+pub struct NoLimits(pub String);
+
+impl LimitsProbe for NoLimits {
+    fn rlimit(&self, _: Resource) -> io::Result<Rlimit> {
+        Err(io::Error::other(self.0.clone()))
+    }
+
+    fn space(&self, _: &Path) -> io::Result<Space> {
+        Err(io::Error::other(self.0.clone()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,7 +151,7 @@ mod tests {
             .unwrap();
         let fields: Vec<&str> = line.split_whitespace().collect();
         let parse = |s: &str| Amount::parse(s).unwrap();
-        let got = LiveProbe.rlimit(Resource::Nofile).unwrap();
+        let got = LiveLimits.rlimit(Resource::Nofile).unwrap();
         assert_eq!(got.soft, parse(fields[3]));
         assert_eq!(got.hard, parse(fields[4]));
     }
@@ -147,9 +160,9 @@ mod tests {
     fn live_space_of_a_directory() {
         // statvfs of the test's own temp dir: size is non-zero and free never exceeds it.
         let dir = tempfile::tempdir().unwrap();
-        let space = LiveProbe.space(dir.path()).unwrap();
+        let space = LiveLimits.space(dir.path()).unwrap();
         assert!(space.size > 0 && space.free <= space.size, "{space:?}");
-        let missing = LiveProbe.space(&dir.path().join("nope")).unwrap_err();
+        let missing = LiveLimits.space(&dir.path().join("nope")).unwrap_err();
         assert_eq!(missing.kind(), io::ErrorKind::NotFound);
     }
 }

@@ -9,7 +9,7 @@ use crate::profile::setting::Setting;
 
 use super::super::Context;
 use super::human;
-use super::probe::Probe;
+use super::probe::LimitsProbe;
 
 const SHM: &str = "/dev/shm";
 
@@ -154,7 +154,7 @@ fn persisted_size(ctx: &Context, setting: &Setting) -> Finding {
 }
 
 /// `dev_shm.size`: live from statvfs, else from the root's mounts, or fstab with `--persisted`.
-pub fn size(ctx: &Context, probe: &dyn Probe, setting: &Setting) -> Finding {
+pub fn size(ctx: &Context, probe: &dyn LimitsProbe, setting: &Setting) -> Finding {
     let id = "dev_shm.size";
     let expected = setting.rule.describe();
     if ctx.options.persisted {
@@ -238,7 +238,7 @@ pub fn size(ctx: &Context, probe: &dyn Probe, setting: &Setting) -> Finding {
 }
 
 /// `dev_shm.free`: live only (statvfs `f_bavail`).
-pub fn free(ctx: &Context, probe: &dyn Probe, setting: &Setting) -> Finding {
+pub fn free(ctx: &Context, probe: &dyn LimitsProbe, setting: &Setting) -> Finding {
     let id = "dev_shm.free";
     let expected = setting.rule.describe();
     if ctx.options.persisted {

@@ -4,11 +4,11 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::probe::{Probe, Resource, Rlimit, Space};
+use super::probe::{LimitsProbe, Resource, Rlimit, Space};
 use super::*;
 use crate::checks::AuditOptions;
 use crate::host::Root;
-use crate::profile::Loader;
+use crate::probes::Probes;
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -24,7 +24,7 @@ struct Fixed {
     shm: io::Result<Space>,
 }
 
-impl Probe for Fixed {
+impl LimitsProbe for Fixed {
     fn rlimit(&self, resource: Resource) -> io::Result<Rlimit> {
         Ok(match resource {
             Resource::Memlock => self.memlock,
@@ -46,15 +46,10 @@ fn limit(soft: Amount, hard: Amount) -> Rlimit {
     Rlimit { soft, hard }
 }
 
-fn run(root: &Root, probe: &dyn Probe, options: AuditOptions) -> BTreeMap<String, Finding> {
-    let profile = Loader::new(root, &crate::checks::keys)
-        .load("ddp-infiniband")
-        .unwrap();
-    let ctx = Context::new(root, &profile, &options);
-    audit_with(&ctx, probe)
-        .into_iter()
-        .map(|f| (f.id.clone(), f))
-        .collect()
+fn run(root: &Root, probe: Fixed, options: AuditOptions) -> BTreeMap<String, Finding> {
+    let mut probes = Probes::absent("in a test");
+    probes.limits = Box::new(probe);
+    crate::testing::audit(root, "ddp-infiniband", &options, probes, Area::Limits)
 }
 
 const MIB: i128 = 1 << 20;
@@ -73,7 +68,7 @@ fn container_like() -> Fixed {
 
 #[test]
 fn live_limits_fail_with_the_limits_d_change() {
-    let f = run(&Root::live(), &container_like(), AuditOptions::default());
+    let f = run(&Root::live(), container_like(), AuditOptions::default());
     let memlock = &f["ulimit.memlock"];
     assert_eq!(memlock.status, Status::Fail);
     assert_eq!(memlock.actual, "soft 8 MiB, hard 8 MiB (this process)");
@@ -125,7 +120,7 @@ fn live_limits_fail_with_the_limits_d_change() {
 
 #[test]
 fn live_limits_that_meet_the_profile_pass() {
-    let good = Fixed {
+    let good = || Fixed {
         memlock: limit(Amount::Unlimited, Amount::Unlimited),
         nofile: limit(Amount::Finite(1048576), Amount::Finite(1048576)),
         stack: limit(Amount::Finite(8 * MIB), Amount::Unlimited),
@@ -134,7 +129,7 @@ fn live_limits_that_meet_the_profile_pass() {
             free: 15 << 30,
         }),
     };
-    let f = run(&Root::live(), &good, AuditOptions::default());
+    let f = run(&Root::live(), good(), AuditOptions::default());
     for id in [
         "ulimit.memlock",
         "ulimit.nofile",
@@ -149,7 +144,7 @@ fn live_limits_that_meet_the_profile_pass() {
     // --persisted judges files only.
     let f = run(
         &Root::live(),
-        &good,
+        good(),
         AuditOptions {
             persisted: true,
             ..AuditOptions::default()
@@ -174,14 +169,14 @@ fn persisted_shm_comes_from_fstab_or_the_tmpfs_default() {
     };
     let root = Root::new(dir.path());
     // 1 GiB of RAM and no fstab entry: half of it, 512 MiB, too small.
-    let f = run(&root, &container_like(), persisted());
+    let f = run(&root, container_like(), persisted());
     assert_eq!(f["dev_shm.size"].status, Status::Fail);
     assert_eq!(
         f["dev_shm.size"].actual,
         "512 MiB after reboot (no /etc/fstab size: tmpfs default, half of RAM)"
     );
     write("etc/fstab", "tmpfs /dev/shm tmpfs defaults,size=4g 0 0\n");
-    let f = run(&root, &container_like(), persisted());
+    let f = run(&root, container_like(), persisted());
     assert_eq!(f["dev_shm.size"].status, Status::Pass);
     assert_eq!(
         f["dev_shm.size"].actual,
@@ -194,7 +189,7 @@ fn fixture_node_files_decide_and_live_facts_are_skipped() {
     // The probe would fail every live check: under --root it must not be consulted.
     let f = run(
         &Root::new(fixture("node")),
-        &container_like(),
+        container_like(),
         AuditOptions::default(),
     );
     for id in [
@@ -257,7 +252,7 @@ fn an_empty_root_skips_or_warns_but_never_errors() {
     let dir = tempfile::tempdir().unwrap();
     let f = run(
         &Root::new(dir.path()),
-        &container_like(),
+        container_like(),
         AuditOptions::default(),
     );
     assert_eq!(f["logind.RemoveIPC"].status, Status::Skip);
@@ -286,7 +281,7 @@ fn login_nofile(conf: &str) -> Finding {
     std::fs::write(etc.join("limits.conf"), conf).unwrap();
     let mut f = run(
         &Root::new(dir.path()),
-        &container_like(),
+        container_like(),
         AuditOptions::default(),
     );
     f.remove("ulimit.nofile.login").unwrap()

@@ -279,8 +279,8 @@ mod tests {
     use super::*;
     use crate::checks::AuditOptions;
     use crate::host::Root;
-    use crate::inventory::Probes;
     use crate::inventory::route::FixedRoutes;
+    use crate::probes::Probes;
     use crate::profile::Loader;
     use std::os::unix::fs::symlink;
 

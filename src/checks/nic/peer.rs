@@ -96,11 +96,7 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
             "peer.connect",
             Area::Nic,
             format!("a TCP connection to {target}"),
-            format!(
-                "{} {}",
-                crate::inventory::NOT_LIVE,
-                ctx.root.dir().display()
-            ),
+            format!("{} {}", crate::probes::NOT_LIVE, ctx.root.dir().display()),
         )];
     }
     let ip = match resolve(&host) {

@@ -9,7 +9,8 @@ use std::net::{IpAddr, ToSocketAddrs};
 use crate::finding::{Area, Finding};
 use crate::inventory::nic::Nic;
 use crate::inventory::rdma::RdmaDevice;
-use crate::inventory::{Inventory, Probes, route};
+use crate::inventory::{Inventory, route};
+use crate::probes::Probes;
 
 use super::super::Context;
 use super::fastest_up;

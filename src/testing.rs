@@ -1,0 +1,94 @@
+//! What unit tests share: fixture paths, throwaway node trees, and "audit this area of that
+//! root with this profile, findings by id".
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::checks::{AREAS, AuditOptions, Context};
+use crate::finding::{Area, Finding};
+use crate::host::Root;
+use crate::probes::Probes;
+use crate::profile::Loader;
+
+/// A path under `tests/fixtures`.
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// A node tree in a temporary directory, removed when dropped.
+pub struct Tree {
+    dir: tempfile::TempDir,
+}
+
+impl Tree {
+    pub fn new() -> Self {
+        Tree {
+            dir: tempfile::tempdir().expect("a temporary directory"),
+        }
+    }
+
+    /// Writes `text` at `path` (absolute inside the tree), creating its directories.
+    pub fn file(&self, path: &str, text: &str) -> &Self {
+        let full = self.path(path);
+        std::fs::create_dir_all(full.parent().expect("a file has a parent"))
+            .expect("fixture directories are created");
+        std::fs::write(&full, text).expect("fixture files are written");
+        self
+    }
+
+    /// A symbolic link at `path` pointing at `target` (taken as is).
+    pub fn link(&self, path: &str, target: &str) -> &Self {
+        let full = self.path(path);
+        std::fs::create_dir_all(full.parent().expect("a link has a parent"))
+            .expect("fixture directories are created");
+        std::os::unix::fs::symlink(target, &full).expect("fixture links are made");
+        self
+    }
+
+    /// An empty directory at `path`.
+    pub fn dir(&self, path: &str) -> &Self {
+        std::fs::create_dir_all(self.path(path)).expect("fixture directories are created");
+        self
+    }
+
+    /// Where `path` (absolute inside the tree) lies on this machine.
+    pub fn path(&self, path: &str) -> PathBuf {
+        self.dir.path().join(path.trim_start_matches('/'))
+    }
+
+    /// The tree as gputune's root.
+    pub fn root(&self) -> Root {
+        Root::new(self.dir.path())
+    }
+}
+
+impl Default for Tree {
+    fn default() -> Self {
+        Tree::new()
+    }
+}
+
+/// Runs `area`'s checks on `root` with `profile` (a name or a path) and `probes`, and
+/// returns the findings by id.
+pub fn audit(
+    root: &Root,
+    profile: &str,
+    options: &AuditOptions,
+    probes: Probes,
+    area: Area,
+) -> BTreeMap<String, Finding> {
+    let profile = Loader::new(root, &crate::checks::keys)
+        .load(profile)
+        .unwrap_or_else(|e| panic!("profile {profile}: {e}"));
+    let ctx = Context::with_probes(root, &profile, options, probes);
+    let checks = AREAS
+        .iter()
+        .find(|a| a.area == area)
+        .unwrap_or_else(|| panic!("no checks for {area}"));
+    (checks.audit)(&ctx)
+        .into_iter()
+        .map(|f| (f.id.clone(), f))
+        .collect()
+}
