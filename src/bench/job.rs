@@ -231,6 +231,19 @@ fn reap(
     out
 }
 
+/// Pins this rank's calling thread to a core of its own among the ranks on its host (see
+/// [`tcp::placement`]), then lets the start-up settle before the first timed operation.
+fn pin_local_rank(members: &[Member], rank: usize) {
+    let Some(me) = members.iter().find(|m| m.rank == rank) else {
+        return;
+    };
+    let local = members.iter().filter(|m| m.host == me.host);
+    let index = local.clone().filter(|m| m.rank < rank).count();
+    if tcp::placement::pin_calling_thread(index, local.count()).is_some() {
+        thread::sleep(tcp::placement::SETTLE);
+    }
+}
+
 fn hostname(root: &Root) -> String {
     root.read_optional("/proc/sys/kernel/hostname")
         .ok()
@@ -334,7 +347,10 @@ fn run_rank(
                 ),
                 None => Ok(tcp::Connections::alone()),
             }
-            .map(|conns| Box::new(TcpBackend::new(conns, job.settings.algo)) as Box<dyn Backend>)
+            .map(|conns| {
+                pin_local_rank(&group.members, env.rank);
+                Box::new(TcpBackend::new(conns, job.settings.algo)) as Box<dyn Backend>
+            })
         }
         Resolved::Nccl(probe) => {
             let id = data

@@ -5,6 +5,7 @@
 mod gather;
 mod link;
 mod pairwise;
+pub mod placement;
 mod ring;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};

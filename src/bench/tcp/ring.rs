@@ -365,6 +365,7 @@ impl Ring {
             let sender = thread::Builder::new()
                 .name(format!("ring-send-{t}"))
                 .spawn(move || {
+                    super::placement::release_current_thread();
                     for plan in send_rx {
                         let result = plan.send(t, &mut send).map_err(|e| match e {
                             Stop::Failed => String::new(),
@@ -385,6 +386,7 @@ impl Ring {
             thread::Builder::new()
                 .name(format!("ring-recv-{t}"))
                 .spawn(move || {
+                    super::placement::release_current_thread();
                     let mut scratch = vec![0u8; SLICE_BYTES];
                     for plan in recv_rx {
                         let result = plan.receive(t, &mut recv, &mut scratch, &partner).map_err(
