@@ -23,23 +23,13 @@ pub struct NftCommand;
 
 impl Nft for NftCommand {
     fn list_table(&self) -> Result<Option<String>, ApplyError> {
-        let out = Command::new("nft")
-            .args(["list", "table", "inet", "gputune"])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| ApplyError::Nft(format!("cannot run nft (install nftables): {e}")))?;
-        if out.status.success() {
-            return Ok(Some(String::from_utf8_lossy(&out.stdout).into_owned()));
+        // Whether the table exists is read from nft's JSON list of tables, not from the
+        // wording of its error for a missing one.
+        let tables = nft(&["-j", "list", "tables", "inet"])?;
+        if !has_own_table(&tables)? {
+            return Ok(None);
         }
-        let err = String::from_utf8_lossy(&out.stderr);
-        if err.contains("No such file or directory") {
-            Ok(None)
-        } else {
-            Err(ApplyError::Nft(format!(
-                "nft list table {TABLE}: {}",
-                err.trim()
-            )))
-        }
+        nft(&["list", "table", "inet", "gputune"]).map(Some)
     }
 
     fn run_script(&self, script: &str) -> Result<(), ApplyError> {
@@ -67,6 +57,35 @@ impl Nft for NftCommand {
             )))
         }
     }
+}
+
+/// How long one `nft` listing may take before it counts as hung.
+const NFT_LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Runs `nft ARGS` and returns what it printed, or why it failed.
+fn nft(args: &[&str]) -> Result<String, ApplyError> {
+    let mut command = Command::new("nft");
+    command.args(args);
+    let shown = format!("nft {}", args.join(" "));
+    match crate::host::exec::run(command, NFT_LIMIT) {
+        Ok(out) if out.success => Ok(out.stdout),
+        Ok(out) => Err(ApplyError::Nft(format!("{shown}: {}", out.stderr.trim()))),
+        Err(e @ crate::host::exec::ExecError::NotInstalled { .. }) => Err(ApplyError::Nft(
+            format!("cannot run nft (install nftables): {e}"),
+        )),
+        Err(e) => Err(ApplyError::Nft(format!("{shown}: {e}"))),
+    }
+}
+
+/// True when `nft -j list tables` output lists the table `inet gputune`.
+fn has_own_table(json: &str) -> Result<bool, ApplyError> {
+    let doc: serde_json::Value = serde_json::from_str(json)
+        .map_err(|e| ApplyError::Nft(format!("nft -j list tables: not JSON: {e}")))?;
+    Ok(doc["nftables"].as_array().is_some_and(|items| {
+        items
+            .iter()
+            .any(|item| item["table"]["family"] == "inet" && item["table"]["name"] == "gputune")
+    }))
 }
 
 /// The script that makes the table exactly `definition` (or removes it when `None`) in
@@ -139,6 +158,20 @@ fn parse_range(item: &str) -> Option<(u16, u16)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Recorded from nft 1.0.6: `nft -j list tables` with `inet gputune` and `ip gputune`,
+    /// then with only `ip gputune`, then with no table.
+    #[test]
+    fn the_own_table_is_found_in_nft_json_by_family_and_name() {
+        let meta = r#"{"metainfo": {"version": "1.0.6", "release_name": "Lester Gooch #5", "json_schema_version": 1}}"#;
+        let inet = r#"{"table": {"family": "inet", "name": "gputune", "handle": 1}}"#;
+        let ip = r#"{"table": {"family": "ip", "name": "gputune", "handle": 2}}"#;
+        let doc = |items: &[&str]| format!("{{\"nftables\": [{}]}}", items.join(", "));
+        assert!(has_own_table(&doc(&[meta, inet, ip])).unwrap());
+        assert!(!has_own_table(&doc(&[meta, ip])).unwrap());
+        assert!(!has_own_table(&doc(&[meta])).unwrap());
+        assert!(has_own_table("Error: not json").is_err());
+    }
 
     type Ranges = Vec<(u16, u16)>;
 

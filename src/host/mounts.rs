@@ -28,14 +28,17 @@ impl Mount {
 
 /// Parses `/proc/mounts`: `source target fstype options dump pass`, with spaces in paths
 /// written as `\040`. Malformed lines are errors naming the line.
-pub fn parse(text: &str) -> Result<Vec<Mount>, String> {
+pub fn parse(text: &str) -> Result<Vec<Mount>, MalformedLine> {
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, line)| {
             let fields: Vec<&str> = line.split_whitespace().collect();
             if fields.len() < 4 {
-                return Err(format!("/proc/mounts:{}: malformed line `{line}`", i + 1));
+                return Err(MalformedLine {
+                    line: i + 1,
+                    text: line.to_string(),
+                });
             }
             Ok(Mount {
                 source: unescape(fields[0]),
@@ -45,6 +48,22 @@ pub fn parse(text: &str) -> Result<Vec<Mount>, String> {
             })
         })
         .collect()
+}
+
+/// A line of a mount table with fewer than four fields; the caller names the file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: malformed line `{text}`")]
+pub struct MalformedLine {
+    /// 1-based, counting every line of the file.
+    pub line: usize,
+    pub text: String,
+}
+
+impl MalformedLine {
+    /// `PATH:LINE: malformed line `...``.
+    pub fn in_file(&self, path: &str) -> String {
+        format!("{path}:{}: malformed line `{}`", self.line, self.text)
+    }
 }
 
 /// Undoes the octal escapes the kernel writes for space, tab, newline and backslash.
@@ -58,7 +77,9 @@ fn unescape(field: &str) -> String {
 
 /// The mounts of the node under `root`; `None` when the root has no `/proc/mounts`.
 pub fn read(root: &Root) -> Result<Option<Result<Vec<Mount>, String>>, HostError> {
-    Ok(root.read_optional("/proc/mounts")?.map(|t| parse(&t)))
+    Ok(root
+        .read_optional("/proc/mounts")?
+        .map(|t| parse(&t).map_err(|e| e.in_file("/proc/mounts"))))
 }
 
 #[cfg(test)]
@@ -76,6 +97,12 @@ mod tests {
         assert!(mounts[1].has_option("cpu"));
         assert_eq!(mounts[1].target, "/sys/fs/cgroup/cpu x");
         assert_eq!(parse("").unwrap(), vec![]);
-        assert!(parse("tmpfs /dev/shm\n").unwrap_err().contains(":1:"));
+        assert_eq!(
+            parse("proc /proc proc rw\ntmpfs /dev/shm\n").unwrap_err(),
+            MalformedLine {
+                line: 2,
+                text: "tmpfs /dev/shm".into()
+            }
+        );
     }
 }

@@ -214,8 +214,25 @@ struct Effective {
     period_us: u64,
 }
 
-/// Start of the error for a cgroup directory that does not exist.
-const NO_CGROUP: &str = "no such cgroup:";
+/// Why a cgroup limit could not be read; the audit decides skip or error on the variant.
+#[derive(Debug, thiserror::Error)]
+enum LimitError {
+    /// The cgroup's directory does not exist (the unit or slice is not active).
+    #[error("no such cgroup: {path} ({dir} is absent)")]
+    NoCgroup { path: String, dir: String },
+    /// The key has no cgroup v1 counterpart.
+    #[error("cgroup v1 has no {key}")]
+    NotInV1 { key: String },
+    /// A limit file could not be read or parsed; the message names it.
+    #[error("{0}")]
+    Unreadable(String),
+}
+
+impl From<String> for LimitError {
+    fn from(problem: String) -> Self {
+        LimitError::Unreadable(problem)
+    }
+}
 
 fn controller_of(key: &str) -> &str {
     key.split('.').next().unwrap_or(key)
@@ -227,11 +244,14 @@ fn read_limit(
     mount: &str,
     path: &str,
     key: &str,
-) -> Result<Effective, String> {
+) -> Result<Effective, LimitError> {
     let v1 = !matches!(layout, Layout::V2 { .. });
     let dir = |cg: &str| format!("{mount}{}", if cg == "/" { "" } else { cg });
     if !ctx.root.exists(&dir(path)) {
-        return Err(format!("{NO_CGROUP} {path} ({} is absent)", dir(path)));
+        return Err(LimitError::NoCgroup {
+            path: path.to_string(),
+            dir: dir(path),
+        });
     }
     let mut best = Effective {
         amount: Amount::Unlimited,
@@ -246,7 +266,7 @@ fn read_limit(
         };
         let parsed: Option<(Amount, u64)> = match (key, v1) {
             ("memory.high", true) => {
-                return Err("cgroup v1 has no memory.high".into());
+                return Err(LimitError::NotInV1 { key: key.into() });
             }
             ("memory.max", true) => read("memory.limit_in_bytes")?
                 .map(|t| limits::parse_v1_memory(&t).map(|a| (a, 0)))
@@ -417,8 +437,10 @@ fn limit_finding(
     };
     let effective = match read_limit(ctx, layout, mount, &path, key) {
         Ok(e) => e,
-        Err(e) if e.contains("has no") => return Finding::skip(id, Area::Cgroup, expected, e),
-        Err(e) if target.optional && e.starts_with(NO_CGROUP) => {
+        Err(e @ LimitError::NotInV1 { .. }) => {
+            return Finding::skip(id, Area::Cgroup, expected, e.to_string());
+        }
+        Err(e @ LimitError::NoCgroup { .. }) if target.optional => {
             return Finding::skip(
                 id,
                 Area::Cgroup,
@@ -426,7 +448,7 @@ fn limit_finding(
                 format!("{e}: {} is not active", target.label),
             );
         }
-        Err(e) => return Finding::error(id, Area::Cgroup, expected, e),
+        Err(e) => return Finding::error(id, Area::Cgroup, expected, e.to_string()),
     };
     let judged = effective.amount.to_string();
     let (status, problem) = setting.status_for(&judged);
@@ -589,7 +611,7 @@ fn cpuset_finding(
         "{mount}{}",
         if path == "/" { "" } else { path.as_str() }
     )) {
-        let e = format!("{NO_CGROUP} {path}");
+        let e = format!("no such cgroup: {path}");
         return if target.optional {
             Finding::skip(
                 id,

@@ -83,26 +83,47 @@ pub struct Ruleset {
     pub blind_spot: Option<String>,
 }
 
+/// Why the rules could not be read; the audit skips, warns or errs on the variant.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RulesetError {
+    /// The tool refused for want of CAP_NET_ADMIN.
+    #[error("{what}: permission denied; reading the firewall needs root (CAP_NET_ADMIN)")]
+    NeedsRoot { what: String },
+    /// Neither nft nor any iptables-save is on this node.
+    #[error("neither nft nor iptables-save is installed, so the rules cannot be read")]
+    NoTool,
+    /// The tool ran and failed; `detail` is what it said.
+    #[error("{what} failed: {detail}")]
+    Failed { what: String, detail: String },
+    /// A tool could not be run, or its output not parsed; the message says which.
+    #[error("{0}")]
+    Unreadable(String),
+}
+
 /// Reads every ruleset that can filter input: nftables, then iptables-nft and
 /// iptables-legacy (iptables-nft tables replace their nft view, whose `xt` matches nft
 /// cannot show). A tool is only run when it can have something to show, which saves a
 /// process each and never makes the kernel load `ip_tables` just to find it empty.
-pub fn read_ruleset(runner: &dyn FirewallProbe) -> Result<Ruleset, String> {
+pub fn read_ruleset(runner: &dyn FirewallProbe) -> Result<Ruleset, RulesetError> {
     let mut tables = Vec::new();
     let mut any_tool = false;
     let mut blind_spot = None;
     let failed = |what: &str, out: &source::Output| {
         let detail = out.stderr.trim();
+        // The tools' own words for a missing CAP_NET_ADMIN.
         if detail.contains("Operation not permitted") || detail.contains("Permission denied") {
-            format!("{what}: permission denied; reading the firewall needs root (CAP_NET_ADMIN)")
+            RulesetError::NeedsRoot { what: what.into() }
         } else {
-            format!("{what} failed: {detail}")
+            RulesetError::Failed {
+                what: what.into(),
+                detail: detail.into(),
+            }
         }
     };
     let run = |program: &str, args: &[&str]| {
         runner
             .run(program, args)
-            .map_err(|e| format!("{program}: {e}"))
+            .map_err(|e| RulesetError::Unreadable(format!("{program}: {e}")))
     };
     let nft = run("nft", &["-j", "list", "ruleset"])?;
     let nft_listed = nft.as_ref().is_some_and(|out| out.success);
@@ -130,7 +151,7 @@ pub fn read_ruleset(runner: &dyn FirewallProbe) -> Result<Ruleset, String> {
                     })
                 })
             };
-            tables = nft::parse_with(&out.stdout, &dormant)?;
+            tables = nft::parse_with(&out.stdout, &dormant).map_err(RulesetError::Unreadable)?;
             xt_tables = nft::tables_with_xt(&out.stdout)
                 .into_iter()
                 .filter(|name| tables.iter().any(|t| t.id == format!("ip {name}")))
@@ -193,7 +214,7 @@ pub fn read_ruleset(runner: &dyn FirewallProbe) -> Result<Ruleset, String> {
         } else {
             Tool::IptablesLegacy
         });
-        let mut parsed = iptables::parse(&out.stdout, tool)?;
+        let mut parsed = iptables::parse(&out.stdout, tool).map_err(RulesetError::Unreadable)?;
         parsed.retain(|t| !incompatible.contains(&t.id));
         if tool == Tool::IptablesNft {
             if nft_listed {
@@ -207,9 +228,7 @@ pub fn read_ruleset(runner: &dyn FirewallProbe) -> Result<Ruleset, String> {
         tables.extend(parsed);
     }
     if !any_tool {
-        return Err(
-            "neither nft nor iptables-save is installed, so the rules cannot be read".into(),
-        );
+        return Err(RulesetError::NoTool);
     }
     let has_chain = |name: &str| tables.iter().any(|t| t.chains.contains_key(name));
     let frontend = if tables.iter().any(|t| t.id == "inet firewalld") || has_chain("INPUT_ZONES") {
@@ -280,10 +299,10 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
         .iter()
         .map(|g| match (&g.ranges, &ruleset) {
             (Err(e), _) => Finding::error(g.id, Area::Firewall, expected(g), e.clone()),
-            (_, Err(e)) if e.contains("needs root") => {
-                Finding::skip(g.id, Area::Firewall, expected(g), e.clone())
+            (_, Err(e @ RulesetError::NeedsRoot { .. })) => {
+                Finding::skip(g.id, Area::Firewall, expected(g), e.to_string())
             }
-            (_, Err(e)) if e.contains("is installed") => {
+            (_, Err(e @ RulesetError::NoTool)) => {
                 let mut f = Finding::skip(
                     g.id,
                     Area::Firewall,
@@ -294,7 +313,7 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
                 f.actual = "unknown".into();
                 f
             }
-            (_, Err(e)) => Finding::error(g.id, Area::Firewall, expected(g), e.clone()),
+            (_, Err(e)) => Finding::error(g.id, Area::Firewall, expected(g), e.to_string()),
             (Ok(ranges), Ok(rs)) => judge(g, ranges, rs, expected(g)),
         })
         .collect()

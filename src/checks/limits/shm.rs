@@ -106,12 +106,12 @@ fn shm_mount(ctx: &Context) -> Result<Option<mounts::Mount>, String> {
 
 /// The `/dev/shm` line of `/etc/fstab` (same fields as `/proc/mounts`), if any.
 pub fn fstab_entry(text: &str) -> Result<Option<mounts::Mount>, String> {
+    // Comment lines become blank, so a malformed line keeps its number in the file.
     let lines: Vec<&str> = text
         .lines()
-        .filter(|l| !l.trim_start().starts_with('#'))
+        .map(|l| if l.trim_start().starts_with('#') { "" } else { l })
         .collect();
-    let list =
-        mounts::parse(&lines.join("\n")).map_err(|e| e.replace("/proc/mounts", "/etc/fstab"))?;
+    let list = mounts::parse(&lines.join("\n")).map_err(|e| e.in_file("/etc/fstab"))?;
     Ok(list.into_iter().rev().find(|m| m.target == SHM))
 }
 
@@ -314,10 +314,9 @@ mod tests {
         );
         assert_eq!(fstab_entry("UUID=1 / ext4 defaults 0 1\n").unwrap(), None);
         assert_eq!(fstab_entry("").unwrap(), None);
-        assert!(
-            fstab_entry("tmpfs /dev/shm\n")
-                .unwrap_err()
-                .contains("/etc/fstab")
+        assert_eq!(
+            fstab_entry("# comment\ntmpfs /dev/shm\n").unwrap_err(),
+            "/etc/fstab:2: malformed line `tmpfs /dev/shm`"
         );
     }
 
