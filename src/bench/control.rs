@@ -46,7 +46,7 @@ pub struct Fatal {
     /// Rank 0: the raised reason has been written to every rank (see [`abort_all`]).
     announced: AtomicBool,
     /// Rank 0: every rank's first-hand error, `(rank, reason)`, for [`diagnose`].
-    reports: Mutex<Vec<(usize, String)>>,
+    reports: Mutex<Vec<Report>>,
 }
 
 impl Fatal {
@@ -184,8 +184,12 @@ impl Group {
             thread::spawn(move || {
                 loop {
                     match frame::read(&mut reader) {
-                        Ok(Message::Failed { reason }) => {
-                            lock(&fatal.reports).push((rank, reason.clone()));
+                        Ok(Message::Failed { reason, suspect }) => {
+                            lock(&fatal.reports).push(Report {
+                                rank,
+                                suspect,
+                                reason: reason.clone(),
+                            });
                             // A failure may be the consequence of another rank's stall: let
                             // rank 0's own transfers and the other reports come in first.
                             let (fatal, writers, hosts) =
@@ -498,7 +502,7 @@ impl Group {
     /// Turns this rank's error into the job's verdict: the reason rank 0 settles on when it
     /// has one (naming the rank that is missing), else this rank's own.
     pub fn fail(&mut self, err: BenchError) -> BenchError {
-        if self.world == 1 || !matches!(err, BenchError::Runtime(_)) {
+        if self.world == 1 || !matches!(err, BenchError::Runtime(_) | BenchError::Transfer { .. }) {
             if self.world > 1 && self.rank == 0 {
                 abort_all(&self.fatal, &self.writers, err.to_string());
             }
@@ -508,7 +512,7 @@ impl Group {
             return e;
         }
         if self.rank == 0 {
-            lock(&self.fatal.reports).push((0, err.to_string()));
+            lock(&self.fatal.reports).push(Report::of(0, &err));
             let until = Instant::now() + blame_grace(self.timeout);
             while Instant::now() < until && self.stopped().is_none() {
                 thread::sleep(Duration::from_millis(10));
@@ -521,6 +525,7 @@ impl Group {
         } else {
             let _ = self.send_to_root(&Message::Failed {
                 reason: err.to_string(),
+                suspect: Report::of(self.rank, &err).suspect,
             });
             let grace = verdict_grace(self.timeout);
             let until = Instant::now() + grace;
@@ -538,25 +543,37 @@ impl Group {
     }
 }
 
-/// The first rank a reason names (`... rank 2 (host) ...`).
-pub fn suspect_of(reason: &str) -> Option<usize> {
-    reason.match_indices("rank ").find_map(|(i, m)| {
-        let digits: String = reason[i + m.len()..]
-            .chars()
-            .take_while(char::is_ascii_digit)
-            .collect();
-        digits.parse().ok()
-    })
+/// One rank's first-hand error, as rank 0 collects them to decide whom to blame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    pub rank: usize,
+    /// The rank at the other end of the failed transfer, when it was one.
+    pub suspect: Option<usize>,
+    pub reason: String,
+}
+
+impl Report {
+    /// `rank`'s report of `err`.
+    pub fn of(rank: usize, err: &BenchError) -> Report {
+        Report {
+            rank,
+            suspect: match err {
+                BenchError::Transfer { peer, .. } => Some(*peer),
+                _ => None,
+            },
+            reason: err.to_string(),
+        }
+    }
 }
 
 /// Who stopped the job, from every rank's first-hand error: a stalled rank reports nothing,
 /// while its neighbours (and, down the ring, theirs) each blame the rank next to them. The
 /// culprit is the rank that is blamed but reported nothing itself (the most blamed such rank).
-pub fn diagnose(reports: &[(usize, String)], hosts: &[String]) -> Option<String> {
-    let reporters: Vec<usize> = reports.iter().map(|(r, _)| *r).collect();
+pub fn diagnose(reports: &[Report], hosts: &[String]) -> Option<String> {
+    let reporters: Vec<usize> = reports.iter().map(|r| r.rank).collect();
     let mut best: Option<(usize, usize, &str)> = None;
-    for (_, reason) in reports {
-        let Some(suspect) = suspect_of(reason) else {
+    for report in reports {
+        let Some(suspect) = report.suspect else {
             continue;
         };
         if reporters.contains(&suspect) {
@@ -564,10 +581,10 @@ pub fn diagnose(reports: &[(usize, String)], hosts: &[String]) -> Option<String>
         }
         let votes = reports
             .iter()
-            .filter(|(_, r)| suspect_of(r) == Some(suspect))
+            .filter(|r| r.suspect == Some(suspect))
             .count();
         if best.is_none_or(|(_, v, _)| votes > v) {
-            best = Some((suspect, votes, reason));
+            best = Some((suspect, votes, &report.reason));
         }
     }
     best.map(|(suspect, _, reason)| {
@@ -594,12 +611,16 @@ mod tests {
     #[test]
     fn the_rank_blamed_but_silent_is_the_culprit() {
         let hosts: Vec<String> = ["a", "b", "c", "d"].iter().map(|h| h.to_string()).collect();
-        let r = |rank: usize, text: &str| (rank, text.to_string());
+        let r = |rank: usize, suspect: usize, text: &str| Report {
+            rank,
+            suspect: Some(suspect),
+            reason: text.to_string(),
+        };
         // Rank 2 stalled: rank 3 blames it, rank 0 blames rank 3, rank 1 blames rank 0.
         let reports = [
-            r(0, "receiving from rank 3 (d) failed: no progress for 3s"),
-            r(1, "receiving from rank 0 (a) failed: no progress for 3s"),
-            r(3, "receiving from rank 2 (c) failed: no progress for 3s"),
+            r(0, 3, "receiving from rank 3 (d) failed: no progress for 3s"),
+            r(1, 0, "receiving from rank 0 (a) failed: no progress for 3s"),
+            r(3, 2, "receiving from rank 2 (c) failed: no progress for 3s"),
         ];
         let verdict = diagnose(&reports, &hosts).unwrap();
         assert!(
@@ -608,13 +629,20 @@ mod tests {
         );
         // Everyone reported: no one to blame beyond the reports themselves.
         let all = [
-            r(0, "receiving from rank 1 (b)"),
-            r(1, "receiving from rank 0 (a)"),
+            r(0, 1, "receiving from rank 1 (b)"),
+            r(1, 0, "receiving from rank 0 (a)"),
         ];
         assert_eq!(diagnose(&all, &hosts), None);
-        assert_eq!(diagnose(&[r(0, "cannot allocate")], &hosts), None);
-        assert_eq!(suspect_of("sending to rank 12 (x) failed"), Some(12));
-        assert_eq!(suspect_of("no rank here"), None);
+        // Only a failed transfer names a suspect, whatever its words say.
+        let local = Report::of(0, &BenchError::Runtime("cannot allocate for rank 3".into()));
+        assert_eq!(local.suspect, None);
+        assert_eq!(diagnose(&[local], &hosts), None);
+        let transfer = BenchError::Transfer {
+            peer: 12,
+            reason: "sending to rank 12 (x) failed".into(),
+        };
+        assert_eq!(Report::of(1, &transfer).suspect, Some(12));
+        assert_eq!(transfer.exit_code(), crate::error::ExitCode::Runtime);
     }
 
     #[test]

@@ -62,8 +62,13 @@ pub enum Message {
         times: [f64; 2],
         wrong: [Option<u64>; 2],
     },
-    /// A rank hit an error; rank 0 decides who to blame and aborts the job.
-    Failed { reason: String },
+    /// A rank hit an error; rank 0 decides who to blame and aborts the job. `suspect` is
+    /// the rank at the other end of a failed transfer, when it was one.
+    Failed {
+        reason: String,
+        #[serde(default)]
+        suspect: Option<usize>,
+    },
     /// Rank 0 stops the job: every rank exits 3 with this reason.
     Abort { reason: String },
     /// The run is over; every rank exits with this code.

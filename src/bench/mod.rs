@@ -108,6 +108,10 @@ pub enum BenchError {
     /// Something stopped the job: a rank left, a library is missing (exit 3).
     #[error("{0}")]
     Runtime(String),
+    /// A transfer with another rank failed (exit 3); `peer` is that rank, the one this rank
+    /// suspects when rank 0 decides whom to blame.
+    #[error("{reason}")]
+    Transfer { peer: usize, reason: String },
     /// The run finished but failed its checks: wrong results or bandwidth below the
     /// threshold (exit 1). The figures were printed.
     #[error("{0}")]
@@ -121,7 +125,9 @@ impl BenchError {
     pub fn exit_code(&self) -> ExitCode {
         match self {
             BenchError::Usage(_) => ExitCode::Usage,
-            BenchError::Runtime(_) | BenchError::Stdout(_) => ExitCode::Runtime,
+            BenchError::Runtime(_) | BenchError::Transfer { .. } | BenchError::Stdout(_) => {
+                ExitCode::Runtime
+            }
             BenchError::Failed(_) => ExitCode::Findings,
         }
     }

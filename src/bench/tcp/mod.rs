@@ -452,7 +452,13 @@ impl TcpBackend {
                 ),
                 _ => format!("exchanging with {peer} failed: {}", e.error),
             };
-            BenchError::Runtime(self.conns.fatal.reason().unwrap_or(what))
+            match self.conns.fatal.reason() {
+                Some(verdict) => BenchError::Runtime(verdict),
+                None => BenchError::Transfer {
+                    peer: e.peer,
+                    reason: what,
+                },
+            }
         })
     }
 }

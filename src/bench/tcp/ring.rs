@@ -40,7 +40,18 @@ pub struct Ring {
     fatal: Arc<Fatal>,
     scratch: Vec<Vec<u8>>,
     workers: Vec<Worker>,
-    answers: mpsc::Receiver<Result<(), String>>,
+    answers: mpsc::Receiver<Result<(), Halt>>,
+}
+
+/// Why a ring operation, or one of its workers, stopped.
+#[derive(Debug)]
+enum Halt {
+    /// Another worker of the same operation failed first; its own answer says why.
+    Interrupted,
+    /// A transfer with a neighbour failed; `peer` is that neighbour's rank.
+    Transfer { peer: usize, reason: String },
+    /// Something on this rank failed (a socket clone, a thread start).
+    Local(String),
 }
 
 /// The elements of segment `k` when `count` elements are cut into `world` segments.
@@ -182,33 +193,20 @@ impl Ring {
         } else {
             self.allreduce_pipelined(input, out, dtype, op)
         };
-        result.map_err(|e| {
-            self.fatal
-                .reason()
-                .map_or(BenchError::Runtime(e), BenchError::Runtime)
+        result.map_err(|halt| match (self.fatal.reason(), halt) {
+            (Some(verdict), _) => BenchError::Runtime(verdict),
+            (None, Halt::Transfer { peer, reason }) => BenchError::Transfer { peer, reason },
+            (None, Halt::Local(reason)) => BenchError::Runtime(reason),
+            (None, Halt::Interrupted) => BenchError::Runtime("a ring worker stopped".into()),
         })
     }
 
-    fn send_error(&self, e: io::Error) -> String {
-        format!(
-            "sending to {} failed: {}",
-            self.right,
-            describe(&e, self.timeout)
-        )
+    fn send_error(&self, e: io::Error) -> Halt {
+        send_halt(&self.right, &e, self.timeout)
     }
 
-    fn recv_error(&self, e: io::Error) -> String {
-        if e.kind() == io::ErrorKind::UnexpectedEof {
-            return format!(
-                "{} closed its connection (it exited or was killed)",
-                self.left
-            );
-        }
-        format!(
-            "receiving from {} failed: {}",
-            self.left,
-            describe(&e, self.timeout)
-        )
+    fn recv_error(&self, e: io::Error) -> Halt {
+        recv_halt(&self.left, &e, self.timeout)
     }
 
     fn allreduce_small(
@@ -217,7 +215,7 @@ impl Ring {
         out: &mut [u8],
         dtype: DType,
         op: Op,
-    ) -> Result<(), String> {
+    ) -> Result<(), Halt> {
         let (n, r, es) = (self.world, self.rank, dtype.size());
         let count = out.len() / es;
         let bytes = |seg: usize| {
@@ -278,7 +276,7 @@ impl Ring {
         out: &mut [u8],
         dtype: DType,
         op: Op,
-    ) -> Result<(), String> {
+    ) -> Result<(), Halt> {
         if self.workers.is_empty() {
             self.start_workers()?;
         }
@@ -325,9 +323,9 @@ impl Ring {
         for _ in 0..sent {
             match self.answers.recv() {
                 Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    if !e.is_empty() && first.is_none() {
-                        first = Some(e);
+                Ok(Err(halt)) => {
+                    if !matches!(halt, Halt::Interrupted) && first.is_none() {
+                        first = Some(halt);
                     }
                     plan.failed.store(true, Ordering::SeqCst);
                     for w in &self.workers {
@@ -344,7 +342,7 @@ impl Ring {
             }
         }
         if sent < 2 * self.workers.len() && first.is_none() {
-            first = Some("a ring worker stopped".to_string());
+            first = Some(Halt::Local("a ring worker stopped".into()));
         }
         match first {
             Some(e) => Err(e),
@@ -354,10 +352,13 @@ impl Ring {
 
     /// One sender and one receiver thread per stream, kept for the ring's life so a large
     /// operation costs no thread start-up.
-    fn start_workers(&mut self) -> Result<(), String> {
+    fn start_workers(&mut self) -> Result<(), Halt> {
         let (answer, answers) = mpsc::channel();
         for (t, (send, recv)) in self.send.iter().zip(self.recv.iter()).enumerate() {
-            let clone = |s: &TcpStream| s.try_clone().map_err(|e| format!("data socket: {e}"));
+            let clone = |s: &TcpStream| {
+                s.try_clone()
+                    .map_err(|e| Halt::Local(format!("data socket: {e}")))
+            };
             let (mut send, mut recv) = (clone(send)?, clone(recv)?);
             let (right, left, timeout) = (self.right.clone(), self.left.clone(), self.timeout);
             let (send_tx, send_rx) = mpsc::channel::<Arc<Plan>>();
@@ -368,17 +369,15 @@ impl Ring {
                     super::placement::release_current_thread();
                     for plan in send_rx {
                         let result = plan.send(t, &mut send).map_err(|e| match e {
-                            Stop::Failed => String::new(),
-                            Stop::Io(e) => {
-                                format!("sending to {} failed: {}", right, describe(&e, timeout))
-                            }
+                            Stop::Failed => Halt::Interrupted,
+                            Stop::Io(e) => send_halt(&right, &e, timeout),
                         });
                         if reply.send(result).is_err() {
                             return;
                         }
                     }
                 })
-                .map_err(|e| format!("cannot start a ring thread: {e}"))?;
+                .map_err(|e| Halt::Local(format!("cannot start a ring thread: {e}")))?;
             let sender_thread = sender.thread().clone();
             let (recv_tx, recv_rx) = mpsc::channel::<Arc<Plan>>();
             let reply = answer.clone();
@@ -391,18 +390,8 @@ impl Ring {
                     for plan in recv_rx {
                         let result = plan.receive(t, &mut recv, &mut scratch, &partner).map_err(
                             |e| match e {
-                                Stop::Failed => String::new(),
-                                Stop::Io(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                                    format!(
-                                        "{} closed its connection (it exited or was killed)",
-                                        left
-                                    )
-                                }
-                                Stop::Io(e) => format!(
-                                    "receiving from {} failed: {}",
-                                    left,
-                                    describe(&e, timeout)
-                                ),
+                                Stop::Failed => Halt::Interrupted,
+                                Stop::Io(e) => recv_halt(&left, &e, timeout),
                             },
                         );
                         if result.is_err() {
@@ -414,7 +403,7 @@ impl Ring {
                         }
                     }
                 })
-                .map_err(|e| format!("cannot start a ring thread: {e}"))?;
+                .map_err(|e| Halt::Local(format!("cannot start a ring thread: {e}")))?;
             self.workers.push(Worker {
                 sender: send_tx,
                 receiver: recv_tx,
@@ -562,6 +551,27 @@ fn wait_flag(flag: &AtomicBool, failed: &AtomicBool) -> Result<(), Stop> {
         } else {
             thread::park_timeout(Duration::from_millis(5));
         }
+    }
+}
+
+/// A failed send to the right neighbour.
+fn send_halt(right: &Peer, e: &io::Error, timeout: Duration) -> Halt {
+    Halt::Transfer {
+        peer: right.rank,
+        reason: format!("sending to {right} failed: {}", describe(e, timeout)),
+    }
+}
+
+/// A failed receive from the left neighbour.
+fn recv_halt(left: &Peer, e: &io::Error, timeout: Duration) -> Halt {
+    let reason = if e.kind() == io::ErrorKind::UnexpectedEof {
+        format!("{left} closed its connection (it exited or was killed)")
+    } else {
+        format!("receiving from {left} failed: {}", describe(e, timeout))
+    };
+    Halt::Transfer {
+        peer: left.rank,
+        reason,
     }
 }
 

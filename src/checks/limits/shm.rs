@@ -109,7 +109,13 @@ pub fn fstab_entry(text: &str) -> Result<Option<mounts::Mount>, String> {
     // Comment lines become blank, so a malformed line keeps its number in the file.
     let lines: Vec<&str> = text
         .lines()
-        .map(|l| if l.trim_start().starts_with('#') { "" } else { l })
+        .map(|l| {
+            if l.trim_start().starts_with('#') {
+                ""
+            } else {
+                l
+            }
+        })
         .collect();
     let list = mounts::parse(&lines.join("\n")).map_err(|e| e.in_file("/etc/fstab"))?;
     Ok(list.into_iter().rev().find(|m| m.target == SHM))
