@@ -47,7 +47,7 @@ pub enum Error {
     Unseen(#[source] io::Error),
     /// `bench`: exit 1 when the figures fail, 2 for usage, 3 when the job stopped.
     #[error("{0}")]
-    Bench(#[from] crate::bench::BenchError),
+    Bench(#[from] BenchError),
 }
 
 impl Error {
@@ -70,3 +70,37 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why a benchmark did not pass.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// A flag, variable or setting is wrong (exit 2).
+    #[error("{0}")]
+    Usage(String),
+    /// Something stopped the job: a rank left, a library is missing (exit 3).
+    #[error("{0}")]
+    Runtime(String),
+    /// A transfer with another rank failed (exit 3); `peer` is that rank, the one this rank
+    /// suspects when rank 0 decides whom to blame.
+    #[error("{reason}")]
+    Transfer { peer: usize, reason: String },
+    /// The run finished but failed its checks: wrong results or bandwidth below the
+    /// threshold (exit 1). The figures were printed.
+    #[error("{0}")]
+    Failed(String),
+    /// Standard output went away (`| head`): the caller exits quietly on a broken pipe.
+    #[error("cannot write to standard output: {0}")]
+    Stdout(#[source] std::io::Error),
+}
+
+impl BenchError {
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            BenchError::Usage(_) => ExitCode::Usage,
+            BenchError::Runtime(_) | BenchError::Transfer { .. } | BenchError::Stdout(_) => {
+                ExitCode::Runtime
+            }
+            BenchError::Failed(_) => ExitCode::Findings,
+        }
+    }
+}

@@ -24,7 +24,7 @@ pub mod tcp;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ExitCode;
+pub use crate::error::BenchError;
 use collective::{Collective, Counts};
 use data::{DType, Op};
 use size::Step;
@@ -95,40 +95,6 @@ impl Algo {
             Algo::Auto if bytes < Algo::RABENSEIFNER_MAX => Algo::Rabenseifner,
             Algo::Auto => Algo::Ring,
             other => other,
-        }
-    }
-}
-
-/// Why a benchmark did not pass.
-#[derive(Debug, thiserror::Error)]
-pub enum BenchError {
-    /// A flag, variable or setting is wrong (exit 2).
-    #[error("{0}")]
-    Usage(String),
-    /// Something stopped the job: a rank left, a library is missing (exit 3).
-    #[error("{0}")]
-    Runtime(String),
-    /// A transfer with another rank failed (exit 3); `peer` is that rank, the one this rank
-    /// suspects when rank 0 decides whom to blame.
-    #[error("{reason}")]
-    Transfer { peer: usize, reason: String },
-    /// The run finished but failed its checks: wrong results or bandwidth below the
-    /// threshold (exit 1). The figures were printed.
-    #[error("{0}")]
-    Failed(String),
-    /// Standard output went away (`| head`): the caller exits quietly on a broken pipe.
-    #[error("cannot write to standard output: {0}")]
-    Stdout(#[source] std::io::Error),
-}
-
-impl BenchError {
-    pub fn exit_code(&self) -> ExitCode {
-        match self {
-            BenchError::Usage(_) => ExitCode::Usage,
-            BenchError::Runtime(_) | BenchError::Transfer { .. } | BenchError::Stdout(_) => {
-                ExitCode::Runtime
-            }
-            BenchError::Failed(_) => ExitCode::Findings,
         }
     }
 }
