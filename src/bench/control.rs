@@ -45,8 +45,6 @@ pub struct Fatal {
     raised: AtomicBool,
     /// Rank 0: the raised reason has been written to every rank (see [`abort_all`]).
     announced: AtomicBool,
-    /// Rank 0: every rank's first-hand error, `(rank, reason)`, for [`diagnose`].
-    reports: Mutex<Vec<Report>>,
 }
 
 impl Fatal {
@@ -124,6 +122,25 @@ enum Event {
     Message(usize, Message),
 }
 
+/// Rank 0's side of the control plane: a connection to every other rank and what they
+/// reported.
+struct Hub {
+    /// A writer per other rank (index rank - 1).
+    writers: Vec<Mutex<TcpStream>>,
+    /// Every rank's first-hand error, for [`diagnose`].
+    reports: Mutex<Vec<Report>>,
+}
+
+/// What a rank's control connections are, by its role in the job.
+enum Role {
+    /// A job of one rank: nobody to talk to.
+    Alone,
+    /// Rank 0: it gathers, decides and broadcasts.
+    Root(Arc<Hub>),
+    /// Any other rank: its one connection to rank 0.
+    Member(Mutex<TcpStream>),
+}
+
 /// The ranks of a running job, as seen from one of them.
 pub struct Group {
     pub rank: usize,
@@ -132,8 +149,7 @@ pub struct Group {
     pub fatal: Arc<Fatal>,
     timeout: Duration,
     seq: u64,
-    /// Rank 0: a writer per other rank (index rank - 1). Others: the connection to rank 0.
-    writers: Arc<Vec<Mutex<TcpStream>>>,
+    role: Role,
     events: Receiver<Event>,
     backlog: RefCell<VecDeque<(usize, Message)>>,
 }
@@ -149,7 +165,7 @@ impl Group {
             fatal: Arc::default(),
             timeout,
             seq: 0,
-            writers: Arc::new(Vec::new()),
+            role: Role::Alone,
             events,
             backlog: RefCell::default(),
         }
@@ -172,10 +188,13 @@ impl Group {
             readers.push((rank, reader));
             writers.push(Mutex::new(stream));
         }
-        let writers = Arc::new(writers);
+        let hub = Arc::new(Hub {
+            writers,
+            reports: Mutex::default(),
+        });
         let hosts: Vec<String> = members.iter().map(|m| m.host.clone()).collect();
         for (rank, mut reader) in readers {
-            let (tx, fatal, writers) = (tx.clone(), fatal.clone(), writers.clone());
+            let (tx, fatal, hub) = (tx.clone(), fatal.clone(), hub.clone());
             let hosts = hosts.clone();
             let host = members
                 .get(rank)
@@ -185,21 +204,20 @@ impl Group {
                 loop {
                     match frame::read(&mut reader) {
                         Ok(Message::Failed { reason, suspect }) => {
-                            lock(&fatal.reports).push(Report {
+                            lock(&hub.reports).push(Report {
                                 rank,
                                 suspect,
                                 reason: reason.clone(),
                             });
                             // A failure may be the consequence of another rank's stall: let
                             // rank 0's own transfers and the other reports come in first.
-                            let (fatal, writers, hosts) =
-                                (fatal.clone(), writers.clone(), hosts.clone());
+                            let (fatal, hub, hosts) = (fatal.clone(), hub.clone(), hosts.clone());
                             let fallback = format!("rank {rank} ({host}) failed: {reason}");
                             thread::spawn(move || {
                                 thread::sleep(relay_grace(timeout));
-                                let reports = lock(&fatal.reports).clone();
+                                let reports = lock(&hub.reports).clone();
                                 let reason = diagnose(&reports, &hosts).unwrap_or(fallback);
-                                abort_all(&fatal, &writers, reason);
+                                abort_all(&fatal, &hub, reason);
                             });
                         }
                         Ok(m) => {
@@ -216,7 +234,7 @@ impl Group {
                             };
                             abort_all(
                                 &fatal,
-                                &writers,
+                                &hub,
                                 format!("rank {rank} ({host}) left the job: {why}"),
                             );
                             return;
@@ -232,7 +250,7 @@ impl Group {
             fatal,
             timeout,
             seq: 0,
-            writers,
+            role: Role::Root(hub),
             events,
             backlog: RefCell::default(),
         })
@@ -291,7 +309,7 @@ impl Group {
             fatal,
             timeout,
             seq: 0,
-            writers: Arc::new(vec![Mutex::new(stream)]),
+            role: Role::Member(Mutex::new(stream)),
             events,
             backlog: RefCell::default(),
         })
@@ -303,14 +321,14 @@ impl Group {
     /// the reason.
     fn stopped(&self) -> Option<BenchError> {
         let reason = self.fatal.reason()?;
-        if self.rank == 0 && self.world > 1 {
+        if let Role::Root(_) = self.role {
             self.fatal.wait_announced(ANNOUNCE_WAIT);
         }
         Some(BenchError::Runtime(reason))
     }
 
     fn send_to_root(&self, m: &Message) -> Result<(), BenchError> {
-        let Some(w) = self.writers.first() else {
+        let Role::Member(w) = &self.role else {
             return Ok(());
         };
         frame::write(&mut *lock(w), m).map_err(|e| {
@@ -320,8 +338,18 @@ impl Group {
     }
 
     fn broadcast(&self, m: &Message) {
-        for w in self.writers.iter() {
-            let _ = frame::write(&mut *lock(w), m);
+        if let Role::Root(hub) = &self.role {
+            for w in &hub.writers {
+                let _ = frame::write(&mut *lock(w), m);
+            }
+        }
+    }
+
+    /// Rank 0 stops the job with `reason` (see [`abort_all`]); other roles have no one to
+    /// tell.
+    fn abort(&self, reason: String) {
+        if let Role::Root(hub) = &self.role {
+            abort_all(&self.fatal, hub, reason);
         }
     }
 
@@ -349,7 +377,7 @@ impl Group {
                     missing.join(", "),
                     self.timeout.as_secs()
                 );
-                abort_all(&self.fatal, &self.writers, reason);
+                self.abort(reason);
                 return Err(self.stopped().unwrap_or_else(|| runtime(what.to_string())));
             }
             if let Some((rank, m)) = self.next(&want, remaining) {
@@ -471,7 +499,7 @@ impl Group {
                         "rank {rank} ({}) reported impossible figures: {bad}; it is broken or not a rank of this job",
                         self.host(rank)
                     );
-                    abort_all(&self.fatal, &self.writers, reason.clone());
+                    self.abort(reason.clone());
                     return Err(runtime(reason));
                 }
                 all.push((t, w));
@@ -503,24 +531,25 @@ impl Group {
     /// has one (naming the rank that is missing), else this rank's own.
     pub fn fail(&mut self, err: BenchError) -> BenchError {
         if self.world == 1 || !matches!(err, BenchError::Runtime(_) | BenchError::Transfer { .. }) {
-            if self.world > 1 && self.rank == 0 {
-                abort_all(&self.fatal, &self.writers, err.to_string());
-            }
+            self.abort(err.to_string());
             return err;
         }
         if let Some(e) = self.stopped() {
             return e;
         }
         if self.rank == 0 {
-            lock(&self.fatal.reports).push(Report::of(0, &err));
+            let Role::Root(hub) = &self.role else {
+                return err;
+            };
+            lock(&hub.reports).push(Report::of(0, &err));
             let until = Instant::now() + blame_grace(self.timeout);
             while Instant::now() < until && self.stopped().is_none() {
                 thread::sleep(Duration::from_millis(10));
             }
             let hosts: Vec<String> = self.members.iter().map(|m| m.host.clone()).collect();
-            let reports = lock(&self.fatal.reports).clone();
+            let reports = lock(&hub.reports).clone();
             let reason = diagnose(&reports, &hosts).unwrap_or_else(|| err.to_string());
-            abort_all(&self.fatal, &self.writers, reason);
+            self.abort(reason);
             self.stopped().unwrap_or(err)
         } else {
             let _ = self.send_to_root(&Message::Failed {
@@ -594,10 +623,10 @@ pub fn diagnose(reports: &[Report], hosts: &[String]) -> Option<String> {
 }
 
 /// Rank 0 stops the job: records the reason, interrupts its transfers, tells every rank.
-fn abort_all(fatal: &Fatal, writers: &[Mutex<TcpStream>], reason: String) {
+fn abort_all(fatal: &Fatal, hub: &Hub, reason: String) {
     if fatal.raise(reason.clone()) {
         let abort = Message::Abort { reason };
-        for w in writers {
+        for w in &hub.writers {
             let _ = frame::write(&mut *lock(w), &abort);
         }
         fatal.announced.store(true, Ordering::SeqCst);
@@ -655,7 +684,10 @@ mod tests {
             fatal: Arc::default(),
             timeout: Duration::from_secs(2),
             seq: 0,
-            writers: Arc::new(Vec::new()),
+            role: Role::Root(Arc::new(Hub {
+                writers: Vec::new(),
+                reports: Mutex::default(),
+            })),
             events,
             backlog: RefCell::default(),
         };
