@@ -37,7 +37,7 @@ const ANNOUNCE_WAIT: Duration = Duration::from_secs(1);
 /// The job's shared "stop" state: the first reason wins, and raising it wakes every blocked
 /// data transfer by shutting the sockets registered here.
 #[derive(Default)]
-pub struct Fatal {
+pub struct JobStop {
     reason: Mutex<Option<String>>,
     sockets: Mutex<Vec<TcpStream>>,
     /// Set once the run is over, so closing connections are not failures.
@@ -47,7 +47,7 @@ pub struct Fatal {
     announced: AtomicBool,
 }
 
-impl Fatal {
+impl JobStop {
     /// Records the reason (unless one is recorded) and interrupts data transfers.
     pub fn raise(&self, reason: String) -> bool {
         if self.finished.load(Ordering::SeqCst) {
@@ -146,7 +146,7 @@ pub struct Group {
     pub rank: usize,
     pub world: usize,
     pub members: Vec<Member>,
-    pub fatal: Arc<Fatal>,
+    pub fatal: Arc<JobStop>,
     timeout: Duration,
     seq: u64,
     role: Role,
@@ -177,7 +177,7 @@ impl Group {
         streams: Vec<(usize, TcpStream)>,
         timeout: Duration,
     ) -> Result<Group, BenchError> {
-        let fatal: Arc<Fatal> = Arc::default();
+        let fatal: Arc<JobStop> = Arc::default();
         let (tx, events) = mpsc::channel();
         let mut writers = Vec::new();
         let mut readers = Vec::new();
@@ -263,7 +263,7 @@ impl Group {
         stream: TcpStream,
         timeout: Duration,
     ) -> Result<Group, BenchError> {
-        let fatal: Arc<Fatal> = Arc::default();
+        let fatal: Arc<JobStop> = Arc::default();
         let (tx, events) = mpsc::channel();
         let mut reader = stream
             .try_clone()
@@ -623,7 +623,7 @@ pub fn diagnose(reports: &[Report], hosts: &[String]) -> Option<String> {
 }
 
 /// Rank 0 stops the job: records the reason, interrupts its transfers, tells every rank.
-fn abort_all(fatal: &Fatal, hub: &Hub, reason: String) {
+fn abort_all(fatal: &JobStop, hub: &Hub, reason: String) {
     if fatal.raise(reason.clone()) {
         let abort = Message::Abort { reason };
         for w in &hub.writers {
@@ -761,11 +761,11 @@ mod tests {
 
     #[test]
     fn raising_keeps_the_first_reason_and_nothing_after_the_end() {
-        let f = Fatal::default();
+        let f = JobStop::default();
         assert!(f.raise("rank 2 left".into()));
         assert!(!f.raise("rank 1 failed".into()));
         assert_eq!(f.reason().as_deref(), Some("rank 2 left"));
-        let g = Fatal::default();
+        let g = JobStop::default();
         g.finished.store(true, Ordering::SeqCst);
         assert!(!g.raise("late".into()));
         assert!(!g.is_raised());

@@ -9,19 +9,31 @@ use std::time::Instant;
 use super::collective::Collective;
 use super::control::Group;
 use super::data::{DType, Op};
+use super::size::{self, SizeStep};
 use super::stats::{Half, Row};
 use super::{Backend, BenchError};
+use serde::{Deserialize, Serialize};
 
-/// What to run.
-#[derive(Debug, Clone)]
-pub struct Plan {
+/// What is measured: the collective, the sizes (`-b`, `-e`, `-f`/`-i`), the data and the
+/// iteration counts. Part of every rank's [`Settings`](super::Settings).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sweep {
     pub collective: Collective,
-    pub sizes: Vec<u64>,
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    pub step: SizeStep,
     pub dtype: DType,
     pub op: Op,
     pub iters: usize,
     pub warmup: usize,
     pub check: usize,
+}
+
+impl Sweep {
+    /// The sizes, `min_bytes` to `max_bytes` by `step` (validated by the command).
+    pub fn sizes(&self) -> Vec<u64> {
+        size::sizes(self.min_bytes, self.max_bytes, self.step)
+    }
 }
 
 /// Elements for a requested size: whole elements, at least one.
@@ -33,12 +45,12 @@ pub fn element_count(size: u64, dtype: DType) -> u64 {
 pub fn run(
     backend: &mut dyn Backend,
     group: &mut Group,
-    plan: &Plan,
+    plan: &Sweep,
     mut on_row: impl FnMut(&Row) -> Result<(), BenchError>,
 ) -> Result<Vec<Row>, BenchError> {
     let mut rows = Vec::new();
     let es = plan.dtype.size();
-    for (seq, &size) in plan.sizes.iter().enumerate() {
+    for (seq, &size) in plan.sizes().iter().enumerate() {
         let coll = plan.collective;
         let requested = usize::try_from(element_count(size, plan.dtype))
             .map_err(|_| BenchError::Usage(format!("size {size} does not fit in memory")))?;

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::control::Group;
-use super::harness::{self, Plan};
+use super::harness;
 use super::launch::{self, JobEnv, Launcher};
-use super::nccl::{self, NcclBackend, Probe};
+use super::nccl::{self, NcclBackend, NcclStack};
 use super::output::{self, Member, RunInfo, Versions};
 use super::rendezvous::{self, Identity, Joined};
 use super::stats::{Row, average_busbw, total_wrong};
@@ -48,7 +48,6 @@ pub enum Format {
 #[derive(Debug, Clone)]
 pub struct Job {
     pub settings: Settings,
-    pub plan: Plan,
     pub choice: Choice,
     pub format: Format,
     /// The threshold and where it came from (`--min-busbw`, or a profile).
@@ -66,7 +65,7 @@ pub struct Job {
 /// The backend this rank will use.
 enum Resolved {
     Tcp,
-    Nccl(Box<Probe>),
+    Nccl(Box<NcclStack>),
 }
 
 impl Resolved {
@@ -375,7 +374,7 @@ fn run_rank(
                         world: env.world,
                     },
                     &id,
-                    usize::try_from(job.settings.max_bytes).unwrap_or(usize::MAX),
+                    usize::try_from(job.settings.sweep.max_bytes).unwrap_or(usize::MAX),
                     job.timeout,
                     group.fatal.clone(),
                 )
@@ -398,7 +397,12 @@ fn run_rank(
         },
     };
     if env.rank != 0 {
-        if let Err(e) = harness::run(backend.as_mut(), &mut group, &job.plan, |_| Ok(())) {
+        if let Err(e) = harness::run(
+            backend.as_mut(),
+            &mut group,
+            &job.settings.sweep,
+            |_| Ok(()),
+        ) {
             return Err(group.fail(e));
         }
         drop(backend);
@@ -431,7 +435,7 @@ fn rank0(
         print(&output::table_header(&info))?;
     }
     let bar = if std::io::stderr().is_terminal() {
-        let bar = ProgressBar::new(job.plan.sizes.len() as u64);
+        let bar = ProgressBar::new(job.settings.sweep.sizes().len() as u64);
         if let Ok(style) = ProgressStyle::with_template("{bar:30} {pos}/{len} sizes {msg}") {
             bar.set_style(style);
         }
@@ -439,7 +443,7 @@ fn rank0(
     } else {
         None
     };
-    let rows = harness::run(backend, group, &job.plan, |row: &Row| {
+    let rows = harness::run(backend, group, &job.settings.sweep, |row: &Row| {
         if let Some(bar) = &bar {
             bar.inc(1);
             bar.set_message(format!("{} B", row.size));
@@ -484,7 +488,7 @@ fn rank0(
         Format::Table => None,
         Format::Json => Some(output::json(&info, &rows, min_busbw)),
         Format::Prometheus => Some(super::prometheus::render(
-            job.plan.collective.name(),
+            job.settings.sweep.collective.name(),
             &info,
             &rows,
             min_busbw,

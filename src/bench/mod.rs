@@ -27,19 +27,14 @@ use serde::{Deserialize, Serialize};
 pub use crate::error::BenchError;
 use collective::{Collective, Counts};
 use data::{DType, Op};
-use size::Step;
+use harness::Sweep;
 
 /// The settings every rank must share; rank 0 refuses a rank whose settings differ.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Settings {
-    pub min_bytes: u64,
-    pub max_bytes: u64,
-    pub step: Step,
-    pub iters: usize,
-    pub warmup: usize,
-    pub check: usize,
-    pub dtype: DType,
-    pub op: Op,
+    /// What is measured (flattened: the JSON keeps `min_bytes`, `iters`... at this level).
+    #[serde(flatten)]
+    pub sweep: Sweep,
     /// The backend asked for (`auto`, `nccl`, `tcp`).
     pub backend: String,
     /// TCP connections per ring neighbour and direction.
@@ -48,8 +43,6 @@ pub struct Settings {
     pub sockbuf: u64,
     /// The TCP backend's algorithm (`auto` chooses by size and rank count).
     pub algo: Algo,
-    /// What is measured.
-    pub collective: Collective,
 }
 
 /// The TCP backend's AllReduce algorithms, as `--algo` names them (like nccl-tests'

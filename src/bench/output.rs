@@ -74,14 +74,14 @@ fn half_str(h: &Half) -> String {
 pub fn table_header(info: &RunInfo) -> String {
     let s = &info.settings;
     let hosts = info.hosts();
-    let step = match s.step {
-        super::size::Step::Factor(f) => format!("{f}(factor)"),
-        super::size::Step::Increment(i) => format!("{i}(bytes)"),
+    let step = match s.sweep.step {
+        super::size::SizeStep::Factor(f) => format!("{f}(factor)"),
+        super::size::SizeStep::Increment(i) => format!("{i}(bytes)"),
     };
     let mut out = format!(
         "# gputune {} bench {}: backend {}, {} rank{} on {} host{} ({})\n",
         info.versions.gputune,
-        s.collective.name(),
+        s.sweep.collective.name(),
         info.backend,
         info.members.len(),
         if info.members.len() == 1 { "" } else { "s" },
@@ -94,7 +94,7 @@ pub fn table_header(info: &RunInfo) -> String {
     }
     if info.backend == "tcp" {
         use super::collective::Collective;
-        let algo = match (s.collective, s.algo) {
+        let algo = match (s.sweep.collective, s.algo) {
             (Collective::AllReduce, super::Algo::Auto) => format!(
                 "auto (rd up to {} B, rabenseifner below {} B, ring from there)",
                 super::Algo::RD_MAX,
@@ -112,7 +112,7 @@ pub fn table_header(info: &RunInfo) -> String {
     }
     out.push_str(&format!(
         "# nThread 1 nGpus 1 minBytes {} maxBytes {} step: {step} warmup iters: {} iters: {} agg iters: 1 validation: {} graph: 0\n",
-        s.min_bytes, s.max_bytes, s.warmup, s.iters, s.check
+        s.sweep.min_bytes, s.sweep.max_bytes, s.sweep.warmup, s.sweep.iters, s.sweep.check
     ));
     out.push_str("#\n# Using devices\n");
     for m in &info.members {
@@ -181,7 +181,7 @@ struct Document<'a> {
 
 /// The JSON document (one object, a trailing newline).
 pub fn json(info: &RunInfo, rows: &[Row], min_busbw: Option<f64>) -> String {
-    let command = format!("bench {}", info.settings.collective.name());
+    let command = format!("bench {}", info.settings.sweep.collective.name());
     let doc = Document {
         schema_version: 1,
         command: &command,
@@ -202,25 +202,28 @@ pub fn json(info: &RunInfo, rows: &[Row], min_busbw: Option<f64>) -> String {
 mod tests {
     use super::*;
     use crate::bench::data::{DType, Op};
-    use crate::bench::size::Step;
+    use crate::bench::harness::Sweep;
+    use crate::bench::size::SizeStep;
 
     fn info() -> RunInfo {
         RunInfo {
             backend: "tcp".into(),
             settings: Settings {
-                min_bytes: 8,
-                max_bytes: 16,
-                step: Step::Factor(2),
-                iters: 20,
-                warmup: 1,
-                check: 1,
-                dtype: DType::F32,
-                op: Op::Sum,
+                sweep: Sweep {
+                    collective: crate::bench::collective::Collective::AllReduce,
+                    min_bytes: 8,
+                    max_bytes: 16,
+                    step: SizeStep::Factor(2),
+                    dtype: DType::F32,
+                    op: Op::Sum,
+                    iters: 20,
+                    warmup: 1,
+                    check: 1,
+                },
                 backend: "tcp".into(),
                 streams: 1,
                 sockbuf: 0,
                 algo: crate::bench::Algo::Auto,
-                collective: crate::bench::collective::Collective::AllReduce,
             },
             members: vec![
                 Member {

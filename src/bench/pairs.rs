@@ -125,8 +125,8 @@ pub fn run(
     addrs: &[SocketAddr],
     token: &str,
 ) -> Result<ExitCode, BenchError> {
-    let size = *job.plan.sizes.last().unwrap_or(&0);
-    let (dtype, op) = (job.plan.dtype, job.plan.op);
+    let size = *job.settings.sweep.sizes().last().unwrap_or(&0);
+    let (dtype, op) = (job.settings.sweep.dtype, job.settings.sweep.op);
     let count = super::harness::element_count(size, dtype);
     let bytes = count as usize * dtype.size();
     let hosts: Vec<String> = group.members.iter().map(|m| m.host.clone()).collect();
@@ -166,12 +166,13 @@ pub fn run(
                 data::fill_input(dtype, op, me, 2, &mut input);
                 let counts = Collective::AllReduce.counts(count as usize, 2);
                 backend.prepare(Collective::AllReduce, dtype, counts, &input)?;
-                backend.run(op, false, job.plan.warmup)?;
+                backend.run(op, false, job.settings.sweep.warmup)?;
                 let start = Instant::now();
-                backend.run(op, false, job.plan.iters)?;
-                let time = start.elapsed().as_secs_f64() * 1e6 / job.plan.iters.max(1) as f64;
+                backend.run(op, false, job.settings.sweep.iters)?;
+                let time =
+                    start.elapsed().as_secs_f64() * 1e6 / job.settings.sweep.iters.max(1) as f64;
                 let mut wrong = 0;
-                for _ in 0..job.plan.check {
+                for _ in 0..job.settings.sweep.check {
                     backend.reset(false)?;
                     backend.run(op, false, 1)?;
                     wrong += data::count_wrong(dtype, op, 2, &backend.result(false)?);
@@ -179,7 +180,7 @@ pub fn run(
                 (time, wrong)
             }
         };
-        let max_wrong = count.saturating_mul(job.plan.check as u64);
+        let max_wrong = count.saturating_mul(job.settings.sweep.check as u64);
         if let Some(all) =
             group.report(round as u64, [time, time], [Some(wrong), None], max_wrong)?
         {

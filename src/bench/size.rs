@@ -38,7 +38,7 @@ pub fn parse_size(text: &str) -> Result<u64, SizeError> {
 /// How sizes grow from one row to the next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Step {
+pub enum SizeStep {
     /// Multiply by this (`-f`, at least 2).
     Factor(u64),
     /// Add this many bytes (`-i`, at least 1).
@@ -47,14 +47,14 @@ pub enum Step {
 
 /// The sizes of a run, `min` to `max` inclusive. A factor of 1 or increment of 0 would never
 /// end, so callers validate the step first; `max < min` gives no sizes.
-pub fn sizes(min: u64, max: u64, step: Step) -> Vec<u64> {
+pub fn sizes(min: u64, max: u64, step: SizeStep) -> Vec<u64> {
     let mut out = Vec::new();
     let mut size = min;
     while size <= max {
         out.push(size);
         let next = match step {
-            Step::Factor(f) => size.checked_mul(f.max(2)),
-            Step::Increment(i) => size.checked_add(i.max(1)),
+            SizeStep::Factor(f) => size.checked_mul(f.max(2)),
+            SizeStep::Increment(i) => size.checked_add(i.max(1)),
         };
         match next {
             // A zero minimum with a factor would stay at zero: move on to one byte.
@@ -106,14 +106,14 @@ mod tests {
 
     #[test]
     fn size_sequences() {
-        assert_eq!(sizes(8, 64, Step::Factor(2)), [8, 16, 32, 64]);
-        assert_eq!(sizes(8, 100, Step::Factor(4)), [8, 32]);
-        assert_eq!(sizes(8, 8, Step::Factor(2)), [8]);
-        assert_eq!(sizes(16, 8, Step::Factor(2)), Vec::<u64>::new());
-        assert_eq!(sizes(0, 4, Step::Factor(2)), [0, 1, 2, 4]);
-        assert_eq!(sizes(10, 40, Step::Increment(10)), [10, 20, 30, 40]);
+        assert_eq!(sizes(8, 64, SizeStep::Factor(2)), [8, 16, 32, 64]);
+        assert_eq!(sizes(8, 100, SizeStep::Factor(4)), [8, 32]);
+        assert_eq!(sizes(8, 8, SizeStep::Factor(2)), [8]);
+        assert_eq!(sizes(16, 8, SizeStep::Factor(2)), Vec::<u64>::new());
+        assert_eq!(sizes(0, 4, SizeStep::Factor(2)), [0, 1, 2, 4]);
+        assert_eq!(sizes(10, 40, SizeStep::Increment(10)), [10, 20, 30, 40]);
         assert_eq!(
-            sizes(u64::MAX - 1, u64::MAX, Step::Factor(2)),
+            sizes(u64::MAX - 1, u64::MAX, SizeStep::Factor(2)),
             [u64::MAX - 1]
         );
     }

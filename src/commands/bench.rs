@@ -8,10 +8,10 @@ use clap::{Args, Subcommand};
 use crate::bench::BenchError;
 use crate::bench::collective::Collective;
 use crate::bench::data::{DType, Op};
-use crate::bench::harness::Plan;
+use crate::bench::harness::Sweep;
 use crate::bench::job::{self, Choice, Format, Job};
 use crate::bench::launch;
-use crate::bench::size::{self, Step};
+use crate::bench::size::{self, SizeStep};
 use crate::bench::{Algo, Settings};
 use crate::error::{ExitCode, Result};
 use crate::host::Root;
@@ -168,17 +168,17 @@ pub fn validate(
             if i == 0 {
                 return Err(usage("-i/--stepbytes must be at least 1".into()));
             }
-            Step::Increment(i)
+            SizeStep::Increment(i)
         }
         (None, Some(f)) if f < 2 => {
             return Err(usage(format!(
                 "-f/--stepfactor must be at least 2, not {f}"
             )));
         }
-        (None, f) => Step::Factor(f.unwrap_or(2)),
+        (None, f) => SizeStep::Factor(f.unwrap_or(2)),
     };
     // Counted before the list is built: `-b 1 -e 1G -i 1` must not allocate a billion sizes.
-    if let Step::Increment(i) = step
+    if let SizeStep::Increment(i) = step
         && (max - min) / i >= 10_000
     {
         return Err(usage(format!(
@@ -186,7 +186,6 @@ pub fn validate(
             (max - min) / i + 1
         )));
     }
-    let sizes = size::sizes(min, max, step);
     if args.iters == 0 {
         return Err(usage("-n/--iters must be at least 1".into()));
     }
@@ -236,30 +235,23 @@ pub fn validate(
         return Err(usage("--sockbuf: at most 1G".into()));
     }
     let settings = Settings {
-        min_bytes: min,
-        max_bytes: max,
-        step,
-        iters: args.iters,
-        warmup: args.warmup,
-        check: args.check,
-        dtype: args.dtype,
-        op: args.op,
-        backend: format!("{:?}", args.backend).to_lowercase(),
-        streams: args.streams,
-        sockbuf,
-        algo: args.algo,
-        collective,
-    };
-    Ok(Job {
-        plan: Plan {
+        sweep: Sweep {
             collective,
-            sizes,
+            min_bytes: min,
+            max_bytes: max,
+            step,
             dtype: args.dtype,
             op: args.op,
             iters: args.iters,
             warmup: args.warmup,
             check: args.check,
         },
+        backend: format!("{:?}", args.backend).to_lowercase(),
+        streams: args.streams,
+        sockbuf,
+        algo: args.algo,
+    };
+    Ok(Job {
         settings,
         choice: args.backend,
         format: args.format,
@@ -334,12 +326,22 @@ mod tests {
             "1.5",
         ])
         .unwrap();
-        assert_eq!(job.plan.sizes, [8, 32, 128, 512]);
-        assert_eq!((job.plan.iters, job.plan.warmup, job.plan.check), (5, 0, 2));
-        assert_eq!((job.plan.dtype, job.plan.op), (DType::Bf16, Op::Avg));
+        assert_eq!(job.settings.sweep.sizes(), [8, 32, 128, 512]);
+        assert_eq!(
+            (
+                job.settings.sweep.iters,
+                job.settings.sweep.warmup,
+                job.settings.sweep.check
+            ),
+            (5, 0, 2)
+        );
+        assert_eq!(
+            (job.settings.sweep.dtype, job.settings.sweep.op),
+            (DType::Bf16, Op::Avg)
+        );
         assert_eq!(job.min_busbw.unwrap().0, 1.5);
         let stepped = parse(&["-b", "1K", "-e", "4K", "-i", "1K"]).unwrap();
-        assert_eq!(stepped.plan.sizes, [1024, 2048, 3072, 4096]);
+        assert_eq!(stepped.settings.sweep.sizes(), [1024, 2048, 3072, 4096]);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::{Comm, UniqueId};
 use crate::bench::BenchError;
-use crate::bench::control::Fatal;
+use crate::bench::control::JobStop;
 use crate::host::nccl::{Nccl, NcclVersion};
 
 /// `ncclInProgress`.
@@ -109,7 +109,7 @@ pub fn init(
     id: UniqueId,
     rank: usize,
     timeout: Duration,
-    fatal: &Arc<Fatal>,
+    fatal: &Arc<JobStop>,
 ) -> Result<Comm, BenchError> {
     let deadline = Instant::now() + timeout;
     if !supports_config(version) {
@@ -186,7 +186,7 @@ fn init_blocking(
     rank: usize,
     deadline: Instant,
     timeout: Duration,
-    fatal: &Arc<Fatal>,
+    fatal: &Arc<JobStop>,
 ) -> Result<Comm, BenchError> {
     // SAFETY: ncclResult_t ncclCommInitRank(ncclComm_t*, int nranks, ncclUniqueId, int rank).
     let init: unsafe extern "C" fn(*mut Comm, c_int, UniqueId, c_int) -> c_int =

@@ -13,7 +13,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::bench::collective::{Collective, Counts};
-use crate::bench::control::Fatal;
+use crate::bench::control::JobStop;
 use crate::bench::data::{DType, Op};
 use crate::bench::{Backend, BenchError};
 use crate::host::Root;
@@ -23,8 +23,8 @@ use cuda::{CuDevicePtr, CuStream, Cuda, Stream};
 /// The oldest NCCL with everything used here: `ncclAvg` and bf16 arrived in 2.10.
 pub const MIN_VERSION: (u32, u32) = (2, 10);
 
-/// NCCL and the CUDA driver, both loaded and usable.
-pub struct Probe {
+/// NCCL and the CUDA driver, both loaded and usable, with the GPUs they see.
+pub struct NcclStack {
     pub nccl: Nccl,
     pub version: NcclVersion,
     pub cuda: Cuda,
@@ -32,7 +32,7 @@ pub struct Probe {
 }
 
 /// Loads NCCL and CUDA and counts GPUs; each way of failing is its own message.
-pub fn probe(root: &Root) -> Result<Probe, BenchError> {
+pub fn probe(root: &Root) -> Result<NcclStack, BenchError> {
     let located = locate(root, &SearchEnv::from_process()).map_err(|searched| {
         BenchError::Runtime(format!(
             "NCCL not found ({} not in: {}); set GPUTUNE_NCCL_LIB to its path, or use --backend tcp",
@@ -54,7 +54,7 @@ pub fn probe(root: &Root) -> Result<Probe, BenchError> {
     };
     let cuda = Cuda::open().map_err(with_nccl)?;
     let devices = cuda.device_count().map_err(with_nccl)?;
-    Ok(Probe {
+    Ok(NcclStack {
         nccl,
         version,
         cuda,
@@ -114,7 +114,7 @@ pub struct Place {
 
 /// One rank's communicator on one GPU.
 pub struct NcclBackend {
-    probe: Probe,
+    probe: NcclStack,
     /// Its primary context is retained while the backend lives.
     device: cuda::CuDevice,
     comm: Comm,
@@ -135,14 +135,14 @@ pub struct NcclBackend {
     /// sizes; a reset goes back to offset 0, where the input is loaded and the check reads.
     iter: usize,
     timeout: Duration,
-    fatal: Arc<Fatal>,
+    fatal: Arc<JobStop>,
     aborted: bool,
 }
 
 /// The GPU a rank uses and its name, for the header. Two ranks on one GPU would measure
 /// nothing real (and NCCL 2.30 no longer refuses it), so more local ranks than GPUs is a
 /// usage error naming both counts.
-pub fn device_for(probe: &Probe, local_rank: usize) -> Result<(usize, String), BenchError> {
+pub fn device_for(probe: &NcclStack, local_rank: usize) -> Result<(usize, String), BenchError> {
     if local_rank >= probe.devices {
         return Err(BenchError::Usage(format!(
             "local rank {local_rank} has no GPU of its own: this node has {} GPU(s), so at most {} ranks per node (lower --ranks or the launcher's tasks per node)",
@@ -165,12 +165,12 @@ impl NcclBackend {
     /// Joins the communicator ([`init`]): an error, never a hang, when a rank is missing
     /// past the timeout or the control plane stops the job.
     pub fn new(
-        probe: Probe,
+        probe: NcclStack,
         place: Place,
         id: &[u8],
         max_bytes: usize,
         timeout: Duration,
-        fatal: Arc<Fatal>,
+        fatal: Arc<JobStop>,
     ) -> Result<NcclBackend, BenchError> {
         let Place {
             ordinal,
@@ -352,7 +352,7 @@ struct Calls {
 }
 
 impl Calls {
-    fn resolve(probe: &Probe) -> Result<Calls, String> {
+    fn resolve(probe: &NcclStack) -> Result<Calls, String> {
         let nccl = &probe.nccl;
         let e = |e: crate::host::nccl::NcclError| e.to_string();
         // SAFETY: each symbol has the C signature written on its field (nccl.h).

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use super::auth;
 use super::collective::{Collective, Counts};
-use super::control::Fatal;
+use super::control::JobStop;
 use super::data::{DType, Op};
 use super::frame::Message;
 use super::rendezvous::{HANDSHAKE_DEADLINE, connect_retrying};
@@ -50,7 +50,7 @@ pub fn connect(
     addrs: &[SocketAddr],
     hosts: &[String],
     options: &Options,
-    fatal: Arc<Fatal>,
+    fatal: Arc<JobStop>,
 ) -> Result<Connections, BenchError> {
     if world == 1 {
         return Ok(Connections::alone());
@@ -165,7 +165,7 @@ pub fn connect(
 pub struct Connections {
     pub ring: Ring,
     pub mesh: Mesh,
-    fatal: Arc<Fatal>,
+    fatal: Arc<JobStop>,
 }
 
 impl Connections {

@@ -18,7 +18,7 @@ use std::thread;
 use std::time::Duration;
 
 use crate::bench::BenchError;
-use crate::bench::control::Fatal;
+use crate::bench::control::JobStop;
 use crate::bench::data::{self, DType, Op};
 
 use super::link::Peer;
@@ -37,7 +37,7 @@ pub struct Ring {
     left: Peer,
     right: Peer,
     timeout: Duration,
-    fatal: Arc<Fatal>,
+    fatal: Arc<JobStop>,
     scratch: Vec<Vec<u8>>,
     workers: Vec<Worker>,
     answers: mpsc::Receiver<Result<(), Halt>>,
@@ -149,7 +149,7 @@ impl Ring {
         left: Peer,
         right: Peer,
         timeout: Duration,
-        fatal: Arc<Fatal>,
+        fatal: Arc<JobStop>,
     ) -> Ring {
         let scratch = vec![vec![0u8; SMALL_BYTES]];
         Ring {
@@ -288,7 +288,7 @@ impl Ring {
             .max(segment(count, n, n - 1).len())
             .div_ceil(slice_elems)
             + 1;
-        let plan = Arc::new(Plan {
+        let plan = Arc::new(RingOp {
             rank: self.rank,
             world: n,
             count,
@@ -361,7 +361,7 @@ impl Ring {
             };
             let (mut send, mut recv) = (clone(send)?, clone(recv)?);
             let (right, left, timeout) = (self.right.clone(), self.left.clone(), self.timeout);
-            let (send_tx, send_rx) = mpsc::channel::<Arc<Plan>>();
+            let (send_tx, send_rx) = mpsc::channel::<Arc<RingOp>>();
             let reply = answer.clone();
             let sender = thread::Builder::new()
                 .name(format!("ring-send-{t}"))
@@ -379,7 +379,7 @@ impl Ring {
                 })
                 .map_err(|e| Halt::Local(format!("cannot start a ring thread: {e}")))?;
             let sender_thread = sender.thread().clone();
-            let (recv_tx, recv_rx) = mpsc::channel::<Arc<Plan>>();
+            let (recv_tx, recv_rx) = mpsc::channel::<Arc<RingOp>>();
             let reply = answer.clone();
             let partner = sender_thread.clone();
             thread::Builder::new()
@@ -417,8 +417,8 @@ impl Ring {
 
 /// A stream's pair of worker threads.
 struct Worker {
-    sender: mpsc::Sender<Arc<Plan>>,
-    receiver: mpsc::Sender<Arc<Plan>>,
+    sender: mpsc::Sender<Arc<RingOp>>,
+    receiver: mpsc::Sender<Arc<RingOp>>,
     sender_thread: thread::Thread,
 }
 
@@ -430,7 +430,7 @@ enum Stop {
 }
 
 /// One pipelined operation, shared by the workers.
-struct Plan {
+struct RingOp {
     rank: usize,
     world: usize,
     count: usize,
@@ -446,7 +446,7 @@ struct Plan {
     failed: AtomicBool,
 }
 
-impl Plan {
+impl RingOp {
     fn bytes(&self, e: Range<usize>) -> Range<usize> {
         let es = self.dtype.size();
         e.start * es..e.end * es
