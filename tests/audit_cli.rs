@@ -1,6 +1,6 @@
 //! `gputune audit` end to end on fixture roots: statuses, exit codes and every output format.
 
-mod common;
+use crate::common;
 
 use common::{audit_json, finding, fixture, gputune};
 use predicates::prelude::*;

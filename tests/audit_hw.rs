@@ -1,7 +1,7 @@
 //! `gputune audit` of the gpu, nic, numa and platform areas on fixture roots and on this
 //! machine, with the real libnccl.so.2 from the nvidia-nccl-cu12 wheel (scripts/test).
 
-mod common;
+use crate::common;
 
 use assert_cmd::Command;
 use serde_json::Value;

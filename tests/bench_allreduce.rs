@@ -1,6 +1,6 @@
 //! `gputune bench allreduce` end to end: the built binary, real processes, real sockets.
 
-mod common;
+use crate::common;
 
 use std::process::Command as StdCommand;
 use std::time::Duration;

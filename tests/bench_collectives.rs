@@ -3,7 +3,7 @@
 //! two, and the folded non-power of two), at sizes that give one element, empty and uneven
 //! blocks.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! namespace (and UTS namespace, so each has its own host name), rendezvous and ring over the
 //! veth link. Needs root and iproute2/util-linux, which scripts/test installs.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

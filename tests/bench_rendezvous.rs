@@ -1,7 +1,7 @@
 //! The benchmark's rendezvous against strangers: the built binary, real processes, real
 //! sockets. Each test reproduces one way a stranger got in or kept the real ranks out.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

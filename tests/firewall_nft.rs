@@ -27,6 +27,14 @@ fn require(tool: &str) {
     );
 }
 
+/// `test`'s name as the test harness knows it: with its module path inside the binary.
+fn test_path(test: &str) -> String {
+    match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::{test}"),
+        None => test.to_string(),
+    }
+}
+
 /// Runs `test` in a fresh network namespace; true when this process is the one inside.
 fn in_own_netns(test: &str) -> bool {
     if std::env::var_os(INSIDE).is_some() {
@@ -37,7 +45,7 @@ fn in_own_netns(test: &str) -> bool {
     let status = Command::new("unshare")
         .args(["--net", "--mount", "--propagation", "private"])
         .arg(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .args(["--exact", &test_path(test), "--nocapture", "--test-threads=1"])
         .env(INSIDE, "1")
         .status()
         .unwrap();

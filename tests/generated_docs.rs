@@ -1,6 +1,6 @@
 //! The man pages in man/ and the completions in completions/ are generated from the clap
 //! definition; this test fails when they are stale. Regenerate with
-//! `GPUTUNE_BLESS=1 cargo test --test generated_docs`.
+//! `GPUTUNE_BLESS=1 cargo test --test node generated_docs`.
 
 use std::path::Path;
 
@@ -31,7 +31,7 @@ fn check(dir: &str, files: Vec<(String, Vec<u8>)>) {
     on_disk.retain(|n| !files.iter().any(|(f, _)| f == n));
     assert!(
         stale.is_empty() && on_disk.is_empty(),
-        "{} is stale (changed: {stale:?}, no longer generated: {on_disk:?}); run `GPUTUNE_BLESS=1 cargo test --test generated_docs` and commit the result",
+        "{} is stale (changed: {stale:?}, no longer generated: {on_disk:?}); run `GPUTUNE_BLESS=1 cargo test --test node generated_docs` and commit the result",
         dir.display()
     );
 }

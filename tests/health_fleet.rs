@@ -1,7 +1,7 @@
 //! `gputune health` on fixture roots and on the live node with a hung `nft`, and
 //! `gputune fleet` on reports of several fixture roots with different host names.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! `bench allreduce --format prometheus --output FILE`: node_exporter textfile gauges from a
 //! real two-rank TCP run, written atomically.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -2,7 +2,7 @@
 //! own host name (UTS namespace), one node's link slowed with tc tbf: the verdict must name
 //! that node and no other. Needs root, iproute2 and util-linux (scripts/test installs them).
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 

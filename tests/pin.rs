@@ -1,7 +1,7 @@
 //! `gputune pin`: the real affinity and memory-policy syscalls on this machine, with the
 //! topology from a fixture root whose GPU-local CPUs exist here.
 
-mod common;
+use crate::common;
 
 use assert_cmd::Command;
 

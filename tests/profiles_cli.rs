@@ -1,6 +1,6 @@
 //! `gputune profiles list | show`, and the shipped profiles themselves.
 
-mod common;
+use crate::common;
 
 use common::{fixture, gputune};
 use predicates::prelude::*;

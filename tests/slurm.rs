@@ -4,7 +4,7 @@
 //! scenarios in order, as the daemons are one per machine. Every daemon is stopped by its
 //! pid when the test ends, passing or not.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

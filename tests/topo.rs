@@ -1,7 +1,7 @@
 //! `gputune topo` on real snapshots and built fixtures: what a person reading those trees
 //! would see (GPU and NIC counts, NUMA nodes, CPU lists, link widths).
 
-mod common;
+use crate::common;
 
 use assert_cmd::Command;
 use serde_json::Value;

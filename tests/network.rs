@@ -1,0 +1,8 @@
+//! Integration tests of the firewall checks and apply's nftables table against the kernel: real
+//! nft and iptables rulesets in network namespaces, and the differential suite.
+
+mod common;
+
+mod firewall;
+mod firewall_diff;
+mod firewall_nft;
