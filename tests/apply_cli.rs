@@ -47,7 +47,7 @@ fn require(tool: &str) {
 }
 
 fn binary() -> PathBuf {
-    assert_cmd::cargo::cargo_bin!("gputune").to_path_buf()
+    PathBuf::from(crate::common::bin())
 }
 
 /// A named network namespace, deleted when dropped.

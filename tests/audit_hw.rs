@@ -23,7 +23,7 @@ fn nccl_venv() -> String {
 /// `gputune audit` with no NCCL reachable through the environment.
 fn audit(root: Option<&std::path::Path>) -> (Command, tempfile::TempDir) {
     let home = tempfile::tempdir().unwrap();
-    let mut cmd = Command::cargo_bin("gputune").unwrap();
+    let mut cmd = common::gputune();
     for var in [
         "GPUTUNE_NCCL_LIB",
         "LD_LIBRARY_PATH",
@@ -535,8 +535,7 @@ fn multi_homed_node_judges_and_configures_the_fast_nic() {
     assert_eq!(status(&f, "nic.eth0.role"), "skip");
     assert_eq!(find(&f, "nccl.NCCL_SOCKET_IFNAME")["expected"], "ens1f0");
 
-    let out = Command::cargo_bin("gputune")
-        .unwrap()
+    let out = common::gputune()
         .arg("--root")
         .arg(t.root())
         .args([
@@ -673,7 +672,7 @@ impl Pair {
 
     /// `gputune audit --only nic` run inside namespace `a`.
     fn audit(&self, profile: &str, peer: &str) -> (Option<i32>, Vec<Value>) {
-        let bin = assert_cmd::cargo::cargo_bin("gputune");
+        let bin = crate::common::bin();
         let out = std::process::Command::new("ip")
             .args(["netns", "exec", &self.a])
             .arg(bin)

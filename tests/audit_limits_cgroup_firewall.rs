@@ -3,7 +3,6 @@
 
 use std::path::PathBuf;
 
-use assert_cmd::Command;
 use serde_json::Value;
 
 fn node() -> PathBuf {
@@ -31,8 +30,7 @@ const IDS: &[(&str, &str, &str)] = &[
 ];
 
 fn audit(format: &str) -> (Option<i32>, String) {
-    let out = Command::cargo_bin("gputune")
-        .unwrap()
+    let out = crate::common::gputune()
         .args([
             "audit",
             "--profile",

@@ -4,7 +4,6 @@
 use std::fs;
 use std::path::Path;
 
-use assert_cmd::Command;
 use predicates::prelude::*;
 
 const PROFILE: &str = r#"
@@ -29,8 +28,7 @@ fn image(files: &[(&str, &str)]) -> tempfile::TempDir {
 }
 
 fn audit(dir: &Path, extra: &[&str]) -> assert_cmd::assert::Assert {
-    Command::cargo_bin("gputune")
-        .unwrap()
+    crate::common::gputune()
         .args(["audit", "--persisted", "--format", "json", "--root"])
         .arg(dir)
         .arg("--profile")

@@ -5,7 +5,6 @@ use crate::common;
 use std::process::Command as StdCommand;
 use std::time::Duration;
 
-use assert_cmd::Command;
 use common::*;
 
 const TYPES: [&str; 5] = ["f32", "f16", "bf16", "f64", "i32"];
@@ -16,8 +15,7 @@ const OPS: [&str; 5] = ["sum", "prod", "min", "max", "avg"];
 const SIZES: [&str; 6] = ["-b", "8", "-e", "400K", "-f", "15"];
 
 fn local_run(ranks: usize, dtype: &str, op: &str) -> serde_json::Value {
-    let out = Command::cargo_bin("gputune")
-        .unwrap()
+    let out = common::gputune()
         .args([
             "bench",
             "allreduce",
@@ -80,8 +78,7 @@ fn two_and_three_local_ranks_reduce_every_type_and_op_exactly() {
 fn several_slices_over_several_streams_reduce_exactly() {
     // 6 MB over 3 ranks: 2 MB segments, 8 slices each, alternating over 2 connections.
     for (dtype, op) in [("f16", "sum"), ("i32", "max"), ("f32", "avg")] {
-        let out = Command::cargo_bin("gputune")
-            .unwrap()
+        let out = common::gputune()
             .args([
                 "bench",
                 "allreduce",
@@ -343,8 +340,7 @@ fn a_rank_of_another_job_is_refused() {
 
 /// `gputune bench allreduce --backend tcp --ranks N ARGS...`, bounded to a minute.
 fn local_tcp(ranks: usize, args: &[&str]) -> std::process::Output {
-    Command::cargo_bin("gputune")
-        .unwrap()
+    common::gputune()
         .args([
             "bench",
             "allreduce",
@@ -386,8 +382,7 @@ fn a_profile_threshold_applies() {
         "description = \"test\"\n[bench]\nmin_busbw = 100000.0\n",
     )
     .unwrap();
-    let out = Command::cargo_bin("gputune")
-        .unwrap()
+    let out = common::gputune()
         .args([
             "bench",
             "allreduce",
@@ -421,8 +416,7 @@ fn a_profile_threshold_applies() {
 
 #[test]
 fn json_names_settings_versions_and_hosts_but_not_the_environment() {
-    let out = Command::cargo_bin("gputune")
-        .unwrap()
+    let out = common::gputune()
         .args([
             "bench",
             "allreduce",
@@ -457,8 +451,7 @@ fn json_names_settings_versions_and_hosts_but_not_the_environment() {
 
 #[test]
 fn bad_sizes_are_usage_errors_naming_the_flag() {
-    let out = Command::cargo_bin("gputune")
-        .unwrap()
+    let out = common::gputune()
         .args(["bench", "allreduce", "-b", "8X"])
         .output()
         .unwrap();
@@ -468,8 +461,7 @@ fn bad_sizes_are_usage_errors_naming_the_flag() {
         "{}",
         text(&out.stderr)
     );
-    let out = Command::cargo_bin("gputune")
-        .unwrap()
+    let out = common::gputune()
         .args(["bench", "allreduce", "--backend", "tcp"])
         .env("RANK", "5")
         .env("WORLD_SIZE", "2")
@@ -491,8 +483,7 @@ fn real_nccl() -> String {
 
 #[test]
 fn nccl_backend_without_a_gpu_reports_the_version_and_exits_3() {
-    let out = Command::cargo_bin("gputune")
-        .unwrap()
+    let out = common::gputune()
         .args([
             "bench",
             "allreduce",
@@ -524,8 +515,7 @@ fn nccl_backend_with_a_library_that_is_not_nccl_exits_3() {
     let dir = tempfile::tempdir().unwrap();
     let fake = dir.path().join("libnccl.so.2");
     std::fs::write(&fake, b"not a library").unwrap();
-    let out = Command::cargo_bin("gputune")
-        .unwrap()
+    let out = common::gputune()
         .args(["bench", "allreduce", "--backend", "nccl", "--ranks", "1"])
         .env("GPUTUNE_NCCL_LIB", &fake)
         .output()
@@ -540,8 +530,7 @@ fn nccl_backend_with_a_library_that_is_not_nccl_exits_3() {
 
 #[test]
 fn auto_says_why_it_falls_back_to_tcp() {
-    let out = Command::cargo_bin("gputune")
-        .unwrap()
+    let out = common::gputune()
         .args([
             "bench",
             "allreduce",
@@ -605,8 +594,7 @@ fn nccl_backend_names_each_driver_answer_and_carries_nccl_errors() {
         ("2", "ncclCommInitRankConfig failed: unhandled cuda error"),
     ];
     for (mode, want) in cases {
-        let out = Command::cargo_bin("gputune")
-            .unwrap()
+        let out = common::gputune()
             .args([
                 "bench",
                 "allreduce",

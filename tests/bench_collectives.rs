@@ -7,7 +7,6 @@ use crate::common;
 
 use std::time::Duration;
 
-use assert_cmd::Command;
 use common::*;
 
 const TYPES: [&str; 5] = ["f32", "f16", "bf16", "f64", "i32"];
@@ -19,8 +18,7 @@ fn run(collective: &str, ranks: usize, extra: &[&str]) -> serde_json::Value {
     } else {
         &["-b", "4", "-e", "70000", "-f", "7"]
     };
-    let out = Command::cargo_bin("gputune")
-        .unwrap()
+    let out = common::gputune()
         .args(["bench", collective, "--backend", "tcp", "--ranks"])
         .arg(ranks.to_string())
         .args(sizes)
@@ -171,8 +169,7 @@ fn each_collective_takes_its_own_profile_threshold() {
     )
     .unwrap();
     let bench = |collective: &str| {
-        Command::cargo_bin("gputune")
-            .unwrap()
+        common::gputune()
             .args(["bench", collective, "--backend", "tcp", "--ranks", "2"])
             .args([
                 "-b",

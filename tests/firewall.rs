@@ -6,7 +6,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use assert_cmd::cargo::CommandCargoExt;
 use serde_json::Value;
 
 fn fixture(name: &str) -> PathBuf {
@@ -43,10 +42,7 @@ fn require_tools() {
 /// profile opening 29500-29550 (rendezvous) and 50000-50010 (NCCL). Returns findings by id.
 fn audit_in_netns(setup: &str) -> std::collections::BTreeMap<String, Value> {
     require_tools();
-    let bin = Command::cargo_bin("gputune")
-        .unwrap()
-        .get_program()
-        .to_owned();
+    let bin = std::ffi::OsString::from(crate::common::bin());
     let dir = tempfile::tempdir().unwrap();
     let profile = dir.path().join("ports.toml");
     std::fs::write(

@@ -17,7 +17,6 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use assert_cmd::cargo::CommandCargoExt;
 use generator::{Case, Load};
 use serde_json::Value;
 
@@ -278,10 +277,7 @@ fn judge(case: &Case, open: bool, said: Said, actual: &str, tally: &Mutex<Tally>
 fn verdicts_agree_with_the_kernel_on_generated_rulesets() {
     require_tools();
     let started = Instant::now();
-    let bin = Command::cargo_bin("gputune")
-        .unwrap()
-        .get_program()
-        .to_owned();
+    let bin = std::ffi::OsString::from(crate::common::bin());
     let bin = Path::new(&bin).to_path_buf();
     let dir = tempfile::tempdir().unwrap();
     let mut cases = generator::shapes();

@@ -45,7 +45,12 @@ fn in_own_netns(test: &str) -> bool {
     let status = Command::new("unshare")
         .args(["--net", "--mount", "--propagation", "private"])
         .arg(std::env::current_exe().unwrap())
-        .args(["--exact", &test_path(test), "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            &test_path(test),
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(INSIDE, "1")
         .status()
         .unwrap();

@@ -102,10 +102,8 @@ fn run(args: &[&str], limit: Duration) -> Run {
 }
 
 fn gputune(args: &[&str]) -> Command {
-    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("gputune"));
-    cmd.args(args)
-        .env_remove("GPUTUNE_ROOT")
-        .env_remove("GPUTUNE_NCCL_LIB");
+    let mut cmd = crate::common::gputune_process();
+    cmd.args(args).env_remove("GPUTUNE_NCCL_LIB");
     cmd
 }
 

@@ -35,7 +35,7 @@ impl Work {
 
     fn path(&self, name: &str) -> PathBuf {
         if name == "gputune" {
-            return PathBuf::from(env!("CARGO_BIN_EXE_gputune"));
+            return PathBuf::from(crate::common::bin());
         }
         self.dir.path().join(name)
     }

@@ -6,7 +6,7 @@ use crate::common;
 use assert_cmd::Command;
 
 fn pin(root: &std::path::Path) -> Command {
-    let mut cmd = Command::cargo_bin("gputune").unwrap();
+    let mut cmd = common::gputune();
     cmd.arg("--root").arg(root).arg("pin");
     for var in ["LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"] {
         cmd.env_remove(var);

@@ -111,7 +111,7 @@ fn gputune_under_a_real_slurm() {
     for dir in ["state", "spool", "log"] {
         std::fs::create_dir(w.join(dir)).unwrap();
     }
-    let gputune = assert_cmd::cargo::cargo_bin("gputune");
+    let gputune = std::path::PathBuf::from(crate::common::bin());
     let untuned = copy_fixture("untuned-node", &w.join("untuned"));
     let tuned = copy_fixture("tuned-node", &w.join("tuned"));
     let root = w.join("root");

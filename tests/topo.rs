@@ -3,12 +3,10 @@
 
 use crate::common;
 
-use assert_cmd::Command;
 use serde_json::Value;
 
 fn topo_json(root: &std::path::Path) -> Value {
-    let out = Command::cargo_bin("gputune")
-        .unwrap()
+    let out = common::gputune()
         .args(["topo", "--format", "json", "--root"])
         .arg(root)
         .output()
@@ -22,8 +20,7 @@ fn topo_json(root: &std::path::Path) -> Value {
 }
 
 fn topo_table(root: &std::path::Path) -> String {
-    let out = Command::cargo_bin("gputune")
-        .unwrap()
+    let out = common::gputune()
         .args(["topo", "--root"])
         .arg(root)
         .output()
@@ -204,8 +201,7 @@ fn dgx_spark_snapshot_without_pci_directories() {
 
 #[test]
 fn live_topo_is_sensible_on_this_machine() {
-    let out = Command::cargo_bin("gputune")
-        .unwrap()
+    let out = common::gputune()
         .args(["topo", "--format", "json"])
         .output()
         .unwrap();
@@ -367,8 +363,7 @@ fn trimmed_and_unusual_sysfs() {
     assert_eq!(names(&v, "skipped_nics", "name"), Vec::<String>::new());
 
     // pin binds rank 0 to the online CPUs of the GPU's node only.
-    let out = Command::cargo_bin("gputune")
-        .unwrap()
+    let out = common::gputune()
         .arg("--root")
         .arg(t.root())
         .args(["pin", "--local-rank", "0", "-v", "--", "true"])
@@ -404,8 +399,7 @@ fn power9_node_with_gpu_memory_nodes_and_offline_cpus() {
     assert_eq!(node(250)["gpu_memory_of"], "0035:05:00.0");
     assert_eq!(node(250)["cpus"], "");
 
-    let out = Command::cargo_bin("gputune")
-        .unwrap()
+    let out = common::gputune()
         .arg("--root")
         .arg(&root)
         .args([
@@ -442,8 +436,7 @@ fn power9_node_with_gpu_memory_nodes_and_offline_cpus() {
     // pin binds to the node's online CPUs only (0-15 of 0-87; 88-103 of 88-175), never
     // the offline ones. GPU4's CPUs do not exist on this machine, so binding is refused.
     let pin = |rank: &str| {
-        Command::cargo_bin("gputune")
-            .unwrap()
+        common::gputune()
             .arg("--root")
             .arg(&root)
             .args(["pin", "--local-rank", rank, "-v", "--", "true"])

@@ -19,6 +19,14 @@ pub fn gputune() -> Command {
     cmd
 }
 
+/// The gputune binary as a plain process (to run inside a network namespace, or to keep
+/// running while the test acts), with the same clean environment as [`gputune`].
+pub fn gputune_process() -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gputune"));
+    cmd.env_remove("GPUTUNE_ROOT");
+    cmd
+}
+
 /// Runs `gputune audit --root FIXTURE ARGS... --format json` and parses the document.
 pub fn audit_json(fixture_name: &str, args: &[&str]) -> (i32, serde_json::Value) {
     let out = gputune()
