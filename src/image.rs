@@ -112,7 +112,6 @@ pub fn check_root(root: &Root) -> Result<(), RootError> {
 /// A `proc` that is a symbolic link to `/proc` is someone's explicit choice of the live kernel
 /// (see `apply::io::has_live_kernel`), not an accident, and is not counted.
 pub fn has_mounted_proc(root: &Root) -> bool {
-    const PROC_SUPER_MAGIC: i64 = 0x9fa0;
     if root.is_live() {
         return false;
     }
@@ -120,15 +119,8 @@ pub fn has_mounted_proc(root: &Root) -> bool {
     if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
         return false;
     }
-    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
-        return false;
-    };
-    // SAFETY: statfs fills the zeroed struct it is given from a NUL-terminated path we own.
-    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::statfs(c_path.as_ptr(), &mut stat) };
-    #[allow(clippy::unnecessary_cast)]
-    let magic = stat.f_type as i64;
-    rc == 0 && magic == PROC_SUPER_MAGIC
+    nix::sys::statfs::statfs(&path)
+        .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC)
 }
 
 /// Where apply keeps its journal and lock for an image: `GPUTUNE_STATE_DIR` when set, else the
@@ -152,8 +144,7 @@ pub fn state_dir(image: &Path, euid_is_root: bool) -> PathBuf {
 }
 
 fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
+    nix::unistd::geteuid().as_raw()
 }
 
 /// A directory name for an image path: its absolute path with `/` as `_` and anything

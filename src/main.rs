@@ -2,15 +2,16 @@
 
 use std::io::Write;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 fn main() {
-    // DESIGN.md: an empty GPUTUNE_ROOT means unset (clap would reject the empty value).
+    let mut command = gputune::cli::Cli::command();
     if std::env::var_os("GPUTUNE_ROOT").is_some_and(|v| v.is_empty()) {
-        // SAFETY: nothing else runs yet: no thread can be reading the environment.
-        unsafe { std::env::remove_var("GPUTUNE_ROOT") };
+        // DESIGN.md: an empty GPUTUNE_ROOT means unset; clap would reject the empty value.
+        command = command.mut_arg("root", |arg| arg.env(None));
     }
-    let cli = gputune::cli::Cli::parse();
+    let cli = gputune::cli::Cli::from_arg_matches_mut(&mut command.get_matches())
+        .unwrap_or_else(|e| e.exit());
     let code = match gputune::run(cli) {
         Ok(code) => code,
         Err(err) if err.is_broken_pipe() => gputune::ExitCode::Ok,

@@ -2,7 +2,9 @@
 //! never interleave. The kernel drops it when the process dies, even by kill -9.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
+
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
 use std::time::{Duration, Instant};
 
 use super::error::ApplyError;
@@ -17,7 +19,7 @@ pub const WAIT: Duration = Duration::from_secs(5);
 /// A held lock; released when dropped.
 #[derive(Debug)]
 pub struct Lock {
-    _file: File,
+    _held: Flock<File>,
 }
 
 /// Takes the lock, retrying until `wait` has passed; the error says who to wait for.
@@ -27,21 +29,19 @@ pub fn acquire(root: &Root, wait: Duration) -> Result<Lock, ApplyError> {
         root.create_dirs(dir)?;
     }
     // O_NOFOLLOW: a link planted at the lock's name is refused, not followed and created.
-    let file = File::from(root.open(
+    let mut file = File::from(root.open(
         PATH,
         libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_NONBLOCK,
     )?);
     let start = Instant::now();
     loop {
-        // SAFETY: flock on a file descriptor this function owns; no memory is involved.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc == 0 {
-            remove_stale_temps(root)?;
-            return Ok(Lock { _file: file });
-        }
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
-            return Err(HostError::new(path, err).into());
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(held) => {
+                remove_stale_temps(root)?;
+                return Ok(Lock { _held: held });
+            }
+            Err((back, Errno::EWOULDBLOCK)) => file = back,
+            Err((_, errno)) => return Err(HostError::new(path, errno.into()).into()),
         }
         if start.elapsed() >= wait {
             return Err(ApplyError::Lock(format!(

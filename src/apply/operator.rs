@@ -19,8 +19,7 @@ pub struct Console;
 
 impl Operator for Console {
     fn is_root(&self) -> bool {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        unsafe { libc::geteuid() == 0 }
+        nix::unistd::geteuid().is_root()
     }
 
     fn can_ask(&self) -> bool {

@@ -62,8 +62,7 @@ pub fn execute(steps: &[Step], io: &dyn Io) -> Result<(), Failure> {
 /// needs no cooperation from the node (a FIFO standing in for a knob is refused now that
 /// every read and write demands a regular file).
 fn stop_self() {
-    // SAFETY: raise only delivers a signal to this process; SIGSTOP cannot be caught.
-    unsafe { libc::raise(libc::SIGSTOP) };
+    let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
 }
 
 /// Puts every target of `steps` back to its `before` state, last step first. Each target

@@ -322,8 +322,7 @@ fn may_write(root: &Root, image: bool, operator: &dyn Operator) -> Result<()> {
     }
     if image {
         use std::os::unix::fs::MetadataExt;
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let euid = unsafe { libc::geteuid() };
+        let euid = nix::unistd::geteuid().as_raw();
         let owner = std::fs::metadata(root.dir()).map(|m| m.uid()).ok();
         if owner == Some(euid) {
             return Ok(());

@@ -165,11 +165,11 @@ impl Capture {
 
 fn kill_group(pid: u32) {
     if let Ok(pid) = i32::try_from(pid) {
-        // SAFETY: kill(2) with a negative pid signals the process group the child leads
-        // (process_group(0) made it its own group); it touches no memory of ours.
-        unsafe {
-            libc::kill(-pid, libc::SIGKILL);
-        }
+        // The child leads its own process group (process_group(0)): kill all of it.
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
     }
 }
 

@@ -2,9 +2,7 @@
 //! (getrlimit) and a file system's size and free space (statvfs). Behind a trait so tests
 //! can give any value; [`LiveLimits`] asks the kernel.
 
-use std::ffi::CString;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use crate::profile::amount::Amount;
@@ -51,11 +49,12 @@ impl Resource {
         }
     }
 
-    fn libc(self) -> libc::__rlimit_resource_t {
+    fn kernel(self) -> nix::sys::resource::Resource {
+        use nix::sys::resource::Resource as R;
         match self {
-            Resource::Memlock => libc::RLIMIT_MEMLOCK,
-            Resource::Nofile => libc::RLIMIT_NOFILE,
-            Resource::Stack => libc::RLIMIT_STACK,
+            Resource::Memlock => R::RLIMIT_MEMLOCK,
+            Resource::Nofile => R::RLIMIT_NOFILE,
+            Resource::Stack => R::RLIMIT_STACK,
         }
     }
 }
@@ -88,39 +87,26 @@ pub struct LiveLimits;
 
 impl LimitsProbe for LiveLimits {
     fn rlimit(&self, resource: Resource) -> io::Result<Rlimit> {
-        let mut raw = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: `raw` is a valid, writable rlimit for the duration of the call.
-        if unsafe { libc::getrlimit(resource.libc(), &mut raw) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let amount = |v: libc::rlim_t| {
-            if v == libc::RLIM_INFINITY {
+        let (soft, hard) = nix::sys::resource::getrlimit(resource.kernel())?;
+        let amount = |v: nix::libc::rlim_t| {
+            if v == nix::sys::resource::RLIM_INFINITY {
                 Amount::Unlimited
             } else {
                 Amount::Finite(i128::from(v))
             }
         };
         Ok(Rlimit {
-            soft: amount(raw.rlim_cur),
-            hard: amount(raw.rlim_max),
+            soft: amount(soft),
+            hard: amount(hard),
         })
     }
 
     fn space(&self, path: &Path) -> io::Result<Space> {
-        let c_path = CString::new(path.as_os_str().as_bytes())
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        // SAFETY: statvfs only writes into the zeroed struct we own; the path is NUL-terminated.
-        let mut raw: libc::statvfs = unsafe { std::mem::zeroed() };
-        if unsafe { libc::statvfs(c_path.as_ptr(), &mut raw) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let unit = raw.f_frsize as u64;
+        let fs = nix::sys::statvfs::statvfs(path)?;
+        let unit = fs.fragment_size();
         Ok(Space {
-            size: (raw.f_blocks as u64).saturating_mul(unit),
-            free: (raw.f_bavail as u64).saturating_mul(unit),
+            size: fs.blocks().saturating_mul(unit),
+            free: fs.blocks_available().saturating_mul(unit),
         })
     }
 }

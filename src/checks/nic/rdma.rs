@@ -260,7 +260,7 @@ fn gid(hca: &RdmaDevice, port: &RdmaPort, nccl: &NcclConfig) -> Finding {
 /// Root ports whose relaxed-ordering handling Linux distrusts (`quirk_relaxedordering_disable`
 /// in drivers/pci/quirks.c): Intel Xeon E5 v3/v4 (Haswell-EP, Broadwell-EP) root ports and
 /// AMD's A1100 (Seattle). Devices below them must not use relaxed ordering.
-fn ro_unsafe_root_port(vendor: u32, device: u32) -> bool {
+fn ro_broken_root_port(vendor: u32, device: u32) -> bool {
     (vendor == 0x8086
         && ((0x6f01..=0x6f0e).contains(&device) || (0x2f01..=0x2f0e).contains(&device)))
         || (vendor == 0x1022 && (0x1a00..=0x1a02).contains(&device))
@@ -279,14 +279,14 @@ fn relaxed_ordering(ctx: &Context, hca: &RdmaDevice) -> Option<Finding> {
     let (vendor, device) = root_port
         .as_ref()
         .map_or((0, 0), |p| (p.vendor.unwrap_or(0), p.device.unwrap_or(0)));
-    let unsafe_cpu = ro_unsafe_root_port(vendor, device);
+    let broken_cpu = ro_broken_root_port(vendor, device);
     let cpu = root_port
         .as_ref()
         .map_or("unknown root port".to_string(), |p| {
             format!("root port {} ({vendor:04x}:{device:04x})", p.address)
         });
     let id = format!("rdma.{}.relaxed_ordering", hca.name);
-    Some(match (enabled, unsafe_cpu) {
+    Some(match (enabled, broken_cpu) {
         (true, true) => hw::finding(
             id,
             Area::Nic,
@@ -402,10 +402,10 @@ mod tests {
 
     #[test]
     fn relaxed_ordering_quirk_list() {
-        assert!(ro_unsafe_root_port(0x8086, 0x6f02));
-        assert!(ro_unsafe_root_port(0x8086, 0x2f0e));
-        assert!(ro_unsafe_root_port(0x1022, 0x1a01));
-        assert!(!ro_unsafe_root_port(0x8086, 0x347a));
-        assert!(!ro_unsafe_root_port(0x1022, 0x1483));
+        assert!(ro_broken_root_port(0x8086, 0x6f02));
+        assert!(ro_broken_root_port(0x8086, 0x2f0e));
+        assert!(ro_broken_root_port(0x1022, 0x1a01));
+        assert!(!ro_broken_root_port(0x8086, 0x347a));
+        assert!(!ro_broken_root_port(0x1022, 0x1483));
     }
 }
