@@ -9,7 +9,11 @@
 
 use std::io;
 use std::net::TcpStream;
-use std::os::fd::AsRawFd;
+use std::io::{Read, Write};
+use std::os::fd::AsFd;
+
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use std::time::{Duration, Instant};
 
 /// A rank on the other end of a connection, as error messages name it.
@@ -66,8 +70,11 @@ pub struct Link {
 }
 
 impl Link {
-    pub fn new(peer: Peer, socket: TcpStream) -> Link {
-        Link { peer, socket }
+    /// A link over `socket`, which is made non-blocking: an exchange never waits in a
+    /// read or write, only in its bounded spin and then in poll(2).
+    pub fn new(peer: Peer, socket: TcpStream) -> io::Result<Link> {
+        socket.set_nonblocking(true)?;
+        Ok(Link { peer, socket })
     }
 
     /// Sends all of `out` while receiving exactly `into.len()` bytes; either may be empty.
@@ -109,44 +116,29 @@ pub fn shift_with(
     timeout: Duration,
     arrived: &mut dyn FnMut(&[u8]),
 ) -> io::Result<()> {
-    let (tx, rx) = (to.socket.as_raw_fd(), from.socket.as_raw_fd());
+    let (mut tx, mut rx) = (&to.socket, &from.socket);
+    let one_socket = std::ptr::eq(to, from);
     let mut got = 0;
     let mut progress_at = Instant::now();
     while !out.is_empty() || got < whole.len() {
         let mut moved = false;
         if !out.is_empty() {
-            // SAFETY: `out` is a live buffer of `out.len()` bytes; tx is an open socket.
-            let n = unsafe {
-                libc::send(
-                    tx,
-                    out.as_ptr().cast(),
-                    out.len(),
-                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-                )
-            };
-            match progressed(n)? {
-                0 => {}
-                n => {
-                    out = &out[n..];
-                    moved = true;
-                }
+            // The socket is non-blocking: this is one send(2), which std makes MSG_NOSIGNAL.
+            let n = would_block_is_zero(tx.write(out))?;
+            if n > 0 {
+                out = &out[n..];
+                moved = true;
             }
         }
         if got < whole.len() {
-            let into = &mut whole[got..];
-            // SAFETY: `into` is a live, writable buffer of `into.len()` bytes.
-            let n =
-                unsafe { libc::recv(rx, into.as_mut_ptr().cast(), into.len(), libc::MSG_DONTWAIT) };
-            if n == 0 {
-                return Err(io::ErrorKind::UnexpectedEof.into());
-            }
-            match progressed(n)? {
-                0 => {}
-                n => {
-                    got += n;
-                    arrived(&whole[..got]);
-                    moved = true;
-                }
+            let n = match rx.read(&mut whole[got..]) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                other => would_block_is_zero(other)?,
+            };
+            if n > 0 {
+                got += n;
+                arrived(&whole[..got]);
+                moved = true;
             }
         }
         let now = Instant::now();
@@ -167,47 +159,46 @@ pub fn shift_with(
         if left.is_zero() {
             return Err(io::ErrorKind::TimedOut.into());
         }
-        let mut fds = [
-            libc::pollfd {
-                fd: tx,
-                events: 0,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: rx,
-                events: 0,
-                revents: 0,
-            },
-        ];
+        let (mut send_events, mut recv_events) = (PollFlags::empty(), PollFlags::empty());
         if !out.is_empty() {
-            fds[0].events |= libc::POLLOUT;
+            send_events |= PollFlags::POLLOUT;
         }
         if got < whole.len() {
-            fds[if tx == rx { 0 } else { 1 }].events |= libc::POLLIN;
+            recv_events |= PollFlags::POLLIN;
         }
-        let nfds = if tx == rx { 1 } else { 2 };
-        let ms = left.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
-        // SAFETY: `nfds` valid pollfds.
-        let rc = unsafe { libc::poll(fds.as_mut_ptr(), nfds, ms) };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
+        let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+        let timeout = PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX);
+        let polled = if one_socket {
+            poll(
+                &mut [PollFd::new(to.socket.as_fd(), send_events | recv_events)],
+                timeout,
+            )
+        } else {
+            poll(
+                &mut [
+                    PollFd::new(to.socket.as_fd(), send_events),
+                    PollFd::new(from.socket.as_fd(), recv_events),
+                ],
+                timeout,
+            )
+        };
+        match polled {
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
         }
     }
     Ok(())
 }
 
-/// Bytes moved by a non-blocking send/recv: 0 when it would block, an error otherwise.
-fn progressed(n: isize) -> io::Result<usize> {
-    if n >= 0 {
-        return Ok(n as usize);
-    }
-    let e = io::Error::last_os_error();
-    match e.kind() {
-        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
-        _ => Err(e),
+/// Bytes moved by a non-blocking read or write: 0 when it would block (or a signal
+/// interrupted it), the error otherwise.
+fn would_block_is_zero(moved: io::Result<usize>) -> io::Result<usize> {
+    match moved {
+        Ok(n) => Ok(n),
+        Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {
+            Ok(0)
+        }
+        Err(e) => Err(e),
     }
 }
 
@@ -224,7 +215,10 @@ mod tests {
             rank,
             host: "lo".into(),
         };
-        (Link::new(peer(1), a), Link::new(peer(0), b))
+        (
+            Link::new(peer(1), a).expect("non-blocking"),
+            Link::new(peer(0), b).expect("non-blocking"),
+        )
     }
 
     const SPIN: Spin = Spin {

@@ -143,8 +143,9 @@ pub fn connect(
     let links = links
         .into_iter()
         .enumerate()
-        .map(|(p, s)| s.map(|s| Link::new(peer(p), s)))
-        .collect();
+        .map(|(p, s)| s.map(|s| Link::new(peer(p), s)).transpose())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| BenchError::Runtime(format!("data socket: {e}")))?;
     Ok(Connections {
         ring: Ring::new(
             rank,
