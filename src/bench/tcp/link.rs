@@ -8,8 +8,8 @@
 //! exchanging more than their socket buffers hold cannot deadlock.
 
 use std::io;
-use std::net::TcpStream;
 use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::os::fd::AsFd;
 
 use nix::errno::Errno;
@@ -195,7 +195,12 @@ pub fn shift_with(
 fn would_block_is_zero(moved: io::Result<usize>) -> io::Result<usize> {
     match moved {
         Ok(n) => Ok(n),
-        Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+            ) =>
+        {
             Ok(0)
         }
         Err(e) => Err(e),

@@ -9,7 +9,9 @@ pub mod placement;
 mod ring;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
+
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::thread;
@@ -257,95 +259,32 @@ fn accept(
         .collect())
 }
 
-fn set_buffers(socket: &impl AsRawFd, bytes: u64) {
-    let value = bytes.min(i32::MAX as u64) as libc::c_int;
-    for opt in [libc::SO_SNDBUF, libc::SO_RCVBUF] {
-        // SAFETY: setsockopt on an open socket with a pointer to a live c_int and its size.
-        unsafe {
-            libc::setsockopt(
-                socket.as_raw_fd(),
-                libc::SOL_SOCKET,
-                opt,
-                (&value as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
-        }
-    }
+fn set_buffers(socket: impl AsFd, bytes: u64) {
+    let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+    let socket = SockRef::from(&socket);
+    // Best effort, as the kernel clamps to rmem_max/wmem_max anyway.
+    let _ = socket.set_send_buffer_size(bytes);
+    let _ = socket.set_recv_buffer_size(bytes);
 }
 
 /// Buffers must be sized before the handshake for the window scale to follow, so this opens
-/// the socket by hand: socket, setsockopt, connect (retrying until `deadline`).
+/// the socket by hand: socket, buffer sizes, connect (retrying until `deadline`).
 fn connect_with_buffers(
     addr: &SocketAddr,
     bytes: u64,
     deadline: Instant,
 ) -> std::io::Result<TcpStream> {
-    use std::os::fd::FromRawFd;
     loop {
-        let family = if addr.is_ipv4() {
-            libc::AF_INET
-        } else {
-            libc::AF_INET6
-        };
-        // SAFETY: plain socket(2); the fd is owned by the TcpStream below or closed on error.
-        let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a fresh socket that nothing else owns.
-        let stream = unsafe { TcpStream::from_raw_fd(fd) };
-        set_buffers(&stream, bytes);
-        let (storage, len) = sockaddr(addr);
-        // SAFETY: `storage` holds a valid sockaddr of `len` bytes for the socket's family.
-        let rc =
-            unsafe { libc::connect(fd, (&storage as *const libc::sockaddr_storage).cast(), len) };
-        if rc == 0 {
-            return Ok(stream);
-        }
-        let err = std::io::Error::last_os_error();
-        if Instant::now() >= deadline {
-            return Err(err);
-        }
-        thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: sockaddr_storage is plain data; all zeroes is a valid value.
-    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    match addr {
-        SocketAddr::V4(a) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from_ne_bytes(a.ip().octets()),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_in fits in sockaddr_storage.
-            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin) };
-            (
-                storage,
-                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-            )
-        }
-        SocketAddr::V6(a) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: a.ip().octets(),
-                },
-                sin6_scope_id: a.scope_id(),
-            };
-            // SAFETY: sockaddr_in6 fits in sockaddr_storage.
-            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin6) };
-            (
-                storage,
-                std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
-            )
+        let socket = Socket::new(
+            Domain::for_address(*addr),
+            Type::STREAM,
+            Some(Protocol::TCP),
+        )?;
+        set_buffers(&socket, bytes);
+        match socket.connect(&(*addr).into()) {
+            Ok(()) => return Ok(socket.into()),
+            Err(e) if Instant::now() >= deadline => return Err(e),
+            Err(_) => thread::sleep(Duration::from_millis(50)),
         }
     }
 }
