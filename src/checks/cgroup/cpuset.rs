@@ -1,0 +1,193 @@
+//! The cpuset check: whether the CPUs and memory nodes a cgroup allows are local to the GPUs.
+
+use super::*;
+
+/// The two halves of a cpuset a GPU's rank needs: its local CPUs and its local memory.
+#[derive(Clone, Copy)]
+pub(super) enum CpusetPart {
+    Cpus,
+    Mems,
+}
+
+impl CpusetPart {
+    fn of_key(key: &str) -> Self {
+        if key == "cpuset.gpus_without_local_memory" {
+            CpusetPart::Mems
+        } else {
+            CpusetPart::Cpus
+        }
+    }
+
+    /// The cgroup file a fix writes.
+    fn file(self) -> &'static str {
+        match self {
+            CpusetPart::Cpus => "cpuset.cpus",
+            CpusetPart::Mems => "cpuset.mems",
+        }
+    }
+
+    /// The files that hold the effective set: v2's `.effective`, v1's `effective_*` (or the
+    /// plain file on kernels without it).
+    fn files(self, layout: &Layout) -> &'static [&'static str] {
+        match (self, layout) {
+            (CpusetPart::Cpus, Layout::V2 { .. }) => &["cpuset.cpus.effective"],
+            (CpusetPart::Mems, Layout::V2 { .. }) => &["cpuset.mems.effective"],
+            (CpusetPart::Cpus, _) => &["cpuset.effective_cpus", "cpuset.cpus"],
+            (CpusetPart::Mems, _) => &["cpuset.effective_mems", "cpuset.mems"],
+        }
+    }
+
+    fn noun(self) -> &'static str {
+        match self {
+            CpusetPart::Cpus => "CPUs",
+            CpusetPart::Mems => "NUMA memory nodes",
+        }
+    }
+
+    /// What is local to a GPU; empty when the kernel does not say.
+    fn local(self, gpu: &Gpu) -> BTreeSet<u32> {
+        match self {
+            CpusetPart::Cpus => gpu
+                .local_cpus
+                .as_ref()
+                .map(|c| c.0.clone())
+                .unwrap_or_default(),
+            CpusetPart::Mems => gpu.numa_node.into_iter().collect(),
+        }
+    }
+}
+
+/// The CPUs or memory nodes a cgroup may use: the nearest file holding the effective set;
+/// `None` when no cpuset applies.
+pub(super) fn read_cpuset(
+    ctx: &Context,
+    layout: &Layout,
+    part: CpusetPart,
+    mount: &str,
+    path: &str,
+) -> Result<Option<(BTreeSet<u32>, String)>, String> {
+    for cg in hierarchy::ancestors(path) {
+        let dir = format!("{mount}{}", if cg == "/" { "" } else { cg.as_str() });
+        for file in part.files(layout) {
+            let host = format!("{dir}/{file}");
+            if let Some(text) = ctx.root.read_optional(&host).map_err(|e| e.to_string())? {
+                let set = CpuList::parse(&text).map_err(|e| format!("{host}: {e}"))?.0;
+                return Ok(Some((set, cg)));
+            }
+        }
+    }
+    Ok(None)
+}
+
+pub(super) fn cpuset_finding(
+    ctx: &Context,
+    layout: &Layout,
+    target: &Target,
+    key: &str,
+    setting: &Setting,
+) -> Finding {
+    let part = CpusetPart::of_key(key);
+    let noun = part.noun();
+    let id = format!("{key}{}", target.suffix);
+    let expected = setting.rule.describe();
+    let gpus = match ctx.inventory() {
+        Ok(inventory) => &inventory.gpus,
+        Err(e) => return Finding::error(id, Area::Cgroup, expected, e.to_string()),
+    };
+    if gpus.is_empty() {
+        return Finding::skip(
+            id,
+            Area::Cgroup,
+            expected,
+            "no NVIDIA GPU under /sys/bus/pci/devices",
+        );
+    }
+    let (Some(mount), Some(path)) = (layout.mount_of("cpuset"), target.path(layout, "cpuset"))
+    else {
+        let mut f = Finding::skip(
+            id,
+            Area::Cgroup,
+            expected,
+            format!("no cpuset controller applies, so all {noun} are allowed"),
+        );
+        f.status = Status::Pass;
+        f.actual = "0 (no cpuset)".into();
+        return f;
+    };
+    if !ctx.root.exists(&format!(
+        "{mount}{}",
+        if path == "/" { "" } else { path.as_str() }
+    )) {
+        let e = format!("no such cgroup: {path}");
+        return if target.optional {
+            Finding::skip(
+                id,
+                Area::Cgroup,
+                expected,
+                format!("{e}: {} is not active", target.label),
+            )
+        } else {
+            Finding::error(id, Area::Cgroup, expected, e)
+        };
+    }
+    let (allowed, from) = match read_cpuset(ctx, layout, part, mount, &path) {
+        Ok(Some(found)) => found,
+        Ok(None) => {
+            return Finding::skip(
+                id,
+                Area::Cgroup,
+                expected,
+                format!("no cpuset file between {path} and the root"),
+            );
+        }
+        Err(e) => return Finding::error(id, Area::Cgroup, expected, e),
+    };
+    let without: Vec<(&Gpu, BTreeSet<u32>)> = gpus
+        .iter()
+        .map(|g| (g, part.local(g)))
+        .filter(|(_, local)| !local.is_empty() && local.is_disjoint(&allowed))
+        .collect();
+    let judged = without.len().to_string();
+    let (status, problem) = setting.status_for(&judged);
+    let detail = if without.is_empty() {
+        format!(
+            "every GPU has local {noun} in cpuset {}",
+            cpu_list(&allowed)
+        )
+    } else {
+        let names: Vec<String> = without
+            .iter()
+            .map(|(g, local)| format!("{} (local {noun} {})", g.pci_address, cpu_list(local)))
+            .collect();
+        format!(
+            "cpuset {} excludes the local {noun} of {}",
+            cpu_list(&allowed),
+            names.join(", ")
+        )
+    };
+    let mut finding = Finding {
+        id,
+        area: Area::Cgroup,
+        status,
+        expected,
+        actual: format!("{judged}: {detail} (cpuset of {from}), {}", target.label),
+        message: problem.unwrap_or_else(|| crate::checks::why(ctx, Area::Cgroup, key)),
+        fix: String::new(),
+        change: None,
+    };
+    if matches!(status, Status::Fail | Status::Warn) {
+        let mut wanted = allowed.clone();
+        for (_, local) in &without {
+            wanted.extend(local.iter().copied());
+        }
+        let (fix, change) = cgroup_fix(layout, mount, &from, part.file(), &cpu_list(&wanted));
+        finding.fix = fix;
+        finding.change = change;
+    }
+    finding
+}
+
+/// A set in the kernel's list form: {0,1,2,3,8} → `0-3,8`.
+pub(super) fn cpu_list(set: &BTreeSet<u32>) -> String {
+    CpuList(set.clone()).to_string()
+}

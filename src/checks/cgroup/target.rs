@@ -1,0 +1,32 @@
+//! Which cgroup is judged: a path (`--cgroup`, a profile's slice) or a process's membership
+//! per hierarchy.
+
+use super::*;
+
+/// The cgroup being judged.
+pub(super) struct Target {
+    /// Appended to finding ids (`@training.slice`) so several targets stay apart.
+    pub(super) suffix: String,
+    pub(super) label: String,
+    pub(super) kind: TargetKind,
+    /// A profile's slice may not exist until a job starts: absent is a skip, not an error.
+    pub(super) optional: bool,
+}
+
+pub(super) enum TargetKind {
+    /// One cgroup path for every controller.
+    Path(String),
+    /// A process's membership, per hierarchy.
+    Process(Vec<Membership>),
+}
+
+impl Target {
+    pub(super) fn path(&self, layout: &Layout, controller: &str) -> Option<String> {
+        match &self.kind {
+            TargetKind::Path(p) => Some(p.clone()),
+            TargetKind::Process(lines) => {
+                hierarchy::path_of(layout, lines, controller).map(str::to_string)
+            }
+        }
+    }
+}
