@@ -1,0 +1,143 @@
+//! Finding a profile's file: built-in names, the site directory inside the root, or a path
+//! on the invoking host, and where its path includes resolve.
+
+use super::*;
+
+/// The text of one profile file and how to name it in messages.
+pub(super) struct SourceFile {
+    pub(super) name: String,
+    pub(super) display: String,
+    /// The file itself (canonical path), so `./a.toml` and `../dir/a.toml` are one file
+    /// for include-cycle detection.
+    pub(super) identity: String,
+    /// Directory relative includes given as paths resolve against.
+    pub(super) dir: Option<Base>,
+    pub(super) text: String,
+}
+
+/// Where a profile's path includes resolve: beside a file the user named (on the invoking
+/// host, which they trust), or beside a site profile inside the root (an image's file: its
+/// includes resolve inside the root too, never on the host).
+#[derive(Debug, Clone)]
+pub(super) enum Base {
+    Host(PathBuf),
+    InRoot(String),
+}
+
+impl Loader<'_> {
+    pub(super) fn find(
+        &self,
+        ident: &str,
+        relative_to: Option<&Base>,
+    ) -> Result<SourceFile, String> {
+        if (ident.contains('/') || ident.ends_with(".toml"))
+            && let Some(Base::InRoot(dir)) = relative_to
+        {
+            let host = if ident.starts_with('/') {
+                ident.to_string()
+            } else {
+                format!("{dir}/{ident}")
+            };
+            let text = self
+                .root
+                .read_capped(&host, MAX_PROFILE_BYTES)
+                .map_err(|e| format!("cannot read {e}"))?
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .ok_or_else(|| {
+                    format!(
+                        "cannot read {}: no such file",
+                        self.root.path(&host).display()
+                    )
+                })?;
+            let path = Path::new(&host);
+            return Ok(SourceFile {
+                name: path
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                display: self.root.path(&host).display().to_string(),
+                identity: self
+                    .root
+                    .canonicalize(&host)
+                    .map_or_else(|| host.clone(), |p| p.display().to_string()),
+                dir: Some(Base::InRoot(
+                    path.parent()
+                        .map_or_else(|| "/".into(), |p| p.display().to_string()),
+                )),
+                text,
+            });
+        }
+        if ident.contains('/') || ident.ends_with(".toml") {
+            let path = match relative_to {
+                Some(Base::Host(dir)) if Path::new(ident).is_relative() => dir.join(ident),
+                _ => PathBuf::from(ident),
+            };
+            let text = crate::host::confine::read_regular(&path, MAX_PROFILE_BYTES)
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let name = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            return Ok(SourceFile {
+                name,
+                display: path.display().to_string(),
+                identity: identity_of(&path),
+                dir: path.parent().map(|p| Base::Host(p.to_path_buf())),
+                text,
+            });
+        }
+        if !ident
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            || ident.is_empty()
+        {
+            return Err(format!(
+                "`{ident}` is not a profile name (letters, digits, - and _) or a path"
+            ));
+        }
+        let site = format!("{SITE_DIR}/{ident}.toml");
+        match self.root.read_optional(&site) {
+            Ok(Some(text)) => {
+                let path = self.root.path(&site);
+                return Ok(SourceFile {
+                    name: ident.into(),
+                    display: path.display().to_string(),
+                    identity: self
+                        .root
+                        .canonicalize(&site)
+                        .map_or_else(|| site.clone(), |p| p.display().to_string()),
+                    // Includes written as paths resolve beside the site profile, in the root.
+                    dir: Some(Base::InRoot(SITE_DIR.into())),
+                    text,
+                });
+            }
+            Ok(None) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+        match BUILTIN.iter().find(|(name, _)| *name == ident) {
+            Some((name, text)) => Ok(SourceFile {
+                name: name.to_string(),
+                display: format!("profiles/{name}.toml"),
+                identity: format!("built-in {name}"),
+                dir: None,
+                text: text.to_string(),
+            }),
+            None => {
+                let names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
+                Err(format!(
+                    "no profile named `{ident}` (built-in: {}; site profiles go in {SITE_DIR})",
+                    names.join(", ")
+                ))
+            }
+        }
+    }
+}
+
+/// A file's canonical path, or the path as given when it cannot be resolved.
+pub(super) fn identity_of(path: &Path) -> String {
+    std::fs::canonicalize(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string()
+}

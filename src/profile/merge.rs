@@ -1,0 +1,160 @@
+//! Resolving includes: each profile's parents merged first, once each (a diamond is read
+//! once), cycles and depth refused with the chain that shows them.
+
+use super::*;
+
+impl Loader<'_> {
+    /// `stack` holds the (identity, display) of the profiles being resolved, outermost first;
+    /// `memo` every profile already resolved, by identity, so a file included from many
+    /// places (a diamond, twenty levels deep) is read and merged once, not 2^20 times.
+    pub(super) fn resolve(
+        &self,
+        source: SourceFile,
+        stack: &mut Vec<(String, String)>,
+        memo: &mut std::collections::HashMap<String, Merged>,
+    ) -> Result<Merged, ProfileError> {
+        let err = |line: Option<usize>, key: Option<String>, message: String| ProfileError {
+            file: source.display.clone(),
+            line,
+            key,
+            message,
+        };
+        if stack
+            .iter()
+            .any(|(identity, _)| *identity == source.identity)
+        {
+            let chain: Vec<&str> = stack.iter().map(|(_, display)| display.as_str()).collect();
+            return Err(err(
+                None,
+                Some("include".into()),
+                format!(
+                    "include cycle: {} -> {}",
+                    chain.join(" -> "),
+                    source.display
+                ),
+            ));
+        }
+        if let Some(done) = memo.get(&source.identity) {
+            return Ok(done.clone());
+        }
+        if stack.len() >= MAX_INCLUDE_DEPTH {
+            return Err(err(
+                None,
+                Some("include".into()),
+                format!(
+                    "includes nest deeper than {MAX_INCLUDE_DEPTH} levels (from {})",
+                    stack.first().map_or("", |(_, d)| d.as_str())
+                ),
+            ));
+        }
+        let identity = source.identity.clone();
+        let raw: RawProfile = toml::from_str(&source.text).map_err(|e| {
+            err(
+                e.span().map(|s| line_of(&source.text, s.start)),
+                None,
+                e.message().to_string(),
+            )
+        })?;
+        stack.push((source.identity.clone(), source.display.clone()));
+        let mut merged = Merged::default();
+        for include in &raw.include {
+            let line = Some(line_of(&source.text, include.span().start));
+            let parent_source = self
+                .find(include.get_ref(), source.dir.as_ref())
+                .map_err(|m| err(line, Some("include".into()), m))?;
+            let parent = self.resolve(parent_source, stack, memo)?;
+            merged.absorb(parent);
+        }
+        stack.pop();
+
+        for (area, table) in raw.areas() {
+            for (key, value) in table {
+                let line = line_of(&source.text, key.span().start);
+                let setting = parse_setting(area, key.get_ref(), value, (self.keys)(area))
+                    .map_err(|m| err(Some(line), Some(format!("[{area}] {}", key.get_ref())), m))?;
+                let setting = Setting {
+                    origin: format!("{}:{line}", source.display),
+                    ..setting
+                };
+                merged
+                    .settings
+                    .entry(area)
+                    .or_default()
+                    .insert(key.get_ref().clone(), setting);
+            }
+        }
+        let raw_bench = raw.bench.map(|b| {
+            [
+                ("min_busbw", b.min_busbw),
+                ("allgather_min_busbw", b.allgather_min_busbw),
+                ("reducescatter_min_busbw", b.reducescatter_min_busbw),
+                ("broadcast_min_busbw", b.broadcast_min_busbw),
+            ]
+        });
+        for (key, min) in raw_bench.into_iter().flatten() {
+            let Some(min) = min else { continue };
+            if !(min.get_ref().is_finite() && *min.get_ref() >= 0.0) {
+                return Err(err(
+                    Some(line_of(&source.text, min.span().start)),
+                    Some(format!("[bench] {key}")),
+                    format!("{} is not a bandwidth in GB/s", min.get_ref()),
+                ));
+            }
+            if let Some(slot) = merged.bench.threshold_mut(key) {
+                *slot = Some(*min.get_ref());
+            }
+        }
+        if let Some(raw_job) = raw.job {
+            let job = job::Job::from_raw(raw_job).map_err(|(offset, key, message)| {
+                err(
+                    Some(line_of(&source.text, offset)),
+                    Some(format!("[job] {key}")),
+                    message,
+                )
+            })?;
+            merged.job.absorb(job);
+        }
+        merged.chain.push(source.name.clone());
+        merged.name = source.name;
+        merged.source = if source.display.starts_with("profiles/") {
+            "built-in".into()
+        } else {
+            source.display
+        };
+        if let Some(description) = raw.description {
+            merged.description = description;
+        }
+        memo.insert(identity, merged.clone());
+        Ok(merged)
+    }
+}
+
+#[derive(Default, Clone)]
+pub(super) struct Merged {
+    pub(super) name: String,
+    pub(super) description: String,
+    pub(super) source: String,
+    pub(super) chain: Vec<String>,
+    pub(super) settings: BTreeMap<Area, BTreeMap<String, Setting>>,
+    pub(super) bench: Bench,
+    pub(super) job: job::Job,
+}
+
+impl Merged {
+    /// Takes a parent's settings; keys already present (from earlier parents) are overridden.
+    pub(super) fn absorb(&mut self, parent: Merged) {
+        for (area, settings) in parent.settings {
+            self.settings.entry(area).or_default().extend(settings);
+        }
+        if parent.bench.min_busbw.is_some() {
+            self.bench.min_busbw = parent.bench.min_busbw;
+        }
+        self.job.absorb(parent.job);
+        for name in parent.chain {
+            if !self.chain.contains(&name) {
+                self.chain.push(name);
+            }
+        }
+        self.description = parent.description;
+    }
+}
