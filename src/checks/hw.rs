@@ -1,5 +1,5 @@
 //! Helpers the hardware areas (gpu, nic, numa, platform) share: the inventory (read once
-//! per audit) and building findings without repeating every field.
+//! per audit, borrowed by every area) and judging a value against a profile setting.
 
 use crate::finding::{Area, Finding, Status};
 use crate::inventory::Inventory;
@@ -9,41 +9,15 @@ use super::Context;
 
 /// The inventory with live probes on the live node, or an error finding saying which file
 /// could not be read.
-pub fn inventory(ctx: &Context, area: Area) -> Result<Inventory, Box<Finding>> {
+pub fn inventory<'c>(ctx: &'c Context, area: Area) -> Result<&'c Inventory, Box<Finding>> {
     match ctx.inventory() {
-        Ok(inventory) => Ok(inventory.clone()),
+        Ok(inventory) => Ok(inventory),
         Err(e) => Err(Box::new(Finding::error(
             format!("{area}.inventory"),
             area,
             "-",
             e.to_string(),
         ))),
-    }
-}
-
-/// A finding with every field given; `fix` is dropped when it passes.
-pub fn finding(
-    id: impl Into<String>,
-    area: Area,
-    status: Status,
-    expected: impl Into<String>,
-    actual: impl Into<String>,
-    message: impl Into<String>,
-    fix: impl Into<String>,
-) -> Finding {
-    Finding {
-        id: id.into(),
-        area,
-        status,
-        expected: expected.into(),
-        actual: actual.into(),
-        message: message.into(),
-        fix: if status == Status::Pass {
-            String::new()
-        } else {
-            fix.into()
-        },
-        change: None,
     }
 }
 

@@ -1,7 +1,7 @@
 //! NUMA placement: the nodes with their CPUs and memory, that each GPU has a known node (so
 //! `gputune pin` can place its rank), and that each GPU has a NIC on its own socket.
 
-use crate::finding::{Area, Finding, Status};
+use crate::finding::{Area, Check, Finding, Status};
 use crate::inventory::affinity::Path;
 use crate::inventory::{Inventory, gpu_label};
 use crate::profile::setting::KeySpec;
@@ -17,10 +17,10 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
         Ok(inv) => inv,
         Err(f) => return vec![*f],
     };
-    let mut out = vec![nodes(&inv)];
+    let mut out = vec![nodes(inv)];
     for g in &inv.gpus {
-        out.push(gpu_node(&inv, g));
-        if let Some(f) = gpu_nic(&inv, g) {
+        out.push(gpu_node(inv, g));
+        if let Some(f) = gpu_nic(inv, g) {
             out.push(f);
         }
     }
@@ -69,49 +69,32 @@ fn nodes(inv: &Inventory) -> Finding {
             ),
         )
     };
-    hw::finding(
-        "numa.nodes",
-        Area::Numa,
-        status,
-        "CPUs and memory on every node with GPUs",
-        inv.numa_nodes.len().to_string(),
-        format!("{}{extra}", described.join("; ")),
-        "check the BIOS memory population and sub-NUMA clustering settings",
-    )
+    Check::new("numa.nodes", Area::Numa)
+        .expected("CPUs and memory on every node with GPUs")
+        .why(format!("{}{extra}", described.join("; ")))
+        .judge(
+            status,
+            inv.numa_nodes.len().to_string(),
+            "check the BIOS memory population and sub-NUMA clustering settings",
+        )
 }
 
 fn gpu_node(inv: &Inventory, g: &crate::inventory::gpu::Gpu) -> Finding {
     let id = format!("numa.gpu{}.node", g.index);
     match g.numa_node.and_then(|n| inv.node(n)) {
-        Some(node) => hw::finding(
-            id,
-            Area::Numa,
-            Status::Pass,
-            "a known NUMA node",
-            node.id.to_string(),
-            format!(
+        Some(node) => Check::new(id, Area::Numa).expected("a known NUMA node").why(format!(
                 "{} ({}) is local to CPUs {}; `gputune pin --local-rank {}` binds its rank there",
                 gpu_label(g),
                 g.pci_address,
                 node.cpus,
                 g.index
-            ),
-            "",
-        ),
-        None => hw::finding(
-            id,
-            Area::Numa,
-            Status::Warn,
-            "a known NUMA node",
-            "unknown",
-            format!(
+            )).pass(node.id.to_string()),
+        None => Check::new(id, Area::Numa).expected("a known NUMA node").why(format!(
                 "{} ({}) has numa_node = -1 on a host with {} NUMA nodes: ranks cannot be placed next to it",
                 gpu_label(g),
                 g.pci_address,
                 inv.numa_nodes.len()
-            ),
-            "enable ACPI SRAT / NUMA proximity reporting in the BIOS (often under 'Sub-NUMA clustering' or 'NUMA nodes per socket')",
-        ),
+            )).warn("unknown", "enable ACPI SRAT / NUMA proximity reporting in the BIOS (often under 'Sub-NUMA clustering' or 'NUMA nodes per socket')"),
     }
 }
 
@@ -129,19 +112,20 @@ fn gpu_nic(inv: &Inventory, g: &crate::inventory::gpu::Gpu) -> Option<Finding> {
         Path::Unknown => Status::Skip,
         _ => Status::Pass,
     };
-    Some(hw::finding(
-        format!("numa.gpu{}.nic", g.index),
-        Area::Numa,
-        status,
-        "a NIC on the GPU's NUMA node",
-        format!("{} via {}", nic.name, path.label()),
-        format!(
-            "nearest NIC of {} ({}) is {} ({} path; see `gputune topo`)",
-            gpu_label(g),
-            g.pci_address,
-            nic.name,
-            path.label()
-        ),
-        "put a NIC in a slot on the GPU's socket, ideally behind the same PCIe switch",
-    ))
+    Some(
+        Check::new(format!("numa.gpu{}.nic", g.index), Area::Numa)
+            .expected("a NIC on the GPU's NUMA node")
+            .why(format!(
+                "nearest NIC of {} ({}) is {} ({} path; see `gputune topo`)",
+                gpu_label(g),
+                g.pci_address,
+                nic.name,
+                path.label()
+            ))
+            .judge(
+                status,
+                format!("{} via {}", nic.name, path.label()),
+                "put a NIC in a slot on the GPU's socket, ideally behind the same PCIe switch",
+            ),
+    )
 }

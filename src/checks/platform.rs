@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::finding::{Area, Finding, Status};
+use crate::finding::{Area, Check, Finding};
 use crate::inventory::Inventory;
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
 
@@ -28,11 +28,11 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
         Ok(inv) => inv,
         Err(f) => return vec![*f],
     };
-    let mut out = acs(ctx, &inv);
+    let mut out = acs(ctx, inv);
     for (key, setting) in ctx.profile.area(Area::Platform) {
         match key.as_str() {
             "iommu.mode" => out.push(iommu(ctx, setting)),
-            "nvidia_peermem.loaded" => out.push(peermem(ctx, &inv, setting)),
+            "nvidia_peermem.loaded" => out.push(peermem(ctx, inv, setting)),
             _ => {}
         }
     }
@@ -146,15 +146,7 @@ fn acs(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
             Ok(Some(control)) => {
                 checked += 1;
                 if control & 0x7f != 0 {
-                    out.push(hw::finding(
-                        format!("platform.acs.{bdf}"),
-                        Area::Platform,
-                        Status::Warn,
-                        "ACSCtl all off",
-                        acs_flags(control),
-                        format!("bridge {bdf} above a GPU redirects peer-to-peer traffic through the root complex: GPU<->GPU and GPU<->NIC (GPUDirect) bandwidth drops or hangs"),
-                        format!("setpci -s {bdf} ECAP_ACS+0x6.w=0000 (not persistent: repeat at boot, or disable ACS in the BIOS)"),
-                    ));
+                    out.push(Check::new(format!("platform.acs.{bdf}"), Area::Platform).expected("ACSCtl all off").why(format!("bridge {bdf} above a GPU redirects peer-to-peer traffic through the root complex: GPU<->GPU and GPU<->NIC (GPUDirect) bandwidth drops or hangs")).warn(acs_flags(control), format!("setpci -s {bdf} ECAP_ACS+0x6.w=0000 (not persistent: repeat at boot, or disable ACS in the BIOS)")));
                 }
             }
         }
@@ -168,15 +160,12 @@ fn acs(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
                 format!("cannot read ACS: {}", unreadable.join("; ")),
             )];
         }
-        out.push(hw::finding(
-            id,
-            Area::Platform,
-            Status::Pass,
-            expected,
-            format!("{checked} bridge(s) checked"),
-            "no bridge above a GPU redirects peer-to-peer traffic",
-            "",
-        ));
+        out.push(
+            Check::new(id, Area::Platform)
+                .expected(expected)
+                .why("no bridge above a GPU redirects peer-to-peer traffic")
+                .pass(format!("{checked} bridge(s) checked")),
+        );
     }
     out
 }
@@ -224,21 +213,13 @@ fn iommu(ctx: &Context, setting: &Setting) -> Finding {
         .collect();
     let mode = iommu_mode(&cmdline, groups.len(), &types);
     let (status, note) = hw::judge(setting, mode);
-    hw::finding(
-        id,
-        Area::Platform,
-        status,
-        expected,
-        mode,
-        note.unwrap_or_else(|| {
+    Check::new(id, Area::Platform).expected(expected).why(note.unwrap_or_else(|| {
             format!(
                 "{} IOMMU group(s); {}",
                 groups.len(),
                 super::why(ctx, Area::Platform, id)
             )
-        }),
-        "add iommu=pt to the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub), run update-grub (or grub2-mkconfig) and reboot",
-    )
+        })).judge(status, mode, "add iommu=pt to the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub), run update-grub (or grub2-mkconfig) and reboot")
 }
 
 fn peermem(ctx: &Context, inv: &Inventory, setting: &Setting) -> Finding {
@@ -252,15 +233,7 @@ fn peermem(ctx: &Context, inv: &Inventory, setting: &Setting) -> Finding {
         .any(|m| ctx.root.exists(m));
     let actual = if loaded { "1" } else { "0" };
     let (status, note) = hw::judge(setting, actual);
-    hw::finding(
-        id,
-        Area::Platform,
-        status,
-        expected,
-        actual,
-        note.unwrap_or_else(|| super::why(ctx, Area::Platform, id)),
-        "modprobe nvidia-peermem, and list it in /etc/modules-load.d/nvidia-peermem.conf so it loads at boot",
-    )
+    Check::new(id, Area::Platform).expected(expected).why(note.unwrap_or_else(|| super::why(ctx, Area::Platform, id))).judge(status, actual, "modprobe nvidia-peermem, and list it in /etc/modules-load.d/nvidia-peermem.conf so it loads at boot")
 }
 
 #[cfg(test)]

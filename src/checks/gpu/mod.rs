@@ -4,7 +4,7 @@
 pub mod stack;
 pub mod versions;
 
-use crate::finding::{Area, Finding, Status};
+use crate::finding::{Area, Check, Finding, Status};
 use crate::host::libsearch::SearchEnv;
 use crate::inventory::Inventory;
 use crate::inventory::gpu::Gpu;
@@ -41,22 +41,22 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
         Ok(inv) => inv,
         Err(f) => return vec![*f],
     };
-    let mut findings = vec![count(&inv)];
+    let mut findings = vec![count(inv)];
     findings.extend(inv.gpus.iter().map(pcie_link));
-    findings.extend(nvml(&inv));
+    findings.extend(nvml(inv));
     for (key, setting) in ctx.profile.area(Area::Gpu) {
         findings.push(match key.as_str() {
-            "driver.version" => versions::driver(ctx, &inv, setting),
-            "cuda.version" => versions::cuda(ctx, &inv, probes, setting),
-            "nccl.version" => versions::nccl(ctx, &inv, setting),
-            "cudnn.version" => stack::cudnn(ctx, &inv, setting, &SearchEnv::from_process()),
+            "driver.version" => versions::driver(ctx, inv, setting),
+            "cuda.version" => versions::cuda(ctx, inv, probes, setting),
+            "nccl.version" => versions::nccl(ctx, inv, setting),
+            "cudnn.version" => stack::cudnn(ctx, inv, setting, &SearchEnv::from_process()),
             other => Finding::error(other, Area::Gpu, "-", "no check for this key"),
         });
     }
     if !inv.gpus.is_empty() {
         findings.push(stack::torch_cuda(
             ctx,
-            &inv,
+            inv,
             probes,
             &SearchEnv::from_process(),
         ));
@@ -78,15 +78,10 @@ fn count(inv: &Inventory) -> Finding {
         .iter()
         .map(|g| format!("{} {}", g.pci_address, g.device_id))
         .collect();
-    hw::finding(
-        "gpu.count",
-        Area::Gpu,
-        Status::Pass,
-        ">= 1",
-        inv.gpus.len().to_string(),
-        list.join(", "),
-        "",
-    )
+    Check::new("gpu.count", Area::Gpu)
+        .expected(">= 1")
+        .why(list.join(", "))
+        .pass(inv.gpus.len().to_string())
 }
 
 /// A GPU whose link trained narrower or slower than it can: the commonest silent cause of
@@ -139,7 +134,10 @@ pub fn pcie_link(g: &Gpu) -> Finding {
             format!("{} at full width and speed", g.pci_address),
         )
     };
-    hw::finding(id, Area::Gpu, status, expected, actual, message, fix)
+    Check::new(id, Area::Gpu)
+        .expected(expected)
+        .why(message)
+        .judge(status, actual, fix)
 }
 
 /// NVML health: persistence mode and uncorrected ECC errors per GPU, or one skip saying why
@@ -171,15 +169,7 @@ fn nvml(inv: &Inventory) -> Vec<Finding> {
             continue;
         };
         if let Some(on) = n.persistence_mode {
-            out.push(hw::finding(
-                format!("gpu{}.persistence_mode", g.index),
-                Area::Gpu,
-                if on { Status::Pass } else { Status::Warn },
-                "enabled",
-                if on { "enabled" } else { "disabled" },
-                format!("{} ({}): without persistence the driver tears the GPU down between jobs and every job start pays the init cost", n.name, g.pci_address),
-                "systemctl enable --now nvidia-persistenced",
-            ));
+            out.push(Check::new(format!("gpu{}.persistence_mode", g.index), Area::Gpu).expected("enabled").why(format!("{} ({}): without persistence the driver tears the GPU down between jobs and every job start pays the init cost", n.name, g.pci_address)).judge(if on { Status::Pass } else { Status::Warn }, if on { "enabled" } else { "disabled" }, "systemctl enable --now nvidia-persistenced"));
         }
         if !n.nvlinks.is_empty() {
             let down: Vec<String> = n
@@ -189,17 +179,7 @@ fn nvml(inv: &Inventory) -> Vec<Finding> {
                 .map(|l| l.link.to_string())
                 .collect();
             let total = n.nvlinks.len();
-            out.push(hw::finding(
-                format!("gpu{}.nvlink", g.index),
-                Area::Gpu,
-                if down.is_empty() {
-                    Status::Pass
-                } else {
-                    Status::Fail
-                },
-                format!("{total} of {total} NVLinks active"),
-                format!("{} of {total} active", total - down.len()),
-                if down.is_empty() {
+            out.push(Check::new(format!("gpu{}.nvlink", g.index), Area::Gpu).expected(format!("{total} of {total} NVLinks active")).why(if down.is_empty() {
                     format!("{} ({}): every NVLink is up", n.name, g.pci_address)
                 } else {
                     format!(
@@ -208,27 +188,21 @@ fn nvml(inv: &Inventory) -> Vec<Finding> {
                         g.pci_address,
                         down.join(",")
                     )
-                },
-                "check `nvidia-smi nvlink -s` and the fabric manager (`systemctl status nvidia-fabricmanager` on NVSwitch systems); a link that stays down after a GPU reset needs service",
-            ));
-        }
-        if let Some(errors) = n.ecc_uncorrected {
-            out.push(hw::finding(
-                format!("gpu{}.ecc_uncorrected", g.index),
-                Area::Gpu,
-                if errors == 0 {
+                }).judge(if down.is_empty() {
                     Status::Pass
                 } else {
                     Status::Fail
-                },
-                "0",
-                errors.to_string(),
-                format!(
+                }, format!("{} of {total} active", total - down.len()), "check `nvidia-smi nvlink -s` and the fabric manager (`systemctl status nvidia-fabricmanager` on NVSwitch systems); a link that stays down after a GPU reset needs service"));
+        }
+        if let Some(errors) = n.ecc_uncorrected {
+            out.push(Check::new(format!("gpu{}.ecc_uncorrected", g.index), Area::Gpu).expected("0").why(format!(
                     "{} ({}): uncorrected ECC errors corrupt results or crash jobs",
                     n.name, g.pci_address
-                ),
-                "drain the node; reset the GPU (nvidia-smi -r) and, if errors return, replace it",
-            ));
+                )).judge(if errors == 0 {
+                    Status::Pass
+                } else {
+                    Status::Fail
+                }, errors.to_string(), "drain the node; reset the GPU (nvidia-smi -r) and, if errors return, replace it"));
         }
     }
     out

@@ -2,7 +2,7 @@
 //! installed torch was built for against what the driver supports (`torch.cuda`). Both are
 //! read from files, never loaded, so they are judged on images too.
 
-use crate::finding::{Area, Finding, Status};
+use crate::finding::{Area, Check, Finding, Status};
 use crate::host::libsearch::SearchEnv;
 use crate::host::{cudnn, torch};
 use crate::inventory::Inventory;
@@ -45,21 +45,20 @@ pub fn cudnn(ctx: &Context, inv: &Inventory, setting: &Setting, env: &SearchEnv)
         );
     };
     let (status, note) = hw::judge(setting, &version);
-    hw::finding(
-        id,
-        Area::Gpu,
-        status,
-        expected,
-        version,
-        format!(
+    Check::new(id, Area::Gpu)
+        .expected(expected)
+        .why(format!(
             "{} (found via {}; version from {}). {}",
             found.path,
             found.origin,
             found.version_source,
             note.unwrap_or_else(|| super::super::why(ctx, Area::Gpu, id))
-        ),
-        "upgrade cuDNN: pip install -U nvidia-cudnn-cu12, or NVIDIA's cudnn9 packages",
-    )
+        ))
+        .judge(
+            status,
+            version,
+            "upgrade cuDNN: pip install -U nvidia-cudnn-cu12, or NVIDIA's cudnn9 packages",
+        )
 }
 
 /// The CUDA version the driver supports and where that was read: NVML, libcuda, else
@@ -118,13 +117,7 @@ pub fn torch_cuda(ctx: &Context, inv: &Inventory, probes: &Probes, env: &SearchE
         _ => false,
     };
     let same_major = built.split('.').next() == driver.split('.').next();
-    hw::finding(
-        id,
-        Area::Gpu,
-        if newer { Status::Warn } else { Status::Pass },
-        format!("<= {driver} (the driver's CUDA, from {source})"),
-        built.clone(),
-        if !newer {
+    Check::new(id, Area::Gpu).expected(format!("<= {driver} (the driver's CUDA, from {source})")).why(if !newer {
             format!("{shown} was built for CUDA {built}, which the driver supports")
         } else if same_major {
             format!(
@@ -135,9 +128,7 @@ pub fn torch_cuda(ctx: &Context, inv: &Inventory, probes: &Probes, env: &SearchE
             format!(
                 "{shown} was built for CUDA {built} but the driver supports only {driver}: CUDA fails to initialise"
             )
-        },
-        format!(
+        }).judge(if newer { Status::Warn } else { Status::Pass }, built.clone(), format!(
             "upgrade the NVIDIA driver to one supporting CUDA {built}, or install the torch wheel built for CUDA {driver} or older (pip install torch --index-url https://download.pytorch.org/whl/cuXYZ)"
-        ),
-    )
+        ))
 }

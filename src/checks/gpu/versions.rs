@@ -1,7 +1,7 @@
 //! The software GPUs train with: NVIDIA driver, CUDA driver API and NCCL versions, judged
 //! against the profile's minimums.
 
-use crate::finding::{Area, Finding, Status};
+use crate::finding::{Area, Check, Finding, Status};
 use crate::host::Root;
 use crate::host::nccl::{self, SearchEnv};
 use crate::inventory::Inventory;
@@ -88,15 +88,14 @@ fn judged(
     fix: &str,
 ) -> Finding {
     let (status, note) = hw::judge(setting, &version);
-    hw::finding(
-        id,
-        Area::Gpu,
-        status,
-        setting.rule.describe(),
-        version,
-        note.unwrap_or_else(|| format!("from {source}. {}", super::super::why(ctx, Area::Gpu, id))),
-        fix,
-    )
+    Check::new(id, Area::Gpu)
+        .expected(setting.rule.describe())
+        .why(
+            note.unwrap_or_else(|| {
+                format!("from {source}. {}", super::super::why(ctx, Area::Gpu, id))
+            }),
+        )
+        .judge(status, version, fix)
 }
 
 /// `cuda.version`: the CUDA version the driver supports (what `nvidia-smi` shows).
@@ -144,15 +143,10 @@ pub(super) fn library_not_found(
             format!("no NVIDIA GPU on this node; {message}"),
         );
     }
-    hw::finding(
-        id,
-        Area::Gpu,
-        setting.severity.status(),
-        expected,
-        "not found",
-        message,
-        fix,
-    )
+    Check::new(id, Area::Gpu)
+        .expected(expected)
+        .why(message)
+        .judge(setting.severity.status(), "not found", fix)
 }
 
 pub fn nccl_with(ctx: &Context, inv: &Inventory, setting: &Setting, env: &SearchEnv) -> Finding {
@@ -192,19 +186,11 @@ pub fn nccl_with(ctx: &Context, inv: &Inventory, setting: &Setting, env: &Search
         }
     };
     let (status, note) = hw::judge(setting, &version);
-    let mut f = hw::finding(
-        id,
-        Area::Gpu,
-        status,
-        expected,
-        version,
-        format!(
+    let mut f = Check::new(id, Area::Gpu).expected(expected).why(format!(
             "{shown} (found via {}). {}",
             located.origin,
             note.unwrap_or_else(|| super::super::why(ctx, Area::Gpu, id))
-        ),
-        "upgrade NCCL: pip install -U nvidia-nccl-cu12 (or the libnccl2 package), or point $GPUTUNE_NCCL_LIB at a newer libnccl.so.2",
-    );
+        )).judge(status, version, "upgrade NCCL: pip install -U nvidia-nccl-cu12 (or the libnccl2 package), or point $GPUTUNE_NCCL_LIB at a newer libnccl.so.2");
     if status == Status::Pass {
         f.fix.clear();
     }

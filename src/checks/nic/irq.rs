@@ -2,13 +2,13 @@
 //! the NIC (`/sys/class/net/X/device/msi_irqs`) whose `smp_affinity_list` reaches outside
 //! that node's CPUs gets a `Change::IrqAffinity`. irqbalance, when running, moves them back.
 
-use crate::finding::{Area, Change, Finding, Status};
+use crate::finding::{Area, Change, Check, Finding};
 use crate::host::cpulist::CpuList;
 use crate::inventory::Inventory;
 use crate::inventory::nic::Nic;
 use crate::profile::setting::Setting;
 
-use super::super::{Context, hw};
+use super::super::Context;
 use std::collections::BTreeMap;
 
 /// Parses `/proc/interrupts` into IRQ number → the name in its last column
@@ -121,20 +121,19 @@ pub fn audit(ctx: &Context, inv: &Inventory, nic: &Nic, setting: &Setting) -> Ve
         }
         remote += 1;
         let label = names.get(irq).map_or(String::new(), |n| format!(" ({n})"));
-        let mut f = hw::finding(
-            format!("irq.numa_local.{}.{irq}", nic.name),
-            Area::Nic,
-            setting.severity.status(),
-            format!("CPUs of node {} ({})", node.id, node.cpus),
-            current.to_string(),
-            format!(
+        let mut f = Check::new(format!("irq.numa_local.{}.{irq}", nic.name), Area::Nic)
+            .expected(format!("CPUs of node {} ({})", node.id, node.cpus))
+            .why(format!(
                 "IRQ {irq}{label} of {} may run outside NUMA node {}.{}",
                 nic.name,
                 node.id,
                 balancer.replace("{irq}", &irq.to_string())
-            ),
-            format!("echo {} > /proc/irq/{irq}/smp_affinity_list", node.cpus),
-        );
+            ))
+            .judge(
+                setting.severity.status(),
+                current.to_string(),
+                format!("echo {} > /proc/irq/{irq}/smp_affinity_list", node.cpus),
+            );
         f.change = Some(Change::IrqAffinity {
             irq: *irq,
             cpus: node.cpus.to_string(),
@@ -142,20 +141,17 @@ pub fn audit(ctx: &Context, inv: &Inventory, nic: &Nic, setting: &Setting) -> Ve
         out.push(f);
     }
     if remote == 0 {
-        out.push(hw::finding(
-            id,
-            Area::Nic,
-            Status::Pass,
-            expected,
-            "1",
-            format!(
-                "all {} interrupts of {} stay on NUMA node {}",
-                irqs.len(),
-                nic.name,
-                node.id
-            ),
-            "",
-        ));
+        out.push(
+            Check::new(id, Area::Nic)
+                .expected(expected)
+                .why(format!(
+                    "all {} interrupts of {} stay on NUMA node {}",
+                    irqs.len(),
+                    nic.name,
+                    node.id
+                ))
+                .pass("1"),
+        );
     }
     out
 }

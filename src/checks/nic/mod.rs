@@ -11,7 +11,7 @@ pub mod rdma;
 pub mod select;
 pub mod versions;
 
-use crate::finding::{Area, Finding, Status};
+use crate::finding::{Area, Check, Finding, Status};
 use crate::inventory::Inventory;
 use crate::inventory::nic::Nic;
 use crate::profile::setting::{
@@ -81,7 +81,7 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
         Err(f) => return vec![*f],
     };
     let mut findings = peer::audit(ctx);
-    let chosen = select::training(ctx, &inv, probes, &mut findings);
+    let chosen = select::training(ctx, inv, probes, &mut findings);
     let nccl = ncclenv::NcclConfig::read(ctx.root);
     if chosen.nics.is_empty() && chosen.hcas.is_empty() {
         findings.push(Finding::skip(
@@ -102,11 +102,11 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
             match key.as_str() {
                 "link.speed_mbps" => findings.push(speed(ctx, nic, setting)),
                 "link.mtu" => findings.push(mtu(ctx, nic, setting)),
-                "irq.numa_local" => findings.extend(irq::audit(ctx, &inv, nic, setting)),
+                "irq.numa_local" => findings.extend(irq::audit(ctx, inv, nic, setting)),
                 _ => {}
             }
         }
-        if let Some(f) = numa_placement(&inv, nic) {
+        if let Some(f) = numa_placement(inv, nic) {
             findings.push(f);
         }
     }
@@ -114,11 +114,11 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
         findings.extend(rdma::audit(ctx, hca, &chosen.why, &nccl));
     }
     findings.extend(versions::audit(ctx, &chosen));
-    findings.extend(select::unjudged(&inv, &chosen));
+    findings.extend(select::unjudged(inv, &chosen));
     findings.push(ncclconf::socket_ifname(ctx, &chosen.nics));
     findings.extend(ncclenv::validate(&nccl));
-    findings.extend(ncclenv::against_node(ctx.root, &nccl, &inv));
-    findings.extend(rdma::net_plugin(ctx, &inv, &nccl));
+    findings.extend(ncclenv::against_node(ctx.root, &nccl, inv));
+    findings.extend(rdma::net_plugin(ctx, inv, &nccl));
     findings
 }
 
@@ -134,28 +134,20 @@ pub fn fastest_up(nics: &[Nic]) -> Option<&Nic> {
 }
 
 fn link_up(nic: &Nic, why_judged: &str) -> Finding {
-    hw::finding(
-        format!("nic.{}.up", nic.name),
-        Area::Nic,
-        if nic.is_up() {
-            Status::Pass
-        } else {
-            Status::Fail
-        },
-        "up",
-        nic.operstate.clone(),
-        format!(
+    Check::new(format!("nic.{}.up", nic.name), Area::Nic).expected("up").why(format!(
             "{} ({}, driver {}, firmware {}) is judged because {why_judged}",
             nic.name,
             nic.pci_address.as_deref().unwrap_or("no PCI address"),
             nic.driver.as_deref().unwrap_or("?"),
             nic.firmware.as_deref().unwrap_or("unknown"),
-        ),
-        format!(
+        )).judge(if nic.is_up() {
+            Status::Pass
+        } else {
+            Status::Fail
+        }, nic.operstate.clone(), format!(
             "ip link set {} up, and check the cable/transceiver and the switch port (`ethtool {}`)",
             nic.name, nic.name
-        ),
-    )
+        ))
 }
 
 fn speed(ctx: &Context, nic: &Nic, setting: &Setting) -> Finding {
@@ -185,18 +177,10 @@ fn speed(ctx: &Context, nic: &Nic, setting: &Setting) -> Finding {
         );
     };
     let (status, note) = hw::judge(setting, &mbps.to_string());
-    hw::finding(
-        id,
-        Area::Nic,
-        status,
-        expected,
-        mbps.to_string(),
-        note.unwrap_or_else(|| super::why(ctx, Area::Nic, "link.speed_mbps")),
-        format!(
+    Check::new(id, Area::Nic).expected(expected).why(note.unwrap_or_else(|| super::why(ctx, Area::Nic, "link.speed_mbps"))).judge(status, mbps.to_string(), format!(
             "check the negotiated speed with `ethtool {}` (cable, transceiver, switch port), or pick the profile for this fabric",
             nic.name
-        ),
-    )
+        ))
 }
 
 fn mtu(ctx: &Context, nic: &Nic, setting: &Setting) -> Finding {
@@ -226,18 +210,10 @@ fn mtu(ctx: &Context, nic: &Nic, setting: &Setting) -> Finding {
         .rule
         .target(&mtu.to_string())
         .unwrap_or_else(|| "9000".into());
-    hw::finding(
-        id,
-        Area::Nic,
-        status,
-        expected,
-        mtu.to_string(),
-        note.unwrap_or_else(|| super::why(ctx, Area::Nic, "link.mtu")),
-        format!(
+    Check::new(id, Area::Nic).expected(expected).why(note.unwrap_or_else(|| super::why(ctx, Area::Nic, "link.mtu"))).judge(status, mtu.to_string(), format!(
             "ip link set {} mtu {target}, persist it in the interface's network configuration, and set the same MTU on the switch ports and every peer",
             nic.name
-        ),
-    )
+        ))
 }
 
 /// A NIC should sit on a NUMA node that has GPUs, or every GPU<->NIC transfer crosses the
@@ -260,18 +236,10 @@ fn numa_placement(inv: &Inventory, nic: &Nic) -> Option<Finding> {
         ));
     };
     let local = gpu_nodes.contains(&node);
-    Some(hw::finding(
-        id,
-        Area::Nic,
-        if local { Status::Pass } else { Status::Warn },
-        expected,
-        node.to_string(),
-        format!(
+    Some(Check::new(id, Area::Nic).expected(expected).why(format!(
             "{} is on NUMA node {node}; GPUDirect and staged copies between its GPUs and a NIC on another node cross the socket interconnect",
             nic.name
-        ),
-        "move the NIC to a slot wired to the GPUs' socket (see `gputune topo`), or use a NIC on that node",
-    ))
+        )).judge(if local { Status::Pass } else { Status::Warn }, node.to_string(), "move the NIC to a slot wired to the GPUs' socket (see `gputune topo`), or use a NIC on that node"))
 }
 
 #[cfg(test)]

@@ -1,10 +1,10 @@
 //! The NCCL settings the node needs, as `/etc/nccl.conf` lines (`apply` writes them):
 //! `NCCL_SOCKET_IFNAME` naming the NIC NCCL's bootstrap and socket transport should use.
 
-use crate::finding::{Area, Change, Finding, Status};
+use crate::finding::{Area, Change, Check, Finding, Status};
 use crate::inventory::nic::Nic;
 
-use super::super::{Context, hw};
+use super::super::Context;
 
 /// Parses `/etc/nccl.conf`: `KEY=VALUE` lines, `#` comments, blank lines.
 pub fn parse_nccl_conf(text: &str) -> Vec<(String, String)> {
@@ -84,21 +84,13 @@ pub fn socket_ifname(ctx: &Context, judged: &[&Nic]) -> Finding {
     let speed = nic
         .speed_mbps
         .map_or("speed unreported".into(), |s| format!("{s} Mb/s"));
-    let mut f = hw::finding(
-        id,
-        Area::Nic,
-        if ok { Status::Pass } else { Status::Warn },
-        nic.name.clone(),
-        current.clone().unwrap_or_else(|| "unset".into()),
-        format!(
+    let mut f = Check::new(id, Area::Nic).expected(nic.name.clone()).why(format!(
             "NCCL should use {} ({speed}); left unset, NCCL picks the first interface that is not lo or docker*, which may be a management port",
             nic.name
-        ),
-        format!(
+        )).judge(if ok { Status::Pass } else { Status::Warn }, current.clone().unwrap_or_else(|| "unset".into()), format!(
             "add `NCCL_SOCKET_IFNAME={}` to /etc/nccl.conf (gputune apply writes it)",
             nic.name
-        ),
-    );
+        ));
     if !ok {
         f.change = Some(Change::NcclEnv {
             key: "NCCL_SOCKET_IFNAME".into(),

@@ -7,11 +7,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::finding::{Area, Finding, Status};
+use crate::finding::{Area, Check, Finding};
 use crate::host::Root;
 
 use super::ncclconf::parse_nccl_conf;
-use crate::checks::hw;
 
 /// Where a setting came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -406,18 +405,18 @@ pub fn validate(config: &NcclConfig) -> Vec<Finding> {
         let id = format!("nccl.env.{name}");
         let at = &setting.source;
         if let Some((_, instead)) = DEPRECATED.iter().find(|(d, _)| d == name) {
-            out.push(hw::finding(
-                id,
-                Area::Nic,
-                Status::Warn,
-                format!("not {name}"),
-                format!("{name}={} ({at})", setting.value),
-                format!("{name} is no longer read; use {instead}"),
-                format!(
-                    "set {} instead of `{name}` ({at})",
-                    instead.split(' ').next().unwrap_or(instead)
-                ),
-            ));
+            out.push(
+                Check::new(id, Area::Nic)
+                    .expected(format!("not {name}"))
+                    .why(format!("{name} is no longer read; use {instead}"))
+                    .warn(
+                        format!("{name}={} ({at})", setting.value),
+                        format!(
+                            "set {} instead of `{name}` ({at})",
+                            instead.split(' ').next().unwrap_or(instead)
+                        ),
+                    ),
+            );
             continue;
         }
         if OTHERS.contains(&name.as_str()) {
@@ -425,27 +424,29 @@ pub fn validate(config: &NcclConfig) -> Vec<Finding> {
         }
         let Some((_, kind)) = KNOWN.iter().find(|(k, _)| k == name) else {
             let hint = closest(name).map_or(String::new(), |c| format!(" (did you mean {c}?)"));
-            out.push(hw::finding(
-                id,
-                Area::Nic,
-                Status::Warn,
-                "a variable NCCL reads",
-                format!("{name}={} ({at})", setting.value),
-                format!("NCCL does not read {name}{hint}: the setting has no effect"),
-                fix_for(name, setting, "correct or remove"),
-            ));
+            out.push(
+                Check::new(id, Area::Nic)
+                    .expected("a variable NCCL reads")
+                    .why(format!(
+                        "NCCL does not read {name}{hint}: the setting has no effect"
+                    ))
+                    .warn(
+                        format!("{name}={} ({at})", setting.value),
+                        fix_for(name, setting, "correct or remove"),
+                    ),
+            );
             continue;
         };
         if let Some(problem) = value_problem(*kind, &setting.value) {
-            out.push(hw::finding(
-                id,
-                Area::Nic,
-                Status::Fail,
-                describe(*kind),
-                format!("{} ({at})", setting.value),
-                format!("{name}: {problem}; NCCL ignores or rejects it"),
-                fix_for(name, setting, "correct"),
-            ));
+            out.push(
+                Check::new(id, Area::Nic)
+                    .expected(describe(*kind))
+                    .why(format!("{name}: {problem}; NCCL ignores or rejects it"))
+                    .fail(
+                        format!("{} ({at})", setting.value),
+                        fix_for(name, setting, "correct"),
+                    ),
+            );
         }
     }
     let get_int = |n: &str| config.get(n).and_then(|s| parse_int(s.value.trim()));
@@ -454,15 +455,15 @@ pub fn validate(config: &NcclConfig) -> Vec<Finding> {
         get_int("NCCL_NSOCKS_PERTHREAD").or(Some(1)),
     ) && threads.saturating_mul(socks) > 64
     {
-        out.push(hw::finding(
-            "nccl.env.sockets",
-            Area::Nic,
-            Status::Fail,
-            "NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD <= 64",
-            format!("{threads} x {socks} = {}", threads * socks),
-            "NCCL caps the sockets per connection at 64 and rejects larger products",
-            "lower NCCL_NSOCKS_PERTHREAD or NCCL_SOCKET_NTHREADS (4 x 4 suits 100 Gb/s)",
-        ));
+        out.push(
+            Check::new("nccl.env.sockets", Area::Nic)
+                .expected("NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD <= 64")
+                .why("NCCL caps the sockets per connection at 64 and rejects larger products")
+                .fail(
+                    format!("{threads} x {socks} = {}", threads * socks),
+                    "lower NCCL_NSOCKS_PERTHREAD or NCCL_SOCKET_NTHREADS (4 x 4 suits 100 Gb/s)",
+                ),
+        );
     }
     if out.is_empty() {
         let shown: Vec<String> = config
@@ -470,26 +471,23 @@ pub fn validate(config: &NcclConfig) -> Vec<Finding> {
             .iter()
             .map(|(k, s)| format!("{k}={} ({})", s.value, s.source))
             .collect();
-        out.push(hw::finding(
-            "nccl.env",
-            Area::Nic,
-            Status::Pass,
-            "known NCCL names, values in range",
-            if shown.is_empty() {
-                "none set".to_string()
-            } else {
-                shown.join("; ")
-            },
-            format!(
-                "read as NCCL reads it: the environment, then {}",
-                if config.files.is_empty() {
-                    "no configuration file (none present)".to_string()
+        out.push(
+            Check::new("nccl.env", Area::Nic)
+                .expected("known NCCL names, values in range")
+                .why(format!(
+                    "read as NCCL reads it: the environment, then {}",
+                    if config.files.is_empty() {
+                        "no configuration file (none present)".to_string()
+                    } else {
+                        config.files.join(", then ")
+                    }
+                ))
+                .pass(if shown.is_empty() {
+                    "none set".to_string()
                 } else {
-                    config.files.join(", then ")
-                }
-            ),
-            "",
-        ));
+                    shown.join("; ")
+                }),
+        );
     }
     out
 }
@@ -531,29 +529,18 @@ pub fn against_node(
         let id = "nccl.env.NCCL_SOCKET_IFNAME.present";
         let listed: Vec<&str> = chosen.iter().map(|(n, _)| *n).collect();
         if chosen.is_empty() || (!up && !exclude) {
-            out.push(hw::finding(
-                id,
-                Area::Nic,
-                Status::Fail,
-                "an interface that exists and is up",
-                if chosen.is_empty() {
+            out.push(Check::new(id, Area::Nic).expected("an interface that exists and is up").why("NCCL finds no usable interface and fails at bootstrap (\"no socket interface found\")").fail(if chosen.is_empty() {
                     format!("{value} ({}) selects no interface", s.source)
                 } else {
                     format!("{value} ({}) selects only {} (down)", s.source, listed.join(", "))
-                },
-                "NCCL finds no usable interface and fails at bootstrap (\"no socket interface found\")",
-                fix_for("NCCL_SOCKET_IFNAME", s, "correct"),
-            ));
+                }, fix_for("NCCL_SOCKET_IFNAME", s, "correct")));
         } else {
-            out.push(hw::finding(
-                id,
-                Area::Nic,
-                Status::Pass,
-                "an interface that exists and is up",
-                format!("{value} selects {}", listed.join(", ")),
-                format!("from {}", s.source),
-                "",
-            ));
+            out.push(
+                Check::new(id, Area::Nic)
+                    .expected("an interface that exists and is up")
+                    .why(format!("from {}", s.source))
+                    .pass(format!("{value} selects {}", listed.join(", "))),
+            );
         }
     }
     if let Some(s) = config.get("NCCL_IB_HCA") {
@@ -578,25 +565,17 @@ pub fn against_node(
             .collect();
         if !exclude && !missing.is_empty() {
             let have: Vec<&str> = inv.rdma.iter().map(|r| r.name.as_str()).collect();
-            out.push(hw::finding(
-                "nccl.env.NCCL_IB_HCA.present",
-                Area::Nic,
-                Status::Fail,
-                format!(
+            out.push(Check::new("nccl.env.NCCL_IB_HCA.present", Area::Nic).expected(format!(
                     "RDMA devices of this node ({})",
                     if have.is_empty() {
                         "none".to_string()
                     } else {
                         have.join(", ")
                     }
-                ),
-                format!("{value} ({})", s.source),
-                format!(
+                )).why(format!(
                     "NCCL_IB_HCA names {} which this node does not have: NCCL skips it, and with no device left falls back to sockets",
                     missing.join(", ")
-                ),
-                fix_for("NCCL_IB_HCA", s, "correct"),
-            ));
+                )).fail(format!("{value} ({})", s.source), fix_for("NCCL_IB_HCA", s, "correct")));
         }
     }
     if let Some(s) = config.get("NCCL_IB_DISABLE")
@@ -606,28 +585,12 @@ pub fn against_node(
             .iter()
             .any(|r| r.ports.iter().any(|p| p.is_active()))
     {
-        out.push(hw::finding(
-            "nccl.env.NCCL_IB_DISABLE",
-            Area::Nic,
-            Status::Fail,
-            "0 on a node with active RDMA ports",
-            format!("1 ({})", s.source),
-            "NCCL_IB_DISABLE=1 makes NCCL send over TCP sockets although this node has active InfiniBand/RoCE ports: a fraction of the fabric's bandwidth",
-            fix_for("NCCL_IB_DISABLE", s, "remove"),
-        ));
+        out.push(Check::new("nccl.env.NCCL_IB_DISABLE", Area::Nic).expected("0 on a node with active RDMA ports").why("NCCL_IB_DISABLE=1 makes NCCL send over TCP sockets although this node has active InfiniBand/RoCE ports: a fraction of the fabric's bandwidth").fail(format!("1 ({})", s.source), fix_for("NCCL_IB_DISABLE", s, "remove")));
     }
     if let Some(s) = config.get("NCCL_TOPO_FILE")
         && !root.exists(s.value.trim())
     {
-        out.push(hw::finding(
-            "nccl.env.NCCL_TOPO_FILE.present",
-            Area::Nic,
-            Status::Fail,
-            "a file that exists",
-            format!("{} ({})", s.value, s.source),
-            "NCCL warns and ignores a topology file it cannot read; on VMs whose PCI tree is virtual, it then misplaces GPUs and NICs",
-            fix_for("NCCL_TOPO_FILE", s, "correct"),
-        ));
+        out.push(Check::new("nccl.env.NCCL_TOPO_FILE.present", Area::Nic).expected("a file that exists").why("NCCL warns and ignores a topology file it cannot read; on VMs whose PCI tree is virtual, it then misplaces GPUs and NICs").fail(format!("{} ({})", s.value, s.source), fix_for("NCCL_TOPO_FILE", s, "correct")));
     }
     out
 }
@@ -635,6 +598,7 @@ pub fn against_node(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::finding::Status;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs

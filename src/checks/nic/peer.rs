@@ -7,7 +7,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use crate::finding::{Area, Finding, Status};
+use crate::finding::{Area, Check, Finding, Status};
 
 use super::super::{Context, hw};
 use super::select::{resolve, split_peer};
@@ -102,15 +102,7 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
     let ip = match resolve(&host) {
         Ok(ip) => ip,
         Err(reason) => {
-            return vec![hw::finding(
-                "peer.connect",
-                Area::Nic,
-                Status::Fail,
-                format!("a TCP connection to {target}"),
-                "unresolved",
-                reason,
-                "check the peer's name in DNS or /etc/hosts (MASTER_ADDR must resolve on every node)",
-            )];
+            return vec![Check::new("peer.connect", Area::Nic).expected(format!("a TCP connection to {target}")).why(reason).fail("unresolved", "check the peer's name in DNS or /etc/hosts (MASTER_ADDR must resolve on every node)")];
         }
     };
     let addr = SocketAddr::new(ip, port);
@@ -147,38 +139,22 @@ pub fn judge(ctx: &Context, target: &str, attempts: &[Attempt]) -> Vec<Finding> 
                 _ => None,
             })
             .unwrap_or_default();
-        out.push(hw::finding(
-            "peer.connect",
-            Area::Nic,
-            Status::Fail,
-            expected,
-            "unreachable",
-            format!(
+        out.push(Check::new("peer.connect", Area::Nic).expected(expected).why(format!(
                 "{target} did not answer within {} s ({reason}): a firewall dropping the port, or no route; rendezvous would hang until its timeout",
                 CONNECT_LIMIT.as_secs()
-            ),
-            format!(
+            )).fail("unreachable", format!(
                 "open the rendezvous ports between the nodes (see `gputune audit --only firewall` on {target}'s node) and check the route (`ip route get {}`)",
                 target.rsplit_once(':').map_or(target, |(h, _)| h)
-            ),
-        ));
+            )));
         return out;
     }
-    out.push(hw::finding(
-        "peer.connect",
-        Area::Nic,
-        if open { Status::Pass } else { Status::Warn },
-        expected,
-        if open { "open" } else { "refused" },
-        if open {
+    out.push(Check::new("peer.connect", Area::Nic).expected(expected).why(if open {
             format!("{target} accepts connections")
         } else {
             format!(
                 "{target} is reachable but nothing listens there (it answered with a reset): fine before the job starts, a failure once rank 0 should be listening"
             )
-        },
-        "start the job's rank 0 (MASTER_ADDR:MASTER_PORT) or check that the port is the one it binds",
-    ));
+        }).judge(if open { Status::Pass } else { Status::Warn }, if open { "open" } else { "refused" }, "start the job's rank 0 (MASTER_ADDR:MASTER_PORT) or check that the port is the one it binds"));
     let best = rtts.iter().min().copied().unwrap_or_default();
     let ms = best.as_secs_f64() * 1000.0;
     let shown = format!("{ms:.2}");
@@ -187,31 +163,15 @@ pub fn judge(ctx: &Context, target: &str, attempts: &[Attempt]) -> Vec<Finding> 
         Some(setting) => {
             // Judged in whole milliseconds, rounded up, so 10.4 ms fails "max 10".
             let (status, note) = hw::judge(setting, &(ms.ceil() as u64).to_string());
-            hw::finding(
-                "peer.rtt_ms",
-                Area::Nic,
-                status,
-                setting.rule.describe(),
-                shown,
-                note.unwrap_or_else(|| {
+            Check::new("peer.rtt_ms", Area::Nic).expected(setting.rule.describe()).why(note.unwrap_or_else(|| {
                     format!(
                         "TCP handshake to {target}, best of {}; {}",
                         rtts.len(),
                         super::super::why(ctx, Area::Nic, "peer.rtt_ms")
                     )
-                }),
-                "find the added latency: a congested or distant path, a shaper (`tc qdisc show`), or the peer in another site; training nodes belong on one low-latency fabric",
-            )
+                })).judge(status, shown, "find the added latency: a congested or distant path, a shaper (`tc qdisc show`), or the peer in another site; training nodes belong on one low-latency fabric")
         }
-        None => hw::finding(
-            "peer.rtt_ms",
-            Area::Nic,
-            Status::Pass,
-            "measured (the profile sets no limit)",
-            shown,
-            format!("TCP handshake to {target}, best of {}", rtts.len()),
-            "",
-        ),
+        None => Check::new("peer.rtt_ms", Area::Nic).expected("measured (the profile sets no limit)").why(format!("TCP handshake to {target}, best of {}", rtts.len())).pass(shown),
     });
     let mtu = attempts.iter().find_map(|a| match a {
         Attempt::Open { mtu, .. } => *mtu,
@@ -220,30 +180,19 @@ pub fn judge(ctx: &Context, target: &str, attempts: &[Attempt]) -> Vec<Finding> 
     match (mtu, ctx.profile.get(Area::Nic, "peer.path_mtu")) {
         (Some(mtu), Some(setting)) => {
             let (status, note) = hw::judge(setting, &mtu.to_string());
-            out.push(hw::finding(
-                "peer.path_mtu",
-                Area::Nic,
-                status,
-                setting.rule.describe(),
-                mtu.to_string(),
-                note.unwrap_or_else(|| {
+            out.push(Check::new("peer.path_mtu", Area::Nic).expected(setting.rule.describe()).why(note.unwrap_or_else(|| {
                     format!(
                         "the path to {target} carries {mtu}-byte packets (this node's path MTU capped by the peer's MSS); {}",
                         super::super::why(ctx, Area::Nic, "peer.path_mtu")
                     )
-                }),
-                "set the same (jumbo) MTU on both nodes' interfaces and every switch port between them",
-            ));
+                })).judge(status, mtu.to_string(), "set the same (jumbo) MTU on both nodes' interfaces and every switch port between them"));
         }
-        (Some(mtu), None) => out.push(hw::finding(
-            "peer.path_mtu",
-            Area::Nic,
-            Status::Pass,
-            "measured (the profile sets no minimum)",
-            mtu.to_string(),
-            format!("the path to {target} carries {mtu}-byte packets"),
-            "",
-        )),
+        (Some(mtu), None) => out.push(
+            Check::new("peer.path_mtu", Area::Nic)
+                .expected("measured (the profile sets no minimum)")
+                .why(format!("the path to {target} carries {mtu}-byte packets"))
+                .pass(mtu.to_string()),
+        ),
         (None, _) => out.push(Finding::skip(
             "peer.path_mtu",
             Area::Nic,

@@ -3,7 +3,7 @@
 //! will look for one, PCIe relaxed ordering against the root complex above the HCA, and the
 //! network plugin or verbs library the fabric needs.
 
-use crate::finding::{Area, Finding, Status};
+use crate::finding::{Area, Check, Finding, Status};
 use crate::host::libsearch;
 use crate::inventory::Inventory;
 use crate::inventory::pci;
@@ -36,13 +36,7 @@ pub fn audit(ctx: &Context, hca: &RdmaDevice, why: &str, nccl: &NcclConfig) -> V
                     out.push(match port.rate_mbps {
                         Some(mbps) if port.is_active() => {
                             let (status, note) = hw::judge(setting, &mbps.to_string());
-                            hw::finding(
-                                id,
-                                Area::Nic,
-                                status,
-                                expected,
-                                mbps.to_string(),
-                                note.unwrap_or_else(|| {
+                            Check::new(id, Area::Nic).expected(expected).why(note.unwrap_or_else(|| {
                                     format!(
                                         "{} port {} runs at `{}`; {}",
                                         hca.name,
@@ -50,12 +44,10 @@ pub fn audit(ctx: &Context, hca: &RdmaDevice, why: &str, nccl: &NcclConfig) -> V
                                         port.rate,
                                         super::super::why(ctx, Area::Nic, "rdma.rate_mbps")
                                     )
-                                }),
-                                format!(
+                                })).judge(status, mbps.to_string(), format!(
                                     "check the cable and the switch port (`ibstat {}`, `mlxlink -d {}`): a rate below the adapter's means it trained down",
                                     hca.name, hca.name
-                                ),
-                            )
+                                ))
                         }
                         Some(_) => Finding::skip(
                             id,
@@ -79,25 +71,17 @@ pub fn audit(ctx: &Context, hca: &RdmaDevice, why: &str, nccl: &NcclConfig) -> V
                     out.push(match port.active_mtu {
                         Some(mtu) => {
                             let (status, note) = hw::judge(setting, &mtu.to_string());
-                            hw::finding(
-                                id,
-                                Area::Nic,
-                                status,
-                                expected,
-                                mtu.to_string(),
-                                note.unwrap_or_else(|| {
+                            Check::new(id, Area::Nic).expected(expected).why(note.unwrap_or_else(|| {
                                     format!(
                                         "{} port {} carries {mtu}-byte RDMA payloads (the largest IB MTU its netdev's MTU holds); {}",
                                         hca.name,
                                         port.port,
                                         super::super::why(ctx, Area::Nic, "rdma.active_mtu")
                                     )
-                                }),
-                                format!(
+                                })).judge(status, mtu.to_string(), format!(
                                     "raise the MTU of {} to 9000 (and on the switch ports) so RoCE runs at IB MTU 4096",
                                     if hca.netdevs.is_empty() { "its netdev".to_string() } else { hca.netdevs.join(", ") }
-                                ),
-                            )
+                                ))
                         }
                         None => Finding::skip(
                             id,
@@ -113,15 +97,7 @@ pub fn audit(ctx: &Context, hca: &RdmaDevice, why: &str, nccl: &NcclConfig) -> V
                 }
                 "rdma.link_layer" => {
                     let (status, note) = hw::judge(setting, &port.link_layer);
-                    out.push(hw::finding(
-                        id,
-                        Area::Nic,
-                        status,
-                        setting.rule.describe(),
-                        port.link_layer.clone(),
-                        note.unwrap_or_else(|| super::super::why(ctx, Area::Nic, "rdma.link_layer")),
-                        "use the profile for this fabric (ddp-infiniband for InfiniBand, ddp-roce for RoCE)",
-                    ));
+                    out.push(Check::new(id, Area::Nic).expected(setting.rule.describe()).why(note.unwrap_or_else(|| super::super::why(ctx, Area::Nic, "rdma.link_layer"))).judge(status, port.link_layer.clone(), "use the profile for this fabric (ddp-infiniband for InfiniBand, ddp-roce for RoCE)"));
                 }
                 _ => {}
             }
@@ -137,25 +113,18 @@ pub fn audit(ctx: &Context, hca: &RdmaDevice, why: &str, nccl: &NcclConfig) -> V
 }
 
 fn state(hca: &RdmaDevice, port: &RdmaPort, why: &str) -> Finding {
-    hw::finding(
-        format!("rdma.{}.{}.state", hca.name, port.port),
-        Area::Nic,
-        if port.is_active() {
-            Status::Pass
-        } else {
-            Status::Fail
-        },
-        "ACTIVE, LinkUp",
-        format!("{}, {}", port.state, port.phys_state),
-        format!(
+    Check::new(format!("rdma.{}.{}.state", hca.name, port.port), Area::Nic).expected("ACTIVE, LinkUp").why(format!(
             "{} port {} ({}, {}, firmware {}) is judged because {why}; a port that is not ACTIVE carries no traffic and NCCL skips it",
             hca.name,
             port.port,
             port.link_layer,
             if port.rate.is_empty() { "no rate" } else { &port.rate },
             hca.firmware.as_deref().unwrap_or("unknown"),
-        ),
-        match (port.state.as_str(), port.phys_state.as_str()) {
+        )).judge(if port.is_active() {
+            Status::Pass
+        } else {
+            Status::Fail
+        }, format!("{}, {}", port.state, port.phys_state), match (port.state.as_str(), port.phys_state.as_str()) {
             (_, "Polling") => format!(
                 "the port sees no peer: check the cable and the switch port (`ibstat {}`)",
                 hca.name
@@ -165,8 +134,7 @@ fn state(hca: &RdmaDevice, port: &RdmaPort, why: &str) -> Finding {
             }
             (_, "Disabled") => format!("enable the port (`ibportstate` or `mlxlink -d {} -a UP`)", hca.name),
             _ => format!("bring the port up and check `ibstat {}`", hca.name),
-        },
-    )
+        })
 }
 
 /// NCCL uses GID index `NCCL_IB_GID_INDEX` when set; unset, NCCL 2.21+ picks a RoCE v2
@@ -196,24 +164,17 @@ fn gid(hca: &RdmaDevice, port: &RdmaPort, nccl: &NcclConfig) -> Finding {
             let entry = port.gids.iter().find(|g| i64::from(g.index) == i);
             let ok = entry.is_some_and(|g| g.is_roce_v2());
             let source = set.map(|s| s.source.to_string()).unwrap_or_default();
-            hw::finding(
-                id,
-                Area::Nic,
-                if ok { Status::Pass } else { Status::Fail },
-                format!("a RoCE v2 GID at NCCL_IB_GID_INDEX={i} ({source})"),
-                entry.map_or_else(
-                    || format!("no GID at index {i}"),
-                    |g| format!("{} {}", g.kind, g.gid),
-                ),
-                format!(
+            Check::new(id, Area::Nic).expected(format!("a RoCE v2 GID at NCCL_IB_GID_INDEX={i} ({source})")).why(format!(
                     "NCCL connects with GID index {i}; a missing or RoCE v1 entry fails connections (NCCL \"error 12\"), and indexes move when addresses change. Table: {}",
                     if table.is_empty() {
                         "empty".to_string()
                     } else {
                         table.join("; ")
                     }
-                ),
-                match port.gids.iter().find(|g| g.is_roce_v2() && g.is_ipv4()) {
+                )).judge(if ok { Status::Pass } else { Status::Fail }, entry.map_or_else(
+                    || format!("no GID at index {i}"),
+                    |g| format!("{} {}", g.kind, g.gid),
+                ), match port.gids.iter().find(|g| g.is_roce_v2() && g.is_ipv4()) {
                     Some(g) => format!(
                         "set NCCL_IB_GID_INDEX={} or unset it so NCCL (2.21+) picks a RoCE v2 entry itself",
                         g.index
@@ -222,37 +183,28 @@ fn gid(hca: &RdmaDevice, port: &RdmaPort, nccl: &NcclConfig) -> Finding {
                         "give the RoCE interface an IPv4 address so a RoCE v2 GID appears (`show_gids {}`)",
                         hca.name
                     ),
-                },
-            )
+                })
         }
         None => {
             let v2 = port.gids.iter().find(|g| g.is_roce_v2());
-            hw::finding(
-                id,
-                Area::Nic,
-                if v2.is_some() {
-                    Status::Pass
-                } else {
-                    Status::Fail
-                },
-                "a RoCE v2 GID NCCL can pick (NCCL_IB_GID_INDEX unset)",
-                v2.map_or_else(
-                    || "no RoCE v2 GID".to_string(),
-                    |g| format!("index {} {} {}", g.index, g.kind, g.gid),
-                ),
-                format!(
+            Check::new(id, Area::Nic).expected("a RoCE v2 GID NCCL can pick (NCCL_IB_GID_INDEX unset)").why(format!(
                     "NCCL picks a RoCE v2 GID of the interface's address; without one its connections fail. Table: {}",
                     if table.is_empty() {
                         "empty".to_string()
                     } else {
                         table.join("; ")
                     }
-                ),
-                format!(
+                )).judge(if v2.is_some() {
+                    Status::Pass
+                } else {
+                    Status::Fail
+                }, v2.map_or_else(
+                    || "no RoCE v2 GID".to_string(),
+                    |g| format!("index {} {} {}", g.index, g.kind, g.gid),
+                ), format!(
                     "give the RoCE interface an IP address (RoCE v2 GIDs come from addresses) and check `show_gids {}`",
                     hca.name
-                ),
-            )
+                ))
         }
     }
 }
@@ -287,34 +239,18 @@ fn relaxed_ordering(ctx: &Context, hca: &RdmaDevice) -> Option<Finding> {
         });
     let id = format!("rdma.{}.relaxed_ordering", hca.name);
     Some(match (enabled, broken_cpu) {
-        (true, true) => hw::finding(
-            id,
-            Area::Nic,
-            Status::Fail,
-            "relaxed ordering off below a root port that mishandles it",
-            "enabled",
-            format!(
+        (true, true) => Check::new(id, Area::Nic).expected("relaxed ordering off below a root port that mishandles it").why(format!(
                 "{} has PCIe relaxed ordering enabled below {cpu}, whose relaxed ordering Linux distrusts; RDMA writes can be reordered (NCCL hangs, corruption)",
                 hca.name
-            ),
-            format!(
+            )).fail("enabled", format!(
                 "disable it on the HCA (`setpci -s {} CAP_EXP+8.w` clear bit 4, or mlxconfig PCI_WR_ORDERING=0) and set NCCL_IB_PCI_RELAXED_ORDERING=0",
                 hca.pci_address.as_deref().unwrap_or("?")
-            ),
-        ),
-        (enabled, _) => hw::finding(
-            id,
-            Area::Nic,
-            Status::Pass,
-            "relaxed ordering as the root complex supports",
-            if enabled { "enabled" } else { "disabled" },
-            format!(
+            )),
+        (enabled, _) => Check::new(id, Area::Nic).expected("relaxed ordering as the root complex supports").why(format!(
                 "{}: relaxed ordering {} below {cpu}, which handles it; NCCL uses it when enabled (NCCL_IB_PCI_RELAXED_ORDERING)",
                 hca.name,
                 if enabled { "enabled" } else { "disabled" }
-            ),
-            "",
-        ),
+            )).pass(if enabled { "enabled" } else { "disabled" }),
     })
 }
 
@@ -375,24 +311,14 @@ fn found_or(
     fix: &str,
 ) -> Finding {
     match found {
-        Ok(f) => hw::finding(
-            id,
-            Area::Nic,
-            Status::Pass,
-            expected,
-            f.path.clone(),
-            format!("found in {}", f.origin),
-            "",
-        ),
-        Err(searched) => hw::finding(
-            id,
-            Area::Nic,
-            Status::Fail,
-            expected,
-            "not found",
-            format!("{why} (searched {})", searched.join(", ")),
-            fix,
-        ),
+        Ok(f) => Check::new(id, Area::Nic)
+            .expected(expected)
+            .why(format!("found in {}", f.origin))
+            .pass(f.path.clone()),
+        Err(searched) => Check::new(id, Area::Nic)
+            .expected(expected)
+            .why(format!("{why} (searched {})", searched.join(", ")))
+            .fail("not found", fix),
     }
 }
 

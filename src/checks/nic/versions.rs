@@ -3,7 +3,7 @@
 //! HCAs. Sources: an HCA's `fw_ver` (sysfs, also under `--root`), `ethtool -i` (live), and
 //! the module's `/sys/module/<driver>/version` (out-of-tree drivers such as MLNX_OFED's).
 
-use crate::finding::{Area, Finding};
+use crate::finding::{Area, Check, Finding};
 use crate::host::Root;
 use crate::profile::setting::Setting;
 
@@ -59,24 +59,16 @@ fn judge(
                 return Finding::skip(id, Area::Nic, expected.clone(), format!("{}: {}", s.device, s.source));
             };
             let (status, note) = hw::judge(setting, &value);
-            hw::finding(
-                id,
-                Area::Nic,
-                status,
-                expected.clone(),
-                value.clone(),
-                format!(
+            Check::new(id, Area::Nic).expected(expected.clone()).why(format!(
                     "{} ({driver}) reports {value} ({}); {}",
                     s.device,
                     s.source,
                     note.unwrap_or_else(|| super::super::why(ctx, Area::Nic, key))
-                ),
-                if key.starts_with("firmware.") {
+                )).judge(status, value.clone(), if key.starts_with("firmware.") {
                     format!("update the adapter firmware of {} (mlxfwmanager / mstflint for NVIDIA adapters, the vendor's tool otherwise) and reboot or reset the adapter", s.device)
                 } else {
                     format!("install the {driver} driver version the fleet is qualified with (inbox kernel or MLNX_OFED/DOCA-OFED) and reload it")
-                },
-            )
+                })
         })
         .collect()
 }
