@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::finding::{Area, Finding, Status};
+use crate::finding::{Area, Check, Finding, Status};
 use crate::host::{HostError, Root, sysctl};
 use crate::profile::setting::Setting;
 
@@ -198,25 +198,16 @@ pub fn conflicts(ctx: &Context, area: Area, settings: &[(&String, &Setting)]) ->
         if status == Status::Pass {
             continue;
         }
-        out.push(Finding {
-            id: format!("tuned.{key}"),
-            area,
-            status,
-            expected: setting.rule.describe(),
-            actual: format!("{actual} (tuned profile {})", tuned.profile),
-            message: format!(
+        out.push(Check::new(format!("tuned.{key}"), area).expected(setting.rule.describe()).why(format!(
                 "tuned profile `{}` sets {name} = {} in {}; tuned applies it after systemd-sysctl, so tuned wins at boot over sysctl.d{}",
                 tuned.profile,
                 set.value,
                 set.file,
                 problem.map_or_else(String::new, |p| format!(" ({p})"))
-            ),
-            fix: format!(
+            )).judge(status, format!("{actual} (tuned profile {})", tuned.profile), format!(
                 "tuned applies after systemd-sysctl and wins at boot: align it with gputune in a custom profile /etc/tuned/profiles/gputune/tuned.conf with `[main]` `include={}` and `[sysctl]` `{name}=<the profile's value>`, then `tuned-adm profile gputune` (or disable tuned); gputune does not edit tuned's profiles",
                 tuned.profile
-            ),
-            change: None,
-        });
+            )));
     }
     out
 }
