@@ -122,3 +122,47 @@ pub fn connect_when_listening(port: u16) -> std::net::TcpStream {
     }
     panic!("rank 0 never listened on port {port}")
 }
+
+/// `gputune bench COLLECTIVE --backend tcp --ranks N` with 2 iterations, 1 warm-up and 1 check
+/// (sizes 4 B to 70000 B unless `extra` has `-b`), as JSON; it must succeed.
+pub fn local_json(collective: &str, ranks: usize, extra: &[&str]) -> serde_json::Value {
+    let sizes: &[&str] = if extra.contains(&"-b") {
+        &[]
+    } else {
+        &["-b", "4", "-e", "70000", "-f", "7"]
+    };
+    let out = super::gputune()
+        .args(["bench", collective, "--backend", "tcp", "--ranks"])
+        .arg(ranks.to_string())
+        .args(sizes)
+        .args(["-n", "2", "-w", "1", "-c", "1"])
+        .args(["--format", "json", "--timeout", "20"])
+        .args(extra)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{collective} {ranks} ranks {extra:?}: {}",
+        text(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Every rank of `results` exited 3 within `max`, without a panic, naming one of `blamed`.
+pub fn assert_stopped(
+    results: Vec<(&str, (std::process::Output, Duration))>,
+    blamed: &[&str],
+    max: Duration,
+) {
+    for (name, (out, took)) in results {
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{name}: {stderr}");
+        assert!(
+            blamed.iter().any(|rank| stderr.contains(rank)),
+            "{name}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{name}: {stderr}");
+        assert!(took < max, "{name} took {took:?}");
+    }
+}
