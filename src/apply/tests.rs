@@ -82,6 +82,26 @@ fn fixture() -> tempfile::TempDir {
     dir
 }
 
+/// The fixture node and its root (the directory lives as long as the first).
+fn fixture_root() -> (tempfile::TempDir, Root) {
+    let dir = fixture();
+    let root = Root::new(dir.path());
+    (dir, root)
+}
+
+/// Host I/O on `root` with no nftables.
+fn without_nft(root: &Root) -> HostIo<'_> {
+    HostIo { root, nft: None }
+}
+
+const fn options(persist: bool, live_kernel: bool, image: bool) -> PlanOptions {
+    PlanOptions {
+        persist,
+        live_kernel,
+        image,
+    }
+}
+
 fn every_change() -> Vec<Change> {
     vec![
         Change::Sysctl {
@@ -131,11 +151,7 @@ fn every_change() -> Vec<Change> {
     ]
 }
 
-const LIVE: PlanOptions = PlanOptions {
-    persist: true,
-    live_kernel: true,
-    image: false,
-};
+const LIVE: PlanOptions = options(true, true, false);
 
 /// Every file and link under the root with its content, and the firewall table.
 /// Directories are left out: those apply creates for its files stay, empty, after a restore.
@@ -337,11 +353,7 @@ fn no_persist_writes_live_values_only() {
         root: &root,
         nft: Some(&MemoryNft::default()),
     };
-    let options = PlanOptions {
-        persist: false,
-        live_kernel: true,
-        image: false,
-    };
+    let options = options(false, true, false);
     let plan = plan::build(&every_change(), &root, &io, options).unwrap();
     assert!(
         plan.steps
@@ -359,17 +371,9 @@ fn no_persist_writes_live_values_only() {
 
 #[test]
 fn a_mounted_image_gets_files_but_its_firewall_is_not_live() {
-    let dir = fixture();
-    let root = Root::new(dir.path());
-    let io = HostIo {
-        root: &root,
-        nft: None,
-    };
-    let options = PlanOptions {
-        persist: true,
-        live_kernel: false,
-        image: false,
-    };
+    let (_dir, root) = fixture_root();
+    let io = without_nft(&root);
+    let options = options(true, false, false);
     let change = Change::FirewallAccept {
         ports: vec![(29500, 29550)],
     };
@@ -452,12 +456,8 @@ fn cgroupfs_without_systemd_needs_the_cgroup() {
 
 #[test]
 fn malformed_changes_are_refused_before_anything_is_read() {
-    let dir = fixture();
-    let root = Root::new(dir.path());
-    let io = HostIo {
-        root: &root,
-        nft: None,
-    };
+    let (_dir, root) = fixture_root();
+    let io = without_nft(&root);
     let bad = [
         Change::Sysfs {
             path: "/etc/passwd".into(),
@@ -497,17 +497,9 @@ fn malformed_changes_are_refused_before_anything_is_read() {
 
 #[test]
 fn an_image_gets_persisted_files_and_never_a_live_value() {
-    let dir = fixture();
-    let root = Root::new(dir.path());
-    let io = HostIo {
-        root: &root,
-        nft: None,
-    };
-    let options = PlanOptions {
-        persist: true,
-        live_kernel: false,
-        image: true,
-    };
+    let (_dir, root) = fixture_root();
+    let io = without_nft(&root);
+    let options = options(true, false, true);
     let mut changes = every_change();
     changes.push(Change::Logind {
         key: "RemoveIPC".into(),
