@@ -523,11 +523,7 @@ fn two_applies_never_interleave() {
     // SAFETY: kill sends SIGCONT to the child this test spawned.
     assert_eq!(unsafe { libc::kill(first.id() as i32, libc::SIGCONT) }, 0);
     let out = first.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::assert_success(&out);
     assert_eq!(node.journal().unwrap()["phase"], "applied");
     assert!(node.path("/etc/sysctl.d/90-gputune.conf").exists());
     assert_eq!(fs::read_to_string(node.path(THP)).unwrap(), "madvise");
@@ -551,11 +547,7 @@ fn two_applies_started_together_run_one_after_the_other() {
     let (a, b) = (spawn(), spawn());
     let outputs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
     for out in &outputs {
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        crate::common::assert_success(&out);
     }
     let stdouts: Vec<String> = outputs
         .iter()

@@ -178,14 +178,13 @@ fn stall(
 
 #[test]
 fn a_killed_rank_stops_the_others_within_the_timeout_naming_it() {
-    let [r0, r1, mut r2] = three_busy_ranks("5");
+    let [r0, r1, r2] = three_busy_ranks("5");
     std::thread::sleep(Duration::from_millis(500));
-    r2.kill().unwrap();
-    let _ = r2.wait();
-    let results = [("rank 0", r0), ("rank 1", r1)]
-        .into_iter()
-        .map(|(name, child)| (name, wait_within(child, Duration::from_secs(12), name)))
-        .collect();
+    let results = kill_one(
+        r2,
+        [("rank 0", r0), ("rank 1", r1)],
+        Duration::from_secs(12),
+    );
     assert_stopped(results, &["rank 2"], Duration::from_secs(8));
 }
 
@@ -477,12 +476,7 @@ fn nccl_backend_with_a_library_that_is_not_nccl_exits_3() {
         .env("GPUTUNE_NCCL_LIB", &fake)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("cannot load"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_exit(&out, 3, "cannot load");
 }
 
 #[test]

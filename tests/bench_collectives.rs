@@ -122,15 +122,14 @@ fn a_killed_rank_stops_a_pairwise_run_naming_it() {
     ];
     let mut r0 = torchrun_rank(0, 3, port, &args).spawn().unwrap();
     let r1 = torchrun_rank(1, 3, port, &args).spawn().unwrap();
-    let mut r2 = torchrun_rank(2, 3, port, &args).spawn().unwrap();
+    let r2 = torchrun_rank(2, 3, port, &args).spawn().unwrap();
     read_until(&mut r0, "#wrong", Duration::from_secs(20));
     std::thread::sleep(Duration::from_millis(300));
-    r2.kill().unwrap();
-    let _ = r2.wait();
-    let results = [("rank 0", r0), ("rank 1", r1)]
-        .into_iter()
-        .map(|(name, child)| (name, wait_within(child, Duration::from_secs(12), name)))
-        .collect();
+    let results = kill_one(
+        r2,
+        [("rank 0", r0), ("rank 1", r1)],
+        Duration::from_secs(12),
+    );
     assert_stopped(results, &["rank 2"], Duration::from_secs(8));
 }
 

@@ -46,11 +46,7 @@ fn child_runs_on_the_cpus_and_memory_of_its_gpus_node() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     assert!(out.stderr.is_empty(), "pin prints nothing without -v");
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(status_field(&text, "Cpus_allowed_list"), "1");
@@ -65,11 +61,7 @@ fn child_runs_on_the_cpus_and_memory_of_its_gpus_node() {
         .args(["-v", "--", "cat", "/proc/self/status"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(status_field(&text, "Cpus_allowed_list"), "0");
     let said = String::from_utf8(out.stderr).unwrap();
@@ -156,11 +148,7 @@ fn offline_cpus_of_the_gpus_node_are_never_bound() {
         .args(["--local-rank", "0", "--", "cat", "/proc/self/status"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(status_field(&text, "Cpus_allowed_list"), "1");
 }

@@ -11,11 +11,7 @@ fn topo_json(root: &std::path::Path) -> Value {
         .arg(root)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -25,11 +21,7 @@ fn topo_table(root: &std::path::Path) -> String {
         .arg(root)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     String::from_utf8(out.stdout).unwrap()
 }
 

@@ -166,3 +166,25 @@ pub fn assert_stopped(
         assert!(took < max, "{name} took {took:?}");
     }
 }
+
+/// Kills `victim`, then waits up to `limit` for each of the others to exit. Returns each
+/// other rank's output and how long it took.
+pub fn kill_one(
+    mut victim: Child,
+    others: [(&str, Child); 2],
+    limit: Duration,
+) -> Vec<(&str, (Output, Duration))> {
+    victim.kill().expect("the victim rank is running");
+    let _ = victim.wait();
+    others
+        .into_iter()
+        .map(|(name, child)| (name, wait_within(child, limit, name)))
+        .collect()
+}
+
+/// The run exited with `code` and its stderr says `needle`.
+pub fn assert_exit(out: &Output, code: i32, needle: &str) {
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{stderr}");
+    assert!(stderr.contains(needle), "{stderr}");
+}

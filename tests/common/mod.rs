@@ -27,6 +27,15 @@ pub fn gputune_process() -> std::process::Command {
     cmd
 }
 
+/// Fails the test with the command's stderr unless it exited 0.
+pub fn assert_success(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Runs `gputune audit --root FIXTURE ARGS... --format json` and parses the document.
 pub fn audit_json(fixture_name: &str, args: &[&str]) -> (i32, serde_json::Value) {
     let out = gputune()
