@@ -547,7 +547,7 @@ fn two_applies_started_together_run_one_after_the_other() {
     let (a, b) = (spawn(), spawn());
     let outputs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
     for out in &outputs {
-        crate::common::assert_success(&out);
+        crate::common::assert_success(out);
     }
     let stdouts: Vec<String> = outputs
         .iter()
