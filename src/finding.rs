@@ -2,56 +2,51 @@
 
 use serde::Serialize;
 
-/// The part of the node a check belongs to; the names `--only` takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Area {
-    /// Kernel network sysctls.
-    Network,
-    /// Swap, swappiness, transparent huge pages, NUMA balancing, file-max.
-    Memory,
-    /// NUMA topology and placement.
-    Numa,
-    /// Network interfaces: speed, MTU, driver, firmware.
-    Nic,
-    /// GPUs, NVIDIA driver, CUDA and NCCL.
-    Gpu,
-    /// PCIe ACS, IOMMU, peer memory.
-    Platform,
-    /// ulimits, /dev/shm, logind.
-    Limits,
-    /// cgroup limits.
-    Cgroup,
-    /// Firewall rules for rendezvous and NCCL ports.
-    Firewall,
+/// Declares [`Area`] with its list and names from one line per area, so a new area is one
+/// line here, its module, and its entry in [`crate::checks::AREAS`].
+macro_rules! areas {
+    ($($(#[doc = $doc:literal])* $variant:ident => $name:literal,)*) => {
+        /// The part of the node a check belongs to; the names `--only` takes.
+        #[derive(
+            Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, clap::ValueEnum,
+        )]
+        #[serde(rename_all = "lowercase")]
+        pub enum Area {
+            $($(#[doc = $doc])* $variant,)*
+        }
+
+        impl Area {
+            /// Every area, in report order.
+            pub const ALL: &'static [Area] = &[$(Area::$variant),*];
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Area::$variant => $name,)*
+                }
+            }
+        }
+    };
 }
 
-impl Area {
-    pub const ALL: [Area; 9] = [
-        Area::Network,
-        Area::Memory,
-        Area::Numa,
-        Area::Nic,
-        Area::Gpu,
-        Area::Platform,
-        Area::Limits,
-        Area::Cgroup,
-        Area::Firewall,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Area::Network => "network",
-            Area::Memory => "memory",
-            Area::Numa => "numa",
-            Area::Nic => "nic",
-            Area::Gpu => "gpu",
-            Area::Platform => "platform",
-            Area::Limits => "limits",
-            Area::Cgroup => "cgroup",
-            Area::Firewall => "firewall",
-        }
-    }
+areas! {
+    /// Kernel network sysctls.
+    Network => "network",
+    /// Swap, swappiness, transparent huge pages, NUMA balancing, file-max.
+    Memory => "memory",
+    /// NUMA topology and placement.
+    Numa => "numa",
+    /// Network interfaces: speed, MTU, driver, firmware.
+    Nic => "nic",
+    /// GPUs, NVIDIA driver, CUDA and NCCL.
+    Gpu => "gpu",
+    /// PCIe ACS, IOMMU, peer memory.
+    Platform => "platform",
+    /// ulimits, /dev/shm, logind.
+    Limits => "limits",
+    /// cgroup limits.
+    Cgroup => "cgroup",
+    /// Firewall rules for rendezvous and NCCL ports.
+    Firewall => "firewall",
 }
 
 impl std::fmt::Display for Area {

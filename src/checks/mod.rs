@@ -308,3 +308,14 @@ pub fn why(ctx: &Context, area: Area, key: &str) -> String {
         })
         .unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_area_has_one_registry_entry_in_report_order() {
+        let registered: Vec<Area> = AREAS.iter().map(|a| a.area).collect();
+        assert_eq!(registered, Area::ALL);
+    }
+}

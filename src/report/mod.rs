@@ -161,7 +161,7 @@ impl Report<'_> {
     /// Findings grouped by area, in area order, keeping check order inside each area.
     pub fn by_area(&self) -> Vec<(crate::finding::Area, Vec<&Finding>)> {
         let mut groups: Vec<(crate::finding::Area, Vec<&Finding>)> = Vec::new();
-        for area in crate::finding::Area::ALL {
+        for &area in crate::finding::Area::ALL {
             let group: Vec<&Finding> = self.findings.iter().filter(|f| f.area == area).collect();
             if !group.is_empty() {
                 groups.push((area, group));
