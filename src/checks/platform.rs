@@ -146,7 +146,10 @@ fn acs(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
             Ok(Some(control)) => {
                 checked += 1;
                 if control & 0x7f != 0 {
-                    out.push(Check::new(format!("platform.acs.{bdf}"), Area::Platform).expected("ACSCtl all off").why(format!("bridge {bdf} above a GPU redirects peer-to-peer traffic through the root complex: GPU<->GPU and GPU<->NIC (GPUDirect) bandwidth drops or hangs")).warn(acs_flags(control), format!("setpci -s {bdf} ECAP_ACS+0x6.w=0000 (not persistent: repeat at boot, or disable ACS in the BIOS)")));
+                    out.push(Check::new(format!("platform.acs.{bdf}"), Area::Platform)
+                        .expected("ACSCtl all off")
+                        .why(format!("bridge {bdf} above a GPU redirects peer-to-peer traffic through the root complex: GPU<->GPU and GPU<->NIC (GPUDirect) bandwidth drops or hangs"))
+                        .warn(acs_flags(control), format!("setpci -s {bdf} ECAP_ACS+0x6.w=0000 (not persistent: repeat at boot, or disable ACS in the BIOS)")));
                 }
             }
         }
@@ -233,7 +236,10 @@ fn peermem(ctx: &Context, inv: &Inventory, setting: &Setting) -> Finding {
         .any(|m| ctx.root.exists(m));
     let actual = if loaded { "1" } else { "0" };
     let (status, note) = hw::judge(setting, actual);
-    Check::new(id, Area::Platform).expected(expected).why(note.unwrap_or_else(|| super::why(ctx, Area::Platform, id))).judge(status, actual, "modprobe nvidia-peermem, and list it in /etc/modules-load.d/nvidia-peermem.conf so it loads at boot")
+    Check::new(id, Area::Platform)
+        .expected(expected)
+        .why(note.unwrap_or_else(|| super::why(ctx, Area::Platform, id)))
+        .judge(status, actual, "modprobe nvidia-peermem, and list it in /etc/modules-load.d/nvidia-peermem.conf so it loads at boot")
 }
 
 #[cfg(test)]

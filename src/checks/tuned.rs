@@ -198,13 +198,16 @@ pub fn conflicts(ctx: &Context, area: Area, settings: &[(&String, &Setting)]) ->
         if status == Status::Pass {
             continue;
         }
-        out.push(Check::new(format!("tuned.{key}"), area).expected(setting.rule.describe()).why(format!(
+        out.push(Check::new(format!("tuned.{key}"), area)
+            .expected(setting.rule.describe())
+            .why(format!(
                 "tuned profile `{}` sets {name} = {} in {}; tuned applies it after systemd-sysctl, so tuned wins at boot over sysctl.d{}",
                 tuned.profile,
                 set.value,
                 set.file,
                 problem.map_or_else(String::new, |p| format!(" ({p})"))
-            )).judge(status, format!("{actual} (tuned profile {})", tuned.profile), format!(
+            ))
+            .judge(status, format!("{actual} (tuned profile {})", tuned.profile), format!(
                 "tuned applies after systemd-sysctl and wins at boot: align it with gputune in a custom profile /etc/tuned/profiles/gputune/tuned.conf with `[main]` `include={}` and `[sysctl]` `{name}=<the profile's value>`, then `tuned-adm profile gputune` (or disable tuned); gputune does not edit tuned's profiles",
                 tuned.profile
             )));

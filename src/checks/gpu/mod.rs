@@ -169,7 +169,10 @@ fn nvml(inv: &Inventory) -> Vec<Finding> {
             continue;
         };
         if let Some(on) = n.persistence_mode {
-            out.push(Check::new(format!("gpu{}.persistence_mode", g.index), Area::Gpu).expected("enabled").why(format!("{} ({}): without persistence the driver tears the GPU down between jobs and every job start pays the init cost", n.name, g.pci_address)).judge(if on { Status::Pass } else { Status::Warn }, if on { "enabled" } else { "disabled" }, "systemctl enable --now nvidia-persistenced"));
+            out.push(Check::new(format!("gpu{}.persistence_mode", g.index), Area::Gpu)
+                .expected("enabled")
+                .why(format!("{} ({}): without persistence the driver tears the GPU down between jobs and every job start pays the init cost", n.name, g.pci_address))
+                .judge(if on { Status::Pass } else { Status::Warn }, if on { "enabled" } else { "disabled" }, "systemctl enable --now nvidia-persistenced"));
         }
         if !n.nvlinks.is_empty() {
             let down: Vec<String> = n
@@ -179,7 +182,9 @@ fn nvml(inv: &Inventory) -> Vec<Finding> {
                 .map(|l| l.link.to_string())
                 .collect();
             let total = n.nvlinks.len();
-            out.push(Check::new(format!("gpu{}.nvlink", g.index), Area::Gpu).expected(format!("{total} of {total} NVLinks active")).why(if down.is_empty() {
+            out.push(Check::new(format!("gpu{}.nvlink", g.index), Area::Gpu)
+                .expected(format!("{total} of {total} NVLinks active"))
+                .why(if down.is_empty() {
                     format!("{} ({}): every NVLink is up", n.name, g.pci_address)
                 } else {
                     format!(
@@ -188,17 +193,21 @@ fn nvml(inv: &Inventory) -> Vec<Finding> {
                         g.pci_address,
                         down.join(",")
                     )
-                }).judge(if down.is_empty() {
+                })
+                .judge(if down.is_empty() {
                     Status::Pass
                 } else {
                     Status::Fail
                 }, format!("{} of {total} active", total - down.len()), "check `nvidia-smi nvlink -s` and the fabric manager (`systemctl status nvidia-fabricmanager` on NVSwitch systems); a link that stays down after a GPU reset needs service"));
         }
         if let Some(errors) = n.ecc_uncorrected {
-            out.push(Check::new(format!("gpu{}.ecc_uncorrected", g.index), Area::Gpu).expected("0").why(format!(
+            out.push(Check::new(format!("gpu{}.ecc_uncorrected", g.index), Area::Gpu)
+                .expected("0")
+                .why(format!(
                     "{} ({}): uncorrected ECC errors corrupt results or crash jobs",
                     n.name, g.pci_address
-                )).judge(if errors == 0 {
+                ))
+                .judge(if errors == 0 {
                     Status::Pass
                 } else {
                     Status::Fail

@@ -117,7 +117,9 @@ pub fn torch_cuda(ctx: &Context, inv: &Inventory, probes: &Probes, env: &SearchE
         _ => false,
     };
     let same_major = built.split('.').next() == driver.split('.').next();
-    Check::new(id, Area::Gpu).expected(format!("<= {driver} (the driver's CUDA, from {source})")).why(if !newer {
+    Check::new(id, Area::Gpu)
+        .expected(format!("<= {driver} (the driver's CUDA, from {source})"))
+        .why(if !newer {
             format!("{shown} was built for CUDA {built}, which the driver supports")
         } else if same_major {
             format!(
@@ -128,7 +130,8 @@ pub fn torch_cuda(ctx: &Context, inv: &Inventory, probes: &Probes, env: &SearchE
             format!(
                 "{shown} was built for CUDA {built} but the driver supports only {driver}: CUDA fails to initialise"
             )
-        }).judge(if newer { Status::Warn } else { Status::Pass }, built.clone(), format!(
+        })
+        .judge(if newer { Status::Warn } else { Status::Pass }, built.clone(), format!(
             "upgrade the NVIDIA driver to one supporting CUDA {built}, or install the torch wheel built for CUDA {driver} or older (pip install torch --index-url https://download.pytorch.org/whl/cuXYZ)"
         ))
 }

@@ -177,7 +177,10 @@ fn speed(ctx: &Context, nic: &Nic, setting: &Setting) -> Finding {
         );
     };
     let (status, note) = hw::judge(setting, &mbps.to_string());
-    Check::new(id, Area::Nic).expected(expected).why(note.unwrap_or_else(|| super::why(ctx, Area::Nic, "link.speed_mbps"))).judge(status, mbps.to_string(), format!(
+    Check::new(id, Area::Nic)
+        .expected(expected)
+        .why(note.unwrap_or_else(|| super::why(ctx, Area::Nic, "link.speed_mbps")))
+        .judge(status, mbps.to_string(), format!(
             "check the negotiated speed with `ethtool {}` (cable, transceiver, switch port), or pick the profile for this fabric",
             nic.name
         ))
@@ -210,7 +213,10 @@ fn mtu(ctx: &Context, nic: &Nic, setting: &Setting) -> Finding {
         .rule
         .target(&mtu.to_string())
         .unwrap_or_else(|| "9000".into());
-    Check::new(id, Area::Nic).expected(expected).why(note.unwrap_or_else(|| super::why(ctx, Area::Nic, "link.mtu"))).judge(status, mtu.to_string(), format!(
+    Check::new(id, Area::Nic)
+        .expected(expected)
+        .why(note.unwrap_or_else(|| super::why(ctx, Area::Nic, "link.mtu")))
+        .judge(status, mtu.to_string(), format!(
             "ip link set {} mtu {target}, persist it in the interface's network configuration, and set the same MTU on the switch ports and every peer",
             nic.name
         ))

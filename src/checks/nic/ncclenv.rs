@@ -529,7 +529,10 @@ pub fn against_node(
         let id = "nccl.env.NCCL_SOCKET_IFNAME.present";
         let listed: Vec<&str> = chosen.iter().map(|(n, _)| *n).collect();
         if chosen.is_empty() || (!up && !exclude) {
-            out.push(Check::new(id, Area::Nic).expected("an interface that exists and is up").why("NCCL finds no usable interface and fails at bootstrap (\"no socket interface found\")").fail(if chosen.is_empty() {
+            out.push(Check::new(id, Area::Nic)
+                .expected("an interface that exists and is up")
+                .why("NCCL finds no usable interface and fails at bootstrap (\"no socket interface found\")")
+                .fail(if chosen.is_empty() {
                     format!("{value} ({}) selects no interface", s.source)
                 } else {
                     format!("{value} ({}) selects only {} (down)", s.source, listed.join(", "))
@@ -585,12 +588,18 @@ pub fn against_node(
             .iter()
             .any(|r| r.ports.iter().any(|p| p.is_active()))
     {
-        out.push(Check::new("nccl.env.NCCL_IB_DISABLE", Area::Nic).expected("0 on a node with active RDMA ports").why("NCCL_IB_DISABLE=1 makes NCCL send over TCP sockets although this node has active InfiniBand/RoCE ports: a fraction of the fabric's bandwidth").fail(format!("1 ({})", s.source), fix_for("NCCL_IB_DISABLE", s, "remove")));
+        out.push(Check::new("nccl.env.NCCL_IB_DISABLE", Area::Nic)
+            .expected("0 on a node with active RDMA ports")
+            .why("NCCL_IB_DISABLE=1 makes NCCL send over TCP sockets although this node has active InfiniBand/RoCE ports: a fraction of the fabric's bandwidth")
+            .fail(format!("1 ({})", s.source), fix_for("NCCL_IB_DISABLE", s, "remove")));
     }
     if let Some(s) = config.get("NCCL_TOPO_FILE")
         && !root.exists(s.value.trim())
     {
-        out.push(Check::new("nccl.env.NCCL_TOPO_FILE.present", Area::Nic).expected("a file that exists").why("NCCL warns and ignores a topology file it cannot read; on VMs whose PCI tree is virtual, it then misplaces GPUs and NICs").fail(format!("{} ({})", s.value, s.source), fix_for("NCCL_TOPO_FILE", s, "correct")));
+        out.push(Check::new("nccl.env.NCCL_TOPO_FILE.present", Area::Nic)
+            .expected("a file that exists")
+            .why("NCCL warns and ignores a topology file it cannot read; on VMs whose PCI tree is virtual, it then misplaces GPUs and NICs")
+            .fail(format!("{} ({})", s.value, s.source), fix_for("NCCL_TOPO_FILE", s, "correct")));
     }
     out
 }

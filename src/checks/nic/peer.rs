@@ -102,7 +102,10 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
     let ip = match resolve(&host) {
         Ok(ip) => ip,
         Err(reason) => {
-            return vec![Check::new("peer.connect", Area::Nic).expected(format!("a TCP connection to {target}")).why(reason).fail("unresolved", "check the peer's name in DNS or /etc/hosts (MASTER_ADDR must resolve on every node)")];
+            return vec![Check::new("peer.connect", Area::Nic)
+                .expected(format!("a TCP connection to {target}"))
+                .why(reason)
+                .fail("unresolved", "check the peer's name in DNS or /etc/hosts (MASTER_ADDR must resolve on every node)")];
         }
     };
     let addr = SocketAddr::new(ip, port);
@@ -163,15 +166,21 @@ pub fn judge(ctx: &Context, target: &str, attempts: &[Attempt]) -> Vec<Finding> 
         Some(setting) => {
             // Judged in whole milliseconds, rounded up, so 10.4 ms fails "max 10".
             let (status, note) = hw::judge(setting, &(ms.ceil() as u64).to_string());
-            Check::new("peer.rtt_ms", Area::Nic).expected(setting.rule.describe()).why(note.unwrap_or_else(|| {
+            Check::new("peer.rtt_ms", Area::Nic)
+                .expected(setting.rule.describe())
+                .why(note.unwrap_or_else(|| {
                     format!(
                         "TCP handshake to {target}, best of {}; {}",
                         rtts.len(),
                         super::super::why(ctx, Area::Nic, "peer.rtt_ms")
                     )
-                })).judge(status, shown, "find the added latency: a congested or distant path, a shaper (`tc qdisc show`), or the peer in another site; training nodes belong on one low-latency fabric")
+                }))
+                .judge(status, shown, "find the added latency: a congested or distant path, a shaper (`tc qdisc show`), or the peer in another site; training nodes belong on one low-latency fabric")
         }
-        None => Check::new("peer.rtt_ms", Area::Nic).expected("measured (the profile sets no limit)").why(format!("TCP handshake to {target}, best of {}", rtts.len())).pass(shown),
+        None => Check::new("peer.rtt_ms", Area::Nic)
+            .expected("measured (the profile sets no limit)")
+            .why(format!("TCP handshake to {target}, best of {}", rtts.len()))
+            .pass(shown),
     });
     let mtu = attempts.iter().find_map(|a| match a {
         Attempt::Open { mtu, .. } => *mtu,
@@ -180,12 +189,15 @@ pub fn judge(ctx: &Context, target: &str, attempts: &[Attempt]) -> Vec<Finding> 
     match (mtu, ctx.profile.get(Area::Nic, "peer.path_mtu")) {
         (Some(mtu), Some(setting)) => {
             let (status, note) = hw::judge(setting, &mtu.to_string());
-            out.push(Check::new("peer.path_mtu", Area::Nic).expected(setting.rule.describe()).why(note.unwrap_or_else(|| {
+            out.push(Check::new("peer.path_mtu", Area::Nic)
+                .expected(setting.rule.describe())
+                .why(note.unwrap_or_else(|| {
                     format!(
                         "the path to {target} carries {mtu}-byte packets (this node's path MTU capped by the peer's MSS); {}",
                         super::super::why(ctx, Area::Nic, "peer.path_mtu")
                     )
-                })).judge(status, mtu.to_string(), "set the same (jumbo) MTU on both nodes' interfaces and every switch port between them"));
+                }))
+                .judge(status, mtu.to_string(), "set the same (jumbo) MTU on both nodes' interfaces and every switch port between them"));
         }
         (Some(mtu), None) => out.push(
             Check::new("peer.path_mtu", Area::Nic)

@@ -36,7 +36,9 @@ pub fn audit(ctx: &Context, hca: &RdmaDevice, why: &str, nccl: &NcclConfig) -> V
                     out.push(match port.rate_mbps {
                         Some(mbps) if port.is_active() => {
                             let (status, note) = hw::judge(setting, &mbps.to_string());
-                            Check::new(id, Area::Nic).expected(expected).why(note.unwrap_or_else(|| {
+                            Check::new(id, Area::Nic)
+                                .expected(expected)
+                                .why(note.unwrap_or_else(|| {
                                     format!(
                                         "{} port {} runs at `{}`; {}",
                                         hca.name,
@@ -44,7 +46,8 @@ pub fn audit(ctx: &Context, hca: &RdmaDevice, why: &str, nccl: &NcclConfig) -> V
                                         port.rate,
                                         super::super::why(ctx, Area::Nic, "rdma.rate_mbps")
                                     )
-                                })).judge(status, mbps.to_string(), format!(
+                                }))
+                                .judge(status, mbps.to_string(), format!(
                                     "check the cable and the switch port (`ibstat {}`, `mlxlink -d {}`): a rate below the adapter's means it trained down",
                                     hca.name, hca.name
                                 ))
@@ -71,14 +74,17 @@ pub fn audit(ctx: &Context, hca: &RdmaDevice, why: &str, nccl: &NcclConfig) -> V
                     out.push(match port.active_mtu {
                         Some(mtu) => {
                             let (status, note) = hw::judge(setting, &mtu.to_string());
-                            Check::new(id, Area::Nic).expected(expected).why(note.unwrap_or_else(|| {
+                            Check::new(id, Area::Nic)
+                                .expected(expected)
+                                .why(note.unwrap_or_else(|| {
                                     format!(
                                         "{} port {} carries {mtu}-byte RDMA payloads (the largest IB MTU its netdev's MTU holds); {}",
                                         hca.name,
                                         port.port,
                                         super::super::why(ctx, Area::Nic, "rdma.active_mtu")
                                     )
-                                })).judge(status, mtu.to_string(), format!(
+                                }))
+                                .judge(status, mtu.to_string(), format!(
                                     "raise the MTU of {} to 9000 (and on the switch ports) so RoCE runs at IB MTU 4096",
                                     if hca.netdevs.is_empty() { "its netdev".to_string() } else { hca.netdevs.join(", ") }
                                 ))
@@ -97,7 +103,10 @@ pub fn audit(ctx: &Context, hca: &RdmaDevice, why: &str, nccl: &NcclConfig) -> V
                 }
                 "rdma.link_layer" => {
                     let (status, note) = hw::judge(setting, &port.link_layer);
-                    out.push(Check::new(id, Area::Nic).expected(setting.rule.describe()).why(note.unwrap_or_else(|| super::super::why(ctx, Area::Nic, "rdma.link_layer"))).judge(status, port.link_layer.clone(), "use the profile for this fabric (ddp-infiniband for InfiniBand, ddp-roce for RoCE)"));
+                    out.push(Check::new(id, Area::Nic)
+                        .expected(setting.rule.describe())
+                        .why(note.unwrap_or_else(|| super::super::why(ctx, Area::Nic, "rdma.link_layer")))
+                        .judge(status, port.link_layer.clone(), "use the profile for this fabric (ddp-infiniband for InfiniBand, ddp-roce for RoCE)"));
                 }
                 _ => {}
             }
@@ -113,14 +122,17 @@ pub fn audit(ctx: &Context, hca: &RdmaDevice, why: &str, nccl: &NcclConfig) -> V
 }
 
 fn state(hca: &RdmaDevice, port: &RdmaPort, why: &str) -> Finding {
-    Check::new(format!("rdma.{}.{}.state", hca.name, port.port), Area::Nic).expected("ACTIVE, LinkUp").why(format!(
+    Check::new(format!("rdma.{}.{}.state", hca.name, port.port), Area::Nic)
+        .expected("ACTIVE, LinkUp")
+        .why(format!(
             "{} port {} ({}, {}, firmware {}) is judged because {why}; a port that is not ACTIVE carries no traffic and NCCL skips it",
             hca.name,
             port.port,
             port.link_layer,
             if port.rate.is_empty() { "no rate" } else { &port.rate },
             hca.firmware.as_deref().unwrap_or("unknown"),
-        )).judge(if port.is_active() {
+        ))
+        .judge(if port.is_active() {
             Status::Pass
         } else {
             Status::Fail
@@ -164,14 +176,17 @@ fn gid(hca: &RdmaDevice, port: &RdmaPort, nccl: &NcclConfig) -> Finding {
             let entry = port.gids.iter().find(|g| i64::from(g.index) == i);
             let ok = entry.is_some_and(|g| g.is_roce_v2());
             let source = set.map(|s| s.source.to_string()).unwrap_or_default();
-            Check::new(id, Area::Nic).expected(format!("a RoCE v2 GID at NCCL_IB_GID_INDEX={i} ({source})")).why(format!(
+            Check::new(id, Area::Nic)
+                .expected(format!("a RoCE v2 GID at NCCL_IB_GID_INDEX={i} ({source})"))
+                .why(format!(
                     "NCCL connects with GID index {i}; a missing or RoCE v1 entry fails connections (NCCL \"error 12\"), and indexes move when addresses change. Table: {}",
                     if table.is_empty() {
                         "empty".to_string()
                     } else {
                         table.join("; ")
                     }
-                )).judge(if ok { Status::Pass } else { Status::Fail }, entry.map_or_else(
+                ))
+                .judge(if ok { Status::Pass } else { Status::Fail }, entry.map_or_else(
                     || format!("no GID at index {i}"),
                     |g| format!("{} {}", g.kind, g.gid),
                 ), match port.gids.iter().find(|g| g.is_roce_v2() && g.is_ipv4()) {
@@ -187,14 +202,17 @@ fn gid(hca: &RdmaDevice, port: &RdmaPort, nccl: &NcclConfig) -> Finding {
         }
         None => {
             let v2 = port.gids.iter().find(|g| g.is_roce_v2());
-            Check::new(id, Area::Nic).expected("a RoCE v2 GID NCCL can pick (NCCL_IB_GID_INDEX unset)").why(format!(
+            Check::new(id, Area::Nic)
+                .expected("a RoCE v2 GID NCCL can pick (NCCL_IB_GID_INDEX unset)")
+                .why(format!(
                     "NCCL picks a RoCE v2 GID of the interface's address; without one its connections fail. Table: {}",
                     if table.is_empty() {
                         "empty".to_string()
                     } else {
                         table.join("; ")
                     }
-                )).judge(if v2.is_some() {
+                ))
+                .judge(if v2.is_some() {
                     Status::Pass
                 } else {
                     Status::Fail
@@ -239,18 +257,24 @@ fn relaxed_ordering(ctx: &Context, hca: &RdmaDevice) -> Option<Finding> {
         });
     let id = format!("rdma.{}.relaxed_ordering", hca.name);
     Some(match (enabled, broken_cpu) {
-        (true, true) => Check::new(id, Area::Nic).expected("relaxed ordering off below a root port that mishandles it").why(format!(
+        (true, true) => Check::new(id, Area::Nic)
+            .expected("relaxed ordering off below a root port that mishandles it")
+            .why(format!(
                 "{} has PCIe relaxed ordering enabled below {cpu}, whose relaxed ordering Linux distrusts; RDMA writes can be reordered (NCCL hangs, corruption)",
                 hca.name
-            )).fail("enabled", format!(
+            ))
+            .fail("enabled", format!(
                 "disable it on the HCA (`setpci -s {} CAP_EXP+8.w` clear bit 4, or mlxconfig PCI_WR_ORDERING=0) and set NCCL_IB_PCI_RELAXED_ORDERING=0",
                 hca.pci_address.as_deref().unwrap_or("?")
             )),
-        (enabled, _) => Check::new(id, Area::Nic).expected("relaxed ordering as the root complex supports").why(format!(
+        (enabled, _) => Check::new(id, Area::Nic)
+            .expected("relaxed ordering as the root complex supports")
+            .why(format!(
                 "{}: relaxed ordering {} below {cpu}, which handles it; NCCL uses it when enabled (NCCL_IB_PCI_RELAXED_ORDERING)",
                 hca.name,
                 if enabled { "enabled" } else { "disabled" }
-            )).pass(if enabled { "enabled" } else { "disabled" }),
+            ))
+            .pass(if enabled { "enabled" } else { "disabled" }),
     })
 }
 
