@@ -222,16 +222,13 @@ impl Root {
             }
             let (dir, name) = self.parent(&prefix)?;
             let err = |e| HostError::new(self.path(&prefix), e);
-            let c = std::ffi::CString::new(name.clone())
-                .map_err(|_| err(io::Error::from(io::ErrorKind::InvalidInput)))?;
-            // SAFETY: valid dirfd and NUL-terminated name.
-            let rc =
-                unsafe { libc::mkdirat(std::os::fd::AsRawFd::as_raw_fd(&dir), c.as_ptr(), 0o755) };
-            if rc < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::AlreadyExists {
-                    return Err(err(e));
-                }
+            match nix::sys::stat::mkdirat(
+                &dir,
+                std::ffi::OsStr::from_bytes(&name),
+                nix::sys::stat::Mode::from_bits_truncate(0o755),
+            ) {
+                Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+                Err(e) => return Err(err(e.into())),
             }
             let made = self.open(&prefix, libc::O_RDONLY | libc::O_DIRECTORY)?;
             use std::os::unix::fs::PermissionsExt;
@@ -406,10 +403,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = Root::new(dir.path());
         std::fs::create_dir_all(dir.path().join("etc")).unwrap();
-        let fifo =
-            std::ffi::CString::new(dir.path().join("etc/fifo").as_os_str().as_bytes()).unwrap();
-        // SAFETY: NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        nix::unistd::mkfifo(
+            &dir.path().join("etc/fifo"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
         std::os::unix::fs::symlink("/dev/zero", dir.path().join("etc/zero")).unwrap();
         let err = root.read_optional("/etc/fifo").unwrap_err();
         assert_eq!(err.refusal(), Some(&Refusal::NotRegular("FIFO")));

@@ -379,12 +379,9 @@ mod tests {
     #[test]
     fn the_kernels_ecmp_default_route_gives_both_interfaces() {
         let handle = std::thread::spawn(|| {
-            // SAFETY: unshare(2) on this thread only; it never returns to the test pool.
-            if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-                panic!(
-                    "unshare(CLONE_NEWNET) needs root: {}",
-                    std::io::Error::last_os_error()
-                );
+            // unshare(2) moves this thread only; it never returns to the test pool.
+            if let Err(e) = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET) {
+                panic!("unshare(CLONE_NEWNET) needs root: {e}");
             }
             let ip = |args: &str| {
                 let out = std::process::Command::new("ip")
