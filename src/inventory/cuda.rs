@@ -1,10 +1,8 @@
-//! The CUDA driver API version from `libcuda.so.1` (`cuDriverGetVersion`, which needs no
-//! `cuInit` and no GPU), bound with libloading: cudarc panics when the library is missing.
-
-use std::ffi::c_int;
+//! The CUDA driver API version for the audit, through [`crate::ffi::cuda`], behind a trait
+//! so tests can give any answer.
 
 /// The soname the NVIDIA driver installs.
-pub const CUDA_LIBRARY: &str = "libcuda.so.1";
+pub const CUDA_LIBRARY: &str = crate::ffi::cuda::LIBCUDA;
 
 /// A source of the CUDA driver version: the real library, or a fixed answer in tests.
 pub trait CudaProbe {
@@ -17,22 +15,17 @@ pub struct RealCuda;
 
 impl CudaProbe for RealCuda {
     fn driver_version(&self) -> Result<String, String> {
-        // SAFETY: loading the NVIDIA driver's user-space library runs its initialisers,
-        // which are designed to be loaded by any process.
-        let lib = unsafe { libloading::Library::new(CUDA_LIBRARY) }.map_err(|e| {
-            format!("NVIDIA driver not found ({CUDA_LIBRARY} cannot be loaded: {e})")
-        })?;
-        // SAFETY: the signature is CUresult cuDriverGetVersion(int *driverVersion).
-        let get: libloading::Symbol<unsafe extern "C" fn(*mut c_int) -> c_int> =
-            unsafe { lib.get(b"cuDriverGetVersion\0") }
-                .map_err(|e| format!("{CUDA_LIBRARY} lacks cuDriverGetVersion: {e}"))?;
-        let mut version: c_int = 0;
-        // SAFETY: `version` is a valid out pointer for the call's duration.
-        let rc = unsafe { get(&mut version) };
-        if rc != 0 {
-            return Err(format!("cuDriverGetVersion failed with CUresult {rc}"));
+        use crate::ffi::cuda::{self, CudaError};
+        match cuda::driver_version() {
+            Ok(version) => Ok(super::nvml::cuda_version_text(version)),
+            Err(CudaError::NoDriver(e)) => Err(format!(
+                "NVIDIA driver not found ({CUDA_LIBRARY} cannot be loaded: {e})"
+            )),
+            Err(CudaError::Call { code, .. }) => {
+                Err(format!("cuDriverGetVersion failed with CUresult {code}"))
+            }
+            Err(e) => Err(e.to_string()),
         }
-        Ok(super::nvml::cuda_version_text(version))
     }
 }
 

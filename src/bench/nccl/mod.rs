@@ -4,7 +4,7 @@
 //! no MPI is needed. Every wait polls the stream and NCCL's asynchronous error, and gives up
 //! with `ncclCommAbort` when the timeout passes or the job is stopped.
 
-pub mod cuda;
+pub use crate::ffi::cuda;
 pub mod init;
 
 use std::ffi::{c_int, c_void};

@@ -1,4 +1,5 @@
-//! The few CUDA driver API calls the NCCL backend needs, bound at run time from
+//! The CUDA driver API calls gputune needs (the driver version for the audit; devices,
+//! contexts, memory and streams for the NCCL backend), bound at run time from
 //! `libcuda.so.1` (the name the driver installs; cudarc panics when it is missing, so this
 //! small binding opens it with dlopen and turns every failure into a message).
 
@@ -36,6 +37,30 @@ pub enum CudaError {
         code: c_int,
         message: String,
     },
+}
+
+/// The driver's CUDA version (`cuDriverGetVersion`, e.g. 12040), which needs neither
+/// `cuInit` nor a GPU: loads `libcuda.so.1` by its soname.
+pub fn driver_version() -> Result<c_int, CudaError> {
+    // SAFETY: loading the driver runs its initialisers, which only set up static state.
+    let library = unsafe { libloading::Library::new(LIBCUDA) }
+        .map_err(|e| CudaError::NoDriver(e.to_string()))?;
+    // SAFETY: the signature is CUresult cuDriverGetVersion(int *driverVersion).
+    let get = unsafe {
+        library.get::<unsafe extern "C" fn(*mut c_int) -> c_int>(b"cuDriverGetVersion\0")
+    }
+    .map_err(|_| CudaError::Symbol("cuDriverGetVersion"))?;
+    let mut version: c_int = 0;
+    // SAFETY: `version` is a valid out pointer for the call's duration.
+    let code = unsafe { get(&mut version) };
+    if code != 0 {
+        return Err(CudaError::Call {
+            function: "cuDriverGetVersion",
+            code,
+            message: format!("CUresult {code}"),
+        });
+    }
+    Ok(version)
 }
 
 /// The loaded driver.
