@@ -3,3 +3,4 @@
 //! the crate calls safe functions.
 
 pub mod cuda;
+pub mod nccl;
