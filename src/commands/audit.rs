@@ -67,6 +67,14 @@ fn parse_peer(text: &str) -> Result<String, String> {
     }
 }
 
+/// How long an audit's areas may take. A wedged GPU driver can hang NVML, a stuck netlink or
+/// nft socket a tool: the area becomes an `error` finding naming it, and the audit still
+/// reports the rest instead of hanging a cron job or a CI gate.
+const AUDIT_LIMITS: checks::TimeLimits = checks::TimeLimits {
+    per_area: std::time::Duration::from_secs(60),
+    total: std::time::Duration::from_secs(300),
+};
+
 pub fn run(args: &AuditArgs, root: &Root) -> Result<ExitCode> {
     crate::image::check_root(root).map_err(|e| crate::Error::Runtime(e.to_string()))?;
     let mode = Mode::detect(root, args.persisted);
@@ -82,8 +90,8 @@ pub fn run(args: &AuditArgs, root: &Root) -> Result<ExitCode> {
         persisted: mode != Mode::Live,
         mode,
     };
+    let findings = checks::run_limited(root, &profile, &options, &args.only, AUDIT_LIMITS);
     let ctx = Context::new(root, &profile, &options);
-    let findings = checks::run(&ctx, &args.only);
     let persisted = if mode == Mode::Live {
         Vec::new()
     } else {
