@@ -119,75 +119,125 @@ pub fn shift_with(
     let (mut tx, mut rx) = (&to.socket, &from.socket);
     let one_socket = std::ptr::eq(to, from);
     let mut got = 0;
-    let mut progress_at = Instant::now();
+    let mut idle = Idle::new(spin, timeout);
     while !out.is_empty() || got < whole.len() {
         let mut moved = false;
         if !out.is_empty() {
             // The socket is non-blocking: this is one send(2), which std makes MSG_NOSIGNAL.
-            let n = would_block_is_zero(tx.write(out))?;
+            let n = write_some(&mut tx, out)?;
             if n > 0 {
                 out = &out[n..];
                 moved = true;
             }
         }
         if got < whole.len() {
-            let n = match rx.read(&mut whole[got..]) {
-                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-                other => would_block_is_zero(other)?,
-            };
+            let n = read_some(&mut rx, &mut whole[got..])?;
             if n > 0 {
                 got += n;
                 arrived(&whole[..got]);
                 moved = true;
             }
         }
-        let now = Instant::now();
         if moved {
-            progress_at = now;
+            idle.moved();
             continue;
         }
-        let idle = now.duration_since(progress_at);
-        if idle < spin.pure {
-            std::hint::spin_loop();
+        let Some(wait) = idle.wait()? else {
             continue;
-        }
-        if idle < spin.budget {
-            std::thread::yield_now();
-            continue;
-        }
-        let left = timeout.saturating_sub(idle);
-        if left.is_zero() {
-            return Err(io::ErrorKind::TimedOut.into());
-        }
-        let (mut send_events, mut recv_events) = (PollFlags::empty(), PollFlags::empty());
-        if !out.is_empty() {
-            send_events |= PollFlags::POLLOUT;
-        }
-        if got < whole.len() {
-            recv_events |= PollFlags::POLLIN;
-        }
-        let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
-        let timeout = PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX);
-        let polled = if one_socket {
-            poll(
-                &mut [PollFd::new(to.socket.as_fd(), send_events | recv_events)],
-                timeout,
-            )
-        } else {
-            poll(
-                &mut [
-                    PollFd::new(to.socket.as_fd(), send_events),
-                    PollFd::new(from.socket.as_fd(), recv_events),
-                ],
-                timeout,
-            )
         };
-        match polled {
-            Ok(_) | Err(Errno::EINTR) => {}
-            Err(e) => return Err(e.into()),
+        let (sending, receiving) = (!out.is_empty(), got < whole.len());
+        if one_socket {
+            let events = interest(sending, receiving);
+            poll_all(&mut [PollFd::new(to.socket.as_fd(), events)], wait)?;
+        } else {
+            poll_all(
+                &mut [
+                    PollFd::new(to.socket.as_fd(), interest(sending, false)),
+                    PollFd::new(from.socket.as_fd(), interest(false, receiving)),
+                ],
+                wait,
+            )?;
         }
     }
     Ok(())
+}
+
+/// How an exchange waits when nothing moved: a bounded busy-poll (spinning, then yielding),
+/// then blocking in poll(2) for what is left of the timeout, which counts from the last
+/// progress.
+pub struct Idle {
+    spin: Spin,
+    timeout: Duration,
+    progress_at: Instant,
+}
+
+impl Idle {
+    pub fn new(spin: Spin, timeout: Duration) -> Idle {
+        Idle {
+            spin,
+            timeout,
+            progress_at: Instant::now(),
+        }
+    }
+
+    /// Something moved: the next wait starts spinning again.
+    pub fn moved(&mut self) {
+        self.progress_at = Instant::now();
+    }
+
+    /// Nothing moved: spins or yields once and returns `None` (try again), or returns how
+    /// long to block in poll(2); `TimedOut` once nothing moved for the whole timeout.
+    pub fn wait(&mut self) -> io::Result<Option<PollTimeout>> {
+        let idle = self.progress_at.elapsed();
+        if idle < self.spin.pure {
+            std::hint::spin_loop();
+            return Ok(None);
+        }
+        if idle < self.spin.budget {
+            std::thread::yield_now();
+            return Ok(None);
+        }
+        let left = self.timeout.saturating_sub(idle);
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+        Ok(Some(PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)))
+    }
+}
+
+/// The poll(2) events for a socket that is sending and/or receiving.
+pub fn interest(sending: bool, receiving: bool) -> PollFlags {
+    let mut events = PollFlags::empty();
+    if sending {
+        events |= PollFlags::POLLOUT;
+    }
+    if receiving {
+        events |= PollFlags::POLLIN;
+    }
+    events
+}
+
+/// Blocks until one of `fds` is ready or `wait` passes (a signal only ends the wait early).
+pub fn poll_all(fds: &mut [PollFd], wait: PollTimeout) -> io::Result<()> {
+    match poll(fds, wait) {
+        Ok(_) | Err(Errno::EINTR) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// One non-blocking read: the bytes it moved (0 when none were there), `UnexpectedEof` when
+/// the peer closed the connection.
+pub fn read_some(socket: &mut impl Read, into: &mut [u8]) -> io::Result<usize> {
+    match socket.read(into) {
+        Ok(0) if !into.is_empty() => Err(io::ErrorKind::UnexpectedEof.into()),
+        other => would_block_is_zero(other),
+    }
+}
+
+/// One non-blocking write: the bytes it moved (0 when the socket buffer is full).
+pub fn write_some(socket: &mut impl Write, out: &[u8]) -> io::Result<usize> {
+    would_block_is_zero(socket.write(out))
 }
 
 /// Bytes moved by a non-blocking read or write: 0 when it would block (or a signal

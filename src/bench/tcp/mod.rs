@@ -142,12 +142,13 @@ pub fn connect(
     let cores = thread::available_parallelism().map_or(1, |n| n.get());
     let local = hosts.iter().filter(|h| Some(*h) == hosts.get(rank)).count();
     let spin = Spin::for_host(local, cores);
+    let socket_error = |e: std::io::Error| BenchError::Runtime(format!("data socket: {e}"));
     let links = links
         .into_iter()
         .enumerate()
         .map(|(p, s)| s.map(|s| Link::new(peer(p), s)).transpose())
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| BenchError::Runtime(format!("data socket: {e}")))?;
+        .map_err(socket_error)?;
     Ok(Connections {
         ring: Ring::new(
             rank,
@@ -156,9 +157,11 @@ pub fn connect(
             recv,
             peer(left),
             peer(right),
+            spin,
             options.timeout,
             fatal.clone(),
-        ),
+        )
+        .map_err(socket_error)?,
         mesh: Mesh::new(rank, world, links, spin, options.timeout),
         fatal,
     })

@@ -1,10 +1,10 @@
-//! Where a rank's operations run. Small and medium messages are exchanged on the rank's own
-//! calling thread with a bounded busy-poll, so two local ranks that the scheduler leaves on
-//! one core take turns: each spins out its budget before the other can answer, and every
-//! operation costs a whole spin (about 21 µs on loopback instead of 5). As Open MPI binds a
-//! rank to a core when ranks do not outnumber cores (`--bind-to core`), the calling thread of
-//! each local rank is pinned to its own core; the ring's worker threads, which move large
-//! messages in parallel, are released to every core this process may use.
+//! Where a rank's operations run. Every algorithm moves its data on the rank's own calling
+//! thread with a bounded busy-poll, so two local ranks that the scheduler leaves on one core
+//! take turns: each spins out its budget before the other can answer, and every operation
+//! costs a whole spin (about 21 µs on loopback instead of 5). As Open MPI binds a rank to a
+//! core when ranks do not outnumber cores (`--bind-to core`), the calling thread of each
+//! local rank is pinned to its own core; the threads of a ring with several streams, which
+//! spread the kernel's copies over cores, are released to every core this process may use.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -41,7 +41,7 @@ pub fn pin_calling_thread(index: usize, local: usize) -> Option<usize> {
     Some(cpu)
 }
 
-/// Lets the calling thread (a worker started by a pinned thread, which inherits its core)
+/// Lets the calling thread (one started by a pinned thread, which inherits its core)
 /// run on every CPU the process could use before pinning.
 pub fn release_current_thread() {
     if let Some(allowed) = PROCESS_CPUS.get() {

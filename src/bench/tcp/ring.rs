@@ -1,58 +1,33 @@
 //! Ring AllReduce: reduce-scatter then all-gather, 2(n−1) steps, each moving one n-th of the
 //! message to the right neighbour while one n-th arrives from the left.
 //!
-//! Large messages are cut into slices and pipelined: one sender and one receiver thread per
-//! stream, so while slice j is reduced, slice j+1 is arriving and slice j−1 is leaving. A
-//! slice sent at step s is the slice received (and reduced) at step s−1, so the sender waits
-//! only for that one slice's flag, not for the whole step. Small messages take a single
-//! thread: a step's data fits in the socket buffers, so send-then-receive cannot deadlock,
-//! and no thread hand-off adds latency.
+//! The steps are pipelined on the calling thread. Every segment is cut into slices, and the
+//! bytes of a slice received at step s (reduced into the result during the reduce-scatter,
+//! stored during the all-gather) leave again at step s+1 as soon as they are in place, while
+//! the rest is still arriving. The sockets are non-blocking and one loop moves whatever can
+//! move, so no step waits for the whole previous one, no thread hands data to another, and
+//! what was just reduced is still in cache when it leaves. With several streams
+//! (`--streams`), slice j of every segment travels on stream j mod streams, so a slice's
+//! bytes always arrive in order on one connection.
 
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::{Shutdown, TcpStream};
 use std::ops::Range;
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
-use std::thread;
 use std::time::Duration;
 
+use nix::poll::PollFd;
+
+use super::link::{Idle, Peer, Spin, interest, poll_all, read_some, write_some};
 use crate::bench::BenchError;
 use crate::bench::control::JobStop;
 use crate::bench::data::{self, DType, Op};
 
-use super::link::Peer;
-
-/// Bytes per pipelined slice.
+/// Bytes per slice: large enough that a slice is a few syscalls, small enough that the
+/// reduce-scatter's scratch and the slice being forwarded stay in cache.
 const SLICE_BYTES: usize = 256 << 10;
-/// Messages up to this size take the single-threaded path (a step is at most half of it).
-const SMALL_BYTES: usize = 32 << 10;
-
-/// This rank's place in the ring and its connections.
-pub struct Ring {
-    rank: usize,
-    world: usize,
-    send: Vec<TcpStream>,
-    recv: Vec<TcpStream>,
-    left: Peer,
-    right: Peer,
-    timeout: Duration,
-    fatal: Arc<JobStop>,
-    scratch: Vec<Vec<u8>>,
-    workers: Vec<Worker>,
-    answers: mpsc::Receiver<Result<(), Halt>>,
-}
-
-/// Why a ring operation, or one of its workers, stopped.
-#[derive(Debug)]
-enum Halt {
-    /// Another worker of the same operation failed first; its own answer says why.
-    Interrupted,
-    /// A transfer with a neighbour failed; `peer` is that neighbour's rank.
-    Transfer { peer: usize, reason: String },
-    /// Something on this rank failed (a socket clone, a thread start).
-    Local(String),
-}
 
 /// The elements of segment `k` when `count` elements are cut into `world` segments.
 pub fn segment(count: usize, world: usize, k: usize) -> Range<usize> {
@@ -80,66 +55,55 @@ pub fn recv_segment(rank: usize, world: usize, s: usize) -> usize {
     }
 }
 
-/// Slices of a segment, as element ranges.
-fn slices(seg: Range<usize>, slice_elems: usize) -> impl Iterator<Item = Range<usize>> {
-    let step = slice_elems.max(1);
-    (seg.start..seg.end)
-        .step_by(step)
-        .map(move |s| s..(s + step).min(seg.end))
+/// One connection each way to the ring's neighbours: a stream.
+struct Link {
+    send: TcpStream,
+    recv: TcpStream,
 }
 
-/// A buffer shared by the sender and receiver threads of one operation.
-#[derive(Clone, Copy)]
-struct Shared {
-    ptr: *mut u8,
-    len: usize,
+/// This rank's place in the ring and its connections.
+pub struct Ring {
+    rank: usize,
+    world: usize,
+    links: Vec<Link>,
+    /// One per stream: incoming reduce-scatter bytes before they are reduced.
+    scratch: Vec<Vec<u8>>,
+    left: Peer,
+    right: Peer,
+    spin: Spin,
+    timeout: Duration,
+    fatal: Arc<JobStop>,
 }
 
-// SAFETY: threads touch disjoint regions, ordered by the per-slice flags (see `allreduce_pipelined`).
-unsafe impl Send for Shared {}
-unsafe impl Sync for Shared {}
-
-impl Shared {
-    /// # Safety
-    /// No other thread may write `range` while the returned slice lives.
-    unsafe fn get<'a>(self, range: Range<usize>) -> &'a [u8] {
-        assert!(range.end <= self.len);
-        // SAFETY: in bounds (checked); the caller rules out concurrent writes.
-        unsafe { std::slice::from_raw_parts(self.ptr.add(range.start), range.len()) }
-    }
-
-    /// # Safety
-    /// No other thread may read or write `range` while the returned slice lives.
-    unsafe fn get_mut<'a>(self, range: Range<usize>) -> &'a mut [u8] {
-        assert!(range.end <= self.len);
-        // SAFETY: in bounds (checked); the caller guarantees exclusive access.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(range.start), range.len()) }
-    }
+/// Why a stream stopped.
+enum Failure {
+    Send(io::Error),
+    Recv(io::Error),
+    /// Another stream of the same operation failed first; its failure says why.
+    Interrupted,
 }
 
 impl Ring {
     pub fn alone() -> Ring {
+        let nobody = || Peer {
+            rank: 0,
+            host: String::new(),
+        };
         Ring {
             rank: 0,
             world: 1,
-            send: Vec::new(),
-            recv: Vec::new(),
-            left: Peer {
-                rank: 0,
-                host: String::new(),
-            },
-            right: Peer {
-                rank: 0,
-                host: String::new(),
-            },
+            links: Vec::new(),
+            scratch: Vec::new(),
+            left: nobody(),
+            right: nobody(),
+            spin: Spin::for_host(1, 1),
             timeout: Duration::from_secs(1),
             fatal: Arc::default(),
-            scratch: Vec::new(),
-            workers: Vec::new(),
-            answers: mpsc::channel().1,
         }
     }
 
+    /// The ring over `send` (to the right neighbour) and `recv` (from the left one), one
+    /// pair per stream; the sockets are made non-blocking.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         rank: usize,
@@ -148,23 +112,30 @@ impl Ring {
         recv: Vec<TcpStream>,
         left: Peer,
         right: Peer,
+        spin: Spin,
         timeout: Duration,
         fatal: Arc<JobStop>,
-    ) -> Ring {
-        let scratch = vec![vec![0u8; SMALL_BYTES]];
-        Ring {
+    ) -> io::Result<Ring> {
+        let links = send
+            .into_iter()
+            .zip(recv)
+            .map(|(send, recv)| {
+                send.set_nonblocking(true)?;
+                recv.set_nonblocking(true)?;
+                Ok(Link { send, recv })
+            })
+            .collect::<io::Result<Vec<_>>>()?;
+        Ok(Ring {
             rank,
             world,
-            send,
-            recv,
+            scratch: links.iter().map(|_| Vec::new()).collect(),
+            links,
             left,
             right,
+            spin,
             timeout,
             fatal,
-            scratch,
-            workers: Vec::new(),
-            answers: mpsc::channel().1,
-        }
+        })
     }
 
     /// `out = input ∘ (every other rank's input)`; `input` `None` means in place (`out` holds
@@ -183,395 +154,453 @@ impl Ring {
                 "input and output differ in length".into(),
             ));
         }
-        let result = if self.world == 1 {
+        if self.world == 1 {
             if let Some(input) = input {
                 out.copy_from_slice(input);
             }
-            Ok(())
-        } else if out.len() <= SMALL_BYTES {
-            self.allreduce_small(input, out, dtype, op)
-        } else {
-            self.allreduce_pipelined(input, out, dtype, op)
-        };
-        result.map_err(|halt| match (self.fatal.reason(), halt) {
-            (Some(verdict), _) => BenchError::Runtime(verdict),
-            (None, Halt::Transfer { peer, reason }) => BenchError::Transfer { peer, reason },
-            (None, Halt::Local(reason)) => BenchError::Runtime(reason),
-            (None, Halt::Interrupted) => BenchError::Runtime("a ring worker stopped".into()),
-        })
-    }
-
-    fn send_error(&self, e: io::Error) -> Halt {
-        send_halt(&self.right, &e, self.timeout)
-    }
-
-    fn recv_error(&self, e: io::Error) -> Halt {
-        recv_halt(&self.left, &e, self.timeout)
-    }
-
-    fn allreduce_small(
-        &mut self,
-        input: Option<&[u8]>,
-        out: &mut [u8],
-        dtype: DType,
-        op: Op,
-    ) -> Result<(), Halt> {
-        let (n, r, es) = (self.world, self.rank, dtype.size());
-        let count = out.len() / es;
-        let bytes = |seg: usize| {
-            let e = segment(count, n, seg);
-            e.start * es..e.end * es
-        };
-        let mut scratch = std::mem::take(&mut self.scratch[0]);
-        let result = (|| {
-            for s in 0..2 * (n - 1) {
-                let send = bytes(send_segment(r, n, s));
-                let src = match input {
-                    Some(input) if s == 0 => &input[send],
-                    _ => &out[send],
-                };
-                self.send[0]
-                    .write_all(src)
-                    .map_err(|e| self.send_error(e))?;
-                let recv = bytes(recv_segment(r, n, s));
-                let len = recv.len();
-                if s < n - 1 {
-                    self.recv[0]
-                        .read_exact(&mut scratch[..len])
-                        .map_err(|e| self.recv_error(e))?;
-                    match input {
-                        Some(input) => data::reduce_from(
-                            dtype,
-                            op,
-                            &mut out[recv.clone()],
-                            &input[recv.clone()],
-                            &scratch[..len],
-                        ),
-                        None => data::reduce(dtype, op, &mut out[recv.clone()], &scratch[..len]),
-                    }
-                    if s == n - 2 && op == Op::Avg {
-                        data::finish_avg(dtype, n, &mut out[recv]);
-                    }
-                } else {
-                    self.recv[0]
-                        .read_exact(&mut out[recv])
-                        .map_err(|e| self.recv_error(e))?;
-                }
-            }
-            Ok(())
-        })();
-        self.scratch[0] = scratch;
-        result
-    }
-
-    /// Correctness of the shared buffer: the receiver writes a slice's bytes of `out` at
-    /// step s and sets its flag; the sender reads those bytes at step s+1 only after the flag
-    /// (release/acquire). The receiver writes a region again only in the all-gather, with
-    /// data that could only arrive after this rank's own send of that region finished (the
-    /// reduction of a segment needs every rank's share), so reads and writes never overlap.
-    /// The buffers outlive the workers' use: this function waits for every worker's answer.
-    fn allreduce_pipelined(
-        &mut self,
-        input: Option<&[u8]>,
-        out: &mut [u8],
-        dtype: DType,
-        op: Op,
-    ) -> Result<(), Halt> {
-        if self.workers.is_empty() {
-            self.start_workers()?;
+            return Ok(());
         }
-        let (n, es) = (self.world, dtype.size());
-        let count = out.len() / es;
-        let slice_elems = (SLICE_BYTES / es).max(1);
-        let max_slices = segment(count, n, 0)
-            .len()
-            .max(segment(count, n, n - 1).len())
-            .div_ceil(slice_elems)
-            + 1;
-        let plan = Arc::new(RingOp {
-            rank: self.rank,
-            world: n,
-            count,
-            dtype,
-            op,
-            slice_elems,
-            streams: self.workers.len(),
-            max_slices,
-            input: input.map(|i| Shared {
-                ptr: i.as_ptr() as *mut u8,
-                len: i.len(),
-            }),
-            out: Shared {
-                ptr: out.as_mut_ptr(),
-                len: out.len(),
-            },
-            done: (0..2 * (n - 1) * max_slices)
-                .map(|_| AtomicBool::new(false))
-                .collect(),
+        if self.links.is_empty() {
+            return Err(BenchError::Runtime("the ring has no connections".into()));
+        }
+        let layout = Layout::new(self.rank, self.world, out.len(), dtype, self.links.len());
+        for scratch in &mut self.scratch {
+            if scratch.len() < layout.slice_bytes() {
+                scratch.resize(layout.slice_bytes(), 0);
+            }
+        }
+        let work = Work { layout, input, op };
+        let shares = Share::split(out, &layout);
+        let driver = Driver {
+            work: &work,
+            links: &self.links,
+            spin: self.spin,
+            timeout: self.timeout,
             failed: AtomicBool::new(false),
-        });
-        let mut sent = 0;
-        for w in &self.workers {
-            if w.sender.send(plan.clone()).is_ok() {
-                sent += 1;
-            }
-            if w.receiver.send(plan.clone()).is_ok() {
-                sent += 1;
-            }
-        }
-        let mut first = None;
-        for _ in 0..sent {
-            match self.answers.recv() {
-                Ok(Ok(())) => {}
-                Ok(Err(halt)) => {
-                    if !matches!(halt, Halt::Interrupted) && first.is_none() {
-                        first = Some(halt);
-                    }
-                    plan.failed.store(true, Ordering::SeqCst);
-                    for w in &self.workers {
-                        w.sender_thread.unpark();
-                    }
-                    // Wake receivers blocked on a healthy peer. Only the local read side is
-                    // shut: the peers must see their own first-hand error (or rank 0's
-                    // verdict), not a connection this rank closed.
-                    for r in &self.recv {
-                        let _ = r.shutdown(Shutdown::Read);
+        };
+        let result = if self.links.len() == 1 {
+            let share = shares.into_iter().next().unwrap_or_default();
+            driver.drive(0, &mut self.scratch[0], share)
+        } else {
+            // A thread per stream, each moving its own slices: the copies through the kernel
+            // spread over cores, as fast NICs need.
+            let driver = &driver;
+            std::thread::scope(|scope| {
+                let running: Vec<_> = shares
+                    .into_iter()
+                    .zip(self.scratch.iter_mut())
+                    .enumerate()
+                    .map(|(t, (share, scratch))| {
+                        scope.spawn(move || {
+                            super::placement::release_current_thread();
+                            driver.drive(t, scratch, share)
+                        })
+                    })
+                    .collect();
+                let mut first = Ok(());
+                for thread in running {
+                    let result = thread.join().unwrap_or(Err(Failure::Interrupted));
+                    // The first failure that is not just another stream's echo.
+                    if let Err(failure) = result
+                        && (first.is_ok() || matches!(first, Err(Failure::Interrupted)))
+                    {
+                        first = Err(failure);
                     }
                 }
-                Err(_) => break,
+                first
+            })
+        };
+        result.map_err(|failure| self.blame(failure))
+    }
+
+    /// The error for a failed operation: rank 0's verdict when there is one, else the
+    /// neighbour the failing side was talking to.
+    fn blame(&self, failure: Failure) -> BenchError {
+        if let Some(verdict) = self.fatal.reason() {
+            return BenchError::Runtime(verdict);
+        }
+        let (peer, reason) = match failure {
+            Failure::Send(e) => (
+                &self.right,
+                format!(
+                    "sending to {} failed: {}",
+                    self.right,
+                    describe(&e, self.timeout)
+                ),
+            ),
+            Failure::Recv(e) if e.kind() == io::ErrorKind::UnexpectedEof => (
+                &self.left,
+                format!(
+                    "{} closed its connection (it exited or was killed)",
+                    self.left
+                ),
+            ),
+            Failure::Recv(e) => (
+                &self.left,
+                format!(
+                    "receiving from {} failed: {}",
+                    self.left,
+                    describe(&e, self.timeout)
+                ),
+            ),
+            Failure::Interrupted => {
+                return BenchError::Runtime("a ring stream stopped".into());
             }
-        }
-        if sent < 2 * self.workers.len() && first.is_none() {
-            first = Some(Halt::Local("a ring worker stopped".into()));
-        }
-        match first {
-            Some(e) => Err(e),
-            None => Ok(()),
+        };
+        BenchError::Transfer {
+            peer: peer.rank,
+            reason,
         }
     }
-
-    /// One sender and one receiver thread per stream, kept for the ring's life so a large
-    /// operation costs no thread start-up.
-    fn start_workers(&mut self) -> Result<(), Halt> {
-        let (answer, answers) = mpsc::channel();
-        for (t, (send, recv)) in self.send.iter().zip(self.recv.iter()).enumerate() {
-            let clone = |s: &TcpStream| {
-                s.try_clone()
-                    .map_err(|e| Halt::Local(format!("data socket: {e}")))
-            };
-            let (mut send, mut recv) = (clone(send)?, clone(recv)?);
-            let (right, left, timeout) = (self.right.clone(), self.left.clone(), self.timeout);
-            let (send_tx, send_rx) = mpsc::channel::<Arc<RingOp>>();
-            let reply = answer.clone();
-            let sender = thread::Builder::new()
-                .name(format!("ring-send-{t}"))
-                .spawn(move || {
-                    super::placement::release_current_thread();
-                    for plan in send_rx {
-                        let result = plan.send(t, &mut send).map_err(|e| match e {
-                            Stop::Failed => Halt::Interrupted,
-                            Stop::Io(e) => send_halt(&right, &e, timeout),
-                        });
-                        if reply.send(result).is_err() {
-                            return;
-                        }
-                    }
-                })
-                .map_err(|e| Halt::Local(format!("cannot start a ring thread: {e}")))?;
-            let sender_thread = sender.thread().clone();
-            let (recv_tx, recv_rx) = mpsc::channel::<Arc<RingOp>>();
-            let reply = answer.clone();
-            let partner = sender_thread.clone();
-            thread::Builder::new()
-                .name(format!("ring-recv-{t}"))
-                .spawn(move || {
-                    super::placement::release_current_thread();
-                    let mut scratch = vec![0u8; SLICE_BYTES];
-                    for plan in recv_rx {
-                        let result = plan.receive(t, &mut recv, &mut scratch, &partner).map_err(
-                            |e| match e {
-                                Stop::Failed => Halt::Interrupted,
-                                Stop::Io(e) => recv_halt(&left, &e, timeout),
-                            },
-                        );
-                        if result.is_err() {
-                            plan.failed.store(true, Ordering::SeqCst);
-                            partner.unpark();
-                        }
-                        if reply.send(result).is_err() {
-                            return;
-                        }
-                    }
-                })
-                .map_err(|e| Halt::Local(format!("cannot start a ring thread: {e}")))?;
-            self.workers.push(Worker {
-                sender: send_tx,
-                receiver: recv_tx,
-                sender_thread,
-            });
-        }
-        self.answers = answers;
-        Ok(())
-    }
 }
 
-/// A stream's pair of worker threads.
-struct Worker {
-    sender: mpsc::Sender<Arc<RingOp>>,
-    receiver: mpsc::Sender<Arc<RingOp>>,
-    sender_thread: thread::Thread,
-}
-
-/// Why a worker stopped early.
-enum Stop {
-    /// Another worker failed first.
-    Failed,
-    Io(io::Error),
-}
-
-/// One pipelined operation, shared by the workers.
-struct RingOp {
+/// How one operation is cut: segments per step, slices per segment, slices per stream.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
     rank: usize,
     world: usize,
     count: usize,
-    dtype: DType,
-    op: Op,
+    elem: usize,
     slice_elems: usize,
     streams: usize,
-    max_slices: usize,
-    input: Option<Shared>,
-    out: Shared,
-    /// `done[s * max_slices + j]`: slice j of the segment received at step s is in `out`.
-    done: Vec<AtomicBool>,
+    dtype: DType,
+}
+
+impl Layout {
+    fn new(rank: usize, world: usize, bytes: usize, dtype: DType, streams: usize) -> Layout {
+        let elem = dtype.size();
+        Layout {
+            rank,
+            world,
+            count: bytes / elem,
+            elem,
+            slice_elems: (SLICE_BYTES / elem).max(1),
+            streams,
+            dtype,
+        }
+    }
+
+    fn steps(&self) -> usize {
+        2 * (self.world - 1)
+    }
+
+    fn slice_bytes(&self) -> usize {
+        self.slice_elems * self.elem
+    }
+
+    /// Whether step `s` belongs to the reduce-scatter.
+    fn reduces(&self, s: usize) -> bool {
+        s < self.world - 1
+    }
+
+    /// Byte range of slice `j` of segment `seg`, if the segment has one.
+    fn slice(&self, seg: usize, j: usize) -> Option<Range<usize>> {
+        let elems = segment(self.count, self.world, seg);
+        let start = elems.start + j * self.slice_elems;
+        (start < elems.end)
+            .then(|| start * self.elem..(start + self.slice_elems).min(elems.end) * self.elem)
+    }
+
+    /// The slot (segment, slice) sent or received at a step.
+    fn sent(&self, s: usize, j: usize) -> Option<Slot> {
+        let seg = send_segment(self.rank, self.world, s);
+        self.slot(s, seg, j)
+    }
+
+    fn received(&self, s: usize, j: usize) -> Option<Slot> {
+        let seg = recv_segment(self.rank, self.world, s);
+        self.slot(s, seg, j)
+    }
+
+    fn slot(&self, step: usize, seg: usize, slice: usize) -> Option<Slot> {
+        self.slice(seg, slice).map(|bytes| Slot {
+            step,
+            seg,
+            slice,
+            bytes,
+        })
+    }
+
+    /// The first slot at or after (`s`, `j`) that stream `t` carries, in (step, slice)
+    /// order, on the side `side` names.
+    fn next(
+        &self,
+        t: usize,
+        mut s: usize,
+        mut j: usize,
+        side: fn(&Layout, usize, usize) -> Option<Slot>,
+    ) -> Option<Slot> {
+        while s < self.steps() {
+            if let Some(slot) = side(self, s, j) {
+                return Some(slot);
+            }
+            (s, j) = (s + 1, t);
+        }
+        None
+    }
+
+    /// The slot after `at` on the same stream and side.
+    fn after(&self, at: &Slot, side: fn(&Layout, usize, usize) -> Option<Slot>) -> Option<Slot> {
+        self.next(
+            at.slice % self.streams,
+            at.step,
+            at.slice + self.streams,
+            side,
+        )
+    }
+}
+
+/// One operation: its layout and data.
+struct Work<'a> {
+    layout: Layout,
+    input: Option<&'a [u8]>,
+    op: Op,
+}
+
+/// A slice of a segment at one step, with its bytes in the message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Slot {
+    step: usize,
+    seg: usize,
+    slice: usize,
+    bytes: Range<usize>,
+}
+
+impl Slot {
+    /// (step, slice): the order a stream carries its slots in.
+    fn order(&self) -> (usize, usize) {
+        (self.step, self.slice)
+    }
+}
+
+/// One stream's share of the result: `of[seg][j / streams]` is slice j of segment `seg`
+/// (the slices j ≡ t mod streams). Streams own disjoint bytes, so each can run on its own
+/// thread.
+#[derive(Default)]
+struct Share<'a> {
+    of: Vec<Vec<&'a mut [u8]>>,
+}
+
+impl<'a> Share<'a> {
+    /// Cuts `out` into every stream's share.
+    fn split(out: &'a mut [u8], layout: &Layout) -> Vec<Share<'a>> {
+        let mut shares: Vec<Share> = (0..layout.streams)
+            .map(|_| Share {
+                of: (0..layout.world).map(|_| Vec::new()).collect(),
+            })
+            .collect();
+        let mut rest = out;
+        for seg in 0..layout.world {
+            let len = segment(layout.count, layout.world, seg).len() * layout.elem;
+            let (mut bytes, tail) = std::mem::take(&mut rest).split_at_mut(len);
+            rest = tail;
+            let mut j = 0;
+            while !bytes.is_empty() {
+                let cut = layout.slice_bytes().min(bytes.len());
+                let (piece, tail) = std::mem::take(&mut bytes).split_at_mut(cut);
+                bytes = tail;
+                shares[j % layout.streams].of[seg].push(piece);
+                j += 1;
+            }
+        }
+        shares
+    }
+
+    fn get(&mut self, at: &Slot, streams: usize) -> &mut [u8] {
+        &mut *self.of[at.seg][at.slice / streams]
+    }
+}
+
+/// Runs streams: each moves its own slots, and a failing one wakes the others.
+struct Driver<'a> {
+    work: &'a Work<'a>,
+    links: &'a [Link],
+    spin: Spin,
+    timeout: Duration,
     failed: AtomicBool,
 }
 
-impl RingOp {
-    fn bytes(&self, e: Range<usize>) -> Range<usize> {
-        let es = self.dtype.size();
-        e.start * es..e.end * es
-    }
-
-    /// Stream `t`'s share of the sends, each after the slice it depends on arrived.
-    fn send(&self, t: usize, to: &mut TcpStream) -> Result<(), Stop> {
-        let (n, r) = (self.world, self.rank);
-        for s in 0..2 * (n - 1) {
-            let seg = segment(self.count, n, send_segment(r, n, s));
-            for (j, slice) in slices(seg, self.slice_elems)
-                .enumerate()
-                .filter(|(j, _)| j % self.streams == t)
-            {
-                if s > 0 {
-                    wait_flag(&self.done[(s - 1) * self.max_slices + j], &self.failed)?;
-                }
-                // SAFETY: see `allreduce_pipelined`: nobody writes this slice now.
-                let src = unsafe {
-                    match self.input {
-                        Some(i) if s == 0 => i.get(self.bytes(slice)),
-                        _ => self.out.get(self.bytes(slice)),
-                    }
-                };
-                to.write_all(src).map_err(Stop::Io)?;
+impl Driver<'_> {
+    /// Moves every slot of stream `t`: sends what is in place, receives what arrives, and
+    /// waits (spin, then poll) only when nothing could move.
+    fn drive(&self, t: usize, scratch: &mut [u8], mut share: Share) -> Result<(), Failure> {
+        let result = self.moves(t, scratch, &mut share);
+        if result.is_err() && self.links.len() > 1 {
+            self.failed.store(true, Ordering::SeqCst);
+            // Wake streams blocked on a healthy peer. Only the local read side is shut: the
+            // peers must see their own first-hand error (or rank 0's verdict), not a
+            // connection this rank closed.
+            for link in self.links {
+                let _ = link.recv.shutdown(Shutdown::Read);
             }
         }
-        Ok(())
+        result
     }
 
-    /// Stream `t`'s share of the receives: reduce-scatter slices are reduced into `out`,
-    /// all-gather slices land in `out` directly.
-    fn receive(
-        &self,
-        t: usize,
-        from: &mut TcpStream,
-        scratch: &mut [u8],
-        sender: &thread::Thread,
-    ) -> Result<(), Stop> {
-        let (n, r) = (self.world, self.rank);
-        for s in 0..2 * (n - 1) {
-            let seg = segment(self.count, n, recv_segment(r, n, s));
-            for (j, slice) in slices(seg, self.slice_elems)
-                .enumerate()
-                .filter(|(j, _)| j % self.streams == t)
-            {
-                if self.failed.load(Ordering::Relaxed) {
-                    return Err(Stop::Failed);
-                }
-                let range = self.bytes(slice);
-                let len = range.len();
-                // SAFETY: see `allreduce_pipelined`: only this thread touches the slice now.
-                let dst = unsafe { self.out.get_mut(range.clone()) };
-                let stop = |e: io::Error| {
-                    if self.failed.load(Ordering::SeqCst) {
-                        Stop::Failed
-                    } else {
-                        Stop::Io(e)
-                    }
-                };
-                if s < n - 1 {
-                    from.read_exact(&mut scratch[..len]).map_err(stop)?;
-                    match self.input {
-                        // SAFETY: the input is never written during the operation.
-                        Some(i) => data::reduce_from(
-                            self.dtype,
-                            self.op,
-                            dst,
-                            unsafe { i.get(range) },
-                            &scratch[..len],
-                        ),
-                        None => data::reduce(self.dtype, self.op, dst, &scratch[..len]),
-                    }
-                    if s == n - 2 && self.op == Op::Avg {
-                        data::finish_avg(self.dtype, n, dst);
-                    }
-                } else {
-                    from.read_exact(dst).map_err(stop)?;
-                }
-                self.done[s * self.max_slices + j].store(true, Ordering::Release);
-                sender.unpark();
+    fn moves(&self, t: usize, scratch: &mut [u8], share: &mut Share) -> Result<(), Failure> {
+        let (work, link) = (self.work, &self.links[t]);
+        let layout = &work.layout;
+        let mut at = Cursors {
+            send: layout.next(t, 0, t, Layout::sent),
+            sent: 0,
+            recv: layout.next(t, 0, t, Layout::received),
+            got: 0,
+            ready: 0,
+        };
+        let mut idle = Idle::new(self.spin, self.timeout);
+        loop {
+            if self.failed.load(Ordering::Relaxed) {
+                return Err(Failure::Interrupted);
             }
+            let sent = at.send(work, &link.send, share).map_err(Failure::Send)?;
+            let received = at
+                .receive(work, &link.recv, scratch, share)
+                .map_err(|e| self.failure(e))?;
+            if at.send.is_none() && at.recv.is_none() {
+                return Ok(());
+            }
+            if sent || received {
+                idle.moved();
+                continue;
+            }
+            let wait = match idle.wait() {
+                Ok(Some(wait)) => wait,
+                Ok(None) => continue,
+                // A silent left neighbour, or a right one that stopped reading.
+                Err(e) if at.recv.is_some() => return Err(Failure::Recv(e)),
+                Err(e) => return Err(Failure::Send(e)),
+            };
+            poll_all(
+                &mut [
+                    PollFd::new(link.send.as_fd(), interest(at.can_send(), false)),
+                    PollFd::new(link.recv.as_fd(), interest(false, at.recv.is_some())),
+                ],
+                wait,
+            )
+            .map_err(Failure::Recv)?;
         }
-        Ok(())
     }
-}
 
-/// Waits for a slice's flag: a short spin (the common case on a fast link), then parking
-/// until the receiver unparks this thread.
-fn wait_flag(flag: &AtomicBool, failed: &AtomicBool) -> Result<(), Stop> {
-    let mut spins = 0u32;
-    loop {
-        if flag.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        if failed.load(Ordering::Relaxed) {
-            return Err(Stop::Failed);
-        }
-        if spins < 200 {
-            spins += 1;
-            std::hint::spin_loop();
+    /// A receive failed: because another stream shut it (`Interrupted`), or on its own.
+    fn failure(&self, e: io::Error) -> Failure {
+        if self.failed.load(Ordering::SeqCst) {
+            Failure::Interrupted
         } else {
-            thread::park_timeout(Duration::from_millis(5));
+            Failure::Recv(e)
         }
     }
 }
 
-/// A failed send to the right neighbour.
-fn send_halt(right: &Peer, e: &io::Error, timeout: Duration) -> Halt {
-    Halt::Transfer {
-        peer: right.rank,
-        reason: format!("sending to {right} failed: {}", describe(e, timeout)),
-    }
+/// Where one stream stands: the slot it is sending and how much of it left, the slot it is
+/// receiving and how much of it arrived and is in place (reduced or stored).
+struct Cursors {
+    send: Option<Slot>,
+    sent: usize,
+    recv: Option<Slot>,
+    got: usize,
+    ready: usize,
 }
 
-/// A failed receive from the left neighbour.
-fn recv_halt(left: &Peer, e: &io::Error, timeout: Duration) -> Halt {
-    let reason = if e.kind() == io::ErrorKind::UnexpectedEof {
-        format!("{left} closed its connection (it exited or was killed)")
-    } else {
-        format!("receiving from {left} failed: {}", describe(e, timeout))
-    };
-    Halt::Transfer {
-        peer: left.rank,
-        reason,
+impl Cursors {
+    /// Bytes of the slot being sent that are in place to leave: all of it at step 0, else
+    /// as much of the same slice of the previous step as arrived (a stream receives the
+    /// previous step's slice before this one, in order).
+    fn sendable(&self, at: &Slot) -> usize {
+        if at.step == 0 {
+            return at.bytes.len();
+        }
+        let previous = (at.step - 1, at.slice);
+        match &self.recv {
+            None => at.bytes.len(),
+            Some(r) if r.order() > previous => at.bytes.len(),
+            Some(r) if r.order() == previous => self.ready,
+            Some(_) => 0,
+        }
+    }
+
+    fn can_send(&self) -> bool {
+        self.send
+            .as_ref()
+            .is_some_and(|at| self.sendable(at) > self.sent)
+    }
+
+    /// Sends what is ready, one write per turn so that receiving is never starved (each
+    /// write is a copy into the kernel; what arrives meanwhile waits, cooling, in the socket
+    /// buffer); whether anything moved.
+    fn send(&mut self, work: &Work, mut to: &TcpStream, share: &mut Share) -> io::Result<bool> {
+        let layout = &work.layout;
+        let Some(at) = &self.send else {
+            return Ok(false);
+        };
+        let ready = self.sendable(at);
+        if self.sent >= ready {
+            return Ok(false);
+        }
+        let whole: &[u8] = match work.input {
+            Some(input) if at.step == 0 => &input[at.bytes.clone()],
+            _ => share.get(at, layout.streams),
+        };
+        let n = write_some(&mut to, &whole[self.sent..ready])?;
+        self.sent += n;
+        if self.sent == at.bytes.len() {
+            self.send = layout.after(at, Layout::sent);
+            self.sent = 0;
+        }
+        Ok(n > 0)
+    }
+
+    /// Receives what arrived, reducing (reduce-scatter) or storing (all-gather) it in
+    /// place, until nothing more is there; whether anything moved.
+    fn receive(
+        &mut self,
+        work: &Work,
+        mut from: &TcpStream,
+        scratch: &mut [u8],
+        share: &mut Share,
+    ) -> io::Result<bool> {
+        let layout = &work.layout;
+        let mut moved = false;
+        while let Some(at) = &self.recv {
+            let len = at.bytes.len();
+            let reduces = layout.reduces(at.step);
+            let dst = share.get(at, layout.streams);
+            let n = if reduces {
+                read_some(&mut from, &mut scratch[self.got..len])?
+            } else {
+                read_some(&mut from, &mut dst[self.got..])?
+            };
+            if n == 0 {
+                break;
+            }
+            self.got += n;
+            moved = true;
+            if reduces {
+                // Whole elements, reduced while they are still in cache.
+                let end = self.got / layout.elem * layout.elem;
+                let done = self.ready..end;
+                let dst = &mut dst[done.clone()];
+                let incoming = &scratch[done.clone()];
+                match work.input {
+                    Some(input) => {
+                        let local = &input[at.bytes.start + done.start..at.bytes.start + done.end];
+                        data::reduce_from(layout.dtype, work.op, dst, local, incoming)
+                    }
+                    None => data::reduce(layout.dtype, work.op, dst, incoming),
+                }
+                // The last reduce-scatter step completes this rank's own segment.
+                if at.step == layout.world - 2 && work.op == Op::Avg {
+                    data::finish_avg(layout.dtype, layout.world, dst);
+                }
+                self.ready = end;
+            } else {
+                self.ready = self.got;
+            }
+            if self.ready == len {
+                self.recv = layout.after(at, Layout::received);
+                (self.got, self.ready) = (0, 0);
+            }
+        }
+        Ok(moved)
     }
 }
 
@@ -638,8 +667,45 @@ mod tests {
             }
             assert_eq!(next, count);
         }
-        let pieces: Vec<_> = slices(0..10, 4).collect();
-        assert_eq!(pieces, [0..4, 4..8, 8..10]);
-        assert_eq!(slices(5..5, 4).count(), 0);
+    }
+
+    /// Every stream's slices, in the order it carries them.
+    fn carried(
+        layout: &Layout,
+        t: usize,
+        side: fn(&Layout, usize, usize) -> Option<Slot>,
+    ) -> Vec<Range<usize>> {
+        let mut at = layout.next(t, 0, t, side);
+        let mut all = Vec::new();
+        while let Some(slot) = at {
+            all.push(slot.bytes.clone());
+            at = layout.after(&slot, side);
+        }
+        all
+    }
+
+    #[test]
+    fn streams_carry_every_slice_once_and_match_the_neighbours() {
+        // 3 ranks, 1 MiB of f32 (uneven segments), 1 and 3 streams; and a message smaller
+        // than the ring (empty segments).
+        for (bytes, n, streams) in [(1 << 20, 3, 1), ((1 << 20) + 8, 3, 3), (8, 4, 2)] {
+            for r in 0..n {
+                let me = Layout::new(r, n, bytes, DType::F32, streams);
+                let left = Layout::new((r + n - 1) % n, n, bytes, DType::F32, streams);
+                let mut received = Vec::new();
+                for t in 0..streams {
+                    // What the left neighbour sends on stream t is what this rank receives.
+                    assert_eq!(
+                        carried(&left, t, Layout::sent),
+                        carried(&me, t, Layout::received)
+                    );
+                    received.extend(carried(&me, t, Layout::received));
+                }
+                // Every byte but this rank's own share arrives once in each phase.
+                let total: usize = received.iter().map(|r| r.len()).sum();
+                let own = segment(bytes / 4, n, r).len() + segment(bytes / 4, n, (r + 1) % n).len();
+                assert_eq!(total, 2 * bytes - own * 4, "bytes={bytes} n={n} r={r}");
+            }
+        }
     }
 }
