@@ -66,10 +66,12 @@ impl Algo {
     /// less than a second round of wake-ups.
     pub const RD_MAX: usize = 256 << 10;
     /// Below this many bytes (and above `RD_MAX`), `auto` takes Rabenseifner; from here the
-    /// pipelined ring's overlap of reduction and transfer wins.
-    /// (Measured on loopback, 2 and 3 ranks: the ring was ahead from 8 MiB, 9.4 against
-    /// 10.4 ms with 3 ranks.)
-    pub const RABENSEIFNER_MAX: usize = 8 << 20;
+    /// pipelined ring wins. Measured on loopback with 2, 3 and 4 ranks (minimum of 3 runs):
+    /// at 1 MiB Rabenseifner was ahead (0.13 against 0.16 ms with 2 ranks), at 2 MiB the ring
+    /// (0.30 against 0.49 ms with 2 ranks, 0.85 against 1.12 with 3, 1.46 against 1.62 with
+    /// 4): its separate connection per direction keeps streaming where one connection used
+    /// both ways slows down.
+    pub const RABENSEIFNER_MAX: usize = 2 << 20;
 
     pub fn name(self) -> &'static str {
         match self {
