@@ -48,17 +48,24 @@ impl Mesh {
     }
 
     /// `input` holds n blocks of `out.len()` bytes; `out` receives this rank's block reduced
-    /// over every rank.
+    /// over every rank. In place (`input` `None`), `out` holds the n blocks and the result
+    /// lands in this rank's block of it.
     pub fn reduce_scatter(
         &mut self,
-        input: &[u8],
+        input: Option<&[u8]>,
         out: &mut [u8],
         dtype: DType,
         op: Op,
     ) -> Result<()> {
-        let (n, r, per) = (self.world, self.rank, out.len());
+        let (n, r) = (self.world, self.rank);
+        let per = match input {
+            Some(_) => out.len(),
+            None => out.len() / n,
+        };
         if n == 1 {
-            out.copy_from_slice(&input[..per]);
+            if let Some(input) = input {
+                out.copy_from_slice(&input[..per]);
+            }
             return Ok(());
         }
         let (left, right) = ((r + n - 1) % n, (r + 1) % n);
@@ -68,17 +75,31 @@ impl Mesh {
             for s in 0..n - 1 {
                 let send = (r + 2 * n - s - 1) % n;
                 let recv = (r + 2 * n - s - 2) % n;
-                let src: &[u8] = if s == 0 {
-                    &input[block(send, per)]
-                } else {
-                    acc
+                let src: &[u8] = match input {
+                    _ if s > 0 => acc,
+                    Some(input) => &input[block(send, per)],
+                    None => &out[block(send, per)],
                 };
                 self.shift(right, src, left, incoming)?;
-                let target: &mut [u8] = if s == n - 2 { &mut *out } else { &mut *acc };
-                reduce(dtype, op, target, Some(&input[block(recv, per)]), incoming);
+                // The last step reduces this rank's own block (recv == r) into the result.
+                match (input, s == n - 2) {
+                    (Some(input), true) => {
+                        reduce(dtype, op, out, Some(&input[block(recv, per)]), incoming)
+                    }
+                    (None, true) => reduce(dtype, op, &mut out[block(r, per)], None, incoming),
+                    (Some(input), false) => {
+                        reduce(dtype, op, acc, Some(&input[block(recv, per)]), incoming)
+                    }
+                    (None, false) => reduce(dtype, op, acc, Some(&out[block(recv, per)]), incoming),
+                }
             }
             if op == Op::Avg {
-                data::finish_avg(dtype, n, out);
+                let mine = if input.is_some() {
+                    0..per
+                } else {
+                    block(r, per)
+                };
+                data::finish_avg(dtype, n, &mut out[mine]);
             }
             Ok(())
         })();

@@ -327,11 +327,15 @@ impl TcpBackend {
         self.counts.param * self.dtype.size()
     }
 
-    /// The algorithm for this collective at `bytes`, by name.
-    fn choose(&self, bytes: usize) -> &'static str {
+    /// The algorithm this collective takes at `bytes`.
+    fn choose(&self, bytes: usize) -> Route {
         let n = self.world();
         match self.collective {
-            Collective::AllReduce => self.algo.resolve(bytes, n).name(),
+            Collective::AllReduce => match self.algo.resolve(bytes, n) {
+                Algo::Rd => Route::Rd,
+                Algo::Rabenseifner => Route::Rabenseifner,
+                Algo::Ring | Algo::Auto => Route::Ring,
+            },
             Collective::AllGather => {
                 let rd = match self.algo {
                     Algo::Auto => bytes <= Algo::RD_MAX,
@@ -339,40 +343,39 @@ impl TcpBackend {
                     Algo::Ring => false,
                 };
                 if rd && n.is_power_of_two() {
-                    "rd"
+                    Route::Rd
                 } else {
-                    "ring"
+                    Route::Ring
                 }
             }
-            Collective::ReduceScatter => "ring",
-            Collective::Broadcast => "tree",
+            Collective::ReduceScatter => Route::Ring,
+            Collective::Broadcast => Route::Tree,
         }
     }
 
     fn op(&mut self, op: Op, in_place: bool) -> Result<(), BenchError> {
-        let algo = self.choose(self.output.len());
+        let route = self.choose(self.output.len());
         let (dtype, rank, block) = (self.dtype, self.conns.mesh.rank, self.block());
         let input = (!in_place).then_some(self.input.as_slice());
         let out = &mut self.output;
         let mesh = &mut self.conns.mesh;
         let result = match self.collective {
-            Collective::AllReduce => match algo {
-                "rd" => mesh.recursive_doubling(input, out, dtype, op),
-                "rabenseifner" => mesh.rabenseifner(input, out, dtype, op),
-                _ => return self.conns.ring.allreduce(input, out, dtype, op),
+            Collective::AllReduce => match route {
+                Route::Rd => mesh.recursive_doubling(input, out, dtype, op),
+                Route::Rabenseifner => mesh.rabenseifner(input, out, dtype, op),
+                Route::Ring | Route::Tree => {
+                    return self.conns.ring.allreduce(input, out, dtype, op);
+                }
             },
             Collective::AllGather => {
                 if let Some(input) = input {
                     out[rank * block..][..block].copy_from_slice(input);
                 }
-                mesh.allgather(out, block, algo == "rd")
+                mesh.allgather(out, block, route == Route::Rd)
             }
             Collective::ReduceScatter => match input {
-                Some(input) => mesh.reduce_scatter(input, &mut out[..block], dtype, op),
-                None => {
-                    let whole = out.clone();
-                    mesh.reduce_scatter(&whole, &mut out[rank * block..][..block], dtype, op)
-                }
+                Some(input) => mesh.reduce_scatter(Some(input), &mut out[..block], dtype, op),
+                None => mesh.reduce_scatter(None, out, dtype, op),
             },
             Collective::Broadcast => {
                 if rank == 0
@@ -403,6 +406,30 @@ impl TcpBackend {
                 },
             }
         })
+    }
+}
+
+/// How a collective moves at a given size, as the header and JSON name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    /// Recursive doubling (AllReduce, AllGather).
+    Rd,
+    /// Recursive halving then doubling (AllReduce).
+    Rabenseifner,
+    /// The ring (AllReduce pipelined; AllGather and ReduceScatter step by step).
+    Ring,
+    /// A binomial tree from rank 0 (Broadcast).
+    Tree,
+}
+
+impl Route {
+    fn name(self) -> &'static str {
+        match self {
+            Route::Rd => "rd",
+            Route::Rabenseifner => "rabenseifner",
+            Route::Ring => "ring",
+            Route::Tree => "tree",
+        }
     }
 }
 
@@ -459,6 +486,6 @@ impl Backend for TcpBackend {
     }
 
     fn algorithm(&self, bytes: usize) -> Option<&'static str> {
-        Some(self.choose(bytes))
+        Some(self.choose(bytes).name())
     }
 }
