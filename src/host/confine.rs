@@ -112,43 +112,33 @@ pub fn open_root(dir: &Path) -> io::Result<OwnedFd> {
     Ok(fcntl::open(dir, flags, Mode::empty())?)
 }
 
+/// The mode of a file [`open`] creates (the lock), less the umask: readable by all, and
+/// never 0, which would lock out its owner.
+const CREATE_MODE: Mode = Mode::from_bits_truncate(0o644);
+
 /// How often [`open_kernel`] asks again when the kernel answers EAGAIN.
 const OPENAT2_TRIES: usize = 8;
 
 /// Opens `host_path` under `root` (a handle from [`open_root`]) with `flags`, resolving it as
 /// if `root` were `/`.
-pub fn open(
-    root: BorrowedFd<'_>,
-    host_path: &str,
-    flags: libc::c_int,
-    mode: u32,
-) -> io::Result<OwnedFd> {
+pub fn open(root: BorrowedFd<'_>, host_path: &str, flags: libc::c_int) -> io::Result<OwnedFd> {
     let rel = relative(host_path)?;
-    match open_kernel(root, &rel, flags, mode) {
+    match open_kernel(root, &rel, flags) {
         // EAGAIN: openat2 with RESOLVE_IN_ROOT gives up when any rename or mount anywhere on
         // the system raced its lookup, which a busy node (or a parallel test run) does all
         // the time; the walk resolves the same way without that condition.
-        Err(Errno::ENOSYS | Errno::EPERM | Errno::EAGAIN) => open_walk(root, &rel, flags, mode),
+        Err(Errno::ENOSYS | Errno::EPERM | Errno::EAGAIN) => open_walk(root, &rel, flags),
         other => Ok(other?),
     }
 }
 
-fn open_kernel(
-    root: BorrowedFd<'_>,
-    rel: &str,
-    flags: libc::c_int,
-    mode: u32,
-) -> nix::Result<OwnedFd> {
+fn open_kernel(root: BorrowedFd<'_>, rel: &str, flags: libc::c_int) -> nix::Result<OwnedFd> {
     // O_TMPFILE includes O_DIRECTORY's bit: test it whole, or every directory open would
     // carry a mode and the kernel would refuse it (EINVAL).
     let creates = flags & libc::O_CREAT != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE;
     let how = OpenHow::new()
         .flags(OFlag::from_bits_retain(flags | libc::O_CLOEXEC))
-        .mode(if creates {
-            Mode::from_bits_truncate(mode)
-        } else {
-            Mode::empty()
-        })
+        .mode(if creates { CREATE_MODE } else { Mode::empty() })
         .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
     // The kernel answers EAGAIN when a rename raced the resolution; try again a few times.
     let mut answer = fcntl::openat2(root, rel, how);
@@ -161,14 +151,9 @@ fn open_kernel(
     answer
 }
 
-fn openat(dir: BorrowedFd<'_>, name: &OsStr, flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {
+fn openat(dir: BorrowedFd<'_>, name: &OsStr, flags: libc::c_int) -> io::Result<OwnedFd> {
     let flags = OFlag::from_bits_retain(flags | libc::O_CLOEXEC);
-    Ok(fcntl::openat(
-        dir,
-        name,
-        flags,
-        Mode::from_bits_truncate(mode),
-    )?)
+    Ok(fcntl::openat(dir, name, flags, CREATE_MODE)?)
 }
 
 /// `fstat` on an open handle.
@@ -209,12 +194,7 @@ pub fn kind_name(mode: libc::mode_t) -> &'static str {
 /// the root (absolute) or the current directory (relative); `..` at the root stays there.
 /// The final open adds `O_NOFOLLOW`, so a link swapped in after the check fails with ELOOP
 /// instead of being followed.
-pub fn open_walk(
-    root: BorrowedFd<'_>,
-    rel: &str,
-    flags: libc::c_int,
-    mode: u32,
-) -> io::Result<OwnedFd> {
+pub fn open_walk(root: BorrowedFd<'_>, rel: &str, flags: libc::c_int) -> io::Result<OwnedFd> {
     let dup = |fd: BorrowedFd<'_>| fd.try_clone_to_owned();
     let mut stack: Vec<OwnedFd> = vec![dup(root)?];
     let mut todo: std::collections::VecDeque<Vec<u8>> = split(rel.as_bytes());
@@ -238,7 +218,7 @@ pub fn open_walk(
         let st = lstat_at(cur.as_fd(), os)?;
         match st {
             None if last && flags & libc::O_CREAT != 0 => {
-                return openat(cur.as_fd(), os, flags | libc::O_NOFOLLOW, mode);
+                return openat(cur.as_fd(), os, flags | libc::O_NOFOLLOW);
             }
             None => return Err(io::Error::from_raw_os_error(libc::ENOENT)),
             Some(st) if st.st_mode & libc::S_IFMT == libc::S_IFLNK => {
@@ -257,13 +237,12 @@ pub fn open_walk(
                     todo.push_front(part);
                 }
             }
-            Some(_) if last => return openat(cur.as_fd(), os, flags | libc::O_NOFOLLOW, mode),
+            Some(_) if last => return openat(cur.as_fd(), os, flags | libc::O_NOFOLLOW),
             Some(_) => {
                 let next = openat(
                     cur.as_fd(),
                     os,
                     libc::O_PATH | libc::O_NOFOLLOW | libc::O_DIRECTORY,
-                    0,
                 )?;
                 stack.push(next);
             }
@@ -273,7 +252,7 @@ pub fn open_walk(
     let cur = stack
         .last()
         .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
-    openat(cur.as_fd(), OsStr::new("."), flags, mode)
+    openat(cur.as_fd(), OsStr::new("."), flags)
 }
 
 fn split(path: &[u8]) -> std::collections::VecDeque<Vec<u8>> {
@@ -346,26 +325,25 @@ mod tests {
     }
 
     fn read_with(
-        opener: fn(BorrowedFd<'_>, &str, libc::c_int, u32) -> io::Result<OwnedFd>,
+        opener: fn(BorrowedFd<'_>, &str, libc::c_int) -> io::Result<OwnedFd>,
         root: &OwnedFd,
         p: &str,
     ) -> String {
-        let fd = opener(root.as_fd(), p, libc::O_RDONLY, 0).unwrap();
+        let fd = opener(root.as_fd(), p, libc::O_RDONLY).unwrap();
         let mut s = String::new();
         fs::File::from(fd).read_to_string(&mut s).unwrap();
         s
     }
 
-    fn walk(root: BorrowedFd<'_>, p: &str, flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {
-        open_walk(root, &relative(p)?, flags, mode)
+    fn walk(root: BorrowedFd<'_>, p: &str, flags: libc::c_int) -> io::Result<OwnedFd> {
+        open_walk(root, &relative(p)?, flags)
     }
 
     #[test]
     fn links_resolve_inside_the_root_with_the_kernel_and_the_walk() {
         let dir = tree();
         let root = open_root(&dir.path().join("root")).unwrap();
-        type Opener =
-            for<'a, 'b> fn(BorrowedFd<'a>, &'b str, libc::c_int, u32) -> io::Result<OwnedFd>;
+        type Opener = for<'a, 'b> fn(BorrowedFd<'a>, &'b str, libc::c_int) -> io::Result<OwnedFd>;
         for opener in [open as Opener, walk as Opener] {
             assert_eq!(
                 read_with(opener, &root, "/etc/sysctl.d/abs.conf"),
@@ -383,8 +361,7 @@ mod tests {
                 opener(
                     root.as_fd(),
                     "/etc/sysctl.d/abs.conf",
-                    libc::O_RDONLY | libc::O_NOFOLLOW,
-                    0
+                    libc::O_RDONLY | libc::O_NOFOLLOW
                 )
                 .is_err()
             );
@@ -395,9 +372,9 @@ mod tests {
     fn dot_dot_above_the_root_is_refused() {
         let dir = tree();
         let root = open_root(&dir.path().join("root")).unwrap();
-        let err = open(root.as_fd(), "/../usr/share/x.conf", libc::O_RDONLY, 0).unwrap_err();
+        let err = open(root.as_fd(), "/../usr/share/x.conf", libc::O_RDONLY).unwrap_err();
         assert_eq!(refusal_of(&err), Some(&Refusal::Escapes));
-        assert!(open(root.as_fd(), "/etc/../usr/share/x.conf", libc::O_RDONLY, 0).is_ok());
+        assert!(open(root.as_fd(), "/etc/../usr/share/x.conf", libc::O_RDONLY).is_ok());
     }
 
     #[test]
@@ -406,7 +383,7 @@ mod tests {
         std::os::unix::fs::symlink("b", dir.path().join("a")).unwrap();
         std::os::unix::fs::symlink("a", dir.path().join("b")).unwrap();
         let root = open_root(dir.path()).unwrap();
-        let e = walk(root.as_fd(), "/a", libc::O_RDONLY, 0).unwrap_err();
+        let e = walk(root.as_fd(), "/a", libc::O_RDONLY).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ELOOP));
     }
 

@@ -87,8 +87,7 @@ impl Root {
     pub fn open(&self, host_path: &str, flags: libc::c_int) -> Result<OwnedFd, HostError> {
         let err = |e| HostError::new(self.path(host_path), e);
         let root = confine::open_root(&self.dir).map_err(err)?;
-        // A file this creates (the lock) is 0644 less the umask; 0 would lock out its owner.
-        confine::open(root.as_fd(), host_path, flags, 0o644).map_err(err)
+        confine::open(root.as_fd(), host_path, flags).map_err(err)
     }
 
     /// Reads a file of at most `cap` bytes that must be a regular file (the kernel's
