@@ -3,4 +3,5 @@
 //! the crate calls safe functions.
 
 pub mod cuda;
+pub mod linux;
 pub mod nccl;

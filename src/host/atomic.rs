@@ -10,51 +10,38 @@
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use nix::dir::Dir;
+use nix::errno::Errno;
+use nix::fcntl::{self, OFlag};
+use nix::sys::stat::Mode;
+use nix::unistd::{self, UnlinkatFlags};
+
 use super::confine::{self, Refusal};
-
-fn cstr(b: &[u8]) -> io::Result<std::ffi::CString> {
-    std::ffi::CString::new(b)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))
-}
-
-fn check(rc: libc::c_int) -> io::Result<()> {
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
 
 /// Removes `name` from `dir` (not a directory); a missing one is fine.
 pub fn unlink_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<()> {
-    let c = cstr(name)?;
-    // SAFETY: valid dirfd and NUL-terminated name.
-    match check(unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) }) {
-        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) => Ok(()),
-        other => other,
+    match unistd::unlinkat(dir, name, UnlinkatFlags::NoRemoveDir) {
+        Ok(()) | Err(Errno::ENOENT | Errno::ENOTDIR) => Ok(()),
+        Err(e) => Err(e.into()),
     }
 }
 
 /// Removes the empty directory `name` from `dir`; a missing one is fine, a non-empty one
 /// is an error (`ENOTEMPTY`) the caller may ignore.
 pub fn rmdir_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<()> {
-    let c = cstr(name)?;
-    // SAFETY: valid dirfd and NUL-terminated name.
-    match check(unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), libc::AT_REMOVEDIR) }) {
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
-        other => other,
+    match unistd::unlinkat(dir, name, UnlinkatFlags::RemoveDir) {
+        Ok(()) | Err(Errno::ENOENT) => Ok(()),
+        Err(e) => Err(e.into()),
     }
 }
 
 fn rename_at(dir: BorrowedFd<'_>, from: &[u8], to: &[u8]) -> io::Result<()> {
-    let (f, t) = (cstr(from)?, cstr(to)?);
-    // SAFETY: valid dirfd and NUL-terminated names.
-    check(unsafe { libc::renameat(dir.as_raw_fd(), f.as_ptr(), dir.as_raw_fd(), t.as_ptr()) })
+    Ok(fcntl::renameat(dir, from, dir, to)?)
 }
 
 /// Writes `bytes` as `name` in the directory `dir`: unpredictable temporary file, fsync,
@@ -68,21 +55,14 @@ pub fn write_at(dir: BorrowedFd<'_>, name: &OsStr, bytes: &[u8]) -> io::Result<(
         _ => 0o644,
     };
     let tmp = confine::temp_name(name)?;
-    let c = cstr(&tmp)?;
-    // SAFETY: valid dirfd and NUL-terminated name; the fd returned is owned below.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            c.as_ptr(),
-            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            0o600 as libc::c_uint,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor nobody else owns.
-    let mut file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let create =
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let mut file = File::from(fcntl::openat(
+        dir,
+        &tmp[..],
+        create,
+        Mode::S_IRUSR | Mode::S_IWUSR,
+    )?);
     let result = (|| {
         file.set_permissions(std::fs::Permissions::from_mode(mode))?;
         file.write_all(bytes)?;
@@ -98,17 +78,14 @@ pub fn write_at(dir: BorrowedFd<'_>, name: &OsStr, bytes: &[u8]) -> io::Result<(
 
 /// fsync of a directory handle (so a rename or unlink in it survives a crash).
 pub fn fsync(dir: BorrowedFd<'_>) -> io::Result<()> {
-    // SAFETY: fsync on a valid descriptor.
-    check(unsafe { libc::fsync(dir.as_raw_fd()) })
+    Ok(unistd::fsync(dir)?)
 }
 
 /// Makes `name` in `dir` a symbolic link to `dest` through an unpredictable temporary link
 /// and a rename, then fsyncs the directory.
 pub fn symlink_at(dir: BorrowedFd<'_>, name: &OsStr, dest: &str) -> io::Result<()> {
     let tmp = confine::temp_name(name)?;
-    let (d, t) = (cstr(dest.as_bytes())?, cstr(&tmp)?);
-    // SAFETY: valid dirfd and NUL-terminated strings.
-    check(unsafe { libc::symlinkat(d.as_ptr(), dir.as_raw_fd(), t.as_ptr()) })?;
+    unistd::symlinkat(dest, dir, &tmp[..])?;
     if let Err(e) = rename_at(dir, &tmp, name.as_bytes()) {
         let _ = unlink_at(dir, &tmp);
         return Err(e);
@@ -139,69 +116,30 @@ pub fn remove_stale_temps(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<usize
 
 /// The names in a directory handle (not `.` and `..`), unsorted.
 pub fn list_fd(dir: BorrowedFd<'_>) -> io::Result<Vec<Vec<u8>>> {
-    // fdopendir takes ownership of the descriptor it is given, so hand it a duplicate
-    // opened for reading (an O_PATH handle cannot be read).
-    let dot = cstr(b".")?;
-    // SAFETY: valid dirfd and NUL-terminated name.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            dot.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is ours; on success the DIR stream owns it and closedir closes it.
-    let stream = unsafe { libc::fdopendir(fd) };
-    if stream.is_null() {
-        let e = io::Error::last_os_error();
-        // SAFETY: fdopendir failed, so the descriptor is still ours to close.
-        unsafe { libc::close(fd) };
-        return Err(e);
-    }
+    // A stream of its own, opened for reading (an O_PATH handle cannot be read).
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let mut stream = Dir::openat(dir, ".", flags, Mode::empty())?;
     let mut names = Vec::new();
-    loop {
-        // SAFETY: `stream` is a valid DIR*; readdir returns null at the end.
-        let ent = unsafe { libc::readdir(stream) };
-        if ent.is_null() {
-            break;
+    for entry in stream.iter() {
+        let name = entry?.file_name().to_bytes().to_vec();
+        if name == b"." || name == b".." {
+            continue;
         }
-        // SAFETY: d_name is a NUL-terminated array inside the entry readdir returned.
-        let name = unsafe { std::ffi::CStr::from_ptr((*ent).d_name.as_ptr()) }.to_bytes();
-        if name != b"." && name != b".." {
-            if names.len() >= confine::MAX_DIR_ENTRIES {
-                // SAFETY: closes the stream (and its descriptor) exactly once.
-                unsafe { libc::closedir(stream) };
-                return Err(Refusal::TooMany {
-                    cap: confine::MAX_DIR_ENTRIES,
-                }
-                .into());
+        if names.len() >= confine::MAX_DIR_ENTRIES {
+            return Err(Refusal::TooMany {
+                cap: confine::MAX_DIR_ENTRIES,
             }
-            names.push(name.to_vec());
+            .into());
         }
+        names.push(name);
     }
-    // SAFETY: closes the stream (and its descriptor) exactly once.
-    unsafe { libc::closedir(stream) };
     Ok(names)
 }
 
 /// Opens a real directory for `*at` calls and fsync.
 pub fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
-    let c = cstr(dir.as_os_str().as_bytes())?;
-    // SAFETY: NUL-terminated path; the descriptor returned is owned below.
-    let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    Ok(fcntl::open(dir, flags, Mode::empty())?)
 }
 
 /// Writes `--output`: an existing pipe, terminal, character device or `/dev/stdout` is
@@ -237,6 +175,7 @@ pub fn write_output(path: &Path, bytes: &[u8]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nix::sys::stat;
     use std::fs;
 
     #[test]
@@ -280,9 +219,10 @@ mod tests {
     fn special_files_are_written_into_or_refused_never_replaced() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("fifo");
-        let c = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
-        // SAFETY: NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert_eq!(
+            unistd::mkfifo(&fifo, Mode::from_bits_truncate(0o600)),
+            Ok(())
+        );
         let reader = {
             let fifo = fifo.clone();
             std::thread::spawn(move || fs::read_to_string(fifo).unwrap())
@@ -293,10 +233,14 @@ mod tests {
 
         // Our own null device, so a regression cannot replace the host's /dev/null.
         let null = dir.path().join("null");
-        let c = std::ffi::CString::new(null.as_os_str().as_bytes()).unwrap();
-        // SAFETY: NUL-terminated path; makedev(1, 3) is the null device.
-        let made = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) };
-        assert_eq!(made, 0, "mknod needs root");
+        // makedev(1, 3) is the null device.
+        let made = stat::mknod(
+            &null,
+            stat::SFlag::S_IFCHR,
+            Mode::from_bits_truncate(0o666),
+            stat::makedev(1, 3),
+        );
+        assert_eq!(made, Ok(()), "mknod needs root");
         write_output(&null, b"x").unwrap();
         assert!(
             fs::symlink_metadata(&null)

@@ -1,19 +1,13 @@
 //! Binding the current process to CPUs and NUMA memory with the real syscalls
-//! (`sched_setaffinity`, `set_mempolicy`); the binding is inherited across `exec`, which is
+//! (`sched_setaffinity`, `set_mempolicy`, in [`crate::ffi::linux`]); the binding is inherited across `exec`, which is
 //! how `gputune pin` places a training rank next to its GPU.
 
 use std::io;
 
 use super::cpulist::CpuList;
+use crate::ffi::linux;
 
-/// `MPOL_PREFERRED` and `MPOL_BIND` of `<linux/mempolicy.h>`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MemPolicy {
-    /// Allocate from these nodes only (OOM rather than spill to another socket).
-    Bind = 2,
-    /// Prefer the first node, fall back to others when it is full.
-    Preferred = 1,
-}
+pub use crate::ffi::linux::MemPolicy;
 
 /// A CPU or node set as the kernel's bitmask of unsigned longs.
 pub fn mask_words(set: &CpuList) -> Vec<libc::c_ulong> {
@@ -26,47 +20,26 @@ pub fn mask_words(set: &CpuList) -> Vec<libc::c_ulong> {
     words
 }
 
-/// Restricts the calling thread (and what it execs) to `cpus`.
-pub fn set_cpu_affinity(cpus: &CpuList) -> io::Result<()> {
-    if cpus.is_empty() {
+/// The mask of a set that must not be empty (an empty one would be the kernel's EINVAL, or
+/// for a memory policy mean "local" instead of what was asked); `what` names it.
+fn nonempty_mask(set: &CpuList, what: &str) -> io::Result<Vec<libc::c_ulong>> {
+    if set.is_empty() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            "empty CPU list",
+            format!("empty {what} list"),
         ));
     }
-    let words = mask_words(cpus);
-    let bytes = std::mem::size_of_val(words.as_slice());
-    // SAFETY: the mask is valid for `bytes` bytes; pid 0 is the calling thread.
-    let rc = unsafe { libc::syscall(libc::SYS_sched_setaffinity, 0, bytes, words.as_ptr()) };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    Ok(mask_words(set))
+}
+
+/// Restricts the calling thread (and what it execs) to `cpus`.
+pub fn set_cpu_affinity(cpus: &CpuList) -> io::Result<()> {
+    linux::sched_setaffinity(&nonempty_mask(cpus, "CPU")?)
 }
 
 /// Sets the calling thread's NUMA memory policy over `nodes`.
 pub fn set_memory_policy(policy: MemPolicy, nodes: &CpuList) -> io::Result<()> {
-    if nodes.is_empty() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "empty node list",
-        ));
-    }
-    let words = mask_words(nodes);
-    let maxnode = words.len() as libc::c_ulong * libc::c_ulong::BITS as libc::c_ulong + 1;
-    // SAFETY: the mask holds `maxnode - 1` bits, as set_mempolicy(2) requires.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_set_mempolicy,
-            policy as libc::c_int,
-            words.as_ptr(),
-            maxnode,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    linux::set_mempolicy(policy, &nonempty_mask(nodes, "node")?)
 }
 
 #[cfg(test)]

@@ -184,14 +184,13 @@ pub fn site_packages_pattern() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::Tree;
 
     #[test]
     fn finds_in_vendor_dirs_and_site_packages_under_a_root() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = Root::new(dir.path());
-        let lib = dir.path().join("opt/amazon/ofi-nccl/lib");
-        std::fs::create_dir_all(&lib).unwrap();
-        std::fs::write(lib.join("libnccl-net-ofi.so"), b"\x7fELF").unwrap();
+        let tree = Tree::new();
+        tree.file("/opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so", "\x7fELF");
+        let root = tree.root();
         let env = SearchEnv::default();
         let found = find_any(&root, &env, &["libnccl-net-ofi.so"]).unwrap();
         assert_eq!(found.path, "/opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so");
@@ -200,8 +199,7 @@ mod tests {
         assert!(missing.iter().any(|s| s.contains("ld.so.cache (absent)")));
 
         for py in ["python3.9", "python3.12"] {
-            std::fs::create_dir_all(dir.path().join(format!("usr/lib/{py}/dist-packages")))
-                .unwrap();
+            tree.dir(&format!("/usr/lib/{py}/dist-packages"));
         }
         assert_eq!(
             site_packages(&root, &env),

@@ -162,6 +162,7 @@ fn wheel_metadata(root: &Root, host_path: &str) -> Option<(u32, u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::Tree;
 
     #[test]
     fn version_strings_are_found_after_false_starts() {
@@ -175,32 +176,24 @@ mod tests {
 
     #[test]
     fn wheel_metadata_and_link_names_give_the_version() {
-        let dir = tempfile::tempdir().unwrap();
-        let pkgs = dir.path().join("usr/lib/python3.11/site-packages");
-        std::fs::create_dir_all(pkgs.join("nvidia/nccl/lib")).unwrap();
-        std::fs::create_dir_all(pkgs.join("nvidia_nccl_cu12-2.19.3.dist-info")).unwrap();
-        std::fs::write(pkgs.join("nvidia/nccl/lib/libnccl.so.2"), "not elf").unwrap();
-        let root = Root::new(dir.path());
+        let tree = Tree::new();
+        let pkgs = "/usr/lib/python3.11/site-packages";
+        tree.dir(&format!("{pkgs}/nvidia_nccl_cu12-2.19.3.dist-info"))
+            .file(&format!("{pkgs}/nvidia/nccl/lib/libnccl.so.2"), "not elf");
+        let root = tree.root();
         let host = "/usr/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2";
         assert_eq!(nccl(&root, host), Ok((2, 19, 3)));
 
-        std::fs::create_dir_all(dir.path().join("usr/lib/x86_64-linux-gnu")).unwrap();
-        std::fs::write(
-            dir.path()
-                .join("usr/lib/x86_64-linux-gnu/libnccl.so.2.18.1"),
-            "x",
-        )
-        .unwrap();
-        std::os::unix::fs::symlink(
-            "libnccl.so.2.18.1",
-            dir.path().join("usr/lib/x86_64-linux-gnu/libnccl.so.2"),
-        )
-        .unwrap();
+        tree.file("/usr/lib/x86_64-linux-gnu/libnccl.so.2.18.1", "x")
+            .link(
+                "/usr/lib/x86_64-linux-gnu/libnccl.so.2",
+                "libnccl.so.2.18.1",
+            );
         assert_eq!(
             nccl(&root, "/usr/lib/x86_64-linux-gnu/libnccl.so.2"),
             Ok((2, 18, 1))
         );
-        std::fs::write(dir.path().join("plain"), "x").unwrap();
+        tree.file("/plain", "x");
         let err = nccl(&root, "/plain").unwrap_err();
         assert!(err.contains("not a 64-bit"), "{err}");
     }

@@ -87,8 +87,7 @@ impl Root {
     pub fn open(&self, host_path: &str, flags: libc::c_int) -> Result<OwnedFd, HostError> {
         let err = |e| HostError::new(self.path(host_path), e);
         let root = confine::open_root(&self.dir).map_err(err)?;
-        // A file this creates (the lock) is 0644 less the umask; 0 would lock out its owner.
-        confine::open(root.as_fd(), host_path, flags, 0o644).map_err(err)
+        confine::open(root.as_fd(), host_path, flags).map_err(err)
     }
 
     /// Reads a file of at most `cap` bytes that must be a regular file (the kernel's
@@ -208,6 +207,16 @@ impl Root {
         Ok((fd, name.as_bytes().to_vec()))
     }
 
+    /// [`Root::parent`], or `None` when a directory on the way is missing (so there is
+    /// nothing to remove or read there).
+    fn existing_parent(&self, host_path: &str) -> Result<Option<(OwnedFd, Vec<u8>)>, HostError> {
+        match self.parent(host_path) {
+            Ok(p) => Ok(Some(p)),
+            Err(e) if is_missing(&e.source) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Creates the missing directories of `host_dir` inside the root, each 0755 whatever
     /// the umask (the files in them are read by unprivileged users).
     pub fn create_dirs(&self, host_dir: &str) -> Result<(), HostError> {
@@ -253,17 +262,8 @@ impl Root {
     /// Removes a file or link inside the root (never what a link points to); a missing one
     /// is fine.
     pub fn remove_file(&self, host_path: &str) -> Result<(), HostError> {
-        let (dir, name) = match self.parent(host_path) {
-            Ok(p) => p,
-            Err(e)
-                if matches!(
-                    e.source.raw_os_error(),
-                    Some(libc::ENOENT) | Some(libc::ENOTDIR)
-                ) =>
-            {
-                return Ok(());
-            }
-            Err(e) => return Err(e),
+        let Some((dir, name)) = self.existing_parent(host_path)? else {
+            return Ok(());
         };
         let err = |e| HostError::new(self.path(host_path), e);
         atomic::unlink_at(dir.as_fd(), &name).map_err(err)?;
@@ -282,23 +282,12 @@ impl Root {
     /// The target of the link at `host_path`; `None` when there is none (missing, or not a
     /// link).
     pub fn read_link(&self, host_path: &str) -> Result<Option<String>, HostError> {
-        let (dir, name) = match self.parent(host_path) {
-            Ok(p) => p,
-            Err(e)
-                if matches!(
-                    e.source.raw_os_error(),
-                    Some(libc::ENOENT) | Some(libc::ENOTDIR)
-                ) =>
-            {
-                return Ok(None);
-            }
-            Err(e) => return Err(e),
+        let Some((dir, name)) = self.existing_parent(host_path)? else {
+            return Ok(None);
         };
         match confine::readlink_at(dir.as_fd(), OsStr::from_bytes(&name)) {
             Ok(t) => Ok(Some(String::from_utf8_lossy(&t).into_owned())),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) => {
-                Ok(None)
-            }
+            Err(e) if is_missing(&e) => Ok(None),
             Err(e) => Err(HostError::new(self.path(host_path), e)),
         }
     }
@@ -340,21 +329,18 @@ impl Root {
     /// Removes what a killed run left of its temporary files for `host_path`; a missing
     /// directory is fine.
     pub fn remove_stale_temps(&self, host_path: &str) -> Result<usize, HostError> {
-        let (dir, name) = match self.parent(host_path) {
-            Ok(p) => p,
-            Err(e)
-                if matches!(
-                    e.source.raw_os_error(),
-                    Some(libc::ENOENT) | Some(libc::ENOTDIR)
-                ) =>
-            {
-                return Ok(0);
-            }
-            Err(e) => return Err(e),
+        let Some((dir, name)) = self.existing_parent(host_path)? else {
+            return Ok(0);
         };
         atomic::remove_stale_temps(dir.as_fd(), OsStr::from_bytes(&name))
             .map_err(|e| HostError::new(self.path(host_path), e))
     }
+}
+
+/// True when the error says a path component does not exist (`ENOENT`), or is not a
+/// directory where one was needed (`ENOTDIR`): either way, nothing is there.
+fn is_missing(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR))
 }
 
 #[cfg(test)]

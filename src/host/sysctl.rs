@@ -86,6 +86,7 @@ pub fn sysctl_of(profile_key: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::Tree;
 
     #[test]
     fn keys_map_to_proc_sys() {
@@ -117,10 +118,9 @@ mod tests {
 
     #[test]
     fn reading_a_missing_key_is_none() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = Root::new(dir.path());
-        std::fs::create_dir_all(dir.path().join("proc/sys/vm")).unwrap();
-        std::fs::write(dir.path().join("proc/sys/vm/swappiness"), "60\n").unwrap();
+        let tree = Tree::new();
+        tree.file("/proc/sys/vm/swappiness", "60\n");
+        let root = tree.root();
         assert_eq!(read(&root, "vm.swappiness").unwrap().as_deref(), Some("60"));
         assert_eq!(read(&root, "vm.nothing").unwrap(), None);
     }

@@ -1,7 +1,12 @@
 //! NIC driver and firmware versions through the ethtool `ETHTOOL_GDRVINFO` ioctl, the
 //! same call `ethtool -i` makes. sysfs does not carry the firmware version.
 
-use std::ffi::{c_char, c_void};
+use std::ffi::c_char;
+use std::os::fd::AsFd;
+
+use nix::sys::socket::{AddressFamily, SockFlag, SockType, socket};
+
+use crate::ffi::linux;
 
 /// What `ethtool -i` shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,34 +21,6 @@ pub struct DriverInfo {
 pub trait EthtoolProbe {
     /// Driver info of interface `name`, or why it cannot be read.
     fn driver_info(&self, name: &str) -> Result<DriverInfo, String>;
-}
-
-const SIOCETHTOOL: libc::c_ulong = 0x8946;
-const ETHTOOL_GDRVINFO: u32 = 0x0000_0003;
-
-/// `struct ethtool_drvinfo` from `<linux/ethtool.h>`.
-#[repr(C)]
-struct EthtoolDrvinfo {
-    cmd: u32,
-    driver: [c_char; 32],
-    version: [c_char; 32],
-    fw_version: [c_char; 32],
-    bus_info: [c_char; 32],
-    erom_version: [c_char; 32],
-    reserved2: [c_char; 12],
-    n_priv_flags: u32,
-    n_stats: u32,
-    testinfo_len: u32,
-    eedump_len: u32,
-    regdump_len: u32,
-}
-
-/// `struct ifreq` with the `ifr_data` member of its union, padded to the kernel's 40 bytes.
-#[repr(C)]
-struct IfreqData {
-    name: [c_char; libc::IFNAMSIZ],
-    data: *mut c_void,
-    _pad: [u8; 16],
 }
 
 /// Text of a NUL-terminated fixed-size C field.
@@ -64,27 +41,15 @@ impl EthtoolProbe for RealEthtool {
         if name.is_empty() || name.len() >= libc::IFNAMSIZ {
             return Err(format!("`{name}` is not an interface name"));
         }
-        // SAFETY: plain socket(2) call; the descriptor is closed below.
-        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-        if fd < 0 {
-            return Err(format!("socket: {}", std::io::Error::last_os_error()));
-        }
-        // SAFETY: all-zero is a valid value of these plain C structs.
-        let mut info: EthtoolDrvinfo = unsafe { std::mem::zeroed() };
-        info.cmd = ETHTOOL_GDRVINFO;
-        let mut req: IfreqData = unsafe { std::mem::zeroed() };
-        for (dst, src) in req.name.iter_mut().zip(name.bytes()) {
-            *dst = src as c_char;
-        }
-        req.data = (&mut info as *mut EthtoolDrvinfo).cast();
-        // SAFETY: SIOCETHTOOL reads `req` and writes `info`, both alive for the call.
-        let rc = unsafe { libc::ioctl(fd, SIOCETHTOOL as _, &mut req) };
-        let err = std::io::Error::last_os_error();
-        // SAFETY: closing the descriptor opened above, once.
-        unsafe { libc::close(fd) };
-        if rc < 0 {
-            return Err(format!("ETHTOOL_GDRVINFO on {name}: {err}"));
-        }
+        let socket = socket(
+            AddressFamily::Inet,
+            SockType::Datagram,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .map_err(|e| format!("socket: {}", std::io::Error::from(e)))?;
+        let info = linux::ethtool_drvinfo(socket.as_fd(), name)
+            .map_err(|e| format!("ETHTOOL_GDRVINFO on {name}: {e}"))?;
         Ok(DriverInfo {
             driver: c_field(&info.driver),
             version: c_field(&info.version),
@@ -119,7 +84,6 @@ mod tests {
 
     #[test]
     fn the_real_ioctl_answers_for_loopback_and_refuses_unknown_names() {
-        assert_eq!(std::mem::size_of::<IfreqData>(), 40);
         let lo = RealEthtool.driver_info("lo");
         // Loopback has no ethtool driver info on most kernels: either answer is a result.
         if let Ok(info) = &lo {

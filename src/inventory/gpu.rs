@@ -78,11 +78,7 @@ pub fn proc_gpus(root: &Root) -> Result<Vec<ProcGpu>, HostError> {
         if !super::pci::is_pci_address(&address) {
             continue;
         }
-        let read = |f: &str| {
-            root.read_optional(&format!("{base}/{name}/{f}"))
-                .ok()
-                .flatten()
-        };
+        let read = |f: &str| super::attribute(root, &format!("{base}/{name}/{f}"));
         out.push(ProcGpu {
             model: read("information").as_deref().and_then(parse_information),
             memory_numa_node: read("numa_status").as_deref().and_then(parse_numa_status),
@@ -136,19 +132,7 @@ pub fn gpus(devices: &[PciDevice], listed: &[ProcGpu]) -> Vec<Gpu> {
                 ..gpu_from(&PciDevice {
                     address: p.address.clone(),
                     vendor: Some(NVIDIA_VENDOR),
-                    device: None,
-                    class: None,
-                    driver: None,
-                    numa_node: None,
-                    local_cpus: None,
-                    link: PciLink {
-                        current_gts: None,
-                        max_gts: None,
-                        current_width: None,
-                        max_width: None,
-                    },
-                    bridges: vec![],
-                    host_bridge: None,
+                    ..PciDevice::default()
                 })
             }),
         }
@@ -171,16 +155,7 @@ mod tests {
             device: Some(0x15f8),
             class: Some(class),
             driver: Some("nvidia".into()),
-            numa_node: None,
-            local_cpus: None,
-            link: PciLink {
-                current_gts: None,
-                max_gts: None,
-                current_width: None,
-                max_width: None,
-            },
-            bridges: vec![],
-            host_bridge: None,
+            ..PciDevice::default()
         }
     }
 

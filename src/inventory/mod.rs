@@ -188,6 +188,14 @@ fn gpu_place(g: &Gpu) -> Place<'_> {
     }
 }
 
+/// A kernel attribute file (sysfs, `/proc/driver`) as trimmed text; `None` when missing or
+/// unreadable. Drivers leave attributes out, or fail them (EINVAL) on devices without the
+/// feature: the inventory records those as unknown, not as errors.
+fn attribute(root: &Root, host_path: &str) -> Option<String> {
+    let text = root.read_optional(host_path).ok().flatten()?;
+    Some(text.trim().to_string())
+}
+
 /// `GPU0`, as nvidia-smi names them.
 pub fn gpu_label(g: &Gpu) -> String {
     format!("GPU{}", g.index)

@@ -129,7 +129,7 @@ pub fn nics(
             continue;
         }
         let dir = format!("/sys/class/net/{name}");
-        let file = |f: &str| root.read_optional(&format!("{dir}/{f}")).ok().flatten();
+        let file = |f: &str| super::attribute(root, &format!("{dir}/{f}"));
         let real_device = device_path(root, &name);
         let pci_dev = match real_device.as_deref().and_then(pci_function) {
             Some(p) => {
@@ -159,10 +159,10 @@ pub fn nics(
             speed_mbps: file("speed")
                 .as_deref()
                 .and_then(crate::host::net::parse_speed),
-            mtu: file("mtu").and_then(|m| m.trim().parse().ok()),
-            operstate: file("operstate").map_or("unknown".into(), |s| s.trim().to_string()),
+            mtu: file("mtu").and_then(|m| m.parse().ok()),
+            operstate: file("operstate").unwrap_or_else(|| "unknown".into()),
             kind: link_kind(file("type").as_deref()).to_string(),
-            ifindex: file("ifindex").and_then(|i| i.trim().parse().ok()),
+            ifindex: file("ifindex").and_then(|i| i.parse().ok()),
             numa_node: pci_dev.as_ref().and_then(|p| p.numa_node),
             local_cpus: pci_dev.as_ref().and_then(|p| p.local_cpus.clone()),
             link: pci_dev.as_ref().map(|p| p.link.clone()),

@@ -124,6 +124,7 @@ pub fn split_online(cpus: &CpuList, online: &CpuList) -> (CpuList, CpuList) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::Tree;
 
     #[test]
     fn memtotal() {
@@ -132,28 +133,6 @@ mod tests {
         assert_eq!(parse_node_memtotal("Node 0 MemFree: 1 kB\n"), None);
         assert_eq!(parse_node_memtotal("Node 0 MemTotal: lots kB"), None);
         assert_eq!(parse_node_memtotal(""), None);
-    }
-
-    #[test]
-    fn nodes_from_a_tree_and_without_numa() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = Root::new(dir.path());
-        let node1 = dir.path().join("sys/devices/system/node/node1");
-        std::fs::create_dir_all(&node1).unwrap();
-        std::fs::write(node1.join("cpulist"), "8-15\n").unwrap();
-        std::fs::create_dir_all(dir.path().join("sys/devices/system/node/node0")).unwrap();
-        let nodes = nodes(&root).unwrap();
-        assert_eq!(nodes.len(), 2);
-        assert_eq!(nodes[1].cpus.to_string(), "8-15");
-        assert!(nodes[0].cpus.is_empty());
-
-        let flat = tempfile::tempdir().unwrap();
-        let cpu = flat.path().join("sys/devices/system/cpu");
-        std::fs::create_dir_all(&cpu).unwrap();
-        std::fs::write(cpu.join("online"), "0-3\n").unwrap();
-        let nodes = super::nodes(&Root::new(flat.path())).unwrap();
-        assert_eq!(nodes.len(), 1);
-        assert_eq!(nodes[0].cpus.to_string(), "0-3");
     }
 
     #[test]
@@ -175,18 +154,28 @@ mod tests {
     }
 
     #[test]
+    fn nodes_from_a_tree_and_without_numa() {
+        let tree = Tree::new();
+        tree.file("/sys/devices/system/node/node1/cpulist", "8-15\n")
+            .dir("/sys/devices/system/node/node0");
+        let nodes = nodes(&tree.root()).unwrap();
+        assert_eq!(nodes.len(), 2);
+        assert_eq!(nodes[1].cpus.to_string(), "8-15");
+        assert!(nodes[0].cpus.is_empty());
+
+        let flat = Tree::new();
+        flat.file("/sys/devices/system/cpu/online", "0-3\n");
+        let nodes = super::nodes(&flat.root()).unwrap();
+        assert_eq!(nodes.len(), 1);
+        assert_eq!(nodes[0].cpus.to_string(), "0-3");
+    }
+
+    #[test]
     fn offline_cpus_are_never_local() {
-        let dir = tempfile::tempdir().unwrap();
-        let node0 = dir.path().join("sys/devices/system/node/node0");
-        std::fs::create_dir_all(&node0).unwrap();
-        std::fs::write(node0.join("cpulist"), "0-23\n").unwrap();
-        std::fs::create_dir_all(dir.path().join("sys/devices/system/cpu")).unwrap();
-        std::fs::write(
-            dir.path().join("sys/devices/system/cpu/online"),
-            "0,2,4-20,22\n",
-        )
-        .unwrap();
-        let nodes = nodes(&Root::new(dir.path())).unwrap();
+        let tree = Tree::new();
+        tree.file("/sys/devices/system/node/node0/cpulist", "0-23\n")
+            .file("/sys/devices/system/cpu/online", "0,2,4-20,22\n");
+        let nodes = nodes(&tree.root()).unwrap();
         assert_eq!(nodes[0].cpus.to_string(), "0,2,4-20,22");
         assert_eq!(nodes[0].offline_cpus.to_string(), "1,3,21,23");
     }

@@ -9,7 +9,7 @@ use crate::host::cpulist::CpuList;
 use crate::host::{HostError, Root};
 
 /// A PCIe link as trained now and as the slot and device could train at best.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct PciLink {
     /// GT/s per lane now (`current_link_speed`); `None` when the kernel says "Unknown".
     pub current_gts: Option<f64>,
@@ -132,8 +132,8 @@ pub fn parse_cpu_mask(text: &str) -> Option<CpuList> {
     Some(CpuList(set))
 }
 
-/// One PCI function as sysfs describes it.
-#[derive(Debug, Clone, PartialEq)]
+/// One PCI function as sysfs describes it; the default is one sysfs says nothing about.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PciDevice {
     pub address: String,
     pub vendor: Option<u32>,
@@ -170,18 +170,10 @@ pub fn read_device(root: &Root, dir: &str) -> Result<PciDevice, HostError> {
             None => file("local_cpus")?.as_deref().and_then(parse_cpu_mask),
         },
         link: PciLink {
-            current_gts: read_lossy(root, &format!("{dir}/current_link_speed"))
-                .as_deref()
-                .and_then(parse_link_speed),
-            max_gts: read_lossy(root, &format!("{dir}/max_link_speed"))
-                .as_deref()
-                .and_then(parse_link_speed),
-            current_width: read_lossy(root, &format!("{dir}/current_link_width"))
-                .as_deref()
-                .and_then(parse_link_width),
-            max_width: read_lossy(root, &format!("{dir}/max_link_width"))
-                .as_deref()
-                .and_then(parse_link_width),
+            current_gts: link_attr(root, dir, "current_link_speed", parse_link_speed),
+            max_gts: link_attr(root, dir, "max_link_speed", parse_link_speed),
+            current_width: link_attr(root, dir, "current_link_width", parse_link_width),
+            max_width: link_attr(root, dir, "max_link_width", parse_link_width),
         },
         bridges: bridges_above(&real, &address),
         host_bridge: real
@@ -193,9 +185,10 @@ pub fn read_device(root: &Root, dir: &str) -> Result<PciDevice, HostError> {
     })
 }
 
-/// Link files fail with EINVAL on devices without a PCIe capability: unknown, not an error.
-fn read_lossy(root: &Root, path: &str) -> Option<String> {
-    root.read_optional(path).ok().flatten()
+/// The link attribute `name` of the device in `dir`, parsed; link files fail with EINVAL on
+/// devices without a PCIe capability, which is unknown, not an error.
+fn link_attr<T>(root: &Root, dir: &str, name: &str, parse: fn(&str) -> Option<T>) -> Option<T> {
+    parse(&super::attribute(root, &format!("{dir}/{name}"))?)
 }
 
 /// The last component of the target of a link inside the root (`driver ->

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::nic::pci_function;
-use super::pci;
+use super::{attribute, pci};
 use crate::host::{HostError, Root};
 
 /// An RDMA device and its ports.
@@ -143,13 +143,7 @@ pub fn devices(root: &Root) -> Result<Vec<RdmaDevice>, HostError> {
 
 fn device(root: &Root, name: &str) -> Result<RdmaDevice, HostError> {
     let dir = format!("/sys/class/infiniband/{name}");
-    let text = |f: &str| {
-        root.read_optional(&format!("{dir}/{f}"))
-            .ok()
-            .flatten()
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-    };
+    let text = |f: &str| attribute(root, &format!("{dir}/{f}")).filter(|s| !s.is_empty());
     let real = root.canonicalize(&format!("{dir}/device"));
     let pci_dev = match real.as_deref().and_then(pci_function) {
         Some(p) => Some(pci::read_device(
@@ -175,12 +169,7 @@ fn device(root: &Root, name: &str) -> Result<RdmaDevice, HostError> {
     port_names.sort_unstable();
     for port in port_names {
         let pdir = format!("{dir}/ports/{port}");
-        let read = |f: &str| {
-            root.read_optional(&format!("{pdir}/{f}"))
-                .ok()
-                .flatten()
-                .map(|s| s.trim().to_string())
-        };
+        let read = |f: &str| attribute(root, &format!("{pdir}/{f}"));
         let rate = read("rate").unwrap_or_default();
         let (rate_mbps, width, signalling) = parse_rate(&rate);
         let link_layer = read("link_layer").unwrap_or_else(|| "InfiniBand".into());
@@ -191,12 +180,8 @@ fn device(root: &Root, name: &str) -> Result<RdmaDevice, HostError> {
         };
         let netdev_mtu = netdevs
             .iter()
-            .find_map(|n| {
-                root.read_optional(&format!("/sys/class/net/{n}/mtu"))
-                    .ok()
-                    .flatten()
-            })
-            .and_then(|m| m.trim().parse().ok());
+            .find_map(|n| attribute(root, &format!("/sys/class/net/{n}/mtu")))
+            .and_then(|m| m.parse().ok());
         ports.push(RdmaPort {
             port,
             state: state_name(&read("state").unwrap_or_default()),
@@ -247,19 +232,15 @@ fn gids(root: &Root, pdir: &str) -> Result<Vec<Gid>, HostError> {
         .collect();
     indexes.sort_unstable();
     for index in indexes.into_iter().take(1024) {
-        let read = |f: &str| root.read_optional(&format!("{pdir}/{f}")).ok().flatten();
+        let read = |f: &str| attribute(root, &format!("{pdir}/{f}"));
         let Some(gid) = read(&format!("gids/{index}")).as_deref().and_then(gid_set) else {
             continue;
         };
         out.push(Gid {
             index,
             gid,
-            kind: read(&format!("gid_attrs/types/{index}"))
-                .map(|t| t.trim().to_string())
-                .unwrap_or_default(),
-            netdev: read(&format!("gid_attrs/ndevs/{index}"))
-                .map(|t| t.trim().to_string())
-                .filter(|t| !t.is_empty()),
+            kind: read(&format!("gid_attrs/types/{index}")).unwrap_or_default(),
+            netdev: read(&format!("gid_attrs/ndevs/{index}")).filter(|t| !t.is_empty()),
         });
     }
     Ok(out)

@@ -5,7 +5,6 @@
 //! sends no packet.
 
 use std::net::IpAddr;
-use std::os::fd::AsRawFd;
 
 use netlink_packet_core::{
     NLM_F_DUMP, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage, NetlinkPayload,
@@ -15,6 +14,8 @@ use netlink_packet_route::route::{
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
+use nix::sys::socket::{setsockopt, sockopt};
+use nix::sys::time::TimeVal;
 
 /// A source of routing answers: the kernel over netlink, or fixed answers in tests.
 pub trait RouteProbe {
@@ -174,28 +175,9 @@ impl Netlink {
 
 /// `SO_RCVTIMEO`, so a kernel that never answers cannot hang the audit.
 fn set_receive_timeout(socket: &Socket, limit: std::time::Duration) -> Result<(), String> {
-    let tv = libc::timeval {
-        tv_sec: limit.as_secs() as libc::time_t,
-        tv_usec: 0,
-    };
-    // SAFETY: the descriptor is the socket's own and open; `tv` is a valid timeval whose
-    // size is passed with it.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            (&tv as *const libc::timeval).cast(),
-            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(format!(
-            "netlink socket timeout: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    Ok(())
+    let tv = TimeVal::new(limit.as_secs() as libc::time_t, 0);
+    setsockopt(socket, sockopt::ReceiveTimeout, &tv)
+        .map_err(|e| format!("netlink socket timeout: {}", std::io::Error::from(e)))
 }
 
 impl RouteProbe for Netlink {

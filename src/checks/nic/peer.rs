@@ -4,7 +4,7 @@
 //! a firewall that drops SYNs makes `torch.distributed` hang until its timeout.
 
 use std::net::{SocketAddr, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use crate::finding::{Area, Check, Finding, Status};
@@ -51,21 +51,8 @@ pub fn attempt(addr: SocketAddr) -> Attempt {
 /// (`tcpi_pmtu`, lowered by ICMP "fragmentation needed") capped by the segment size the
 /// peer accepts (its MSS, which reflects its own interface MTU) plus the headers.
 fn path_mtu(stream: &TcpStream, ipv4: bool) -> Option<u32> {
-    // SAFETY: tcp_info is plain old data; zeroed is a valid value.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: the descriptor is the stream's own and open; `info` and `len` are valid for
-    // writes of the size passed.
-    let rc = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 || info.tcpi_pmtu == 0 {
+    let info = crate::ffi::linux::tcp_info(stream.as_fd()).ok()?;
+    if info.tcpi_pmtu == 0 {
         return None;
     }
     let ip_header = if ipv4 { 20 } else { 40 };
