@@ -7,8 +7,9 @@
 //!   rank ends with its own block reduced by all);
 //! - Broadcast: a binomial tree from rank 0 (log2(n) rounds).
 
-use super::pairwise::{Mesh, Result, reduce, split};
-use crate::bench::data::{self, DType, Op};
+use super::Reduce;
+use super::pairwise::{Mesh, Result, split};
+use crate::bench::data::{self, Op};
 
 /// Byte range of rank `k`'s block of `per` bytes.
 fn block(k: usize, per: usize) -> std::ops::Range<usize> {
@@ -50,13 +51,13 @@ impl Mesh {
     /// `input` holds n blocks of `out.len()` bytes; `out` receives this rank's block reduced
     /// over every rank. In place (`input` `None`), `out` holds the n blocks and the result
     /// lands in this rank's block of it.
-    pub fn reduce_scatter(
-        &mut self,
-        input: Option<&[u8]>,
-        out: &mut [u8],
-        dtype: DType,
-        op: Op,
-    ) -> Result<()> {
+    pub fn reduce_scatter(&mut self, job: Reduce) -> Result<()> {
+        let Reduce {
+            input,
+            out,
+            dtype,
+            op,
+        } = job;
         let (n, r) = (self.world, self.rank);
         let per = match input {
             Some(_) => out.len(),
@@ -81,17 +82,35 @@ impl Mesh {
                     None => &out[block(send, per)],
                 };
                 self.shift(right, src, left, incoming)?;
-                // The last step reduces this rank's own block (recv == r) into the result.
-                match (input, s == n - 2) {
-                    (Some(input), true) => {
-                        reduce(dtype, op, out, Some(&input[block(recv, per)]), incoming)
-                    }
-                    (None, true) => reduce(dtype, op, &mut out[block(r, per)], None, incoming),
-                    (Some(input), false) => {
-                        reduce(dtype, op, acc, Some(&input[block(recv, per)]), incoming)
-                    }
-                    (None, false) => reduce(dtype, op, acc, Some(&out[block(recv, per)]), incoming),
-                }
+                // Each step adds this rank's share of the block passing by; the last one
+                // (recv == r) completes this rank's own block, in the result.
+                let step = match (input, s == n - 2) {
+                    (Some(input), true) => Reduce {
+                        input: Some(&input[block(recv, per)]),
+                        out: &mut *out,
+                        dtype,
+                        op,
+                    },
+                    (None, true) => Reduce {
+                        input: None,
+                        out: &mut out[block(r, per)],
+                        dtype,
+                        op,
+                    },
+                    (Some(input), false) => Reduce {
+                        input: Some(&input[block(recv, per)]),
+                        out: acc,
+                        dtype,
+                        op,
+                    },
+                    (None, false) => Reduce {
+                        input: Some(&out[block(recv, per)]),
+                        out: acc,
+                        dtype,
+                        op,
+                    },
+                };
+                step.apply(incoming);
             }
             if op == Op::Avg {
                 let mine = if input.is_some() {

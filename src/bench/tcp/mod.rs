@@ -20,13 +20,43 @@ use std::time::{Duration, Instant};
 use super::auth;
 use super::collective::{Collective, Counts};
 use super::control::JobStop;
-use super::data::{DType, Op};
+use super::data::{self, DType, Op};
 use super::frame::Message;
 use super::rendezvous::{HANDSHAKE_DEADLINE, connect_retrying};
 use super::{Algo, Backend, BenchError};
 pub use link::{Link, Peer, Spin};
 pub use pairwise::Mesh;
 pub use ring::Ring;
+
+/// One reduction: `out = input ∘ incoming`, or in place (`input` `None`: `out` holds this
+/// rank's data) `out ∘= incoming`, element by element in `dtype` with `op`. Every
+/// reducing algorithm takes its buffers as one of these.
+pub struct Reduce<'a> {
+    pub input: Option<&'a [u8]>,
+    pub out: &'a mut [u8],
+    pub dtype: DType,
+    pub op: Op,
+}
+
+impl Reduce<'_> {
+    /// The same reduction over the bytes `range` of its input and output.
+    pub fn part(&mut self, range: std::ops::Range<usize>) -> Reduce<'_> {
+        Reduce {
+            input: self.input.map(|i| &i[range.clone()]),
+            out: &mut self.out[range],
+            dtype: self.dtype,
+            op: self.op,
+        }
+    }
+
+    /// Reduces `incoming`, as long as `out`, into `out`.
+    pub fn apply(self, incoming: &[u8]) {
+        match self.input {
+            Some(input) => data::reduce_from(self.dtype, self.op, self.out, input, incoming),
+            None => data::reduce(self.dtype, self.op, self.out, incoming),
+        }
+    }
+}
 
 /// Pause before opening a data connection again that the neighbour dropped unanswered.
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
@@ -359,31 +389,38 @@ impl TcpBackend {
         let input = (!in_place).then_some(self.input.as_slice());
         let out = &mut self.output;
         let mesh = &mut self.conns.mesh;
+        let job = Reduce {
+            input,
+            out,
+            dtype,
+            op,
+        };
         let result = match self.collective {
             Collective::AllReduce => match route {
-                Route::Rd => mesh.recursive_doubling(input, out, dtype, op),
-                Route::Rabenseifner => mesh.rabenseifner(input, out, dtype, op),
-                Route::Ring | Route::Tree => {
-                    return self.conns.ring.allreduce(input, out, dtype, op);
-                }
+                Route::Rd => mesh.recursive_doubling(job),
+                Route::Rabenseifner => mesh.rabenseifner(job),
+                Route::Ring | Route::Tree => return self.conns.ring.allreduce(job),
             },
             Collective::AllGather => {
-                if let Some(input) = input {
-                    out[rank * block..][..block].copy_from_slice(input);
+                if let Some(input) = job.input {
+                    job.out[rank * block..][..block].copy_from_slice(input);
                 }
-                mesh.allgather(out, block, route == Route::Rd)
+                mesh.allgather(job.out, block, route == Route::Rd)
             }
-            Collective::ReduceScatter => match input {
-                Some(input) => mesh.reduce_scatter(Some(input), &mut out[..block], dtype, op),
-                None => mesh.reduce_scatter(None, out, dtype, op),
-            },
+            Collective::ReduceScatter => mesh.reduce_scatter(match input {
+                Some(_) => Reduce {
+                    out: &mut job.out[..block],
+                    ..job
+                },
+                None => job,
+            }),
             Collective::Broadcast => {
                 if rank == 0
                     && let Some(input) = input
                 {
-                    out.copy_from_slice(input);
+                    job.out.copy_from_slice(input);
                 }
-                mesh.broadcast(out)
+                mesh.broadcast(job.out)
             }
         };
         result.map_err(|e| {

@@ -14,9 +14,10 @@
 use std::ops::Range;
 use std::time::Duration;
 
+use super::Reduce;
 use super::link::{Link, Spin};
 use super::ring::segment;
-use crate::bench::data::{self, DType, Op};
+use crate::bench::data::{self, Op};
 
 /// One rank's connections to every other rank.
 pub struct Mesh {
@@ -147,33 +148,23 @@ impl Mesh {
         })
     }
 
-    /// [`Mesh::exchange`] that reduces what arrives into `dst` as it arrives: `dst ∘= into`
-    /// (or `dst = local ∘ into`), a chunk at a time.
-    #[allow(clippy::too_many_arguments)]
+    /// [`Mesh::exchange`] that reduces what arrives into `job` as it arrives (`into` holds
+    /// the raw bytes), a chunk at a time.
     fn exchange_reducing(
         &self,
         peer: usize,
         out: &[u8],
         into: &mut [u8],
-        dst: &mut [u8],
-        local: Option<&[u8]>,
-        dtype: DType,
-        op: Op,
+        mut job: Reduce,
     ) -> Result<()> {
         let link = self.link(peer)?;
-        let es = dtype.size();
+        let es = job.dtype.size();
         let total = into.len();
         let mut done = 0;
         let mut arrived = |prefix: &[u8]| {
             let end = prefix.len() / es * es;
             if end > done && (end - done >= REDUCE_CHUNK || end == total) {
-                reduce(
-                    dtype,
-                    op,
-                    &mut dst[done..end],
-                    local.map(|l| &l[done..end]),
-                    &prefix[done..end],
-                );
+                job.part(done..end).apply(&prefix[done..end]);
                 done = end;
             }
         };
@@ -182,15 +173,8 @@ impl Mesh {
     }
 
     pub(super) fn exchange(&self, peer: usize, out: &[u8], into: &mut [u8]) -> Result<()> {
-        let link = self
-            .links
-            .get(peer)
-            .and_then(Option::as_ref)
-            .ok_or_else(|| LinkError {
-                peer,
-                error: std::io::Error::other("no connection"),
-            })?;
-        link.exchange(out, into, self.spin, self.timeout)
+        self.link(peer)?
+            .exchange(out, into, self.spin, self.timeout)
             .map_err(|error| LinkError { peer, error })
     }
 
@@ -207,43 +191,64 @@ impl Mesh {
         s
     }
 
-    /// Folds this rank's input into the core: returns the role, with `out` holding the
-    /// partial result (absorbed input included) for core ranks. `fresh` tells whether `out`
-    /// still has to be initialised from `input` (out of place).
-    fn fold(
+    /// Runs `core` among the power-of-two core of the ranks, with `scratch` bytes of scratch:
+    /// an extra rank first hands its input to its partner, which absorbs it, and receives the
+    /// result at the end.
+    fn in_core(
         &mut self,
-        input: Option<&[u8]>,
-        out: &mut [u8],
-        dtype: DType,
-        op: Op,
-        fresh: &mut bool,
-    ) -> Result<Role> {
+        job: Reduce,
+        scratch: usize,
+        core: impl FnOnce(&Mesh, Core) -> Result<()>,
+    ) -> Result<()> {
+        let Reduce {
+            input,
+            out,
+            dtype,
+            op,
+        } = job;
         let role = role(self.rank, self.world);
+        let mut fresh = input.is_some();
         match role {
             Role::Folded { partner } => {
-                let src = if *fresh { input.unwrap_or(out) } else { out };
-                self.exchange(partner, src, &mut [])?;
+                self.exchange(partner, input.unwrap_or(out), &mut [])?;
             }
             Role::Core {
-                folded: Some(from), ..
+                new, folded: from, ..
             } => {
-                let mut scratch = self.scratch(out.len());
-                let local = input.filter(|_| *fresh);
-                let into = &mut scratch[..out.len()];
-                let got = self.exchange_reducing(from, &[], into, out, local, dtype, op);
-                if got.is_ok() {
-                    *fresh = false;
-                }
-                self.scratch = scratch;
-                got?;
+                let mut buf = self.scratch(scratch.max(out.len()));
+                let result = (|| {
+                    if let Some(from) = from {
+                        let into = &mut buf[..out.len()];
+                        let absorbed = Reduce {
+                            input,
+                            out: &mut *out,
+                            dtype,
+                            op,
+                        };
+                        self.exchange_reducing(from, &[], into, absorbed)?;
+                        fresh = false;
+                    }
+                    let job = Reduce {
+                        input: input.filter(|_| fresh),
+                        out: &mut *out,
+                        dtype,
+                        op,
+                    };
+                    core(
+                        self,
+                        Core {
+                            new,
+                            p: pof2(self.world),
+                            scratch: &mut buf,
+                            job,
+                        },
+                    )
+                })();
+                self.scratch = buf;
+                result?;
             }
-            Role::Core { folded: None, .. } => {}
         }
-        Ok(role)
-    }
-
-    /// Hands the result back to a folded rank, or receives it.
-    fn unfold(&mut self, role: Role, out: &mut [u8]) -> Result<()> {
+        // Hand the result back to a folded rank, or receive it.
         match role {
             Role::Folded { partner } => self.exchange(partner, &[], out),
             Role::Core {
@@ -253,129 +258,142 @@ impl Mesh {
         }
     }
 
-    /// AllReduce by recursive doubling; `input` `None` means in place.
-    pub fn recursive_doubling(
-        &mut self,
-        input: Option<&[u8]>,
-        out: &mut [u8],
-        dtype: DType,
-        op: Op,
-    ) -> Result<()> {
-        let mut fresh = input.is_some();
-        let role = self.fold(input, out, dtype, op, &mut fresh)?;
-        if let Role::Core { new, .. } = role {
-            let p = pof2(self.world);
-            let mut scratch = self.scratch(out.len());
-            let result = (|| {
-                let mut mask = 1;
-                while mask < p {
-                    let partner = real(new ^ mask, self.world);
-                    let into = &mut scratch[..out.len()];
-                    let src = if fresh { input.unwrap_or(out) } else { &*out };
-                    self.exchange(partner, src, into)?;
-                    reduce(dtype, op, out, input.filter(|_| fresh), into);
-                    fresh = false;
-                    mask <<= 1;
-                }
-                if fresh && let Some(input) = input {
-                    out.copy_from_slice(input);
-                }
-                if op == Op::Avg {
-                    data::finish_avg(dtype, self.world, out);
-                }
-                Ok(())
-            })();
-            self.scratch = scratch;
-            result?;
+    /// AllReduce by recursive doubling.
+    pub fn recursive_doubling(&mut self, job: Reduce) -> Result<()> {
+        self.in_core(job, 0, |mesh, core| mesh.doubling(core))
+    }
+
+    fn doubling(&self, core: Core) -> Result<()> {
+        let Core {
+            new,
+            p,
+            scratch,
+            job:
+                Reduce {
+                    mut input,
+                    out,
+                    dtype,
+                    op,
+                },
+        } = core;
+        let mut mask = 1;
+        while mask < p {
+            let partner = real(new ^ mask, self.world);
+            let into = &mut scratch[..out.len()];
+            self.exchange(partner, input.unwrap_or(out), into)?;
+            let step = Reduce {
+                input,
+                out: &mut *out,
+                dtype,
+                op,
+            };
+            step.apply(into);
+            input = None;
+            mask <<= 1;
         }
-        self.unfold(role, out)
+        if let Some(input) = input {
+            out.copy_from_slice(input);
+        }
+        if op == Op::Avg {
+            data::finish_avg(dtype, self.world, out);
+        }
+        Ok(())
     }
 
     /// AllReduce by recursive halving (reduce-scatter) then recursive doubling (all-gather).
-    pub fn rabenseifner(
-        &mut self,
-        input: Option<&[u8]>,
-        out: &mut [u8],
-        dtype: DType,
-        op: Op,
-    ) -> Result<()> {
-        let mut fresh = input.is_some();
-        let role = self.fold(input, out, dtype, op, &mut fresh)?;
-        if let Role::Core { new, .. } = role {
-            let p = pof2(self.world);
-            let es = dtype.size();
-            let count = out.len() / es;
-            // Bytes of blocks lo..hi when the message is cut into p blocks.
-            let blocks = |lo: usize, hi: usize| {
-                segment(count, p, lo).start * es..segment(count, p, hi.max(lo + 1) - 1).end * es
+    pub fn rabenseifner(&mut self, job: Reduce) -> Result<()> {
+        let half = job.out.len().div_ceil(2) + job.dtype.size();
+        self.in_core(job, half, |mesh, core| mesh.halving_doubling(core))
+    }
+
+    fn halving_doubling(&self, core: Core) -> Result<()> {
+        let Core {
+            new,
+            p,
+            scratch,
+            job:
+                Reduce {
+                    mut input,
+                    out,
+                    dtype,
+                    op,
+                },
+        } = core;
+        let es = dtype.size();
+        let count = out.len() / es;
+        // Bytes of blocks lo..hi when the message is cut into p blocks.
+        let blocks = |lo: usize, hi: usize| {
+            segment(count, p, lo).start * es..segment(count, p, hi.max(lo + 1) - 1).end * es
+        };
+        let (mut lo, mut hi) = (0, p);
+        let mut mask = p / 2;
+        while mask > 0 {
+            let partner = real(new ^ mask, self.world);
+            let mid = (lo + hi) / 2;
+            let (keep, give) = if new & mask == 0 {
+                ((lo, mid), (mid, hi))
+            } else {
+                ((mid, hi), (lo, mid))
             };
-            let mut scratch = self.scratch(out.len().div_ceil(2) + es);
-            let result = (|| {
-                let (mut lo, mut hi) = (0, p);
-                let mut mask = p / 2;
-                while mask > 0 {
-                    let partner = real(new ^ mask, self.world);
-                    let mid = (lo + hi) / 2;
-                    let (keep, give) = if new & mask == 0 {
-                        ((lo, mid), (mid, hi))
-                    } else {
-                        ((mid, hi), (lo, mid))
+            let (keep, give) = (blocks(keep.0, keep.1), blocks(give.0, give.1));
+            let into = &mut scratch[..keep.len()];
+            match input {
+                Some(input) => {
+                    let job = Reduce {
+                        input: Some(&input[keep.clone()]),
+                        out: &mut out[keep],
+                        dtype,
+                        op,
                     };
-                    let (keep, give) = (blocks(keep.0, keep.1), blocks(give.0, give.1));
-                    let into = &mut scratch[..keep.len()];
-                    match input.filter(|_| fresh) {
-                        Some(input) => self.exchange_reducing(
-                            partner,
-                            &input[give],
-                            into,
-                            &mut out[keep.clone()],
-                            Some(&input[keep]),
-                            dtype,
-                            op,
-                        )?,
-                        None => {
-                            let (src, dst) = split(out, give, keep);
-                            self.exchange_reducing(partner, src, into, dst, None, dtype, op)?
-                        }
-                    }
-                    fresh = false;
-                    if new & mask == 0 {
-                        hi = mid;
-                    } else {
-                        lo = mid;
-                    }
-                    mask >>= 1;
+                    self.exchange_reducing(partner, &input[give], into, job)?
                 }
-                if fresh && let Some(input) = input {
-                    out.copy_from_slice(input);
+                None => {
+                    let (src, dst) = split(out, give, keep);
+                    let job = Reduce {
+                        input: None,
+                        out: dst,
+                        dtype,
+                        op,
+                    };
+                    self.exchange_reducing(partner, src, into, job)?
                 }
-                if op == Op::Avg {
-                    data::finish_avg(dtype, self.world, &mut out[blocks(new, new + 1)]);
-                }
-                let mut mask = 1;
-                while mask < p {
-                    let partner = new ^ mask;
-                    let mine = blocks(new & !(mask - 1), (new & !(mask - 1)) + mask);
-                    let theirs = blocks(partner & !(mask - 1), (partner & !(mask - 1)) + mask);
-                    let (src, into) = split(out, mine, theirs);
-                    self.exchange(real(partner, self.world), src, into)?;
-                    mask <<= 1;
-                }
-                Ok(())
-            })();
-            self.scratch = scratch;
-            result?;
+            }
+            input = None;
+            if new & mask == 0 {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+            mask >>= 1;
         }
-        self.unfold(role, out)
+        if let Some(input) = input {
+            out.copy_from_slice(input);
+        }
+        if op == Op::Avg {
+            data::finish_avg(dtype, self.world, &mut out[blocks(new, new + 1)]);
+        }
+        let mut mask = 1;
+        while mask < p {
+            let partner = new ^ mask;
+            let mine = blocks(new & !(mask - 1), (new & !(mask - 1)) + mask);
+            let theirs = blocks(partner & !(mask - 1), (partner & !(mask - 1)) + mask);
+            let (src, into) = split(out, mine, theirs);
+            self.exchange(real(partner, self.world), src, into)?;
+            mask <<= 1;
+        }
+        Ok(())
     }
 }
 
-/// `out ∘= incoming`, or `out = local ∘ incoming` when `local` is given.
-pub(super) fn reduce(dtype: DType, op: Op, out: &mut [u8], local: Option<&[u8]>, incoming: &[u8]) {
-    match local {
-        Some(local) => data::reduce_from(dtype, op, out, local, incoming),
-        None => data::reduce(dtype, op, out, incoming),
-    }
+/// A core rank's part of a folded reduction.
+struct Core<'a> {
+    /// Its index among the `p` core ranks.
+    new: usize,
+    p: usize,
+    scratch: &'a mut [u8],
+    /// The reduction; its input is `None` once `out` holds this rank's input (in place, or
+    /// a folded rank's input already absorbed).
+    job: Reduce<'a>,
 }
 
 #[cfg(test)]

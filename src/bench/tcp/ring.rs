@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use nix::poll::PollFd;
 
+use super::Reduce;
 use super::link::{Idle, Peer, Spin, interest, poll_all, read_some, write_some};
 use crate::bench::BenchError;
 use crate::bench::control::JobStop;
@@ -140,13 +141,13 @@ impl Ring {
 
     /// `out = input ∘ (every other rank's input)`; `input` `None` means in place (`out` holds
     /// the input).
-    pub fn allreduce(
-        &mut self,
-        input: Option<&[u8]>,
-        out: &mut [u8],
-        dtype: DType,
-        op: Op,
-    ) -> Result<(), BenchError> {
+    pub fn allreduce(&mut self, job: Reduce) -> Result<(), BenchError> {
+        let Reduce {
+            input,
+            out,
+            dtype,
+            op,
+        } = job;
         if let Some(input) = input
             && input.len() != out.len()
         {
@@ -580,13 +581,14 @@ impl Cursors {
                 let done = self.ready..end;
                 let dst = &mut dst[done.clone()];
                 let incoming = &scratch[done.clone()];
-                match work.input {
-                    Some(input) => {
-                        let local = &input[at.bytes.start + done.start..at.bytes.start + done.end];
-                        data::reduce_from(layout.dtype, work.op, dst, local, incoming)
-                    }
-                    None => data::reduce(layout.dtype, work.op, dst, incoming),
-                }
+                let local = at.bytes.start + done.start..at.bytes.start + done.end;
+                let step = Reduce {
+                    input: work.input.map(|input| &input[local]),
+                    out: &mut *dst,
+                    dtype: layout.dtype,
+                    op: work.op,
+                };
+                step.apply(incoming);
                 // The last reduce-scatter step completes this rank's own segment.
                 if at.step == layout.world - 2 && work.op == Op::Avg {
                     data::finish_avg(layout.dtype, layout.world, dst);
