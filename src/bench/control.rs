@@ -93,6 +93,15 @@ impl JobStop {
     }
 }
 
+/// The verdict when a rank's control connection fails: it left the job, and how.
+fn left_the_job(rank: usize, host: &str, e: FrameError) -> String {
+    let why = match e {
+        FrameError::Closed => "its connection closed (it exited or was killed)".to_string(),
+        other => other.to_string(),
+    };
+    format!("rank {rank} ({host}) left the job: {why}")
+}
+
 /// How long a failing rank waits for rank 0's verdict: a quarter of `--timeout` (1-3 s), so
 /// a stall detected after `--timeout` ends the job soon after it, not a fixed 3 s later
 /// (the README promises `--timeout` plus a few seconds).
@@ -226,17 +235,7 @@ impl Group {
                             }
                         }
                         Err(e) => {
-                            let why = match e {
-                                FrameError::Closed => {
-                                    "its connection closed (it exited or was killed)".to_string()
-                                }
-                                other => other.to_string(),
-                            };
-                            abort_all(
-                                &fatal,
-                                &hub,
-                                format!("rank {rank} ({host}) left the job: {why}"),
-                            );
+                            abort_all(&fatal, &hub, left_the_job(rank, &host, e));
                             return;
                         }
                     }
@@ -290,13 +289,7 @@ impl Group {
                         }
                     }
                     Err(e) => {
-                        let why = match e {
-                            FrameError::Closed => {
-                                "its connection closed (it exited or was killed)".to_string()
-                            }
-                            other => other.to_string(),
-                        };
-                        f.raise(format!("rank 0 ({host0}) left the job: {why}"));
+                        f.raise(left_the_job(0, &host0, e));
                         return;
                     }
                 }
