@@ -29,6 +29,21 @@ impl std::fmt::Display for Peer {
     }
 }
 
+/// What went wrong moving data with `peer`, in words: `doing` says what this rank was doing
+/// ("sending to", "receiving from", "exchanging with").
+pub fn failed(doing: &str, peer: &Peer, e: &io::Error, timeout: Duration) -> String {
+    match e.kind() {
+        io::ErrorKind::UnexpectedEof => {
+            format!("{peer} closed its connection (it exited or was killed)")
+        }
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => format!(
+            "{doing} {peer} failed: no progress for {}s (the rank stalled or the network dropped)",
+            timeout.as_secs()
+        ),
+        _ => format!("{doing} {peer} failed: {e}"),
+    }
+}
+
 /// How long an exchange busy-polls before it blocks. Past the first [`PURE_SPIN`] (a
 /// loopback or fast-network round trip) it yields the CPU between polls: when ranks (or
 /// anything else) outnumber cores, a pure spin would hold the core the peer needs to

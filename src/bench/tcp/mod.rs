@@ -423,25 +423,12 @@ impl TcpBackend {
                 mesh.broadcast(job.out)
             }
         };
-        result.map_err(|e| {
-            let peer = mesh.peer_name(e.peer);
-            let what = match e.error.kind() {
-                std::io::ErrorKind::UnexpectedEof => {
-                    format!("{peer} closed its connection (it exited or was killed)")
-                }
-                std::io::ErrorKind::TimedOut => format!(
-                    "{peer}: no progress for {}s (the rank stalled or the network dropped)",
-                    mesh.timeout().as_secs()
-                ),
-                _ => format!("exchanging with {peer} failed: {}", e.error),
-            };
-            match self.conns.fatal.reason() {
-                Some(verdict) => BenchError::Runtime(verdict),
-                None => BenchError::Transfer {
-                    peer: e.peer,
-                    reason: what,
-                },
-            }
+        result.map_err(|e| match self.conns.fatal.reason() {
+            Some(verdict) => BenchError::Runtime(verdict),
+            None => BenchError::Transfer {
+                peer: e.peer,
+                reason: mesh.failure(&e),
+            },
         })
     }
 }

@@ -15,7 +15,7 @@ use std::ops::Range;
 use std::time::Duration;
 
 use super::Reduce;
-use super::link::{Link, Spin};
+use super::link::{Link, Peer, Spin};
 use super::ring::segment;
 use crate::bench::data::{self, Op};
 
@@ -117,15 +117,16 @@ impl Mesh {
         self.world
     }
 
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
-    pub fn peer_name(&self, rank: usize) -> String {
-        self.links
-            .get(rank)
-            .and_then(Option::as_ref)
-            .map_or_else(|| format!("rank {rank}"), |l| l.peer.to_string())
+    /// A failed exchange in words, naming the peer by rank and host.
+    pub fn failure(&self, e: &LinkError) -> String {
+        let peer = self.links.get(e.peer).and_then(Option::as_ref).map_or_else(
+            || Peer {
+                rank: e.peer,
+                host: "?".into(),
+            },
+            |l| l.peer.clone(),
+        );
+        super::link::failed("exchanging with", &peer, &e.error, self.timeout)
     }
 
     fn link(&self, peer: usize) -> Result<&Link> {

@@ -21,7 +21,7 @@ use std::time::Duration;
 use nix::poll::PollFd;
 
 use super::Reduce;
-use super::link::{Idle, Peer, Spin, interest, poll_all, read_some, write_some};
+use super::link::{Idle, Peer, Spin, failed, interest, poll_all, read_some, write_some};
 use crate::bench::BenchError;
 use crate::bench::control::JobStop;
 use crate::bench::data::{self, DType, Op};
@@ -220,37 +220,16 @@ impl Ring {
         if let Some(verdict) = self.fatal.reason() {
             return BenchError::Runtime(verdict);
         }
-        let (peer, reason) = match failure {
-            Failure::Send(e) => (
-                &self.right,
-                format!(
-                    "sending to {} failed: {}",
-                    self.right,
-                    describe(&e, self.timeout)
-                ),
-            ),
-            Failure::Recv(e) if e.kind() == io::ErrorKind::UnexpectedEof => (
-                &self.left,
-                format!(
-                    "{} closed its connection (it exited or was killed)",
-                    self.left
-                ),
-            ),
-            Failure::Recv(e) => (
-                &self.left,
-                format!(
-                    "receiving from {} failed: {}",
-                    self.left,
-                    describe(&e, self.timeout)
-                ),
-            ),
+        let (doing, peer, e) = match failure {
+            Failure::Send(e) => ("sending to", &self.right, e),
+            Failure::Recv(e) => ("receiving from", &self.left, e),
             Failure::Interrupted => {
                 return BenchError::Runtime("a ring stream stopped".into());
             }
         };
         BenchError::Transfer {
             peer: peer.rank,
-            reason,
+            reason: failed(doing, peer, &e, self.timeout),
         }
     }
 }
@@ -603,18 +582,6 @@ impl Cursors {
             }
         }
         Ok(moved)
-    }
-}
-
-fn describe(e: &io::Error, timeout: Duration) -> String {
-    match e.kind() {
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
-            format!(
-                "no progress for {}s (the rank stalled or the network dropped)",
-                timeout.as_secs()
-            )
-        }
-        _ => e.to_string(),
     }
 }
 
