@@ -52,12 +52,7 @@ impl Mesh {
     /// over every rank. In place (`input` `None`), `out` holds the n blocks and the result
     /// lands in this rank's block of it.
     pub fn reduce_scatter(&mut self, job: Reduce) -> Result<()> {
-        let Reduce {
-            input,
-            out,
-            dtype,
-            op,
-        } = job;
+        let (input, out, dtype, op) = (job.input, job.out, job.dtype, job.op);
         let (n, r) = (self.world, self.rank);
         let per = match input {
             Some(_) => out.len(),

@@ -201,12 +201,7 @@ impl Mesh {
         scratch: usize,
         core: impl FnOnce(&Mesh, Core) -> Result<()>,
     ) -> Result<()> {
-        let Reduce {
-            input,
-            out,
-            dtype,
-            op,
-        } = job;
+        let (input, out, dtype, op) = (job.input, job.out, job.dtype, job.op);
         let role = role(self.rank, self.world);
         let mut fresh = input.is_some();
         match role {
@@ -265,18 +260,8 @@ impl Mesh {
     }
 
     fn doubling(&self, core: Core) -> Result<()> {
-        let Core {
-            new,
-            p,
-            scratch,
-            job:
-                Reduce {
-                    mut input,
-                    out,
-                    dtype,
-                    op,
-                },
-        } = core;
+        let (new, p, scratch, job) = (core.new, core.p, core.scratch, core.job);
+        let (mut input, out, dtype, op) = (job.input, job.out, job.dtype, job.op);
         let mut mask = 1;
         while mask < p {
             let partner = real(new ^ mask, self.world);
@@ -308,18 +293,8 @@ impl Mesh {
     }
 
     fn halving_doubling(&self, core: Core) -> Result<()> {
-        let Core {
-            new,
-            p,
-            scratch,
-            job:
-                Reduce {
-                    mut input,
-                    out,
-                    dtype,
-                    op,
-                },
-        } = core;
+        let (new, p, scratch, job) = (core.new, core.p, core.scratch, core.job);
+        let (mut input, out, dtype, op) = (job.input, job.out, job.dtype, job.op);
         let es = dtype.size();
         let count = out.len() / es;
         // Bytes of blocks lo..hi when the message is cut into p blocks.

@@ -142,12 +142,7 @@ impl Ring {
     /// `out = input ∘ (every other rank's input)`; `input` `None` means in place (`out` holds
     /// the input).
     pub fn allreduce(&mut self, job: Reduce) -> Result<(), BenchError> {
-        let Reduce {
-            input,
-            out,
-            dtype,
-            op,
-        } = job;
+        let (input, out, dtype, op) = (job.input, job.out, job.dtype, job.op);
         if let Some(input) = input
             && input.len() != out.len()
         {
