@@ -213,8 +213,20 @@ trait Element: Copy {
     fn max(self, other: Self) -> Self;
 }
 
+/// Implements [`Element`] for `$t` ($n bytes) with each operation's function; `half $t`
+/// computes in f32 and rounds once.
 macro_rules! element {
-    ($t:ty, $n:expr, $add:expr, $mul:expr, $min:expr, $max:expr) => {
+    (half $t:ty) => {
+        element!(
+            $t,
+            2,
+            add: |a: $t, b: $t| <$t>::from_f32(a.to_f32() + b.to_f32()),
+            mul: |a: $t, b: $t| <$t>::from_f32(a.to_f32() * b.to_f32()),
+            min: |a: $t, b: $t| <$t>::from_f32(fmin(a.to_f32(), b.to_f32())),
+            max: |a: $t, b: $t| <$t>::from_f32(fmax(a.to_f32(), b.to_f32())),
+        );
+    };
+    ($t:ty, $n:expr, $($op:ident: $f:expr),* $(,)?) => {
         impl Element for $t {
             const SIZE: usize = $n;
             #[inline(always)]
@@ -227,22 +239,12 @@ macro_rules! element {
             fn store(self, bytes: &mut [u8]) {
                 bytes.copy_from_slice(&self.to_ne_bytes());
             }
-            #[inline(always)]
-            fn add(self, o: Self) -> Self {
-                ($add)(self, o)
-            }
-            #[inline(always)]
-            fn mul(self, o: Self) -> Self {
-                ($mul)(self, o)
-            }
-            #[inline(always)]
-            fn min(self, o: Self) -> Self {
-                ($min)(self, o)
-            }
-            #[inline(always)]
-            fn max(self, o: Self) -> Self {
-                ($max)(self, o)
-            }
+            $(
+                #[inline(always)]
+                fn $op(self, o: Self) -> Self {
+                    ($f)(self, o)
+                }
+            )*
         }
     };
 }
@@ -255,32 +257,11 @@ fn fmax<T: PartialOrd>(a: T, b: T) -> T {
     if b > a { b } else { a }
 }
 
-element!(f32, 4, |a: f32, b| a + b, |a: f32, b| a * b, fmin, fmax);
-element!(f64, 8, |a: f64, b| a + b, |a: f64, b| a * b, fmin, fmax);
-element!(
-    i32,
-    4,
-    i32::wrapping_add,
-    i32::wrapping_mul,
-    Ord::min,
-    Ord::max
-);
-element!(
-    f16,
-    2,
-    |a: f16, b: f16| f16::from_f32(a.to_f32() + b.to_f32()),
-    |a: f16, b: f16| f16::from_f32(a.to_f32() * b.to_f32()),
-    |a: f16, b: f16| f16::from_f32(fmin(a.to_f32(), b.to_f32())),
-    |a: f16, b: f16| f16::from_f32(fmax(a.to_f32(), b.to_f32()))
-);
-element!(
-    bf16,
-    2,
-    |a: bf16, b: bf16| bf16::from_f32(a.to_f32() + b.to_f32()),
-    |a: bf16, b: bf16| bf16::from_f32(a.to_f32() * b.to_f32()),
-    |a: bf16, b: bf16| bf16::from_f32(fmin(a.to_f32(), b.to_f32())),
-    |a: bf16, b: bf16| bf16::from_f32(fmax(a.to_f32(), b.to_f32()))
-);
+element!(f32, 4, add: |a: f32, b| a + b, mul: |a: f32, b| a * b, min: fmin, max: fmax);
+element!(f64, 8, add: |a: f64, b| a + b, mul: |a: f64, b| a * b, min: fmin, max: fmax);
+element!(i32, 4, add: i32::wrapping_add, mul: i32::wrapping_mul, min: Ord::min, max: Ord::max);
+element!(half f16);
+element!(half bf16);
 
 /// Picks the operation once, outside the loop, so each loop is one monomorphic kernel the
 /// compiler can vectorise.
