@@ -94,6 +94,34 @@ impl Builder {
             self.notes.push(note);
         }
     }
+
+    /// `key=value` in `path`, a file that only persists (`what` names its settings): with
+    /// `--no-persist` a note says it is skipped instead. Whether the line was planned.
+    fn key_line(
+        &mut self,
+        persist: bool,
+        path: &str,
+        preamble: &'static str,
+        what: &str,
+        key: &str,
+        value: &str,
+    ) -> bool {
+        if !persist {
+            self.note(format!(
+                "{key} skipped: {what} exist only in {path}, which --no-persist does not write"
+            ));
+            return false;
+        }
+        let line = format!("{key}={value}");
+        self.file(
+            path,
+            preamble,
+            owned::key_before_equals,
+            key.to_string(),
+            line,
+        );
+        true
+    }
 }
 
 /// The plan for `changes` on the node behind `io`; an error names the change or file that
@@ -196,20 +224,11 @@ fn add(
                 )));
             }
             check_line(value, key)?;
-            if !persist {
-                b.note(format!("{key} skipped: NCCL settings exist only in {NCCL_CONF}, which --no-persist does not write"));
-                return Ok(());
+            if b.key_line(persist, NCCL_CONF, "", "NCCL settings", key, value) {
+                b.note(format!(
+                    "NCCL reads {NCCL_CONF} when a job starts; a job's own environment overrides it"
+                ));
             }
-            b.file(
-                NCCL_CONF,
-                "",
-                owned::key_before_equals,
-                key.clone(),
-                format!("{key}={value}"),
-            );
-            b.note(format!(
-                "NCCL reads {NCCL_CONF} when a job starts; a job's own environment overrides it"
-            ));
         }
         Change::FirewallAccept { ports } => b.ports.extend(ports.iter().copied()),
         Change::IrqAffinity { irq, cpus } => {
@@ -236,18 +255,8 @@ fn add(
         Change::Logind { key, value } => {
             check_word(key, "logind setting")?;
             check_word(value, key)?;
-            if !persist {
-                b.note(format!("{key} skipped: logind settings exist only in {LOGIND_CONF}, which --no-persist does not write"));
-                return Ok(());
-            }
-            b.file(
-                LOGIND_CONF,
-                "[Login]\n",
-                owned::key_before_equals,
-                key.clone(),
-                format!("{key}={value}"),
-            );
-            if !options.image {
+            let logind = "logind settings";
+            if b.key_line(persist, LOGIND_CONF, "[Login]\n", logind, key, value) && !options.image {
                 b.note(format!(
                     "systemd-logind reads {LOGIND_CONF} when it restarts (`systemctl restart systemd-logind`) or at boot"
                 ));
