@@ -2,5 +2,8 @@
 //! library, resolves its symbols and turns every failure into a typed error, so the rest of
 //! the crate calls safe functions.
 
+mod codes;
+mod library;
+
 pub mod cuda;
 pub mod nccl;
