@@ -119,6 +119,17 @@ pub struct Place {
     pub world: usize,
 }
 
+/// One GPU per rank: more ranks on a node than it has GPUs is a usage error naming both
+/// counts, found before any rank starts.
+pub fn check_ranks(local_ranks: usize, devices: usize) -> Result<(), BenchError> {
+    if local_ranks <= devices {
+        return Ok(());
+    }
+    Err(BenchError::Usage(format!(
+        "{local_ranks} ranks on this node but {devices} GPU(s): each rank needs a GPU of its own, so at most {devices} ranks per node (lower --ranks)"
+    )))
+}
+
 /// The GPU a rank uses and its name, for the header. Two ranks on one GPU would measure
 /// nothing real (and NCCL 2.30 no longer refuses it), so more local ranks than GPUs is a
 /// usage error naming both counts.
@@ -432,6 +443,19 @@ mod tests {
         );
         assert!(check_version(NcclVersion::from_code(21003), path).is_ok());
         assert!(check_version(NcclVersion::from_code(23203), path).is_ok());
+    }
+
+    #[test]
+    fn more_ranks_than_gpus_is_a_usage_error_naming_both_counts() {
+        assert!(check_ranks(8, 8).is_ok());
+        assert!(check_ranks(1, 8).is_ok());
+        let err = check_ranks(3, 2).unwrap_err();
+        assert_eq!(err.exit_code(), crate::error::ExitCode::Usage);
+        assert!(
+            err.to_string()
+                .starts_with("3 ranks on this node but 2 GPU(s)"),
+            "{err}"
+        );
     }
 
     #[test]
