@@ -109,6 +109,9 @@ pub fn run(job: &Job, root: &Root) -> Result<ExitCode, BenchError> {
         (None, Resolved::Nccl(p)) => p.devices,
         (None, Resolved::Tcp) => 2,
     };
+    if let Resolved::Nccl(p) = &resolved {
+        nccl::check_ranks(ranks, p.devices)?;
+    }
     drop(resolved);
     if ranks == 1 {
         let env = JobEnv {

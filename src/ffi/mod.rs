@@ -2,6 +2,9 @@
 //! library, resolves its symbols and turns every failure into a typed error, so the rest of
 //! the crate calls safe functions.
 
+mod codes;
+mod library;
+
 pub mod cuda;
 pub mod linux;
 pub mod nccl;

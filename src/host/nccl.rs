@@ -9,7 +9,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-pub use crate::ffi::nccl::{Nccl, NcclError, NcclVersion, UNIQUE_ID_BYTES};
+pub use crate::ffi::nccl::{Nccl, NcclError, NcclVersion};
 
 use super::Root;
 use super::libsearch::{self, SYSTEM_PYTHON_PREFIXES};
@@ -53,6 +53,18 @@ pub struct Located {
     pub host_path: Option<String>,
 }
 
+impl Located {
+    /// A file the invoking host named (`$GPUTUNE_NCCL_LIB`, `LD_LIBRARY_PATH`): it has no
+    /// path inside the root.
+    fn named(path: PathBuf, origin: Origin) -> Located {
+        Located {
+            path,
+            origin,
+            host_path: None,
+        }
+    }
+}
+
 /// The process environment the search depends on, captured once so tests can set it:
 /// `$GPUTUNE_NCCL_LIB` and what every library search reads ([`libsearch::SearchEnv`]).
 #[derive(Debug, Clone, Default)]
@@ -79,11 +91,7 @@ pub fn locate(root: &Root, env: &SearchEnv) -> Result<Located, Vec<String>> {
         // An explicit path is the user's choice: taken as given, even under --root.
         let path = PathBuf::from(file);
         if path.is_file() {
-            return Ok(Located {
-                path,
-                origin: Origin::EnvVar,
-                host_path: None,
-            });
+            return Ok(Located::named(path, Origin::EnvVar));
         }
         searched.push(format!("$GPUTUNE_NCCL_LIB={file} (no such file)"));
     }
@@ -94,11 +102,7 @@ pub fn locate(root: &Root, env: &SearchEnv) -> Result<Located, Vec<String>> {
         for dir in dirs.split(':').filter(|d| !d.is_empty()) {
             let path = Path::new(dir).join(SONAME);
             if path.is_file() {
-                return Ok(Located {
-                    path,
-                    origin: Origin::LdLibraryPath,
-                    host_path: None,
-                });
+                return Ok(Located::named(path, Origin::LdLibraryPath));
             }
         }
         searched.push(format!("LD_LIBRARY_PATH={dirs}"));
@@ -304,30 +308,11 @@ mod tests {
 mod real_library {
     use super::*;
 
-    /// The real libnccl.so.2 from the nvidia-nccl-cu12 wheel that scripts/test installs.
-    fn real_nccl() -> PathBuf {
-        let path = std::env::var("GPUTUNE_TEST_NCCL_LIB")
-            .expect("GPUTUNE_TEST_NCCL_LIB is unset: run the tests with scripts/test, which installs the real NCCL");
-        PathBuf::from(path)
-    }
-
-    #[test]
-    fn reports_the_version_and_makes_ids_without_a_gpu() {
-        let nccl = Nccl::open(&real_nccl()).unwrap();
-        let version = nccl.version().unwrap();
-        assert_eq!(version.major, 2);
-        assert!(version.minor >= 14, "{version}");
-        let (a, b) = (nccl.unique_id().unwrap(), nccl.unique_id().unwrap());
-        assert_ne!(a, [0; UNIQUE_ID_BYTES]);
-        assert_ne!(a, b, "two ids must differ");
-        assert!(!nccl.error_string(1).is_empty());
-    }
-
     /// Under a root other than `/`, the real library's version comes from its `.rodata`
     /// and matches what `ncclGetVersion` says when it is loaded.
     #[test]
     fn an_image_library_is_read_not_loaded_and_agrees_with_the_loaded_one() {
-        let lib = real_nccl();
+        let lib = crate::ffi::nccl::test_library();
         let dir = lib.parent().unwrap();
         let root = Root::new(dir);
         let located = Located {
@@ -346,7 +331,7 @@ mod real_library {
 
     #[test]
     fn is_found_through_ld_library_path() {
-        let lib = real_nccl();
+        let lib = crate::ffi::nccl::test_library();
         let env = SearchEnv {
             libs: libsearch::SearchEnv {
                 ld_library_path: Some(format!("/nonexistent:{}", lib.parent().unwrap().display())),

@@ -19,10 +19,11 @@ impl CudaProbe for RealCuda {
         match cuda::driver_version() {
             Ok(version) => Ok(super::nvml::cuda_version_text(version)),
             Err(CudaError::NoDriver(e)) => Err(format!(
-                "NVIDIA driver not found ({CUDA_LIBRARY} cannot be loaded: {e})"
+                "NVIDIA driver not found ({CUDA_LIBRARY} cannot be loaded: {})",
+                e.message
             )),
             Err(CudaError::Call { code, .. }) => {
-                Err(format!("cuDriverGetVersion failed with CUresult {code}"))
+                Err(format!("cuDriverGetVersion failed with {code}"))
             }
             Err(e) => Err(e.to_string()),
         }

@@ -1,13 +1,13 @@
 //! The NCCL backend: one process per GPU (`LOCAL_RANK` picks the device), device buffers and
-//! a stream through the CUDA driver API ([`cuda`]), NCCL through `libnccl.so.2` found by
-//! [`crate::host::nccl::locate`]. The communicator's id travels in the rendezvous Welcome, so
-//! no MPI is needed. Every wait polls the stream and NCCL's asynchronous error, and gives up
-//! with `ncclCommAbort` when the timeout passes or the job is stopped.
+//! a stream through the CUDA driver ([`crate::ffi::cuda`]), NCCL through `libnccl.so.2` found
+//! by [`crate::host::nccl::locate`] and bound by [`crate::ffi::nccl`]. The communicator's id
+//! travels in the rendezvous Welcome, so no MPI is needed. Every wait polls the stream and
+//! NCCL's asynchronous error, and gives up with `ncclCommAbort` when `--timeout` passes or
+//! the job is stopped. What the backend holds (communicator, buffers, stream, context)
+//! releases itself when dropped, on every path.
 
-pub use crate::ffi::cuda;
 pub mod init;
 
-use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -16,9 +16,13 @@ use crate::bench::collective::{Collective, Counts};
 use crate::bench::control::JobStop;
 use crate::bench::data::{DType, Op};
 use crate::bench::{Backend, BenchError};
+use crate::ffi::cuda::{Context, Cuda, CudaError, DeviceBuffer, Stream};
+use crate::ffi::nccl::{
+    At, CollectiveCall, Communicator, DataType, Nccl, NcclResult, NcclVersion, Progress, RedOp,
+    UNIQUE_ID_BYTES,
+};
 use crate::host::Root;
-use crate::host::nccl::{Nccl, NcclVersion, SearchEnv, UNIQUE_ID_BYTES, locate};
-use cuda::{CuDevicePtr, CuStream, Cuda, Stream};
+use crate::host::nccl::{SONAME, SearchEnv, locate};
 
 /// The oldest NCCL with everything used here: `ncclAvg` and bf16 arrived in 2.10.
 pub const MIN_VERSION: (u32, u32) = (2, 10);
@@ -31,23 +35,24 @@ pub struct NcclStack {
     pub devices: usize,
 }
 
+/// A failure to report as is (exit 3).
+fn rt(e: impl ToString) -> BenchError {
+    BenchError::Runtime(e.to_string())
+}
+
 /// Loads NCCL and CUDA and counts GPUs; each way of failing is its own message.
 pub fn probe(root: &Root) -> Result<NcclStack, BenchError> {
     let located = locate(root, &SearchEnv::from_process()).map_err(|searched| {
-        BenchError::Runtime(format!(
-            "NCCL not found ({} not in: {}); set GPUTUNE_NCCL_LIB to its path, or use --backend tcp",
-            crate::host::nccl::SONAME,
+        rt(format!(
+            "NCCL not found ({SONAME} not in: {}); set GPUTUNE_NCCL_LIB to its path, or use --backend tcp",
             searched.join("; ")
         ))
     })?;
-    let nccl =
-        crate::host::nccl::load(root, &located).map_err(|e| BenchError::Runtime(e.to_string()))?;
-    let version = nccl
-        .version()
-        .map_err(|e| BenchError::Runtime(e.to_string()))?;
+    let nccl = crate::host::nccl::load(root, &located).map_err(rt)?;
+    let version = nccl.version().map_err(rt)?;
     check_version(version, &located.path)?;
-    let with_nccl = |e: cuda::CudaError| {
-        BenchError::Runtime(format!(
+    let with_nccl = |e: CudaError| {
+        rt(format!(
             "NCCL {version} found at {}, but {e}; use --backend tcp to measure the network without GPUs",
             located.path.display()
         ))
@@ -65,7 +70,7 @@ pub fn probe(root: &Root) -> Result<NcclStack, BenchError> {
 /// Refuses an NCCL older than [`MIN_VERSION`], naming the file.
 pub fn check_version(version: NcclVersion, path: &std::path::Path) -> Result<(), BenchError> {
     if (version.major, version.minor) < MIN_VERSION {
-        return Err(BenchError::Runtime(format!(
+        return Err(rt(format!(
             "NCCL {version} at {} is too old: bench needs {}.{} or newer (avg and bf16)",
             path.display(),
             MIN_VERSION.0,
@@ -75,32 +80,34 @@ pub fn check_version(version: NcclVersion, path: &std::path::Path) -> Result<(),
     Ok(())
 }
 
-/// `ncclUniqueId`, passed by value.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct UniqueId {
-    internal: [u8; UNIQUE_ID_BYTES],
-}
-
-pub type Comm = *mut c_void;
-
-fn nccl_type(dtype: DType) -> c_int {
+fn data_type(dtype: DType) -> DataType {
     match dtype {
-        DType::I32 => 2,
-        DType::F16 => 6,
-        DType::F32 => 7,
-        DType::F64 => 8,
-        DType::Bf16 => 9,
+        DType::I32 => DataType::Int32,
+        DType::F16 => DataType::Float16,
+        DType::F32 => DataType::Float32,
+        DType::F64 => DataType::Float64,
+        DType::Bf16 => DataType::Bfloat16,
     }
 }
 
-fn nccl_op(op: Op) -> c_int {
+fn red_op(op: Op) -> RedOp {
     match op {
-        Op::Sum => 0,
-        Op::Prod => 1,
-        Op::Max => 2,
-        Op::Min => 3,
-        Op::Avg => 4,
+        Op::Sum => RedOp::Sum,
+        Op::Prod => RedOp::Prod,
+        Op::Max => RedOp::Max,
+        Op::Min => RedOp::Min,
+        Op::Avg => RedOp::Avg,
+    }
+}
+
+/// The library call for a row: `count` as [`Counts::param`] gives it, reductions by `op`,
+/// Broadcast from rank 0 (nccl-tests' default root).
+fn nccl_call(collective: Collective, count: usize, op: RedOp) -> CollectiveCall {
+    match collective {
+        Collective::AllReduce => CollectiveCall::AllReduce { count, op },
+        Collective::AllGather => CollectiveCall::AllGather { count },
+        Collective::ReduceScatter => CollectiveCall::ReduceScatter { count, op },
+        Collective::Broadcast => CollectiveCall::Broadcast { count, root: 0 },
     }
 }
 
@@ -112,31 +119,15 @@ pub struct Place {
     pub world: usize,
 }
 
-/// One rank's communicator on one GPU.
-pub struct NcclBackend {
-    probe: NcclStack,
-    /// Its primary context is retained while the backend lives.
-    device: cuda::CuDevice,
-    comm: Comm,
-    stream: Stream,
-    send: CuDevicePtr,
-    recv: CuDevicePtr,
-    capacity: usize,
-    input: Vec<u8>,
-    dtype: DType,
-    collective: Collective,
-    counts: Counts,
-    rank: usize,
-    calls: Calls,
-    /// Bytes to allocate at least: the run's largest size, so smaller sizes can move.
-    max_bytes: usize,
-    /// Operations since the last reset: each one's buffers sit one size further into the
-    /// allocation (cycling), as nccl-tests shifts them to keep caches from flattering small
-    /// sizes; a reset goes back to offset 0, where the input is loaded and the check reads.
-    iter: usize,
-    timeout: Duration,
-    fatal: Arc<JobStop>,
-    aborted: bool,
+/// One GPU per rank: more ranks on a node than it has GPUs is a usage error naming both
+/// counts, found before any rank starts.
+pub fn check_ranks(local_ranks: usize, devices: usize) -> Result<(), BenchError> {
+    if local_ranks <= devices {
+        return Ok(());
+    }
+    Err(BenchError::Usage(format!(
+        "{local_ranks} ranks on this node but {devices} GPU(s): each rank needs a GPU of its own, so at most {devices} ranks per node (lower --ranks)"
+    )))
 }
 
 /// The GPU a rank uses and its name, for the header. Two ranks on one GPU would measure
@@ -150,16 +141,101 @@ pub fn device_for(probe: &NcclStack, local_rank: usize) -> Result<(usize, String
         )));
     }
     let ordinal = local_rank;
-    let dev = probe
-        .cuda
-        .device(ordinal)
-        .map_err(|e| BenchError::Runtime(e.to_string()))?;
-    let name = probe
-        .cuda
-        .device_name(dev)
-        .map_err(|e| BenchError::Runtime(e.to_string()))?;
+    let dev = probe.cuda.device(ordinal).map_err(rt)?;
+    let name = probe.cuda.device_name(dev).map_err(rt)?;
     Ok((ordinal, format!("{ordinal} {name}")))
 }
+
+/// One rank's communicator on one GPU. Fields drop in order: the communicator before the
+/// memory and stream its work used; the context, which each of them also holds, last.
+pub struct NcclBackend {
+    /// `None` once aborted.
+    comm: Option<Communicator>,
+    /// Allocated by the first [`Backend::prepare`], grown when a size needs more.
+    buffers: Option<Buffers>,
+    stream: Stream,
+    context: Context,
+    /// This rank's input for the current size, kept to reload before each checked run.
+    input: Vec<u8>,
+    dtype: DType,
+    collective: Collective,
+    counts: Counts,
+    rank: usize,
+    /// Bytes to allocate at least: the run's largest size, so smaller sizes can move.
+    max_bytes: usize,
+    /// Operations since the last reset: each one's buffers sit one size further into the
+    /// allocation (cycling), as nccl-tests shifts them to keep caches from flattering small
+    /// sizes; a reset goes back to offset 0, where the input is loaded and the check reads.
+    iter: usize,
+    timeout: Duration,
+    fatal: Arc<JobStop>,
+}
+
+/// The send and receive allocations, of the same size.
+struct Buffers {
+    send: DeviceBuffer,
+    recv: DeviceBuffer,
+}
+
+/// Which allocation one side of an operation uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Send,
+    Recv,
+}
+
+/// Where an operation reads and writes: the allocation and byte offset of its send side,
+/// then of its receive side, `shift` bytes in. Out of place each side has its own; in place
+/// both use the receive allocation as nccl-tests places them: AllGather sends from this
+/// rank's `block`, ReduceScatter receives into it.
+fn layout(
+    collective: Collective,
+    in_place: bool,
+    shift: usize,
+    block: usize,
+    rank: usize,
+) -> [(Side, usize); 2] {
+    if !in_place {
+        return [(Side::Send, shift), (Side::Recv, shift)];
+    }
+    let mine = shift.saturating_add(rank.saturating_mul(block));
+    match collective {
+        Collective::AllGather => [(Side::Recv, mine), (Side::Recv, shift)],
+        Collective::ReduceScatter => [(Side::Recv, shift), (Side::Recv, mine)],
+        Collective::AllReduce | Collective::Broadcast => [(Side::Recv, shift), (Side::Recv, shift)],
+    }
+}
+
+/// The offset of operation `iter` since the reset: `whole · (iter mod steps)`, with `steps`
+/// the sizes that fit in `capacity` (nccl-tests' `startColl`).
+fn shift(iter: usize, whole: usize, capacity: usize) -> usize {
+    if whole == 0 {
+        return 0;
+    }
+    let steps = (capacity / whole).max(1);
+    whole * (iter % steps)
+}
+
+/// `len` zeroed bytes of host memory, or an error when there is not that much.
+fn host_buffer(len: usize) -> Result<Vec<u8>, BenchError> {
+    let mut buffer = Vec::new();
+    buffer
+        .try_reserve_exact(len)
+        .map_err(|_| rt(format!("cannot allocate {len} bytes of host memory")))?;
+    buffer.resize(len, 0);
+    Ok(buffer)
+}
+
+/// What a wait waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Until {
+    /// NCCL took the last call (a non-blocking communicator refuses the next one before).
+    Queued,
+    /// The stream ran everything queued on it.
+    Finished,
+}
+
+const ABORTED: &str = "the NCCL communicator was aborted";
 
 impl NcclBackend {
     /// Joins the communicator ([`init`]): an error, never a hang, when a rank is missing
@@ -172,115 +248,82 @@ impl NcclBackend {
         timeout: Duration,
         fatal: Arc<JobStop>,
     ) -> Result<NcclBackend, BenchError> {
-        let Place {
-            ordinal,
-            rank,
-            world,
-        } = place;
-        let rt = |e: String| BenchError::Runtime(e);
-        if id.len() != UNIQUE_ID_BYTES {
-            return Err(rt(format!(
+        let id: &[u8; UNIQUE_ID_BYTES] = id.try_into().map_err(|_| {
+            rt(format!(
                 "rank 0 sent an NCCL id of {} bytes, not {UNIQUE_ID_BYTES}",
                 id.len()
-            )));
-        }
-        let mut unique = UniqueId {
-            internal: [0; UNIQUE_ID_BYTES],
-        };
-        unique.internal.copy_from_slice(id);
-        let calls = Calls::resolve(&probe).map_err(rt)?;
-        let dev = probe.cuda.device(ordinal).map_err(|e| rt(e.to_string()))?;
-        probe.cuda.use_device(dev).map_err(|e| rt(e.to_string()))?;
-        // From here every failure releases what was taken: the context, then the stream.
-        let stream = match probe.cuda.stream() {
-            Ok(s) => s,
-            Err(e) => {
-                probe.cuda.release_device(dev);
-                return Err(rt(e.to_string()));
-            }
-        };
-        let comm = match init::init(
-            &probe.nccl,
-            probe.version,
-            world,
-            unique,
-            rank,
-            timeout,
-            &fatal,
-        ) {
-            Ok(c) => c,
-            Err(e) => {
-                probe.cuda.destroy_stream(stream);
-                probe.cuda.release_device(dev);
-                return Err(e);
-            }
-        };
+            ))
+        })?;
+        // Each of these releases itself if a later step fails.
+        let device = probe.cuda.device(place.ordinal).map_err(rt)?;
+        let context = probe.cuda.primary_context(device).map_err(rt)?;
+        let stream = context.stream().map_err(rt)?;
+        let comm = init::init(&probe, &context, place, id, timeout, &fatal)?;
         Ok(NcclBackend {
-            probe,
-            device: dev,
-            comm,
+            comm: Some(comm),
+            buffers: None,
             stream,
-            send: 0,
-            recv: 0,
-            capacity: 0,
+            context,
             input: Vec::new(),
             dtype: DType::F32,
             collective: Collective::AllReduce,
             counts: Collective::AllReduce.counts(0, 1),
-            rank,
-            calls,
+            rank: place.rank,
             max_bytes,
             iter: 0,
             timeout,
             fatal,
-            aborted: false,
         })
     }
 
-    fn cuda_err(e: cuda::CudaError) -> BenchError {
-        BenchError::Runtime(e.to_string())
+    fn buffers(&self) -> Result<&Buffers, BenchError> {
+        self.buffers
+            .as_ref()
+            .ok_or_else(|| rt("the NCCL backend ran before it was prepared"))
     }
 
-    /// Waits for the stream, watching NCCL's asynchronous error, the job's stop and the
-    /// timeout; aborts the communicator on any of them.
-    /// `--timeout` bounds the whole wait, as nccl-tests' `-T` does.
-    fn wait(&mut self, ops: usize) -> Result<(), BenchError> {
-        let deadline = Instant::now() + self.timeout;
-        let async_error = self.calls.async_error;
+    /// Bytes the in-place buffer holds: the larger of send and receive.
+    fn whole(&self) -> usize {
+        self.counts.send.max(self.counts.recv) * self.dtype.size()
+    }
+
+    /// The two sides of an operation `shift` bytes into the allocations.
+    fn places<'a>(&self, buffers: &'a Buffers, in_place: bool, shift: usize) -> [At<'a>; 2] {
+        let block = self.counts.param.saturating_mul(self.dtype.size());
+        layout(self.collective, in_place, shift, block, self.rank).map(|(side, offset)| At {
+            buffer: match side {
+                Side::Send => &buffers.send,
+                Side::Recv => &buffers.recv,
+            },
+            offset,
+        })
+    }
+
+    /// Queues one operation, its buffers `shift` bytes in.
+    fn launch(&self, op: Op, in_place: bool, shift: usize) -> Result<Progress, BenchError> {
+        let comm = self.comm.as_ref().ok_or_else(|| rt(ABORTED))?;
+        let [send, recv] = self.places(self.buffers()?, in_place, shift);
+        let call = nccl_call(self.collective, self.counts.param, red_op(op));
+        comm.launch(call, data_type(self.dtype), send, recv, &self.stream)
+            .map_err(rt)
+    }
+
+    /// Polls until `until` holds, watching NCCL's asynchronous error, the job's stop and
+    /// `deadline`; aborts the communicator on any of them.
+    fn wait(&mut self, until: Until, deadline: Instant, ops: usize) -> Result<(), BenchError> {
         loop {
-            let code = self
-                .probe
-                .cuda
-                .stream_query(self.stream)
-                .map_err(Self::cuda_err)?;
-            if code == 0 {
-                return Ok(());
+            match self.poll(until) {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(e) => return Err(self.abort(e)),
             }
-            if code != cuda::NOT_READY {
-                self.abort();
-                return Err(BenchError::Runtime(format!(
-                    "cuStreamQuery failed: {}",
-                    self.probe.cuda.error_string(code)
-                )));
-            }
-            let mut err: c_int = 0;
-            // SAFETY: `comm` is a live communicator; valid out-pointer.
-            unsafe { async_error(self.comm, &mut err) };
-            if err != 0 && err != 7 {
-                // 7 = ncclInProgress.
-                let message = self.probe.nccl.error_string(err);
-                self.abort();
-                return Err(BenchError::Runtime(format!(
-                    "NCCL reported: {message} (ncclResult_t {err})"
-                )));
-            }
-            if let Some(reason) = self.fatal.reason() {
-                self.abort();
-                return Err(BenchError::Runtime(reason));
+            if self.fatal.is_raised()
+                && let Some(reason) = self.fatal.reason()
+            {
+                return Err(self.abort(reason));
             }
             if Instant::now() >= deadline {
-                self.abort();
-                return Err(BenchError::Runtime(format!(
+                return Err(self.abort(format!(
                     "{} operation(s) did not complete within {}s: a rank stalled or the network dropped (communicator aborted)",
                     ops.max(1),
                     self.timeout.as_secs()
@@ -290,117 +333,27 @@ impl NcclBackend {
         }
     }
 
-    fn abort(&mut self) {
-        if self.aborted {
-            return;
+    /// Whether `until` holds now; an error once NCCL or the stream reports one.
+    fn poll(&self, until: Until) -> Result<bool, BenchError> {
+        let comm = self.comm.as_ref().ok_or_else(|| rt(ABORTED))?;
+        match comm.state().map_err(rt)? {
+            NcclResult::SUCCESS => {}
+            NcclResult::IN_PROGRESS => return Ok(false),
+            code => return Err(rt(comm.reported(code))),
         }
-        self.aborted = true;
-        // SAFETY: ncclResult_t ncclCommAbort(ncclComm_t).
-        if let Ok(abort) = unsafe {
-            self.probe
-                .nccl
-                .symbol::<unsafe extern "C" fn(Comm) -> c_int>("ncclCommAbort")
-        } {
-            // SAFETY: `comm` is live and not used after this.
-            unsafe { abort(self.comm) };
-        }
-    }
-}
-
-/// The NCCL entry points the timed loop calls, looked up once.
-#[derive(Clone, Copy)]
-struct Calls {
-    /// ncclAllReduce(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
-    /// cudaStream_t).
-    all_reduce: unsafe extern "C" fn(
-        *const c_void,
-        *mut c_void,
-        usize,
-        c_int,
-        c_int,
-        Comm,
-        CuStream,
-    ) -> c_int,
-    /// ncclAllGather(const void*, void*, size_t sendcount, ncclDataType_t, ncclComm_t,
-    /// cudaStream_t).
-    all_gather:
-        unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, Comm, CuStream) -> c_int,
-    /// ncclReduceScatter(const void*, void*, size_t recvcount, ncclDataType_t, ncclRedOp_t,
-    /// ncclComm_t, cudaStream_t).
-    reduce_scatter: unsafe extern "C" fn(
-        *const c_void,
-        *mut c_void,
-        usize,
-        c_int,
-        c_int,
-        Comm,
-        CuStream,
-    ) -> c_int,
-    /// ncclBroadcast(const void*, void*, size_t, ncclDataType_t, int root, ncclComm_t,
-    /// cudaStream_t).
-    broadcast: unsafe extern "C" fn(
-        *const c_void,
-        *mut c_void,
-        usize,
-        c_int,
-        c_int,
-        Comm,
-        CuStream,
-    ) -> c_int,
-    /// ncclCommGetAsyncError(ncclComm_t, ncclResult_t*).
-    async_error: unsafe extern "C" fn(Comm, *mut c_int) -> c_int,
-}
-
-impl Calls {
-    fn resolve(probe: &NcclStack) -> Result<Calls, String> {
-        let nccl = &probe.nccl;
-        let e = |e: crate::host::nccl::NcclError| e.to_string();
-        // SAFETY: each symbol has the C signature written on its field (nccl.h).
-        unsafe {
-            Ok(Calls {
-                all_reduce: nccl.symbol("ncclAllReduce").map_err(e)?,
-                all_gather: nccl.symbol("ncclAllGather").map_err(e)?,
-                reduce_scatter: nccl.symbol("ncclReduceScatter").map_err(e)?,
-                broadcast: nccl.symbol("ncclBroadcast").map_err(e)?,
-                async_error: nccl.symbol("ncclCommGetAsyncError").map_err(e)?,
-            })
-        }
-    }
-}
-
-impl NcclBackend {
-    /// The send and receive pointers of one operation, as nccl-tests places them in place:
-    /// AllGather sends from this rank's block of the receive buffer, ReduceScatter receives
-    /// into this rank's block of the send buffer.
-    fn pointers(&self, in_place: bool, shift: usize) -> (CuDevicePtr, CuDevicePtr) {
-        let shift = shift as CuDevicePtr;
-        let (send, recv) = (self.send + shift, self.recv + shift);
-        if !in_place {
-            return (send, recv);
-        }
-        let block = (self.counts.param * self.dtype.size()) as CuDevicePtr;
-        let mine = recv + self.rank as CuDevicePtr * block;
-        match self.collective {
-            Collective::AllGather => (mine, recv),
-            Collective::ReduceScatter => (recv, mine),
-            Collective::AllReduce | Collective::Broadcast => (recv, recv),
+        match until {
+            Until::Queued => Ok(true),
+            Until::Finished => self.stream.is_idle().map_err(rt),
         }
     }
 
-    /// The offset of operation `iter` since the reset: `whole · (iter mod steps)`, with
-    /// `steps` the sizes that fit in the allocation (nccl-tests' `startColl`).
-    fn shift(&self, iter: usize) -> usize {
-        let whole = self.whole();
-        if whole == 0 {
-            return 0;
+    /// Aborts the communicator (once; later calls find none) and returns `reason` as the
+    /// error.
+    fn abort(&mut self, reason: impl ToString) -> BenchError {
+        if let Some(comm) = self.comm.take() {
+            comm.abort();
         }
-        let steps = (self.capacity / whole).max(1);
-        whole * (iter % steps)
-    }
-
-    /// Bytes the in-place buffer holds: the larger of send and receive.
-    fn whole(&self) -> usize {
-        self.counts.send.max(self.counts.recv) * self.dtype.size()
+        rt(reason)
     }
 }
 
@@ -414,133 +367,63 @@ impl Backend for NcclBackend {
     ) -> Result<(), BenchError> {
         (self.collective, self.dtype, self.counts) = (collective, dtype, counts);
         let whole = self.whole().max(self.max_bytes);
-        if whole > self.capacity {
-            if self.capacity > 0 {
-                self.probe.cuda.free(self.send);
-                self.probe.cuda.free(self.recv);
-                self.capacity = 0;
-            }
-            self.send = self.probe.cuda.alloc(whole).map_err(Self::cuda_err)?;
-            self.recv = match self.probe.cuda.alloc(whole) {
-                Ok(p) => p,
-                Err(e) => {
-                    self.probe.cuda.free(self.send);
-                    return Err(Self::cuda_err(e));
-                }
-            };
-            self.capacity = whole;
+        if self.buffers.as_ref().is_none_or(|b| b.recv.len() < whole) {
+            // The old pair goes before the larger one is asked for.
+            self.buffers = None;
+            let send = self.context.alloc(whole).map_err(rt)?;
+            let recv = self.context.alloc(whole).map_err(rt)?;
+            self.buffers = Some(Buffers { send, recv });
         }
         self.input.clear();
         self.input.try_reserve_exact(input.len()).map_err(|_| {
-            BenchError::Runtime(format!(
+            rt(format!(
                 "cannot allocate {} bytes of host memory",
                 input.len()
             ))
         })?;
         self.input.extend_from_slice(input);
-        self.probe
-            .cuda
-            .copy_to_device(self.send, input)
-            .and_then(|()| self.probe.cuda.synchronize())
-            .map_err(Self::cuda_err)
+        self.buffers()?
+            .send
+            .write(0, input, &self.stream)
+            .map_err(rt)
     }
 
     fn run(&mut self, op: Op, in_place: bool, iters: usize) -> Result<(), BenchError> {
-        if self.aborted {
-            return Err(BenchError::Runtime(
-                "the NCCL communicator was aborted".into(),
-            ));
-        }
-        let (param, ty, red) = (self.counts.param, nccl_type(self.dtype), nccl_op(op));
-        let (comm, stream, calls) = (self.comm, self.stream.0, self.calls);
-        let name = match self.collective {
-            Collective::AllReduce => "ncclAllReduce",
-            Collective::AllGather => "ncclAllGather",
-            Collective::ReduceScatter => "ncclReduceScatter",
-            Collective::Broadcast => "ncclBroadcast",
-        };
+        // `--timeout` bounds the whole wait, as nccl-tests' `-T` does.
+        let deadline = Instant::now() + self.timeout;
+        let capacity = self.buffers()?.recv.len();
         for _ in 0..iters {
-            let (src, dst) = self.pointers(in_place, self.shift(self.iter));
-            let (src, dst) = (src as *const c_void, dst as *mut c_void);
+            let shift = shift(self.iter, self.whole(), capacity);
             self.iter += 1;
-            // SAFETY: the shift keeps `whole()` bytes inside the allocation at both pointers,
-            // enough for this collective's counts; stream and communicator are live.
-            let code = unsafe {
-                match self.collective {
-                    Collective::AllReduce => {
-                        (calls.all_reduce)(src, dst, param, ty, red, comm, stream)
-                    }
-                    Collective::AllGather => (calls.all_gather)(src, dst, param, ty, comm, stream),
-                    Collective::ReduceScatter => {
-                        (calls.reduce_scatter)(src, dst, param, ty, red, comm, stream)
-                    }
-                    Collective::Broadcast => {
-                        (calls.broadcast)(src, dst, param, ty, 0, comm, stream)
-                    }
-                }
-            };
-            // A non-blocking communicator may answer ncclInProgress: the wait polls it.
-            if code == init::IN_PROGRESS {
-                continue;
-            }
-            if let Err(e) = self.probe.nccl.check(name, code) {
-                self.abort();
-                return Err(BenchError::Runtime(e.to_string()));
+            match self.launch(op, in_place, shift) {
+                Ok(Progress::Done) => {}
+                Ok(Progress::InProgress) => self.wait(Until::Queued, deadline, iters)?,
+                Err(e) => return Err(self.abort(e)),
             }
         }
-        self.wait(iters)
+        self.wait(Until::Finished, deadline, iters)
     }
 
+    /// Clears the output and loads fresh input, as nccl-tests does before a checked run,
+    /// both on the benchmark's stream (so the collective queued next sees them): a check
+    /// that did nothing then fails instead of passing on the timed loop's leftovers.
     fn reset(&mut self, in_place: bool) -> Result<(), BenchError> {
         self.iter = 0;
-        let cuda = &self.probe.cuda;
-        if in_place {
-            let (src, _) = self.pointers(true, 0);
-            cuda.copy_to_device(src, &self.input)
-        } else {
-            // Clear the output, as nccl-tests does before a checked run.
-            let len = self.counts.recv * self.dtype.size();
-            let mut zeros = Vec::new();
-            zeros.try_reserve_exact(len).map_err(|_| {
-                BenchError::Runtime(format!("cannot allocate {len} bytes of host memory"))
-            })?;
-            zeros.resize(len, 0);
-            cuda.copy_to_device(self.recv, &zeros)
-        }
-        .and_then(|()| cuda.synchronize())
-        .map_err(Self::cuda_err)
+        let [send, recv] = self.places(self.buffers()?, in_place, 0);
+        let output = self.counts.recv * self.dtype.size();
+        recv.buffer
+            .clear(recv.offset, output, &self.stream)
+            .and_then(|()| send.buffer.write(send.offset, &self.input, &self.stream))
+            .map_err(rt)
     }
 
     fn result(&mut self, in_place: bool) -> Result<Vec<u8>, BenchError> {
-        let (_, dst) = self.pointers(in_place, 0);
-        let mut out = vec![0u8; self.counts.recv * self.dtype.size()];
-        self.probe
-            .cuda
-            .copy_to_host(&mut out, dst)
-            .map_err(Self::cuda_err)?;
+        let [_, recv] = self.places(self.buffers()?, in_place, 0);
+        let mut out = host_buffer(self.counts.recv * self.dtype.size())?;
+        recv.buffer
+            .read(recv.offset, &mut out, &self.stream)
+            .map_err(rt)?;
         Ok(out)
-    }
-}
-
-impl Drop for NcclBackend {
-    fn drop(&mut self) {
-        if !self.aborted {
-            // SAFETY: ncclResult_t ncclCommDestroy(ncclComm_t); the communicator is idle.
-            if let Ok(destroy) = unsafe {
-                self.probe
-                    .nccl
-                    .symbol::<unsafe extern "C" fn(Comm) -> c_int>("ncclCommDestroy")
-            } {
-                // SAFETY: live communicator, destroyed once.
-                unsafe { destroy(self.comm) };
-            }
-        }
-        if self.capacity > 0 {
-            self.probe.cuda.free(self.send);
-            self.probe.cuda.free(self.recv);
-        }
-        self.probe.cuda.destroy_stream(self.stream);
-        self.probe.cuda.release_device(self.device);
     }
 }
 
@@ -560,5 +443,91 @@ mod tests {
         );
         assert!(check_version(NcclVersion::from_code(21003), path).is_ok());
         assert!(check_version(NcclVersion::from_code(23203), path).is_ok());
+    }
+
+    #[test]
+    fn more_ranks_than_gpus_is_a_usage_error_naming_both_counts() {
+        assert!(check_ranks(8, 8).is_ok());
+        assert!(check_ranks(1, 8).is_ok());
+        let err = check_ranks(3, 2).unwrap_err();
+        assert_eq!(err.exit_code(), crate::error::ExitCode::Usage);
+        assert!(
+            err.to_string()
+                .starts_with("3 ranks on this node but 2 GPU(s)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn out_of_place_sides_use_their_own_allocation_at_the_shift() {
+        for collective in Collective::ALL {
+            assert_eq!(
+                layout(collective, false, 64, 16, 3),
+                [(Side::Send, 64), (Side::Recv, 64)],
+                "{collective:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn in_place_sides_sit_in_the_receive_allocation_as_nccl_tests_puts_them() {
+        // Rank 2 of 4, 16-byte blocks, 128 bytes in: AllGather sends from this rank's block,
+        // ReduceScatter receives into it, the others work on one range.
+        let (base, mine) = ((Side::Recv, 128), (Side::Recv, 160));
+        for (collective, want) in [
+            (Collective::AllGather, [mine, base]),
+            (Collective::ReduceScatter, [base, mine]),
+            (Collective::AllReduce, [base, base]),
+            (Collective::Broadcast, [base, base]),
+        ] {
+            assert_eq!(layout(collective, true, 128, 16, 2), want, "{collective:?}");
+        }
+    }
+
+    #[test]
+    fn each_operation_moves_one_size_further_and_wraps_inside_the_allocation() {
+        // 1 KiB operations in a 4 KiB allocation: 0, 1, 2, 3 KiB, then back to 0.
+        let shifts: Vec<usize> = (0..6).map(|i| shift(i, 1024, 4096)).collect();
+        assert_eq!(shifts, [0, 1024, 2048, 3072, 0, 1024]);
+        // Every shifted operation still ends inside the allocation.
+        for (iter, whole, capacity) in [(7, 1000, 4096), (3, 4096, 4096), (9, 3, 10)] {
+            assert!(shift(iter, whole, capacity) + whole <= capacity);
+        }
+        assert_eq!(shift(5, 0, 4096), 0);
+        assert_eq!(shift(5, 4096, 4096), 0, "the largest size never moves");
+    }
+
+    /// The in-place layout never reaches past `whole` bytes from the shift, so with the
+    /// shift above every side fits in the allocation: what ffi::nccl checks again.
+    #[test]
+    fn every_side_of_every_collective_fits_in_the_allocation() {
+        let (ranks, es, capacity) = (4, 4, 4096);
+        for collective in Collective::ALL {
+            let counts = collective.counts(64, ranks);
+            let whole = counts.send.max(counts.recv) * es;
+            let call = nccl_call(collective, counts.param, RedOp::Sum);
+            let (send_len, recv_len) = call.extents(es, ranks).unwrap();
+            assert_eq!((send_len, recv_len), (counts.send * es, counts.recv * es));
+            for rank in 0..ranks {
+                for in_place in [false, true] {
+                    for iter in 0..8 {
+                        let at = shift(iter, whole, capacity);
+                        let [(_, send), (_, recv)] =
+                            layout(collective, in_place, at, counts.param * es, rank);
+                        assert!(send + send_len <= capacity, "{collective:?} {rank} {iter}");
+                        assert!(recv + recv_len <= capacity, "{collective:?} {rank} {iter}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bench_types_map_to_nccl_types_of_the_same_size() {
+        for dtype in DType::ALL {
+            assert_eq!(data_type(dtype).size(), dtype.size(), "{dtype:?}");
+        }
+        assert_eq!(red_op(Op::Avg), RedOp::Avg);
+        assert_eq!(red_op(Op::Min), RedOp::Min);
     }
 }
