@@ -1,6 +1,7 @@
-//! Bindings to C libraries loaded at run time, one module per library: each opens its
-//! library, resolves its symbols and turns every failure into a typed error, so the rest of
-//! the crate calls safe functions.
+//! Every foreign call gputune makes, behind safe functions: one module per C library loaded
+//! at run time (`cuda`, `nccl`: each opens its library, resolves its symbols once and turns
+//! every failure into a typed error) and `linux` for the few kernel calls that neither nix
+//! nor socket2 offers. Nothing outside this folder uses `unsafe`.
 
 mod codes;
 mod library;
