@@ -172,12 +172,23 @@ impl Check {
         self
     }
 
+    /// The same check of one more subject (`.login`, `@training.slice`): the id gains `suffix`.
+    pub fn suffixed(mut self, suffix: &str) -> Self {
+        self.id.push_str(suffix);
+        self
+    }
+
     pub fn id(&self) -> &str {
         &self.id
     }
 
     pub fn area(&self) -> Area {
         self.area
+    }
+
+    /// The reason given with [`Check::why`], for a verdict that says more around it.
+    pub fn why_text(&self) -> &str {
+        &self.why
     }
 
     /// The check holds.
@@ -213,22 +224,31 @@ impl Check {
 
     /// It could not be judged on this node; `reason` says why.
     pub fn skip(&self, reason: impl Into<String>) -> Finding {
-        Finding::skip(self.id.clone(), self.area, self.expected.clone(), reason)
+        self.unjudged(Status::Skip, "-", reason.into())
     }
 
-    /// The fact could not be read or parsed; `problem` says which and why.
+    /// The fact could not be read or parsed: never a panic, always a finding; `problem` says
+    /// which and why.
     pub fn error(&self, problem: impl Into<String>) -> Finding {
-        Finding::error(self.id.clone(), self.area, self.expected.clone(), problem)
+        self.unjudged(Status::Error, "?", problem.into())
     }
 
     fn judged(&self, status: Status, actual: String, fix: String) -> Finding {
+        self.finding(status, actual, self.why.clone(), fix)
+    }
+
+    fn unjudged(&self, status: Status, actual: &str, message: String) -> Finding {
+        self.finding(status, actual.into(), message, String::new())
+    }
+
+    fn finding(&self, status: Status, actual: String, message: String, fix: String) -> Finding {
         Finding {
             id: self.id.clone(),
             area: self.area,
             status,
             expected: self.expected.clone(),
             actual,
-            message: self.why.clone(),
+            message,
             fix,
             change: None,
         }
@@ -243,14 +263,7 @@ impl Finding {
         expected: impl Into<String>,
         reason: impl Into<String>,
     ) -> Self {
-        Finding::unjudged(
-            id.into(),
-            area,
-            Status::Skip,
-            expected.into(),
-            "-",
-            reason.into(),
-        )
+        Check::new(id, area).expected(expected).skip(reason)
     }
 
     /// A fact that could not be read or parsed: never a panic, always a finding.
@@ -260,14 +273,7 @@ impl Finding {
         expected: impl Into<String>,
         problem: impl Into<String>,
     ) -> Self {
-        Finding::unjudged(
-            id.into(),
-            area,
-            Status::Error,
-            expected.into(),
-            "?",
-            problem.into(),
-        )
+        Check::new(id, area).expected(expected).error(problem)
     }
 
     /// The change `apply` makes to fix this finding.
@@ -282,23 +288,9 @@ impl Finding {
         self
     }
 
-    fn unjudged(
-        id: String,
-        area: Area,
-        status: Status,
-        expected: String,
-        actual: &str,
-        message: String,
-    ) -> Self {
-        Finding {
-            id,
-            area,
-            status,
-            expected,
-            actual: actual.into(),
-            message,
-            fix: String::new(),
-            change: None,
-        }
+    /// Sets the fix (one worked out once the verdict is known).
+    pub fn with_fix(mut self, fix: impl Into<String>) -> Self {
+        self.fix = fix.into();
+        self
     }
 }
