@@ -168,12 +168,11 @@ pub fn conflicts(ctx: &Context, area: Area, settings: &[(&String, &Setting)]) ->
         Ok(None) => return Vec::new(),
         Err(e) => {
             return if area == Area::Network {
-                vec![Finding::error(
-                    "tuned.profile",
-                    area,
-                    "a readable tuned profile",
-                    e.to_string(),
-                )]
+                vec![
+                    Check::new("tuned.profile", area)
+                        .expected("a readable tuned profile")
+                        .error(e.to_string()),
+                ]
             } else {
                 Vec::new()
             };
@@ -198,19 +197,27 @@ pub fn conflicts(ctx: &Context, area: Area, settings: &[(&String, &Setting)]) ->
         if status == Status::Pass {
             continue;
         }
-        out.push(Check::new(format!("tuned.{key}"), area)
-            .expected(setting.rule.describe())
-            .why(format!(
-                "tuned profile `{}` sets {name} = {} in {}; tuned applies it after systemd-sysctl, so tuned wins at boot over sysctl.d{}",
-                tuned.profile,
-                set.value,
-                set.file,
-                problem.map_or_else(String::new, |p| format!(" ({p})"))
-            ))
-            .judge(status, format!("{actual} (tuned profile {})", tuned.profile), format!(
-                "tuned applies after systemd-sysctl and wins at boot: align it with gputune in a custom profile /etc/tuned/profiles/gputune/tuned.conf with `[main]` `include={}` and `[sysctl]` `{name}=<the profile's value>`, then `tuned-adm profile gputune` (or disable tuned); gputune does not edit tuned's profiles",
-                tuned.profile
-            )));
+        let why = format!(
+            "tuned profile `{}` sets {name} = {} in {}; tuned applies it after systemd-sysctl, so tuned wins at boot over sysctl.d{}",
+            tuned.profile,
+            set.value,
+            set.file,
+            problem.map_or_else(String::new, |p| format!(" ({p})"))
+        );
+        let fix = format!(
+            "tuned applies after systemd-sysctl and wins at boot: align it with gputune in a custom profile /etc/tuned/profiles/gputune/tuned.conf with `[main]` `include={}` and `[sysctl]` `{name}=<the profile's value>`, then `tuned-adm profile gputune` (or disable tuned); gputune does not edit tuned's profiles",
+            tuned.profile
+        );
+        out.push(
+            Check::new(format!("tuned.{key}"), area)
+                .expected(setting.rule.describe())
+                .why(why)
+                .judge(
+                    status,
+                    format!("{actual} (tuned profile {})", tuned.profile),
+                    fix,
+                ),
+        );
     }
     out
 }
