@@ -50,7 +50,7 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
             "cuda.version" => versions::cuda(ctx, inv, probes, setting),
             "nccl.version" => versions::nccl(ctx, inv, setting),
             "cudnn.version" => stack::cudnn(ctx, inv, setting, &SearchEnv::from_process()),
-            other => Finding::error(other, Area::Gpu, "-", "no check for this key"),
+            other => Check::new(other, Area::Gpu).error("no check for this key"),
         });
     }
     if !inv.gpus.is_empty() {
@@ -65,11 +65,9 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
 }
 
 fn count(inv: &Inventory) -> Finding {
+    let check = Check::new("gpu.count", Area::Gpu).expected(">= 1");
     if inv.gpus.is_empty() {
-        return Finding::skip(
-            "gpu.count",
-            Area::Gpu,
-            ">= 1",
+        return check.skip(
             "no NVIDIA GPU on the PCI bus (vendor 0x10de, display class): GPU checks do not apply",
         );
     }
@@ -78,10 +76,7 @@ fn count(inv: &Inventory) -> Finding {
         .iter()
         .map(|g| format!("{} {}", g.pci_address, g.device_id))
         .collect();
-    Check::new("gpu.count", Area::Gpu)
-        .expected(">= 1")
-        .why(list.join(", "))
-        .pass(inv.gpus.len().to_string())
+    check.why(list.join(", ")).pass(inv.gpus.len().to_string())
 }
 
 /// A GPU whose link trained narrower or slower than it can: the commonest silent cause of
@@ -95,15 +90,10 @@ pub fn pcie_link(g: &Gpu) -> Finding {
         g.pci_address, g.pci_address
     );
     let (status, message) = if g.link.max_width.is_none() && g.link.max_gts.is_none() {
-        return Finding::skip(
-            id,
-            Area::Gpu,
-            "-",
-            format!(
-                "{} reports no PCIe link (no max_link_speed/max_link_width in sysfs)",
-                g.pci_address
-            ),
-        );
+        return Check::new(id, Area::Gpu).skip(format!(
+            "{} reports no PCIe link (no max_link_speed/max_link_width in sysfs)",
+            g.pci_address
+        ));
     } else if g.link.width_downtrained() {
         (
             Status::Fail,
@@ -147,25 +137,23 @@ fn nvml(inv: &Inventory) -> Vec<Finding> {
         return vec![];
     }
     if let Err(reason) = &inv.nvml {
-        return vec![Finding::skip(
-            "gpu.nvml",
-            Area::Gpu,
-            "NVML available",
-            format!("skipped: {reason}; sysfs facts are still shown"),
-        )];
+        return vec![
+            Check::new("gpu.nvml", Area::Gpu)
+                .expected("NVML available")
+                .skip(format!("skipped: {reason}; sysfs facts are still shown")),
+        ];
     }
     let mut out = Vec::new();
     for g in &inv.gpus {
         let Some(n) = &g.nvml else {
-            out.push(Finding::skip(
-                format!("gpu{}.nvml", g.index),
-                Area::Gpu,
-                "NVML sees the GPU",
-                format!(
-                    "NVML does not list {} (driver not bound to it?)",
-                    g.pci_address
-                ),
-            ));
+            out.push(
+                Check::new(format!("gpu{}.nvml", g.index), Area::Gpu)
+                    .expected("NVML sees the GPU")
+                    .skip(format!(
+                        "NVML does not list {} (driver not bound to it?)",
+                        g.pci_address
+                    )),
+            );
             continue;
         };
         if let Some(on) = n.persistence_mode {

@@ -8,108 +8,36 @@ use crate::host::libsearch;
 use crate::inventory::Inventory;
 use crate::inventory::pci;
 use crate::inventory::rdma::{RdmaDevice, RdmaPort};
+use crate::profile::setting::Setting;
 
-use super::super::{Context, hw};
+use super::super::{Context, by_rule};
 use super::ncclenv::NcclConfig;
 
 /// Every check of one HCA.
 pub fn audit(ctx: &Context, hca: &RdmaDevice, why: &str, nccl: &NcclConfig) -> Vec<Finding> {
     let mut out = Vec::new();
     if hca.ports.is_empty() {
-        out.push(Finding::skip(
-            format!("rdma.{}.ports", hca.name),
-            Area::Nic,
-            "a port",
-            format!(
-                "{} lists no ports in /sys/class/infiniband/{}/ports",
-                hca.name, hca.name
-            ),
-        ));
+        out.push(
+            Check::new(format!("rdma.{}.ports", hca.name), Area::Nic)
+                .expected("a port")
+                .skip(format!(
+                    "{} lists no ports in /sys/class/infiniband/{}/ports",
+                    hca.name, hca.name
+                )),
+        );
     }
     for port in &hca.ports {
         out.push(state(hca, port, why));
         for (key, setting) in ctx.profile.area(Area::Nic) {
-            let id = format!("{key}.{}.{}", hca.name, port.port);
-            match key.as_str() {
-                "rdma.rate_mbps" => {
-                    let expected = setting.rule.describe();
-                    out.push(match port.rate_mbps {
-                        Some(mbps) if port.is_active() => {
-                            let (status, note) = hw::judge(setting, &mbps.to_string());
-                            Check::new(id, Area::Nic)
-                                .expected(expected)
-                                .why(note.unwrap_or_else(|| {
-                                    format!(
-                                        "{} port {} runs at `{}`; {}",
-                                        hca.name,
-                                        port.port,
-                                        port.rate,
-                                        super::super::why(ctx, Area::Nic, "rdma.rate_mbps")
-                                    )
-                                }))
-                                .judge(status, mbps.to_string(), format!(
-                                    "check the cable and the switch port (`ibstat {}`, `mlxlink -d {}`): a rate below the adapter's means it trained down",
-                                    hca.name, hca.name
-                                ))
-                        }
-                        Some(_) => Finding::skip(
-                            id,
-                            Area::Nic,
-                            expected,
-                            format!("{} port {} is not active", hca.name, port.port),
-                        ),
-                        None => Finding::error(
-                            id,
-                            Area::Nic,
-                            expected,
-                            format!(
-                                "/sys/class/infiniband/{}/ports/{}/rate: `{}` is not a rate",
-                                hca.name, port.port, port.rate
-                            ),
-                        ),
-                    });
-                }
-                "rdma.active_mtu" => {
-                    let expected = setting.rule.describe();
-                    out.push(match port.active_mtu {
-                        Some(mtu) => {
-                            let (status, note) = hw::judge(setting, &mtu.to_string());
-                            Check::new(id, Area::Nic)
-                                .expected(expected)
-                                .why(note.unwrap_or_else(|| {
-                                    format!(
-                                        "{} port {} carries {mtu}-byte RDMA payloads (the largest IB MTU its netdev's MTU holds); {}",
-                                        hca.name,
-                                        port.port,
-                                        super::super::why(ctx, Area::Nic, "rdma.active_mtu")
-                                    )
-                                }))
-                                .judge(status, mtu.to_string(), format!(
-                                    "raise the MTU of {} to 9000 (and on the switch ports) so RoCE runs at IB MTU 4096",
-                                    if hca.netdevs.is_empty() { "its netdev".to_string() } else { hca.netdevs.join(", ") }
-                                ))
-                        }
-                        None => Finding::skip(
-                            id,
-                            Area::Nic,
-                            expected,
-                            if port.is_roce() {
-                                format!("{} port {} has no netdev MTU to derive it from", hca.name, port.port)
-                            } else {
-                                format!("{} port {} is InfiniBand: the subnet manager sets its MTU, which sysfs does not show (`ibv_devinfo`)", hca.name, port.port)
-                            },
-                        ),
-                    });
-                }
-                "rdma.link_layer" => {
-                    let (status, note) = hw::judge(setting, &port.link_layer);
-                    out.push(Check::new(id, Area::Nic)
-                        .expected(setting.rule.describe())
-                        .why(note.unwrap_or_else(|| super::super::why(ctx, Area::Nic, "rdma.link_layer")))
-                        .judge(status, port.link_layer.clone(), "use the profile for this fabric (ddp-infiniband for InfiniBand, ddp-roce for RoCE)"));
-                }
-                _ => {}
-            }
+            let judge = match key.as_str() {
+                "rdma.rate_mbps" => rate,
+                "rdma.active_mtu" => active_mtu,
+                "rdma.link_layer" => link_layer,
+                _ => continue,
+            };
+            let check = super::super::setting_check(ctx, Area::Nic, key, setting)
+                .suffixed(&format!(".{}.{}", hca.name, port.port));
+            out.push(judge(check, setting, hca, port));
         }
         if port.is_roce() {
             out.push(gid(hca, port, nccl));
@@ -119,6 +47,86 @@ pub fn audit(ctx: &Context, hca: &RdmaDevice, why: &str, nccl: &NcclConfig) -> V
         out.push(f);
     }
     out
+}
+
+/// `rdma.rate_mbps` of an active port.
+fn rate(check: Check, setting: &Setting, hca: &RdmaDevice, port: &RdmaPort) -> Finding {
+    match port.rate_mbps {
+        Some(mbps) if port.is_active() => {
+            let why = format!(
+                "{} port {} runs at `{}`; {}",
+                hca.name,
+                port.port,
+                port.rate,
+                check.why_text()
+            );
+            let mbps = mbps.to_string();
+            by_rule(
+                &check.why(why),
+                setting,
+                &mbps,
+                mbps.clone(),
+                format!(
+                    "check the cable and the switch port (`ibstat {}`, `mlxlink -d {}`): a rate below the adapter's means it trained down",
+                    hca.name, hca.name
+                ),
+            )
+        }
+        Some(_) => check.skip(format!("{} port {} is not active", hca.name, port.port)),
+        None => check.error(format!(
+            "/sys/class/infiniband/{}/ports/{}/rate: `{}` is not a rate",
+            hca.name, port.port, port.rate
+        )),
+    }
+}
+
+/// `rdma.active_mtu`: the RDMA payload a RoCE port's netdev MTU allows.
+fn active_mtu(check: Check, setting: &Setting, hca: &RdmaDevice, port: &RdmaPort) -> Finding {
+    let Some(mtu) = port.active_mtu else {
+        return check.skip(if port.is_roce() {
+            format!(
+                "{} port {} has no netdev MTU to derive it from",
+                hca.name, port.port
+            )
+        } else {
+            format!(
+                "{} port {} is InfiniBand: the subnet manager sets its MTU, which sysfs does not show (`ibv_devinfo`)",
+                hca.name, port.port
+            )
+        });
+    };
+    let why = format!(
+        "{} port {} carries {mtu}-byte RDMA payloads (the largest IB MTU its netdev's MTU holds); {}",
+        hca.name,
+        port.port,
+        check.why_text()
+    );
+    let netdevs = if hca.netdevs.is_empty() {
+        "its netdev".to_string()
+    } else {
+        hca.netdevs.join(", ")
+    };
+    let mtu = mtu.to_string();
+    by_rule(
+        &check.why(why),
+        setting,
+        &mtu,
+        mtu.clone(),
+        format!(
+            "raise the MTU of {netdevs} to 9000 (and on the switch ports) so RoCE runs at IB MTU 4096"
+        ),
+    )
+}
+
+/// `rdma.link_layer`: InfiniBand or Ethernet (RoCE), as the profile's fabric.
+fn link_layer(check: Check, setting: &Setting, _: &RdmaDevice, port: &RdmaPort) -> Finding {
+    by_rule(
+        &check,
+        setting,
+        &port.link_layer,
+        port.link_layer.clone(),
+        "use the profile for this fabric (ddp-infiniband for InfiniBand, ddp-roce for RoCE)",
+    )
 }
 
 fn state(hca: &RdmaDevice, port: &RdmaPort, why: &str) -> Finding {

@@ -6,7 +6,7 @@
 
 use std::net::{IpAddr, ToSocketAddrs};
 
-use crate::finding::{Area, Finding};
+use crate::finding::{Area, Check, Finding};
 use crate::inventory::nic::Nic;
 use crate::inventory::rdma::RdmaDevice;
 use crate::inventory::{Inventory, route};
@@ -43,12 +43,11 @@ pub fn training<'a>(
                     why: format!("it routes to --peer {peer}"),
                 };
             }
-            Err(reason) => findings.push(Finding::skip(
-                "nic.peer_route",
-                Area::Nic,
-                format!("an interface routes to {peer}"),
-                reason,
-            )),
+            Err(reason) => findings.push(
+                Check::new("nic.peer_route", Area::Nic)
+                    .expected(format!("an interface routes to {peer}"))
+                    .skip(reason),
+            ),
         }
     }
     if !inv.rdma.is_empty() {
@@ -162,18 +161,15 @@ pub fn unjudged(inv: &Inventory, chosen: &Chosen) -> Vec<Finding> {
         .iter()
         .filter(|n| n.is_up() && !chosen.nics.iter().any(|c| c.name == n.name))
         .map(|n| {
-            Finding::skip(
-                format!("nic.{}.role", n.name),
-                Area::Nic,
-                "the training fabric",
-                format!(
+            Check::new(format!("nic.{}.role", n.name), Area::Nic)
+                .expected("the training fabric")
+                .skip(format!(
                     "{} ({}) is not the training fabric ({}): listed, not judged for speed or MTU",
                     n.name,
                     n.speed_mbps
                         .map_or("speed unreported".into(), |s| format!("{s} Mb/s")),
                     fabric.join(", ")
-                ),
-            )
+                ))
         })
         .collect()
 }
