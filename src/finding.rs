@@ -256,26 +256,6 @@ impl Check {
 }
 
 impl Finding {
-    /// A check that could not be judged on this node, with the reason.
-    pub fn skip(
-        id: impl Into<String>,
-        area: Area,
-        expected: impl Into<String>,
-        reason: impl Into<String>,
-    ) -> Self {
-        Check::new(id, area).expected(expected).skip(reason)
-    }
-
-    /// A fact that could not be read or parsed: never a panic, always a finding.
-    pub fn error(
-        id: impl Into<String>,
-        area: Area,
-        expected: impl Into<String>,
-        problem: impl Into<String>,
-    ) -> Self {
-        Check::new(id, area).expected(expected).error(problem)
-    }
-
     /// The change `apply` makes to fix this finding.
     pub fn with_change(mut self, change: Change) -> Self {
         self.change = Some(change);
