@@ -1,63 +1,7 @@
-//! A profile file's raw TOML and its validation: every key known to its area, every rule's
-//! value of the kind the key takes, errors with the file's line.
+//! Validating a profile's settings: every key known to its area, every rule's value of the
+//! kind the key takes.
 
 use super::*;
-
-pub(super) type RawArea = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawProfile {
-    pub(super) description: Option<String>,
-    #[serde(default)]
-    pub(super) include: Vec<Spanned<String>>,
-    #[serde(default)]
-    pub(super) network: RawArea,
-    #[serde(default)]
-    pub(super) memory: RawArea,
-    #[serde(default)]
-    pub(super) numa: RawArea,
-    #[serde(default)]
-    pub(super) nic: RawArea,
-    #[serde(default)]
-    pub(super) gpu: RawArea,
-    #[serde(default)]
-    pub(super) platform: RawArea,
-    #[serde(default)]
-    pub(super) limits: RawArea,
-    #[serde(default)]
-    pub(super) cgroup: RawArea,
-    #[serde(default)]
-    pub(super) firewall: RawArea,
-    pub(super) bench: Option<RawBench>,
-    pub(super) job: Option<job::RawJob>,
-}
-
-/// `[bench]` as written, with the span of each value for error messages.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawBench {
-    pub(super) min_busbw: Option<Spanned<f64>>,
-    pub(super) allgather_min_busbw: Option<Spanned<f64>>,
-    pub(super) reducescatter_min_busbw: Option<Spanned<f64>>,
-    pub(super) broadcast_min_busbw: Option<Spanned<f64>>,
-}
-
-impl RawProfile {
-    pub(super) fn areas(&self) -> [(Area, &RawArea); 9] {
-        [
-            (Area::Network, &self.network),
-            (Area::Memory, &self.memory),
-            (Area::Numa, &self.numa),
-            (Area::Nic, &self.nic),
-            (Area::Gpu, &self.gpu),
-            (Area::Platform, &self.platform),
-            (Area::Limits, &self.limits),
-            (Area::Cgroup, &self.cgroup),
-            (Area::Firewall, &self.firewall),
-        ]
-    }
-}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
