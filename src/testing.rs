@@ -29,6 +29,15 @@ impl Tree {
         }
     }
 
+    /// A tree holding `files`: (path inside the tree, text).
+    pub fn with(files: &[(&str, &str)]) -> Self {
+        let tree = Tree::new();
+        for (path, text) in files {
+            tree.file(path, text);
+        }
+        tree
+    }
+
     /// Writes `text` at `path` (absolute inside the tree), creating its directories.
     pub fn file(&self, path: &str, text: &str) -> &Self {
         let full = self.path(path);

@@ -1,33 +1,28 @@
 //! The cgroup checks against v1, v2 and hybrid fixture trees and this machine.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
-use crate::checks::{AuditOptions, Context};
-use crate::finding::{Finding, Status};
+use crate::checks::AuditOptions;
+use crate::finding::{Area, Finding, Status};
 use crate::host::Root;
-use crate::profile::Loader;
+use crate::probes::Probes;
+use crate::testing::{Tree, audit, fixture};
 
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
-
+/// The cgroup findings of `root` under a profile setting every cgroup key.
 fn run(root: &Root, cgroup: Option<&str>) -> BTreeMap<String, Finding> {
-    let profile_path = fixture("profiles/cgroup-all.toml");
-    let profile = Loader::new(root, &crate::checks::keys)
-        .load(&profile_path.display().to_string())
-        .unwrap();
     let options = AuditOptions {
         cgroup: cgroup.map(str::to_string),
         ..AuditOptions::default()
     };
-    let ctx = Context::new(root, &profile, &options);
-    super::audit(&ctx)
-        .into_iter()
-        .map(|f| (f.id.clone(), f))
-        .collect()
+    let profile = fixture("profiles/cgroup-all.toml");
+    let profile = profile.display().to_string();
+    audit(
+        root,
+        &profile,
+        &options,
+        Probes::for_root(root),
+        Area::Cgroup,
+    )
 }
 
 fn status(findings: &BTreeMap<String, Finding>, id: &str) -> Status {
@@ -217,35 +212,29 @@ fn this_machine_live() {
 /// Audits an image tree (no `proc/`) holding `files` with a profile of every cgroup key whose
 /// `[job] slice` is `slice`.
 fn run_image(slice: &str, files: &[(&str, &str)]) -> BTreeMap<String, Finding> {
-    let dir = tempfile::tempdir().unwrap();
-    let mut all = vec![("etc/os-release", "ID=debian\n")];
-    all.extend_from_slice(files);
-    for (path, text) in all {
-        let p = dir.path().join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-    let profile_path = dir.path().join("p.toml");
-    std::fs::write(
-        &profile_path,
-        format!(
+    let tree = Tree::new();
+    tree.file("/etc/os-release", "ID=debian\n").file(
+        "/p.toml",
+        &format!(
             "include = [\"base\"]\n[cgroup]\n\"memory.max\" = {{ min = \"32G\" }}\n[job]\nslice = \"{slice}\"\n"
         ),
-    )
-    .unwrap();
-    let root = Root::new(dir.path());
-    let profile = Loader::new(&root, &crate::checks::keys)
-        .load(&profile_path.display().to_string())
-        .unwrap();
+    );
+    for (path, text) in files {
+        tree.file(path, text);
+    }
+    let root = tree.root();
     let options = AuditOptions {
         mode: crate::image::Mode::Image,
         ..AuditOptions::default()
     };
-    let ctx = Context::new(&root, &profile, &options);
-    super::audit(&ctx)
-        .into_iter()
-        .map(|f| (f.id.clone(), f))
-        .collect()
+    let profile = tree.path("/p.toml").display().to_string();
+    audit(
+        &root,
+        &profile,
+        &options,
+        Probes::for_root(&root),
+        Area::Cgroup,
+    )
 }
 
 #[test]
