@@ -353,8 +353,8 @@ fn vector_targets(
 mod tests {
     use super::*;
     use crate::checks::AuditOptions;
-    use crate::host::Root;
     use crate::profile::Loader;
+    use crate::testing::Tree;
 
     const PROFILE: &str = r#"
 description = "test"
@@ -367,17 +367,11 @@ description = "test"
 
     /// Findings for a node with these files (host path, content), live or `--persisted`.
     fn audit_node(files: &[(&str, &str)], persisted: bool) -> Vec<Finding> {
-        let dir = tempfile::tempdir().unwrap();
-        for (path, text) in files {
-            let full = dir.path().join(path.trim_start_matches('/'));
-            std::fs::create_dir_all(full.parent().unwrap()).unwrap();
-            std::fs::write(full, text).unwrap();
-        }
-        let profile_path = dir.path().join("p.toml");
-        std::fs::write(&profile_path, PROFILE).unwrap();
-        let root = Root::new(dir.path());
+        let tree = Tree::with(files);
+        tree.file("/p.toml", PROFILE);
+        let root = tree.root();
         let profile = Loader::new(&root, &crate::checks::keys)
-            .load(profile_path.to_str().unwrap())
+            .load(tree.path("/p.toml").to_str().unwrap())
             .unwrap();
         let options = AuditOptions {
             persisted,

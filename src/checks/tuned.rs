@@ -225,16 +225,7 @@ pub fn conflicts(ctx: &Context, area: Area, settings: &[(&String, &Setting)]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        for (path, text) in files {
-            let p = dir.path().join(path.trim_start_matches('/'));
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
-        }
-        dir
-    }
+    use crate::testing::Tree;
 
     #[test]
     fn parses_includes_and_sysctls() {
@@ -259,7 +250,7 @@ mod tests {
 
     #[test]
     fn enabled_profiles_merge_children_over_parents() {
-        let dir = tree(&[
+        let tree = Tree::with(&[
             (WANTS, ""),
             ("/etc/tuned/active_profile", "mine\n"),
             (
@@ -271,7 +262,7 @@ mod tests {
                 "[main]\ninclude=throughput-performance\n[sysctl]\nnet.core.rmem_max=1048576\n",
             ),
         ]);
-        let root = Root::new(dir.path());
+        let root = tree.root();
         let tuned = read(&root, false).unwrap().unwrap();
         assert_eq!(tuned.profile, "mine");
         assert_eq!(tuned.sysctl["net.core.rmem_max"].value, "1048576");
@@ -286,21 +277,21 @@ mod tests {
 
     #[test]
     fn broken_profiles_are_errors() {
-        let cycle = tree(&[
+        let cycle = Tree::with(&[
             (WANTS, ""),
             ("/etc/tuned/active_profile", "a"),
             ("/etc/tuned/a/tuned.conf", "[main]\ninclude=a\n"),
         ]);
         assert!(matches!(
-            read(&Root::new(cycle.path()), false),
+            read(&cycle.root(), false),
             Err(TunedError::TooDeep(_))
         ));
-        let missing = tree(&[(WANTS, ""), ("/etc/tuned/active_profile", "gone")]);
+        let missing = Tree::with(&[(WANTS, ""), ("/etc/tuned/active_profile", "gone")]);
         assert!(matches!(
-            read(&Root::new(missing.path()), false),
+            read(&missing.root(), false),
             Err(TunedError::Missing(_))
         ));
-        let disabled = tree(&[("/etc/tuned/active_profile", "gone")]);
-        assert_eq!(read(&Root::new(disabled.path()), false).unwrap(), None);
+        let disabled = Tree::with(&[("/etc/tuned/active_profile", "gone")]);
+        assert_eq!(read(&disabled.root(), false).unwrap(), None);
     }
 }

@@ -10,11 +10,11 @@ use super::*;
 use crate::checks::AuditOptions;
 use crate::host::Root;
 use crate::probes::Probes;
+use crate::testing::{Tree, fixture};
 
-fn fixture(name: &str) -> String {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/firewall")
-        .join(name);
+/// A tool's output captured in `tests/fixtures/firewall`.
+fn captured(name: &str) -> String {
+    let path = fixture(&format!("firewall/{name}"));
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -68,27 +68,20 @@ fn audit_options(
     root: &Root,
     options: AuditOptions,
 ) -> BTreeMap<String, Finding> {
-    let dir = tempfile::tempdir().unwrap();
-    let profile_path = dir.path().join("ports.toml");
-    std::fs::write(
-        &profile_path,
+    let profile = Tree::new();
+    profile.file(
+        "/ports.toml",
         "[job]\nrendezvous_ports = \"29500-29550\"\nnccl_ports = \"50000-50010\"\n",
-    )
-    .unwrap();
+    );
     let mut probes = Probes::absent("in a test");
     probes.firewall = Box::new(runner);
-    crate::testing::audit(
-        root,
-        &profile_path.display().to_string(),
-        &options,
-        probes,
-        Area::Firewall,
-    )
+    let path = profile.path("/ports.toml").display().to_string();
+    crate::testing::audit(root, &path, &options, probes, Area::Firewall)
 }
 
 #[test]
 fn captured_nft_ruleset() {
-    let json = fixture("nft-mixed.json");
+    let json = captured("nft-mixed.json");
     let f = audit(Canned::new(&[("nft", true, &json, "")]), &Root::live());
     let rdv = &f["firewall.rendezvous_ports"];
     assert_eq!(rdv.status, Status::Pass, "{rdv:#?}");
@@ -148,8 +141,13 @@ fn iptables_nft_tables_are_read_through_iptables_nft_save() {
     // nft shows iptables-nft's conntrack/multiport matches as opaque `xt` expressions; the
     // same table from iptables-nft-save is fully readable, and replaces the nft view.
     let runner = Canned::new(&[
-        ("nft", true, &fixture("iptables-nft-as-nft.json"), ""),
-        ("iptables-nft-save", true, &fixture("iptables-nft.save"), ""),
+        ("nft", true, &captured("iptables-nft-as-nft.json"), ""),
+        (
+            "iptables-nft-save",
+            true,
+            &captured("iptables-nft.save"),
+            "",
+        ),
     ]);
     let f = audit(runner.clone(), &Root::live());
     let rdv = &f["firewall.rendezvous_ports"];
@@ -172,7 +170,7 @@ fn iptables_nft_tables_are_read_through_iptables_nft_save() {
         "iptables-nft -A INPUT -p tcp -m multiport --dports 50000:50010 -j ACCEPT (persist with iptables-save > /etc/iptables/rules.v4 or your distribution's service)"
     );
     // Without iptables-nft-save, the xt matches make it "cannot tell", never a pass.
-    let runner = Canned::new(&[("nft", true, &fixture("iptables-nft-as-nft.json"), "")]);
+    let runner = Canned::new(&[("nft", true, &captured("iptables-nft-as-nft.json"), "")]);
     assert_eq!(
         audit(runner.clone(), &Root::live())["firewall.rendezvous_ports"].status,
         Status::Warn
@@ -184,7 +182,12 @@ fn iptables_nft_targets_nft_cannot_show_are_never_passed_over() {
     // Recorded from `iptables-nft -A INPUT -p tcp --dport 29500 -j REJECT` and a REJECT of
     // 50000:50010 with a comment: nft shows both targets as `{"xt": {"type": "target"}}`.
     // Read through nft alone (iptables-nft-save absent), they are "cannot tell".
-    let runner = Canned::new(&[("nft", true, &fixture("iptables-nft-reject-as-nft.json"), "")]);
+    let runner = Canned::new(&[(
+        "nft",
+        true,
+        &captured("iptables-nft-reject-as-nft.json"),
+        "",
+    )]);
     let f = audit(runner.clone(), &Root::live());
     for id in ["firewall.rendezvous_ports", "firewall.nccl_ports"] {
         assert_eq!(f[id].status, Status::Warn, "{:#?}", f[id]);
@@ -310,8 +313,7 @@ fn tools_that_cannot_answer() {
 
 #[test]
 fn another_root_is_skipped() {
-    let dir = tempfile::tempdir().unwrap();
-    let f = audit(Canned::new(&[]), &Root::new(dir.path()));
+    let f = audit(Canned::new(&[]), &Tree::new().root());
     assert_eq!(f["firewall.rendezvous_ports"].status, Status::Skip);
     assert!(f["firewall.rendezvous_ports"].message.contains("--root"));
 }
@@ -387,7 +389,7 @@ fn iptables_tools_run_only_when_they_can_have_rules() {
     // Unknown legacy state: run it rather than guess.
     assert_eq!(run(empty_nft, None).1, ["nft", "iptables-legacy-save"]);
     // nft lists an `ip filter` table, which iptables-nft may have written: ask it.
-    let (_, asked) = run(&fixture("iptables-nft-as-nft.json"), Some(""));
+    let (_, asked) = run(&captured("iptables-nft-as-nft.json"), Some(""));
     assert_eq!(asked, ["nft", "iptables-nft-save"]);
 }
 

@@ -209,6 +209,7 @@ fn nvml(inv: &Inventory) -> Vec<Finding> {
 mod tests {
     use super::*;
     use crate::inventory::pci::PciLink;
+    use crate::testing::Tree;
 
     fn gpu(current: (f64, u32), max: (f64, u32)) -> Gpu {
         Gpu {
@@ -254,21 +255,22 @@ mod tests {
     }
 
     /// Two GPUs as plain sysfs directories, for what NVML adds to them.
-    fn two_gpu_root() -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
+    fn two_gpu_root() -> Tree {
+        let tree = Tree::new();
         for bdf in ["0000:18:00.0", "0000:2a:00.0"] {
-            let d = dir.path().join("sys/bus/pci/devices").join(bdf);
-            std::fs::create_dir_all(&d).unwrap();
             for (f, v) in [
                 ("vendor", "0x10de"),
                 ("device", "0x20b0"),
                 ("class", "0x030200"),
                 ("numa_node", "0"),
             ] {
-                std::fs::write(d.join(f), format!("{v}\n")).unwrap();
+                tree.file(
+                    &format!("/sys/bus/pci/devices/{bdf}/{f}"),
+                    &format!("{v}\n"),
+                );
             }
         }
-        dir
+        tree
     }
 
     fn nvml_gpu(
@@ -291,14 +293,13 @@ mod tests {
     }
 
     /// A full audit (every area, the numa area reading the inventory before gpu does) of the
-    /// base profile on `dir` with NVML answering `facts`.
+    /// base profile on `tree` with NVML answering `facts`.
     fn audit_base(
-        dir: &std::path::Path,
+        tree: &Tree,
         facts: crate::inventory::nvml::NvmlFacts,
     ) -> (Vec<Finding>, Inventory) {
         use crate::checks::AuditOptions;
-        use crate::host::Root;
-        let root = Root::new(dir);
+        let root = tree.root();
         let mut probes = crate::probes::Probes::absent("in a test");
         probes.nvml = Box::new(crate::inventory::nvml::FixedNvml(facts));
         let inv = Inventory::read(&root, &probes).unwrap();
@@ -313,9 +314,9 @@ mod tests {
     #[test]
     fn nvml_facts_enrich_the_inventory_and_drive_health_checks() {
         use crate::inventory::nvml::NvmlFacts;
-        let dir = two_gpu_root();
+        let tree = two_gpu_root();
         let (f, inv) = audit_base(
-            dir.path(),
+            &tree,
             NvmlFacts {
                 driver_version: Some("535.104.05".into()),
                 cuda_version: Some("12.2".into()),
@@ -351,7 +352,7 @@ mod tests {
     #[test]
     fn an_nvlink_that_is_down_fails() {
         use crate::inventory::nvml::{NvLink, NvmlFacts};
-        let dir = two_gpu_root();
+        let tree = two_gpu_root();
         let mut broken = nvml_gpu("0000:18:00.0", "0000:2a:00.0", true, 0);
         broken.nvlinks[3] = NvLink {
             link: 3,
@@ -360,7 +361,7 @@ mod tests {
         broken.nvlinks[7].active = false;
         broken.nvlink_peers.truncate(10);
         let (f, inv) = audit_base(
-            dir.path(),
+            &tree,
             NvmlFacts {
                 gpus: vec![broken, nvml_gpu("0000:2a:00.0", "0000:18:00.0", true, 0)],
                 ..Default::default()
@@ -380,7 +381,7 @@ mod tests {
         pcie.nvlinks.clear();
         pcie.nvlink_peers.clear();
         let (f, _) = audit_base(
-            dir.path(),
+            &tree,
             NvmlFacts {
                 gpus: vec![pcie],
                 ..Default::default()
@@ -392,11 +393,10 @@ mod tests {
     #[test]
     fn an_old_cuda_fails_the_profile() {
         use crate::inventory::nvml::NvmlFacts;
-        let dir = two_gpu_root();
-        std::fs::create_dir_all(dir.path().join("sys/module/nvidia")).unwrap();
-        std::fs::write(dir.path().join("sys/module/nvidia/version"), "470.57.02\n").unwrap();
+        let tree = two_gpu_root();
+        tree.file("/sys/module/nvidia/version", "470.57.02\n");
         let (f, _) = audit_base(
-            dir.path(),
+            &tree,
             NvmlFacts {
                 cuda_version: Some("11.4".into()),
                 ..Default::default()

@@ -2,19 +2,14 @@
 
 use std::collections::BTreeMap;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::probe::{LimitsProbe, Resource, Rlimit, Space};
 use super::*;
 use crate::checks::AuditOptions;
 use crate::host::Root;
 use crate::probes::Probes;
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
+use crate::testing::{Tree, fixture};
 
 /// Live facts chosen by the test.
 struct Fixed {
@@ -156,18 +151,13 @@ fn live_limits_that_meet_the_profile_pass() {
 
 #[test]
 fn persisted_shm_comes_from_fstab_or_the_tmpfs_default() {
-    let dir = tempfile::tempdir().unwrap();
-    let write = |path: &str, text: &str| {
-        let full = dir.path().join(path);
-        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
-        std::fs::write(full, text).unwrap();
-    };
-    write("proc/meminfo", "MemTotal:       1048576 kB\n");
+    let tree = Tree::new();
+    tree.file("/proc/meminfo", "MemTotal:       1048576 kB\n");
     let persisted = || AuditOptions {
         persisted: true,
         ..AuditOptions::default()
     };
-    let root = Root::new(dir.path());
+    let root = tree.root();
     // 1 GiB of RAM and no fstab entry: half of it, 512 MiB, too small.
     let f = run(&root, container_like(), persisted());
     assert_eq!(f["dev_shm.size"].status, Status::Fail);
@@ -175,7 +165,7 @@ fn persisted_shm_comes_from_fstab_or_the_tmpfs_default() {
         f["dev_shm.size"].actual,
         "512 MiB after reboot (no /etc/fstab size: tmpfs default, half of RAM)"
     );
-    write("etc/fstab", "tmpfs /dev/shm tmpfs defaults,size=4g 0 0\n");
+    tree.file("/etc/fstab", "tmpfs /dev/shm tmpfs defaults,size=4g 0 0\n");
     let f = run(&root, container_like(), persisted());
     assert_eq!(f["dev_shm.size"].status, Status::Pass);
     assert_eq!(
@@ -249,9 +239,8 @@ fn fixture_node_files_decide_and_live_facts_are_skipped() {
 
 #[test]
 fn an_empty_root_skips_or_warns_but_never_errors() {
-    let dir = tempfile::tempdir().unwrap();
     let f = run(
-        &Root::new(dir.path()),
+        &Tree::new().root(),
         container_like(),
         AuditOptions::default(),
     );
@@ -275,15 +264,9 @@ fn human_sizes() {
 
 /// `ulimit.nofile.login` (min 131072) for a node whose only limits file is `conf`.
 fn login_nofile(conf: &str) -> Finding {
-    let dir = tempfile::tempdir().unwrap();
-    let etc = dir.path().join("etc/security");
-    std::fs::create_dir_all(&etc).unwrap();
-    std::fs::write(etc.join("limits.conf"), conf).unwrap();
-    let mut f = run(
-        &Root::new(dir.path()),
-        container_like(),
-        AuditOptions::default(),
-    );
+    let tree = Tree::new();
+    tree.file("/etc/security/limits.conf", conf);
+    let mut f = run(&tree.root(), container_like(), AuditOptions::default());
     f.remove("ulimit.nofile.login").unwrap()
 }
 

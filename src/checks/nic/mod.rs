@@ -247,43 +247,37 @@ mod tests {
     use super::*;
     use crate::checks::AuditOptions;
     use crate::finding::Status;
-    use crate::host::Root;
     use crate::inventory::route::FixedRoutes;
     use crate::probes::Probes;
     use crate::profile::Loader;
-    use std::os::unix::fs::symlink;
+    use crate::testing::Tree;
 
     /// Two PCI NICs: eth0 (10 GbE, ifindex 2) and eth1 (100 GbE, ifindex 3).
-    fn two_nics() -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
+    fn two_nics() -> Tree {
+        let tree = Tree::new();
         for (name, bdf, speed, index) in [
             ("eth0", "0000:01:00.0", 10000, 2),
             ("eth1", "0000:02:00.0", 100000, 3),
         ] {
-            let dev = dir.path().join(format!("sys/devices/pci0000:00/{bdf}"));
-            let net = dev.join("net").join(name);
-            std::fs::create_dir_all(&net).unwrap();
+            let net = format!("/sys/devices/pci0000:00/{bdf}/net/{name}");
             for (f, v) in [
                 ("speed", speed.to_string()),
                 ("mtu", "1500".into()),
                 ("operstate", "up".into()),
                 ("ifindex", index.to_string()),
             ] {
-                std::fs::write(net.join(f), format!("{v}\n")).unwrap();
+                tree.file(&format!("{net}/{f}"), &format!("{v}\n"));
             }
-            symlink("../..", net.join("device")).unwrap();
-            std::fs::create_dir_all(dir.path().join("sys/class/net")).unwrap();
-            symlink(
-                format!("../../devices/pci0000:00/{bdf}/net/{name}"),
-                dir.path().join("sys/class/net").join(name),
-            )
-            .unwrap();
+            tree.link(&format!("{net}/device"), "../..").link(
+                &format!("/sys/class/net/{name}"),
+                &format!("../../devices/pci0000:00/{bdf}/net/{name}"),
+            );
         }
-        dir
+        tree
     }
 
-    fn run(dir: &std::path::Path, peer: Option<&str>, routes: FixedRoutes) -> Vec<Finding> {
-        let root = Root::new(dir);
+    fn run(tree: &Tree, peer: Option<&str>, routes: FixedRoutes) -> Vec<Finding> {
+        let root = tree.root();
         let profile = Loader::new(&root, &crate::checks::keys)
             .load("ddp-10gbe")
             .unwrap();
@@ -299,12 +293,12 @@ mod tests {
 
     #[test]
     fn the_nic_routing_to_the_peer_is_judged_and_recommended() {
-        let dir = two_nics();
+        let tree = two_nics();
         let routes = FixedRoutes {
             default: vec![3],
             peers: vec![("192.0.2.7".parse().unwrap(), 2)],
         };
-        let f = run(dir.path(), Some("192.0.2.7"), routes);
+        let f = run(&tree, Some("192.0.2.7"), routes);
         let up = f
             .iter()
             .find(|f| f.id == "nic.eth0.up")
@@ -324,12 +318,12 @@ mod tests {
 
     #[test]
     fn without_a_route_to_the_peer_the_fastest_nic_is_judged() {
-        let dir = two_nics();
+        let tree = two_nics();
         let routes = FixedRoutes {
             default: vec![],
             peers: vec![],
         };
-        let f = run(dir.path(), Some("192.0.2.9"), routes);
+        let f = run(&tree, Some("192.0.2.9"), routes);
         let skip = f.iter().find(|f| f.id == "nic.peer_route").unwrap();
         assert_eq!(skip.status, Status::Skip);
         assert!(skip.message.contains("no route to 192.0.2.9"));
@@ -346,19 +340,17 @@ mod tests {
 
     #[test]
     fn the_fastest_nic_wins_over_the_default_routes_management_port() {
-        let dir = two_nics();
+        let tree = two_nics();
         // eth0 (10 GbE) holds the default route; eth1 (100 GbE) is the training NIC.
-        std::fs::create_dir_all(dir.path().join("proc/net")).unwrap();
-        std::fs::write(
-            dir.path().join("proc/net/route"),
+        tree.file(
+            "/proc/net/route",
             "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\neth0\t00000000\t0102A8C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n",
-        )
-        .unwrap();
+        );
         let routes = FixedRoutes {
             default: vec![2],
             peers: vec![],
         };
-        let f = run(dir.path(), None, routes);
+        let f = run(&tree, None, routes);
         assert!(f.iter().any(|f| f.id == "nic.eth1.up"));
         assert!(f.iter().all(|f| f.id != "link.speed_mbps.eth0"));
         let role = f.iter().find(|f| f.id == "nic.eth0.role").unwrap();
@@ -384,9 +376,9 @@ mod tests {
 
     #[test]
     fn fastest_up_prefers_speed_then_name() {
-        let dir = two_nics();
+        let tree = two_nics();
         let (nics, _) = crate::inventory::nic::nics(
-            &Root::new(dir.path()),
+            &tree.root(),
             &crate::inventory::ethtool::NoEthtool("test".into()),
             &[],
         )
