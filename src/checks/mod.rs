@@ -332,6 +332,17 @@ pub fn by_rule(
     }
 }
 
+/// [`by_rule`] for a value the report shows just as it was judged (a speed, an MTU).
+pub fn value_by_rule(
+    check: &Check,
+    setting: &Setting,
+    value: impl ToString,
+    fix: impl Into<String>,
+) -> Finding {
+    let value = value.to_string();
+    by_rule(check, setting, &value, value.clone(), fix)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,7 @@ use crate::finding::{Area, Check, Finding};
 use crate::inventory::Inventory;
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
 
-use super::{Context, by_rule, hw, setting_check};
+use super::{Context, hw, setting_check, value_by_rule};
 
 /// Why a check of the path to GPUs is skipped on a node without any.
 const NO_GPU: &str = "no NVIDIA GPU on the PCI bus";
@@ -212,11 +212,9 @@ fn iommu(ctx: &Context, setting: &Setting) -> Finding {
         })
         .collect();
     let mode = iommu_mode(&cmdline, groups.len(), &types);
-    let why = format!("{} IOMMU group(s); {}", groups.len(), check.why_text());
-    by_rule(
-        &check.why(why),
+    value_by_rule(
+        &check.found(format!("{} IOMMU group(s)", groups.len())),
         setting,
-        mode,
         mode,
         "add iommu=pt to the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub), run update-grub (or grub2-mkconfig) and reboot",
     )
@@ -230,12 +228,10 @@ fn peermem(ctx: &Context, inv: &Inventory, setting: &Setting) -> Finding {
     let loaded = ["/sys/module/nvidia_peermem", "/sys/module/nv_peer_mem"]
         .iter()
         .any(|m| ctx.root.exists(m));
-    let actual = if loaded { "1" } else { "0" };
-    by_rule(
+    value_by_rule(
         &check,
         setting,
-        actual,
-        actual,
+        u8::from(loaded),
         "modprobe nvidia-peermem, and list it in /etc/modules-load.d/nvidia-peermem.conf so it loads at boot",
     )
 }

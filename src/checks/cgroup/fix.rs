@@ -49,23 +49,14 @@ pub(super) fn cgroupfs_file<'a>(layout: &Layout, key: &'a str, value: &str) -> (
     if matches!(layout, Layout::V2 { .. }) {
         return (key, value.to_string());
     }
-    let quota = value.split_whitespace().next().unwrap_or(value);
+    // v1 writes "no limit" as -1 where v2 writes `max`.
+    let v1 = |v: &str| if v == "max" { "-1".into() } else { v.into() };
     match key {
-        "memory.max" => (
-            "memory.limit_in_bytes",
-            if value == "max" {
-                "-1".into()
-            } else {
-                value.into()
-            },
-        ),
+        "memory.max" => ("memory.limit_in_bytes", v1(value)),
+        // v2's `QUOTA PERIOD`: v1 keeps the period in a file of its own.
         "cpu.max" => (
             "cpu.cfs_quota_us",
-            if quota == "max" {
-                "-1".into()
-            } else {
-                quota.into()
-            },
+            v1(value.split_whitespace().next().unwrap_or(value)),
         ),
         _ => (key, value.to_string()),
     }

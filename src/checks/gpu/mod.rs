@@ -8,6 +8,7 @@ use crate::finding::{Area, Check, Finding, Status};
 use crate::host::libsearch::SearchEnv;
 use crate::inventory::Inventory;
 use crate::inventory::gpu::Gpu;
+use crate::inventory::nvml::NvmlGpu;
 use crate::profile::setting::{KeySpec, ValueKind::Version};
 
 use super::{Context, hw};
@@ -156,53 +157,82 @@ fn nvml(inv: &Inventory) -> Vec<Finding> {
             );
             continue;
         };
-        if let Some(on) = n.persistence_mode {
-            out.push(Check::new(format!("gpu{}.persistence_mode", g.index), Area::Gpu)
-                .expected("enabled")
-                .why(format!("{} ({}): without persistence the driver tears the GPU down between jobs and every job start pays the init cost", n.name, g.pci_address))
-                .judge(if on { Status::Pass } else { Status::Warn }, if on { "enabled" } else { "disabled" }, "systemctl enable --now nvidia-persistenced"));
-        }
-        if !n.nvlinks.is_empty() {
-            let down: Vec<String> = n
-                .nvlinks
-                .iter()
-                .filter(|l| !l.active)
-                .map(|l| l.link.to_string())
-                .collect();
-            let total = n.nvlinks.len();
-            out.push(Check::new(format!("gpu{}.nvlink", g.index), Area::Gpu)
-                .expected(format!("{total} of {total} NVLinks active"))
-                .why(if down.is_empty() {
-                    format!("{} ({}): every NVLink is up", n.name, g.pci_address)
-                } else {
-                    format!(
-                        "{} ({}): NVLink(s) {} down; NCCL's rings and NVLS over this GPU lose that bandwidth or fall back to PCIe",
-                        n.name,
-                        g.pci_address,
-                        down.join(",")
-                    )
-                })
-                .judge(if down.is_empty() {
-                    Status::Pass
-                } else {
-                    Status::Fail
-                }, format!("{} of {total} active", total - down.len()), "check `nvidia-smi nvlink -s` and the fabric manager (`systemctl status nvidia-fabricmanager` on NVSwitch systems); a link that stays down after a GPU reset needs service"));
-        }
-        if let Some(errors) = n.ecc_uncorrected {
-            out.push(Check::new(format!("gpu{}.ecc_uncorrected", g.index), Area::Gpu)
-                .expected("0")
-                .why(format!(
-                    "{} ({}): uncorrected ECC errors corrupt results or crash jobs",
-                    n.name, g.pci_address
-                ))
-                .judge(if errors == 0 {
-                    Status::Pass
-                } else {
-                    Status::Fail
-                }, errors.to_string(), "drain the node; reset the GPU (nvidia-smi -r) and, if errors return, replace it"));
-        }
+        out.extend(persistence_mode(g, n));
+        out.extend(nvlink(g, n));
+        out.extend(ecc_uncorrected(g, n));
     }
     out
+}
+
+fn persistence_mode(g: &Gpu, n: &NvmlGpu) -> Option<Finding> {
+    let check = Check::new(format!("gpu{}.persistence_mode", g.index), Area::Gpu)
+        .expected("enabled")
+        .why(format!(
+            "{} ({}): without persistence the driver tears the GPU down between jobs and every job start pays the init cost",
+            n.name, g.pci_address
+        ));
+    Some(if n.persistence_mode? {
+        check.pass("enabled")
+    } else {
+        check.warn("disabled", "systemctl enable --now nvidia-persistenced")
+    })
+}
+
+fn nvlink(g: &Gpu, n: &NvmlGpu) -> Option<Finding> {
+    if n.nvlinks.is_empty() {
+        return None;
+    }
+    let down: Vec<String> = n
+        .nvlinks
+        .iter()
+        .filter(|l| !l.active)
+        .map(|l| l.link.to_string())
+        .collect();
+    let total = n.nvlinks.len();
+    let check = Check::new(format!("gpu{}.nvlink", g.index), Area::Gpu)
+        .expected(format!("{total} of {total} NVLinks active"));
+    let actual = format!("{} of {total} active", total - down.len());
+    if down.is_empty() {
+        return Some(
+            check
+                .why(format!(
+                    "{} ({}): every NVLink is up",
+                    n.name, g.pci_address
+                ))
+                .pass(actual),
+        );
+    }
+    Some(
+        check
+            .why(format!(
+                "{} ({}): NVLink(s) {} down; NCCL's rings and NVLS over this GPU lose that bandwidth or fall back to PCIe",
+                n.name,
+                g.pci_address,
+                down.join(",")
+            ))
+            .fail(
+                actual,
+                "check `nvidia-smi nvlink -s` and the fabric manager (`systemctl status nvidia-fabricmanager` on NVSwitch systems); a link that stays down after a GPU reset needs service",
+            ),
+    )
+}
+
+fn ecc_uncorrected(g: &Gpu, n: &NvmlGpu) -> Option<Finding> {
+    let errors = n.ecc_uncorrected?;
+    let check = Check::new(format!("gpu{}.ecc_uncorrected", g.index), Area::Gpu)
+        .expected("0")
+        .why(format!(
+            "{} ({}): uncorrected ECC errors corrupt results or crash jobs",
+            n.name, g.pci_address
+        ));
+    Some(if errors == 0 {
+        check.pass("0")
+    } else {
+        check.fail(
+            errors.to_string(),
+            "drain the node; reset the GPU (nvidia-smi -r) and, if errors return, replace it",
+        )
+    })
 }
 
 #[cfg(test)]

@@ -19,16 +19,12 @@ pub fn cudnn(ctx: &Context, inv: &Inventory, setting: &Setting, env: &SearchEnv)
     let found = match cudnn::locate(ctx.root, env) {
         Ok(f) => f,
         Err(searched) => {
-            let message = format!(
-                "cuDNN ({}) not found; searched {}",
-                cudnn::SONAMES.join(", "),
-                searched.join(", ")
-            );
             return library_not_found(
                 check,
                 inv,
                 setting,
-                message,
+                &format!("cuDNN ({})", cudnn::SONAMES.join(", ")),
+                &searched,
                 "pip install nvidia-cudnn-cu12 (PyTorch's cuDNN) or install NVIDIA's cudnn9 package",
             );
         }

@@ -8,7 +8,7 @@ use crate::inventory::Inventory;
 use crate::probes::Probes;
 use crate::profile::setting::Setting;
 
-use super::super::{Context, by_rule, setting_check};
+use super::super::{Context, setting_check, value_by_rule};
 
 /// Parses `/proc/driver/nvidia/version`: the first dotted number on the `NVRM version:`
 /// line (`... Kernel Module  535.104.05  Sat Aug 19 ...`, or `... for x86_64  550.54.15`).
@@ -79,7 +79,7 @@ pub fn driver(ctx: &Context, inv: &Inventory, setting: &Setting) -> Finding {
 /// A version read from `source`, judged against its setting.
 fn judged(check: Check, setting: &Setting, version: String, source: &str, fix: &str) -> Finding {
     let why = format!("from {source}. {}", check.why_text());
-    by_rule(&check.why(why), setting, &version, version.clone(), fix)
+    value_by_rule(&check.why(why), setting, version, fix)
 }
 
 /// `cuda.version`: the CUDA version the driver supports (what `nvidia-smi` shows).
@@ -107,15 +107,18 @@ pub fn nccl(ctx: &Context, inv: &Inventory, setting: &Setting) -> Finding {
     nccl_with(ctx, inv, setting, &SearchEnv::from_process())
 }
 
-/// A GPU library (NCCL, cuDNN) that no search found: failing (at the profile's severity) on
-/// a node with GPUs, a skip without them, since nothing on the node would load it.
+/// A GPU library (NCCL, cuDNN) that no search found in the places `searched`: failing (at
+/// the profile's severity) on a node with GPUs, a skip without them, since nothing on the
+/// node would load it.
 pub(super) fn library_not_found(
     check: Check,
     inv: &Inventory,
     setting: &Setting,
-    message: String,
+    library: &str,
+    searched: &[String],
     fix: &str,
 ) -> Finding {
+    let message = format!("{library} not found; searched {}", searched.join(", "));
     if inv.gpus.is_empty() {
         return check.skip(format!("no NVIDIA GPU on this node; {message}"));
     }
@@ -144,16 +147,12 @@ pub fn nccl_with(ctx: &Context, inv: &Inventory, setting: &Setting, env: &Search
     let located = match nccl::locate(ctx.root, env) {
         Ok(l) => l,
         Err(searched) => {
-            let message = format!(
-                "{} not found; searched {}",
-                nccl::SONAME,
-                searched.join(", ")
-            );
             return library_not_found(
                 check,
                 inv,
                 setting,
-                message,
+                nccl::SONAME,
+                &searched,
                 "pip install nvidia-nccl-cu12 (PyTorch's NCCL) or install libnccl2 from NVIDIA's repository, or point $GPUTUNE_NCCL_LIB at libnccl.so.2",
             );
         }

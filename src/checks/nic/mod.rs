@@ -174,12 +174,10 @@ fn speed(ctx: &Context, nic: &Nic, setting: &Setting) -> Finding {
             nic.driver.as_deref().unwrap_or("unknown driver")
         ));
     };
-    let mbps = mbps.to_string();
-    super::by_rule(
+    super::value_by_rule(
         &check,
         setting,
-        &mbps,
-        mbps.clone(),
+        mbps,
         format!(
             "check the negotiated speed with `ethtool {}` (cable, transceiver, switch port), or pick the profile for this fabric",
             nic.name
@@ -198,13 +196,14 @@ fn mtu(ctx: &Context, nic: &Nic, setting: &Setting) -> Finding {
     let Some(mtu) = nic.mtu else {
         return check.error(format!("/sys/class/net/{}/mtu is unreadable", nic.name));
     };
-    let mtu = mtu.to_string();
-    let target = setting.rule.target(&mtu).unwrap_or_else(|| "9000".into());
-    super::by_rule(
+    let target = setting
+        .rule
+        .target(&mtu.to_string())
+        .unwrap_or_else(|| "9000".into());
+    super::value_by_rule(
         &check,
         setting,
-        &mtu,
-        mtu.clone(),
+        mtu,
         format!(
             "ip link set {} mtu {target}, persist it in the interface's network configuration, and set the same MTU on the switch ports and every peer",
             nic.name

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::finding::{Area, Check, Finding};
 
-use super::super::{Context, by_rule, setting_check};
+use super::super::{Context, by_rule, setting_check, value_by_rule};
 use super::select::{resolve, split_peer};
 
 /// How long one connection attempt may take; a peer that drops SYNs shows as unreachable.
@@ -184,11 +184,10 @@ pub fn judge(ctx: &Context, target: &str, attempts: &[Attempt]) -> Vec<Finding> 
     let handshake = format!("TCP handshake to {target}, best of {}", rtts.len());
     out.push(match ctx.profile.get(Area::Nic, "peer.rtt_ms") {
         Some(setting) => {
-            let check = setting_check(ctx, Area::Nic, "peer.rtt_ms", setting);
-            let why = format!("{handshake}; {}", check.why_text());
+            let check = setting_check(ctx, Area::Nic, "peer.rtt_ms", setting).found(handshake);
             // Judged in whole milliseconds, rounded up, so 10.4 ms fails "max 10".
             by_rule(
-                &check.why(why),
+                &check,
                 setting,
                 &(ms.ceil() as u64).to_string(),
                 shown,
@@ -207,17 +206,13 @@ pub fn judge(ctx: &Context, target: &str, attempts: &[Attempt]) -> Vec<Finding> 
     let path_mtu = Check::new("peer.path_mtu", Area::Nic);
     out.push(match (mtu, ctx.profile.get(Area::Nic, "peer.path_mtu")) {
         (Some(mtu), Some(setting)) => {
-            let check = setting_check(ctx, Area::Nic, "peer.path_mtu", setting);
-            let why = format!(
-                "the path to {target} carries {mtu}-byte packets (this node's path MTU capped by the peer's MSS); {}",
-                check.why_text()
-            );
-            let mtu = mtu.to_string();
-            by_rule(
-                &check.why(why),
+            let check = setting_check(ctx, Area::Nic, "peer.path_mtu", setting).found(format!(
+                "the path to {target} carries {mtu}-byte packets (this node's path MTU capped by the peer's MSS)"
+            ));
+            value_by_rule(
+                &check,
                 setting,
-                &mtu,
-                mtu.clone(),
+                mtu,
                 "set the same (jumbo) MTU on both nodes' interfaces and every switch port between them",
             )
         }

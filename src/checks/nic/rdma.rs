@@ -3,14 +3,14 @@
 //! will look for one, PCIe relaxed ordering against the root complex above the HCA, and the
 //! network plugin or verbs library the fabric needs.
 
-use crate::finding::{Area, Check, Finding, Status};
+use crate::finding::{Area, Check, Finding};
 use crate::host::libsearch;
 use crate::inventory::Inventory;
 use crate::inventory::pci;
 use crate::inventory::rdma::{RdmaDevice, RdmaPort};
 use crate::profile::setting::Setting;
 
-use super::super::{Context, by_rule};
+use super::super::{Context, value_by_rule};
 use super::ncclenv::NcclConfig;
 
 /// Every check of one HCA.
@@ -53,19 +53,14 @@ pub fn audit(ctx: &Context, hca: &RdmaDevice, why: &str, nccl: &NcclConfig) -> V
 fn rate(check: Check, setting: &Setting, hca: &RdmaDevice, port: &RdmaPort) -> Finding {
     match port.rate_mbps {
         Some(mbps) if port.is_active() => {
-            let why = format!(
-                "{} port {} runs at `{}`; {}",
-                hca.name,
-                port.port,
-                port.rate,
-                check.why_text()
-            );
-            let mbps = mbps.to_string();
-            by_rule(
-                &check.why(why),
+            let check = check.found(format!(
+                "{} port {} runs at `{}`",
+                hca.name, port.port, port.rate
+            ));
+            value_by_rule(
+                &check,
                 setting,
-                &mbps,
-                mbps.clone(),
+                mbps,
                 format!(
                     "check the cable and the switch port (`ibstat {}`, `mlxlink -d {}`): a rate below the adapter's means it trained down",
                     hca.name, hca.name
@@ -95,23 +90,19 @@ fn active_mtu(check: Check, setting: &Setting, hca: &RdmaDevice, port: &RdmaPort
             )
         });
     };
-    let why = format!(
-        "{} port {} carries {mtu}-byte RDMA payloads (the largest IB MTU its netdev's MTU holds); {}",
-        hca.name,
-        port.port,
-        check.why_text()
-    );
+    let check = check.found(format!(
+        "{} port {} carries {mtu}-byte RDMA payloads (the largest IB MTU its netdev's MTU holds)",
+        hca.name, port.port
+    ));
     let netdevs = if hca.netdevs.is_empty() {
         "its netdev".to_string()
     } else {
         hca.netdevs.join(", ")
     };
-    let mtu = mtu.to_string();
-    by_rule(
-        &check.why(why),
+    value_by_rule(
+        &check,
         setting,
-        &mtu,
-        mtu.clone(),
+        mtu,
         format!(
             "raise the MTU of {netdevs} to 9000 (and on the switch ports) so RoCE runs at IB MTU 4096"
         ),
@@ -120,17 +111,16 @@ fn active_mtu(check: Check, setting: &Setting, hca: &RdmaDevice, port: &RdmaPort
 
 /// `rdma.link_layer`: InfiniBand or Ethernet (RoCE), as the profile's fabric.
 fn link_layer(check: Check, setting: &Setting, _: &RdmaDevice, port: &RdmaPort) -> Finding {
-    by_rule(
+    value_by_rule(
         &check,
         setting,
         &port.link_layer,
-        port.link_layer.clone(),
         "use the profile for this fabric (ddp-infiniband for InfiniBand, ddp-roce for RoCE)",
     )
 }
 
 fn state(hca: &RdmaDevice, port: &RdmaPort, why: &str) -> Finding {
-    Check::new(format!("rdma.{}.{}.state", hca.name, port.port), Area::Nic)
+    let check = Check::new(format!("rdma.{}.{}.state", hca.name, port.port), Area::Nic)
         .expected("ACTIVE, LinkUp")
         .why(format!(
             "{} port {} ({}, {}, firmware {}) is judged because {why}; a port that is not ACTIVE carries no traffic and NCCL skips it",
@@ -139,22 +129,26 @@ fn state(hca: &RdmaDevice, port: &RdmaPort, why: &str) -> Finding {
             port.link_layer,
             if port.rate.is_empty() { "no rate" } else { &port.rate },
             hca.firmware.as_deref().unwrap_or("unknown"),
-        ))
-        .judge(if port.is_active() {
-            Status::Pass
-        } else {
-            Status::Fail
-        }, format!("{}, {}", port.state, port.phys_state), match (port.state.as_str(), port.phys_state.as_str()) {
-            (_, "Polling") => format!(
-                "the port sees no peer: check the cable and the switch port (`ibstat {}`)",
-                hca.name
-            ),
-            ("INIT", _) | ("ARMED", _) => {
-                "the link is up but no subnet manager configured it: start opensm or check the fabric's SM".to_string()
-            }
-            (_, "Disabled") => format!("enable the port (`ibportstate` or `mlxlink -d {} -a UP`)", hca.name),
-            _ => format!("bring the port up and check `ibstat {}`", hca.name),
-        })
+        ));
+    let actual = format!("{}, {}", port.state, port.phys_state);
+    if port.is_active() {
+        return check.pass(actual);
+    }
+    let fix = match (port.state.as_str(), port.phys_state.as_str()) {
+        (_, "Polling") => format!(
+            "the port sees no peer: check the cable and the switch port (`ibstat {}`)",
+            hca.name
+        ),
+        ("INIT", _) | ("ARMED", _) => {
+            "the link is up but no subnet manager configured it: start opensm or check the fabric's SM".to_string()
+        }
+        (_, "Disabled") => format!(
+            "enable the port (`ibportstate` or `mlxlink -d {} -a UP`)",
+            hca.name
+        ),
+        _ => format!("bring the port up and check `ibstat {}`", hca.name),
+    };
+    check.fail(actual, fix)
 }
 
 /// NCCL uses GID index `NCCL_IB_GID_INDEX` when set; unset, NCCL 2.21+ picks a RoCE v2
@@ -177,62 +171,56 @@ fn gid(hca: &RdmaDevice, port: &RdmaPort, nccl: &NcclConfig) -> Finding {
             )
         })
         .collect();
+    let table = if table.is_empty() {
+        "empty".to_string()
+    } else {
+        table.join("; ")
+    };
     let set = nccl.get("NCCL_IB_GID_INDEX");
     let index = set.and_then(|s| s.value.trim().parse::<i64>().ok());
-    match index.filter(|i| *i >= 0) {
-        Some(i) => {
-            let entry = port.gids.iter().find(|g| i64::from(g.index) == i);
-            let ok = entry.is_some_and(|g| g.is_roce_v2());
-            let source = set.map(|s| s.source.to_string()).unwrap_or_default();
-            Check::new(id, Area::Nic)
-                .expected(format!("a RoCE v2 GID at NCCL_IB_GID_INDEX={i} ({source})"))
-                .why(format!(
-                    "NCCL connects with GID index {i}; a missing or RoCE v1 entry fails connections (NCCL \"error 12\"), and indexes move when addresses change. Table: {}",
-                    if table.is_empty() {
-                        "empty".to_string()
-                    } else {
-                        table.join("; ")
-                    }
-                ))
-                .judge(if ok { Status::Pass } else { Status::Fail }, entry.map_or_else(
-                    || format!("no GID at index {i}"),
-                    |g| format!("{} {}", g.kind, g.gid),
-                ), match port.gids.iter().find(|g| g.is_roce_v2() && g.is_ipv4()) {
-                    Some(g) => format!(
-                        "set NCCL_IB_GID_INDEX={} or unset it so NCCL (2.21+) picks a RoCE v2 entry itself",
-                        g.index
-                    ),
-                    None => format!(
-                        "give the RoCE interface an IPv4 address so a RoCE v2 GID appears (`show_gids {}`)",
-                        hca.name
-                    ),
-                })
-        }
-        None => {
-            let v2 = port.gids.iter().find(|g| g.is_roce_v2());
-            Check::new(id, Area::Nic)
-                .expected("a RoCE v2 GID NCCL can pick (NCCL_IB_GID_INDEX unset)")
-                .why(format!(
-                    "NCCL picks a RoCE v2 GID of the interface's address; without one its connections fail. Table: {}",
-                    if table.is_empty() {
-                        "empty".to_string()
-                    } else {
-                        table.join("; ")
-                    }
-                ))
-                .judge(if v2.is_some() {
-                    Status::Pass
-                } else {
-                    Status::Fail
-                }, v2.map_or_else(
-                    || "no RoCE v2 GID".to_string(),
-                    |g| format!("index {} {} {}", g.index, g.kind, g.gid),
-                ), format!(
+    let check = Check::new(id, Area::Nic);
+    let Some(i) = index.filter(|i| *i >= 0) else {
+        let check = check
+            .expected("a RoCE v2 GID NCCL can pick (NCCL_IB_GID_INDEX unset)")
+            .why(format!(
+                "NCCL picks a RoCE v2 GID of the interface's address; without one its connections fail. Table: {table}"
+            ));
+        return match port.gids.iter().find(|g| g.is_roce_v2()) {
+            Some(g) => check.pass(format!("index {} {} {}", g.index, g.kind, g.gid)),
+            None => check.fail(
+                "no RoCE v2 GID",
+                format!(
                     "give the RoCE interface an IP address (RoCE v2 GIDs come from addresses) and check `show_gids {}`",
                     hca.name
-                ))
-        }
+                ),
+            ),
+        };
+    };
+    let entry = port.gids.iter().find(|g| i64::from(g.index) == i);
+    let source = set.map(|s| s.source.to_string()).unwrap_or_default();
+    let check = check
+        .expected(format!("a RoCE v2 GID at NCCL_IB_GID_INDEX={i} ({source})"))
+        .why(format!(
+            "NCCL connects with GID index {i}; a missing or RoCE v1 entry fails connections (NCCL \"error 12\"), and indexes move when addresses change. Table: {table}"
+        ));
+    let actual = entry.map_or_else(
+        || format!("no GID at index {i}"),
+        |g| format!("{} {}", g.kind, g.gid),
+    );
+    if entry.is_some_and(|g| g.is_roce_v2()) {
+        return check.pass(actual);
     }
+    let fix = match port.gids.iter().find(|g| g.is_roce_v2() && g.is_ipv4()) {
+        Some(g) => format!(
+            "set NCCL_IB_GID_INDEX={} or unset it so NCCL (2.21+) picks a RoCE v2 entry itself",
+            g.index
+        ),
+        None => format!(
+            "give the RoCE interface an IPv4 address so a RoCE v2 GID appears (`show_gids {}`)",
+            hca.name
+        ),
+    };
+    check.fail(actual, fix)
 }
 
 /// Root ports whose relaxed-ordering handling Linux distrusts (`quirk_relaxedordering_disable`

@@ -23,6 +23,20 @@ pub struct Chosen<'a> {
     pub why: String,
 }
 
+impl<'a> Chosen<'a> {
+    /// The judged NICs the kernel driver `driver` drives.
+    pub fn nics_of<'s>(&'s self, driver: &'s str) -> impl Iterator<Item = &'a Nic> + 's {
+        let driven = move |n: &&Nic| n.driver.as_deref() == Some(driver);
+        self.nics.iter().copied().filter(driven)
+    }
+
+    /// The judged HCAs the kernel driver `driver` drives.
+    pub fn hcas_of<'s>(&'s self, driver: &'s str) -> impl Iterator<Item = &'a RdmaDevice> + 's {
+        let driven = move |h: &&RdmaDevice| h.driver.as_deref() == Some(driver);
+        self.hcas.iter().copied().filter(driven)
+    }
+}
+
 /// Picks the training NICs and HCAs; a `--peer` that cannot be routed adds a skip.
 pub fn training<'a>(
     ctx: &Context,

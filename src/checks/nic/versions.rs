@@ -77,9 +77,7 @@ fn judge(
 
 fn firmware(chosen: &Chosen, driver: &str) -> Vec<Seen> {
     let mut out: Vec<Seen> = chosen
-        .hcas
-        .iter()
-        .filter(|h| h.driver.as_deref() == Some(driver))
+        .hcas_of(driver)
         .map(|h| Seen {
             device: h.name.clone(),
             value: h.firmware.clone(),
@@ -89,11 +87,7 @@ fn firmware(chosen: &Chosen, driver: &str) -> Vec<Seen> {
             },
         })
         .collect();
-    for n in chosen
-        .nics
-        .iter()
-        .filter(|n| n.driver.as_deref() == Some(driver))
-    {
+    for n in chosen.nics_of(driver) {
         // An HCA on the same function already gave its firmware.
         if chosen.hcas.iter().any(|h| n.rdma.contains(&h.name)) {
             continue;
@@ -119,11 +113,7 @@ fn driver_versions(root: &Root, chosen: &Chosen, driver: &str) -> Vec<Seen> {
         .filter(|v| !v.is_empty());
     let module_source = format!("/sys/module/{driver}/version");
     let mut out = Vec::new();
-    for n in chosen
-        .nics
-        .iter()
-        .filter(|n| n.driver.as_deref() == Some(driver))
-    {
+    for n in chosen.nics_of(driver) {
         let (value, source) = match (&module, &n.driver_version) {
             (Some(m), _) => (Some(m.clone()), module_source.clone()),
             (None, Some(v)) => (Some(v.clone()), "ethtool -i".to_string()),
@@ -140,11 +130,7 @@ fn driver_versions(root: &Root, chosen: &Chosen, driver: &str) -> Vec<Seen> {
             source,
         });
     }
-    for h in chosen
-        .hcas
-        .iter()
-        .filter(|h| h.driver.as_deref() == Some(driver))
-    {
+    for h in chosen.hcas_of(driver) {
         if chosen.nics.iter().any(|n| n.rdma.contains(&h.name)) {
             continue;
         }
