@@ -17,6 +17,21 @@ pub fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// Asserts that `text` starts with `prefix`, showing the text when it does not.
+#[track_caller]
+pub fn assert_starts(text: &str, prefix: &str) {
+    assert!(
+        text.starts_with(prefix),
+        "{text:?}\ndoes not start with {prefix:?}"
+    );
+}
+
+/// Asserts that `text` contains `part`, showing the text when it does not.
+#[track_caller]
+pub fn assert_contains(text: &str, part: &str) {
+    assert!(text.contains(part), "{text:?}\ndoes not contain {part:?}");
+}
+
 /// A node tree in a temporary directory, removed when dropped.
 pub struct Tree {
     dir: tempfile::TempDir,

@@ -10,7 +10,7 @@ use super::*;
 use crate::checks::AuditOptions;
 use crate::host::Root;
 use crate::probes::Probes;
-use crate::testing::{Tree, fixture};
+use crate::testing::{Tree, assert_contains, assert_starts, fixture};
 
 /// A tool's output captured in `tests/fixtures/firewall`.
 fn captured(name: &str) -> String {
@@ -85,21 +85,14 @@ fn captured_nft_ruleset() {
     let f = audit(Canned::new(&[("nft", true, &json, "")]), &Root::live());
     let rdv = &f["firewall.rendezvous_ports"];
     assert_eq!(rdv.status, Status::Pass, "{rdv:#?}");
-    assert!(
-        rdv.actual.starts_with(
-            "nftables: 29500-29550: accepted by nftables inet filter chain input handle 10"
-        ),
-        "{}",
-        rdv.actual
+    assert_starts(
+        &rdv.actual,
+        "nftables: 29500-29550: accepted by nftables inet filter chain input handle 10",
     );
     // 50000-50010 reaches chain foo, whose `limit` is not modelled.
     let nccl = &f["firewall.nccl_ports"];
     assert_eq!(nccl.status, Status::Warn, "{nccl:#?}");
-    assert!(
-        nccl.actual.contains("cannot tell: `limit"),
-        "{}",
-        nccl.actual
-    );
+    assert_contains(&nccl.actual, "cannot tell: `limit");
 }
 
 #[test]
@@ -152,18 +145,15 @@ fn iptables_nft_tables_are_read_through_iptables_nft_save() {
     let f = audit(runner.clone(), &Root::live());
     let rdv = &f["firewall.rendezvous_ports"];
     assert_eq!(rdv.status, Status::Pass, "{rdv:#?}");
-    assert!(
-        rdv.actual.starts_with(
-            "iptables-nft: 29500-29550: accepted by iptables-nft filter chain INPUT rule 1"
-        ),
-        "{}",
-        rdv.actual
+    assert_starts(
+        &rdv.actual,
+        "iptables-nft: 29500-29550: accepted by iptables-nft filter chain INPUT rule 1",
     );
     let nccl = &f["firewall.nccl_ports"];
     assert_eq!(nccl.status, Status::Fail);
-    assert!(
-        nccl.actual
-            .contains("dropped by policy drop of iptables-nft filter chain INPUT")
+    assert_contains(
+        &nccl.actual,
+        "dropped by policy drop of iptables-nft filter chain INPUT",
     );
     assert_eq!(
         nccl.fix,
@@ -191,11 +181,7 @@ fn iptables_nft_targets_nft_cannot_show_are_never_passed_over() {
     let f = audit(runner.clone(), &Root::live());
     for id in ["firewall.rendezvous_ports", "firewall.nccl_ports"] {
         assert_eq!(f[id].status, Status::Warn, "{:#?}", f[id]);
-        assert!(
-            f[id].actual.contains("xt target REJECT"),
-            "{}",
-            f[id].actual
-        );
+        assert_contains(&f[id].actual, "xt target REJECT");
     }
 }
 
@@ -209,12 +195,9 @@ fn legacy_only_iptables_save_is_recognised() {
     let rdv = &f["firewall.rendezvous_ports"];
     assert_eq!(rdv.status, Status::Fail);
     assert!(rdv.actual.starts_with("iptables-legacy: 29500: dropped by iptables-legacy filter chain INPUT rule 1: -A INPUT -p tcp -m tcp --dport 29500 -j DROP; 29501-29550: accepted by policy accept"), "{}", rdv.actual);
-    assert!(
-        rdv.fix.starts_with(
-            "iptables-legacy -I INPUT 1 -p tcp -m multiport --dports 29500:29550 -j ACCEPT"
-        ),
-        "{}",
-        rdv.fix
+    assert_starts(
+        &rdv.fix,
+        "iptables-legacy -I INPUT 1 -p tcp -m multiport --dports 29500:29550 -j ACCEPT",
     );
 }
 
@@ -224,18 +207,14 @@ fn tools_that_cannot_answer() {
     // Nothing installed: cannot tell, a warning.
     let f = audit(Canned::new(&[]), &root);
     assert_eq!(f["firewall.rendezvous_ports"].status, Status::Warn);
-    assert!(
-        f["firewall.rendezvous_ports"]
-            .message
-            .contains("cannot tell")
-    );
+    assert_contains(&f["firewall.rendezvous_ports"].message, "cannot tell");
     // Not root: skipped with the reason.
     let f = audit(
         Canned::new(&[("nft", false, "", "Error: Operation not permitted\n")]),
         &root,
     );
     assert_eq!(f["firewall.nccl_ports"].status, Status::Skip);
-    assert!(f["firewall.nccl_ports"].message.contains("needs root"));
+    assert_contains(&f["firewall.nccl_ports"].message, "needs root");
     // Garbage from nft is an error, not a pass.
     let f = audit(Canned::new(&[("nft", true, "{not json", "")]), &root);
     assert_eq!(f["firewall.nccl_ports"].status, Status::Error);
@@ -265,11 +244,7 @@ fn tools_that_cannot_answer() {
         "{:#?}",
         f["firewall.nccl_ports"]
     );
-    assert!(
-        f["firewall.nccl_ports"]
-            .message
-            .contains("nft is not installed")
-    );
+    assert_contains(&f["firewall.nccl_ports"].message, "nft is not installed");
     let legacy_accept =
         "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp --dport 50000:50010 -j ACCEPT\nCOMMIT\n";
     let f = audit(
@@ -282,10 +257,9 @@ fn tools_that_cannot_answer() {
         "{:#?}",
         f["firewall.nccl_ports"]
     );
-    assert!(
-        f["firewall.nccl_ports"]
-            .actual
-            .starts_with("iptables-legacy: 50000-50010: accepted by")
+    assert_starts(
+        &f["firewall.nccl_ports"].actual,
+        "iptables-legacy: 50000-50010: accepted by",
     );
     // --persisted does not pretend the live rules are the saved ones.
     let f = audit_persisted(Canned::new(&[]), &root);
@@ -304,18 +278,14 @@ fn tools_that_cannot_answer() {
         &root,
     );
     assert_eq!(f["firewall.rendezvous_ports"].status, Status::Pass);
-    assert!(
-        f["firewall.rendezvous_ports"]
-            .actual
-            .starts_with("no firewall")
-    );
+    assert_starts(&f["firewall.rendezvous_ports"].actual, "no firewall");
 }
 
 #[test]
 fn another_root_is_skipped() {
     let f = audit(Canned::new(&[]), &Tree::new().root());
     assert_eq!(f["firewall.rendezvous_ports"].status, Status::Skip);
-    assert!(f["firewall.rendezvous_ports"].message.contains("--root"));
+    assert_contains(&f["firewall.rendezvous_ports"].message, "--root");
 }
 
 #[test]
