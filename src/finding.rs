@@ -172,12 +172,29 @@ impl Check {
         self
     }
 
+    /// Puts what the check found before its reason: `eth0 runs at 25000 Mb/s; <why>`.
+    pub fn found(mut self, found: impl std::fmt::Display) -> Self {
+        self.why = format!("{found}; {}", self.why);
+        self
+    }
+
+    /// The same check of one more subject (`.login`, `@training.slice`): the id gains `suffix`.
+    pub fn suffixed(mut self, suffix: &str) -> Self {
+        self.id.push_str(suffix);
+        self
+    }
+
     pub fn id(&self) -> &str {
         &self.id
     }
 
     pub fn area(&self) -> Area {
         self.area
+    }
+
+    /// The reason given with [`Check::why`], for a verdict that says more around it.
+    pub fn why_text(&self) -> &str {
+        &self.why
     }
 
     /// The check holds.
@@ -213,22 +230,31 @@ impl Check {
 
     /// It could not be judged on this node; `reason` says why.
     pub fn skip(&self, reason: impl Into<String>) -> Finding {
-        Finding::skip(self.id.clone(), self.area, self.expected.clone(), reason)
+        self.unjudged(Status::Skip, "-", reason.into())
     }
 
-    /// The fact could not be read or parsed; `problem` says which and why.
+    /// The fact could not be read or parsed: never a panic, always a finding; `problem` says
+    /// which and why.
     pub fn error(&self, problem: impl Into<String>) -> Finding {
-        Finding::error(self.id.clone(), self.area, self.expected.clone(), problem)
+        self.unjudged(Status::Error, "?", problem.into())
     }
 
     fn judged(&self, status: Status, actual: String, fix: String) -> Finding {
+        self.finding(status, actual, self.why.clone(), fix)
+    }
+
+    fn unjudged(&self, status: Status, actual: &str, message: String) -> Finding {
+        self.finding(status, actual.into(), message, String::new())
+    }
+
+    fn finding(&self, status: Status, actual: String, message: String, fix: String) -> Finding {
         Finding {
             id: self.id.clone(),
             area: self.area,
             status,
             expected: self.expected.clone(),
             actual,
-            message: self.why.clone(),
+            message,
             fix,
             change: None,
         }
@@ -236,40 +262,6 @@ impl Check {
 }
 
 impl Finding {
-    /// A check that could not be judged on this node, with the reason.
-    pub fn skip(
-        id: impl Into<String>,
-        area: Area,
-        expected: impl Into<String>,
-        reason: impl Into<String>,
-    ) -> Self {
-        Finding::unjudged(
-            id.into(),
-            area,
-            Status::Skip,
-            expected.into(),
-            "-",
-            reason.into(),
-        )
-    }
-
-    /// A fact that could not be read or parsed: never a panic, always a finding.
-    pub fn error(
-        id: impl Into<String>,
-        area: Area,
-        expected: impl Into<String>,
-        problem: impl Into<String>,
-    ) -> Self {
-        Finding::unjudged(
-            id.into(),
-            area,
-            Status::Error,
-            expected.into(),
-            "?",
-            problem.into(),
-        )
-    }
-
     /// The change `apply` makes to fix this finding.
     pub fn with_change(mut self, change: Change) -> Self {
         self.change = Some(change);
@@ -282,23 +274,9 @@ impl Finding {
         self
     }
 
-    fn unjudged(
-        id: String,
-        area: Area,
-        status: Status,
-        expected: String,
-        actual: &str,
-        message: String,
-    ) -> Self {
-        Finding {
-            id,
-            area,
-            status,
-            expected,
-            actual: actual.into(),
-            message,
-            fix: String::new(),
-            change: None,
-        }
+    /// Sets the fix (one worked out once the verdict is known).
+    pub fn with_fix(mut self, fix: impl Into<String>) -> Self {
+        self.fix = fix.into();
+        self
     }
 }

@@ -17,6 +17,21 @@ pub fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// Asserts that `text` starts with `prefix`, showing the text when it does not.
+#[track_caller]
+pub fn assert_starts(text: &str, prefix: &str) {
+    assert!(
+        text.starts_with(prefix),
+        "{text:?}\ndoes not start with {prefix:?}"
+    );
+}
+
+/// Asserts that `text` contains `part`, showing the text when it does not.
+#[track_caller]
+pub fn assert_contains(text: &str, part: &str) {
+    assert!(text.contains(part), "{text:?}\ndoes not contain {part:?}");
+}
+
 /// A node tree in a temporary directory, removed when dropped.
 pub struct Tree {
     dir: tempfile::TempDir,
@@ -27,6 +42,15 @@ impl Tree {
         Tree {
             dir: tempfile::tempdir().expect("a temporary directory"),
         }
+    }
+
+    /// A tree holding `files`: (path inside the tree, text).
+    pub fn with(files: &[(&str, &str)]) -> Self {
+        let tree = Tree::new();
+        for (path, text) in files {
+            tree.file(path, text);
+        }
+        tree
     }
 
     /// Writes `text` at `path` (absolute inside the tree), creating its directories.

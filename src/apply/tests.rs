@@ -14,6 +14,7 @@ use super::target::{State, Target, knob_value};
 use super::{firewall, transaction};
 use crate::finding::Change;
 use crate::host::Root;
+use crate::testing::Tree;
 
 /// An nftables that keeps the table in memory, interpreting the scripts apply sends.
 #[derive(Default)]
@@ -57,41 +58,34 @@ impl Io for FailAt<'_> {
     }
 }
 
-fn put(dir: &Path, path: &str, text: &str) {
-    let full = dir.join(path.trim_start_matches('/'));
-    fs::create_dir_all(full.parent().unwrap()).unwrap();
-    fs::write(full, text).unwrap();
-}
-
 /// A node with a knob for every live change and systemd managing cgroups.
-fn fixture() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    put(d, "/proc/sys/net/core/somaxconn", "128\n");
-    put(d, "/proc/sys/net/ipv4/tcp_rmem", "4096\t131072\t6291456\n");
-    put(d, "/proc/sys/vm/swappiness", "60\n");
-    put(
-        d,
-        "/sys/kernel/mm/transparent_hugepage/enabled",
-        "[always] madvise never\n",
-    );
-    put(d, "/proc/irq/42/smp_affinity_list", "0-3\n");
-    put(d, "/sys/fs/cgroup/training.slice/memory.max", "max\n");
-    put(d, "/run/systemd/system/.keep", "");
-    put(d, "/etc/sysctl.d/10-early.conf", "vm.swappiness = 30\n");
-    dir
-}
-
-/// The fixture node and its root (the directory lives as long as the first).
-fn fixture_root() -> (tempfile::TempDir, Root) {
-    let dir = fixture();
-    let root = Root::new(dir.path());
-    (dir, root)
+fn node() -> Tree {
+    let tree = Tree::new();
+    tree.file("/proc/sys/net/core/somaxconn", "128\n")
+        .file("/proc/sys/net/ipv4/tcp_rmem", "4096\t131072\t6291456\n")
+        .file("/proc/sys/vm/swappiness", "60\n")
+        .file(
+            "/sys/kernel/mm/transparent_hugepage/enabled",
+            "[always] madvise never\n",
+        )
+        .file("/proc/irq/42/smp_affinity_list", "0-3\n")
+        .file("/sys/fs/cgroup/training.slice/memory.max", "max\n")
+        .file("/run/systemd/system/.keep", "")
+        .file("/etc/sysctl.d/10-early.conf", "vm.swappiness = 30\n");
+    tree
 }
 
 /// Host I/O on `root` with no nftables.
 fn without_nft(root: &Root) -> HostIo<'_> {
     HostIo { root, nft: None }
+}
+
+/// Host I/O on `root` with `nft` as its nftables.
+fn with_nft<'a>(root: &'a Root, nft: &'a MemoryNft) -> HostIo<'a> {
+    HostIo {
+        root,
+        nft: Some(nft),
+    }
 }
 
 const fn options(persist: bool, live_kernel: bool, image: bool) -> PlanOptions {
@@ -158,7 +152,7 @@ const LIVE: PlanOptions = options(true, true, false);
 /// Fixture knobs are plain files, which do not echo a write back the way the kernel does
 /// (`madvise` is not `always [madvise] never`), so knobs compare by their writable value;
 /// the end-to-end tests check the real kernel byte for byte.
-fn snapshot(dir: &Path, nft: &MemoryNft) -> BTreeMap<String, String> {
+fn snapshot(tree: &Tree, nft: &MemoryNft) -> BTreeMap<String, String> {
     fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
         for entry in fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
@@ -179,29 +173,27 @@ fn snapshot(dir: &Path, nft: &MemoryNft) -> BTreeMap<String, String> {
         }
     }
     let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
+    let top = tree.path("/");
+    walk(&top, &top, &mut out);
     out.insert("nft".into(), format!("{:?}", nft.table.borrow()));
     out
 }
 
 #[test]
 fn every_change_variant_applies_verifies_and_restores() {
-    let dir = fixture();
-    let root = Root::new(dir.path());
+    let tree = node();
+    let root = tree.root();
     let nft_view = MemoryNft::default();
-    let io = HostIo {
-        root: &root,
-        nft: Some(&nft_view),
-    };
+    let io = with_nft(&root, &nft_view);
     let nft_view = &nft_view;
-    let start = snapshot(dir.path(), nft_view);
+    let start = snapshot(&tree, nft_view);
 
     let changes = plan::dedup(every_change().into_iter().chain(every_change()));
     assert_eq!(changes.len(), every_change().len());
     let plan = plan::build(&changes, &root, &io, LIVE).unwrap();
     transaction::execute(&plan.steps, &io).unwrap();
 
-    let read = |p: &str| fs::read_to_string(dir.path().join(p.trim_start_matches('/'))).unwrap();
+    let read = |p: &str| fs::read_to_string(tree.path(p)).unwrap();
     assert_eq!(read("/proc/sys/net/core/somaxconn"), "4096");
     assert_eq!(
         read("/sys/kernel/mm/transparent_hugepage/enabled"),
@@ -235,7 +227,7 @@ fn every_change_variant_applies_verifies_and_restores() {
             .contains("29500-29550")
     );
     assert_eq!(
-        fs::read_link(dir.path().join(firewall::UNIT_LINK.trim_start_matches('/'))).unwrap(),
+        fs::read_link(tree.path(firewall::UNIT_LINK)).unwrap(),
         Path::new(firewall::UNIT_FILE)
     );
     assert!(
@@ -251,18 +243,16 @@ fn every_change_variant_applies_verifies_and_restores() {
     // Restoring puts every byte back and removes what was persisted.
     let restored = transaction::restore(&plan.steps, &io);
     assert!(restored.iter().all(Result::is_ok), "{restored:?}");
-    assert_eq!(snapshot(dir.path(), nft_view), start);
+    assert_eq!(snapshot(&tree, nft_view), start);
 }
 
 #[test]
 fn a_failure_at_any_step_leaves_the_node_as_it_started() {
     let n = {
-        let dir = fixture();
-        let root = Root::new(dir.path());
-        let io = HostIo {
-            root: &root,
-            nft: Some(&MemoryNft::default()),
-        };
+        let tree = node();
+        let root = tree.root();
+        let nft = MemoryNft::default();
+        let io = with_nft(&root, &nft);
         plan::build(&every_change(), &root, &io, LIVE)
             .unwrap()
             .steps
@@ -270,15 +260,12 @@ fn a_failure_at_any_step_leaves_the_node_as_it_started() {
     };
     assert!(n >= 14, "a plan touching every kind of target ({n} steps)");
     for k in 0..n {
-        let dir = fixture();
-        let root = Root::new(dir.path());
+        let tree = node();
+        let root = tree.root();
         let nft_view = MemoryNft::default();
-        let host = HostIo {
-            root: &root,
-            nft: Some(&nft_view),
-        };
+        let host = with_nft(&root, &nft_view);
         let nft_view = &nft_view;
-        let start = snapshot(dir.path(), nft_view);
+        let start = snapshot(&tree, nft_view);
         let plan = plan::build(&every_change(), &root, &host, LIVE).unwrap();
         let io = FailAt {
             inner: &host,
@@ -294,7 +281,7 @@ fn a_failure_at_any_step_leaves_the_node_as_it_started() {
         );
         assert_eq!(failure.unrestored, Vec::<String>::new());
         assert_eq!(
-            snapshot(dir.path(), nft_view),
+            snapshot(&tree, nft_view),
             start,
             "after a failure at step {k} of {n}"
         );
@@ -303,15 +290,13 @@ fn a_failure_at_any_step_leaves_the_node_as_it_started() {
 
 #[test]
 fn a_real_write_failure_restores_earlier_changes() {
-    let dir = fixture();
+    let tree = node();
     // /etc/security is a file, so limits.d cannot be created under it.
-    put(dir.path(), "/etc/security", "not a directory\n");
-    let root = Root::new(dir.path());
-    let io = HostIo {
-        root: &root,
-        nft: Some(&MemoryNft::default()),
-    };
-    let start = snapshot(dir.path(), &MemoryNft::default());
+    tree.file("/etc/security", "not a directory\n");
+    let root = tree.root();
+    let nft = MemoryNft::default();
+    let io = with_nft(&root, &nft);
+    let start = snapshot(&tree, &MemoryNft::default());
     let plan = plan::build(&every_change()[..6], &root, &io, LIVE).unwrap();
     let failure = transaction::execute(&plan.steps, &io).unwrap_err();
     assert!(
@@ -320,18 +305,15 @@ fn a_real_write_failure_restores_earlier_changes() {
         failure.error
     );
     assert!(failure.step > 0, "earlier steps were written first");
-    assert_eq!(snapshot(dir.path(), &MemoryNft::default()), start);
+    assert_eq!(snapshot(&tree, &MemoryNft::default()), start);
 }
 
 #[test]
 fn files_of_others_are_never_edited() {
-    let dir = fixture();
-    put(dir.path(), plan::NCCL_CONF, "NCCL_DEBUG=INFO\n");
-    let root = Root::new(dir.path());
-    let io = HostIo {
-        root: &root,
-        nft: None,
-    };
+    let tree = node();
+    tree.file(plan::NCCL_CONF, "NCCL_DEBUG=INFO\n");
+    let root = tree.root();
+    let io = without_nft(&root);
     let change = Change::NcclEnv {
         key: "NCCL_SOCKET_IFNAME".into(),
         value: "eth0".into(),
@@ -347,12 +329,10 @@ fn files_of_others_are_never_edited() {
 
 #[test]
 fn no_persist_writes_live_values_only() {
-    let dir = fixture();
-    let root = Root::new(dir.path());
-    let io = HostIo {
-        root: &root,
-        nft: Some(&MemoryNft::default()),
-    };
+    let tree = node();
+    let root = tree.root();
+    let nft = MemoryNft::default();
+    let io = with_nft(&root, &nft);
     let options = options(false, true, false);
     let plan = plan::build(&every_change(), &root, &io, options).unwrap();
     assert!(
@@ -371,7 +351,8 @@ fn no_persist_writes_live_values_only() {
 
 #[test]
 fn a_mounted_image_gets_files_but_its_firewall_is_not_live() {
-    let (_dir, root) = fixture_root();
+    let tree = node();
+    let root = tree.root();
     let io = without_nft(&root);
     let options = options(true, false, false);
     let change = Change::FirewallAccept {
@@ -390,18 +371,11 @@ fn a_mounted_image_gets_files_but_its_firewall_is_not_live() {
 
 #[test]
 fn sysctl_overrides_and_irqbalance_are_noted() {
-    let dir = fixture();
-    put(
-        dir.path(),
-        "/etc/sysctl.d/99-local.conf",
-        "net.core.somaxconn = 1024\n",
-    );
-    put(dir.path(), "/run/irqbalance.pid", "1\n");
-    let root = Root::new(dir.path());
-    let io = HostIo {
-        root: &root,
-        nft: None,
-    };
+    let tree = node();
+    tree.file("/etc/sysctl.d/99-local.conf", "net.core.somaxconn = 1024\n");
+    tree.file("/run/irqbalance.pid", "1\n");
+    let root = tree.root();
+    let io = without_nft(&root);
     let plan = plan::build(&every_change()[..1], &root, &io, LIVE).unwrap();
     assert!(
         plan.notes
@@ -420,13 +394,10 @@ fn sysctl_overrides_and_irqbalance_are_noted() {
 
 #[test]
 fn cgroupfs_without_systemd_needs_the_cgroup() {
-    let dir = fixture();
-    fs::remove_dir_all(dir.path().join("run/systemd")).unwrap();
-    let root = Root::new(dir.path());
-    let io = HostIo {
-        root: &root,
-        nft: None,
-    };
+    let tree = node();
+    fs::remove_dir_all(tree.path("/run/systemd")).unwrap();
+    let root = tree.root();
+    let io = without_nft(&root);
     let ok = Change::Cgroup {
         slice: "training.slice".into(),
         key: "memory.max".into(),
@@ -456,7 +427,8 @@ fn cgroupfs_without_systemd_needs_the_cgroup() {
 
 #[test]
 fn malformed_changes_are_refused_before_anything_is_read() {
-    let (_dir, root) = fixture_root();
+    let tree = node();
+    let root = tree.root();
     let io = without_nft(&root);
     let bad = [
         Change::Sysfs {
@@ -497,7 +469,8 @@ fn malformed_changes_are_refused_before_anything_is_read() {
 
 #[test]
 fn an_image_gets_persisted_files_and_never_a_live_value() {
-    let (_dir, root) = fixture_root();
+    let tree = node();
+    let root = tree.root();
     let io = without_nft(&root);
     let options = options(true, false, true);
     let mut changes = every_change();

@@ -4,7 +4,7 @@
 use crate::finding::{Area, Change, Finding, Status};
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
 
-use super::Context;
+use super::{Context, by_rule, setting_check};
 
 const THP_ENABLED: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
 const THP_DEFRAG: &str = "/sys/kernel/mm/transparent_hugepage/defrag";
@@ -56,15 +56,12 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
             "transparent_hugepage.enabled" if ctx.options.image() => {
                 findings.push(thp_at_boot(ctx, key, setting))
             }
-            "transparent_hugepage.defrag" if ctx.options.image() => findings.push(Finding::skip(
-                key.as_str(),
-                Area::Memory,
-                setting.rule.describe(),
-                format!(
+            "transparent_hugepage.defrag" if ctx.options.image() => findings.push(
+                setting_check(ctx, Area::Memory, key, setting).skip(format!(
                     "{}: THP defrag has no kernel command-line form; set it at boot with a systemd-tmpfiles rule (`w /sys/kernel/mm/transparent_hugepage/defrag - - - - madvise`)",
                     crate::image::NO_KERNEL
-                ),
-            )),
+                )),
+            ),
             "transparent_hugepage.enabled" => findings.push(thp(ctx, key, setting, THP_ENABLED)),
             "transparent_hugepage.defrag" => findings.push(thp(ctx, key, setting, THP_DEFRAG)),
             _ => {}
@@ -110,26 +107,17 @@ pub fn parse_swaps(text: &str) -> Result<Vec<SwapArea>, String> {
 }
 
 fn swap(ctx: &Context, setting: &Setting) -> Finding {
-    let id = "swap.devices";
-    let expected = setting.rule.describe();
+    let check = setting_check(ctx, Area::Memory, "swap.devices", setting);
     let text = match ctx.root.read_optional("/proc/swaps") {
         Ok(Some(text)) => text,
-        Ok(None) => {
-            return Finding::skip(
-                id,
-                Area::Memory,
-                expected,
-                "/proc/swaps is absent (kernel built without swap)",
-            );
-        }
-        Err(e) => return Finding::error(id, Area::Memory, expected, e.to_string()),
+        Ok(None) => return check.skip("/proc/swaps is absent (kernel built without swap)"),
+        Err(e) => return check.error(e.to_string()),
     };
     let areas = match parse_swaps(&text) {
         Ok(areas) => areas,
-        Err(e) => return Finding::error(id, Area::Memory, expected, e),
+        Err(e) => return check.error(e),
     };
     let count = areas.len().to_string();
-    let (status, _) = setting.status_for(&count);
     let total_mib: u64 = areas.iter().map(|a| a.size_kib).sum::<u64>() / 1024;
     let names: Vec<&str> = areas.iter().map(|a| a.name.as_str()).collect();
     let actual = if areas.is_empty() {
@@ -137,21 +125,13 @@ fn swap(ctx: &Context, setting: &Setting) -> Finding {
     } else {
         format!("{count} ({total_mib} MiB: {})", names.join(", "))
     };
-    let fix = if status == Status::Pass {
-        String::new()
-    } else {
-        "swapoff -a, and remove the swap entries from /etc/fstab (and any swap .swap units) so it stays off".to_string()
-    };
-    Finding {
-        id: id.into(),
-        area: Area::Memory,
-        status,
-        expected,
+    by_rule(
+        &check,
+        setting,
+        &count,
         actual,
-        message: super::why(ctx, Area::Memory, id),
-        fix,
-        change: None,
-    }
+        "swapoff -a, and remove the swap entries from /etc/fstab (and any swap .swap units) so it stays off",
+    )
 }
 
 /// The swap areas `/etc/fstab` activates at boot (`swap` entries without `noauto`), with
@@ -176,15 +156,13 @@ pub fn parse_fstab_swaps(text: &str) -> Vec<(usize, String)> {
 
 /// `--persisted` and images: the swap `/etc/fstab` turns on at boot, not what is on now.
 fn swap_at_boot(ctx: &Context, setting: &Setting) -> Finding {
-    let id = "swap.devices";
-    let expected = setting.rule.describe();
+    let check = setting_check(ctx, Area::Memory, "swap.devices", setting);
     let text = match ctx.root.read_optional("/etc/fstab") {
         Ok(text) => text.unwrap_or_default(),
-        Err(e) => return Finding::error(id, Area::Memory, expected, e.to_string()),
+        Err(e) => return check.error(e.to_string()),
     };
     let swaps = parse_fstab_swaps(&text);
     let count = swaps.len().to_string();
-    let (status, _) = setting.status_for(&count);
     let actual = if swaps.is_empty() {
         "0 (no swap in /etc/fstab)".to_string()
     } else {
@@ -194,21 +172,13 @@ fn swap_at_boot(ctx: &Context, setting: &Setting) -> Finding {
             .collect();
         format!("{count}: {}", named.join(", "))
     };
-    let fix = if status == Status::Pass {
-        String::new()
-    } else {
-        "remove or comment out the swap entries in /etc/fstab (and mask any .swap units) so no swap is turned on at boot".to_string()
-    };
-    Finding {
-        id: id.into(),
-        area: Area::Memory,
-        status,
-        expected,
+    by_rule(
+        &check,
+        setting,
+        &count,
         actual,
-        message: super::why(ctx, Area::Memory, id),
-        fix,
-        change: None,
-    }
+        "remove or comment out the swap entries in /etc/fstab (and mask any .swap units) so no swap is turned on at boot",
+    )
 }
 
 /// Boot loader configurations whose kernel command line an image boots with, in the order
@@ -245,51 +215,37 @@ pub fn cmdline_param(file: &str, text: &str, param: &str) -> Option<String> {
 /// Images: THP `enabled` from `transparent_hugepage=` on the boot loader's command line, the
 /// kernel's build default otherwise (which gputune cannot know: a warning).
 fn thp_at_boot(ctx: &Context, key: &str, setting: &Setting) -> Finding {
-    let expected = setting.rule.describe();
+    let check = setting_check(ctx, Area::Memory, key, setting);
     for file in CMDLINES {
         let text = match ctx.root.read_optional(file) {
             Ok(Some(text)) => text,
             Ok(None) => continue,
-            Err(e) => return Finding::error(key, Area::Memory, expected, e.to_string()),
+            Err(e) => return check.error(e.to_string()),
         };
         let Some(value) = cmdline_param(file, &text, "transparent_hugepage") else {
             continue;
         };
-        let (status, problem) = setting.status_for(&value);
-        return Finding {
-            id: key.into(),
-            area: Area::Memory,
-            status,
-            expected,
-            actual: format!("{value} ({file})"),
-            message: problem.unwrap_or_else(|| super::why(ctx, Area::Memory, key)),
-            fix: if status == Status::Pass {
-                String::new()
-            } else {
-                format!(
-                    "set transparent_hugepage={} on the kernel command line in {file}",
-                    setting
-                        .rule
-                        .target(&value)
-                        .unwrap_or_else(|| "madvise".into())
-                )
-            },
-            change: None,
-        };
+        let target = setting
+            .rule
+            .target(&value)
+            .unwrap_or_else(|| "madvise".into());
+        return by_rule(
+            &check,
+            setting,
+            &value,
+            format!("{value} ({file})"),
+            format!("set transparent_hugepage={target} on the kernel command line in {file}"),
+        );
     }
-    Finding {
-        id: key.into(),
-        area: Area::Memory,
-        status: Status::Warn,
-        expected,
-        actual: "unset".into(),
-        message: format!(
+    check
+        .warn(
+            "unset",
+            "add transparent_hugepage=madvise to the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub, or /etc/kernel/cmdline)",
+        )
+        .with_message(format!(
             "no transparent_hugepage= on the image's kernel command line ({}): the kernel's build default will decide at boot (`always` on many distributions)",
             CMDLINES.join(", ")
-        ),
-        fix: "add transparent_hugepage=madvise to the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub, or /etc/kernel/cmdline)".into(),
-        change: None,
-    }
+        ))
 }
 
 /// The selected word of a THP knob: `always [madvise] never` → `madvise`.
@@ -300,58 +256,42 @@ pub fn parse_bracketed(text: &str) -> Option<&str> {
 }
 
 fn thp(ctx: &Context, key: &str, setting: &Setting, path: &str) -> Finding {
-    let expected = setting.rule.describe();
+    let check = setting_check(ctx, Area::Memory, key, setting);
     let text = match ctx.root.read_optional(path) {
         Ok(Some(text)) => text,
         Ok(None) => {
-            return Finding::skip(
-                key,
-                Area::Memory,
-                expected,
-                format!("{path} is absent (kernel without transparent huge pages)"),
-            );
+            return check.skip(format!(
+                "{path} is absent (kernel without transparent huge pages)"
+            ));
         }
-        Err(e) => return Finding::error(key, Area::Memory, expected, e.to_string()),
+        Err(e) => return check.error(e.to_string()),
     };
     let Some(actual) = parse_bracketed(&text) else {
-        return Finding::error(
-            key,
-            Area::Memory,
-            expected,
-            format!(
-                "{path} reads `{}`, expected a bracketed choice such as `always [madvise] never`",
-                text.trim()
-            ),
-        );
+        return check.error(format!(
+            "{path} reads `{}`, expected a bracketed choice such as `always [madvise] never`",
+            text.trim()
+        ));
     };
-    let (status, _) = setting.status_for(actual);
-    let mut finding = Finding {
-        id: key.into(),
-        area: Area::Memory,
-        status,
-        expected,
-        actual: actual.to_string(),
-        message: super::why(ctx, Area::Memory, key),
-        fix: String::new(),
-        change: None,
+    let finding = by_rule(&check, setting, actual, actual, "");
+    if finding.status == Status::Pass {
+        return finding;
+    }
+    let Some(target) = setting.rule.target(actual) else {
+        return finding;
     };
-    if status != Status::Pass
-        && let Some(target) = setting.rule.target(actual)
-    {
-        let param = if path == THP_ENABLED {
-            "transparent_hugepage"
-        } else {
-            "transparent_hugepage_defrag"
-        };
-        finding.fix = format!(
+    let param = if path == THP_ENABLED {
+        "transparent_hugepage"
+    } else {
+        "transparent_hugepage_defrag"
+    };
+    finding
+        .with_fix(format!(
             "echo {target} > {path} (persist with {param}={target} on the kernel command line)"
-        );
-        finding.change = Some(Change::Sysfs {
+        ))
+        .with_change(Change::Sysfs {
             path: path.into(),
             value: target,
-        });
-    }
-    finding
+        })
 }
 
 #[cfg(test)]

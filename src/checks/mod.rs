@@ -17,7 +17,7 @@ pub mod sysctl_d;
 pub mod sysctl_value;
 pub mod tuned;
 
-use crate::finding::{Area, Finding};
+use crate::finding::{Area, Check, Finding};
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::sync::mpsc;
@@ -28,7 +28,7 @@ use crate::host::{HostError, Root};
 use crate::inventory::Inventory;
 use crate::probes::Probes;
 use crate::profile::Profile;
-use crate::profile::setting::KeySpec;
+use crate::profile::setting::{KeySpec, Setting};
 use sysctl_d::Assignment;
 
 /// Options of `gputune audit` that some areas need.
@@ -231,39 +231,36 @@ pub fn run_limited(
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     // The worker panicked inside this area: say so instead of losing it.
-                    findings.push(Finding::error(
-                        area.name(),
-                        area,
-                        "the area's checks finish",
-                        format!("the {area} checks stopped unexpectedly"),
-                    ));
+                    findings.push(
+                        Check::new(area.name(), area)
+                            .expected("the area's checks finish")
+                            .error(format!("the {area} checks stopped unexpectedly")),
+                    );
                     next += 1;
                     break;
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     // The hung area's external program (nft, scontrol...) dies with it.
                     crate::host::exec::kill_running();
-                    findings.push(Finding::error(
-                        area.name(),
-                        area,
-                        format!("the {area} checks finish within {:.1} s", wait.as_secs_f64()),
-                        format!(
-                            "the {area} checks did not finish within {:.1} s (hung); they were abandoned",
-                            wait.as_secs_f64()
-                        ),
-                    ));
+                    let seconds = wait.as_secs_f64();
+                    findings.push(
+                        Check::new(area.name(), area)
+                            .expected(format!("the {area} checks finish within {seconds:.1} s"))
+                            .error(format!(
+                                "the {area} checks did not finish within {seconds:.1} s (hung); they were abandoned"
+                            )),
+                    );
                     next += 1;
                     if Instant::now() >= deadline {
                         for &area in &areas[next..] {
-                            findings.push(Finding::error(
-                                area.name(),
-                                area,
-                                "the area's checks run",
-                                format!(
-                                    "not run: the whole run's limit of {:.1} s was spent",
-                                    limits.total.as_secs_f64()
-                                ),
-                            ));
+                            findings.push(
+                                Check::new(area.name(), area)
+                                    .expected("the area's checks run")
+                                    .error(format!(
+                                        "not run: the whole run's limit of {:.1} s was spent",
+                                        limits.total.as_secs_f64()
+                                    )),
+                            );
                         }
                         return findings;
                     }
@@ -307,6 +304,43 @@ pub fn why(ctx: &Context, area: Area, key: &str) -> String {
                 .map(|k| k.why.to_string())
         })
         .unwrap_or_default()
+}
+
+/// The check of profile setting `key`: the key as id, its rule as expected, and the
+/// profile's reason for it (else the check's) as why.
+pub fn setting_check(ctx: &Context, area: Area, key: &str, setting: &Setting) -> Check {
+    Check::new(key, area)
+        .expected(setting.rule.describe())
+        .why(why(ctx, area, key))
+}
+
+/// `value` judged by `setting`'s rule, `actual` being what the report shows and `fix` what
+/// makes it pass: the rule's verdict, with the rule's own complaint as the message when it
+/// cannot compare them.
+pub fn by_rule(
+    check: &Check,
+    setting: &Setting,
+    value: &str,
+    actual: impl Into<String>,
+    fix: impl Into<String>,
+) -> Finding {
+    let (status, problem) = setting.status_for(value);
+    let finding = check.judge(status, actual, fix);
+    match problem {
+        Some(problem) => finding.with_message(problem),
+        None => finding,
+    }
+}
+
+/// [`by_rule`] for a value the report shows just as it was judged (a speed, an MTU).
+pub fn value_by_rule(
+    check: &Check,
+    setting: &Setting,
+    value: impl ToString,
+    fix: impl Into<String>,
+) -> Finding {
+    let value = value.to_string();
+    by_rule(check, setting, &value, value.clone(), fix)
 }
 
 #[cfg(test)]

@@ -29,10 +29,7 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
 
 fn nodes(inv: &Inventory) -> Finding {
     if inv.numa_nodes.is_empty() {
-        return Finding::skip(
-            "numa.nodes",
-            Area::Numa,
-            ">= 1",
+        return Check::new("numa.nodes", Area::Numa).expected(">= 1").skip(
             "neither /sys/devices/system/node nor /sys/devices/system/cpu/online is present",
         );
     }

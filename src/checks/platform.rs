@@ -8,7 +8,10 @@ use crate::finding::{Area, Check, Finding};
 use crate::inventory::Inventory;
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
 
-use super::{Context, hw};
+use super::{Context, hw, setting_check, value_by_rule};
+
+/// Why a check of the path to GPUs is skipped on a node without any.
+const NO_GPU: &str = "no NVIDIA GPU on the PCI bus";
 
 pub const KEYS: &[KeySpec] = &[
     KeySpec {
@@ -106,23 +109,15 @@ pub fn is_virtual_machine(cpuinfo: &str) -> bool {
 }
 
 fn acs(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
-    let id = "platform.acs";
-    let expected = "ACS off on bridges above GPUs (bare metal)";
+    let check = Check::new("platform.acs", Area::Platform)
+        .expected("ACS off on bridges above GPUs (bare metal)");
     if inv.gpus.is_empty() {
-        return vec![Finding::skip(
-            id,
-            Area::Platform,
-            expected,
-            "no NVIDIA GPU on the PCI bus",
-        )];
+        return vec![check.skip(NO_GPU)];
     }
     if let Ok(Some(cpuinfo)) = ctx.root.read_optional("/proc/cpuinfo")
         && is_virtual_machine(&cpuinfo)
     {
-        return vec![Finding::skip(
-            id,
-            Area::Platform,
-            expected,
+        return vec![check.skip(
             "virtual machine (hypervisor CPU flag): passthrough needs ACS; enable ATS on the host instead",
         )];
     }
@@ -146,26 +141,29 @@ fn acs(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
             Ok(Some(control)) => {
                 checked += 1;
                 if control & 0x7f != 0 {
-                    out.push(Check::new(format!("platform.acs.{bdf}"), Area::Platform)
-                        .expected("ACSCtl all off")
-                        .why(format!("bridge {bdf} above a GPU redirects peer-to-peer traffic through the root complex: GPU<->GPU and GPU<->NIC (GPUDirect) bandwidth drops or hangs"))
-                        .warn(acs_flags(control), format!("setpci -s {bdf} ECAP_ACS+0x6.w=0000 (not persistent: repeat at boot, or disable ACS in the BIOS)")));
+                    out.push(
+                        Check::new(format!("platform.acs.{bdf}"), Area::Platform)
+                            .expected("ACSCtl all off")
+                            .why(format!(
+                                "bridge {bdf} above a GPU redirects peer-to-peer traffic through the root complex: GPU<->GPU and GPU<->NIC (GPUDirect) bandwidth drops or hangs"
+                            ))
+                            .warn(
+                                acs_flags(control),
+                                format!(
+                                    "setpci -s {bdf} ECAP_ACS+0x6.w=0000 (not persistent: repeat at boot, or disable ACS in the BIOS)"
+                                ),
+                            ),
+                    );
                 }
             }
         }
     }
     if out.is_empty() {
         if checked == 0 && !unreadable.is_empty() {
-            return vec![Finding::skip(
-                id,
-                Area::Platform,
-                expected,
-                format!("cannot read ACS: {}", unreadable.join("; ")),
-            )];
+            return vec![check.skip(format!("cannot read ACS: {}", unreadable.join("; ")))];
         }
         out.push(
-            Check::new(id, Area::Platform)
-                .expected(expected)
+            check
                 .why("no bridge above a GPU redirects peer-to-peer traffic")
                 .pass(format!("{checked} bridge(s) checked")),
         );
@@ -191,12 +189,11 @@ pub fn iommu_mode(cmdline: &str, groups: usize, group_types: &[String]) -> &'sta
 }
 
 fn iommu(ctx: &Context, setting: &Setting) -> Finding {
-    let id = "iommu.mode";
-    let expected = setting.rule.describe();
+    let check = setting_check(ctx, Area::Platform, "iommu.mode", setting);
     let cmdline = match ctx.root.read_optional("/proc/cmdline") {
         Ok(Some(c)) => c,
-        Ok(None) => return Finding::skip(id, Area::Platform, expected, "/proc/cmdline is absent"),
-        Err(e) => return Finding::error(id, Area::Platform, expected, e.to_string()),
+        Ok(None) => return check.skip("/proc/cmdline is absent"),
+        Err(e) => return check.error(e.to_string()),
     };
     let groups = ctx
         .root
@@ -215,31 +212,28 @@ fn iommu(ctx: &Context, setting: &Setting) -> Finding {
         })
         .collect();
     let mode = iommu_mode(&cmdline, groups.len(), &types);
-    let (status, note) = hw::judge(setting, mode);
-    Check::new(id, Area::Platform).expected(expected).why(note.unwrap_or_else(|| {
-            format!(
-                "{} IOMMU group(s); {}",
-                groups.len(),
-                super::why(ctx, Area::Platform, id)
-            )
-        })).judge(status, mode, "add iommu=pt to the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub), run update-grub (or grub2-mkconfig) and reboot")
+    value_by_rule(
+        &check.found(format!("{} IOMMU group(s)", groups.len())),
+        setting,
+        mode,
+        "add iommu=pt to the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub), run update-grub (or grub2-mkconfig) and reboot",
+    )
 }
 
 fn peermem(ctx: &Context, inv: &Inventory, setting: &Setting) -> Finding {
-    let id = "nvidia_peermem.loaded";
-    let expected = setting.rule.describe();
+    let check = setting_check(ctx, Area::Platform, "nvidia_peermem.loaded", setting);
     if inv.gpus.is_empty() {
-        return Finding::skip(id, Area::Platform, expected, "no NVIDIA GPU on the PCI bus");
+        return check.skip(NO_GPU);
     }
     let loaded = ["/sys/module/nvidia_peermem", "/sys/module/nv_peer_mem"]
         .iter()
         .any(|m| ctx.root.exists(m));
-    let actual = if loaded { "1" } else { "0" };
-    let (status, note) = hw::judge(setting, actual);
-    Check::new(id, Area::Platform)
-        .expected(expected)
-        .why(note.unwrap_or_else(|| super::why(ctx, Area::Platform, id)))
-        .judge(status, actual, "modprobe nvidia-peermem, and list it in /etc/modules-load.d/nvidia-peermem.conf so it loads at boot")
+    value_by_rule(
+        &check,
+        setting,
+        u8::from(loaded),
+        "modprobe nvidia-peermem, and list it in /etc/modules-load.d/nvidia-peermem.conf so it loads at boot",
+    )
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::finding::{Area, Change, Finding, Status};
+use crate::finding::{Area, Change, Check, Finding, Status};
 use crate::host::sysctl::{self, Vector};
 use crate::profile::setting::Setting;
 
@@ -50,20 +50,14 @@ pub fn audit(ctx: &Context, area: Area, is_sysctl: impl Fn(&str) -> bool) -> Vec
         .iter()
         .map(|(key, setting)| {
             let name = sysctl::sysctl_of(key);
-            let expected = setting.rule.describe();
-            let why = super::why(ctx, area, key);
+            let check = super::setting_check(ctx, area, key, setting);
             let finding = match &values[name] {
-                Err(e) => Finding::error(key.as_str(), area, expected, e.clone()),
-                Ok(None) => Finding::skip(
-                    key.as_str(),
-                    area,
-                    expected,
-                    format!(
-                        "this kernel has no {name} ({} is absent)",
-                        sysctl::host_path(name)
-                    ),
-                ),
-                Ok(Some(value)) => judge(key, area, setting, name, value, targets.get(name), why),
+                Err(e) => check.error(e.clone()),
+                Ok(None) => check.skip(format!(
+                    "this kernel has no {name} ({} is absent)",
+                    sysctl::host_path(name)
+                )),
+                Ok(Some(value)) => judge(&check, setting, value, targets.get(name)),
             };
             let Ok(boot) = boot else {
                 return finding;
@@ -265,48 +259,41 @@ fn actual_of(key: &str, value: &str) -> Result<String, String> {
     }
 }
 
-fn judge(
-    key: &str,
-    area: Area,
-    setting: &Setting,
-    name: &str,
-    value: &str,
-    vector_target: Option<&String>,
-    why: String,
-) -> Finding {
+/// The sysctl's `value` (or the part of it the check's key names) against `setting`; a
+/// failing multi-part sysctl is fixed with `vector_target`, the value for all its parts.
+fn judge(check: &Check, setting: &Setting, value: &str, vector_target: Option<&String>) -> Finding {
+    let key = check.id();
+    let name = sysctl::sysctl_of(key);
     let part = sysctl::split_part(key);
     let actual = match part {
         Some((vector, index)) => match part_of(value, vector, index) {
             Ok(p) => p,
-            Err(e) => return Finding::error(key, area, setting.rule.describe(), e),
+            Err(e) => return check.error(e),
         },
         None => value.to_string(),
     };
     let (status, problem) = setting.status_for(&actual);
-    let mut finding = Finding {
-        id: key.to_string(),
-        area,
-        status,
-        expected: setting.rule.describe(),
-        actual: actual.clone(),
-        message: problem.map_or(why, |p| format!("{name}: {p}")),
-        fix: String::new(),
-        change: None,
+    let finding = check.judge(status, actual.clone(), "");
+    let finding = match problem {
+        Some(p) => finding.with_message(format!("{name}: {p}")),
+        None => finding,
     };
-    if matches!(status, Status::Fail | Status::Warn) {
-        let target = match part {
-            Some(_) => vector_target.cloned(),
-            None => setting.rule.target(&actual),
-        };
-        if let Some(target) = target {
-            finding.fix = fix_line(name, &target);
-            finding.change = Some(Change::Sysctl {
+    if !matches!(status, Status::Fail | Status::Warn) {
+        return finding;
+    }
+    let target = match part {
+        Some(_) => vector_target.cloned(),
+        None => setting.rule.target(&actual),
+    };
+    match target {
+        Some(target) => finding
+            .with_fix(fix_line(name, &target))
+            .with_change(Change::Sysctl {
                 key: name.to_string(),
                 value: target,
-            });
-        }
+            }),
+        None => finding,
     }
-    finding
 }
 
 /// `sysctl -w key=value`, quoting values with spaces the way a shell needs.
@@ -366,8 +353,8 @@ fn vector_targets(
 mod tests {
     use super::*;
     use crate::checks::AuditOptions;
-    use crate::host::Root;
     use crate::profile::Loader;
+    use crate::testing::Tree;
 
     const PROFILE: &str = r#"
 description = "test"
@@ -380,17 +367,11 @@ description = "test"
 
     /// Findings for a node with these files (host path, content), live or `--persisted`.
     fn audit_node(files: &[(&str, &str)], persisted: bool) -> Vec<Finding> {
-        let dir = tempfile::tempdir().unwrap();
-        for (path, text) in files {
-            let full = dir.path().join(path.trim_start_matches('/'));
-            std::fs::create_dir_all(full.parent().unwrap()).unwrap();
-            std::fs::write(full, text).unwrap();
-        }
-        let profile_path = dir.path().join("p.toml");
-        std::fs::write(&profile_path, PROFILE).unwrap();
-        let root = Root::new(dir.path());
+        let tree = Tree::with(files);
+        tree.file("/p.toml", PROFILE);
+        let root = tree.root();
         let profile = Loader::new(&root, &crate::checks::keys)
-            .load(profile_path.to_str().unwrap())
+            .load(tree.path("/p.toml").to_str().unwrap())
             .unwrap();
         let options = AuditOptions {
             persisted,

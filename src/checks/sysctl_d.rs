@@ -145,6 +145,7 @@ fn after_ours(file: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::Tree;
 
     fn a(key: &str, value: &str, file: &str, line: usize) -> Assignment {
         Assignment {
@@ -193,20 +194,9 @@ mod tests {
         }
     }
 
-    fn tree(files: &[(&str, &str)]) -> (tempfile::TempDir, Root) {
-        let dir = tempfile::tempdir().unwrap();
-        for (path, text) in files {
-            let full = dir.path().join(path.trim_start_matches('/'));
-            std::fs::create_dir_all(full.parent().unwrap()).unwrap();
-            std::fs::write(full, text).unwrap();
-        }
-        let root = Root::new(dir.path());
-        (dir, root)
-    }
-
     #[test]
     fn files_merge_by_name_and_sort_lexically() {
-        let (_dir, root) = tree(&[
+        let tree = Tree::with(&[
             ("/usr/lib/sysctl.d/50-default.conf", "x = 1\n"),
             ("/lib/sysctl.d/50-default.conf", "x = masked\n"),
             ("/etc/sysctl.d/50-default.conf", "x = 2\n"),
@@ -215,6 +205,7 @@ mod tests {
             ("/etc/sysctl.d/README", "z = 1\n"),
             ("/etc/sysctl.conf", "y = 4\n"),
         ]);
+        let root = tree.root();
         // systemd-sysctl never reads /etc/sysctl.conf by itself...
         assert_eq!(
             boot_order(&root).unwrap(),
@@ -229,8 +220,7 @@ mod tests {
         assert_eq!(eff["y"].origin(), "/usr/lib/sysctl.d/99-late.conf:1");
         assert!(!eff.contains_key("z"));
         // ...only through the link distributions ship, at the link's place.
-        std::os::unix::fs::symlink("../sysctl.conf", root.path("/etc/sysctl.d/99-sysctl.conf"))
-            .unwrap();
+        tree.link("/etc/sysctl.d/99-sysctl.conf", "../sysctl.conf");
         assert_eq!(
             boot_order(&root).unwrap().last().map(String::as_str),
             Some("/etc/sysctl.d/99-sysctl.conf")
@@ -242,25 +232,28 @@ mod tests {
 
     #[test]
     fn later_files_override_gputunes() {
-        let (_dir, root) = tree(&[
+        let tree = Tree::with(&[
             ("/etc/sysctl.d/10-early.conf", "k = 1\n"),
             (GPUTUNE_CONF, "k = 5\n"),
             ("/etc/sysctl.d/99-user.conf", "k = 1\nk2 = 5\n"),
         ]);
+        let root = tree.root();
         let all = assignments(&root).unwrap();
         let over = overriding(&all, "k", "5");
         assert_eq!(over.len(), 1);
         assert_eq!(over[0].origin(), "/etc/sysctl.d/99-user.conf:1");
         assert!(overriding(&all, "k2", "5").is_empty());
 
-        let (_dir, root) = tree(&[("/usr/lib/sysctl.d/95-x.conf", "k = 1\n")]);
+        let tree = Tree::with(&[("/usr/lib/sysctl.d/95-x.conf", "k = 1\n")]);
+        let root = tree.root();
         let all = assignments(&root).unwrap();
         assert_eq!(
             overriding(&all, "k", "5").len(),
             1,
             "by name when ours is absent"
         );
-        let (_dir, root) = tree(&[("/usr/lib/sysctl.d/10-x.conf", "k = 1\n")]);
+        let tree = Tree::with(&[("/usr/lib/sysctl.d/10-x.conf", "k = 1\n")]);
+        let root = tree.root();
         let all = assignments(&root).unwrap();
         assert!(overriding(&all, "k", "5").is_empty());
     }

@@ -168,12 +168,11 @@ pub fn conflicts(ctx: &Context, area: Area, settings: &[(&String, &Setting)]) ->
         Ok(None) => return Vec::new(),
         Err(e) => {
             return if area == Area::Network {
-                vec![Finding::error(
-                    "tuned.profile",
-                    area,
-                    "a readable tuned profile",
-                    e.to_string(),
-                )]
+                vec![
+                    Check::new("tuned.profile", area)
+                        .expected("a readable tuned profile")
+                        .error(e.to_string()),
+                ]
             } else {
                 Vec::new()
             };
@@ -198,19 +197,27 @@ pub fn conflicts(ctx: &Context, area: Area, settings: &[(&String, &Setting)]) ->
         if status == Status::Pass {
             continue;
         }
-        out.push(Check::new(format!("tuned.{key}"), area)
-            .expected(setting.rule.describe())
-            .why(format!(
-                "tuned profile `{}` sets {name} = {} in {}; tuned applies it after systemd-sysctl, so tuned wins at boot over sysctl.d{}",
-                tuned.profile,
-                set.value,
-                set.file,
-                problem.map_or_else(String::new, |p| format!(" ({p})"))
-            ))
-            .judge(status, format!("{actual} (tuned profile {})", tuned.profile), format!(
-                "tuned applies after systemd-sysctl and wins at boot: align it with gputune in a custom profile /etc/tuned/profiles/gputune/tuned.conf with `[main]` `include={}` and `[sysctl]` `{name}=<the profile's value>`, then `tuned-adm profile gputune` (or disable tuned); gputune does not edit tuned's profiles",
-                tuned.profile
-            )));
+        let why = format!(
+            "tuned profile `{}` sets {name} = {} in {}; tuned applies it after systemd-sysctl, so tuned wins at boot over sysctl.d{}",
+            tuned.profile,
+            set.value,
+            set.file,
+            problem.map_or_else(String::new, |p| format!(" ({p})"))
+        );
+        let fix = format!(
+            "tuned applies after systemd-sysctl and wins at boot: align it with gputune in a custom profile /etc/tuned/profiles/gputune/tuned.conf with `[main]` `include={}` and `[sysctl]` `{name}=<the profile's value>`, then `tuned-adm profile gputune` (or disable tuned); gputune does not edit tuned's profiles",
+            tuned.profile
+        );
+        out.push(
+            Check::new(format!("tuned.{key}"), area)
+                .expected(setting.rule.describe())
+                .why(why)
+                .judge(
+                    status,
+                    format!("{actual} (tuned profile {})", tuned.profile),
+                    fix,
+                ),
+        );
     }
     out
 }
@@ -218,16 +225,7 @@ pub fn conflicts(ctx: &Context, area: Area, settings: &[(&String, &Setting)]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        for (path, text) in files {
-            let p = dir.path().join(path.trim_start_matches('/'));
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
-        }
-        dir
-    }
+    use crate::testing::Tree;
 
     #[test]
     fn parses_includes_and_sysctls() {
@@ -252,7 +250,7 @@ mod tests {
 
     #[test]
     fn enabled_profiles_merge_children_over_parents() {
-        let dir = tree(&[
+        let tree = Tree::with(&[
             (WANTS, ""),
             ("/etc/tuned/active_profile", "mine\n"),
             (
@@ -264,7 +262,7 @@ mod tests {
                 "[main]\ninclude=throughput-performance\n[sysctl]\nnet.core.rmem_max=1048576\n",
             ),
         ]);
-        let root = Root::new(dir.path());
+        let root = tree.root();
         let tuned = read(&root, false).unwrap().unwrap();
         assert_eq!(tuned.profile, "mine");
         assert_eq!(tuned.sysctl["net.core.rmem_max"].value, "1048576");
@@ -279,21 +277,21 @@ mod tests {
 
     #[test]
     fn broken_profiles_are_errors() {
-        let cycle = tree(&[
+        let cycle = Tree::with(&[
             (WANTS, ""),
             ("/etc/tuned/active_profile", "a"),
             ("/etc/tuned/a/tuned.conf", "[main]\ninclude=a\n"),
         ]);
         assert!(matches!(
-            read(&Root::new(cycle.path()), false),
+            read(&cycle.root(), false),
             Err(TunedError::TooDeep(_))
         ));
-        let missing = tree(&[(WANTS, ""), ("/etc/tuned/active_profile", "gone")]);
+        let missing = Tree::with(&[(WANTS, ""), ("/etc/tuned/active_profile", "gone")]);
         assert!(matches!(
-            read(&Root::new(missing.path()), false),
+            read(&missing.root(), false),
             Err(TunedError::Missing(_))
         ));
-        let disabled = tree(&[("/etc/tuned/active_profile", "gone")]);
-        assert_eq!(read(&Root::new(disabled.path()), false).unwrap(), None);
+        let disabled = Tree::with(&[("/etc/tuned/active_profile", "gone")]);
+        assert_eq!(read(&disabled.root(), false).unwrap(), None);
     }
 }

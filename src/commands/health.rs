@@ -206,21 +206,15 @@ fn node_name() -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::finding::Area;
+    use crate::finding::{Area, Check};
     use crate::slurm::{NodeState, SlurmError};
     use std::cell::RefCell;
 
     fn failing(id: &str) -> Finding {
-        Finding {
-            id: id.into(),
-            area: Area::Network,
-            status: Status::Fail,
-            expected: "16777216".into(),
-            actual: "212992".into(),
-            message: "why".into(),
-            fix: String::new(),
-            change: None,
-        }
+        Check::new(id, Area::Network)
+            .expected("16777216")
+            .why("why")
+            .fail("212992", "")
     }
 
     #[test]
@@ -229,7 +223,9 @@ mod tests {
             error_line(&failing("net.core.rmem_max")),
             "ERROR: gputune: net.core.rmem_max: 212992 (want 16777216)"
         );
-        let hung = Finding::error("firewall", Area::Firewall, "finish", "hung\nthere");
+        let hung = Check::new("firewall", Area::Firewall)
+            .expected("finish")
+            .error("hung\nthere");
         assert_eq!(
             error_line(&hung),
             "ERROR: gputune: firewall: ? (want finish): hung there"

@@ -67,7 +67,7 @@ impl Loader<'_> {
         }
         stack.pop();
 
-        for (area, table) in raw.areas() {
+        for (&area, table) in &raw.areas {
             for (key, value) in table {
                 let line = line_of(&source.text, key.span().start);
                 let setting = parse_setting(area, key.get_ref(), value, (self.keys)(area))

@@ -10,6 +10,7 @@ pub mod version;
 
 mod find;
 mod merge;
+mod raw;
 mod rules;
 
 use std::collections::BTreeMap;
@@ -26,6 +27,7 @@ use setting::{KeySpec, Rule, Setting, Severity, ValueKind};
 use version::VersionReq;
 
 use find::*;
+use raw::*;
 use rules::*;
 
 /// The profiles shipped inside the binary, parents first.

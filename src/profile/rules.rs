@@ -1,63 +1,7 @@
-//! A profile file's raw TOML and its validation: every key known to its area, every rule's
-//! value of the kind the key takes, errors with the file's line.
+//! Validating a profile's settings: every key known to its area, every rule's value of the
+//! kind the key takes.
 
 use super::*;
-
-pub(super) type RawArea = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawProfile {
-    pub(super) description: Option<String>,
-    #[serde(default)]
-    pub(super) include: Vec<Spanned<String>>,
-    #[serde(default)]
-    pub(super) network: RawArea,
-    #[serde(default)]
-    pub(super) memory: RawArea,
-    #[serde(default)]
-    pub(super) numa: RawArea,
-    #[serde(default)]
-    pub(super) nic: RawArea,
-    #[serde(default)]
-    pub(super) gpu: RawArea,
-    #[serde(default)]
-    pub(super) platform: RawArea,
-    #[serde(default)]
-    pub(super) limits: RawArea,
-    #[serde(default)]
-    pub(super) cgroup: RawArea,
-    #[serde(default)]
-    pub(super) firewall: RawArea,
-    pub(super) bench: Option<RawBench>,
-    pub(super) job: Option<job::RawJob>,
-}
-
-/// `[bench]` as written, with the span of each value for error messages.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawBench {
-    pub(super) min_busbw: Option<Spanned<f64>>,
-    pub(super) allgather_min_busbw: Option<Spanned<f64>>,
-    pub(super) reducescatter_min_busbw: Option<Spanned<f64>>,
-    pub(super) broadcast_min_busbw: Option<Spanned<f64>>,
-}
-
-impl RawProfile {
-    pub(super) fn areas(&self) -> [(Area, &RawArea); 9] {
-        [
-            (Area::Network, &self.network),
-            (Area::Memory, &self.memory),
-            (Area::Numa, &self.numa),
-            (Area::Nic, &self.nic),
-            (Area::Gpu, &self.gpu),
-            (Area::Platform, &self.platform),
-            (Area::Limits, &self.limits),
-            (Area::Cgroup, &self.cgroup),
-            (Area::Firewall, &self.firewall),
-        ]
-    }
-}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -112,31 +56,26 @@ pub(super) fn parse_setting(
     };
     let mut rule = Rule::default();
     match spec.kind {
-        ValueKind::Number => {
-            if raw.version.is_some() {
-                return not_for("version");
-            }
-            rule.equals = raw.equals.as_ref().map(number_text).transpose()?;
-            rule.min = raw.min.as_ref().map(amount).transpose()?;
-            rule.max = raw.max.as_ref().map(amount).transpose()?;
-            rule.one_of = raw
-                .one_of
-                .as_ref()
-                .map(|v| v.iter().map(number_text).collect())
-                .transpose()?;
-        }
-        ValueKind::Text => {
-            if raw.min.is_some() || raw.max.is_some() {
+        ValueKind::Number | ValueKind::Text => {
+            let number = spec.kind == ValueKind::Number;
+            if !number && (raw.min.is_some() || raw.max.is_some()) {
                 return not_for(if raw.min.is_some() { "min" } else { "max" });
             }
             if raw.version.is_some() {
                 return not_for("version");
             }
-            rule.equals = raw.equals.as_ref().map(text).transpose()?;
+            // A number is stored in its plain form (`16M` becomes 16777216).
+            let value: fn(&toml::Value) -> Result<String, String> =
+                if number { number_text } else { text };
+            rule.equals = raw.equals.as_ref().map(value).transpose()?;
+            if number {
+                rule.min = raw.min.as_ref().map(amount).transpose()?;
+                rule.max = raw.max.as_ref().map(amount).transpose()?;
+            }
             rule.one_of = raw
                 .one_of
                 .as_ref()
-                .map(|v| v.iter().map(text).collect())
+                .map(|v| v.iter().map(value).collect())
                 .transpose()?;
         }
         ValueKind::Version => {

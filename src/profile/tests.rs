@@ -1,4 +1,5 @@
 use super::*;
+use crate::testing::Tree;
 
 const KEYS: &[KeySpec] = &[
     KeySpec {
@@ -28,19 +29,18 @@ fn keys(_: Area) -> &'static [KeySpec] {
 }
 
 /// A node root with site profiles written into it.
-fn site(files: &[(&str, &str)]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let profiles = dir.path().join("etc/gputune/profiles");
-    std::fs::create_dir_all(&profiles).unwrap();
+fn site(files: &[(&str, &str)]) -> Tree {
+    let tree = Tree::new();
+    tree.dir(SITE_DIR);
     for (name, text) in files {
-        std::fs::write(profiles.join(format!("{name}.toml")), text).unwrap();
+        tree.file(&format!("{SITE_DIR}/{name}.toml"), text);
     }
-    dir
+    tree
 }
 
 fn load(files: &[(&str, &str)], name: &str) -> Result<Profile, ProfileError> {
-    let dir = site(files);
-    let root = Root::new(dir.path());
+    let tree = site(files);
+    let root = tree.root();
     Loader::new(&root, &keys).load(name)
 }
 
@@ -269,12 +269,10 @@ fn resolved_profiles_print_as_loadable_toml() {
         "p",
     )
     .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("again.toml");
-    std::fs::write(&path, profile.to_toml()).unwrap();
-    let root = Root::new(dir.path());
-    let again = Loader::new(&root, &keys)
-        .load(path.to_str().unwrap())
+    let tree = Tree::new();
+    tree.file("/again.toml", &profile.to_toml());
+    let again = Loader::new(&tree.root(), &keys)
+        .load(tree.path("/again.toml").to_str().unwrap())
         .unwrap();
     assert_eq!(again.settings.len(), profile.settings.len());
     for (area, settings) in &profile.settings {
@@ -335,11 +333,11 @@ fn bad_job_sections_name_file_line_and_key() {
 
 #[test]
 fn site_profiles_include_paths_beside_themselves() {
-    let dir = site(&[
+    let tree = site(&[
         ("common", "[memory]\n\"vm.swappiness\" = { max = 5 }\n"),
         ("lab", "include = [\"./common.toml\"]\n"),
     ]);
-    let root = Root::new(dir.path());
+    let root = tree.root();
     // Resolved beside the site profile, whatever the current directory is.
     let profile = Loader::new(&root, &keys).load("lab").unwrap();
     assert_eq!(
@@ -350,13 +348,10 @@ fn site_profiles_include_paths_beside_themselves() {
 
 #[test]
 fn a_cycle_through_a_different_spelling_of_the_same_file_is_found() {
-    let dir = tempfile::tempdir().unwrap();
-    let sub = dir.path().join("pp");
-    std::fs::create_dir_all(&sub).unwrap();
-    std::fs::write(sub.join("y.toml"), "include = [\"../pp/y.toml\"]\n").unwrap();
-    let root = Root::new(dir.path());
-    let err = Loader::new(&root, &keys)
-        .load(sub.join("y.toml").to_str().unwrap())
+    let tree = Tree::new();
+    tree.file("/pp/y.toml", "include = [\"../pp/y.toml\"]\n");
+    let err = Loader::new(&tree.root(), &keys)
+        .load(tree.path("/pp/y.toml").to_str().unwrap())
         .unwrap_err();
     assert!(err.message.contains("include cycle"), "{err}");
     assert!(err.to_string().len() < 1000, "{err}");
@@ -412,12 +407,10 @@ fn a_chain_of_thousands_of_includes_is_a_clear_error_not_a_stack_overflow() {
 fn includes_of_special_files_are_refused_not_read() {
     // A profile the user names by path resolves its includes on the host: /dev/zero is
     // refused, not read without end.
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("z.toml");
-    std::fs::write(&file, "include = [\"/dev/zero\"]\n").unwrap();
-    let root = Root::new(dir.path());
-    let err = Loader::new(&root, &keys)
-        .load(file.to_str().unwrap())
+    let tree = Tree::new();
+    tree.file("/z.toml", "include = [\"/dev/zero\"]\n");
+    let err = Loader::new(&tree.root(), &keys)
+        .load(tree.path("/z.toml").to_str().unwrap())
         .unwrap_err();
     assert!(err.message.contains("not a regular file"), "{err}");
     assert_eq!(err.line, Some(1));
@@ -428,22 +421,21 @@ fn includes_of_special_files_are_refused_not_read() {
 
 #[test]
 fn a_site_profiles_path_includes_resolve_inside_the_root() {
-    let outer = tempfile::tempdir().unwrap();
-    let host_only = outer.path().join("host.toml");
-    std::fs::write(&host_only, "[memory]\n\"vm.swappiness\" = { max = 1 }\n").unwrap();
-    let dir = site(&[
+    let outer = Tree::new();
+    outer.file("/host.toml", "[memory]\n\"vm.swappiness\" = { max = 1 }\n");
+    let host_only = outer.path("/host.toml");
+    let tree = site(&[
         ("lab", "include = [\"/etc/gputune/extra.toml\"]\n"),
         (
             "evil",
             &format!("include = [\"{}\"]\n", host_only.display()),
         ),
     ]);
-    std::fs::write(
-        dir.path().join("etc/gputune/extra.toml"),
+    tree.file(
+        "/etc/gputune/extra.toml",
         "[memory]\n\"vm.swappiness\" = { max = 7 }\n",
-    )
-    .unwrap();
-    let root = Root::new(dir.path());
+    );
+    let root = tree.root();
     let lab = Loader::new(&root, &keys).load("lab").unwrap();
     assert_eq!(
         lab.get(Area::Memory, "vm.swappiness").unwrap().rule.max,

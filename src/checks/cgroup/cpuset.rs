@@ -88,59 +88,30 @@ pub(super) fn cpuset_finding(
 ) -> Finding {
     let part = CpusetPart::of_key(key);
     let noun = part.noun();
-    let id = format!("{key}{}", target.suffix);
-    let expected = setting.rule.describe();
+    let check = target.check(ctx, key, setting);
     let gpus = match ctx.inventory() {
         Ok(inventory) => &inventory.gpus,
-        Err(e) => return Finding::error(id, Area::Cgroup, expected, e.to_string()),
+        Err(e) => return check.error(e.to_string()),
     };
     if gpus.is_empty() {
-        return Finding::skip(
-            id,
-            Area::Cgroup,
-            expected,
-            "no NVIDIA GPU under /sys/bus/pci/devices",
-        );
+        return check.skip("no NVIDIA GPU under /sys/bus/pci/devices");
     }
     let (Some(mount), Some(path)) = (layout.mount_of("cpuset"), target.path(layout, "cpuset"))
     else {
-        let mut f = Finding::skip(
-            id,
-            Area::Cgroup,
-            expected,
-            format!("no cpuset controller applies, so all {noun} are allowed"),
-        );
-        f.status = Status::Pass;
-        f.actual = "0 (no cpuset)".into();
-        return f;
+        return check.pass("0 (no cpuset)").with_message(format!(
+            "no cpuset controller applies, so all {noun} are allowed"
+        ));
     };
     if !ctx.root.exists(&format!(
         "{mount}{}",
         if path == "/" { "" } else { path.as_str() }
     )) {
-        let e = format!("no such cgroup: {path}");
-        return if target.optional {
-            Finding::skip(
-                id,
-                Area::Cgroup,
-                expected,
-                format!("{e}: {} is not active", target.label),
-            )
-        } else {
-            Finding::error(id, Area::Cgroup, expected, e)
-        };
+        return target.absent(&check, format!("no such cgroup: {path}"));
     }
     let (allowed, from) = match read_cpuset(ctx, layout, part, mount, &path) {
         Ok(Some(found)) => found,
-        Ok(None) => {
-            return Finding::skip(
-                id,
-                Area::Cgroup,
-                expected,
-                format!("no cpuset file between {path} and the root"),
-            );
-        }
-        Err(e) => return Finding::error(id, Area::Cgroup, expected, e),
+        Ok(None) => return check.skip(format!("no cpuset file between {path} and the root")),
+        Err(e) => return check.error(e),
     };
     let without: Vec<(&Gpu, BTreeSet<u32>)> = gpus
         .iter()
@@ -148,7 +119,6 @@ pub(super) fn cpuset_finding(
         .filter(|(_, local)| !local.is_empty() && local.is_disjoint(&allowed))
         .collect();
     let judged = without.len().to_string();
-    let (status, problem) = setting.status_for(&judged);
     let detail = if without.is_empty() {
         format!(
             "every GPU has local {noun} in cpuset {}",
@@ -165,26 +135,23 @@ pub(super) fn cpuset_finding(
             names.join(", ")
         )
     };
-    let mut finding = Finding {
-        id,
-        area: Area::Cgroup,
-        status,
-        expected,
-        actual: format!("{judged}: {detail} (cpuset of {from}), {}", target.label),
-        message: problem.unwrap_or_else(|| crate::checks::why(ctx, Area::Cgroup, key)),
-        fix: String::new(),
-        change: None,
-    };
-    if matches!(status, Status::Fail | Status::Warn) {
-        let mut wanted = allowed.clone();
-        for (_, local) in &without {
-            wanted.extend(local.iter().copied());
-        }
-        let (fix, change) = cgroup_fix(layout, mount, &from, part.file(), &cpu_list(&wanted));
-        finding.fix = fix;
-        finding.change = change;
+    let actual = format!("{judged}: {detail} (cpuset of {from}), {}", target.label);
+    let finding = crate::checks::by_rule(&check, setting, &judged, actual, "");
+    if !matches!(finding.status, Status::Fail | Status::Warn) {
+        return finding;
     }
-    finding
+    let mut wanted = allowed.clone();
+    for (_, local) in &without {
+        wanted.extend(local.iter().copied());
+    }
+    with_cgroup_fix(
+        finding,
+        layout,
+        mount,
+        &from,
+        part.file(),
+        &cpu_list(&wanted),
+    )
 }
 
 /// A set in the kernel's list form: {0,1,2,3,8} → `0-3,8`.

@@ -49,64 +49,50 @@ pub(super) fn cgroupfs_file<'a>(layout: &Layout, key: &'a str, value: &str) -> (
     if matches!(layout, Layout::V2 { .. }) {
         return (key, value.to_string());
     }
-    let quota = value.split_whitespace().next().unwrap_or(value);
+    // v1 writes "no limit" as -1 where v2 writes `max`.
+    let v1 = |v: &str| if v == "max" { "-1".into() } else { v.into() };
     match key {
-        "memory.max" => (
-            "memory.limit_in_bytes",
-            if value == "max" {
-                "-1".into()
-            } else {
-                value.into()
-            },
-        ),
+        "memory.max" => ("memory.limit_in_bytes", v1(value)),
+        // v2's `QUOTA PERIOD`: v1 keeps the period in a file of its own.
         "cpu.max" => (
             "cpu.cfs_quota_us",
-            if quota == "max" {
-                "-1".into()
-            } else {
-                quota.into()
-            },
+            v1(value.split_whitespace().next().unwrap_or(value)),
         ),
         _ => (key, value.to_string()),
     }
 }
 
-/// Fix text and change for setting `key` of the cgroup `path` to `value`.
-pub(super) fn cgroup_fix(
+/// `finding` with the fix (and, where `apply` can make it, the change) that sets `key` of
+/// the cgroup `path` to `value`.
+pub(super) fn with_cgroup_fix(
+    finding: Finding,
     layout: &Layout,
     mount: &str,
     path: &str,
     key: &str,
     value: &str,
-) -> (String, Option<Change>) {
+) -> Finding {
     match unit_of(path) {
         // A scope is made by whoever started the job and goes with it: nothing persists it.
-        Some(unit) if unit.ends_with(".scope") => (
-            format!(
-                "systemctl set-property --runtime {unit} {} (a scope lives only as long as its job and cannot be persisted: set the limit on its slice or in the job's launcher)",
-                systemd_property(key, value)
-            ),
-            None,
-        ),
-        Some(unit) => (
-            format!(
+        Some(unit) if unit.ends_with(".scope") => finding.with_fix(format!(
+            "systemctl set-property --runtime {unit} {} (a scope lives only as long as its job and cannot be persisted: set the limit on its slice or in the job's launcher)",
+            systemd_property(key, value)
+        )),
+        Some(unit) => finding
+            .with_fix(format!(
                 "systemctl set-property {unit} {}",
                 systemd_property(key, value)
-            ),
-            Some(Change::Cgroup {
+            ))
+            .with_change(Change::Cgroup {
                 slice: unit.into(),
                 key: key.into(),
                 value: value.into(),
             }),
-        ),
         None => {
             let (file, value) = cgroupfs_file(layout, key, value);
-            (
-                format!(
-                    "echo '{value}' > {mount}{path}/{file} (not persistent; container runtimes set it at start: docker --memory/--cpus/--pids-limit, Kubernetes resource limits)"
-                ),
-                None,
-            )
+            finding.with_fix(format!(
+                "echo '{value}' > {mount}{path}/{file} (not persistent; container runtimes set it at start: docker --memory/--cpus/--pids-limit, Kubernetes resource limits)"
+            ))
         }
     }
 }

@@ -3,12 +3,12 @@
 //! slices: `a-b.slice` runs inside `a.slice`, and the tightest limit wins, as in live mode).
 //! Everything about a running process is skipped.
 
-use crate::finding::{Area, Change, Finding, Status};
+use crate::finding::{Area, Change, Check, Finding, Status};
 use crate::image::NO_KERNEL;
 use crate::profile::amount::Amount;
 use crate::profile::setting::Setting;
 
-use super::super::Context;
+use super::super::{Context, by_rule, setting_check};
 use super::units::{self, Assignment, Value};
 
 /// The drop-in `gputune apply` writes for a slice; a drop-in sorting after it wins over it.
@@ -26,27 +26,19 @@ pub fn audit(ctx: &Context, keys: &[(&String, &Setting)]) -> Vec<Finding> {
         } else {
             format!("{NO_KERNEL} ({process} exists only on a running node)")
         };
-        findings.push(Finding::skip(
-            key.as_str(),
-            Area::Cgroup,
-            setting.rule.describe(),
-            reason,
-        ));
+        findings.push(setting_check(ctx, Area::Cgroup, key, setting).skip(reason));
     }
     let Some(slice) = &ctx.profile.job.slice else {
         return findings;
     };
     for (key, setting) in keys {
-        let id = format!("{key}@{slice}");
-        let expected = setting.rule.describe();
         match units::property_of(key) {
             Some(property) => findings.push(slice_finding(ctx, slice, key, property, setting)),
-            None if key.starts_with("cpuset.") => findings.push(Finding::skip(
-                id,
-                Area::Cgroup,
-                expected,
-                format!("{NO_KERNEL} (a cpuset is judged against the GPUs of a running node)"),
-            )),
+            None if key.starts_with("cpuset.") => {
+                findings.push(slice_check(ctx, slice, key, setting).skip(format!(
+                    "{NO_KERNEL} (a cpuset is judged against the GPUs of a running node)"
+                )))
+            }
             None => {}
         }
     }
@@ -69,6 +61,12 @@ enum Judged {
     Relative(String, String, Assignment),
 }
 
+/// The check of setting `key` for the profile's slice (`memory.max@training.slice`).
+fn slice_check(ctx: &Context, slice: &str, key: &str, setting: &Setting) -> Check {
+    setting_check(ctx, Area::Cgroup, key, setting).suffixed(&format!("@{slice}"))
+}
+
+/// Setting `key` of the slice, from the unit files of its lineage.
 fn slice_finding(
     ctx: &Context,
     slice: &str,
@@ -76,13 +74,12 @@ fn slice_finding(
     property: &str,
     setting: &Setting,
 ) -> Finding {
-    let id = format!("{key}@{slice}");
-    let expected = setting.rule.describe();
+    let check = &slice_check(ctx, slice, key, setting);
     let mut judged = Judged::Amount(Amount::Unlimited, None);
     for unit in lineage(slice) {
         let settings = match units::slice_settings(ctx.root, &unit) {
             Ok(s) => s,
-            Err(e) => return Finding::error(id, Area::Cgroup, expected, e.to_string()),
+            Err(e) => return check.error(e.to_string()),
         };
         let Some(at) = settings.get(property) else {
             continue;
@@ -90,8 +87,7 @@ fn slice_finding(
         let value = match units::parse(property, &at.value) {
             Ok(v) => v,
             Err(e) => {
-                let problem = format!("{}:{}: {e}", at.file, at.line);
-                return Finding::error(id, Area::Cgroup, expected, problem);
+                return check.error(format!("{}:{}: {e}", at.file, at.line));
             }
         };
         match (value, &judged) {
@@ -110,24 +106,23 @@ fn slice_finding(
             } else {
                 format!(", on parent slice {unit}")
             };
-            return Finding {
-                id,
-                area: Area::Cgroup,
-                status: Status::Warn,
-                actual: format!(
-                    "{what} ({property}={} at {}:{}{parent}), {label}",
-                    at.value, at.file, at.line
-                ),
-                message: format!(
+            return check
+                .warn(
+                    format!(
+                        "{what} ({property}={} at {}:{}{parent}), {label}",
+                        at.value, at.file, at.line
+                    ),
+                    format!(
+                        "to judge it here, replace {property}={} at {}:{} with an absolute value ({})",
+                        at.value,
+                        at.file,
+                        at.line,
+                        setting.rule.describe()
+                    ),
+                )
+                .with_message(format!(
                     "cannot tell: the limit is {what}, which only the running node knows; the running system decides"
-                ),
-                fix: format!(
-                    "to judge it here, replace {property}={} at {}:{} with an absolute value ({expected})",
-                    at.value, at.file, at.line
-                ),
-                expected,
-                change: None,
-            };
+                ));
         }
         Judged::Amount(amount, set) => (amount, set),
     };
@@ -146,18 +141,14 @@ fn slice_finding(
         None => format!("{shown} (no unit file sets {property}=: systemd's default, no limit)"),
     };
     let judged_text = amount.to_string();
-    let (status, problem) = setting.status_for(&judged_text);
-    let mut finding = Finding {
-        id,
-        area: Area::Cgroup,
-        status,
-        expected,
-        actual: format!("{actual}, {label}"),
-        message: problem.unwrap_or_else(|| super::super::why(ctx, Area::Cgroup, key)),
-        fix: String::new(),
-        change: None,
-    };
-    if matches!(status, Status::Fail | Status::Warn)
+    let finding = by_rule(
+        check,
+        setting,
+        &judged_text,
+        format!("{actual}, {label}"),
+        "",
+    );
+    if matches!(finding.status, Status::Fail | Status::Warn)
         && let Some(target) = setting.rule.target(&judged_text)
         && let Ok(wanted) = Amount::parse(&target)
     {
@@ -170,20 +161,19 @@ fn slice_finding(
         let unit = set.as_ref().map_or(slice, |(u, _)| u.as_str());
         let directive = super::systemd_property(key, &value);
         let drop_in = format!("/etc/systemd/system/{unit}.d/{OWN_DROP_IN}");
-        match &set {
+        return match &set {
             // A drop-in that sorts after gputune's would still win over it: edit that one.
             Some((_, at)) if sorts_after_own(&at.file) => {
-                finding.fix = format!("set {directive} at {}:{}", at.file, at.line);
+                finding.with_fix(format!("set {directive} at {}:{}", at.file, at.line))
             }
-            _ => {
-                finding.fix = format!("add {directive} under [Slice] in {drop_in}");
-                finding.change = Some(Change::Cgroup {
+            _ => finding
+                .with_fix(format!("add {directive} under [Slice] in {drop_in}"))
+                .with_change(Change::Cgroup {
                     slice: unit.to_string(),
                     key: key.to_string(),
                     value,
-                });
-            }
-        }
+                }),
+        };
     }
     finding
 }

@@ -14,7 +14,7 @@ pub mod units;
 
 use std::collections::BTreeSet;
 
-use crate::finding::{Area, Change, Finding, Status};
+use crate::finding::{Area, Change, Check, Finding, Status};
 use crate::host::cpulist::CpuList;
 use crate::host::mounts;
 use crate::inventory::gpu::Gpu;
@@ -76,20 +76,14 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
     if ctx.options.image() {
         return image::audit(ctx, &keys);
     }
-    let all_skip = |reason: String| -> Vec<Finding> {
+    let checks = || {
         keys.iter()
-            .map(|(k, s)| {
-                Finding::skip(k.as_str(), Area::Cgroup, s.rule.describe(), reason.clone())
-            })
-            .collect()
+            .map(|(k, s)| super::setting_check(ctx, Area::Cgroup, k, s))
     };
-    let all_error = |problem: String| -> Vec<Finding> {
-        keys.iter()
-            .map(|(k, s)| {
-                Finding::error(k.as_str(), Area::Cgroup, s.rule.describe(), problem.clone())
-            })
-            .collect()
-    };
+    let all_skip =
+        |reason: String| -> Vec<Finding> { checks().map(|c| c.skip(reason.clone())).collect() };
+    let all_error =
+        |problem: String| -> Vec<Finding> { checks().map(|c| c.error(problem.clone())).collect() };
     let layout = match mounts::read(ctx.root) {
         Ok(Some(Ok(list))) => match hierarchy::detect(&list) {
             Some(layout) => layout,
@@ -160,8 +154,7 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
 }
 
 fn hierarchy_finding(ctx: &Context, layout: &Layout, setting: &Setting) -> Finding {
-    let id = "cgroup.hierarchy";
-    let (status, problem) = setting.status_for(layout.name());
+    let check = super::setting_check(ctx, Area::Cgroup, "cgroup.hierarchy", setting);
     let actual = match layout {
         Layout::V2 { mount } => format!("v2 at {mount}"),
         Layout::V1 { controllers } => format!(
@@ -170,20 +163,13 @@ fn hierarchy_finding(ctx: &Context, layout: &Layout, setting: &Setting) -> Findi
         ),
         Layout::Hybrid { unified, .. } => format!("hybrid (v1 controllers, unified at {unified})"),
     };
-    Finding {
-        id: id.into(),
-        area: Area::Cgroup,
-        status,
-        expected: setting.rule.describe(),
+    super::by_rule(
+        &check,
+        setting,
+        layout.name(),
         actual,
-        message: problem.unwrap_or_else(|| super::why(ctx, Area::Cgroup, id)),
-        fix: if status == Status::Pass {
-            String::new()
-        } else {
-            "boot with systemd.unified_cgroup_hierarchy=1 (and without systemd.legacy_systemd_cgroup_controller) on the kernel command line".into()
-        },
-        change: None,
-    }
+        "boot with systemd.unified_cgroup_hierarchy=1 (and without systemd.legacy_systemd_cgroup_controller) on the kernel command line",
+    )
 }
 
 fn limit_finding(
@@ -193,45 +179,24 @@ fn limit_finding(
     key: &str,
     setting: &Setting,
 ) -> Finding {
-    let id = format!("{key}{}", target.suffix);
-    let expected = setting.rule.describe();
+    let check = target.check(ctx, key, setting);
     let controller = controller_of(key);
     let Some(mount) = layout.mount_of(controller) else {
-        return Finding::skip(
-            id,
-            Area::Cgroup,
-            expected,
-            format!(
-                "the {controller} controller is not mounted ({} layout)",
-                layout.name()
-            ),
-        );
+        return check.skip(format!(
+            "the {controller} controller is not mounted ({} layout)",
+            layout.name()
+        ));
     };
     let Some(path) = target.path(layout, controller) else {
-        return Finding::skip(
-            id,
-            Area::Cgroup,
-            expected,
-            format!("{} lists no {controller} hierarchy", target.label),
-        );
+        return check.skip(format!("{} lists no {controller} hierarchy", target.label));
     };
     let effective = match read_limit(ctx, layout, mount, &path, key) {
         Ok(e) => e,
-        Err(e @ LimitError::NotInV1 { .. }) => {
-            return Finding::skip(id, Area::Cgroup, expected, e.to_string());
-        }
-        Err(e @ LimitError::NoCgroup { .. }) if target.optional => {
-            return Finding::skip(
-                id,
-                Area::Cgroup,
-                expected,
-                format!("{e}: {} is not active", target.label),
-            );
-        }
-        Err(e) => return Finding::error(id, Area::Cgroup, expected, e.to_string()),
+        Err(e @ LimitError::NotInV1 { .. }) => return check.skip(e.to_string()),
+        Err(e @ LimitError::NoCgroup { .. }) => return target.absent(&check, e),
+        Err(e) => return check.error(e.to_string()),
     };
     let judged = effective.amount.to_string();
-    let (status, problem) = setting.status_for(&judged);
     let actual = match &effective.set_by {
         Some(by) if *by == path => format!("{} (set on {path})", show(key, effective.amount)),
         Some(by) => format!(
@@ -241,38 +206,33 @@ fn limit_finding(
         None if path == "/" => "max (root cgroup: no limit)".into(),
         None => format!("max (no limit between {path} and the root)"),
     };
-    let mut finding = Finding {
-        id,
-        area: Area::Cgroup,
-        status,
-        expected,
-        actual: format!("{actual}, {}", target.label),
-        message: problem.unwrap_or_else(|| super::why(ctx, Area::Cgroup, key)),
-        fix: String::new(),
-        change: None,
-    };
-    if matches!(status, Status::Fail | Status::Warn)
-        && let Some(target_value) = setting.rule.target(&judged)
-        && let Ok(amount) = Amount::parse(&target_value)
-    {
-        let value = match (key, amount) {
-            ("cpu.max", Amount::Unlimited) => format!("max {}", effective.period_us),
-            ("cpu.max", Amount::Finite(m)) => {
-                format!(
-                    "{} {}",
-                    m * i128::from(effective.period_us) / 1000,
-                    effective.period_us
-                )
-            }
-            (_, Amount::Unlimited) => "max".into(),
-            (_, Amount::Finite(n)) => n.to_string(),
-        };
-        let at = effective.set_by.clone().unwrap_or(path.clone());
-        let (fix, change) = cgroup_fix(layout, mount, &at, key, &value);
-        finding.fix = fix;
-        finding.change = change;
+    let finding = super::by_rule(
+        &check,
+        setting,
+        &judged,
+        format!("{actual}, {}", target.label),
+        "",
+    );
+    if !matches!(finding.status, Status::Fail | Status::Warn) {
+        return finding;
     }
-    finding
+    let Some(Ok(amount)) = setting.rule.target(&judged).map(|t| Amount::parse(&t)) else {
+        return finding;
+    };
+    let value = match (key, amount) {
+        ("cpu.max", Amount::Unlimited) => format!("max {}", effective.period_us),
+        ("cpu.max", Amount::Finite(m)) => {
+            format!(
+                "{} {}",
+                m * i128::from(effective.period_us) / 1000,
+                effective.period_us
+            )
+        }
+        (_, Amount::Unlimited) => "max".into(),
+        (_, Amount::Finite(n)) => n.to_string(),
+    };
+    let at = effective.set_by.clone().unwrap_or(path.clone());
+    with_cgroup_fix(finding, layout, mount, &at, key, &value)
 }
 
 #[cfg(test)]

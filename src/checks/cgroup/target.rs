@@ -21,6 +21,21 @@ pub(super) enum TargetKind {
 }
 
 impl Target {
+    /// The check of setting `key` for this target: its id carries the target's suffix.
+    pub(super) fn check(&self, ctx: &Context, key: &str, setting: &Setting) -> Check {
+        crate::checks::setting_check(ctx, Area::Cgroup, key, setting).suffixed(&self.suffix)
+    }
+
+    /// The finding when the target's cgroup does not exist: a skip for a slice not active
+    /// yet, an error for the cgroup the user named or the process is in.
+    pub(super) fn absent(&self, check: &Check, problem: impl std::fmt::Display) -> Finding {
+        if self.optional {
+            check.skip(format!("{problem}: {} is not active", self.label))
+        } else {
+            check.error(problem.to_string())
+        }
+    }
+
     pub(super) fn path(&self, layout: &Layout, controller: &str) -> Option<String> {
         match &self.kind {
             TargetKind::Path(p) => Some(p.clone()),

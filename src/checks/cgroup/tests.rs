@@ -1,33 +1,28 @@
 //! The cgroup checks against v1, v2 and hybrid fixture trees and this machine.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
-use crate::checks::{AuditOptions, Context};
-use crate::finding::{Finding, Status};
+use crate::checks::AuditOptions;
+use crate::finding::{Area, Finding, Status};
 use crate::host::Root;
-use crate::profile::Loader;
+use crate::probes::Probes;
+use crate::testing::{Tree, assert_contains, assert_starts, audit, fixture};
 
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
-
+/// The cgroup findings of `root` under a profile setting every cgroup key.
 fn run(root: &Root, cgroup: Option<&str>) -> BTreeMap<String, Finding> {
-    let profile_path = fixture("profiles/cgroup-all.toml");
-    let profile = Loader::new(root, &crate::checks::keys)
-        .load(&profile_path.display().to_string())
-        .unwrap();
     let options = AuditOptions {
         cgroup: cgroup.map(str::to_string),
         ..AuditOptions::default()
     };
-    let ctx = Context::new(root, &profile, &options);
-    super::audit(&ctx)
-        .into_iter()
-        .map(|f| (f.id.clone(), f))
-        .collect()
+    let profile = fixture("profiles/cgroup-all.toml");
+    let profile = profile.display().to_string();
+    audit(
+        root,
+        &profile,
+        &options,
+        Probes::for_root(root),
+        Area::Cgroup,
+    )
 }
 
 fn status(findings: &BTreeMap<String, Finding>, id: &str) -> Status {
@@ -43,55 +38,35 @@ fn v2_tightest_limit_wins_and_fixes_name_the_unit() {
     assert_eq!(status(&f, "cgroup.hierarchy"), Status::Pass);
     assert_eq!(f["cgroup.hierarchy"].actual, "v2 at /sys/fs/cgroup");
     assert_eq!(status(&f, "memory.max"), Status::Pass);
-    assert!(
-        f["memory.max"]
-            .actual
-            .starts_with("64 GiB (set on /training.slice/job-1.scope)"),
-        "{}",
-        f["memory.max"].actual
+    assert_starts(
+        &f["memory.max"].actual,
+        "64 GiB (set on /training.slice/job-1.scope)",
     );
     assert_eq!(status(&f, "memory.high"), Status::Warn);
     // A scope cannot be persisted: the fix is runtime only and apply has no change for it.
-    assert!(
-        f["memory.high"]
-            .fix
-            .starts_with("systemctl set-property --runtime job-1.scope MemoryHigh=infinity"),
-        "{}",
-        f["memory.high"].fix
+    assert_starts(
+        &f["memory.high"].fix,
+        "systemctl set-property --runtime job-1.scope MemoryHigh=infinity",
     );
     assert_eq!(f["memory.high"].change, None);
     assert_eq!(status(&f, "cpu.max"), Status::Warn);
-    assert!(
-        f["cpu.max"].actual.starts_with("8000 (= 8.00 CPUs)"),
-        "{}",
-        f["cpu.max"].actual
-    );
-    assert!(
-        f["cpu.max"]
-            .fix
-            .starts_with("systemctl set-property --runtime job-1.scope CPUQuota= "),
-        "{}",
-        f["cpu.max"].fix
+    assert_starts(&f["cpu.max"].actual, "8000 (= 8.00 CPUs)");
+    assert_starts(
+        &f["cpu.max"].fix,
+        "systemctl set-property --runtime job-1.scope CPUQuota= ",
     );
     // pids.max is limited on the parent slice; the scope says max.
     assert_eq!(status(&f, "pids.max"), Status::Warn);
-    assert!(
-        f["pids.max"]
-            .actual
-            .contains("set on ancestor /training.slice"),
-        "{}",
-        f["pids.max"].actual
-    );
+    assert_contains(&f["pids.max"].actual, "set on ancestor /training.slice");
     assert_eq!(
         f["pids.max"].fix,
         "systemctl set-property training.slice TasksMax=8192"
     );
     // GPU 0000:d8:00.0 is local to CPUs 12-23, all outside the scope's cpuset 0-11.
     assert_eq!(status(&f, "cpuset.gpus_without_local_cpus"), Status::Warn);
-    assert!(
-        f["cpuset.gpus_without_local_cpus"]
-            .actual
-            .contains("0000:d8:00.0 (local CPUs 12-23)")
+    assert_contains(
+        &f["cpuset.gpus_without_local_cpus"].actual,
+        "0000:d8:00.0 (local CPUs 12-23)",
     );
     assert_eq!(
         f["cpuset.gpus_without_local_cpus"].fix,
@@ -100,12 +75,13 @@ fn v2_tightest_limit_wins_and_fixes_name_the_unit() {
     // GPU 0000:d8:00.0 sits on NUMA node 1; the scope may only use memory of node 0.
     let mems = &f["cpuset.gpus_without_local_memory"];
     assert_eq!(mems.status, Status::Warn);
-    assert!(mems.actual.starts_with("1: cpuset 0 excludes the local NUMA memory nodes of 0000:d8:00.0 (local NUMA memory nodes 1)"), "{}", mems.actual);
-    assert!(
-        mems.fix
-            .starts_with("systemctl set-property --runtime job-1.scope AllowedMemoryNodes=0-1"),
-        "{}",
-        mems.fix
+    assert_starts(
+        &mems.actual,
+        "1: cpuset 0 excludes the local NUMA memory nodes of 0000:d8:00.0 (local NUMA memory nodes 1)",
+    );
+    assert_starts(
+        &mems.fix,
+        "systemctl set-property --runtime job-1.scope AllowedMemoryNodes=0-1",
     );
     assert_eq!(mems.change, None);
     // The profile's slice is judged too, under its own ids.
@@ -129,11 +105,7 @@ fn v2_cgroup_option_picks_another_cgroup() {
     );
     let f = run(&root, Some("/no/such"));
     assert_eq!(status(&f, "pids.max"), Status::Error);
-    assert!(
-        f["pids.max"].message.contains("no such cgroup: /no/such"),
-        "{}",
-        f["pids.max"].message
-    );
+    assert_contains(&f["pids.max"].message, "no such cgroup: /no/such");
 }
 
 #[test]
@@ -142,10 +114,9 @@ fn v1_reads_the_legacy_files() {
     assert_eq!(status(&f, "cgroup.hierarchy"), Status::Warn);
     assert!(f["cgroup.hierarchy"].actual.starts_with("v1 ("));
     assert_eq!(status(&f, "memory.max"), Status::Fail);
-    assert!(
-        f["memory.max"]
-            .actual
-            .starts_with("16 GiB (set on /slurm/uid_1000/job_7)")
+    assert_starts(
+        &f["memory.max"].actual,
+        "16 GiB (set on /slurm/uid_1000/job_7)",
     );
     assert_eq!(
         f["memory.max"].fix.split(" (").next(),
@@ -175,10 +146,9 @@ fn v1_reads_the_legacy_files() {
 fn hybrid_uses_v1_controllers() {
     let f = run(&Root::new(fixture("cgroup-hybrid")), None);
     assert_eq!(status(&f, "cgroup.hierarchy"), Status::Warn);
-    assert!(
-        f["cgroup.hierarchy"]
-            .actual
-            .contains("unified at /sys/fs/cgroup/unified")
+    assert_contains(
+        &f["cgroup.hierarchy"].actual,
+        "unified at /sys/fs/cgroup/unified",
     );
     assert_eq!(status(&f, "memory.max"), Status::Pass);
     assert_eq!(status(&f, "cpu.max"), Status::Warn);
@@ -204,11 +174,7 @@ fn this_machine_live() {
         (true, true) => "hybrid",
         (false, false) => panic!("no cgroup mounted here"),
     };
-    assert!(
-        f["cgroup.hierarchy"].actual.starts_with(want),
-        "{}",
-        f["cgroup.hierarchy"].actual
-    );
+    assert_starts(&f["cgroup.hierarchy"].actual, want);
     for finding in f.values() {
         assert_ne!(finding.status, Status::Error, "{finding:#?}");
     }
@@ -217,35 +183,29 @@ fn this_machine_live() {
 /// Audits an image tree (no `proc/`) holding `files` with a profile of every cgroup key whose
 /// `[job] slice` is `slice`.
 fn run_image(slice: &str, files: &[(&str, &str)]) -> BTreeMap<String, Finding> {
-    let dir = tempfile::tempdir().unwrap();
-    let mut all = vec![("etc/os-release", "ID=debian\n")];
-    all.extend_from_slice(files);
-    for (path, text) in all {
-        let p = dir.path().join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-    let profile_path = dir.path().join("p.toml");
-    std::fs::write(
-        &profile_path,
-        format!(
+    let tree = Tree::new();
+    tree.file("/etc/os-release", "ID=debian\n").file(
+        "/p.toml",
+        &format!(
             "include = [\"base\"]\n[cgroup]\n\"memory.max\" = {{ min = \"32G\" }}\n[job]\nslice = \"{slice}\"\n"
         ),
-    )
-    .unwrap();
-    let root = Root::new(dir.path());
-    let profile = Loader::new(&root, &crate::checks::keys)
-        .load(&profile_path.display().to_string())
-        .unwrap();
+    );
+    for (path, text) in files {
+        tree.file(path, text);
+    }
+    let root = tree.root();
     let options = AuditOptions {
         mode: crate::image::Mode::Image,
         ..AuditOptions::default()
     };
-    let ctx = Context::new(&root, &profile, &options);
-    super::audit(&ctx)
-        .into_iter()
-        .map(|f| (f.id.clone(), f))
-        .collect()
+    let profile = tree.path("/p.toml").display().to_string();
+    audit(
+        &root,
+        &profile,
+        &options,
+        Probes::for_root(&root),
+        Area::Cgroup,
+    )
 }
 
 #[test]
@@ -275,11 +235,9 @@ fn image_judges_the_slice_from_its_unit_files() {
 
     let mem = &f["memory.max@training.slice"];
     assert_eq!(mem.status, Status::Fail);
-    assert!(
-        mem.actual
-            .contains("MemoryMax=16G at /usr/lib/systemd/system/training.slice:4"),
-        "{}",
-        mem.actual
+    assert_contains(
+        &mem.actual,
+        "MemoryMax=16G at /usr/lib/systemd/system/training.slice:4",
     );
     assert_eq!(
         mem.change,
@@ -289,27 +247,21 @@ fn image_judges_the_slice_from_its_unit_files() {
             value: (32u64 << 30).to_string(),
         })
     );
-    assert!(
-        mem.fix
-            .contains("/etc/systemd/system/training.slice.d/90-gputune.conf"),
-        "{}",
-        mem.fix
+    assert_contains(
+        &mem.fix,
+        "/etc/systemd/system/training.slice.d/90-gputune.conf",
     );
     // A percentage of RAM cannot be judged without the node.
     let high = &f["memory.high@training.slice"];
     assert_eq!(high.status, Status::Warn);
-    assert!(high.message.starts_with("cannot tell"), "{}", high.message);
-    assert!(high.actual.contains("10-site.conf:2"), "{}", high.actual);
+    assert_starts(&high.message, "cannot tell");
+    assert_contains(&high.actual, "10-site.conf:2");
     assert_eq!(high.change, None);
     // CPUQuota=800% is 8000 thousandths of a CPU; the base profile wants no quota.
     let cpu = &f["cpu.max@training.slice"];
     assert_eq!(cpu.status, Status::Warn);
-    assert!(
-        cpu.actual.starts_with("8000 (= 8.00 CPUs)"),
-        "{}",
-        cpu.actual
-    );
-    assert!(cpu.fix.contains("CPUQuota="), "{}", cpu.fix);
+    assert_starts(&cpu.actual, "8000 (= 8.00 CPUs)");
+    assert_contains(&cpu.fix, "CPUQuota=");
     assert_eq!(
         cpu.change,
         Some(crate::finding::Change::Cgroup {
@@ -321,7 +273,7 @@ fn image_judges_the_slice_from_its_unit_files() {
     // No file sets TasksMax: a slice has no default limit (DefaultTasksMax spares slices).
     let pids = &f["pids.max@training.slice"];
     assert_eq!(pids.status, Status::Pass, "{pids:?}");
-    assert!(pids.actual.contains("systemd's default"), "{}", pids.actual);
+    assert_contains(&pids.actual, "systemd's default");
 }
 
 #[test]
@@ -346,11 +298,7 @@ fn image_slice_parents_late_drop_ins_and_bad_values() {
     // The parent slice's limit holds for the child; the change goes to the parent.
     let pids = &f["pids.max@training-big.slice"];
     assert_eq!(pids.status, Status::Warn);
-    assert!(
-        pids.actual.contains("on parent slice training.slice"),
-        "{}",
-        pids.actual
-    );
+    assert_contains(&pids.actual, "on parent slice training.slice");
     assert!(
         matches!(&pids.change, Some(crate::finding::Change::Cgroup { slice, value, .. })
             if slice == "training.slice" && value == "8192"),
@@ -361,15 +309,13 @@ fn image_slice_parents_late_drop_ins_and_bad_values() {
     let mem = &f["memory.max@training-big.slice"];
     assert_eq!(mem.status, Status::Fail);
     assert_eq!(mem.change, None);
-    assert!(mem.fix.contains("99-site.conf:2"), "{}", mem.fix);
+    assert_contains(&mem.fix, "99-site.conf:2");
     // The last assignment wins.
     assert_eq!(status(&f, "memory.high@training-big.slice"), Status::Pass);
     let cpu = &f["cpu.max@training-big.slice"];
     assert_eq!(cpu.status, Status::Error);
-    assert!(
-        cpu.message
-            .contains("/etc/systemd/system/training-big.slice.d/99-site.conf:3: CPUQuota=lots"),
-        "{}",
-        cpu.message
+    assert_contains(
+        &cpu.message,
+        "/etc/systemd/system/training-big.slice.d/99-site.conf:3: CPUQuota=lots",
     );
 }

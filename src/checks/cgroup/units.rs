@@ -243,20 +243,11 @@ fn decimal(text: &str, scale: i128) -> Option<i128> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        for (path, text) in files {
-            let p = dir.path().join(path);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
-        }
-        dir
-    }
+    use crate::testing::Tree;
 
     #[test]
     fn drop_ins_apply_in_name_order_across_directories_and_etc_masks() {
-        let dir = tree(&[
+        let tree = Tree::with(&[
             (
                 "usr/lib/systemd/system/t.slice",
                 "[Slice]\nMemoryMax=1G\nTasksMax=100\n",
@@ -295,12 +286,8 @@ mod tests {
             ),
         ]);
         // A drop-in masked by a link to /dev/null in /etc is not read.
-        std::os::unix::fs::symlink(
-            "/dev/null",
-            dir.path().join("etc/systemd/system/t.slice.d/40-m.conf"),
-        )
-        .unwrap();
-        let root = Root::new(dir.path());
+        tree.link("/etc/systemd/system/t.slice.d/40-m.conf", "/dev/null");
+        let root = tree.root();
         let files = unit_files(&root, "t.slice").unwrap();
         assert_eq!(
             files,
@@ -329,8 +316,7 @@ mod tests {
             ("7", "/etc/systemd/system/t.slice.d/30-c.conf", 2)
         );
         assert!(slice_settings(&root, "absent.slice").unwrap().is_empty());
-        std::os::unix::fs::symlink("/dev/null", dir.path().join("etc/systemd/system/m.slice"))
-            .unwrap();
+        tree.link("/etc/systemd/system/m.slice", "/dev/null");
         assert!(matches!(
             slice_settings(&root, "m.slice"),
             Err(UnitError::Masked { .. })

@@ -9,7 +9,7 @@ pub mod model;
 pub mod nft;
 pub mod source;
 
-use crate::finding::{Area, Finding, Status};
+use crate::finding::{Area, Check, Finding, Status};
 use crate::host::sysctl;
 use crate::profile::job::{NcclPorts, format_ports};
 use crate::profile::setting::KeySpec;
@@ -30,6 +30,28 @@ struct Group {
     why: &'static str,
     ranges: Result<Vec<(u16, u16)>, String>,
     source: String,
+}
+
+impl Group {
+    fn expected(&self) -> String {
+        match &self.ranges {
+            Ok(r) => format!("inbound TCP {} accepted", format_ports(r)),
+            Err(_) => format!("inbound TCP to {} accepted", self.source),
+        }
+    }
+
+    /// These ports as the profile wants them.
+    fn check(&self) -> Check {
+        Check::new(self.id, Area::Firewall)
+            .expected(self.expected())
+            .why(self.why)
+    }
+
+    /// The check once the rules are read: the expectation names where the ports come from.
+    fn judged_check(&self) -> Check {
+        self.check()
+            .expected(format!("{} (from {})", self.expected(), self.source))
+    }
 }
 
 fn groups(ctx: &Context) -> Vec<Group> {
@@ -275,10 +297,6 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
     if groups.is_empty() {
         return Vec::new();
     }
-    let expected = |g: &Group| match &g.ranges {
-        Ok(r) => format!("inbound TCP {} accepted", format_ports(r)),
-        Err(_) => format!("inbound TCP to {} accepted", g.source),
-    };
     let not_here = if !ctx.root.is_live() {
         Some("--root is not the running node: the active firewall rules can only be read live")
     } else if ctx.options.persisted {
@@ -289,32 +307,20 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
         None
     };
     if let Some(reason) = not_here {
-        return groups
-            .iter()
-            .map(|g| Finding::skip(g.id, Area::Firewall, expected(g), reason))
-            .collect();
+        return groups.iter().map(|g| g.check().skip(reason)).collect();
     }
     let ruleset = read_ruleset(runner);
     groups
         .iter()
         .map(|g| match (&g.ranges, &ruleset) {
-            (Err(e), _) => Finding::error(g.id, Area::Firewall, expected(g), e.clone()),
-            (_, Err(e @ RulesetError::NeedsRoot { .. })) => {
-                Finding::skip(g.id, Area::Firewall, expected(g), e.to_string())
-            }
-            (_, Err(e @ RulesetError::NoTool)) => {
-                let mut f = Finding::skip(
-                    g.id,
-                    Area::Firewall,
-                    expected(g),
-                    format!("cannot tell: {e}"),
-                );
-                f.status = Status::Warn;
-                f.actual = "unknown".into();
-                f
-            }
-            (_, Err(e)) => Finding::error(g.id, Area::Firewall, expected(g), e.to_string()),
-            (Ok(ranges), Ok(rs)) => judge(g, ranges, rs, expected(g)),
+            (Err(e), _) => g.check().error(e.clone()),
+            (_, Err(e @ RulesetError::NeedsRoot { .. })) => g.check().skip(e.to_string()),
+            (_, Err(e @ RulesetError::NoTool)) => g
+                .check()
+                .warn("unknown", "")
+                .with_message(format!("cannot tell: {e}")),
+            (_, Err(e)) => g.check().error(e.to_string()),
+            (Ok(ranges), Ok(rs)) => judge(g, ranges, rs),
         })
         .collect()
 }
@@ -367,7 +373,8 @@ fn ports_text(lo: u16, hi: u16) -> String {
     format_ports(&[(lo, hi)])
 }
 
-fn judge(group: &Group, ranges: &[(u16, u16)], rs: &Ruleset, expected: String) -> Finding {
+fn judge(group: &Group, ranges: &[(u16, u16)], rs: &Ruleset) -> Finding {
+    let check = group.judged_check();
     let filters = if rs.tools.is_empty() {
         "no firewall".to_string()
     } else {
@@ -380,28 +387,15 @@ fn judge(group: &Group, ranges: &[(u16, u16)], rs: &Ruleset, expected: String) -
     if let Some(blind) = &rs.blind_spot
         && rs.tools.is_empty()
     {
-        return Finding {
-            id: group.id.into(),
-            area: Area::Firewall,
-            status: Status::Warn,
-            expected: format!("{expected} (from {})", group.source),
-            actual: "no iptables rules; nftables unknown".into(),
-            message: format!("cannot tell: {blind}. {}", group.why),
-            fix: "install nftables (the nft tool) so the rules can be read".into(),
-            change: None,
-        };
+        return check
+            .warn(
+                "no iptables rules; nftables unknown",
+                "install nftables (the nft tool) so the rules can be read",
+            )
+            .with_message(format!("cannot tell: {blind}. {}", group.why));
     }
     if rs.tools.is_empty() {
-        return Finding {
-            id: group.id.into(),
-            area: Area::Firewall,
-            status: Status::Pass,
-            expected: format!("{expected} (from {})", group.source),
-            actual: "no firewall: no filtering rules or drop policy on the input path".into(),
-            message: group.why.into(),
-            fix: String::new(),
-            change: None,
-        };
+        return check.pass("no firewall: no filtering rules or drop policy on the input path");
     }
     // Consecutive stretches with the same outcome are shown as one.
     let mut parts: Vec<((u16, u16), String)> = Vec::new();
@@ -455,29 +449,19 @@ fn judge(group: &Group, ranges: &[(u16, u16)], rs: &Ruleset, expected: String) -
         message = format!("cannot tell: {blind}. {message}");
     }
     let ports = format_ports(ranges).replace(' ', "");
-    let fix = match (&fix_walk, worst) {
-        (Some(w), Status::Fail | Status::Warn) => {
-            fix_text(rs.frontend, w.decided_at.as_ref(), &ports)
-        }
-        _ => String::new(),
+    let fix = match &fix_walk {
+        Some(w) => fix_text(rs.frontend, w.decided_at.as_ref(), &ports),
+        None => String::new(),
     };
-    Finding {
-        id: group.id.into(),
-        area: Area::Firewall,
-        status: worst,
-        expected: format!("{expected} (from {})", group.source),
-        actual: format!(
-            "{filters}: {}",
-            parts
-                .iter()
-                .map(|((a, b), text)| format!("{}: {text}", ports_text(*a, *b)))
-                .collect::<Vec<_>>()
-                .join("; ")
-        ),
-        message,
-        fix,
-        change: None,
-    }
+    let actual = format!(
+        "{filters}: {}",
+        parts
+            .iter()
+            .map(|((a, b), text)| format!("{}: {text}", ports_text(*a, *b)))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    check.judge(worst, actual, fix).with_message(message)
 }
 
 /// The command that opens `ports` (`29500-29550,50000-51000`) in the tool that decided.

@@ -10,11 +10,11 @@ use super::*;
 use crate::checks::AuditOptions;
 use crate::host::Root;
 use crate::probes::Probes;
+use crate::testing::{Tree, assert_contains, assert_starts, fixture};
 
-fn fixture(name: &str) -> String {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/firewall")
-        .join(name);
+/// A tool's output captured in `tests/fixtures/firewall`.
+fn captured(name: &str) -> String {
+    let path = fixture(&format!("firewall/{name}"));
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -68,45 +68,31 @@ fn audit_options(
     root: &Root,
     options: AuditOptions,
 ) -> BTreeMap<String, Finding> {
-    let dir = tempfile::tempdir().unwrap();
-    let profile_path = dir.path().join("ports.toml");
-    std::fs::write(
-        &profile_path,
+    let profile = Tree::new();
+    profile.file(
+        "/ports.toml",
         "[job]\nrendezvous_ports = \"29500-29550\"\nnccl_ports = \"50000-50010\"\n",
-    )
-    .unwrap();
+    );
     let mut probes = Probes::absent("in a test");
     probes.firewall = Box::new(runner);
-    crate::testing::audit(
-        root,
-        &profile_path.display().to_string(),
-        &options,
-        probes,
-        Area::Firewall,
-    )
+    let path = profile.path("/ports.toml").display().to_string();
+    crate::testing::audit(root, &path, &options, probes, Area::Firewall)
 }
 
 #[test]
 fn captured_nft_ruleset() {
-    let json = fixture("nft-mixed.json");
+    let json = captured("nft-mixed.json");
     let f = audit(Canned::new(&[("nft", true, &json, "")]), &Root::live());
     let rdv = &f["firewall.rendezvous_ports"];
     assert_eq!(rdv.status, Status::Pass, "{rdv:#?}");
-    assert!(
-        rdv.actual.starts_with(
-            "nftables: 29500-29550: accepted by nftables inet filter chain input handle 10"
-        ),
-        "{}",
-        rdv.actual
+    assert_starts(
+        &rdv.actual,
+        "nftables: 29500-29550: accepted by nftables inet filter chain input handle 10",
     );
     // 50000-50010 reaches chain foo, whose `limit` is not modelled.
     let nccl = &f["firewall.nccl_ports"];
     assert_eq!(nccl.status, Status::Warn, "{nccl:#?}");
-    assert!(
-        nccl.actual.contains("cannot tell: `limit"),
-        "{}",
-        nccl.actual
-    );
+    assert_contains(&nccl.actual, "cannot tell: `limit");
 }
 
 #[test]
@@ -148,31 +134,33 @@ fn iptables_nft_tables_are_read_through_iptables_nft_save() {
     // nft shows iptables-nft's conntrack/multiport matches as opaque `xt` expressions; the
     // same table from iptables-nft-save is fully readable, and replaces the nft view.
     let runner = Canned::new(&[
-        ("nft", true, &fixture("iptables-nft-as-nft.json"), ""),
-        ("iptables-nft-save", true, &fixture("iptables-nft.save"), ""),
+        ("nft", true, &captured("iptables-nft-as-nft.json"), ""),
+        (
+            "iptables-nft-save",
+            true,
+            &captured("iptables-nft.save"),
+            "",
+        ),
     ]);
     let f = audit(runner.clone(), &Root::live());
     let rdv = &f["firewall.rendezvous_ports"];
     assert_eq!(rdv.status, Status::Pass, "{rdv:#?}");
-    assert!(
-        rdv.actual.starts_with(
-            "iptables-nft: 29500-29550: accepted by iptables-nft filter chain INPUT rule 1"
-        ),
-        "{}",
-        rdv.actual
+    assert_starts(
+        &rdv.actual,
+        "iptables-nft: 29500-29550: accepted by iptables-nft filter chain INPUT rule 1",
     );
     let nccl = &f["firewall.nccl_ports"];
     assert_eq!(nccl.status, Status::Fail);
-    assert!(
-        nccl.actual
-            .contains("dropped by policy drop of iptables-nft filter chain INPUT")
+    assert_contains(
+        &nccl.actual,
+        "dropped by policy drop of iptables-nft filter chain INPUT",
     );
     assert_eq!(
         nccl.fix,
         "iptables-nft -A INPUT -p tcp -m multiport --dports 50000:50010 -j ACCEPT (persist with iptables-save > /etc/iptables/rules.v4 or your distribution's service)"
     );
     // Without iptables-nft-save, the xt matches make it "cannot tell", never a pass.
-    let runner = Canned::new(&[("nft", true, &fixture("iptables-nft-as-nft.json"), "")]);
+    let runner = Canned::new(&[("nft", true, &captured("iptables-nft-as-nft.json"), "")]);
     assert_eq!(
         audit(runner.clone(), &Root::live())["firewall.rendezvous_ports"].status,
         Status::Warn
@@ -184,15 +172,16 @@ fn iptables_nft_targets_nft_cannot_show_are_never_passed_over() {
     // Recorded from `iptables-nft -A INPUT -p tcp --dport 29500 -j REJECT` and a REJECT of
     // 50000:50010 with a comment: nft shows both targets as `{"xt": {"type": "target"}}`.
     // Read through nft alone (iptables-nft-save absent), they are "cannot tell".
-    let runner = Canned::new(&[("nft", true, &fixture("iptables-nft-reject-as-nft.json"), "")]);
+    let runner = Canned::new(&[(
+        "nft",
+        true,
+        &captured("iptables-nft-reject-as-nft.json"),
+        "",
+    )]);
     let f = audit(runner.clone(), &Root::live());
     for id in ["firewall.rendezvous_ports", "firewall.nccl_ports"] {
         assert_eq!(f[id].status, Status::Warn, "{:#?}", f[id]);
-        assert!(
-            f[id].actual.contains("xt target REJECT"),
-            "{}",
-            f[id].actual
-        );
+        assert_contains(&f[id].actual, "xt target REJECT");
     }
 }
 
@@ -206,12 +195,9 @@ fn legacy_only_iptables_save_is_recognised() {
     let rdv = &f["firewall.rendezvous_ports"];
     assert_eq!(rdv.status, Status::Fail);
     assert!(rdv.actual.starts_with("iptables-legacy: 29500: dropped by iptables-legacy filter chain INPUT rule 1: -A INPUT -p tcp -m tcp --dport 29500 -j DROP; 29501-29550: accepted by policy accept"), "{}", rdv.actual);
-    assert!(
-        rdv.fix.starts_with(
-            "iptables-legacy -I INPUT 1 -p tcp -m multiport --dports 29500:29550 -j ACCEPT"
-        ),
-        "{}",
-        rdv.fix
+    assert_starts(
+        &rdv.fix,
+        "iptables-legacy -I INPUT 1 -p tcp -m multiport --dports 29500:29550 -j ACCEPT",
     );
 }
 
@@ -221,18 +207,14 @@ fn tools_that_cannot_answer() {
     // Nothing installed: cannot tell, a warning.
     let f = audit(Canned::new(&[]), &root);
     assert_eq!(f["firewall.rendezvous_ports"].status, Status::Warn);
-    assert!(
-        f["firewall.rendezvous_ports"]
-            .message
-            .contains("cannot tell")
-    );
+    assert_contains(&f["firewall.rendezvous_ports"].message, "cannot tell");
     // Not root: skipped with the reason.
     let f = audit(
         Canned::new(&[("nft", false, "", "Error: Operation not permitted\n")]),
         &root,
     );
     assert_eq!(f["firewall.nccl_ports"].status, Status::Skip);
-    assert!(f["firewall.nccl_ports"].message.contains("needs root"));
+    assert_contains(&f["firewall.nccl_ports"].message, "needs root");
     // Garbage from nft is an error, not a pass.
     let f = audit(Canned::new(&[("nft", true, "{not json", "")]), &root);
     assert_eq!(f["firewall.nccl_ports"].status, Status::Error);
@@ -262,11 +244,7 @@ fn tools_that_cannot_answer() {
         "{:#?}",
         f["firewall.nccl_ports"]
     );
-    assert!(
-        f["firewall.nccl_ports"]
-            .message
-            .contains("nft is not installed")
-    );
+    assert_contains(&f["firewall.nccl_ports"].message, "nft is not installed");
     let legacy_accept =
         "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp --dport 50000:50010 -j ACCEPT\nCOMMIT\n";
     let f = audit(
@@ -279,10 +257,9 @@ fn tools_that_cannot_answer() {
         "{:#?}",
         f["firewall.nccl_ports"]
     );
-    assert!(
-        f["firewall.nccl_ports"]
-            .actual
-            .starts_with("iptables-legacy: 50000-50010: accepted by")
+    assert_starts(
+        &f["firewall.nccl_ports"].actual,
+        "iptables-legacy: 50000-50010: accepted by",
     );
     // --persisted does not pretend the live rules are the saved ones.
     let f = audit_persisted(Canned::new(&[]), &root);
@@ -301,19 +278,14 @@ fn tools_that_cannot_answer() {
         &root,
     );
     assert_eq!(f["firewall.rendezvous_ports"].status, Status::Pass);
-    assert!(
-        f["firewall.rendezvous_ports"]
-            .actual
-            .starts_with("no firewall")
-    );
+    assert_starts(&f["firewall.rendezvous_ports"].actual, "no firewall");
 }
 
 #[test]
 fn another_root_is_skipped() {
-    let dir = tempfile::tempdir().unwrap();
-    let f = audit(Canned::new(&[]), &Root::new(dir.path()));
+    let f = audit(Canned::new(&[]), &Tree::new().root());
     assert_eq!(f["firewall.rendezvous_ports"].status, Status::Skip);
-    assert!(f["firewall.rendezvous_ports"].message.contains("--root"));
+    assert_contains(&f["firewall.rendezvous_ports"].message, "--root");
 }
 
 #[test]
@@ -387,7 +359,7 @@ fn iptables_tools_run_only_when_they_can_have_rules() {
     // Unknown legacy state: run it rather than guess.
     assert_eq!(run(empty_nft, None).1, ["nft", "iptables-legacy-save"]);
     // nft lists an `ip filter` table, which iptables-nft may have written: ask it.
-    let (_, asked) = run(&fixture("iptables-nft-as-nft.json"), Some(""));
+    let (_, asked) = run(&captured("iptables-nft-as-nft.json"), Some(""));
     assert_eq!(asked, ["nft", "iptables-nft-save"]);
 }
 

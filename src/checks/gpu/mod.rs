@@ -8,6 +8,7 @@ use crate::finding::{Area, Check, Finding, Status};
 use crate::host::libsearch::SearchEnv;
 use crate::inventory::Inventory;
 use crate::inventory::gpu::Gpu;
+use crate::inventory::nvml::NvmlGpu;
 use crate::profile::setting::{KeySpec, ValueKind::Version};
 
 use super::{Context, hw};
@@ -50,7 +51,7 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
             "cuda.version" => versions::cuda(ctx, inv, probes, setting),
             "nccl.version" => versions::nccl(ctx, inv, setting),
             "cudnn.version" => stack::cudnn(ctx, inv, setting, &SearchEnv::from_process()),
-            other => Finding::error(other, Area::Gpu, "-", "no check for this key"),
+            other => Check::new(other, Area::Gpu).error("no check for this key"),
         });
     }
     if !inv.gpus.is_empty() {
@@ -65,11 +66,9 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
 }
 
 fn count(inv: &Inventory) -> Finding {
+    let check = Check::new("gpu.count", Area::Gpu).expected(">= 1");
     if inv.gpus.is_empty() {
-        return Finding::skip(
-            "gpu.count",
-            Area::Gpu,
-            ">= 1",
+        return check.skip(
             "no NVIDIA GPU on the PCI bus (vendor 0x10de, display class): GPU checks do not apply",
         );
     }
@@ -78,10 +77,7 @@ fn count(inv: &Inventory) -> Finding {
         .iter()
         .map(|g| format!("{} {}", g.pci_address, g.device_id))
         .collect();
-    Check::new("gpu.count", Area::Gpu)
-        .expected(">= 1")
-        .why(list.join(", "))
-        .pass(inv.gpus.len().to_string())
+    check.why(list.join(", ")).pass(inv.gpus.len().to_string())
 }
 
 /// A GPU whose link trained narrower or slower than it can: the commonest silent cause of
@@ -95,15 +91,10 @@ pub fn pcie_link(g: &Gpu) -> Finding {
         g.pci_address, g.pci_address
     );
     let (status, message) = if g.link.max_width.is_none() && g.link.max_gts.is_none() {
-        return Finding::skip(
-            id,
-            Area::Gpu,
-            "-",
-            format!(
-                "{} reports no PCIe link (no max_link_speed/max_link_width in sysfs)",
-                g.pci_address
-            ),
-        );
+        return Check::new(id, Area::Gpu).skip(format!(
+            "{} reports no PCIe link (no max_link_speed/max_link_width in sysfs)",
+            g.pci_address
+        ));
     } else if g.link.width_downtrained() {
         (
             Status::Fail,
@@ -147,80 +138,108 @@ fn nvml(inv: &Inventory) -> Vec<Finding> {
         return vec![];
     }
     if let Err(reason) = &inv.nvml {
-        return vec![Finding::skip(
-            "gpu.nvml",
-            Area::Gpu,
-            "NVML available",
-            format!("skipped: {reason}; sysfs facts are still shown"),
-        )];
+        return vec![
+            Check::new("gpu.nvml", Area::Gpu)
+                .expected("NVML available")
+                .skip(format!("skipped: {reason}; sysfs facts are still shown")),
+        ];
     }
     let mut out = Vec::new();
     for g in &inv.gpus {
         let Some(n) = &g.nvml else {
-            out.push(Finding::skip(
-                format!("gpu{}.nvml", g.index),
-                Area::Gpu,
-                "NVML sees the GPU",
-                format!(
-                    "NVML does not list {} (driver not bound to it?)",
-                    g.pci_address
-                ),
-            ));
+            out.push(
+                Check::new(format!("gpu{}.nvml", g.index), Area::Gpu)
+                    .expected("NVML sees the GPU")
+                    .skip(format!(
+                        "NVML does not list {} (driver not bound to it?)",
+                        g.pci_address
+                    )),
+            );
             continue;
         };
-        if let Some(on) = n.persistence_mode {
-            out.push(Check::new(format!("gpu{}.persistence_mode", g.index), Area::Gpu)
-                .expected("enabled")
-                .why(format!("{} ({}): without persistence the driver tears the GPU down between jobs and every job start pays the init cost", n.name, g.pci_address))
-                .judge(if on { Status::Pass } else { Status::Warn }, if on { "enabled" } else { "disabled" }, "systemctl enable --now nvidia-persistenced"));
-        }
-        if !n.nvlinks.is_empty() {
-            let down: Vec<String> = n
-                .nvlinks
-                .iter()
-                .filter(|l| !l.active)
-                .map(|l| l.link.to_string())
-                .collect();
-            let total = n.nvlinks.len();
-            out.push(Check::new(format!("gpu{}.nvlink", g.index), Area::Gpu)
-                .expected(format!("{total} of {total} NVLinks active"))
-                .why(if down.is_empty() {
-                    format!("{} ({}): every NVLink is up", n.name, g.pci_address)
-                } else {
-                    format!(
-                        "{} ({}): NVLink(s) {} down; NCCL's rings and NVLS over this GPU lose that bandwidth or fall back to PCIe",
-                        n.name,
-                        g.pci_address,
-                        down.join(",")
-                    )
-                })
-                .judge(if down.is_empty() {
-                    Status::Pass
-                } else {
-                    Status::Fail
-                }, format!("{} of {total} active", total - down.len()), "check `nvidia-smi nvlink -s` and the fabric manager (`systemctl status nvidia-fabricmanager` on NVSwitch systems); a link that stays down after a GPU reset needs service"));
-        }
-        if let Some(errors) = n.ecc_uncorrected {
-            out.push(Check::new(format!("gpu{}.ecc_uncorrected", g.index), Area::Gpu)
-                .expected("0")
-                .why(format!(
-                    "{} ({}): uncorrected ECC errors corrupt results or crash jobs",
-                    n.name, g.pci_address
-                ))
-                .judge(if errors == 0 {
-                    Status::Pass
-                } else {
-                    Status::Fail
-                }, errors.to_string(), "drain the node; reset the GPU (nvidia-smi -r) and, if errors return, replace it"));
-        }
+        out.extend(persistence_mode(g, n));
+        out.extend(nvlink(g, n));
+        out.extend(ecc_uncorrected(g, n));
     }
     out
+}
+
+fn persistence_mode(g: &Gpu, n: &NvmlGpu) -> Option<Finding> {
+    let check = Check::new(format!("gpu{}.persistence_mode", g.index), Area::Gpu)
+        .expected("enabled")
+        .why(format!(
+            "{} ({}): without persistence the driver tears the GPU down between jobs and every job start pays the init cost",
+            n.name, g.pci_address
+        ));
+    Some(if n.persistence_mode? {
+        check.pass("enabled")
+    } else {
+        check.warn("disabled", "systemctl enable --now nvidia-persistenced")
+    })
+}
+
+fn nvlink(g: &Gpu, n: &NvmlGpu) -> Option<Finding> {
+    if n.nvlinks.is_empty() {
+        return None;
+    }
+    let down: Vec<String> = n
+        .nvlinks
+        .iter()
+        .filter(|l| !l.active)
+        .map(|l| l.link.to_string())
+        .collect();
+    let total = n.nvlinks.len();
+    let check = Check::new(format!("gpu{}.nvlink", g.index), Area::Gpu)
+        .expected(format!("{total} of {total} NVLinks active"));
+    let actual = format!("{} of {total} active", total - down.len());
+    if down.is_empty() {
+        return Some(
+            check
+                .why(format!(
+                    "{} ({}): every NVLink is up",
+                    n.name, g.pci_address
+                ))
+                .pass(actual),
+        );
+    }
+    Some(
+        check
+            .why(format!(
+                "{} ({}): NVLink(s) {} down; NCCL's rings and NVLS over this GPU lose that bandwidth or fall back to PCIe",
+                n.name,
+                g.pci_address,
+                down.join(",")
+            ))
+            .fail(
+                actual,
+                "check `nvidia-smi nvlink -s` and the fabric manager (`systemctl status nvidia-fabricmanager` on NVSwitch systems); a link that stays down after a GPU reset needs service",
+            ),
+    )
+}
+
+fn ecc_uncorrected(g: &Gpu, n: &NvmlGpu) -> Option<Finding> {
+    let errors = n.ecc_uncorrected?;
+    let check = Check::new(format!("gpu{}.ecc_uncorrected", g.index), Area::Gpu)
+        .expected("0")
+        .why(format!(
+            "{} ({}): uncorrected ECC errors corrupt results or crash jobs",
+            n.name, g.pci_address
+        ));
+    Some(if errors == 0 {
+        check.pass("0")
+    } else {
+        check.fail(
+            errors.to_string(),
+            "drain the node; reset the GPU (nvidia-smi -r) and, if errors return, replace it",
+        )
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::inventory::pci::PciLink;
+    use crate::testing::Tree;
 
     fn gpu(current: (f64, u32), max: (f64, u32)) -> Gpu {
         Gpu {
@@ -266,21 +285,22 @@ mod tests {
     }
 
     /// Two GPUs as plain sysfs directories, for what NVML adds to them.
-    fn two_gpu_root() -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
+    fn two_gpu_root() -> Tree {
+        let tree = Tree::new();
         for bdf in ["0000:18:00.0", "0000:2a:00.0"] {
-            let d = dir.path().join("sys/bus/pci/devices").join(bdf);
-            std::fs::create_dir_all(&d).unwrap();
             for (f, v) in [
                 ("vendor", "0x10de"),
                 ("device", "0x20b0"),
                 ("class", "0x030200"),
                 ("numa_node", "0"),
             ] {
-                std::fs::write(d.join(f), format!("{v}\n")).unwrap();
+                tree.file(
+                    &format!("/sys/bus/pci/devices/{bdf}/{f}"),
+                    &format!("{v}\n"),
+                );
             }
         }
-        dir
+        tree
     }
 
     fn nvml_gpu(
@@ -303,14 +323,13 @@ mod tests {
     }
 
     /// A full audit (every area, the numa area reading the inventory before gpu does) of the
-    /// base profile on `dir` with NVML answering `facts`.
+    /// base profile on `tree` with NVML answering `facts`.
     fn audit_base(
-        dir: &std::path::Path,
+        tree: &Tree,
         facts: crate::inventory::nvml::NvmlFacts,
     ) -> (Vec<Finding>, Inventory) {
         use crate::checks::AuditOptions;
-        use crate::host::Root;
-        let root = Root::new(dir);
+        let root = tree.root();
         let mut probes = crate::probes::Probes::absent("in a test");
         probes.nvml = Box::new(crate::inventory::nvml::FixedNvml(facts));
         let inv = Inventory::read(&root, &probes).unwrap();
@@ -325,9 +344,9 @@ mod tests {
     #[test]
     fn nvml_facts_enrich_the_inventory_and_drive_health_checks() {
         use crate::inventory::nvml::NvmlFacts;
-        let dir = two_gpu_root();
+        let tree = two_gpu_root();
         let (f, inv) = audit_base(
-            dir.path(),
+            &tree,
             NvmlFacts {
                 driver_version: Some("535.104.05".into()),
                 cuda_version: Some("12.2".into()),
@@ -363,7 +382,7 @@ mod tests {
     #[test]
     fn an_nvlink_that_is_down_fails() {
         use crate::inventory::nvml::{NvLink, NvmlFacts};
-        let dir = two_gpu_root();
+        let tree = two_gpu_root();
         let mut broken = nvml_gpu("0000:18:00.0", "0000:2a:00.0", true, 0);
         broken.nvlinks[3] = NvLink {
             link: 3,
@@ -372,7 +391,7 @@ mod tests {
         broken.nvlinks[7].active = false;
         broken.nvlink_peers.truncate(10);
         let (f, inv) = audit_base(
-            dir.path(),
+            &tree,
             NvmlFacts {
                 gpus: vec![broken, nvml_gpu("0000:2a:00.0", "0000:18:00.0", true, 0)],
                 ..Default::default()
@@ -392,7 +411,7 @@ mod tests {
         pcie.nvlinks.clear();
         pcie.nvlink_peers.clear();
         let (f, _) = audit_base(
-            dir.path(),
+            &tree,
             NvmlFacts {
                 gpus: vec![pcie],
                 ..Default::default()
@@ -404,11 +423,10 @@ mod tests {
     #[test]
     fn an_old_cuda_fails_the_profile() {
         use crate::inventory::nvml::NvmlFacts;
-        let dir = two_gpu_root();
-        std::fs::create_dir_all(dir.path().join("sys/module/nvidia")).unwrap();
-        std::fs::write(dir.path().join("sys/module/nvidia/version"), "470.57.02\n").unwrap();
+        let tree = two_gpu_root();
+        tree.file("/sys/module/nvidia/version", "470.57.02\n");
         let (f, _) = audit_base(
-            dir.path(),
+            &tree,
             NvmlFacts {
                 cuda_version: Some("11.4".into()),
                 ..Default::default()

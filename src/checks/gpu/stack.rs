@@ -2,7 +2,7 @@
 //! installed torch was built for against what the driver supports (`torch.cuda`). Both are
 //! read from files, never loaded, so they are judged on images too.
 
-use crate::finding::{Area, Check, Finding, Status};
+use crate::finding::{Area, Check, Finding};
 use crate::host::libsearch::SearchEnv;
 use crate::host::{cudnn, torch};
 use crate::inventory::Inventory;
@@ -10,55 +10,41 @@ use crate::probes::Probes;
 use crate::profile::setting::Setting;
 use crate::profile::version::Version;
 
-use super::super::{Context, hw};
+use super::super::{Context, setting_check};
+use super::versions::{library_not_found, library_version};
 
 /// `cudnn.version`: the cuDNN a job would load, its version and where both were found.
 pub fn cudnn(ctx: &Context, inv: &Inventory, setting: &Setting, env: &SearchEnv) -> Finding {
-    let id = "cudnn.version";
-    let expected = setting.rule.describe();
+    let check = setting_check(ctx, Area::Gpu, "cudnn.version", setting);
     let found = match cudnn::locate(ctx.root, env) {
         Ok(f) => f,
         Err(searched) => {
-            let message = format!(
-                "cuDNN ({}) not found; searched {}",
-                cudnn::SONAMES.join(", "),
-                searched.join(", ")
-            );
-            return super::versions::library_not_found(
-                id,
+            return library_not_found(
+                check,
                 inv,
                 setting,
-                message,
+                &format!("cuDNN ({})", cudnn::SONAMES.join(", ")),
+                &searched,
                 "pip install nvidia-cudnn-cu12 (PyTorch's cuDNN) or install NVIDIA's cudnn9 package",
             );
         }
     };
     let Some(version) = found.version.clone() else {
-        return Finding::error(
-            id,
-            Area::Gpu,
-            expected,
-            format!(
-                "{} (found via {}): no version in its headers, wheel metadata or file name",
-                found.path, found.origin
-            ),
-        );
+        return check.error(format!(
+            "{} (found via {}): no version in its headers, wheel metadata or file name",
+            found.path, found.origin
+        ));
     };
-    let (status, note) = hw::judge(setting, &version);
-    Check::new(id, Area::Gpu)
-        .expected(expected)
-        .why(format!(
-            "{} (found via {}; version from {}). {}",
-            found.path,
-            found.origin,
-            found.version_source,
-            note.unwrap_or_else(|| super::super::why(ctx, Area::Gpu, id))
-        ))
-        .judge(
-            status,
-            version,
-            "upgrade cuDNN: pip install -U nvidia-cudnn-cu12, or NVIDIA's cudnn9 packages",
-        )
+    library_version(
+        check,
+        setting,
+        &format!(
+            "{} (found via {}; version from {})",
+            found.path, found.origin, found.version_source
+        ),
+        version,
+        "upgrade cuDNN: pip install -U nvidia-cudnn-cu12, or NVIDIA's cudnn9 packages",
+    )
 }
 
 /// The CUDA version the driver supports and where that was read: NVML, libcuda, else
@@ -83,11 +69,11 @@ fn driver_cuda(ctx: &Context, inv: &Inventory, probes: &Probes) -> Option<(Strin
 /// supports (CUDA initialisation fails, or with minor version compatibility, PTX kernels
 /// fail to JIT).
 pub fn torch_cuda(ctx: &Context, inv: &Inventory, probes: &Probes, env: &SearchEnv) -> Finding {
-    let id = "torch.cuda";
-    let expected = "<= the driver's CUDA version";
+    let check = Check::new("torch.cuda", Area::Gpu);
+    let unjudged = check.clone().expected("<= the driver's CUDA version");
     let found = match torch::locate(ctx.root, env) {
         Ok(t) => t,
-        Err(reason) => return Finding::skip(id, Area::Gpu, expected, reason),
+        Err(reason) => return unjudged.skip(reason),
     };
     let shown = format!(
         "torch {} ({})",
@@ -95,43 +81,39 @@ pub fn torch_cuda(ctx: &Context, inv: &Inventory, probes: &Probes, env: &SearchE
         found.path
     );
     let Some(built) = found.cuda.clone() else {
-        return Finding::skip(
-            id,
-            Area::Gpu,
-            expected,
-            format!("{shown} is a CPU-only (or ROCm) build: it never uses CUDA"),
-        );
+        return unjudged.skip(format!(
+            "{shown} is a CPU-only (or ROCm) build: it never uses CUDA"
+        ));
     };
     let Some((driver, source)) = driver_cuda(ctx, inv, probes) else {
-        return Finding::skip(
-            id,
-            Area::Gpu,
-            expected,
-            format!(
-                "{shown} was built for CUDA {built}; the driver's CUDA version is unknown (no NVIDIA driver found)"
-            ),
-        );
+        return unjudged.skip(format!(
+            "{shown} was built for CUDA {built}; the driver's CUDA version is unknown (no NVIDIA driver found)"
+        ));
     };
     let newer = match (Version::parse(&built), Version::parse(&driver)) {
         (Some(b), Some(d)) => b > d,
         _ => false,
     };
-    let same_major = built.split('.').next() == driver.split('.').next();
-    Check::new(id, Area::Gpu)
-        .expected(format!("<= {driver} (the driver's CUDA, from {source})"))
-        .why(if !newer {
-            format!("{shown} was built for CUDA {built}, which the driver supports")
-        } else if same_major {
-            format!(
-                "{shown} was built for CUDA {built} but the driver supports {driver}: it starts through CUDA minor version compatibility (driver >= {}), but kernels needing PTX JIT fail",
-                torch::major_minimum(&built).unwrap_or("?")
-            )
-        } else {
-            format!(
-                "{shown} was built for CUDA {built} but the driver supports only {driver}: CUDA fails to initialise"
-            )
-        })
-        .judge(if newer { Status::Warn } else { Status::Pass }, built.clone(), format!(
-            "upgrade the NVIDIA driver to one supporting CUDA {built}, or install the torch wheel built for CUDA {driver} or older (pip install torch --index-url https://download.pytorch.org/whl/cuXYZ)"
-        ))
+    let check = check.expected(format!("<= {driver} (the driver's CUDA, from {source})"));
+    if !newer {
+        return check
+            .why(format!(
+                "{shown} was built for CUDA {built}, which the driver supports"
+            ))
+            .pass(built);
+    }
+    let why = if built.split('.').next() == driver.split('.').next() {
+        format!(
+            "{shown} was built for CUDA {built} but the driver supports {driver}: it starts through CUDA minor version compatibility (driver >= {}), but kernels needing PTX JIT fail",
+            torch::major_minimum(&built).unwrap_or("?")
+        )
+    } else {
+        format!(
+            "{shown} was built for CUDA {built} but the driver supports only {driver}: CUDA fails to initialise"
+        )
+    };
+    let fix = format!(
+        "upgrade the NVIDIA driver to one supporting CUDA {built}, or install the torch wheel built for CUDA {driver} or older (pip install torch --index-url https://download.pytorch.org/whl/cuXYZ)"
+    );
+    check.why(why).warn(built, fix)
 }

@@ -1,14 +1,14 @@
 //! The software GPUs train with: NVIDIA driver, CUDA driver API and NCCL versions, judged
 //! against the profile's minimums.
 
-use crate::finding::{Area, Check, Finding, Status};
+use crate::finding::{Area, Check, Finding};
 use crate::host::Root;
 use crate::host::nccl::{self, SearchEnv};
 use crate::inventory::Inventory;
 use crate::probes::Probes;
 use crate::profile::setting::Setting;
 
-use super::super::{Context, hw};
+use super::super::{Context, setting_check, value_by_rule};
 
 /// Parses `/proc/driver/nvidia/version`: the first dotted number on the `NVRM version:`
 /// line (`... Kernel Module  535.104.05  Sat Aug 19 ...`, or `... for x86_64  550.54.15`).
@@ -63,13 +63,11 @@ pub fn driver_version(root: &Root, inv: &Inventory) -> Result<(String, String), 
 
 /// `driver.version`.
 pub fn driver(ctx: &Context, inv: &Inventory, setting: &Setting) -> Finding {
-    let id = "driver.version";
-    let expected = setting.rule.describe();
+    let check = setting_check(ctx, Area::Gpu, "driver.version", setting);
     match driver_version(ctx.root, inv) {
-        Err(reason) => Finding::skip(id, Area::Gpu, expected, reason),
+        Err(reason) => check.skip(reason),
         Ok((version, source)) => judged(
-            ctx,
-            id,
+            check,
             setting,
             version,
             &source,
@@ -79,40 +77,24 @@ pub fn driver(ctx: &Context, inv: &Inventory, setting: &Setting) -> Finding {
 }
 
 /// A version read from `source`, judged against its setting.
-fn judged(
-    ctx: &Context,
-    id: &str,
-    setting: &Setting,
-    version: String,
-    source: &str,
-    fix: &str,
-) -> Finding {
-    let (status, note) = hw::judge(setting, &version);
-    Check::new(id, Area::Gpu)
-        .expected(setting.rule.describe())
-        .why(
-            note.unwrap_or_else(|| {
-                format!("from {source}. {}", super::super::why(ctx, Area::Gpu, id))
-            }),
-        )
-        .judge(status, version, fix)
+fn judged(check: Check, setting: &Setting, version: String, source: &str, fix: &str) -> Finding {
+    let why = format!("from {source}. {}", check.why_text());
+    value_by_rule(&check.why(why), setting, version, fix)
 }
 
 /// `cuda.version`: the CUDA version the driver supports (what `nvidia-smi` shows).
 pub fn cuda(ctx: &Context, inv: &Inventory, probes: &Probes, setting: &Setting) -> Finding {
-    let id = "cuda.version";
-    let expected = setting.rule.describe();
+    let check = setting_check(ctx, Area::Gpu, "cuda.version", setting);
     let from_nvml = inv.nvml.as_ref().ok().and_then(|f| f.cuda_version.clone());
     let (version, source) = match from_nvml {
         Some(v) => (v, "NVML".to_string()),
         None => match probes.cuda.driver_version() {
             Ok(v) => (v, "cuDriverGetVersion in libcuda.so.1".to_string()),
-            Err(reason) => return Finding::skip(id, Area::Gpu, expected, reason),
+            Err(reason) => return check.skip(reason),
         },
     };
     judged(
-        ctx,
-        id,
+        check,
         setting,
         version,
         &source,
@@ -125,46 +107,52 @@ pub fn nccl(ctx: &Context, inv: &Inventory, setting: &Setting) -> Finding {
     nccl_with(ctx, inv, setting, &SearchEnv::from_process())
 }
 
-/// A GPU library (NCCL, cuDNN) that no search found: failing (at the profile's severity) on
-/// a node with GPUs, a skip without them, since nothing on the node would load it.
+/// A GPU library (NCCL, cuDNN) that no search found in the places `searched`: failing (at
+/// the profile's severity) on a node with GPUs, a skip without them, since nothing on the
+/// node would load it.
 pub(super) fn library_not_found(
-    id: &str,
+    check: Check,
     inv: &Inventory,
     setting: &Setting,
-    message: String,
+    library: &str,
+    searched: &[String],
     fix: &str,
 ) -> Finding {
-    let expected = setting.rule.describe();
+    let message = format!("{library} not found; searched {}", searched.join(", "));
     if inv.gpus.is_empty() {
-        return Finding::skip(
-            id,
-            Area::Gpu,
-            expected,
-            format!("no NVIDIA GPU on this node; {message}"),
-        );
+        return check.skip(format!("no NVIDIA GPU on this node; {message}"));
     }
-    Check::new(id, Area::Gpu)
-        .expected(expected)
+    check
         .why(message)
         .judge(setting.severity.status(), "not found", fix)
 }
 
+/// A library's version judged against its setting, the reason saying which file it is
+/// (`found`): the rule's complaint, when it cannot compare, follows that instead of the
+/// check's reason.
+pub(super) fn library_version(
+    check: Check,
+    setting: &Setting,
+    found: &str,
+    version: String,
+    fix: &str,
+) -> Finding {
+    let (status, note) = setting.status_for(&version);
+    let why = format!("{found}. {}", note.as_deref().unwrap_or(check.why_text()));
+    check.why(why).judge(status, version, fix)
+}
+
 pub fn nccl_with(ctx: &Context, inv: &Inventory, setting: &Setting, env: &SearchEnv) -> Finding {
-    let id = "nccl.version";
-    let expected = setting.rule.describe();
+    let check = setting_check(ctx, Area::Gpu, "nccl.version", setting);
     let located = match nccl::locate(ctx.root, env) {
         Ok(l) => l,
         Err(searched) => {
-            let message = format!(
-                "{} not found; searched {}",
-                nccl::SONAME,
-                searched.join(", ")
-            );
             return library_not_found(
-                id,
+                check,
                 inv,
                 setting,
-                message,
+                nccl::SONAME,
+                &searched,
                 "pip install nvidia-nccl-cu12 (PyTorch's NCCL) or install libnccl2 from NVIDIA's repository, or point $GPUTUNE_NCCL_LIB at libnccl.so.2",
             );
         }
@@ -173,28 +161,16 @@ pub fn nccl_with(ctx: &Context, inv: &Inventory, setting: &Setting, env: &Search
     let version = match nccl::version_of(ctx.root, &located) {
         Ok(v) => v.to_string(),
         // An image's library is never loaded; without a readable version there is no verdict.
-        Err(e @ nccl::NcclError::Unread { .. }) => {
-            return Finding::skip(id, Area::Gpu, expected, e.to_string());
-        }
-        Err(e) => {
-            return Finding::error(
-                id,
-                Area::Gpu,
-                expected,
-                format!("{shown} (found via {}): {e}", located.origin),
-            );
-        }
+        Err(e @ nccl::NcclError::Unread { .. }) => return check.skip(e.to_string()),
+        Err(e) => return check.error(format!("{shown} (found via {}): {e}", located.origin)),
     };
-    let (status, note) = hw::judge(setting, &version);
-    let mut f = Check::new(id, Area::Gpu).expected(expected).why(format!(
-            "{shown} (found via {}). {}",
-            located.origin,
-            note.unwrap_or_else(|| super::super::why(ctx, Area::Gpu, id))
-        )).judge(status, version, "upgrade NCCL: pip install -U nvidia-nccl-cu12 (or the libnccl2 package), or point $GPUTUNE_NCCL_LIB at a newer libnccl.so.2");
-    if status == Status::Pass {
-        f.fix.clear();
-    }
-    f
+    library_version(
+        check,
+        setting,
+        &format!("{shown} (found via {})", located.origin),
+        version,
+        "upgrade NCCL: pip install -U nvidia-nccl-cu12 (or the libnccl2 package), or point $GPUTUNE_NCCL_LIB at a newer libnccl.so.2",
+    )
 }
 
 #[cfg(test)]

@@ -115,6 +115,7 @@ pub fn read(root: &Root) -> Result<Result<RemoveIpc, String>, HostError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::Tree;
 
     #[test]
     fn parsing() {
@@ -148,18 +149,12 @@ mod tests {
         );
     }
 
-    fn write(dir: &std::path::Path, path: &str, text: &str) {
-        let full = dir.join(path.trim_start_matches('/'));
-        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
-        std::fs::write(full, text).unwrap();
-    }
-
     #[test]
     fn drop_ins_override_in_name_order_and_etc_masks_usr() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = Root::new(dir.path());
+        let tree = Tree::new();
+        let root = tree.root();
         assert_eq!(read(&root).unwrap(), Ok(RemoveIpc::NoLogind));
-        write(dir.path(), "/usr/lib/systemd/systemd-logind", "");
+        tree.file("/usr/lib/systemd/systemd-logind", "");
         assert_eq!(
             read(&root).unwrap(),
             Ok(RemoveIpc::Set {
@@ -167,18 +162,12 @@ mod tests {
                 place: None
             })
         );
-        write(
-            dir.path(),
-            "/etc/systemd/logind.conf",
-            "[Login]\nRemoveIPC=yes\n",
-        );
-        write(
-            dir.path(),
+        tree.file("/etc/systemd/logind.conf", "[Login]\nRemoveIPC=yes\n");
+        tree.file(
             "/usr/lib/systemd/logind.conf.d/50-x.conf",
             "[Login]\nRemoveIPC=no\n",
         );
-        write(
-            dir.path(),
+        tree.file(
             "/usr/lib/systemd/logind.conf.d/10-a.conf",
             "[Login]\nRemoveIPC=yes\n",
         );
@@ -190,11 +179,7 @@ mod tests {
             })
         );
         // An /etc drop-in of the same name masks the vendor one.
-        write(
-            dir.path(),
-            "/etc/systemd/logind.conf.d/50-x.conf",
-            "[Login]\n",
-        );
+        tree.file("/etc/systemd/logind.conf.d/50-x.conf", "[Login]\n");
         assert_eq!(
             read(&root).unwrap(),
             Ok(RemoveIpc::Set {

@@ -11,7 +11,7 @@ use crate::finding::{Area, Change, Finding, Status};
 use crate::profile::amount::Amount;
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
 
-use super::Context;
+use super::{Context, by_rule, setting_check};
 use probe::{LimitsProbe, Resource};
 
 /// The file `apply` writes limits to (DESIGN.md).
@@ -105,7 +105,7 @@ fn show(resource: Resource, amount: Amount) -> String {
 
 /// Adds the limits.d fix to a finding that fails or warns.
 fn with_limit_fix(
-    mut finding: Finding,
+    finding: Finding,
     resource: Resource,
     setting: &Setting,
     judged: &str,
@@ -113,8 +113,7 @@ fn with_limit_fix(
     if matches!(finding.status, Status::Fail | Status::Warn)
         && let Some((fix, change)) = limit_fix(resource, setting, judged)
     {
-        finding.fix = fix;
-        finding.change = Some(change);
+        return finding.with_fix(fix).with_change(change);
     }
     finding
 }
@@ -160,50 +159,26 @@ fn live_rlimit(
     key: &str,
     setting: &Setting,
 ) -> Finding {
-    let expected = setting.rule.describe();
+    let check = setting_check(ctx, Area::Limits, key, setting);
     if !ctx.root.is_live() {
-        return Finding::skip(
-            key,
-            Area::Limits,
-            expected,
+        return check.skip(
             "--root is not the running node: a process's limits can only be read live (see the .login check for the files)",
         );
     }
     if ctx.options.persisted {
-        return Finding::skip(
-            key,
-            Area::Limits,
-            expected,
-            "--persisted judges configuration files only (see the .login check)",
-        );
+        return check.skip("--persisted judges configuration files only (see the .login check)");
     }
     let limit = match probe.rlimit(resource) {
         Ok(limit) => limit,
-        Err(e) => {
-            return Finding::error(
-                key,
-                Area::Limits,
-                expected,
-                format!("getrlimit({}): {e}", resource.name()),
-            );
-        }
+        Err(e) => return check.error(format!("getrlimit({}): {e}", resource.name())),
     };
     let judged = limit.soft.to_string();
-    let (status, problem) = setting.status_for(&judged);
-    let finding = Finding {
-        id: key.into(),
-        area: Area::Limits,
-        status,
-        expected,
-        actual: format!(
-            "soft {}, hard {} (this process)",
-            show(resource, limit.soft),
-            show(resource, limit.hard)
-        ),
-        message: problem.unwrap_or_else(|| super::why(ctx, Area::Limits, key)),
-        fix: String::new(),
-        change: None,
-    };
+    let actual = format!(
+        "soft {}, hard {} (this process)",
+        show(resource, limit.soft),
+        show(resource, limit.hard)
+    );
+    let finding = by_rule(&check, setting, &judged, actual, "");
     with_limit_fix(finding, resource, setting, &judged)
 }
 
@@ -252,10 +227,9 @@ fn login_rlimit(
     key: &str,
     setting: &Setting,
 ) -> Finding {
-    let id = format!("{key}.login");
-    let expected = setting.rule.describe();
+    let check = setting_check(ctx, Area::Limits, key, setting).suffixed(".login");
     if let Some(e) = &files.error {
-        return Finding::error(id, Area::Limits, expected, e.clone());
+        return check.error(e.clone());
     }
     let session = pam::resolve(&files.entries, &pam::Subject::ordinary(), resource.name());
     let to_amount = |v: pam::Value| match v {
@@ -350,71 +324,50 @@ fn login_rlimit(
             )
         }
     };
-    let mut message = problem.unwrap_or_else(|| super::why(ctx, Area::Limits, key));
+    let mut message = problem.unwrap_or_else(|| check.why_text().to_string());
     for note in notes {
         message.push_str(&format!(" Note: {note}."));
     }
-    let finding = Finding {
-        id,
-        area: Area::Limits,
-        status,
-        expected,
-        actual,
-        message,
-        fix: String::new(),
-        change: None,
-    };
+    let finding = check.judge(status, actual, "").with_message(message);
     with_limit_fix(finding, resource, setting, &judged)
 }
 
 fn remove_ipc(ctx: &Context, setting: &Setting) -> Finding {
-    let id = "logind.RemoveIPC";
-    let expected = setting.rule.describe();
+    let check = setting_check(ctx, Area::Limits, "logind.RemoveIPC", setting);
     let value = match logind::read(ctx.root) {
         Ok(Ok(value)) => value,
-        Ok(Err(e)) => return Finding::error(id, Area::Limits, expected, e),
-        Err(e) => return Finding::error(id, Area::Limits, expected, e.to_string()),
+        Ok(Err(e)) => return check.error(e),
+        Err(e) => return check.error(e.to_string()),
     };
     let (remove, place) = match value {
         logind::RemoveIpc::NoLogind => {
-            return Finding::skip(
-                id,
-                Area::Limits,
-                expected,
-                "systemd-logind is not installed, so nothing removes IPC objects at logout",
-            );
+            return check
+                .skip("systemd-logind is not installed, so nothing removes IPC objects at logout");
         }
         logind::RemoveIpc::Set { remove, place } => (remove, place),
     };
     let word = if remove { "yes" } else { "no" };
-    let (status, problem) = setting.status_for(word);
-    let (fix, change) = if status == Status::Pass {
-        (String::new(), None)
-    } else {
-        let target = setting.rule.target(word).unwrap_or_else(|| "no".into());
-        (
-            format!(
-                "`gputune apply`, or create /etc/systemd/logind.conf.d/90-gputune.conf with `[Login]` and `RemoveIPC={target}`, then `systemctl restart systemd-logind`"
-            ),
-            Some(crate::finding::Change::Logind {
-                key: "RemoveIPC".into(),
-                value: target,
-            }),
-        )
-    };
-    Finding {
-        id: id.into(),
-        area: Area::Limits,
-        status,
-        expected,
-        actual: format!(
-            "{word} ({})",
-            place.unwrap_or_else(|| "systemd default".into())
+    let target = setting.rule.target(word).unwrap_or_else(|| "no".into());
+    let actual = format!(
+        "{word} ({})",
+        place.unwrap_or_else(|| "systemd default".into())
+    );
+    let finding = by_rule(
+        &check,
+        setting,
+        word,
+        actual,
+        format!(
+            "`gputune apply`, or create /etc/systemd/logind.conf.d/90-gputune.conf with `[Login]` and `RemoveIPC={target}`, then `systemctl restart systemd-logind`"
         ),
-        message: problem.unwrap_or_else(|| super::why(ctx, Area::Limits, id)),
-        fix,
-        change,
+    );
+    if finding.status == Status::Pass {
+        return finding;
     }
+    finding.with_change(Change::Logind {
+        key: "RemoveIPC".into(),
+        value: target,
+    })
 }
 
 #[cfg(test)]

@@ -2,12 +2,12 @@
 //! size comes from the tmpfs `size=` option in that root's `/proc/mounts` (tmpfs(5): a
 //! percentage is of RAM, no option means half of RAM) and free space cannot be known.
 
-use crate::finding::{Area, Finding, Status};
+use crate::finding::{Area, Check, Finding, Status};
 use crate::host::mounts;
 use crate::profile::amount::Amount;
 use crate::profile::setting::Setting;
 
-use super::super::Context;
+use super::super::{Context, by_rule, setting_check};
 use super::human;
 use super::probe::LimitsProbe;
 
@@ -63,34 +63,25 @@ fn fix(target: &str) -> String {
     )
 }
 
-fn judge(ctx: &Context, id: &str, setting: &Setting, bytes: u64, actual: String) -> Finding {
+fn judge(check: &Check, setting: &Setting, bytes: u64, actual: String) -> Finding {
     let judged = bytes.to_string();
-    let (status, problem) = setting.status_for(&judged);
-    let fix = match setting.rule.target(&judged) {
-        Some(target) if matches!(status, Status::Fail | Status::Warn) => {
+    let finding = by_rule(check, setting, &judged, actual, "");
+    match setting.rule.target(&judged) {
+        Some(target) if matches!(finding.status, Status::Fail | Status::Warn) => {
             let target = Amount::parse(&target)
                 .map(|a| human(a).replace(' ', "").replace("iB", ""))
                 .unwrap_or(target);
-            if id == "dev_shm.free" {
+            let fix = if check.id() == "dev_shm.free" {
                 format!(
                     "remove stale segments (ls -la /dev/shm: leftovers of killed jobs such as nccl-*), or grow it: {}",
                     fix(&target)
                 )
             } else {
                 fix(&target)
-            }
+            };
+            finding.with_fix(fix)
         }
-        _ => String::new(),
-    };
-    Finding {
-        id: id.into(),
-        area: Area::Limits,
-        status,
-        expected: setting.rule.describe(),
-        actual,
-        message: problem.unwrap_or_else(|| super::super::why(ctx, Area::Limits, id)),
-        fix,
-        change: None,
+        _ => finding,
     }
 }
 
@@ -123,22 +114,18 @@ pub fn fstab_entry(text: &str) -> Result<Option<mounts::Mount>, String> {
 
 /// What `/dev/shm` will be after a reboot: the fstab entry's size, else the tmpfs default
 /// systemd mounts it with (half of RAM).
-fn persisted_size(ctx: &Context, setting: &Setting) -> Finding {
-    let id = "dev_shm.size";
-    let expected = setting.rule.describe();
+fn persisted_size(ctx: &Context, check: &Check, setting: &Setting) -> Finding {
     let entry = match ctx.root.read_optional("/etc/fstab") {
         Ok(text) => match fstab_entry(text.as_deref().unwrap_or_default()) {
             Ok(entry) => entry,
-            Err(e) => return Finding::error(id, Area::Limits, expected, e),
+            Err(e) => return check.error(e),
         },
-        Err(e) => return Finding::error(id, Area::Limits, expected, e.to_string()),
+        Err(e) => return check.error(e.to_string()),
     };
-    let meminfo = ctx.root.read_optional("/proc/meminfo").ok().flatten();
     let option = entry.as_ref().and_then(|m| m.option("size"));
-    match tmpfs_size(option, meminfo.as_deref().and_then(mem_total)) {
+    match tmpfs_size(option, mem_total_of(ctx)) {
         Ok(bytes) => judge(
-            ctx,
-            id,
+            check,
             setting,
             bytes,
             format!(
@@ -150,25 +137,25 @@ fn persisted_size(ctx: &Context, setting: &Setting) -> Finding {
                 }
             ),
         ),
-        Err(e) => Finding::skip(
-            id,
-            Area::Limits,
-            expected,
-            format!("/dev/shm after reboot: {e}"),
-        ),
+        Err(e) => check.skip(format!("/dev/shm after reboot: {e}")),
     }
+}
+
+/// The root's `MemTotal`, which a tmpfs size in percent (or none) is taken of.
+fn mem_total_of(ctx: &Context) -> Option<u64> {
+    let meminfo = ctx.root.read_optional("/proc/meminfo").ok().flatten();
+    meminfo.as_deref().and_then(mem_total)
 }
 
 /// `dev_shm.size`: live from statvfs, else from the root's mounts, or fstab with `--persisted`.
 pub fn size(ctx: &Context, probe: &dyn LimitsProbe, setting: &Setting) -> Finding {
-    let id = "dev_shm.size";
-    let expected = setting.rule.describe();
+    let check = setting_check(ctx, Area::Limits, "dev_shm.size", setting);
     if ctx.options.persisted {
-        return persisted_size(ctx, setting);
+        return persisted_size(ctx, &check, setting);
     }
     let mount = match shm_mount(ctx) {
         Ok(m) => m,
-        Err(e) => return Finding::error(id, Area::Limits, expected, e),
+        Err(e) => return check.error(e),
     };
     if ctx.root.is_live() {
         return match probe.space(&ctx.root.path(SHM)) {
@@ -179,53 +166,38 @@ pub fn size(ctx: &Context, probe: &dyn LimitsProbe, setting: &Setting) -> Findin
                     ""
                 };
                 judge(
-                    ctx,
-                    id,
+                    &check,
                     setting,
                     space.size,
                     format!("{}{note}", human(Amount::Finite(space.size.into()))),
                 )
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let mut f = judge(
-                    ctx,
-                    id,
-                    setting,
-                    0,
-                    "missing: /dev/shm does not exist".into(),
-                );
-                if f.status == Status::Pass {
-                    f.status = setting.severity.status();
+                let missing = "missing: /dev/shm does not exist";
+                let finding = judge(&check, setting, 0, missing.into());
+                // No /dev/shm fails even a rule that a size of 0 meets.
+                if finding.status == Status::Pass {
+                    check.judge(setting.severity.status(), missing, "")
+                } else {
+                    finding
                 }
-                f
             }
-            Err(e) => Finding::error(id, Area::Limits, expected, format!("statvfs /dev/shm: {e}")),
+            Err(e) => check.error(format!("statvfs /dev/shm: {e}")),
         };
     }
     let Some(mount) = mount else {
-        return Finding::skip(
-            id,
-            Area::Limits,
-            expected,
-            "--root is not the running node and its /proc/mounts has no /dev/shm mount",
-        );
+        return check
+            .skip("--root is not the running node and its /proc/mounts has no /dev/shm mount");
     };
     if mount.fstype != "tmpfs" {
-        return Finding::skip(
-            id,
-            Area::Limits,
-            expected,
-            format!(
-                "/dev/shm is {} under --root; only tmpfs sizes can be read from mount options",
-                mount.fstype
-            ),
-        );
+        return check.skip(format!(
+            "/dev/shm is {} under --root; only tmpfs sizes can be read from mount options",
+            mount.fstype
+        ));
     }
-    let meminfo = ctx.root.read_optional("/proc/meminfo").ok().flatten();
-    match tmpfs_size(mount.option("size"), meminfo.as_deref().and_then(mem_total)) {
+    match tmpfs_size(mount.option("size"), mem_total_of(ctx)) {
         Ok(bytes) => judge(
-            ctx,
-            id,
+            &check,
             setting,
             bytes,
             format!(
@@ -234,39 +206,24 @@ pub fn size(ctx: &Context, probe: &dyn LimitsProbe, setting: &Setting) -> Findin
                 mount.option("size").unwrap_or("default")
             ),
         ),
-        Err(e) => Finding::error(
-            id,
-            Area::Limits,
-            expected,
-            format!("/dev/shm in /proc/mounts: {e}"),
-        ),
+        Err(e) => check.error(format!("/dev/shm in /proc/mounts: {e}")),
     }
 }
 
 /// `dev_shm.free`: live only (statvfs `f_bavail`).
 pub fn free(ctx: &Context, probe: &dyn LimitsProbe, setting: &Setting) -> Finding {
-    let id = "dev_shm.free";
-    let expected = setting.rule.describe();
+    let check = setting_check(ctx, Area::Limits, "dev_shm.free", setting);
     if ctx.options.persisted {
-        return Finding::skip(
-            id,
-            Area::Limits,
-            expected,
-            "--persisted judges configuration files; free space is a live fact",
-        );
+        return check.skip("--persisted judges configuration files; free space is a live fact");
     }
     if !ctx.root.is_live() {
-        return Finding::skip(
-            id,
-            Area::Limits,
-            expected,
+        return check.skip(
             "--root is not the running node: free space in /dev/shm can only be measured live",
         );
     }
     match probe.space(&ctx.root.path(SHM)) {
         Ok(space) => judge(
-            ctx,
-            id,
+            &check,
             setting,
             space.free,
             format!(
@@ -275,7 +232,7 @@ pub fn free(ctx: &Context, probe: &dyn LimitsProbe, setting: &Setting) -> Findin
                 human(Amount::Finite(space.size.into()))
             ),
         ),
-        Err(e) => Finding::error(id, Area::Limits, expected, format!("statvfs /dev/shm: {e}")),
+        Err(e) => check.error(format!("statvfs /dev/shm: {e}")),
     }
 }
 

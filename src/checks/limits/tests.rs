@@ -2,19 +2,14 @@
 
 use std::collections::BTreeMap;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::probe::{LimitsProbe, Resource, Rlimit, Space};
 use super::*;
 use crate::checks::AuditOptions;
 use crate::host::Root;
 use crate::probes::Probes;
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
+use crate::testing::{Tree, assert_contains, assert_starts, fixture};
 
 /// Live facts chosen by the test.
 struct Fixed {
@@ -81,17 +76,15 @@ fn live_limits_fail_with_the_limits_d_change() {
             value: "unlimited".into()
         })
     );
-    assert!(
-        memlock
-            .fix
-            .starts_with("add `* - memlock unlimited` to /etc/security/limits.d/90-gputune.conf")
+    assert_starts(
+        &memlock.fix,
+        "add `* - memlock unlimited` to /etc/security/limits.d/90-gputune.conf",
     );
-    assert!(memlock.fix.contains("LimitMEMLOCK=infinity"));
+    assert_contains(&memlock.fix, "LimitMEMLOCK=infinity");
     let nofile = &f["ulimit.nofile"];
     assert_eq!(nofile.status, Status::Fail);
-    assert!(
-        nofile.fix.contains("`* - nofile 131072`") && nofile.fix.contains("LimitNOFILE=131072")
-    );
+    assert_contains(&nofile.fix, "`* - nofile 131072`");
+    assert_contains(&nofile.fix, "LimitNOFILE=131072");
     // An unlimited stack is over the 8 MiB ceiling; the fix writes it in KiB.
     let stack = &f["ulimit.stack"];
     assert_eq!(stack.status, Status::Fail);
@@ -104,16 +97,10 @@ fn live_limits_fail_with_the_limits_d_change() {
             value: "8192".into()
         })
     );
-    assert!(stack.fix.contains("LimitSTACK=8192K"), "{}", stack.fix);
+    assert_contains(&stack.fix, "LimitSTACK=8192K");
     assert_eq!(f["dev_shm.size"].status, Status::Fail);
-    assert!(
-        f["dev_shm.size"]
-            .fix
-            .starts_with("mount -o remount,size=1G /dev/shm"),
-        "{}",
-        f["dev_shm.size"].fix
-    );
-    assert!(f["dev_shm.size"].fix.contains("--shm-size=1G"));
+    assert_starts(&f["dev_shm.size"].fix, "mount -o remount,size=1G /dev/shm");
+    assert_contains(&f["dev_shm.size"].fix, "--shm-size=1G");
     assert_eq!(f["dev_shm.free"].status, Status::Warn);
     assert_eq!(f["dev_shm.free"].actual, "10 MiB free of 64 MiB");
 }
@@ -156,18 +143,13 @@ fn live_limits_that_meet_the_profile_pass() {
 
 #[test]
 fn persisted_shm_comes_from_fstab_or_the_tmpfs_default() {
-    let dir = tempfile::tempdir().unwrap();
-    let write = |path: &str, text: &str| {
-        let full = dir.path().join(path);
-        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
-        std::fs::write(full, text).unwrap();
-    };
-    write("proc/meminfo", "MemTotal:       1048576 kB\n");
+    let tree = Tree::new();
+    tree.file("/proc/meminfo", "MemTotal:       1048576 kB\n");
     let persisted = || AuditOptions {
         persisted: true,
         ..AuditOptions::default()
     };
-    let root = Root::new(dir.path());
+    let root = tree.root();
     // 1 GiB of RAM and no fstab entry: half of it, 512 MiB, too small.
     let f = run(&root, container_like(), persisted());
     assert_eq!(f["dev_shm.size"].status, Status::Fail);
@@ -175,7 +157,7 @@ fn persisted_shm_comes_from_fstab_or_the_tmpfs_default() {
         f["dev_shm.size"].actual,
         "512 MiB after reboot (no /etc/fstab size: tmpfs default, half of RAM)"
     );
-    write("etc/fstab", "tmpfs /dev/shm tmpfs defaults,size=4g 0 0\n");
+    tree.file("/etc/fstab", "tmpfs /dev/shm tmpfs defaults,size=4g 0 0\n");
     let f = run(&root, container_like(), persisted());
     assert_eq!(f["dev_shm.size"].status, Status::Pass);
     assert_eq!(
@@ -199,7 +181,7 @@ fn fixture_node_files_decide_and_live_facts_are_skipped() {
         "dev_shm.free",
     ] {
         assert_eq!(f[id].status, Status::Skip, "{:#?}", f[id]);
-        assert!(f[id].message.contains("--root"), "{}", f[id].message);
+        assert_contains(&f[id].message, "--root");
     }
     // limits.d (read after limits.conf) raises nofile for everyone.
     let nofile = &f["ulimit.nofile.login"];
@@ -208,31 +190,19 @@ fn fixture_node_files_decide_and_live_facts_are_skipped() {
         nofile.actual,
         "soft 131072 (/etc/security/limits.d/90-nccl.conf:2), hard 131072 (/etc/security/limits.d/90-nccl.conf:2)"
     );
-    assert!(
-        nofile
-            .message
-            .contains("/etc/security/limits.d/90-nccl.conf:4: unknown item `bogus`"),
-        "{}",
-        nofile.message
+    assert_contains(
+        &nofile.message,
+        "/etc/security/limits.d/90-nccl.conf:4: unknown item `bogus`",
     );
     // memlock is set only for @gpu: an ordinary user keeps the service's limit.
     let memlock = &f["ulimit.memlock.login"];
     assert_eq!(memlock.status, Status::Warn);
-    assert!(
-        memlock
-            .message
-            .contains("/etc/security/limits.conf:5 (unlimited)"),
-        "{}",
-        memlock.message
-    );
+    assert_contains(&memlock.message, "/etc/security/limits.conf:5 (unlimited)");
     let stack = &f["ulimit.stack.login"];
     assert_eq!(stack.status, Status::Fail);
-    assert!(
-        stack
-            .actual
-            .starts_with("soft unlimited (/etc/security/limits.d/90-nccl.conf:3)"),
-        "{}",
-        stack.actual
+    assert_starts(
+        &stack.actual,
+        "soft unlimited (/etc/security/limits.d/90-nccl.conf:3)",
     );
     // /dev/shm from the root's /proc/mounts: size=65536k.
     assert_eq!(f["dev_shm.size"].status, Status::Fail);
@@ -249,9 +219,8 @@ fn fixture_node_files_decide_and_live_facts_are_skipped() {
 
 #[test]
 fn an_empty_root_skips_or_warns_but_never_errors() {
-    let dir = tempfile::tempdir().unwrap();
     let f = run(
-        &Root::new(dir.path()),
+        &Tree::new().root(),
         container_like(),
         AuditOptions::default(),
     );
@@ -275,15 +244,9 @@ fn human_sizes() {
 
 /// `ulimit.nofile.login` (min 131072) for a node whose only limits file is `conf`.
 fn login_nofile(conf: &str) -> Finding {
-    let dir = tempfile::tempdir().unwrap();
-    let etc = dir.path().join("etc/security");
-    std::fs::create_dir_all(&etc).unwrap();
-    std::fs::write(etc.join("limits.conf"), conf).unwrap();
-    let mut f = run(
-        &Root::new(dir.path()),
-        container_like(),
-        AuditOptions::default(),
-    );
+    let tree = Tree::new();
+    tree.file("/etc/security/limits.conf", conf);
+    let mut f = run(&tree.root(), container_like(), AuditOptions::default());
     f.remove("ulimit.nofile.login").unwrap()
 }
 

@@ -57,39 +57,21 @@ pub fn irqbalance_running(ctx: &Context) -> bool {
 }
 
 pub fn audit(ctx: &Context, inv: &Inventory, nic: &Nic, setting: &Setting) -> Vec<Finding> {
-    let id = format!("irq.numa_local.{}", nic.name);
-    let expected = setting.rule.describe();
     if !matches!(setting.rule.equals.as_deref(), Some("1")) {
         return vec![];
     }
+    let check = super::nic_check(ctx, nic, "irq.numa_local", setting);
     if inv.single_numa_node() {
-        return vec![Finding::skip(
-            id,
-            Area::Nic,
-            expected,
-            "one NUMA node: every CPU is local to the NIC",
-        )];
+        return vec![check.skip("one NUMA node: every CPU is local to the NIC")];
     }
     let Some(node) = nic.numa_node.and_then(|n| inv.node(n)) else {
-        return vec![Finding::skip(
-            id,
-            Area::Nic,
-            expected,
-            format!("{} reports no NUMA node", nic.name),
-        )];
+        return vec![check.skip(format!("{} reports no NUMA node", nic.name))];
     };
     let dir = format!("/sys/class/net/{}/device/msi_irqs", nic.name);
     let irqs: Vec<u32> = match ctx.root.list_dir(&dir) {
         Ok(Some(names)) => names.iter().filter_map(|n| n.parse().ok()).collect(),
-        Ok(None) => {
-            return vec![Finding::skip(
-                id,
-                Area::Nic,
-                expected,
-                format!("{dir} is absent (no MSI vectors)"),
-            )];
-        }
-        Err(e) => return vec![Finding::error(id, Area::Nic, expected, e.to_string())],
+        Ok(None) => return vec![check.skip(format!("{dir} is absent (no MSI vectors)"))],
+        Err(e) => return vec![check.error(e.to_string())],
     };
     let names = ctx
         .root
@@ -121,7 +103,7 @@ pub fn audit(ctx: &Context, inv: &Inventory, nic: &Nic, setting: &Setting) -> Ve
         }
         remote += 1;
         let label = names.get(irq).map_or(String::new(), |n| format!(" ({n})"));
-        let mut f = Check::new(format!("irq.numa_local.{}.{irq}", nic.name), Area::Nic)
+        let f = Check::new(format!("irq.numa_local.{}.{irq}", nic.name), Area::Nic)
             .expected(format!("CPUs of node {} ({})", node.id, node.cpus))
             .why(format!(
                 "IRQ {irq}{label} of {} may run outside NUMA node {}.{}",
@@ -133,17 +115,16 @@ pub fn audit(ctx: &Context, inv: &Inventory, nic: &Nic, setting: &Setting) -> Ve
                 setting.severity.status(),
                 current.to_string(),
                 format!("echo {} > /proc/irq/{irq}/smp_affinity_list", node.cpus),
-            );
-        f.change = Some(Change::IrqAffinity {
-            irq: *irq,
-            cpus: node.cpus.to_string(),
-        });
+            )
+            .with_change(Change::IrqAffinity {
+                irq: *irq,
+                cpus: node.cpus.to_string(),
+            });
         out.push(f);
     }
     if remote == 0 {
         out.push(
-            Check::new(id, Area::Nic)
-                .expected(expected)
+            check
                 .why(format!(
                     "all {} interrupts of {} stay on NUMA node {}",
                     irqs.len(),

@@ -11,7 +11,7 @@ pub mod rdma;
 pub mod select;
 pub mod versions;
 
-use crate::finding::{Area, Check, Finding, Status};
+use crate::finding::{Area, Check, Finding};
 use crate::inventory::Inventory;
 use crate::inventory::nic::Nic;
 use crate::profile::setting::{
@@ -84,15 +84,14 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
     let chosen = select::training(ctx, inv, probes, &mut findings);
     let nccl = ncclenv::NcclConfig::read(ctx.root);
     if chosen.nics.is_empty() && chosen.hcas.is_empty() {
-        findings.push(Finding::skip(
-            "nic.count",
-            Area::Nic,
-            ">= 1 physical NIC",
-            format!(
-                "no physical network interface in /sys/class/net ({} virtual ones skipped)",
-                inv.skipped_nics.len()
-            ),
-        ));
+        findings.push(
+            Check::new("nic.count", Area::Nic)
+                .expected(">= 1 physical NIC")
+                .skip(format!(
+                    "no physical network interface in /sys/class/net ({} virtual ones skipped)",
+                    inv.skipped_nics.len()
+                )),
+        );
         findings.extend(ncclenv::validate(&nccl));
         return findings;
     }
@@ -134,92 +133,82 @@ pub fn fastest_up(nics: &[Nic]) -> Option<&Nic> {
 }
 
 fn link_up(nic: &Nic, why_judged: &str) -> Finding {
-    Check::new(format!("nic.{}.up", nic.name), Area::Nic).expected("up").why(format!(
+    let check = Check::new(format!("nic.{}.up", nic.name), Area::Nic)
+        .expected("up")
+        .why(format!(
             "{} ({}, driver {}, firmware {}) is judged because {why_judged}",
             nic.name,
             nic.pci_address.as_deref().unwrap_or("no PCI address"),
             nic.driver.as_deref().unwrap_or("?"),
             nic.firmware.as_deref().unwrap_or("unknown"),
-        )).judge(if nic.is_up() {
-            Status::Pass
-        } else {
-            Status::Fail
-        }, nic.operstate.clone(), format!(
+        ));
+    if nic.is_up() {
+        return check.pass(nic.operstate.clone());
+    }
+    check.fail(
+        nic.operstate.clone(),
+        format!(
             "ip link set {} up, and check the cable/transceiver and the switch port (`ethtool {}`)",
             nic.name, nic.name
-        ))
+        ),
+    )
+}
+
+/// The check of `key` for one NIC: its id is `key.NIC`.
+fn nic_check(ctx: &Context, nic: &Nic, key: &str, setting: &Setting) -> Check {
+    super::setting_check(ctx, Area::Nic, key, setting).suffixed(&format!(".{}", nic.name))
 }
 
 fn speed(ctx: &Context, nic: &Nic, setting: &Setting) -> Finding {
-    let id = format!("link.speed_mbps.{}", nic.name);
-    let expected = setting.rule.describe();
+    let check = nic_check(ctx, nic, "link.speed_mbps", setting);
     if nic.kind == "infiniband" {
-        return Finding::skip(
-            id,
-            Area::Nic,
-            expected,
-            format!(
-                "{} is IPoIB: its HCA port's rate is judged instead (rdma.*.rate_mbps)",
-                nic.name
-            ),
-        );
+        return check.skip(format!(
+            "{} is IPoIB: its HCA port's rate is judged instead (rdma.*.rate_mbps)",
+            nic.name
+        ));
     }
     let Some(mbps) = nic.speed_mbps else {
-        return Finding::skip(
-            id,
-            Area::Nic,
-            expected,
-            format!(
-                "{} reports no speed ({}): virtio and most cloud NICs do not, and a link that is down has none",
-                nic.name,
-                nic.driver.as_deref().unwrap_or("unknown driver")
-            ),
-        );
+        return check.skip(format!(
+            "{} reports no speed ({}): virtio and most cloud NICs do not, and a link that is down has none",
+            nic.name,
+            nic.driver.as_deref().unwrap_or("unknown driver")
+        ));
     };
-    let (status, note) = hw::judge(setting, &mbps.to_string());
-    Check::new(id, Area::Nic)
-        .expected(expected)
-        .why(note.unwrap_or_else(|| super::why(ctx, Area::Nic, "link.speed_mbps")))
-        .judge(status, mbps.to_string(), format!(
+    super::value_by_rule(
+        &check,
+        setting,
+        mbps,
+        format!(
             "check the negotiated speed with `ethtool {}` (cable, transceiver, switch port), or pick the profile for this fabric",
             nic.name
-        ))
+        ),
+    )
 }
 
 fn mtu(ctx: &Context, nic: &Nic, setting: &Setting) -> Finding {
-    let id = format!("link.mtu.{}", nic.name);
-    let expected = setting.rule.describe();
+    let check = nic_check(ctx, nic, "link.mtu", setting);
     if nic.kind == "infiniband" {
-        return Finding::skip(
-            id,
-            Area::Nic,
-            expected,
-            format!(
-                "{} is IPoIB: NCCL's InfiniBand transport does not use the IP MTU",
-                nic.name
-            ),
-        );
+        return check.skip(format!(
+            "{} is IPoIB: NCCL's InfiniBand transport does not use the IP MTU",
+            nic.name
+        ));
     }
     let Some(mtu) = nic.mtu else {
-        return Finding::error(
-            id,
-            Area::Nic,
-            expected,
-            format!("/sys/class/net/{}/mtu is unreadable", nic.name),
-        );
+        return check.error(format!("/sys/class/net/{}/mtu is unreadable", nic.name));
     };
-    let (status, note) = hw::judge(setting, &mtu.to_string());
     let target = setting
         .rule
         .target(&mtu.to_string())
         .unwrap_or_else(|| "9000".into());
-    Check::new(id, Area::Nic)
-        .expected(expected)
-        .why(note.unwrap_or_else(|| super::why(ctx, Area::Nic, "link.mtu")))
-        .judge(status, mtu.to_string(), format!(
+    super::value_by_rule(
+        &check,
+        setting,
+        mtu,
+        format!(
             "ip link set {} mtu {target}, persist it in the interface's network configuration, and set the same MTU on the switch ports and every peer",
             nic.name
-        ))
+        ),
+    )
 }
 
 /// A NIC should sit on a NUMA node that has GPUs, or every GPU<->NIC transfer crosses the
@@ -228,67 +217,66 @@ fn numa_placement(inv: &Inventory, nic: &Nic) -> Option<Finding> {
     if inv.gpus.is_empty() || inv.single_numa_node() {
         return None;
     }
-    let id = format!("nic.{}.numa", nic.name);
     let gpu_nodes: std::collections::BTreeSet<u32> =
         inv.gpus.iter().filter_map(|g| g.numa_node).collect();
     let shown: Vec<String> = gpu_nodes.iter().map(u32::to_string).collect();
-    let expected = format!("a node with GPUs ({})", shown.join(","));
+    let check = Check::new(format!("nic.{}.numa", nic.name), Area::Nic)
+        .expected(format!("a node with GPUs ({})", shown.join(",")));
     let Some(node) = nic.numa_node else {
-        return Some(Finding::skip(
-            id,
-            Area::Nic,
-            expected,
-            format!("{} reports no NUMA node (numa_node = -1)", nic.name),
-        ));
-    };
-    let local = gpu_nodes.contains(&node);
-    Some(Check::new(id, Area::Nic).expected(expected).why(format!(
-            "{} is on NUMA node {node}; GPUDirect and staged copies between its GPUs and a NIC on another node cross the socket interconnect",
+        return Some(check.skip(format!(
+            "{} reports no NUMA node (numa_node = -1)",
             nic.name
-        )).judge(if local { Status::Pass } else { Status::Warn }, node.to_string(), "move the NIC to a slot wired to the GPUs' socket (see `gputune topo`), or use a NIC on that node"))
+        )));
+    };
+    let check = check.why(format!(
+        "{} is on NUMA node {node}; GPUDirect and staged copies between its GPUs and a NIC on another node cross the socket interconnect",
+        nic.name
+    ));
+    if gpu_nodes.contains(&node) {
+        return Some(check.pass(node.to_string()));
+    }
+    Some(check.warn(
+        node.to_string(),
+        "move the NIC to a slot wired to the GPUs' socket (see `gputune topo`), or use a NIC on that node",
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::checks::AuditOptions;
-    use crate::host::Root;
+    use crate::finding::Status;
     use crate::inventory::route::FixedRoutes;
     use crate::probes::Probes;
     use crate::profile::Loader;
-    use std::os::unix::fs::symlink;
+    use crate::testing::Tree;
 
     /// Two PCI NICs: eth0 (10 GbE, ifindex 2) and eth1 (100 GbE, ifindex 3).
-    fn two_nics() -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
+    fn two_nics() -> Tree {
+        let tree = Tree::new();
         for (name, bdf, speed, index) in [
             ("eth0", "0000:01:00.0", 10000, 2),
             ("eth1", "0000:02:00.0", 100000, 3),
         ] {
-            let dev = dir.path().join(format!("sys/devices/pci0000:00/{bdf}"));
-            let net = dev.join("net").join(name);
-            std::fs::create_dir_all(&net).unwrap();
+            let net = format!("/sys/devices/pci0000:00/{bdf}/net/{name}");
             for (f, v) in [
                 ("speed", speed.to_string()),
                 ("mtu", "1500".into()),
                 ("operstate", "up".into()),
                 ("ifindex", index.to_string()),
             ] {
-                std::fs::write(net.join(f), format!("{v}\n")).unwrap();
+                tree.file(&format!("{net}/{f}"), &format!("{v}\n"));
             }
-            symlink("../..", net.join("device")).unwrap();
-            std::fs::create_dir_all(dir.path().join("sys/class/net")).unwrap();
-            symlink(
-                format!("../../devices/pci0000:00/{bdf}/net/{name}"),
-                dir.path().join("sys/class/net").join(name),
-            )
-            .unwrap();
+            tree.link(&format!("{net}/device"), "../..").link(
+                &format!("/sys/class/net/{name}"),
+                &format!("../../devices/pci0000:00/{bdf}/net/{name}"),
+            );
         }
-        dir
+        tree
     }
 
-    fn run(dir: &std::path::Path, peer: Option<&str>, routes: FixedRoutes) -> Vec<Finding> {
-        let root = Root::new(dir);
+    fn run(tree: &Tree, peer: Option<&str>, routes: FixedRoutes) -> Vec<Finding> {
+        let root = tree.root();
         let profile = Loader::new(&root, &crate::checks::keys)
             .load("ddp-10gbe")
             .unwrap();
@@ -304,12 +292,12 @@ mod tests {
 
     #[test]
     fn the_nic_routing_to_the_peer_is_judged_and_recommended() {
-        let dir = two_nics();
+        let tree = two_nics();
         let routes = FixedRoutes {
             default: vec![3],
             peers: vec![("192.0.2.7".parse().unwrap(), 2)],
         };
-        let f = run(dir.path(), Some("192.0.2.7"), routes);
+        let f = run(&tree, Some("192.0.2.7"), routes);
         let up = f
             .iter()
             .find(|f| f.id == "nic.eth0.up")
@@ -329,12 +317,12 @@ mod tests {
 
     #[test]
     fn without_a_route_to_the_peer_the_fastest_nic_is_judged() {
-        let dir = two_nics();
+        let tree = two_nics();
         let routes = FixedRoutes {
             default: vec![],
             peers: vec![],
         };
-        let f = run(dir.path(), Some("192.0.2.9"), routes);
+        let f = run(&tree, Some("192.0.2.9"), routes);
         let skip = f.iter().find(|f| f.id == "nic.peer_route").unwrap();
         assert_eq!(skip.status, Status::Skip);
         assert!(skip.message.contains("no route to 192.0.2.9"));
@@ -351,19 +339,17 @@ mod tests {
 
     #[test]
     fn the_fastest_nic_wins_over_the_default_routes_management_port() {
-        let dir = two_nics();
+        let tree = two_nics();
         // eth0 (10 GbE) holds the default route; eth1 (100 GbE) is the training NIC.
-        std::fs::create_dir_all(dir.path().join("proc/net")).unwrap();
-        std::fs::write(
-            dir.path().join("proc/net/route"),
+        tree.file(
+            "/proc/net/route",
             "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\neth0\t00000000\t0102A8C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n",
-        )
-        .unwrap();
+        );
         let routes = FixedRoutes {
             default: vec![2],
             peers: vec![],
         };
-        let f = run(dir.path(), None, routes);
+        let f = run(&tree, None, routes);
         assert!(f.iter().any(|f| f.id == "nic.eth1.up"));
         assert!(f.iter().all(|f| f.id != "link.speed_mbps.eth0"));
         let role = f.iter().find(|f| f.id == "nic.eth0.role").unwrap();
@@ -389,9 +375,9 @@ mod tests {
 
     #[test]
     fn fastest_up_prefers_speed_then_name() {
-        let dir = two_nics();
+        let tree = two_nics();
         let (nics, _) = crate::inventory::nic::nics(
-            &Root::new(dir.path()),
+            &tree.root(),
             &crate::inventory::ethtool::NoEthtool("test".into()),
             &[],
         )

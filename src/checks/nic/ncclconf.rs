@@ -1,7 +1,7 @@
 //! The NCCL settings the node needs, as `/etc/nccl.conf` lines (`apply` writes them):
 //! `NCCL_SOCKET_IFNAME` naming the NIC NCCL's bootstrap and socket transport should use.
 
-use crate::finding::{Area, Change, Check, Finding, Status};
+use crate::finding::{Area, Change, Check, Finding};
 use crate::inventory::nic::Nic;
 
 use super::super::Context;
@@ -55,19 +55,17 @@ fn recommended<'a>(judged: &[&'a Nic]) -> Option<&'a Nic> {
 /// `NCCL_SOCKET_IFNAME`: pass when `/etc/nccl.conf` already selects the recommended NIC,
 /// warn with the `/etc/nccl.conf` line otherwise.
 pub fn socket_ifname(ctx: &Context, judged: &[&Nic]) -> Finding {
-    let id = "nccl.NCCL_SOCKET_IFNAME";
+    let check = Check::new("nccl.NCCL_SOCKET_IFNAME", Area::Nic);
     let Some(nic) = recommended(judged) else {
-        return Finding::skip(
-            id,
-            Area::Nic,
-            "a judged NIC that is up",
-            if judged.is_empty() {
+        return check
+            .expected("a judged NIC that is up")
+            .skip(if judged.is_empty() {
                 "no network interface belongs to the training fabric (RDMA devices without a netdev here): name the interface peers reach for NCCL's bootstrap yourself"
             } else {
                 "no judged interface is up; NCCL would fall back to whatever is left"
-            },
-        );
+            });
     };
+    let check = check.expected(nic.name.clone());
     let current = match ctx.root.read_optional("/etc/nccl.conf") {
         Ok(text) => text
             .map(|t| parse_nccl_conf(&t))
@@ -76,28 +74,34 @@ pub fn socket_ifname(ctx: &Context, judged: &[&Nic]) -> Finding {
             .rev()
             .find(|(k, _)| k == "NCCL_SOCKET_IFNAME")
             .map(|(_, v)| v),
-        Err(e) => return Finding::error(id, Area::Nic, nic.name.clone(), e.to_string()),
+        Err(e) => return check.error(e.to_string()),
     };
-    let ok = current
-        .as_deref()
-        .is_some_and(|v| ifname_selects(v, &nic.name));
     let speed = nic
         .speed_mbps
         .map_or("speed unreported".into(), |s| format!("{s} Mb/s"));
-    let mut f = Check::new(id, Area::Nic).expected(nic.name.clone()).why(format!(
-            "NCCL should use {} ({speed}); left unset, NCCL picks the first interface that is not lo or docker*, which may be a management port",
-            nic.name
-        )).judge(if ok { Status::Pass } else { Status::Warn }, current.clone().unwrap_or_else(|| "unset".into()), format!(
-            "add `NCCL_SOCKET_IFNAME={}` to /etc/nccl.conf (gputune apply writes it)",
-            nic.name
-        ));
-    if !ok {
-        f.change = Some(Change::NcclEnv {
+    let check = check.why(format!(
+        "NCCL should use {} ({speed}); left unset, NCCL picks the first interface that is not lo or docker*, which may be a management port",
+        nic.name
+    ));
+    let actual = current.clone().unwrap_or_else(|| "unset".into());
+    if current
+        .as_deref()
+        .is_some_and(|v| ifname_selects(v, &nic.name))
+    {
+        return check.pass(actual);
+    }
+    check
+        .warn(
+            actual,
+            format!(
+                "add `NCCL_SOCKET_IFNAME={}` to /etc/nccl.conf (gputune apply writes it)",
+                nic.name
+            ),
+        )
+        .with_change(Change::NcclEnv {
             key: "NCCL_SOCKET_IFNAME".into(),
             value: nic.name.clone(),
-        });
-    }
-    f
+        })
 }
 
 #[cfg(test)]

@@ -7,9 +7,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use crate::finding::{Area, Check, Finding, Status};
+use crate::finding::{Area, Check, Finding};
 
-use super::super::{Context, hw};
+use super::super::{Context, by_rule, setting_check, value_by_rule};
 use super::select::{resolve, split_peer};
 
 /// How long one connection attempt may take; a peer that drops SYNs shows as unreachable.
@@ -78,21 +78,21 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
         })
         .unwrap_or(DEFAULT_PORT);
     let target = format!("{host}:{port}");
+    let connect = connect_check(&target);
     if !ctx.root.is_live() {
-        return vec![Finding::skip(
-            "peer.connect",
-            Area::Nic,
-            format!("a TCP connection to {target}"),
-            format!("{} {}", crate::probes::NOT_LIVE, ctx.root.dir().display()),
-        )];
+        return vec![connect.skip(format!(
+            "{} {}",
+            crate::probes::NOT_LIVE,
+            ctx.root.dir().display()
+        ))];
     }
     let ip = match resolve(&host) {
         Ok(ip) => ip,
         Err(reason) => {
-            return vec![Check::new("peer.connect", Area::Nic)
-                .expected(format!("a TCP connection to {target}"))
-                .why(reason)
-                .fail("unresolved", "check the peer's name in DNS or /etc/hosts (MASTER_ADDR must resolve on every node)")];
+            return vec![connect.why(reason).fail(
+                "unresolved",
+                "check the peer's name in DNS or /etc/hosts (MASTER_ADDR must resolve on every node)",
+            )];
         }
     };
     let addr = SocketAddr::new(ip, port);
@@ -109,6 +109,11 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
     judge(ctx, &target, &attempts)
 }
 
+/// `peer.connect`: whether `target` (`host:port`) takes a TCP connection.
+fn connect_check(target: &str) -> Check {
+    Check::new("peer.connect", Area::Nic).expected(format!("a TCP connection to {target}"))
+}
+
 /// Findings from the attempts: reachability, the round trip and the path MTU.
 pub fn judge(ctx: &Context, target: &str, attempts: &[Attempt]) -> Vec<Finding> {
     let mut out = Vec::new();
@@ -120,7 +125,7 @@ pub fn judge(ctx: &Context, target: &str, attempts: &[Attempt]) -> Vec<Finding> 
         })
         .collect();
     let open = attempts.iter().any(|a| matches!(a, Attempt::Open { .. }));
-    let expected = format!("a TCP connection to {target}");
+    let connect = connect_check(target);
     if rtts.is_empty() {
         let reason = attempts
             .iter()
@@ -129,75 +134,82 @@ pub fn judge(ctx: &Context, target: &str, attempts: &[Attempt]) -> Vec<Finding> 
                 _ => None,
             })
             .unwrap_or_default();
-        out.push(Check::new("peer.connect", Area::Nic).expected(expected).why(format!(
-                "{target} did not answer within {} s ({reason}): a firewall dropping the port, or no route; rendezvous would hang until its timeout",
-                CONNECT_LIMIT.as_secs()
-            )).fail("unreachable", format!(
-                "open the rendezvous ports between the nodes (see `gputune audit --only firewall` on {target}'s node) and check the route (`ip route get {}`)",
-                target.rsplit_once(':').map_or(target, |(h, _)| h)
-            )));
+        out.push(
+            connect
+                .why(format!(
+                    "{target} did not answer within {} s ({reason}): a firewall dropping the port, or no route; rendezvous would hang until its timeout",
+                    CONNECT_LIMIT.as_secs()
+                ))
+                .fail(
+                    "unreachable",
+                    format!(
+                        "open the rendezvous ports between the nodes (see `gputune audit --only firewall` on {target}'s node) and check the route (`ip route get {}`)",
+                        target.rsplit_once(':').map_or(target, |(h, _)| h)
+                    ),
+                ),
+        );
         return out;
     }
-    out.push(Check::new("peer.connect", Area::Nic).expected(expected).why(if open {
-            format!("{target} accepts connections")
-        } else {
-            format!(
+    out.push(if open {
+        connect
+            .why(format!("{target} accepts connections"))
+            .pass("open")
+    } else {
+        connect
+            .why(format!(
                 "{target} is reachable but nothing listens there (it answered with a reset): fine before the job starts, a failure once rank 0 should be listening"
+            ))
+            .warn(
+                "refused",
+                "start the job's rank 0 (MASTER_ADDR:MASTER_PORT) or check that the port is the one it binds",
             )
-        }).judge(if open { Status::Pass } else { Status::Warn }, if open { "open" } else { "refused" }, "start the job's rank 0 (MASTER_ADDR:MASTER_PORT) or check that the port is the one it binds"));
+    });
     let best = rtts.iter().min().copied().unwrap_or_default();
     let ms = best.as_secs_f64() * 1000.0;
     let shown = format!("{ms:.2}");
-    let rtt_setting = ctx.profile.get(Area::Nic, "peer.rtt_ms");
-    out.push(match rtt_setting {
+    let rtt = Check::new("peer.rtt_ms", Area::Nic);
+    let handshake = format!("TCP handshake to {target}, best of {}", rtts.len());
+    out.push(match ctx.profile.get(Area::Nic, "peer.rtt_ms") {
         Some(setting) => {
+            let check = setting_check(ctx, Area::Nic, "peer.rtt_ms", setting).found(handshake);
             // Judged in whole milliseconds, rounded up, so 10.4 ms fails "max 10".
-            let (status, note) = hw::judge(setting, &(ms.ceil() as u64).to_string());
-            Check::new("peer.rtt_ms", Area::Nic)
-                .expected(setting.rule.describe())
-                .why(note.unwrap_or_else(|| {
-                    format!(
-                        "TCP handshake to {target}, best of {}; {}",
-                        rtts.len(),
-                        super::super::why(ctx, Area::Nic, "peer.rtt_ms")
-                    )
-                }))
-                .judge(status, shown, "find the added latency: a congested or distant path, a shaper (`tc qdisc show`), or the peer in another site; training nodes belong on one low-latency fabric")
+            by_rule(
+                &check,
+                setting,
+                &(ms.ceil() as u64).to_string(),
+                shown,
+                "find the added latency: a congested or distant path, a shaper (`tc qdisc show`), or the peer in another site; training nodes belong on one low-latency fabric",
+            )
         }
-        None => Check::new("peer.rtt_ms", Area::Nic)
+        None => rtt
             .expected("measured (the profile sets no limit)")
-            .why(format!("TCP handshake to {target}, best of {}", rtts.len()))
+            .why(handshake)
             .pass(shown),
     });
     let mtu = attempts.iter().find_map(|a| match a {
         Attempt::Open { mtu, .. } => *mtu,
         _ => None,
     });
-    match (mtu, ctx.profile.get(Area::Nic, "peer.path_mtu")) {
+    let path_mtu = Check::new("peer.path_mtu", Area::Nic);
+    out.push(match (mtu, ctx.profile.get(Area::Nic, "peer.path_mtu")) {
         (Some(mtu), Some(setting)) => {
-            let (status, note) = hw::judge(setting, &mtu.to_string());
-            out.push(Check::new("peer.path_mtu", Area::Nic)
-                .expected(setting.rule.describe())
-                .why(note.unwrap_or_else(|| {
-                    format!(
-                        "the path to {target} carries {mtu}-byte packets (this node's path MTU capped by the peer's MSS); {}",
-                        super::super::why(ctx, Area::Nic, "peer.path_mtu")
-                    )
-                }))
-                .judge(status, mtu.to_string(), "set the same (jumbo) MTU on both nodes' interfaces and every switch port between them"));
+            let check = setting_check(ctx, Area::Nic, "peer.path_mtu", setting).found(format!(
+                "the path to {target} carries {mtu}-byte packets (this node's path MTU capped by the peer's MSS)"
+            ));
+            value_by_rule(
+                &check,
+                setting,
+                mtu,
+                "set the same (jumbo) MTU on both nodes' interfaces and every switch port between them",
+            )
         }
-        (Some(mtu), None) => out.push(
-            Check::new("peer.path_mtu", Area::Nic)
-                .expected("measured (the profile sets no minimum)")
-                .why(format!("the path to {target} carries {mtu}-byte packets"))
-                .pass(mtu.to_string()),
-        ),
-        (None, _) => out.push(Finding::skip(
-            "peer.path_mtu",
-            Area::Nic,
-            "the path MTU",
-            format!("no connection to {target} was accepted, so the path MTU is not known"),
+        (Some(mtu), None) => path_mtu
+            .expected("measured (the profile sets no minimum)")
+            .why(format!("the path to {target} carries {mtu}-byte packets"))
+            .pass(mtu.to_string()),
+        (None, _) => path_mtu.expected("the path MTU").skip(format!(
+            "no connection to {target} was accepted, so the path MTU is not known"
         )),
-    }
+    });
     out
 }

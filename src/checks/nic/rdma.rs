@@ -3,113 +3,41 @@
 //! will look for one, PCIe relaxed ordering against the root complex above the HCA, and the
 //! network plugin or verbs library the fabric needs.
 
-use crate::finding::{Area, Check, Finding, Status};
+use crate::finding::{Area, Check, Finding};
 use crate::host::libsearch;
 use crate::inventory::Inventory;
 use crate::inventory::pci;
 use crate::inventory::rdma::{RdmaDevice, RdmaPort};
+use crate::profile::setting::Setting;
 
-use super::super::{Context, hw};
+use super::super::{Context, value_by_rule};
 use super::ncclenv::NcclConfig;
 
 /// Every check of one HCA.
 pub fn audit(ctx: &Context, hca: &RdmaDevice, why: &str, nccl: &NcclConfig) -> Vec<Finding> {
     let mut out = Vec::new();
     if hca.ports.is_empty() {
-        out.push(Finding::skip(
-            format!("rdma.{}.ports", hca.name),
-            Area::Nic,
-            "a port",
-            format!(
-                "{} lists no ports in /sys/class/infiniband/{}/ports",
-                hca.name, hca.name
-            ),
-        ));
+        out.push(
+            Check::new(format!("rdma.{}.ports", hca.name), Area::Nic)
+                .expected("a port")
+                .skip(format!(
+                    "{} lists no ports in /sys/class/infiniband/{}/ports",
+                    hca.name, hca.name
+                )),
+        );
     }
     for port in &hca.ports {
         out.push(state(hca, port, why));
         for (key, setting) in ctx.profile.area(Area::Nic) {
-            let id = format!("{key}.{}.{}", hca.name, port.port);
-            match key.as_str() {
-                "rdma.rate_mbps" => {
-                    let expected = setting.rule.describe();
-                    out.push(match port.rate_mbps {
-                        Some(mbps) if port.is_active() => {
-                            let (status, note) = hw::judge(setting, &mbps.to_string());
-                            Check::new(id, Area::Nic)
-                                .expected(expected)
-                                .why(note.unwrap_or_else(|| {
-                                    format!(
-                                        "{} port {} runs at `{}`; {}",
-                                        hca.name,
-                                        port.port,
-                                        port.rate,
-                                        super::super::why(ctx, Area::Nic, "rdma.rate_mbps")
-                                    )
-                                }))
-                                .judge(status, mbps.to_string(), format!(
-                                    "check the cable and the switch port (`ibstat {}`, `mlxlink -d {}`): a rate below the adapter's means it trained down",
-                                    hca.name, hca.name
-                                ))
-                        }
-                        Some(_) => Finding::skip(
-                            id,
-                            Area::Nic,
-                            expected,
-                            format!("{} port {} is not active", hca.name, port.port),
-                        ),
-                        None => Finding::error(
-                            id,
-                            Area::Nic,
-                            expected,
-                            format!(
-                                "/sys/class/infiniband/{}/ports/{}/rate: `{}` is not a rate",
-                                hca.name, port.port, port.rate
-                            ),
-                        ),
-                    });
-                }
-                "rdma.active_mtu" => {
-                    let expected = setting.rule.describe();
-                    out.push(match port.active_mtu {
-                        Some(mtu) => {
-                            let (status, note) = hw::judge(setting, &mtu.to_string());
-                            Check::new(id, Area::Nic)
-                                .expected(expected)
-                                .why(note.unwrap_or_else(|| {
-                                    format!(
-                                        "{} port {} carries {mtu}-byte RDMA payloads (the largest IB MTU its netdev's MTU holds); {}",
-                                        hca.name,
-                                        port.port,
-                                        super::super::why(ctx, Area::Nic, "rdma.active_mtu")
-                                    )
-                                }))
-                                .judge(status, mtu.to_string(), format!(
-                                    "raise the MTU of {} to 9000 (and on the switch ports) so RoCE runs at IB MTU 4096",
-                                    if hca.netdevs.is_empty() { "its netdev".to_string() } else { hca.netdevs.join(", ") }
-                                ))
-                        }
-                        None => Finding::skip(
-                            id,
-                            Area::Nic,
-                            expected,
-                            if port.is_roce() {
-                                format!("{} port {} has no netdev MTU to derive it from", hca.name, port.port)
-                            } else {
-                                format!("{} port {} is InfiniBand: the subnet manager sets its MTU, which sysfs does not show (`ibv_devinfo`)", hca.name, port.port)
-                            },
-                        ),
-                    });
-                }
-                "rdma.link_layer" => {
-                    let (status, note) = hw::judge(setting, &port.link_layer);
-                    out.push(Check::new(id, Area::Nic)
-                        .expected(setting.rule.describe())
-                        .why(note.unwrap_or_else(|| super::super::why(ctx, Area::Nic, "rdma.link_layer")))
-                        .judge(status, port.link_layer.clone(), "use the profile for this fabric (ddp-infiniband for InfiniBand, ddp-roce for RoCE)"));
-                }
-                _ => {}
-            }
+            let judge = match key.as_str() {
+                "rdma.rate_mbps" => rate,
+                "rdma.active_mtu" => active_mtu,
+                "rdma.link_layer" => link_layer,
+                _ => continue,
+            };
+            let check = super::super::setting_check(ctx, Area::Nic, key, setting)
+                .suffixed(&format!(".{}.{}", hca.name, port.port));
+            out.push(judge(check, setting, hca, port));
         }
         if port.is_roce() {
             out.push(gid(hca, port, nccl));
@@ -121,8 +49,78 @@ pub fn audit(ctx: &Context, hca: &RdmaDevice, why: &str, nccl: &NcclConfig) -> V
     out
 }
 
+/// `rdma.rate_mbps` of an active port.
+fn rate(check: Check, setting: &Setting, hca: &RdmaDevice, port: &RdmaPort) -> Finding {
+    match port.rate_mbps {
+        Some(mbps) if port.is_active() => {
+            let check = check.found(format!(
+                "{} port {} runs at `{}`",
+                hca.name, port.port, port.rate
+            ));
+            value_by_rule(
+                &check,
+                setting,
+                mbps,
+                format!(
+                    "check the cable and the switch port (`ibstat {}`, `mlxlink -d {}`): a rate below the adapter's means it trained down",
+                    hca.name, hca.name
+                ),
+            )
+        }
+        Some(_) => check.skip(format!("{} port {} is not active", hca.name, port.port)),
+        None => check.error(format!(
+            "/sys/class/infiniband/{}/ports/{}/rate: `{}` is not a rate",
+            hca.name, port.port, port.rate
+        )),
+    }
+}
+
+/// `rdma.active_mtu`: the RDMA payload a RoCE port's netdev MTU allows.
+fn active_mtu(check: Check, setting: &Setting, hca: &RdmaDevice, port: &RdmaPort) -> Finding {
+    let Some(mtu) = port.active_mtu else {
+        return check.skip(if port.is_roce() {
+            format!(
+                "{} port {} has no netdev MTU to derive it from",
+                hca.name, port.port
+            )
+        } else {
+            format!(
+                "{} port {} is InfiniBand: the subnet manager sets its MTU, which sysfs does not show (`ibv_devinfo`)",
+                hca.name, port.port
+            )
+        });
+    };
+    let check = check.found(format!(
+        "{} port {} carries {mtu}-byte RDMA payloads (the largest IB MTU its netdev's MTU holds)",
+        hca.name, port.port
+    ));
+    let netdevs = if hca.netdevs.is_empty() {
+        "its netdev".to_string()
+    } else {
+        hca.netdevs.join(", ")
+    };
+    value_by_rule(
+        &check,
+        setting,
+        mtu,
+        format!(
+            "raise the MTU of {netdevs} to 9000 (and on the switch ports) so RoCE runs at IB MTU 4096"
+        ),
+    )
+}
+
+/// `rdma.link_layer`: InfiniBand or Ethernet (RoCE), as the profile's fabric.
+fn link_layer(check: Check, setting: &Setting, _: &RdmaDevice, port: &RdmaPort) -> Finding {
+    value_by_rule(
+        &check,
+        setting,
+        &port.link_layer,
+        "use the profile for this fabric (ddp-infiniband for InfiniBand, ddp-roce for RoCE)",
+    )
+}
+
 fn state(hca: &RdmaDevice, port: &RdmaPort, why: &str) -> Finding {
-    Check::new(format!("rdma.{}.{}.state", hca.name, port.port), Area::Nic)
+    let check = Check::new(format!("rdma.{}.{}.state", hca.name, port.port), Area::Nic)
         .expected("ACTIVE, LinkUp")
         .why(format!(
             "{} port {} ({}, {}, firmware {}) is judged because {why}; a port that is not ACTIVE carries no traffic and NCCL skips it",
@@ -131,22 +129,26 @@ fn state(hca: &RdmaDevice, port: &RdmaPort, why: &str) -> Finding {
             port.link_layer,
             if port.rate.is_empty() { "no rate" } else { &port.rate },
             hca.firmware.as_deref().unwrap_or("unknown"),
-        ))
-        .judge(if port.is_active() {
-            Status::Pass
-        } else {
-            Status::Fail
-        }, format!("{}, {}", port.state, port.phys_state), match (port.state.as_str(), port.phys_state.as_str()) {
-            (_, "Polling") => format!(
-                "the port sees no peer: check the cable and the switch port (`ibstat {}`)",
-                hca.name
-            ),
-            ("INIT", _) | ("ARMED", _) => {
-                "the link is up but no subnet manager configured it: start opensm or check the fabric's SM".to_string()
-            }
-            (_, "Disabled") => format!("enable the port (`ibportstate` or `mlxlink -d {} -a UP`)", hca.name),
-            _ => format!("bring the port up and check `ibstat {}`", hca.name),
-        })
+        ));
+    let actual = format!("{}, {}", port.state, port.phys_state);
+    if port.is_active() {
+        return check.pass(actual);
+    }
+    let fix = match (port.state.as_str(), port.phys_state.as_str()) {
+        (_, "Polling") => format!(
+            "the port sees no peer: check the cable and the switch port (`ibstat {}`)",
+            hca.name
+        ),
+        ("INIT", _) | ("ARMED", _) => {
+            "the link is up but no subnet manager configured it: start opensm or check the fabric's SM".to_string()
+        }
+        (_, "Disabled") => format!(
+            "enable the port (`ibportstate` or `mlxlink -d {} -a UP`)",
+            hca.name
+        ),
+        _ => format!("bring the port up and check `ibstat {}`", hca.name),
+    };
+    check.fail(actual, fix)
 }
 
 /// NCCL uses GID index `NCCL_IB_GID_INDEX` when set; unset, NCCL 2.21+ picks a RoCE v2
@@ -169,62 +171,56 @@ fn gid(hca: &RdmaDevice, port: &RdmaPort, nccl: &NcclConfig) -> Finding {
             )
         })
         .collect();
+    let table = if table.is_empty() {
+        "empty".to_string()
+    } else {
+        table.join("; ")
+    };
     let set = nccl.get("NCCL_IB_GID_INDEX");
     let index = set.and_then(|s| s.value.trim().parse::<i64>().ok());
-    match index.filter(|i| *i >= 0) {
-        Some(i) => {
-            let entry = port.gids.iter().find(|g| i64::from(g.index) == i);
-            let ok = entry.is_some_and(|g| g.is_roce_v2());
-            let source = set.map(|s| s.source.to_string()).unwrap_or_default();
-            Check::new(id, Area::Nic)
-                .expected(format!("a RoCE v2 GID at NCCL_IB_GID_INDEX={i} ({source})"))
-                .why(format!(
-                    "NCCL connects with GID index {i}; a missing or RoCE v1 entry fails connections (NCCL \"error 12\"), and indexes move when addresses change. Table: {}",
-                    if table.is_empty() {
-                        "empty".to_string()
-                    } else {
-                        table.join("; ")
-                    }
-                ))
-                .judge(if ok { Status::Pass } else { Status::Fail }, entry.map_or_else(
-                    || format!("no GID at index {i}"),
-                    |g| format!("{} {}", g.kind, g.gid),
-                ), match port.gids.iter().find(|g| g.is_roce_v2() && g.is_ipv4()) {
-                    Some(g) => format!(
-                        "set NCCL_IB_GID_INDEX={} or unset it so NCCL (2.21+) picks a RoCE v2 entry itself",
-                        g.index
-                    ),
-                    None => format!(
-                        "give the RoCE interface an IPv4 address so a RoCE v2 GID appears (`show_gids {}`)",
-                        hca.name
-                    ),
-                })
-        }
-        None => {
-            let v2 = port.gids.iter().find(|g| g.is_roce_v2());
-            Check::new(id, Area::Nic)
-                .expected("a RoCE v2 GID NCCL can pick (NCCL_IB_GID_INDEX unset)")
-                .why(format!(
-                    "NCCL picks a RoCE v2 GID of the interface's address; without one its connections fail. Table: {}",
-                    if table.is_empty() {
-                        "empty".to_string()
-                    } else {
-                        table.join("; ")
-                    }
-                ))
-                .judge(if v2.is_some() {
-                    Status::Pass
-                } else {
-                    Status::Fail
-                }, v2.map_or_else(
-                    || "no RoCE v2 GID".to_string(),
-                    |g| format!("index {} {} {}", g.index, g.kind, g.gid),
-                ), format!(
+    let check = Check::new(id, Area::Nic);
+    let Some(i) = index.filter(|i| *i >= 0) else {
+        let check = check
+            .expected("a RoCE v2 GID NCCL can pick (NCCL_IB_GID_INDEX unset)")
+            .why(format!(
+                "NCCL picks a RoCE v2 GID of the interface's address; without one its connections fail. Table: {table}"
+            ));
+        return match port.gids.iter().find(|g| g.is_roce_v2()) {
+            Some(g) => check.pass(format!("index {} {} {}", g.index, g.kind, g.gid)),
+            None => check.fail(
+                "no RoCE v2 GID",
+                format!(
                     "give the RoCE interface an IP address (RoCE v2 GIDs come from addresses) and check `show_gids {}`",
                     hca.name
-                ))
-        }
+                ),
+            ),
+        };
+    };
+    let entry = port.gids.iter().find(|g| i64::from(g.index) == i);
+    let source = set.map(|s| s.source.to_string()).unwrap_or_default();
+    let check = check
+        .expected(format!("a RoCE v2 GID at NCCL_IB_GID_INDEX={i} ({source})"))
+        .why(format!(
+            "NCCL connects with GID index {i}; a missing or RoCE v1 entry fails connections (NCCL \"error 12\"), and indexes move when addresses change. Table: {table}"
+        ));
+    let actual = entry.map_or_else(
+        || format!("no GID at index {i}"),
+        |g| format!("{} {}", g.kind, g.gid),
+    );
+    if entry.is_some_and(|g| g.is_roce_v2()) {
+        return check.pass(actual);
     }
+    let fix = match port.gids.iter().find(|g| g.is_roce_v2() && g.is_ipv4()) {
+        Some(g) => format!(
+            "set NCCL_IB_GID_INDEX={} or unset it so NCCL (2.21+) picks a RoCE v2 entry itself",
+            g.index
+        ),
+        None => format!(
+            "give the RoCE interface an IPv4 address so a RoCE v2 GID appears (`show_gids {}`)",
+            hca.name
+        ),
+    };
+    check.fail(actual, fix)
 }
 
 /// Root ports whose relaxed-ordering handling Linux distrusts (`quirk_relaxedordering_disable`

@@ -6,7 +6,7 @@
 
 use std::net::{IpAddr, ToSocketAddrs};
 
-use crate::finding::{Area, Finding};
+use crate::finding::{Area, Check, Finding};
 use crate::inventory::nic::Nic;
 use crate::inventory::rdma::RdmaDevice;
 use crate::inventory::{Inventory, route};
@@ -21,6 +21,20 @@ pub struct Chosen<'a> {
     pub hcas: Vec<&'a RdmaDevice>,
     /// Why these, for messages.
     pub why: String,
+}
+
+impl<'a> Chosen<'a> {
+    /// The judged NICs the kernel driver `driver` drives.
+    pub fn nics_of<'s>(&'s self, driver: &'s str) -> impl Iterator<Item = &'a Nic> + 's {
+        let driven = move |n: &&Nic| n.driver.as_deref() == Some(driver);
+        self.nics.iter().copied().filter(driven)
+    }
+
+    /// The judged HCAs the kernel driver `driver` drives.
+    pub fn hcas_of<'s>(&'s self, driver: &'s str) -> impl Iterator<Item = &'a RdmaDevice> + 's {
+        let driven = move |h: &&RdmaDevice| h.driver.as_deref() == Some(driver);
+        self.hcas.iter().copied().filter(driven)
+    }
 }
 
 /// Picks the training NICs and HCAs; a `--peer` that cannot be routed adds a skip.
@@ -43,12 +57,11 @@ pub fn training<'a>(
                     why: format!("it routes to --peer {peer}"),
                 };
             }
-            Err(reason) => findings.push(Finding::skip(
-                "nic.peer_route",
-                Area::Nic,
-                format!("an interface routes to {peer}"),
-                reason,
-            )),
+            Err(reason) => findings.push(
+                Check::new("nic.peer_route", Area::Nic)
+                    .expected(format!("an interface routes to {peer}"))
+                    .skip(reason),
+            ),
         }
     }
     if !inv.rdma.is_empty() {
@@ -162,18 +175,15 @@ pub fn unjudged(inv: &Inventory, chosen: &Chosen) -> Vec<Finding> {
         .iter()
         .filter(|n| n.is_up() && !chosen.nics.iter().any(|c| c.name == n.name))
         .map(|n| {
-            Finding::skip(
-                format!("nic.{}.role", n.name),
-                Area::Nic,
-                "the training fabric",
-                format!(
+            Check::new(format!("nic.{}.role", n.name), Area::Nic)
+                .expected("the training fabric")
+                .skip(format!(
                     "{} ({}) is not the training fabric ({}): listed, not judged for speed or MTU",
                     n.name,
                     n.speed_mbps
                         .map_or("speed unreported".into(), |s| format!("{s} Mb/s")),
                     fabric.join(", ")
-                ),
-            )
+                ))
         })
         .collect()
 }

@@ -3,11 +3,11 @@
 //! HCAs. Sources: an HCA's `fw_ver` (sysfs, also under `--root`), `ethtool -i` (live), and
 //! the module's `/sys/module/<driver>/version` (out-of-tree drivers such as MLNX_OFED's).
 
-use crate::finding::{Area, Check, Finding};
+use crate::finding::{Area, Finding};
 use crate::host::Root;
 use crate::profile::setting::Setting;
 
-use super::super::{Context, hw};
+use super::super::{Context, setting_check};
 use super::select::Chosen;
 
 /// One device's version of one kind, and where it was read.
@@ -43,41 +43,41 @@ fn judge(
     driver: &str,
     seen: Vec<Seen>,
 ) -> Vec<Finding> {
-    let expected = setting.rule.describe();
+    let check = setting_check(ctx, Area::Nic, key, setting);
     if seen.is_empty() {
-        return vec![Finding::skip(
-            key,
-            Area::Nic,
-            expected,
-            format!("no judged NIC or HCA uses the {driver} driver"),
-        )];
+        return vec![check.skip(format!("no judged NIC or HCA uses the {driver} driver"))];
     }
     seen.into_iter()
         .map(|s| {
-            let id = format!("{key}.{}", s.device);
+            let check = check.clone().suffixed(&format!(".{}", s.device));
             let Some(value) = s.value else {
-                return Finding::skip(id, Area::Nic, expected.clone(), format!("{}: {}", s.device, s.source));
+                return check.skip(format!("{}: {}", s.device, s.source));
             };
-            let (status, note) = hw::judge(setting, &value);
-            Check::new(id, Area::Nic).expected(expected.clone()).why(format!(
-                    "{} ({driver}) reports {value} ({}); {}",
-                    s.device,
-                    s.source,
-                    note.unwrap_or_else(|| super::super::why(ctx, Area::Nic, key))
-                )).judge(status, value.clone(), if key.starts_with("firmware.") {
-                    format!("update the adapter firmware of {} (mlxfwmanager / mstflint for NVIDIA adapters, the vendor's tool otherwise) and reboot or reset the adapter", s.device)
-                } else {
-                    format!("install the {driver} driver version the fleet is qualified with (inbox kernel or MLNX_OFED/DOCA-OFED) and reload it")
-                })
+            let (status, note) = setting.status_for(&value);
+            let why = format!(
+                "{} ({driver}) reports {value} ({}); {}",
+                s.device,
+                s.source,
+                note.as_deref().unwrap_or(check.why_text())
+            );
+            let fix = if key.starts_with("firmware.") {
+                format!(
+                    "update the adapter firmware of {} (mlxfwmanager / mstflint for NVIDIA adapters, the vendor's tool otherwise) and reboot or reset the adapter",
+                    s.device
+                )
+            } else {
+                format!(
+                    "install the {driver} driver version the fleet is qualified with (inbox kernel or MLNX_OFED/DOCA-OFED) and reload it"
+                )
+            };
+            check.why(why).judge(status, value, fix)
         })
         .collect()
 }
 
 fn firmware(chosen: &Chosen, driver: &str) -> Vec<Seen> {
     let mut out: Vec<Seen> = chosen
-        .hcas
-        .iter()
-        .filter(|h| h.driver.as_deref() == Some(driver))
+        .hcas_of(driver)
         .map(|h| Seen {
             device: h.name.clone(),
             value: h.firmware.clone(),
@@ -87,11 +87,7 @@ fn firmware(chosen: &Chosen, driver: &str) -> Vec<Seen> {
             },
         })
         .collect();
-    for n in chosen
-        .nics
-        .iter()
-        .filter(|n| n.driver.as_deref() == Some(driver))
-    {
+    for n in chosen.nics_of(driver) {
         // An HCA on the same function already gave its firmware.
         if chosen.hcas.iter().any(|h| n.rdma.contains(&h.name)) {
             continue;
@@ -117,11 +113,7 @@ fn driver_versions(root: &Root, chosen: &Chosen, driver: &str) -> Vec<Seen> {
         .filter(|v| !v.is_empty());
     let module_source = format!("/sys/module/{driver}/version");
     let mut out = Vec::new();
-    for n in chosen
-        .nics
-        .iter()
-        .filter(|n| n.driver.as_deref() == Some(driver))
-    {
+    for n in chosen.nics_of(driver) {
         let (value, source) = match (&module, &n.driver_version) {
             (Some(m), _) => (Some(m.clone()), module_source.clone()),
             (None, Some(v)) => (Some(v.clone()), "ethtool -i".to_string()),
@@ -138,11 +130,7 @@ fn driver_versions(root: &Root, chosen: &Chosen, driver: &str) -> Vec<Seen> {
             source,
         });
     }
-    for h in chosen
-        .hcas
-        .iter()
-        .filter(|h| h.driver.as_deref() == Some(driver))
-    {
+    for h in chosen.hcas_of(driver) {
         if chosen.nics.iter().any(|n| n.rdma.contains(&h.name)) {
             continue;
         }

@@ -365,41 +365,6 @@ fn ct_state_is_invalid_before_conntrack_and_new_after() {
     let accept_new = || vec![rule("new accept", vec![ct_state("new")], Action::Accept)];
     use Hook::{Ingress, Input, Prerouting};
     use Policy::{Accept, Drop};
-    // raw (-300) and ingress run before conntrack (-200): no entry, so `invalid`.
-    assert_eq!(
-        verdicts_at(Prerouting, -300, Accept, drop_invalid()),
-        [Verdict::Dropped]
-    );
-    assert_eq!(
-        verdicts_at(Prerouting, -201, Accept, drop_invalid()),
-        [Verdict::Dropped]
-    );
-    assert_eq!(
-        verdicts_at(Ingress, 0, Accept, drop_invalid()),
-        [Verdict::Dropped]
-    );
-    assert_eq!(
-        verdicts_at(Prerouting, -300, Drop, accept_new()),
-        [Verdict::Dropped]
-    );
-    // After conntrack the first packet is `new`.
-    assert_eq!(
-        verdicts_at(Prerouting, -199, Accept, drop_invalid()),
-        [Verdict::Accepted]
-    );
-    assert_eq!(
-        verdicts_at(Input, -300, Accept, drop_invalid()),
-        [Verdict::Accepted]
-    );
-    assert_eq!(
-        verdicts_at(Prerouting, -150, Drop, accept_new()),
-        [Verdict::Accepted]
-    );
-    // At conntrack's own priority the order is not defined.
-    assert!(matches!(
-        verdicts_at(Prerouting, -200, Accept, drop_invalid())[..],
-        [Verdict::CannotTell(_)]
-    ));
     // A verdict map on the state picks the entry of the state the chain sees.
     let vmap = || {
         vec![rule(
@@ -411,15 +376,34 @@ fn ct_state_is_invalid_before_conntrack_and_new_after() {
             ]),
         )]
     };
-    assert_eq!(
-        verdicts_at(Prerouting, -300, Accept, vmap()),
-        [Verdict::Dropped]
-    );
-    assert_eq!(verdicts_at(Input, 0, Accept, vmap()), [Verdict::Accepted]);
-    assert!(matches!(
-        verdicts_at(Prerouting, -200, Accept, vmap())[..],
-        [Verdict::CannotTell(_)]
-    ));
+    let cases = [
+        // raw (-300) and ingress run before conntrack (-200): no entry, so `invalid`.
+        (Prerouting, -300, Accept, drop_invalid(), Verdict::Dropped),
+        (Prerouting, -201, Accept, drop_invalid(), Verdict::Dropped),
+        (Ingress, 0, Accept, drop_invalid(), Verdict::Dropped),
+        (Prerouting, -300, Drop, accept_new(), Verdict::Dropped),
+        // After conntrack the first packet is `new`.
+        (Prerouting, -199, Accept, drop_invalid(), Verdict::Accepted),
+        (Input, -300, Accept, drop_invalid(), Verdict::Accepted),
+        (Prerouting, -150, Drop, accept_new(), Verdict::Accepted),
+        (Prerouting, -300, Accept, vmap(), Verdict::Dropped),
+        (Input, 0, Accept, vmap(), Verdict::Accepted),
+    ];
+    for (hook, priority, policy, rules, want) in cases {
+        let label = format!("{hook:?} {priority} {policy:?} {}", rules[0].label);
+        assert_eq!(
+            verdicts_at(hook, priority, policy, rules),
+            [want],
+            "{label}"
+        );
+    }
+    // At conntrack's own priority the order is not defined.
+    for rules in [drop_invalid(), vmap()] {
+        assert!(matches!(
+            verdicts_at(Prerouting, -200, Accept, rules)[..],
+            [Verdict::CannotTell(_)]
+        ));
+    }
     // A chain jumped to sees the state of the base chain that jumped.
     let t = table(
         "t",
