@@ -83,14 +83,7 @@ impl Loader<'_> {
                     .insert(key.get_ref().clone(), setting);
             }
         }
-        let raw_bench = raw.bench.map(|b| {
-            [
-                ("min_busbw", b.min_busbw),
-                ("allgather_min_busbw", b.allgather_min_busbw),
-                ("reducescatter_min_busbw", b.reducescatter_min_busbw),
-                ("broadcast_min_busbw", b.broadcast_min_busbw),
-            ]
-        });
+        let raw_bench = raw.bench.map(|b| b.thresholds());
         for (key, min) in raw_bench.into_iter().flatten() {
             let Some(min) = min else { continue };
             if !(min.get_ref().is_finite() && *min.get_ref() >= 0.0) {
@@ -146,8 +139,10 @@ impl Merged {
         for (area, settings) in parent.settings {
             self.settings.entry(area).or_default().extend(settings);
         }
-        if parent.bench.min_busbw.is_some() {
-            self.bench.min_busbw = parent.bench.min_busbw;
+        for (key, min) in parent.bench.thresholds() {
+            if let (Some(min), Some(slot)) = (min, self.bench.threshold_mut(key)) {
+                *slot = Some(min);
+            }
         }
         self.job.absorb(parent.job);
         for name in parent.chain {

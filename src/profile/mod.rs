@@ -105,7 +105,7 @@ impl Bench {
         ]
     }
 
-    fn threshold_mut(&mut self, key: &str) -> Option<&mut Option<f64>> {
+    pub(super) fn threshold_mut(&mut self, key: &str) -> Option<&mut Option<f64>> {
         match key {
             "min_busbw" => Some(&mut self.min_busbw),
             "allgather_min_busbw" => Some(&mut self.allgather_min_busbw),

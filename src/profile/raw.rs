@@ -36,6 +36,18 @@ pub(super) struct RawBench {
     pub(super) broadcast_min_busbw: Option<Spanned<f64>>,
 }
 
+impl RawBench {
+    /// The keys of `[bench]` as written, in [`super::Bench::thresholds`]' order.
+    pub(super) fn thresholds(self) -> [(&'static str, Option<Spanned<f64>>); 4] {
+        [
+            ("min_busbw", self.min_busbw),
+            ("allgather_min_busbw", self.allgather_min_busbw),
+            ("reducescatter_min_busbw", self.reducescatter_min_busbw),
+            ("broadcast_min_busbw", self.broadcast_min_busbw),
+        ]
+    }
+}
+
 /// A top-level key of a profile file.
 enum TopKey {
     Description,

@@ -288,6 +288,27 @@ fn resolved_profiles_print_as_loadable_toml() {
 }
 
 #[test]
+fn every_bench_threshold_is_inherited_and_the_child_wins() {
+    let profile = load(
+        &[
+            ("parent", "[bench]\nmin_busbw = 40.0\nallgather_min_busbw = 30.0\nreducescatter_min_busbw = 20.0\nbroadcast_min_busbw = 10.0\n"),
+            ("child", "include = [\"parent\"]\n[bench]\nreducescatter_min_busbw = 25.0\n"),
+        ],
+        "child",
+    )
+    .unwrap();
+    assert_eq!(
+        profile.bench.thresholds(),
+        [
+            ("min_busbw", Some(40.0)),
+            ("allgather_min_busbw", Some(30.0)),
+            ("reducescatter_min_busbw", Some(25.0)),
+            ("broadcast_min_busbw", Some(10.0)),
+        ]
+    );
+}
+
+#[test]
 fn job_section_inherits_per_field_and_round_trips() {
     let profile = load(
         &[
