@@ -392,10 +392,9 @@ mod tests {
                     let input: Vec<u8> = (0..64)
                         .flat_map(|_| ((rank + 1) as f32).to_ne_bytes())
                         .collect();
-                    let all_reduce = crate::bench::collective::Collective::AllReduce;
-                    backend
-                        .prepare(all_reduce, DType::F32, all_reduce.counts(64, 2), &input)
-                        .unwrap();
+                    use crate::bench::collective::{Collective, Shape};
+                    let shape = Shape::new(Collective::AllReduce, DType::F32, 64, 2);
+                    backend.prepare(shape, &input).unwrap();
                     backend.run(Op::Sum, false, 1).unwrap();
                     backend.result(false).unwrap()
                 })

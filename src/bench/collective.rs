@@ -19,6 +19,42 @@ pub enum Collective {
     Broadcast,
 }
 
+/// What one row moves: the collective, its element type and its buffers' element counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    pub collective: Collective,
+    pub dtype: DType,
+    pub counts: Counts,
+}
+
+impl Shape {
+    /// `count` elements of `dtype` requested between `ranks` ranks (see
+    /// [`Collective::counts`]).
+    pub fn new(collective: Collective, dtype: DType, count: usize, ranks: usize) -> Shape {
+        Shape {
+            collective,
+            dtype,
+            counts: collective.counts(count, ranks),
+        }
+    }
+
+    /// Bytes of each rank's receive buffer.
+    pub fn recv_bytes(&self) -> usize {
+        self.counts.recv.saturating_mul(self.dtype.size())
+    }
+
+    /// Bytes of the count the library call takes: one rank's block for AllGather and
+    /// ReduceScatter.
+    pub fn block_bytes(&self) -> usize {
+        self.counts.param.saturating_mul(self.dtype.size())
+    }
+
+    /// Bytes of the larger buffer, the one an in-place operation works in.
+    pub fn whole_bytes(&self) -> usize {
+        (self.counts.send.max(self.counts.recv)).saturating_mul(self.dtype.size())
+    }
+}
+
 /// Element counts of one row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Counts {

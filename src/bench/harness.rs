@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use super::collective::Collective;
+use super::collective::{Collective, Shape};
 use super::control::Group;
 use super::data::{DType, Op};
 use super::size::{self, SizeStep};
@@ -54,7 +54,8 @@ pub fn run(
         let coll = plan.collective;
         let requested = usize::try_from(element_count(size, plan.dtype))
             .map_err(|_| BenchError::Usage(format!("size {size} does not fit in memory")))?;
-        let counts = coll.counts(requested, group.world);
+        let shape = Shape::new(coll, plan.dtype, requested, group.world);
+        let counts = shape.counts;
         let bytes = counts
             .send
             .checked_mul(es)
@@ -65,7 +66,7 @@ pub fn run(
         })?;
         input.resize(bytes, 0);
         coll.fill_input(plan.dtype, plan.op, group.rank, group.world, &mut input);
-        backend.prepare(coll, plan.dtype, counts, &input)?;
+        backend.prepare(shape, &input)?;
         drop(input);
 
         let mut times = [0.0; 2];

@@ -25,8 +25,8 @@ pub mod tcp;
 use serde::{Deserialize, Serialize};
 
 pub use crate::error::BenchError;
-use collective::{Collective, Counts};
-use data::{DType, Op};
+use collective::Shape;
+use data::Op;
 use harness::Sweep;
 
 /// The settings every rank must share; rank 0 refuses a rank whose settings differ.
@@ -97,15 +97,9 @@ impl Algo {
 /// Moves the data of one collective. Buffers live wherever the backend keeps them (host
 /// memory for TCP, device memory for NCCL); the harness only sees bytes at the edges.
 pub trait Backend {
-    /// Allocates buffers for one row (`counts` elements of `dtype`, see
-    /// [`collective::Collective::counts`]) and loads this rank's send buffer, `input`.
-    fn prepare(
-        &mut self,
-        collective: Collective,
-        dtype: DType,
-        counts: Counts,
-        input: &[u8],
-    ) -> Result<(), BenchError>;
+    /// Allocates buffers for one row (`shape`, see [`collective::Collective::counts`]) and
+    /// loads this rank's send buffer, `input`.
+    fn prepare(&mut self, shape: Shape, input: &[u8]) -> Result<(), BenchError>;
     /// Runs `iters` operations back to back and returns once the last one completed.
     fn run(&mut self, op: Op, in_place: bool, iters: usize) -> Result<(), BenchError>;
     /// Before a checked operation, as nccl-tests: out of place, clears the output (a check

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::collective::Collective;
+use super::collective::{Collective, Shape};
 use super::control::Group;
 use super::data;
 use super::job::{Format, Job};
@@ -164,8 +164,8 @@ pub fn run(
                 let mut backend = TcpBackend::new(ring, job.settings.algo);
                 let mut input = vec![0u8; bytes];
                 data::fill_input(dtype, op, me, 2, &mut input);
-                let counts = Collective::AllReduce.counts(count as usize, 2);
-                backend.prepare(Collective::AllReduce, dtype, counts, &input)?;
+                let shape = Shape::new(Collective::AllReduce, dtype, count as usize, 2);
+                backend.prepare(shape, &input)?;
                 backend.run(op, false, job.settings.sweep.warmup)?;
                 let start = Instant::now();
                 backend.run(op, false, job.settings.sweep.iters)?;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::bench::collective::{Collective, Counts};
+use crate::bench::collective::{Collective, Shape};
 use crate::bench::control::JobStop;
 use crate::bench::data::{DType, Op};
 use crate::bench::{Backend, BenchError};
@@ -157,9 +157,7 @@ pub struct NcclBackend {
     context: Context,
     /// This rank's input for the current size, kept to reload before each checked run.
     input: Vec<u8>,
-    dtype: DType,
-    collective: Collective,
-    counts: Counts,
+    shape: Shape,
     rank: usize,
     /// Bytes to allocate at least: the run's largest size, so smaller sizes can move.
     max_bytes: usize,
@@ -265,9 +263,7 @@ impl NcclBackend {
             stream,
             context,
             input: Vec::new(),
-            dtype: DType::F32,
-            collective: Collective::AllReduce,
-            counts: Collective::AllReduce.counts(0, 1),
+            shape: Shape::new(Collective::AllReduce, DType::F32, 0, 1),
             rank: place.rank,
             max_bytes,
             iter: 0,
@@ -284,13 +280,13 @@ impl NcclBackend {
 
     /// Bytes the in-place buffer holds: the larger of send and receive.
     fn whole(&self) -> usize {
-        self.counts.send.max(self.counts.recv) * self.dtype.size()
+        self.shape.whole_bytes()
     }
 
     /// The two sides of an operation `shift` bytes into the allocations.
     fn places<'a>(&self, buffers: &'a Buffers, in_place: bool, shift: usize) -> [At<'a>; 2] {
-        let block = self.counts.param.saturating_mul(self.dtype.size());
-        layout(self.collective, in_place, shift, block, self.rank).map(|(side, offset)| At {
+        let block = self.shape.block_bytes();
+        layout(self.shape.collective, in_place, shift, block, self.rank).map(|(side, offset)| At {
             buffer: match side {
                 Side::Send => &buffers.send,
                 Side::Recv => &buffers.recv,
@@ -303,8 +299,8 @@ impl NcclBackend {
     fn launch(&self, op: Op, in_place: bool, shift: usize) -> Result<Progress, BenchError> {
         let comm = self.comm.as_ref().ok_or_else(|| rt(ABORTED))?;
         let [send, recv] = self.places(self.buffers()?, in_place, shift);
-        let call = nccl_call(self.collective, self.counts.param, red_op(op));
-        comm.launch(call, data_type(self.dtype), send, recv, &self.stream)
+        let call = nccl_call(self.shape.collective, self.shape.counts.param, red_op(op));
+        comm.launch(call, data_type(self.shape.dtype), send, recv, &self.stream)
             .map_err(rt)
     }
 
@@ -358,14 +354,8 @@ impl NcclBackend {
 }
 
 impl Backend for NcclBackend {
-    fn prepare(
-        &mut self,
-        collective: Collective,
-        dtype: DType,
-        counts: Counts,
-        input: &[u8],
-    ) -> Result<(), BenchError> {
-        (self.collective, self.dtype, self.counts) = (collective, dtype, counts);
+    fn prepare(&mut self, shape: Shape, input: &[u8]) -> Result<(), BenchError> {
+        self.shape = shape;
         let whole = self.whole().max(self.max_bytes);
         if self.buffers.as_ref().is_none_or(|b| b.recv.len() < whole) {
             // The old pair goes before the larger one is asked for.
@@ -410,7 +400,7 @@ impl Backend for NcclBackend {
     fn reset(&mut self, in_place: bool) -> Result<(), BenchError> {
         self.iter = 0;
         let [send, recv] = self.places(self.buffers()?, in_place, 0);
-        let output = self.counts.recv * self.dtype.size();
+        let output = self.shape.recv_bytes();
         recv.buffer
             .clear(recv.offset, output, &self.stream)
             .and_then(|()| send.buffer.write(send.offset, &self.input, &self.stream))
@@ -419,7 +409,7 @@ impl Backend for NcclBackend {
 
     fn result(&mut self, in_place: bool) -> Result<Vec<u8>, BenchError> {
         let [_, recv] = self.places(self.buffers()?, in_place, 0);
-        let mut out = host_buffer(self.counts.recv * self.dtype.size())?;
+        let mut out = host_buffer(self.shape.recv_bytes())?;
         recv.buffer
             .read(recv.offset, &mut out, &self.stream)
             .map_err(rt)?;

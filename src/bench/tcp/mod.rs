@@ -18,7 +18,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::auth;
-use super::collective::{Collective, Counts};
+use super::collective::{Collective, Shape};
 use super::control::JobStop;
 use super::data::{self, DType, Op};
 use super::frame::Message;
@@ -326,9 +326,7 @@ fn connect_with_buffers(
 pub struct TcpBackend {
     conns: Connections,
     algo: Algo,
-    collective: Collective,
-    dtype: DType,
-    counts: Counts,
+    shape: Shape,
     /// The send buffer as loaded.
     input: Vec<u8>,
     /// The receive buffer; in place, the one buffer (send-sized for ReduceScatter).
@@ -340,9 +338,7 @@ impl TcpBackend {
         TcpBackend {
             conns,
             algo,
-            collective: Collective::AllReduce,
-            dtype: DType::F32,
-            counts: Collective::AllReduce.counts(0, 1),
+            shape: Shape::new(Collective::AllReduce, DType::F32, 0, 1),
             input: Vec::new(),
             output: Vec::new(),
         }
@@ -354,13 +350,13 @@ impl TcpBackend {
 
     /// Bytes of one rank's block (AllGather, ReduceScatter).
     fn block(&self) -> usize {
-        self.counts.param * self.dtype.size()
+        self.shape.block_bytes()
     }
 
     /// The algorithm this collective takes at `bytes`.
     fn choose(&self, bytes: usize) -> Route {
         let n = self.world();
-        match self.collective {
+        match self.shape.collective {
             Collective::AllReduce => match self.algo.resolve(bytes, n) {
                 Algo::Rd => Route::Rd,
                 Algo::Rabenseifner => Route::Rabenseifner,
@@ -385,7 +381,7 @@ impl TcpBackend {
 
     fn op(&mut self, op: Op, in_place: bool) -> Result<(), BenchError> {
         let route = self.choose(self.output.len());
-        let (dtype, rank, block) = (self.dtype, self.conns.mesh.rank, self.block());
+        let (dtype, rank, block) = (self.shape.dtype, self.conns.mesh.rank, self.block());
         let input = (!in_place).then_some(self.input.as_slice());
         let out = &mut self.output;
         let mesh = &mut self.conns.mesh;
@@ -395,7 +391,7 @@ impl TcpBackend {
             dtype,
             op,
         };
-        let result = match self.collective {
+        let result = match self.shape.collective {
             Collective::AllReduce => match route {
                 Route::Rd => mesh.recursive_doubling(job),
                 Route::Rabenseifner => mesh.rabenseifner(job),
@@ -458,19 +454,12 @@ impl Route {
 }
 
 impl Backend for TcpBackend {
-    fn prepare(
-        &mut self,
-        collective: Collective,
-        dtype: DType,
-        counts: Counts,
-        input: &[u8],
-    ) -> Result<(), BenchError> {
-        let es = dtype.size();
-        (self.collective, self.dtype, self.counts) = (collective, dtype, counts);
+    fn prepare(&mut self, shape: Shape, input: &[u8]) -> Result<(), BenchError> {
+        self.shape = shape;
         self.input.clear();
         self.input.extend_from_slice(input);
         self.output.clear();
-        self.output.resize(counts.recv * es, 0);
+        self.output.resize(shape.recv_bytes(), 0);
         Ok(())
     }
 
@@ -482,16 +471,16 @@ impl Backend for TcpBackend {
     }
 
     fn reset(&mut self, in_place: bool) -> Result<(), BenchError> {
-        let (es, rank, block) = (self.dtype.size(), self.conns.mesh.rank, self.block());
+        let (es, rank, block) = (self.shape.dtype.size(), self.conns.mesh.rank, self.block());
         let len = if in_place {
-            self.counts.send.max(self.counts.recv)
+            self.shape.counts.send.max(self.shape.counts.recv)
         } else {
-            self.counts.recv
+            self.shape.counts.recv
         } * es;
         self.output.clear();
         self.output.resize(len, 0);
         if in_place {
-            match self.collective {
+            match self.shape.collective {
                 Collective::AllGather => {
                     self.output[rank * block..][..block].copy_from_slice(&self.input)
                 }
@@ -503,7 +492,7 @@ impl Backend for TcpBackend {
 
     fn result(&mut self, in_place: bool) -> Result<Vec<u8>, BenchError> {
         let (rank, block) = (self.conns.mesh.rank, self.block());
-        Ok(match self.collective {
+        Ok(match self.shape.collective {
             Collective::ReduceScatter if in_place => self.output[rank * block..][..block].to_vec(),
             _ => self.output.clone(),
         })
