@@ -5,7 +5,6 @@
 pub mod cgroup;
 pub mod firewall;
 pub mod gpu;
-pub mod hw;
 pub mod limits;
 pub mod memory;
 pub mod network;
@@ -93,6 +92,14 @@ impl<'a> Context<'a> {
     pub fn inventory(&self) -> &Result<Inventory, HostError> {
         self.inventory
             .get_or_init(|| Inventory::read(self.root, &self.probes))
+    }
+
+    /// The inventory for a hardware area (gpu, nic, numa, platform), or the error finding
+    /// that area reports when a file could not be read.
+    pub fn inventory_for(&self, area: Area) -> Result<&Inventory, Box<Finding>> {
+        self.inventory().as_ref().map_err(|e| {
+            Box::new(Check::new(format!("{area}.inventory"), area).error(e.to_string()))
+        })
     }
 
     /// The sysctl each key gets at boot and where from (systemd-sysctl order), or why the

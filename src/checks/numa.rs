@@ -6,14 +6,14 @@ use crate::inventory::affinity::Path;
 use crate::inventory::{Inventory, gpu_label};
 use crate::profile::setting::KeySpec;
 
-use super::{Context, hw};
+use super::Context;
 
 /// NUMA checks follow from the hardware; profiles have nothing to set here.
 pub const KEYS: &[KeySpec] = &[];
 
 pub fn audit(ctx: &Context) -> Vec<Finding> {
     // NUMA facts are all files: no live probe is needed.
-    let inv = match hw::inventory(ctx, Area::Numa) {
+    let inv = match ctx.inventory_for(Area::Numa) {
         Ok(inv) => inv,
         Err(f) => return vec![*f],
     };

@@ -8,7 +8,7 @@ use crate::finding::{Area, Check, Finding};
 use crate::inventory::Inventory;
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
 
-use super::{Context, hw, setting_check, value_by_rule};
+use super::{Context, setting_check, value_by_rule};
 
 /// Why a check of the path to GPUs is skipped on a node without any.
 const NO_GPU: &str = "no NVIDIA GPU on the PCI bus";
@@ -27,7 +27,7 @@ pub const KEYS: &[KeySpec] = &[
 ];
 
 pub fn audit(ctx: &Context) -> Vec<Finding> {
-    let inv = match hw::inventory(ctx, Area::Platform) {
+    let inv = match ctx.inventory_for(Area::Platform) {
         Ok(inv) => inv,
         Err(f) => return vec![*f],
     };

@@ -11,7 +11,7 @@ use crate::inventory::gpu::Gpu;
 use crate::inventory::nvml::NvmlGpu;
 use crate::profile::setting::{KeySpec, ValueKind::Version};
 
-use super::{Context, hw};
+use super::Context;
 
 pub const KEYS: &[KeySpec] = &[
     KeySpec {
@@ -38,7 +38,7 @@ pub const KEYS: &[KeySpec] = &[
 
 pub fn audit(ctx: &Context) -> Vec<Finding> {
     let probes = &ctx.probes;
-    let inv = match hw::inventory(ctx, Area::Gpu) {
+    let inv = match ctx.inventory_for(Area::Gpu) {
         Ok(inv) => inv,
         Err(f) => return vec![*f],
     };

@@ -19,7 +19,7 @@ use crate::profile::setting::{
     ValueKind::{Number, Text, Version},
 };
 
-use super::{Context, hw};
+use super::Context;
 
 pub const KEYS: &[KeySpec] = &[
     KeySpec {
@@ -76,7 +76,7 @@ pub const KEYS: &[KeySpec] = &[
 
 pub fn audit(ctx: &Context) -> Vec<Finding> {
     let probes = &ctx.probes;
-    let inv = match hw::inventory(ctx, Area::Nic) {
+    let inv = match ctx.inventory_for(Area::Nic) {
         Ok(inv) => inv,
         Err(f) => return vec![*f],
     };
