@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use gputune::checks::firewall::{iptables, model::Tool, nft};
 use gputune::checks::limits::{logind, pam, shm};
-use gputune::checks::{sysctl_d, sysctl_value};
+use gputune::checks::sysctl::{boot, kernel};
 use gputune::host::cpulist::CpuList;
 use gputune::host::{Root, ldcache, libversion, mounts};
 use gputune::profile::Loader;
@@ -65,11 +65,11 @@ proptest! {
     #[test]
     fn sysctl_d_lines_and_kernel_values(t in prop_oneof![text(), sysctl_lines()]) {
         bounded(|| {
-            for a in sysctl_d::parse(&t, "/etc/sysctl.d/x.conf") {
-                let _ = sysctl_value::kernel_value(&a.key, &a.value);
+            for a in boot::parse(&t, "/etc/sysctl.d/x.conf") {
+                let _ = kernel::kernel_value(&a.key, &a.value);
             }
             for key in ["vm.swappiness", "net.ipv4.tcp_rmem", "net.ipv4.ip_local_port_range", "fs.file-max", "x.y"] {
-                let _ = sysctl_value::kernel_value(key, &t);
+                let _ = kernel::kernel_value(key, &t);
             }
         });
     }

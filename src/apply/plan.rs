@@ -2,7 +2,7 @@
 //! nftables table, gputune's own files), each with the target's current state. Writes
 //! that would change nothing are left out, which is what makes a second apply a no-op.
 
-use crate::checks::sysctl_d::{self, GPUTUNE_CONF};
+use crate::checks::sysctl::boot::{self, GPUTUNE_CONF};
 use crate::finding::Change;
 use crate::host::{Root, sysctl};
 
@@ -472,7 +472,7 @@ fn sysctl_overrides(b: &mut Builder, root: &Root) {
     let Some(edit) = b.files.iter().find(|f| f.path == GPUTUNE_CONF) else {
         return;
     };
-    let assignments = match sysctl_d::assignments(root) {
+    let assignments = match boot::assignments(root) {
         Ok(a) => a,
         Err(e) => {
             b.notes.push(format!(
@@ -484,7 +484,7 @@ fn sysctl_overrides(b: &mut Builder, root: &Root) {
     let mut notes = Vec::new();
     for (key, line) in &edit.entries {
         let value = line.split_once('=').map_or("", |(_, v)| v);
-        for other in sysctl_d::overriding(&assignments, key, value) {
+        for other in boot::overriding(&assignments, key, value) {
             notes.push(format!(
                 "{} sets {key} = {} and overrides {GPUTUNE_CONF} at boot; gputune does not edit files it did not create: change or remove that line",
                 other.origin(),

@@ -128,7 +128,7 @@ fn is_known_knob(path: &str) -> bool {
 
 /// The files gputune owns at fixed paths (DESIGN.md "Files gputune writes").
 pub const OWNED: &[&str] = &[
-    checks::sysctl_d::GPUTUNE_CONF,
+    checks::sysctl::boot::GPUTUNE_CONF,
     plan::LIMITS_CONF,
     plan::NCCL_CONF,
     firewall::RULES_FILE,

@@ -12,8 +12,6 @@ pub mod nic;
 pub mod numa;
 pub mod platform;
 pub mod sysctl;
-pub mod sysctl_d;
-pub mod sysctl_value;
 pub mod tuned;
 
 use crate::finding::{Area, Check, Finding};
@@ -28,7 +26,7 @@ use crate::inventory::Inventory;
 use crate::probes::Probes;
 use crate::profile::Profile;
 use crate::profile::setting::{KeySpec, Setting};
-use sysctl_d::Assignment;
+use sysctl::boot::{self, Assignment};
 
 /// Options of `gputune audit` that some areas need.
 #[derive(Debug, Clone, Default)]
@@ -106,8 +104,8 @@ impl<'a> Context<'a> {
     /// files could not be read; read once per audit.
     pub fn boot_sysctls(&self) -> &Result<BTreeMap<String, Assignment>, String> {
         self.boot_sysctls.get_or_init(|| {
-            sysctl_d::assignments(self.root)
-                .map(|a| sysctl_d::effective(&a))
+            boot::assignments(self.root)
+                .map(|a| boot::effective(&a))
                 .map_err(|e| e.to_string())
         })
     }

@@ -30,7 +30,7 @@ pub struct Assignment {
     /// `sysctl -n` shows them); the text as written when the kernel rejects it.
     pub value: String,
     /// Why the kernel rejects the value, so systemd-sysctl fails to set it at boot (see
-    /// [`super::sysctl_value`]); `None` when it is accepted.
+    /// [`super::kernel`]); `None` when it is accepted.
     pub rejected: Option<String>,
     /// Host path of the file and the 1-based line, for messages.
     pub file: String,
@@ -65,7 +65,7 @@ pub fn parse(text: &str, file: &str) -> Vec<Assignment> {
             } else {
                 key.to_string()
             };
-            let (value, rejected) = match super::sysctl_value::kernel_value(&key, value) {
+            let (value, rejected) = match super::kernel::kernel_value(&key, value) {
                 Ok(v) => (v, None),
                 Err(why) => (sysctl::normalize(value), Some(why)),
             };

@@ -1,6 +1,11 @@
 //! Judging profile settings that are kernel sysctls, shared by the network and memory areas.
 //! Multi-part sysctls (`net.ipv4.tcp_rmem`) are judged part by part, and every failing part
-//! of one sysctl shares a single fix that sets all of its parts at once.
+//! of one sysctl shares a single fix that sets all of its parts at once. What the files set
+//! at boot is [`boot`]'s, how the kernel parses a value [`kernel`]'s; reading `/proc/sys` is
+//! [`crate::host::sysctl`]'s.
+
+pub mod boot;
+pub mod kernel;
 
 use std::collections::BTreeMap;
 
@@ -9,7 +14,7 @@ use crate::host::sysctl::{self, Vector};
 use crate::profile::setting::Setting;
 
 use super::Context;
-use super::sysctl_d::{self, Assignment};
+use boot::Assignment;
 
 /// Findings for every setting of `area` whose key is a sysctl (`is_sysctl`).
 pub fn audit(ctx: &Context, area: Area, is_sysctl: impl Fn(&str) -> bool) -> Vec<Finding> {
@@ -247,7 +252,7 @@ fn live_and_boot(
 fn persist_fix(name: &str, value: &str) -> String {
     format!(
         "persist it: `gputune apply`, or a line `{name} = {value}` in a file under /etc/sysctl.d/ ({} is gputune's)",
-        sysctl_d::GPUTUNE_CONF
+        boot::GPUTUNE_CONF
     )
 }
 
