@@ -811,97 +811,88 @@ fn rand_rule(rng: &mut Rng, port: u16, in_sub: bool, raw: bool) -> RandRule {
     RandRule { tests, verdict }
 }
 
-fn nft_rule(r: &RandRule) -> String {
+/// The two renderings of a random rule: nft's and iptables'.
+#[derive(Clone, Copy)]
+enum Syntax {
+    Nft = 0,
+    Ipt = 1,
+}
+
+/// A test's words as nft (`[0]`) and iptables (`[1]`) spell them.
+fn spellings(t: Test) -> [String; 2] {
+    let both = |nft: &str, ipt: &str| [nft.to_string(), ipt.to_string()];
+    match t {
+        Test::DPort(lo, hi, neg) => {
+            let (nft_not, ipt_not) = if neg { ("!= ", "! ") } else { ("", "") };
+            if lo == hi {
+                [
+                    format!("tcp dport {nft_not}{lo}"),
+                    format!("{ipt_not}--dport {lo}"),
+                ]
+            } else {
+                [
+                    format!("tcp dport {nft_not}{lo}-{hi}"),
+                    format!("{ipt_not}--dport {lo}:{hi}"),
+                ]
+            }
+        }
+        Test::Udp => both("meta l4proto udp", "-p udp"),
+        Test::CtEstablished => both(
+            "ct state established,related",
+            "-m conntrack --ctstate RELATED,ESTABLISHED",
+        ),
+        Test::CtNew => both("ct state new", "-m conntrack --ctstate NEW"),
+        Test::CtInvalid => both("ct state invalid", "-m conntrack --ctstate INVALID"),
+        Test::Lo => both("iifname \"lo\"", "-i lo"),
+        Test::Peer(true) => both("ip saddr 10.77.0.0/24", "-s 10.77.0.0/24"),
+        Test::Peer(false) => both("ip saddr != 10.77.0.0/24", "! -s 10.77.0.0/24"),
+        Test::Syn => both("tcp flags & (fin|syn|rst|ack) == syn", "--syn"),
+        Test::Limit => both("limit rate 5/second", "-m limit --limit 5/sec"),
+    }
+}
+
+/// A verdict as nft (`[0]`) and iptables (`[1]`) spell it.
+fn verdict_spellings(v: Verdict) -> [&'static str; 2] {
+    match v {
+        Verdict::Accept => ["accept", "-j ACCEPT"],
+        Verdict::Drop => ["drop", "-j DROP"],
+        Verdict::Reject => ["reject", "-j REJECT"],
+        Verdict::Jump => ["jump sub", "-j sub"],
+        Verdict::Goto => ["goto sub", "-g sub"],
+        Verdict::Return => ["return", "-j RETURN"],
+        Verdict::Counter => ["counter", "-m comment --comment counted"],
+    }
+}
+
+/// The rule's tests and verdict in `syntax`. Both name the protocol once, before the first
+/// port test; iptables also before `--syn`, which nft's flags test implies.
+fn rule_words(r: &RandRule, syntax: Syntax) -> String {
+    let at = syntax as usize;
     let mut words = Vec::new();
     let mut proto = false;
-    for t in &r.tests {
-        match *t {
-            Test::DPort(lo, hi, neg) => {
-                if !proto {
-                    words.push("meta l4proto tcp".to_string());
-                    proto = true;
-                }
-                let ne = if neg { "!= " } else { "" };
-                words.push(if lo == hi {
-                    format!("tcp dport {ne}{lo}")
-                } else {
-                    format!("tcp dport {ne}{lo}-{hi}")
-                });
-            }
-            Test::Udp => words.push("meta l4proto udp".into()),
-            Test::CtEstablished => words.push("ct state established,related".into()),
-            Test::CtNew => words.push("ct state new".into()),
-            Test::CtInvalid => words.push("ct state invalid".into()),
-            Test::Lo => words.push("iifname \"lo\"".into()),
-            Test::Peer(is) => words.push(format!(
-                "ip saddr {}10.77.0.0/24",
-                if is { "" } else { "!= " }
-            )),
-            Test::Syn => words.push("tcp flags & (fin|syn|rst|ack) == syn".into()),
-            Test::Limit => words.push("limit rate 5/second".into()),
+    for &t in &r.tests {
+        let tcp_only = match t {
+            Test::DPort(..) => true,
+            Test::Syn => matches!(syntax, Syntax::Ipt),
+            _ => false,
+        };
+        if tcp_only && !proto {
+            words.push(["meta l4proto tcp", "-p tcp -m tcp"][at].to_string());
+            proto = true;
         }
+        let [nft, ipt] = spellings(t);
+        words.push(if at == 0 { nft } else { ipt });
     }
-    words.push(
-        match r.verdict {
-            Verdict::Accept => "accept",
-            Verdict::Drop => "drop",
-            Verdict::Reject => "reject",
-            Verdict::Jump => "jump sub",
-            Verdict::Goto => "goto sub",
-            Verdict::Return => "return",
-            Verdict::Counter => "counter",
-        }
-        .into(),
-    );
+    words.push(verdict_spellings(r.verdict)[at].to_string());
     words.join(" ")
 }
 
+fn nft_rule(r: &RandRule) -> String {
+    rule_words(r, Syntax::Nft)
+}
+
 fn ipt_rule(chain: &str, r: &RandRule) -> String {
-    let mut words = vec![format!("-A {chain}")];
-    let mut proto = false;
-    for t in &r.tests {
-        match *t {
-            Test::DPort(lo, hi, neg) => {
-                if !proto {
-                    words.push("-p tcp -m tcp".into());
-                    proto = true;
-                }
-                let ne = if neg { "! " } else { "" };
-                words.push(if lo == hi {
-                    format!("{ne}--dport {lo}")
-                } else {
-                    format!("{ne}--dport {lo}:{hi}")
-                });
-            }
-            Test::Udp => words.push("-p udp".into()),
-            Test::CtEstablished => words.push("-m conntrack --ctstate RELATED,ESTABLISHED".into()),
-            Test::CtNew => words.push("-m conntrack --ctstate NEW".into()),
-            Test::CtInvalid => words.push("-m conntrack --ctstate INVALID".into()),
-            Test::Lo => words.push("-i lo".into()),
-            Test::Peer(is) => words.push(format!("{}-s 10.77.0.0/24", if is { "" } else { "! " })),
-            Test::Syn => {
-                if !proto {
-                    words.push("-p tcp -m tcp".into());
-                    proto = true;
-                }
-                words.push("--syn".into())
-            }
-            Test::Limit => words.push("-m limit --limit 5/sec".into()),
-        }
-    }
-    words.push(
-        match r.verdict {
-            Verdict::Accept => "-j ACCEPT",
-            Verdict::Drop => "-j DROP",
-            Verdict::Reject => "-j REJECT",
-            Verdict::Jump => "-j sub",
-            Verdict::Goto => "-g sub",
-            Verdict::Return => "-j RETURN",
-            Verdict::Counter => "-m comment --comment counted",
-        }
-        .into(),
-    );
-    words.join(" ")
+    format!("-A {chain} {}", rule_words(r, Syntax::Ipt))
 }
 
 /// A random composition: one to three layers (nft at several hooks and priorities,
