@@ -25,13 +25,24 @@ fn topo_table(root: &std::path::Path) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn names(v: &Value, key: &str, field: &str) -> Vec<String> {
+/// The names of the items listed under `key`.
+fn names<'a>(v: &'a Value, key: &str) -> Vec<&'a str> {
+    common::column(&v[key], "name")
+}
+
+/// How many items are listed under `key`.
+fn count(v: &Value, key: &str) -> usize {
     v[key]
         .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x[field].as_str().unwrap_or_default().to_string())
-        .collect()
+        .unwrap_or_else(|| panic!("no {key} list: {v:#}"))
+        .len()
+}
+
+/// `gputune topo --format json` of the snapshot in `archive` (under tests/fixtures).
+fn snapshot(archive: &str) -> (tempfile::TempDir, std::path::PathBuf, Value) {
+    let (dir, root) = common::extract(archive);
+    let v = topo_json(&root);
+    (dir, root, v)
 }
 
 #[test]
@@ -59,7 +70,7 @@ fn hgx_node_has_8_gpus_8_nics_2_nodes_and_gpu_nic_pairs_behind_switches() {
     assert_eq!(nics[0]["driver"], "mlx5_core");
     assert_eq!(nics[0]["rdma"][0], "mlx5_0");
     assert!(nics[0]["firmware"].is_null(), "ethtool is live-only");
-    assert_eq!(names(&v, "skipped_nics", "name"), ["lo"]);
+    assert_eq!(names(&v, "skipped_nics"), ["lo"]);
     // Matrix: GPU0 reaches GPU1 through the host (other switch, same socket), GPU4 across
     // sockets, its own NIC through the shared switch.
     let m = &v["affinity"];
@@ -100,9 +111,7 @@ fn downtrained_fixture_shows_current_below_max() {
 
 #[test]
 fn ghw_vm_with_a_passthrough_tesla_p100() {
-    let (_d, root) =
-        common::extract("ghw/linux-amd64-accel-nvidia/linux-amd64-accel-nvidia.tar.gz");
-    let v = topo_json(&root);
+    let (_d, _, v) = snapshot("ghw/linux-amd64-accel-nvidia/linux-amd64-accel-nvidia.tar.gz");
     let gpus = v["gpus"].as_array().unwrap();
     assert_eq!(gpus.len(), 1);
     assert_eq!(gpus[0]["pci_address"], "0000:06:00.0");
@@ -111,21 +120,16 @@ fn ghw_vm_with_a_passthrough_tesla_p100() {
     // numa_node is -1 in the snapshot; the VM has one node, so the GPU is on it.
     assert_eq!(gpus[0]["numa_node"], 0);
     assert_eq!(gpus[0]["local_cpus"], "0-7");
-    assert_eq!(v["numa_nodes"].as_array().unwrap().len(), 1);
+    assert_eq!(count(&v, "numa_nodes"), 1);
     assert_eq!(v["numa_nodes"][0]["cpus"], "0-7");
-    assert_eq!(
-        v["nics"].as_array().unwrap().len(),
-        0,
-        "the snapshot has no /sys/class/net"
-    );
+    assert_eq!(count(&v, "nics"), 0, "the snapshot has no /sys/class/net");
 }
 
 #[test]
 fn hwloc_2_socket_xeon_with_i40e_nics() {
-    let (_d, root) = common::extract("hwloc/32intel64-2p8co2t+8ve/32intel64-2p8co2t+8ve.tar.bz2");
-    let v = topo_json(&root);
+    let (_d, _, v) = snapshot("hwloc/32intel64-2p8co2t+8ve/32intel64-2p8co2t+8ve.tar.bz2");
     assert_eq!(
-        v["gpus"].as_array().unwrap().len(),
+        count(&v, "gpus"),
         0,
         "its 8 accelerators are NEC VEs, not GPUs"
     );
@@ -133,7 +137,7 @@ fn hwloc_2_socket_xeon_with_i40e_nics() {
     assert_eq!(nodes.len(), 2);
     assert_eq!(nodes[0]["cpus"], "0-7,16-23");
     assert_eq!(nodes[1]["cpus"], "8-15,24-31");
-    assert_eq!(names(&v, "nics", "name"), ["enp96s0f0", "enp96s0f1"]);
+    assert_eq!(names(&v, "nics"), ["enp96s0f0", "enp96s0f1"]);
     let nic = &v["nics"][0];
     assert_eq!(nic["driver"], "i40e");
     assert_eq!(nic["pci_address"], "0000:60:00.0");
@@ -147,15 +151,11 @@ fn hwloc_2_socket_xeon_with_i40e_nics() {
 
 #[test]
 fn hwloc_4_node_host_with_a_qlogic_infiniband_hca() {
-    let (_d, root) =
-        common::extract("hwloc/40intel64-2g2n4c+pcilocality/40intel64-2g2n4c+pcilocality.tar.bz2");
-    let v = topo_json(&root);
-    assert_eq!(v["numa_nodes"].as_array().unwrap().len(), 4);
+    let (_d, _, v) =
+        snapshot("hwloc/40intel64-2g2n4c+pcilocality/40intel64-2g2n4c+pcilocality.tar.bz2");
+    assert_eq!(count(&v, "numa_nodes"), 4);
     assert_eq!(v["numa_nodes"][2]["cpus"], "2,6,10,14,18,22,26,30,34,38");
-    assert_eq!(
-        names(&v, "nics", "name"),
-        ["eth0", "eth1", "eth2", "eth3", "ib0"]
-    );
+    assert_eq!(names(&v, "nics"), ["eth0", "eth1", "eth2", "eth3", "ib0"]);
     let ib = &v["nics"][4];
     assert_eq!(ib["kind"], "infiniband");
     assert_eq!(ib["numa_node"], 2);
@@ -180,15 +180,10 @@ fn hwloc_4_node_host_with_a_qlogic_infiniband_hca() {
 
 #[test]
 fn dgx_spark_snapshot_without_pci_directories() {
-    let (_d, root) = common::extract("hwloc/nvidia-dgx-gb10/nvidia-dgx-gb10.tar.bz2");
-    let v = topo_json(&root);
-    assert_eq!(v["numa_nodes"].as_array().unwrap().len(), 1);
+    let (_d, _, v) = snapshot("hwloc/nvidia-dgx-gb10/nvidia-dgx-gb10.tar.bz2");
+    assert_eq!(count(&v, "numa_nodes"), 1);
     assert_eq!(v["numa_nodes"][0]["cpus"], "0-19");
-    assert_eq!(
-        v["gpus"].as_array().unwrap().len(),
-        0,
-        "the capture has no PCI tree"
-    );
+    assert_eq!(count(&v, "gpus"), 0, "the capture has no PCI tree");
 }
 
 #[test]
@@ -200,8 +195,8 @@ fn live_topo_is_sensible_on_this_machine() {
     assert!(out.status.success());
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(!v["numa_nodes"].as_array().unwrap().is_empty());
-    assert!(names(&v, "skipped_nics", "name").contains(&"lo".to_string()));
-    assert!(!names(&v, "nics", "name").contains(&"lo".to_string()));
+    assert!(names(&v, "skipped_nics").contains(&"lo"));
+    assert!(!names(&v, "nics").contains(&"lo"));
 }
 
 #[test]
@@ -242,7 +237,7 @@ fn rdma_ports_from_node_exporters_infiniband_capture() {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/node_exporter-ib");
     let v = topo_json(&root);
     let rdma = v["rdma_devices"].as_array().unwrap();
-    assert_eq!(names(&v, "rdma_devices", "name"), ["i40iw0", "mlx4_0"]);
+    assert_eq!(names(&v, "rdma_devices"), ["i40iw0", "mlx4_0"]);
     let mlx4 = &rdma[1];
     assert_eq!(mlx4["firmware"], "2.31.5050");
     assert_eq!(mlx4["hca_type"], "MT4099");
@@ -323,12 +318,12 @@ fn trimmed_and_unusual_sysfs() {
     t.link("/sys/class/net/eth1", &dir);
 
     let v = topo_json(t.root());
-    let gpus = v["gpus"].as_array().unwrap();
     assert_eq!(
-        gpus.len(),
+        count(&v, "gpus"),
         1,
         "listed by the driver though sysfs has no vendor"
     );
+    let gpus = &v["gpus"];
     assert_eq!(gpus[0]["pci_address"], "0004:04:00.0");
     assert_eq!(gpus[0]["model"], "Tesla V100-SXM2-16GB");
     assert_eq!(gpus[0]["driver"], "nvidia");
@@ -352,7 +347,7 @@ fn trimmed_and_unusual_sysfs() {
         .find(|n| n["name"] == "eth1")
         .expect("not virtual");
     assert_eq!(eth1["pci_address"], "0000:00:03.0");
-    assert_eq!(names(&v, "skipped_nics", "name"), Vec::<String>::new());
+    assert_eq!(names(&v, "skipped_nics"), Vec::<&str>::new());
 
     // pin binds rank 0 to the online CPUs of the GPU's node only.
     let out = common::gputune()
@@ -370,14 +365,13 @@ fn trimmed_and_unusual_sysfs() {
 /// listing, their memory as NUMA nodes 250-255, and most CPUs offline.
 #[test]
 fn power9_node_with_gpu_memory_nodes_and_offline_cpus() {
-    let (_d, root) = common::extract("hwloc/nvidiagpunumanodes/nvidiagpunumanodes.tar.bz2");
-    let v = topo_json(&root);
-    let gpus = v["gpus"].as_array().unwrap();
+    let (_d, root, v) = snapshot("hwloc/nvidiagpunumanodes/nvidiagpunumanodes.tar.bz2");
     assert_eq!(
-        gpus.len(),
+        count(&v, "gpus"),
         6,
         "sysfs has no vendor files; the driver lists six"
     );
+    let gpus = &v["gpus"];
     assert_eq!(gpus[0]["pci_address"], "0004:05:00.0");
     assert_eq!(gpus[0]["driver"], "nvidia");
     assert_eq!(gpus[0]["memory_numa_node"], 255);
@@ -448,8 +442,7 @@ fn power9_node_with_gpu_memory_nodes_and_offline_cpus() {
 /// hwloc's capture whose PCI functions have `local_cpus` masks and no `local_cpulist`.
 #[test]
 fn local_cpus_masks_when_local_cpulist_is_absent() {
-    let (_d, root) = common::extract("hwloc/fakepcilocalities/fakepcilocalities.tar.bz2");
-    let v = topo_json(&root);
+    let (_d, _, v) = snapshot("hwloc/fakepcilocalities/fakepcilocalities.tar.bz2");
     let nics = v["nics"].as_array().unwrap();
     let nic = |name: &str| nics.iter().find(|n| n["name"] == name).unwrap();
     assert_eq!(nic("eth0")["local_cpus"], "0,4,8,12,16,20,24,28,32,36");
