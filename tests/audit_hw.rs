@@ -392,21 +392,6 @@ fn nccl_configuration_is_read_as_nccl_reads_it_and_validated() {
     expect(&f, "nccl.env.NCCL_SOCKET_IFNAME.present", "fail").has("actual", "selects no interface");
 }
 
-/// A PCI function bound to `driver`, local to CPUs 0-1 on no NUMA node, at 8 GT/s x8.
-fn device(vendor: u32, device: u32, class: u32, driver: &'static str) -> common::Pci {
-    common::Pci {
-        vendor,
-        device,
-        class,
-        numa_node: -1,
-        cpus: "0-1".into(),
-        speed: ("8.0", "8.0"),
-        width: (8, 8),
-        driver: Some(driver),
-        config: None,
-    }
-}
-
 /// A multi-homed node: 1 GbE eth0 holds the default route, 25 GbE ens1f0 is the fabric.
 fn multi_homed() -> common::Tree {
     let t = common::Tree::new();
@@ -414,7 +399,10 @@ fn multi_homed() -> common::Tree {
     t.loopback();
     for (i, name, speed, driver) in [(3u32, "eth0", 1000i64, "igb"), (4, "ens1f0", 25_000, "ice")] {
         let path = format!("/sys/devices/pci0000:00/0000:00:0{i}.0");
-        t.pci(&path, &device(0x8086, 0x1521, 0x020000, driver));
+        let nic = common::Pci::of(0x8086, 0x1521, 0x020000, driver)
+            .on(-1, "0-1")
+            .link(("8.0", "8.0"), (8, 8));
+        t.pci(&path, &nic);
         t.netdev(&path, name, speed, 9000, true, i);
     }
     t.write(
@@ -636,14 +624,10 @@ fn efa_needs_the_aws_ofi_nccl_plugin() {
     let t = common::Tree::new();
     t.numa_node(0, "0-1", Some(4_000_000));
     let efa = "/sys/devices/pci0000:00/0000:00:06.0";
-    t.pci(
-        efa,
-        &common::Pci {
-            numa_node: 0,
-            speed: ("16.0", "16.0"),
-            ..device(0x1d0f, 0xefa1, 0x020000, "efa")
-        },
-    );
+    let adapter = common::Pci::of(0x1d0f, 0xefa1, 0x020000, "efa")
+        .on(0, "0-1")
+        .link(("16.0", "16.0"), (8, 8));
+    t.pci(efa, &adapter);
     t.link("/sys/class/infiniband/efa_0/device", efa);
     for (file, text) in [
         ("state", "4: ACTIVE\n"),

@@ -207,17 +207,7 @@ fn offline_cpus_are_shown_apart_and_never_local() {
     t.write("/sys/devices/system/cpu/online", "0,2,4-20,22\n");
     t.pci(
         "/sys/devices/pci0000:00/0000:00:04.0",
-        &common::Pci {
-            vendor: 0x10de,
-            device: 0x2330,
-            class: 0x030200,
-            numa_node: 0,
-            cpus: "0-11".into(),
-            speed: ("32.0", "32.0"),
-            width: (16, 16),
-            driver: Some("nvidia"),
-            config: None,
-        },
+        &common::Pci::h100().on(0, "0-11"),
     );
     let v = topo_json(t.root());
     let nodes = v["numa_nodes"].as_array().unwrap();
