@@ -203,7 +203,7 @@ fn judge(case: &Case, open: bool, said: Said, actual: &str, tally: &Mutex<Tally>
         Said::Fail if !open => t.agree += 1,
         Said::Pass => t.wrong.push(wrong("passes (FALSE PASS)")),
         Said::Fail => t.wrong.push(wrong("fails (false fail)")),
-        Said::CannotTell => match case.unmodelled {
+        Said::CannotTell => match case.unmodelled.as_deref() {
             Some(what) if actual.to_lowercase().contains(&what.to_lowercase()) => {
                 t.cannot_tell += 1
             }
