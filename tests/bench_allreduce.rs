@@ -289,14 +289,14 @@ fn auto_says_why_it_falls_back_to_tcp() {
 /// Builds tests/fixtures/fake_libcuda.c into `dir/libcuda.so.1` with the system C compiler.
 fn fake_libcuda(dir: &std::path::Path) -> std::path::PathBuf {
     let lib = dir.join("libcuda.so.1");
-    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/fake_libcuda.c");
+    let src = fixture("fake_libcuda.c");
     let status = std::process::Command::new("cc")
         .args(["-shared", "-fPIC", "-o"])
         .arg(&lib)
-        .arg(src)
+        .arg(&src)
         .status()
         .expect("no C compiler (cc): run scripts/test, which installs gcc");
-    assert!(status.success(), "cc failed on {src}");
+    assert!(status.success(), "cc failed on {}", src.display());
     lib
 }
 

@@ -223,8 +223,7 @@ fn offline_cpus_are_shown_apart_and_never_local() {
 
 #[test]
 fn rdma_ports_from_node_exporters_infiniband_capture() {
-    let root =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/node_exporter-ib");
+    let root = common::fixture("node_exporter-ib");
     let v = topo_json(&root);
     let rdma = v["rdma_devices"].as_array().unwrap();
     assert_eq!(names(&v, "rdma_devices"), ["i40iw0", "mlx4_0"]);
