@@ -45,6 +45,38 @@ fn snapshot(archive: &str) -> (tempfile::TempDir, std::path::PathBuf, Value) {
     (dir, root, v)
 }
 
+/// The NUMA node with this id.
+fn numa_node(v: &Value, id: u64) -> &Value {
+    v["numa_nodes"]
+        .as_array()
+        .and_then(|nodes| nodes.iter().find(|n| n["id"] == id))
+        .unwrap_or_else(|| panic!("no NUMA node {id}: {v:#}"))
+}
+
+/// What a POWER9-style node shows, a trimmed tree and hwloc's capture alike: its first GPU
+/// at `gpu0`, bound to nvidia, with its memory as NUMA node 255, and node 0 with CPUs 0-15
+/// online and 16-87 offline.
+fn assert_power9(v: &Value, gpu0: &str) {
+    let gpu = &v["gpus"][0];
+    assert_eq!(gpu["pci_address"], gpu0);
+    assert_eq!(gpu["driver"], "nvidia");
+    assert_eq!(gpu["memory_numa_node"], 255);
+    assert_eq!(numa_node(v, 0)["cpus"], "0-15");
+    assert_eq!(numa_node(v, 0)["offline_cpus"], "16-87");
+    assert_eq!(numa_node(v, 255)["gpu_memory_of"], gpu0);
+}
+
+/// `gputune --root ROOT pin --local-rank RANK -v -- true`: its exit code and stderr.
+fn pin(root: &std::path::Path, rank: &str) -> (Option<i32>, String) {
+    let out = common::gputune()
+        .arg("--root")
+        .arg(root)
+        .args(["pin", "--local-rank", rank, "-v", "--", "true"])
+        .output()
+        .unwrap();
+    (out.status.code(), common::text(&out.stderr))
+}
+
 #[test]
 fn hgx_node_has_8_gpus_8_nics_2_nodes_and_gpu_nic_pairs_behind_switches() {
     let t = common::hgx(Default::default());
@@ -312,20 +344,15 @@ fn trimmed_and_unusual_sysfs() {
         1,
         "listed by the driver though sysfs has no vendor"
     );
+    assert_power9(&v, "0004:04:00.0");
     let gpus = &v["gpus"];
-    assert_eq!(gpus[0]["pci_address"], "0004:04:00.0");
     assert_eq!(gpus[0]["model"], "Tesla V100-SXM2-16GB");
-    assert_eq!(gpus[0]["driver"], "nvidia");
     assert_eq!(
         gpus[0]["local_cpus"], "0-15",
         "offline CPUs are never local"
     );
-    assert_eq!(gpus[0]["memory_numa_node"], 255);
-    let nodes = v["numa_nodes"].as_array().unwrap();
-    assert_eq!(nodes[0]["cpus"], "0-15");
-    assert_eq!(nodes[0]["offline_cpus"], "16-87");
-    assert_eq!(nodes[1]["id"], 255);
-    assert_eq!(nodes[1]["gpu_memory_of"], "0004:04:00.0");
+    let nodes = &v["numa_nodes"];
+    assert_eq!((&nodes[0]["id"], &nodes[1]["id"]), (&0.into(), &255.into()));
     let nics = v["nics"].as_array().unwrap();
     let ens9 = nics.iter().find(|n| n["name"] == "ens9").unwrap();
     assert_eq!(ens9["pci_address"], "10000:e1:00.0");
@@ -339,13 +366,7 @@ fn trimmed_and_unusual_sysfs() {
     assert_eq!(names(&v, "skipped_nics"), Vec::<&str>::new());
 
     // pin binds rank 0 to the online CPUs of the GPU's node only.
-    let out = common::gputune()
-        .arg("--root")
-        .arg(t.root())
-        .args(["pin", "--local-rank", "0", "-v", "--", "true"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (_, err) = pin(t.root(), "0");
     assert!(err.contains("0-15"), "{err}");
     assert!(!err.contains("0-87"), "{err}");
 }
@@ -360,37 +381,20 @@ fn power9_node_with_gpu_memory_nodes_and_offline_cpus() {
         6,
         "sysfs has no vendor files; the driver lists six"
     );
-    let gpus = &v["gpus"];
-    assert_eq!(gpus[0]["pci_address"], "0004:05:00.0");
-    assert_eq!(gpus[0]["driver"], "nvidia");
-    assert_eq!(gpus[0]["memory_numa_node"], 255);
-    assert_eq!(gpus[5]["memory_numa_node"], 250);
-    let nodes = v["numa_nodes"].as_array().unwrap();
-    let node = |id: u64| nodes.iter().find(|n| n["id"] == id).unwrap();
-    assert_eq!(node(0)["cpus"], "0-15");
-    assert_eq!(node(0)["offline_cpus"], "16-87");
-    assert_eq!(node(8)["cpus"], "88-103");
-    assert_eq!(node(255)["gpu_memory_of"], "0004:05:00.0");
-    assert_eq!(node(250)["gpu_memory_of"], "0035:05:00.0");
-    assert_eq!(node(250)["cpus"], "");
+    assert_power9(&v, "0004:05:00.0");
+    assert_eq!(v["gpus"][5]["memory_numa_node"], 250);
+    assert_eq!(numa_node(&v, 8)["cpus"], "88-103");
+    assert_eq!(numa_node(&v, 250)["gpu_memory_of"], "0035:05:00.0");
+    assert_eq!(numa_node(&v, 250)["cpus"], "");
 
     let out = common::gputune()
         .arg("--root")
         .arg(&root)
-        .args([
-            "audit",
-            "--profile",
-            "base",
-            "--only",
-            "gpu,numa",
-            "--format",
-            "json",
-        ])
+        .args("audit --profile base --only gpu,numa --format json".split_whitespace())
         .output()
         .unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let f = v["findings"].as_array().unwrap();
-    let get = |id: &str| f.iter().find(|x| x["id"] == id).unwrap();
+    let doc = common::stdout_json(&out);
+    let get = |id: &str| common::finding(&doc, id);
     assert_eq!(get("gpu.count")["actual"], "6");
     let nodes = get("numa.nodes")["message"].as_str().unwrap().to_string();
     assert!(
@@ -410,21 +414,11 @@ fn power9_node_with_gpu_memory_nodes_and_offline_cpus() {
 
     // pin binds to the node's online CPUs only (0-15 of 0-87; 88-103 of 88-175), never
     // the offline ones. GPU4's CPUs do not exist on this machine, so binding is refused.
-    let pin = |rank: &str| {
-        common::gputune()
-            .arg("--root")
-            .arg(&root)
-            .args(["pin", "--local-rank", rank, "-v", "--", "true"])
-            .output()
-            .unwrap()
-    };
-    let out = pin("0");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    let (code, err) = pin(&root, "0");
+    assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("CPUs 0-15") && err.contains("node 0"), "{err}");
-    let out = pin("4");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{err}");
+    let (code, err) = pin(&root, "4");
+    assert_eq!(code, Some(3), "{err}");
     assert!(err.contains("CPUs 88-103 of NUMA node 8"), "{err}");
 }
 
