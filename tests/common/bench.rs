@@ -35,9 +35,8 @@ pub fn free_port() -> u16 {
     }
 }
 
-/// A rank as torchrun --no-python would start it: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
-/// and nothing else of a launcher's.
-/// `args` are words split at spaces.
+/// A rank as torchrun --no-python would start it, with the words of `args`: RANK,
+/// WORLD_SIZE, MASTER_ADDR, MASTER_PORT and nothing else of a launcher's.
 pub fn torchrun_rank(rank: usize, world: usize, port: u16, args: &str) -> Command {
     let mut c = Command::new(bin());
     c.args(["bench", "allreduce", "--backend", "tcp"])
@@ -251,13 +250,6 @@ pub fn frame(json: &serde_json::Value) -> Vec<u8> {
     out.extend_from_slice(&(body.len() as u32).to_be_bytes());
     out.extend_from_slice(body.as_bytes());
     out
-}
-
-/// The real libnccl.so.2 that scripts/test installs; a clear failure without it.
-pub fn real_nccl() -> String {
-    std::env::var("GPUTUNE_TEST_NCCL_LIB").expect(
-        "GPUTUNE_TEST_NCCL_LIB is not set: run scripts/test, which installs the real libnccl.so.2",
-    )
 }
 
 /// Tests that halt one of three busy ranks mid-run and expect the others to stop, one line

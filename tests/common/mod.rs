@@ -194,6 +194,13 @@ impl Checked<'_> {
     }
 }
 
+/// The real libnccl.so.2 that scripts/test installs; a clear failure without it.
+pub fn real_nccl() -> String {
+    std::env::var("GPUTUNE_TEST_NCCL_LIB").expect(
+        "GPUTUNE_TEST_NCCL_LIB is not set: run scripts/test, which installs the real libnccl.so.2",
+    )
+}
+
 /// Asserts this machine lets the test make namespaces (root) and has every tool in `tools`
 /// on the system PATH: scripts/test installs them.
 pub fn require(tools: &[&str]) {
