@@ -12,7 +12,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
+use assert_cmd::assert::Assert;
 use predicates::prelude::*;
+
+use crate::common::{Namespaces, assert_success, fixture, require, text};
 
 /// The namespace sysctls the test profiles judge, and whose bytes must come back.
 const KEYS: &[&str] = &[
@@ -24,53 +27,34 @@ const KEYS: &[&str] = &[
     "net/ipv4/ip_local_port_range",
 ];
 
-const NETWORK_PROFILE: &str = r#"
-description = "end-to-end test: namespaced network sysctls only"
-[network]
-"net.core.somaxconn" = { min = 8192 }
-"net.ipv4.tcp_rmem.max" = { min = 16777216 }
-"net.ipv4.tcp_wmem.max" = { min = 16777216 }
-"net.ipv4.tcp_fin_timeout" = { max = 20 }
-"net.ipv4.tcp_slow_start_after_idle" = { equals = 0 }
-"#;
+const THP: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
+const JOURNAL: &str = "/var/lib/gputune/journal.json";
+const CONF: &str = "/etc/sysctl.d/90-gputune.conf";
 
-fn require(tool: &str) {
-    let found = StdCommand::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        found,
-        "`{tool}` is missing: run scripts/test, which installs what these tests need"
-    );
+/// A test profile under tests/fixtures/profiles.
+fn profile(name: &str) -> String {
+    fs::read_to_string(fixture("profiles").join(format!("{name}.toml"))).unwrap()
 }
 
-fn binary() -> PathBuf {
-    PathBuf::from(crate::common::bin())
-}
-
-/// A named network namespace, deleted when dropped.
+/// A named network namespace (deleted when dropped) and commands run inside it.
 struct Netns {
     name: String,
+    _ns: Namespaces,
 }
 
 impl Netns {
     fn new() -> Netns {
         static COUNT: AtomicUsize = AtomicUsize::new(0);
-        require("ip");
-        require("nsenter");
+        require(&["ip", "nsenter"]);
         let name = format!(
             "gputune-test-{}-{}",
             std::process::id(),
             COUNT.fetch_add(1, Ordering::SeqCst)
         );
-        let ok = StdCommand::new("ip")
-            .args(["netns", "add", &name])
-            .status()
-            .unwrap();
-        assert!(ok.success(), "ip netns add {name} failed (tests need root)");
-        Netns { name }
+        Netns {
+            _ns: Namespaces::add(vec![name.clone()]),
+            name,
+        }
     }
 
     fn command(&self, program: &Path) -> StdCommand {
@@ -88,11 +72,7 @@ impl Netns {
             .arg(format!("/proc/sys/{key}"))
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "cat {key}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "cat {key}: {}", text(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     }
 
@@ -101,22 +81,17 @@ impl Netns {
     }
 }
 
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = StdCommand::new("ip")
-            .args(["netns", "delete", &self.name])
-            .status();
-    }
-}
-
-/// A root for one test, and the namespace its gputune runs in.
+/// A root for one test, the namespace its gputune runs in, and that namespace's judged
+/// sysctls as they were before the test.
 struct Node {
     dir: tempfile::TempDir,
     ns: Netns,
+    start: Vec<String>,
 }
 
 impl Node {
-    fn new(profile: &str) -> Node {
+    /// A node judged by the test profile `name` (under tests/fixtures/profiles).
+    fn new(name: &str) -> Node {
         let dir = tempfile::tempdir().unwrap();
         fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
         // The live /proc is bind-mounted at DIR/proc for each command (see `gputune_std`):
@@ -130,10 +105,12 @@ impl Node {
         ] {
             fs::create_dir_all(dir.path().join(sub)).unwrap();
         }
-        fs::write(dir.path().join("profile.toml"), profile).unwrap();
+        fs::write(dir.path().join("profile.toml"), profile(name)).unwrap();
+        let ns = Netns::new();
         Node {
             dir,
-            ns: Netns::new(),
+            start: ns.sysctls(),
+            ns,
         }
     }
 
@@ -142,30 +119,50 @@ impl Node {
     }
 
     /// `gputune ARGS --root DIR [--profile FILE]` inside the namespace.
-    fn gputune(&self, args: &[&str]) -> Command {
+    fn gputune(&self, args: &str) -> Command {
         Command::from_std(self.gputune_std(args))
     }
 
-    fn gputune_std(&self, args: &[&str]) -> StdCommand {
-        // In a mount namespace of its own, so the bind mount of the namespace's /proc at
-        // DIR/proc ends with the command.
+    /// Runs `gputune ARGS` in the node: it must succeed and print each of `says`.
+    fn ok(&self, args: &str, says: &[&str]) {
+        let mut assert = self.gputune(args).assert().success();
+        for needle in says {
+            assert = assert.stdout(predicate::str::contains(*needle));
+        }
+    }
+
+    /// Runs `gputune ARGS` in the node: it must exit `code` and say each of `says` on
+    /// stderr.
+    fn refused(&self, args: &str, code: i32, says: &[&str]) -> Assert {
+        let mut assert = self.gputune(args).assert().code(code);
+        for needle in says {
+            assert = assert.stderr(predicate::str::contains(*needle));
+        }
+        assert
+    }
+
+    /// Bind-mounts the namespace's /proc at DIR/proc in a mount namespace of its own (so
+    /// the mount ends with the command), then runs `prefix...` and gputune with `args`.
+    fn in_node(&self, prefix: &[&str], args: &str) -> StdCommand {
         let mut cmd = self.ns.command(Path::new("unshare"));
-        cmd.args([
-            "--mount",
-            "--propagation",
-            "private",
-            "--",
-            "sh",
-            "-c",
-            "mount --bind /proc \"$0/proc\" && exec \"$@\"",
-        ])
-        .arg(self.dir.path())
-        .arg(binary());
-        cmd.args(args).arg("--root").arg(self.dir.path());
-        if matches!(args.first(), Some(&"apply") | Some(&"audit")) {
+        cmd.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+            .arg("mount --bind /proc \"$0/proc\" && exec \"$@\"")
+            .arg(self.dir.path())
+            .args(prefix)
+            .arg(crate::common::bin())
+            .args(args.split_whitespace())
+            .arg("--root")
+            .arg(self.dir.path());
+        cmd
+    }
+
+    fn gputune_std(&self, args: &str) -> StdCommand {
+        let mut cmd = self.in_node(&[], args);
+        let command = args.split_whitespace().next();
+        if matches!(command, Some("apply") | Some("audit")) {
             cmd.arg("--profile").arg(self.path("/profile.toml"));
         }
-        if args.first() == Some(&"apply") {
+        if command == Some("apply") {
             // The namespace's /proc is bind-mounted on purpose: live writes are the point.
             cmd.arg("--live");
         }
@@ -194,36 +191,44 @@ impl Node {
     }
 
     fn journal(&self) -> Option<serde_json::Value> {
-        fs::read_to_string(self.path("/var/lib/gputune/journal.json"))
+        fs::read_to_string(self.path(JOURNAL))
             .ok()
             .map(|t| serde_json::from_str(&t).unwrap())
+    }
+
+    /// Every judged sysctl is byte for byte as it was before the test.
+    fn assert_restored(&self) {
+        assert_eq!(
+            self.ns.sysctls(),
+            self.start,
+            "every value byte for byte as before"
+        );
     }
 }
 
 #[test]
 fn apply_verifies_persists_is_idempotent_and_rolls_back_byte_for_byte() {
-    let node = Node::new(NETWORK_PROFILE);
-    let start = node.ns.sysctls();
+    let node = Node::new("netns-network");
     assert_eq!(
-        start[0], "4096\n",
+        node.start[0], "4096\n",
         "a fresh namespace has the default somaxconn"
     );
 
-    node.gputune(&["apply", "--yes"])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("plan for profile"))
-        .stdout(predicate::str::contains(
+    node.ok(
+        "apply --yes",
+        &[
+            "plan for profile",
             "  net.core.somaxconn: 4096 -> 8192\n",
-        ))
-        .stdout(predicate::str::contains("applied and verified"));
+            "applied and verified",
+        ],
+    );
     assert_eq!(node.ns.sysctl("net/core/somaxconn"), "8192\n");
     assert_eq!(
         node.ns.sysctl("net/ipv4/tcp_wmem"),
         "4096\t16384\t16777216\n"
     );
     assert_eq!(node.ns.sysctl("net/ipv4/tcp_fin_timeout"), "20\n");
-    let conf = fs::read_to_string(node.path("/etc/sysctl.d/90-gputune.conf")).unwrap();
+    let conf = fs::read_to_string(node.path(CONF)).unwrap();
     assert!(conf.starts_with("# Written by gputune"));
     assert!(
         conf.contains("net.ipv4.tcp_wmem = 4096 16384 16777216\n"),
@@ -232,59 +237,41 @@ fn apply_verifies_persists_is_idempotent_and_rolls_back_byte_for_byte() {
     assert_eq!(node.journal().unwrap()["phase"], "applied");
 
     // The node now passes, live and at boot.
-    node.gputune(&["audit"]).assert().success();
-    node.gputune(&["audit", "--persisted"]).assert().success();
+    node.ok("audit", &[]);
+    node.ok("audit --persisted", &[]);
 
     // A second apply plans nothing and writes nothing.
-    let journal_before = fs::read(node.path("/var/lib/gputune/journal.json")).unwrap();
+    let journal_before = fs::read(node.path(JOURNAL)).unwrap();
     let etc_before = node.etc();
-    node.gputune(&["apply", "--yes"])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("nothing to change"));
-    assert_eq!(
-        fs::read(node.path("/var/lib/gputune/journal.json")).unwrap(),
-        journal_before
-    );
+    node.ok("apply --yes", &["nothing to change"]);
+    assert_eq!(fs::read(node.path(JOURNAL)).unwrap(), journal_before);
     assert_eq!(node.etc(), etc_before);
 
-    node.gputune(&["rollback"])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains(
+    node.ok(
+        "rollback",
+        &[
             "restored /proc/sys/net/core/somaxconn: 8192 -> 4096",
-        ))
-        .stdout(predicate::str::contains(
             "restored /etc/sysctl.d/90-gputune.conf",
-        ));
-    assert_eq!(
-        node.ns.sysctls(),
-        start,
-        "every value byte for byte as before"
+        ],
     );
-    assert!(!node.path("/etc/sysctl.d/90-gputune.conf").exists());
+    node.assert_restored();
+    assert!(!node.path(CONF).exists());
     assert_eq!(node.journal().unwrap()["phase"], "rolled_back");
-    node.gputune(&["rollback"])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("nothing to roll back"));
+    node.ok("rollback", &["nothing to roll back"]);
 }
 
 #[test]
 fn dry_run_and_no_persist() {
-    let node = Node::new(NETWORK_PROFILE);
-    let start = node.ns.sysctls();
-    node.gputune(&["apply", "--dry-run"])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains(
+    let node = Node::new("netns-network");
+    node.ok(
+        "apply --dry-run",
+        &[
             "  net.ipv4.tcp_fin_timeout: 60 -> 20\n",
-        ))
-        .stdout(predicate::str::contains(
             "  persist in /etc/sysctl.d/90-gputune.conf: (absent) -> ",
-        ))
-        .stdout(predicate::str::contains("dry run: nothing was changed"));
-    assert_eq!(node.ns.sysctls(), start);
+            "dry run: nothing was changed",
+        ],
+    );
+    node.assert_restored();
     assert_eq!(node.etc(), vec![]);
     assert!(node.journal().is_none());
     assert!(
@@ -292,108 +279,76 @@ fn dry_run_and_no_persist() {
         "a dry run takes no lock"
     );
 
-    node.gputune(&["apply", "--yes", "--no-persist"])
-        .assert()
-        .success();
+    node.ok("apply --yes --no-persist", &[]);
     assert_eq!(node.ns.sysctl("net/core/somaxconn"), "8192\n");
     assert_eq!(
         node.etc(),
         vec![],
         "--no-persist writes no configuration file"
     );
-    node.gputune(&["audit"])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("no sysctl.d file sets"));
-    node.gputune(&["rollback"]).assert().success();
-    assert_eq!(node.ns.sysctls(), start);
+    node.ok("audit", &["no sysctl.d file sets"]);
+    node.ok("rollback", &[]);
+    node.assert_restored();
 }
 
 #[test]
 fn only_limits_the_areas() {
-    let node = Node::new(NETWORK_PROFILE);
-    node.gputune(&["apply", "--yes", "--only", "memory"])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("nothing to change"));
+    let node = Node::new("netns-network");
+    node.ok("apply --yes --only memory", &["nothing to change"]);
     assert_eq!(node.ns.sysctl("net/core/somaxconn"), "4096\n");
 }
 
 #[test]
 fn without_yes_a_script_is_refused_and_nothing_changes() {
-    let node = Node::new(NETWORK_PROFILE);
-    let start = node.ns.sysctls();
-    node.gputune(&["apply"])
+    let node = Node::new("netns-network");
+    node.gputune("apply")
         .write_stdin("y\n")
         .assert()
         .code(2)
         .stderr(predicate::str::contains("pass --yes"));
-    assert_eq!(node.ns.sysctls(), start);
+    node.assert_restored();
     assert!(node.journal().is_none());
 }
 
 #[test]
 fn not_root_is_refused_before_anything_is_touched() {
-    require("setpriv");
-    let node = Node::new(NETWORK_PROFILE);
+    require(&["setpriv"]);
+    let node = Node::new("netns-network");
     // The same live tree as the other tests (its /proc bind-mounted), run as nobody.
-    let as_nobody = |args: &[&str]| {
-        let mut cmd = node.ns.command(Path::new("unshare"));
-        cmd.args([
-            "--mount",
-            "--propagation",
-            "private",
-            "--",
-            "sh",
-            "-c",
-            "mount --bind /proc \"$0/proc\" && exec \"$@\"",
-        ])
-        .arg(node.dir.path())
-        .args([
-            "setpriv",
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--",
-        ])
-        .arg(binary())
-        .args(args)
-        .arg("--root")
-        .arg(node.dir.path());
-        Command::from_std(cmd)
-    };
+    let nobody = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--",
+    ];
+    let as_nobody = |args: &str| Command::from_std(node.in_node(&nobody, args));
     let profile = node.path("/profile.toml");
-    let profile = profile.to_str().unwrap();
-    as_nobody(&["apply", "--yes", "--live", "--profile", profile])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("run it as root"));
+    as_nobody(&format!(
+        "apply --yes --live --profile {}",
+        profile.display()
+    ))
+    .assert()
+    .code(3)
+    .stderr(predicate::str::contains("run it as root"));
     assert!(!node.path("/run/gputune.lock").exists());
     assert!(node.journal().is_none());
-    as_nobody(&["rollback"]).assert().code(3);
+    as_nobody("rollback").assert().code(3);
 }
 
 #[test]
 fn a_value_the_kernel_rejects_restores_every_earlier_change() {
-    // low above high: the kernel refuses the port range with EINVAL, after somaxconn
-    // (planned first) was already written.
-    let profile = r#"
-description = "end-to-end test: a change the kernel rejects"
-[network]
-"net.core.somaxconn" = { min = 8192 }
-"net.ipv4.ip_local_port_range.low" = { min = 61000 }
-"net.ipv4.ip_local_port_range.high" = { max = 60000 }
-"net.ipv4.tcp_fin_timeout" = { max = 20 }
-"#;
-    let node = Node::new(profile);
-    let start = node.ns.sysctls();
-    node.gputune(&["apply", "--yes"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("apply failed at change 2 of 4"))
-        .stderr(predicate::str::contains("ip_local_port_range"))
-        .stderr(predicate::str::contains("the node is as it started"));
-    assert_eq!(node.ns.sysctls(), start, "byte for byte as before");
+    let node = Node::new("netns-rejected");
+    node.refused(
+        "apply --yes",
+        3,
+        &[
+            "apply failed at change 2 of 4",
+            "ip_local_port_range",
+            "the node is as it started",
+        ],
+    );
+    node.assert_restored();
     assert_eq!(node.etc(), vec![]);
     assert!(
         node.journal().is_none(),
@@ -403,11 +358,8 @@ description = "end-to-end test: a change the kernel rejects"
 
 #[test]
 fn a_broken_profile_is_a_usage_error() {
-    let node = Node::new("[network]\n\"net.core.nonsense\" = { min = 1 }\n");
-    node.gputune(&["apply", "--yes"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("profile.toml"));
+    let node = Node::new("broken-key");
+    node.refused("apply --yes", 2, &["profile.toml"]);
 }
 
 /// Waits until `pid` is stopped (apply stops itself before the target named in
@@ -421,17 +373,6 @@ fn wait_stopped(pid: u32) {
     });
 }
 
-const BLOCKING_PROFILE: &str = r#"
-description = "end-to-end test: network sysctls, then a knob apply stops before"
-[network]
-"net.core.somaxconn" = { min = 8192 }
-"net.ipv4.tcp_fin_timeout" = { max = 20 }
-[memory]
-"transparent_hugepage.enabled" = { one_of = ["madvise"] }
-"#;
-
-const THP: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
-
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
     while !done() {
@@ -443,102 +384,79 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-#[test]
-fn a_kill_during_apply_leaves_a_journal_rollback_restores_from() {
-    let node = Node::new(BLOCKING_PROFILE);
-    let start = node.ns.sysctls();
+/// A node of the blocking profile whose THP knob says `always`, and an `apply --yes`
+/// started there and stopped before that knob, its output going to `output`.
+fn stopped_apply(output: fn() -> Stdio) -> (Node, std::process::Child) {
+    let node = Node::new("netns-blocking");
     fs::write(node.path(THP), "[always] madvise never\n").unwrap();
-    let mut apply = node
-        .gputune_std(&["apply", "--yes"])
+    let apply = node
+        .gputune_std("apply --yes")
         .env("GPUTUNE_TEST_STOP_BEFORE", THP)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(output())
+        .stderr(output())
         .spawn()
         .unwrap();
     // The two sysctls come first in the plan; apply then stops before the knob.
     wait_stopped(apply.id());
+    (node, apply)
+}
+
+#[test]
+fn a_kill_during_apply_leaves_a_journal_rollback_restores_from() {
+    let (node, mut apply) = stopped_apply(Stdio::null);
     assert_eq!(node.ns.sysctl("net/core/somaxconn"), "8192\n");
     assert_eq!(node.ns.sysctl("net/ipv4/tcp_fin_timeout"), "20\n");
     apply.kill().unwrap(); // SIGKILL
     apply.wait().unwrap();
     assert_eq!(node.journal().unwrap()["phase"], "applying");
 
-    node.gputune(&["apply", "--yes"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("run `gputune rollback` first"));
-    node.gputune(&["rollback"])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains(
+    node.refused("apply --yes", 3, &["run `gputune rollback` first"]);
+    node.ok(
+        "rollback",
+        &[
             "restored /proc/sys/net/core/somaxconn: 8192 -> 4096",
-        ))
-        .stdout(predicate::str::contains(
             "unchanged /etc/sysctl.d/90-gputune.conf",
-        ));
-    assert_eq!(
-        node.ns.sysctls(),
-        start,
-        "every value byte for byte as before"
+        ],
     );
+    node.assert_restored();
     assert_eq!(node.etc(), vec![]);
 }
 
 #[test]
 fn two_applies_never_interleave() {
-    let node = Node::new(BLOCKING_PROFILE);
-    let start = node.ns.sysctls();
-    fs::write(node.path(THP), "[always] madvise never\n").unwrap();
-    let first = node
-        .gputune_std(&["apply", "--yes"])
-        .env("GPUTUNE_TEST_STOP_BEFORE", THP)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_stopped(first.id());
+    let (node, first) = stopped_apply(Stdio::piped);
     assert_eq!(node.ns.sysctl("net/ipv4/tcp_fin_timeout"), "20\n");
-    let journal = fs::read(node.path("/var/lib/gputune/journal.json")).unwrap();
+    let journal = fs::read(node.path(JOURNAL)).unwrap();
 
     // The second waits for the lock, gives up with exit 3 and writes nothing.
     let waited = Instant::now();
-    node.gputune(&["apply", "--yes"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("gputune.lock"));
+    node.refused("apply --yes", 3, &["gputune.lock"]);
     assert!(
         waited.elapsed() >= Duration::from_secs(4),
         "it waited for the lock first"
     );
-    assert_eq!(
-        fs::read(node.path("/var/lib/gputune/journal.json")).unwrap(),
-        journal
-    );
-    node.gputune(&["rollback"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("gputune.lock"));
+    assert_eq!(fs::read(node.path(JOURNAL)).unwrap(), journal);
+    node.refused("rollback", 3, &["gputune.lock"]);
 
     // Let the first finish.
-    // SAFETY: kill sends SIGCONT to the child this test spawned.
-    assert_eq!(unsafe { libc::kill(first.id() as i32, libc::SIGCONT) }, 0);
+    let pid = nix::unistd::Pid::from_raw(first.id() as i32);
+    assert!(nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).is_ok());
     let out = first.wait_with_output().unwrap();
-    crate::common::assert_success(&out);
+    assert_success(&out);
     assert_eq!(node.journal().unwrap()["phase"], "applied");
-    assert!(node.path("/etc/sysctl.d/90-gputune.conf").exists());
+    assert!(node.path(CONF).exists());
     assert_eq!(fs::read_to_string(node.path(THP)).unwrap(), "madvise");
 
-    node.gputune(&["rollback"]).assert().success();
-    assert_eq!(node.ns.sysctls(), start);
+    node.ok("rollback", &[]);
+    node.assert_restored();
     assert_eq!(fs::read_to_string(node.path(THP)).unwrap(), "always");
 }
 
 #[test]
 fn two_applies_started_together_run_one_after_the_other() {
-    let node = Node::new(NETWORK_PROFILE);
-    let start = node.ns.sysctls();
+    let node = Node::new("netns-network");
     let spawn = || {
-        node.gputune_std(&["apply", "--yes"])
+        node.gputune_std("apply --yes")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -547,32 +465,20 @@ fn two_applies_started_together_run_one_after_the_other() {
     let (a, b) = (spawn(), spawn());
     let outputs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
     for out in &outputs {
-        crate::common::assert_success(out);
+        assert_success(out);
     }
-    let stdouts: Vec<String> = outputs
-        .iter()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .collect();
+    let stdouts: Vec<String> = outputs.iter().map(|o| text(&o.stdout)).collect();
     // Had they interleaved, both would have planned the changes and the journal would
     // record the first one's new values as the second one's "before".
-    assert_eq!(
-        stdouts
-            .iter()
-            .filter(|s| s.contains("applied and verified"))
-            .count(),
-        1,
-        "{stdouts:?}"
-    );
-    assert_eq!(
-        stdouts
-            .iter()
-            .filter(|s| s.contains("nothing to change"))
-            .count(),
-        1,
-        "{stdouts:?}"
-    );
+    for said in ["applied and verified", "nothing to change"] {
+        assert_eq!(
+            stdouts.iter().filter(|s| s.contains(said)).count(),
+            1,
+            "{said}: {stdouts:?}"
+        );
+    }
     let journal = node.journal().unwrap();
     assert_eq!(journal["profiles"].as_array().unwrap().len(), 1);
-    node.gputune(&["rollback"]).assert().success();
-    assert_eq!(node.ns.sysctls(), start);
+    node.ok("rollback", &[]);
+    node.assert_restored();
 }

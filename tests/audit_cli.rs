@@ -2,7 +2,7 @@
 
 use crate::common;
 
-use common::{audit_json, finding, fixture, gputune};
+use common::{assert_exit, audit_json, finding, fixture, gputune, gputune_words, temp_file};
 use predicates::prelude::*;
 
 const KERNEL_AREAS: &str = "network,memory";
@@ -271,9 +271,10 @@ fn is_sample_line(line: &str) -> bool {
 
 #[test]
 fn strict_makes_warnings_fail() {
-    let dir = tempfile::tempdir().unwrap();
-    let profile = dir.path().join("picky.toml");
-    std::fs::write(&profile, "include = [\"ddp-10gbe\"]\n[memory]\n\"vm.swappiness\" = { max = 1, severity = \"warn\" }\n").unwrap();
+    let (_dir, profile) = temp_file(
+        "picky.toml",
+        "include = [\"ddp-10gbe\"]\n[memory]\n\"vm.swappiness\" = { max = 1, severity = \"warn\" }\n",
+    );
     let run = |strict: bool| {
         let mut cmd = gputune();
         cmd.args([
@@ -310,13 +311,10 @@ fn only_limits_the_areas() {
 
 #[test]
 fn a_bad_profile_exits_2_naming_file_line_and_key() {
-    let dir = tempfile::tempdir().unwrap();
-    let profile = dir.path().join("typo.toml");
-    std::fs::write(
-        &profile,
+    let (_dir, profile) = temp_file(
+        "typo.toml",
         "include = [\"base\"]\n\n[network]\n\"net.core.rmem_mx\" = { min = 1 }\n",
-    )
-    .unwrap();
+    );
     gputune()
         .args(["audit", "--profile"])
         .arg(&profile)
@@ -333,29 +331,25 @@ fn a_bad_profile_exits_2_naming_file_line_and_key() {
 
 #[test]
 fn usage_errors_exit_2() {
-    gputune()
-        .args(["audit", "--only", "disks"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("disks"));
-    gputune()
-        .args(["audit", "--format", "yaml"])
-        .assert()
-        .code(2);
-    gputune()
-        .args(["audit", "--profile", "no-such-profile"])
-        .arg("--root")
+    for (args, code, says) in [
+        ("audit --only disks", 2, "disks"),
+        ("audit --format yaml", 2, ""),
+        (
+            "audit --root /nonexistent/root",
+            3,
+            "--root /nonexistent/root",
+        ),
+    ] {
+        let out = gputune_words(args).output().unwrap();
+        let stderr = common::text(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args}: {stderr}");
+        assert!(stderr.contains(says), "{args}: {stderr}");
+    }
+    let unknown = gputune_words("audit --profile no-such-profile --root")
         .arg(fixture("tuned-node"))
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains(
-            "no profile named `no-such-profile`",
-        ));
-    gputune()
-        .args(["audit", "--root", "/nonexistent/root"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("--root /nonexistent/root"));
+        .output()
+        .unwrap();
+    assert_exit(&unknown, 2, "no profile named `no-such-profile`");
 }
 
 #[test]

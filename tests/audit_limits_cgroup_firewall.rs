@@ -1,13 +1,9 @@
 //! The limits, cgroup and firewall checks through the built binary on a fixture node: every
 //! check appears under `--only` in all four report formats.
 
-use std::path::PathBuf;
-
 use serde_json::Value;
 
-fn node() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/node")
-}
+use crate::common::{fixture, text};
 
 const IDS: &[(&str, &str, &str)] = &[
     ("limits", "ulimit.memlock", "skip"),
@@ -39,13 +35,10 @@ fn audit(format: &str) -> (Option<i32>, String) {
             "limits,cgroup,firewall",
         ])
         .args(["--format", format, "--root"])
-        .arg(node())
+        .arg(fixture("node"))
         .output()
         .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
+    (out.status.code(), text(&out.stdout))
 }
 
 #[test]

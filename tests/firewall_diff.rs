@@ -11,7 +11,6 @@
 mod generator;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -19,6 +18,8 @@ use std::time::{Duration, Instant};
 
 use generator::{Case, Load};
 use serde_json::Value;
+
+use crate::common::{End, SYSTEM_PATH as PATH, VethPair, in_netns, require};
 
 /// Random compositions on top of the hand-written shapes.
 const RANDOM_CASES: u64 = 130;
@@ -28,9 +29,7 @@ const WORKERS: usize = 4;
 /// first SYN retransmission (1 s), so a SYN lost while the fresh veth comes up is retried.
 const CONNECT_LIMIT: Duration = Duration::from_millis(1300);
 
-const PATH: &str = "/usr/sbin:/usr/bin:/sbin:/bin";
-
-fn sh(script: &str, stdin: Option<&str>) -> Result<String, String> {
+fn sh(script: &str, stdin: &str) -> Result<String, String> {
     use std::io::Write;
     let mut child = Command::new("sh")
         .args(["-c", script])
@@ -42,7 +41,7 @@ fn sh(script: &str, stdin: Option<&str>) -> Result<String, String> {
         .map_err(|e| format!("sh: {e}"))?;
     if let Some(mut input) = child.stdin.take() {
         input
-            .write_all(stdin.unwrap_or_default().as_bytes())
+            .write_all(stdin.as_bytes())
             .map_err(|e| format!("writing to `{script}`: {e}"))?;
     }
     let out = child
@@ -52,69 +51,42 @@ fn sh(script: &str, stdin: Option<&str>) -> Result<String, String> {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
         Err(format!(
-            "`{script}` failed: {}{}",
+            "`{script}` failed: {}\ninput:\n{stdin}",
             String::from_utf8_lossy(&out.stderr),
-            stdin.map(|s| format!("\ninput:\n{s}")).unwrap_or_default()
         ))
     }
 }
 
-fn require_tools() {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let missing: Vec<&str> = [
-        "ip",
-        "nft",
-        "iptables-legacy-restore",
-        "iptables-nft-restore",
-        "ipset",
-    ]
-    .into_iter()
-    .filter(|t| sh(&format!("command -v {t}"), None).is_err())
-    .collect();
-    assert!(
-        root && missing.is_empty(),
-        "the differential firewall test needs root and {missing:?}: run scripts/test"
-    );
-}
-
 /// A server and a client namespace joined by a veth pair, made afresh for each case (so no
 /// rule, set or conntrack entry of one case is seen by the next) and removed on drop.
-struct Pair {
-    server: String,
-    client: String,
-}
+struct Pair(VethPair);
 
 const SERVER_ADDR: &str = "10.77.0.1";
 
 impl Pair {
     fn new(slot: usize) -> Pair {
         let id = std::process::id();
-        let pair = Pair {
-            server: format!("gtfw{id}s{slot}"),
-            client: format!("gtfw{id}c{slot}"),
-        };
-        let (s, c) = (&pair.server, &pair.client);
-        sh(
-            &format!(
-                "ip netns del {s} 2>/dev/null; ip netns del {c} 2>/dev/null; \
-                 ip netns add {s} && ip netns add {c} && \
-                 ip link add {dev} netns {s} type veth peer name v1 netns {c} && \
-                 ip -n {s} addr add {SERVER_ADDR}/24 dev {dev} && ip -n {s} link set {dev} up && \
-                 ip -n {s} link set lo up && \
-                 ip -n {c} addr add {peer}/24 dev v1 && ip -n {c} link set v1 up",
-                dev = generator::DEV,
-                peer = generator::PEER
-            ),
-            None,
-        )
-        .unwrap();
-        pair
+        Pair(VethPair::new(
+            format!("gtfw{id}s{slot}"),
+            format!("gtfw{id}c{slot}"),
+            End {
+                dev: generator::DEV,
+                addr: SERVER_ADDR,
+            },
+            End {
+                dev: "v1",
+                addr: generator::PEER,
+            },
+        ))
+    }
+
+    fn server(&self) -> &str {
+        &self.0.a
     }
 
     /// Loads a case's rules in the server namespace.
     fn load(&self, loads: &[Load]) -> Result<(), String> {
-        let s = &self.server;
+        let s = self.server();
         for load in loads {
             let (cmd, text) = match load {
                 Load::Nft(t) => ("nft -f -", t),
@@ -122,49 +94,25 @@ impl Pair {
                 Load::IptNft(t) => ("iptables-nft-restore --noflush", t),
                 Load::Ipset(t) => ("ipset restore", t),
             };
-            sh(&format!("ip netns exec {s} {cmd}"), Some(text))?;
+            sh(&format!("ip netns exec {s} {cmd}"), text)?;
         }
         Ok(())
     }
 
-    /// Runs `f` on a thread inside namespace `name`: sockets made there stay there.
-    fn inside<T: Send>(name: &str, f: impl FnOnce() -> T + Send) -> T {
-        let ns = std::fs::File::open(Path::new("/run/netns").join(name)).unwrap();
-        std::thread::scope(|scope| {
-            scope
-                .spawn(move || {
-                    // SAFETY: setns on this thread only, with a namespace file we hold open.
-                    let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
-                    assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
-                    f()
-                })
-                .join()
-                .unwrap()
-        })
-    }
-
     /// The kernel's answer: does a connect from the client reach a listener on `port`?
     fn reachable(&self, port: u16) -> bool {
-        let listener = Pair::inside(&self.server, || TcpListener::bind(("0.0.0.0", port)))
+        let listener = in_netns(self.server(), move || TcpListener::bind(("0.0.0.0", port)))
+            .join()
+            .unwrap()
             .expect("listener in the server namespace");
         let addr: SocketAddr = format!("{SERVER_ADDR}:{port}").parse().unwrap();
-        let open = Pair::inside(&self.client, || {
+        let open = in_netns(&self.0.b, move || {
             TcpStream::connect_timeout(&addr, CONNECT_LIMIT).is_ok()
-        });
+        })
+        .join()
+        .unwrap();
         drop(listener);
         open
-    }
-}
-
-impl Drop for Pair {
-    fn drop(&mut self) {
-        let _ = sh(
-            &format!(
-                "ip netns del {} 2>/dev/null; ip netns del {} 2>/dev/null; true",
-                self.server, self.client
-            ),
-            None,
-        );
     }
 }
 
@@ -187,7 +135,7 @@ fn audit(bin: &Path, profile_dir: &Path, pair: &Pair, port: u16) -> Result<(Said
         .map_err(|e| e.to_string())?;
     }
     let out = Command::new("ip")
-        .args(["netns", "exec", &pair.server])
+        .args(["netns", "exec", pair.server()])
         .arg(bin)
         .args([
             "audit",
@@ -255,7 +203,7 @@ fn judge(case: &Case, open: bool, said: Said, actual: &str, tally: &Mutex<Tally>
         Said::Fail if !open => t.agree += 1,
         Said::Pass => t.wrong.push(wrong("passes (FALSE PASS)")),
         Said::Fail => t.wrong.push(wrong("fails (false fail)")),
-        Said::CannotTell => match case.unmodelled {
+        Said::CannotTell => match case.unmodelled.as_deref() {
             Some(what) if actual.to_lowercase().contains(&what.to_lowercase()) => {
                 t.cannot_tell += 1
             }
@@ -275,10 +223,15 @@ fn judge(case: &Case, open: bool, said: Said, actual: &str, tally: &Mutex<Tally>
 
 #[test]
 fn verdicts_agree_with_the_kernel_on_generated_rulesets() {
-    require_tools();
+    require(&[
+        "ip",
+        "nft",
+        "iptables-legacy-restore",
+        "iptables-nft-restore",
+        "ipset",
+    ]);
     let started = Instant::now();
-    let bin = std::ffi::OsString::from(crate::common::bin());
-    let bin = Path::new(&bin).to_path_buf();
+    let bin = Path::new(crate::common::bin()).to_path_buf();
     let dir = tempfile::tempdir().unwrap();
     let mut cases = generator::shapes();
     cases.extend((1..=RANDOM_CASES).map(|n| generator::random(0x6a7e_0000 + n)));

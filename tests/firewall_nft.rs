@@ -15,18 +15,6 @@ use gputune::host::Root;
 
 const INSIDE: &str = "GPUTUNE_TEST_IN_NETNS";
 
-fn require(tool: &str) {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        found,
-        "`{tool}` is missing: run scripts/test, which installs what these tests need"
-    );
-}
-
 /// `test`'s name as the test harness knows it: with its module path inside the binary.
 fn test_path(test: &str) -> String {
     match module_path!().split_once("::") {
@@ -40,8 +28,7 @@ fn in_own_netns(test: &str) -> bool {
     if std::env::var_os(INSIDE).is_some() {
         return true;
     }
-    require("unshare");
-    require("nft");
+    crate::common::require(&["unshare", "nft"]);
     let status = Command::new("unshare")
         .args(["--net", "--mount", "--propagation", "private"])
         .arg(std::env::current_exe().unwrap())
@@ -61,16 +48,29 @@ fn in_own_netns(test: &str) -> bool {
     false
 }
 
-/// Bind-mounts the namespace's /proc at DIR/proc (in the test's own mount namespace), so
-/// the tree has the live kernel: a link to /proc would resolve inside DIR, as --root does.
-fn bind_live_proc(dir: &std::path::Path) {
-    std::fs::create_dir(dir.join("proc")).unwrap();
+/// A temp root with the namespace's /proc bind-mounted at DIR/proc (in the test's own mount
+/// namespace), so the tree has the live kernel: a link to /proc would resolve inside DIR, as
+/// --root does.
+fn live_root() -> (tempfile::TempDir, Root) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("proc")).unwrap();
     let ok = Command::new("mount")
         .args(["--bind", "/proc"])
-        .arg(dir.join("proc"))
+        .arg(dir.path().join("proc"))
         .status()
         .unwrap();
     assert!(ok.success(), "mount --bind /proc failed");
+    let root = Root::new(dir.path());
+    (dir, root)
+}
+
+/// Plan options for the live kernel, persisting or not.
+fn live(persist: bool) -> PlanOptions {
+    PlanOptions {
+        persist,
+        live_kernel: true,
+        image: false,
+    }
 }
 
 fn accept(ports: &[(u16, u16)]) -> Change {
@@ -84,20 +84,14 @@ fn the_table_is_applied_verified_persisted_and_removed_with_the_real_nft() {
     if !in_own_netns("the_table_is_applied_verified_persisted_and_removed_with_the_real_nft") {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    bind_live_proc(dir.path());
-    let root = Root::new(dir.path());
+    let (dir, root) = live_root();
     assert!(has_live_kernel(&root));
     let nft = NftCommand;
     let io = HostIo {
         root: &root,
         nft: Some(&nft),
     };
-    let options = PlanOptions {
-        persist: true,
-        live_kernel: true,
-        image: false,
-    };
+    let options = live(true);
     assert_eq!(io.read(&Target::NftTable).unwrap(), State::Absent);
 
     let changes = [accept(&[(29500, 29550)]), accept(&[(50000, 51000)])];
@@ -172,19 +166,13 @@ fn a_table_nft_rejects_is_restored() {
     if !in_own_netns("a_table_nft_rejects_is_restored") {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    bind_live_proc(dir.path());
-    let root = Root::new(dir.path());
+    let (_dir, root) = live_root();
     let nft = NftCommand;
     let io = HostIo {
         root: &root,
         nft: Some(&nft),
     };
-    let options = PlanOptions {
-        persist: false,
-        live_kernel: true,
-        image: false,
-    };
+    let options = live(false);
     let good = plan::build(&[accept(&[(29500, 29550)])], &root, &io, options).unwrap();
     transaction::execute(&good.steps, &io).unwrap();
     let before = nft.list_table().unwrap();

@@ -6,11 +6,7 @@ use crate::common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{fixture, gputune};
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use common::{fixture, gputune, text};
 
 #[test]
 fn health_prints_one_greppable_line_per_failing_check() {

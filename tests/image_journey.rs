@@ -10,6 +10,8 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::common::{expect, finding, findings};
+
 /// The cached pristine image; each test works on its own copy.
 fn pristine() -> PathBuf {
     let dir = std::env::var("GPUTUNE_TEST_IMAGE").expect(
@@ -60,23 +62,39 @@ impl Work {
         (image, state)
     }
 
-    /// gputune run as `nobody` (no capabilities, no supplementary groups).
-    fn as_nobody(&self, state: &Path, args: &[&str]) -> Output {
+    /// gputune run as `nobody` (no capabilities, no supplementary groups) with the words
+    /// of `args`.
+    fn as_nobody(&self, state: &Path, args: &str) -> Output {
         Command::new("setpriv")
             .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "env"])
             .arg(format!("GPUTUNE_STATE_DIR={}", state.display()))
             .arg(self.path("gputune"))
-            .args(args)
+            .args(args.split_whitespace())
             .output()
             .unwrap()
     }
 
-    fn as_root(&self, args: &[&str]) -> Output {
+    /// gputune run as root with the words of `args`.
+    fn as_root(&self, args: &str) -> Output {
         Command::new(self.path("gputune"))
-            .args(args)
+            .args(args.split_whitespace())
             .env_remove("GPUTUNE_STATE_DIR")
             .output()
             .unwrap()
+    }
+
+    /// `gputune ARGS` as root must exit `code`: its output.
+    fn as_root_exits(&self, args: &str, code: i32) -> Output {
+        let out = self.as_root(args);
+        assert_eq!(out.status.code(), Some(code), "{args}: {}", text(&out));
+        out
+    }
+
+    /// `gputune ARGS` as nobody must exit `code`: its output.
+    fn as_nobody_exits(&self, state: &Path, args: &str, code: i32) -> Output {
+        let out = self.as_nobody(state, args);
+        assert_eq!(out.status.code(), Some(code), "{args}: {}", text(&out));
+        out
     }
 }
 
@@ -132,16 +150,36 @@ fn manifest(root: &Path) -> BTreeMap<String, String> {
 }
 
 fn json(out: &Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(out)))
+    crate::common::stdout_json(out)
 }
 
-fn status_of<'a>(doc: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
-    &doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["id"] == id)
-        .unwrap_or_else(|| panic!("no finding {id}"))["status"]
+/// Asserts no entry of the tree changed between the manifests `before` and `after`.
+fn assert_same_tree(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) {
+    let changed: Vec<_> = before
+        .keys()
+        .chain(after.keys())
+        .filter(|k| before.get(*k) != after.get(*k))
+        .collect();
+    assert!(
+        changed.is_empty(),
+        "changed by apply + rollback: {changed:?}"
+    );
+}
+
+/// `systemd-analyze verify` of `unit` in the image passes without a word about gputune's
+/// drop-in (it exits 0 even for unknown keys; its warnings on stderr are what fail).
+fn assert_verified(image: &Path, unit: &str) {
+    let out = Command::new("chroot")
+        .arg(image)
+        .args(["systemd-analyze", "verify", "--man=no", unit])
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert!(out.status.success(), "{unit}: {said}");
+    assert!(
+        !said.contains("90-gputune.conf"),
+        "{unit}: systemd-analyze complains about gputune's drop-in: {said}"
+    );
 }
 
 /// The value of each key as systemd-sysctl would apply it: the last assignment wins.
@@ -167,29 +205,13 @@ fn audit_apply_audit_rollback_on_a_debian_image() {
     let before = manifest(&image);
 
     // The README's CI line on the untuned image fails, naming the image mode.
-    let junit = work.as_root(&[
-        "audit",
-        "--root",
-        root,
-        "--profile",
-        "ddp-25gbe",
-        "--strict",
-        "--format",
-        "junit",
-    ]);
-    assert_eq!(junit.status.code(), Some(1), "{}", text(&junit));
+    let junit = work.as_root_exits(
+        &format!("audit --root {root} --profile ddp-25gbe --strict --format junit"),
+        1,
+    );
     assert!(text(&junit).contains("<property name=\"mode\" value=\"image\"/>"));
-    let untuned = work.as_root(&[
-        "audit",
-        "--root",
-        root,
-        "--profile",
-        "ddp-10gbe",
-        "--format",
-        "json",
-    ]);
-    assert_eq!(untuned.status.code(), Some(1), "{}", text(&untuned));
-    let doc = json(&untuned);
+    let audit = format!("audit --root {root} --profile ddp-10gbe --format json");
+    let doc = json(&work.as_root_exits(&audit, 1));
     assert_eq!(doc["mode"], "image");
     for id in [
         "net.core.rmem_max",
@@ -197,10 +219,10 @@ fn audit_apply_audit_rollback_on_a_debian_image() {
         "vm.swappiness",
         "logind.RemoveIPC",
     ] {
-        assert_eq!(*status_of(&doc, id), "fail", "{id}");
+        expect(findings(&doc), id, "fail");
     }
     // Every failing finding apply would change carries its change.
-    for f in doc["findings"].as_array().unwrap() {
+    for f in findings(&doc) {
         if f["status"] == "fail" {
             assert!(f.get("change").is_some(), "{f}");
         }
@@ -211,11 +233,8 @@ fn audit_apply_audit_rollback_on_a_debian_image() {
     }
 
     // Apply as the image's unprivileged owner: persisted files only.
-    let applied = work.as_nobody(
-        &state,
-        &["apply", "--root", root, "--profile", "ddp-10gbe", "--yes"],
-    );
-    assert_eq!(applied.status.code(), Some(0), "{}", text(&applied));
+    let apply = format!("apply --root {root} --profile ddp-10gbe --yes");
+    let applied = work.as_nobody_exits(&state, &apply, 0);
     for file in [
         "etc/sysctl.d/90-gputune.conf",
         "etc/security/limits.d/90-gputune.conf",
@@ -231,19 +250,9 @@ fn audit_apply_audit_rollback_on_a_debian_image() {
 
     // The gate passes every check apply can fix; what is left (THP: the image has no boot
     // loader configuration) has no file apply could write.
-    let tuned = work.as_root(&[
-        "audit",
-        "--root",
-        root,
-        "--profile",
-        "ddp-10gbe",
-        "--format",
-        "json",
-    ]);
-    assert_eq!(tuned.status.code(), Some(0), "{}", text(&tuned));
-    let doc = json(&tuned);
+    let doc = json(&work.as_root_exits(&audit, 0));
     assert_eq!(doc["summary"]["failed"], 0);
-    for f in doc["findings"].as_array().unwrap() {
+    for f in findings(&doc) {
         if f["status"] == "warn" {
             assert!(
                 f.get("change").is_none(),
@@ -251,7 +260,7 @@ fn audit_apply_audit_rollback_on_a_debian_image() {
             );
         }
     }
-    assert_eq!(*status_of(&doc, "transparent_hugepage.enabled"), "warn");
+    expect(findings(&doc), "transparent_hugepage.enabled", "warn");
     let persisted = doc["persisted"].as_array().unwrap();
     assert!(persisted.iter().any(|p| p["key"] == "net.core.rmem_max"
         && p["file"] == "/etc/sysctl.d/90-gputune.conf"
@@ -285,18 +294,8 @@ fn audit_apply_audit_rollback_on_a_debian_image() {
     assert_eq!(remove_ipc.as_deref(), Some("no"));
 
     // Rollback restores the image byte for byte.
-    let rolled = work.as_nobody(&state, &["rollback", "--root", root]);
-    assert_eq!(rolled.status.code(), Some(0), "{}", text(&rolled));
-    let after = manifest(&image);
-    let changed: Vec<_> = before
-        .keys()
-        .chain(after.keys())
-        .filter(|k| before.get(*k) != after.get(*k))
-        .collect();
-    assert!(
-        changed.is_empty(),
-        "changed by apply + rollback: {changed:?}"
-    );
+    work.as_nobody_exits(&state, &format!("rollback --root {root}"), 0);
+    assert_same_tree(&before, &manifest(&image));
 }
 
 #[test]
@@ -307,21 +306,9 @@ fn roots_that_are_no_image_exit_3() {
     let junk = work.path("junk");
     fs::create_dir_all(junk.join("home")).unwrap();
     for dir in [work.path("missing"), empty, junk] {
-        let out = work.as_root(&[
-            "audit",
-            "--root",
-            dir.to_str().unwrap(),
-            "--profile",
-            "ddp-25gbe",
-        ]);
-        assert_eq!(
-            out.status.code(),
-            Some(3),
-            "{}: {}",
-            dir.display(),
-            text(&out)
-        );
-        assert!(text(&out).contains(dir.to_str().unwrap()), "{}", text(&out));
+        let dir = dir.to_str().unwrap();
+        let out = work.as_root_exits(&format!("audit --root {dir} --profile ddp-25gbe"), 3);
+        assert!(text(&out).contains(dir), "{}", text(&out));
     }
 }
 
@@ -335,24 +322,12 @@ fn apply_refuses_an_image_of_another_user_and_a_mounted_proc() {
     let state = work.path("state");
     fs::create_dir(&state).unwrap();
     let root = tree.to_str().unwrap();
+    let apply = format!("apply --root {root} --profile ddp-10gbe --yes");
     // An image has no live values to write.
-    let out = work.as_root(&[
-        "apply",
-        "--root",
-        root,
-        "--profile",
-        "ddp-10gbe",
-        "--yes",
-        "--no-persist",
-    ]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let out = work.as_root_exits(&format!("{apply} --no-persist"), 2);
     assert!(text(&out).contains("--no-persist"), "{}", text(&out));
     // root owns it: nobody may not write it.
-    let out = work.as_nobody(
-        &state,
-        &["apply", "--root", root, "--profile", "ddp-10gbe", "--yes"],
-    );
-    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let out = work.as_nobody_exits(&state, &apply, 3);
     assert!(
         text(&out).contains("owned by another user"),
         "{}",
@@ -396,79 +371,39 @@ fn tuned_enabled_in_an_image_is_judged_and_apply_says_it_wins() {
             "",
         ),
     ] {
-        let p = tree.join(path);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(p, text).unwrap();
+        crate::common::put(&tree, path, text);
     }
     let state = work.path("state");
     fs::create_dir(&state).unwrap();
     let root = tree.to_str().unwrap();
-    let out = work.as_root(&[
-        "audit",
-        "--root",
-        root,
-        "--profile",
-        "ddp-10gbe",
-        "--format",
-        "json",
-        "--only",
-        "network,memory",
-    ]);
+    let out = work.as_root(&format!(
+        "audit --root {root} --profile ddp-10gbe --format json --only network,memory"
+    ));
     let doc = json(&out);
-    let f = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["id"] == "tuned.net.core.rmem_max")
-        .unwrap_or_else(|| panic!("no tuned finding: {}", text(&out)));
-    assert_eq!(f["status"], "fail");
-    assert!(
-        f["message"]
-            .as_str()
-            .unwrap()
-            .contains("tuned profile `throughput-performance`"),
-        "{f}"
-    );
-    assert!(
-        f["message"]
-            .as_str()
-            .unwrap()
-            .contains("/usr/lib/tuned/throughput-performance/tuned.conf"),
-        "{f}"
-    );
+    expect(findings(&doc), "tuned.net.core.rmem_max", "fail")
+        .has("message", "tuned profile `throughput-performance`")
+        .has(
+            "message",
+            "/usr/lib/tuned/throughput-performance/tuned.conf",
+        );
     // THP as the boot loader's command line sets it.
-    assert_eq!(*status_of(&doc, "transparent_hugepage.enabled"), "pass");
+    expect(findings(&doc), "transparent_hugepage.enabled", "pass");
     // tuned's swappiness agrees with the profile: no finding for it.
-    assert!(
-        !doc["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|f| f["id"] == "tuned.vm.swappiness")
-    );
+    assert!(crate::common::absent(findings(&doc), "tuned.vm.swappiness"));
 
     // apply writes sysctl.d but says tuned wins at boot, and exits 1 while it does.
     let out = Command::new(work.path("gputune"))
-        .args([
-            "apply",
-            "--root",
-            root,
-            "--profile",
-            "ddp-10gbe",
-            "--yes",
-            "--only",
-            "network,memory",
-        ])
+        .args(
+            format!("apply --root {root} --profile ddp-10gbe --yes --only network,memory")
+                .split_whitespace(),
+        )
         .env("GPUTUNE_STATE_DIR", &state)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(
-        text(&out).contains("tuned.net.core.rmem_max"),
-        "{}",
-        text(&out)
-    );
-    assert!(text(&out).contains("wins at boot"), "{}", text(&out));
+    for said in ["tuned.net.core.rmem_max", "wins at boot"] {
+        assert!(text(&out).contains(said), "{}", text(&out));
+    }
     assert!(tree.join("etc/sysctl.d/90-gputune.conf").is_file());
 }
 
@@ -522,18 +457,7 @@ fn slice_and_service_drop_ins_in_an_image_pass_systemd_analyze_verify() {
     for unit in ["training.slice", "nccl-job.service"] {
         let drop_in = image.join(format!("etc/systemd/system/{unit}.d/90-gputune.conf"));
         assert!(drop_in.is_file(), "{unit}: {:?}", plan);
-        let out = Command::new("chroot")
-            .arg(&image)
-            .args(["systemd-analyze", "verify", "--man=no", unit])
-            .output()
-            .unwrap();
-        // verify exits 0 even for unknown keys; its warnings on stderr are what fail.
-        let said = text(&out);
-        assert!(out.status.success(), "{unit}: {said}");
-        assert!(
-            !said.contains("90-gputune.conf"),
-            "{unit}: systemd-analyze complains about gputune's drop-in: {said}"
-        );
+        assert_verified(&image, unit);
     }
 }
 
@@ -556,17 +480,7 @@ fn a_profiles_slice_is_judged_applied_and_rolled_back_in_an_image() {
     .unwrap();
     let profile = profile.to_str().unwrap();
     let before = manifest(&image);
-    let audit = || {
-        work.as_root(&[
-            "audit",
-            "--root",
-            root,
-            "--profile",
-            profile,
-            "--format",
-            "json",
-        ])
-    };
+    let audit = format!("audit --root {root} --profile {profile} --format json");
     let ids = [
         "memory.max@training.slice",
         "memory.high@training.slice",
@@ -574,68 +488,33 @@ fn a_profiles_slice_is_judged_applied_and_rolled_back_in_an_image() {
         "pids.max@training.slice",
     ];
 
-    let untuned = audit();
-    assert_eq!(untuned.status.code(), Some(1), "{}", text(&untuned));
-    let doc = json(&untuned);
+    let doc = json(&work.as_root_exits(&audit, 1));
     for id in ids {
-        let f = doc["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["id"] == id)
-            .unwrap_or_else(|| panic!("no {id}: {doc}"));
-        assert_eq!(f["status"], "fail", "{f}");
-        assert!(
-            f["actual"]
-                .as_str()
-                .unwrap()
-                .contains("/etc/systemd/system/training.slice:"),
-            "{f}"
-        );
+        let f = expect(findings(&doc), id, "fail")
+            .has("actual", "/etc/systemd/system/training.slice:")
+            .0;
         assert_eq!(f["change"]["type"], "cgroup", "{f}");
         assert_eq!(f["change"]["slice"], "training.slice", "{f}");
     }
     // The process's cgroup does not exist in an image.
-    assert_eq!(*status_of(&doc, "memory.max"), "skip");
+    expect(findings(&doc), "memory.max", "skip");
 
-    let applied = work.as_nobody(
-        &state,
-        &["apply", "--root", root, "--profile", profile, "--yes"],
-    );
-    assert_eq!(applied.status.code(), Some(0), "{}", text(&applied));
+    let apply = format!("apply --root {root} --profile {profile} --yes");
+    let applied = work.as_nobody_exits(&state, &apply, 0);
     let drop_in = image.join("etc/systemd/system/training.slice.d/90-gputune.conf");
     assert!(drop_in.is_file(), "{}", text(&applied));
     // Only the drop-in: an image has no cgroupfs to write.
     assert!(!image.join("sys/fs/cgroup/training.slice").exists());
-    let verify = Command::new("chroot")
-        .arg(&image)
-        .args(["systemd-analyze", "verify", "--man=no", "training.slice"])
-        .output()
-        .unwrap();
-    let said = text(&verify);
-    assert!(verify.status.success(), "{said}");
-    // verify exits 0 even for unknown keys; its warnings on stderr are what fail.
-    assert!(!said.contains("90-gputune.conf"), "{said}");
+    assert_verified(&image, "training.slice");
 
-    let tuned = audit();
-    assert_eq!(tuned.status.code(), Some(0), "{}", text(&tuned));
-    let doc = json(&tuned);
+    let doc = json(&work.as_root_exits(&audit, 0));
     for id in ids {
-        assert_eq!(*status_of(&doc, id), "pass", "{id}: {doc}");
+        assert_eq!(finding(&doc, id)["status"], "pass", "{id}: {doc}");
     }
 
-    let rolled = work.as_nobody(&state, &["rollback", "--root", root]);
-    assert_eq!(rolled.status.code(), Some(0), "{}", text(&rolled));
+    work.as_nobody_exits(&state, &format!("rollback --root {root}"), 0);
     let mut after = manifest(&image);
     // systemd-analyze (run by this test, not gputune) leaves its unit-load stamp behind.
     after.remove("run/systemd/systemd-units-load");
-    let changed: Vec<_> = before
-        .keys()
-        .chain(after.keys())
-        .filter(|k| before.get(*k) != after.get(*k))
-        .collect();
-    assert!(
-        changed.is_empty(),
-        "changed by apply + rollback: {changed:?}"
-    );
+    assert_same_tree(&before, &after);
 }

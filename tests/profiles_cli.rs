@@ -2,8 +2,7 @@
 
 use crate::common;
 
-use common::{fixture, gputune};
-use predicates::prelude::*;
+use common::{assert_exit, fixture, gputune_words, put, text};
 
 const SHIPPED: [&str; 7] = [
     "base",
@@ -15,15 +14,29 @@ const SHIPPED: [&str; 7] = [
     "ddp-roce",
 ];
 
+/// Runs `cmd`, which must succeed: its stdout.
+fn stdout_of(cmd: &mut assert_cmd::Command) -> String {
+    let out = cmd.output().unwrap();
+    common::assert_success(&out);
+    text(&out.stdout)
+}
+
+/// A root holding site profiles (name, content) in /etc/gputune/profiles.
+fn site(profiles: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, content) in profiles {
+        put(
+            dir.path(),
+            &format!("etc/gputune/profiles/{name}.toml"),
+            content,
+        );
+    }
+    dir
+}
+
 #[test]
 fn list_shows_every_shipped_profile_and_the_default() {
-    let out = gputune()
-        .args(["profiles", "list", "--root"])
-        .arg(fixture("untuned-node"))
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = stdout_of(gputune_words("profiles list --root").arg(fixture("untuned-node")));
     for name in SHIPPED {
         assert!(
             text.lines().any(|l| l.trim_start().starts_with(name)),
@@ -35,12 +48,7 @@ fn list_shows_every_shipped_profile_and_the_default() {
 
 #[test]
 fn show_prints_the_resolved_profile_with_origins() {
-    let out = gputune()
-        .args(["profiles", "show", "ddp-100gbe"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = stdout_of(&mut gputune_words("profiles show ddp-100gbe"));
     assert!(text.contains("merged from: base -> ddp-10gbe -> ddp-25gbe -> ddp-100gbe"));
     // The child's value wins, and says where it came from.
     assert!(text.contains("\"net.core.rmem_max\" = { min = 134217728, severity = \"fail\" }  # profiles/ddp-100gbe.toml:"), "{text}");
@@ -56,8 +64,7 @@ fn show_prints_the_resolved_profile_with_origins() {
 #[test]
 fn buffer_minimums_grow_with_link_speed() {
     let rmem = |name: &str| -> u64 {
-        let out = gputune().args(["profiles", "show", name]).output().unwrap();
-        let text = String::from_utf8(out.stdout).unwrap();
+        let text = stdout_of(gputune_words("profiles show").arg(name));
         let line = text
             .lines()
             .find(|l| l.starts_with("\"net.core.rmem_max\""))
@@ -77,24 +84,17 @@ fn buffer_minimums_grow_with_link_speed() {
 
 #[test]
 fn site_profiles_override_built_in_ones_under_the_root() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("etc/gputune/profiles")).unwrap();
-    std::fs::write(
-        dir.path().join("etc/gputune/profiles/ddp-10gbe.toml"),
-        "description = \"site tuning\"\ninclude = [\"base\"]\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("etc/gputune/profiles/lab.toml"),
-        "description = \"lab nodes\"\ninclude = [\"ddp-10gbe\"]\n",
-    )
-    .unwrap();
-    let out = gputune()
-        .args(["profiles", "list", "--root"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
+    let root = site(&[
+        (
+            "ddp-10gbe",
+            "description = \"site tuning\"\ninclude = [\"base\"]\n",
+        ),
+        (
+            "lab",
+            "description = \"lab nodes\"\ninclude = [\"ddp-10gbe\"]\n",
+        ),
+    ]);
+    let text = stdout_of(gputune_words("profiles list --root").arg(root.path()));
     assert!(text.contains("site tuning"), "{text}");
     assert!(text.contains("lab nodes"), "{text}");
     assert_eq!(text.matches("ddp-10gbe ").count(), 1, "{text}");
@@ -102,33 +102,18 @@ fn site_profiles_override_built_in_ones_under_the_root() {
 
 #[test]
 fn show_of_an_unknown_profile_exits_2() {
-    gputune()
-        .args(["profiles", "show", "ddp-400gbe"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("no profile named `ddp-400gbe`"));
+    let out = gputune_words("profiles show ddp-400gbe").output().unwrap();
+    assert_exit(&out, 2, "no profile named `ddp-400gbe`");
 }
 
 #[test]
 fn list_names_prints_built_in_and_site_names_one_per_line_for_completion() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("etc/gputune/profiles")).unwrap();
-    std::fs::write(
-        dir.path().join("etc/gputune/profiles/lab.toml"),
-        "description = \"lab nodes\"\ninclude = [\"base\"]\n",
-    )
-    .unwrap();
-    let out = gputune()
-        .args(["profiles", "list", "--names", "--root"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let names: Vec<String> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
+    let root = site(&[("lab", "description = \"lab nodes\"\ninclude = [\"base\"]\n")]);
+    let names: Vec<String> =
+        stdout_of(gputune_words("profiles list --names --root").arg(root.path()))
+            .lines()
+            .map(str::to_string)
+            .collect();
     let mut want: Vec<String> = SHIPPED.iter().map(|s| s.to_string()).collect();
     want.push("lab".into());
     for name in &want {

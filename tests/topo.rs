@@ -25,13 +25,56 @@ fn topo_table(root: &std::path::Path) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn names(v: &Value, key: &str, field: &str) -> Vec<String> {
+/// The names of the items listed under `key`.
+fn names<'a>(v: &'a Value, key: &str) -> Vec<&'a str> {
+    common::column(&v[key], "name")
+}
+
+/// How many items are listed under `key`.
+fn count(v: &Value, key: &str) -> usize {
     v[key]
         .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x[field].as_str().unwrap_or_default().to_string())
-        .collect()
+        .unwrap_or_else(|| panic!("no {key} list: {v:#}"))
+        .len()
+}
+
+/// `gputune topo --format json` of the snapshot in `archive` (under tests/fixtures).
+fn snapshot(archive: &str) -> (tempfile::TempDir, std::path::PathBuf, Value) {
+    let (dir, root) = common::extract(archive);
+    let v = topo_json(&root);
+    (dir, root, v)
+}
+
+/// The NUMA node with this id.
+fn numa_node(v: &Value, id: u64) -> &Value {
+    v["numa_nodes"]
+        .as_array()
+        .and_then(|nodes| nodes.iter().find(|n| n["id"] == id))
+        .unwrap_or_else(|| panic!("no NUMA node {id}: {v:#}"))
+}
+
+/// What a POWER9-style node shows, a trimmed tree and hwloc's capture alike: its first GPU
+/// at `gpu0`, bound to nvidia, with its memory as NUMA node 255, and node 0 with CPUs 0-15
+/// online and 16-87 offline.
+fn assert_power9(v: &Value, gpu0: &str) {
+    let gpu = &v["gpus"][0];
+    assert_eq!(gpu["pci_address"], gpu0);
+    assert_eq!(gpu["driver"], "nvidia");
+    assert_eq!(gpu["memory_numa_node"], 255);
+    assert_eq!(numa_node(v, 0)["cpus"], "0-15");
+    assert_eq!(numa_node(v, 0)["offline_cpus"], "16-87");
+    assert_eq!(numa_node(v, 255)["gpu_memory_of"], gpu0);
+}
+
+/// `gputune --root ROOT pin --local-rank RANK -v -- true`: its exit code and stderr.
+fn pin(root: &std::path::Path, rank: &str) -> (Option<i32>, String) {
+    let out = common::gputune()
+        .arg("--root")
+        .arg(root)
+        .args(["pin", "--local-rank", rank, "-v", "--", "true"])
+        .output()
+        .unwrap();
+    (out.status.code(), common::text(&out.stderr))
 }
 
 #[test]
@@ -59,7 +102,7 @@ fn hgx_node_has_8_gpus_8_nics_2_nodes_and_gpu_nic_pairs_behind_switches() {
     assert_eq!(nics[0]["driver"], "mlx5_core");
     assert_eq!(nics[0]["rdma"][0], "mlx5_0");
     assert!(nics[0]["firmware"].is_null(), "ethtool is live-only");
-    assert_eq!(names(&v, "skipped_nics", "name"), ["lo"]);
+    assert_eq!(names(&v, "skipped_nics"), ["lo"]);
     // Matrix: GPU0 reaches GPU1 through the host (other switch, same socket), GPU4 across
     // sockets, its own NIC through the shared switch.
     let m = &v["affinity"];
@@ -100,9 +143,7 @@ fn downtrained_fixture_shows_current_below_max() {
 
 #[test]
 fn ghw_vm_with_a_passthrough_tesla_p100() {
-    let (_d, root) =
-        common::extract("ghw/linux-amd64-accel-nvidia/linux-amd64-accel-nvidia.tar.gz");
-    let v = topo_json(&root);
+    let (_d, _, v) = snapshot("ghw/linux-amd64-accel-nvidia/linux-amd64-accel-nvidia.tar.gz");
     let gpus = v["gpus"].as_array().unwrap();
     assert_eq!(gpus.len(), 1);
     assert_eq!(gpus[0]["pci_address"], "0000:06:00.0");
@@ -111,21 +152,16 @@ fn ghw_vm_with_a_passthrough_tesla_p100() {
     // numa_node is -1 in the snapshot; the VM has one node, so the GPU is on it.
     assert_eq!(gpus[0]["numa_node"], 0);
     assert_eq!(gpus[0]["local_cpus"], "0-7");
-    assert_eq!(v["numa_nodes"].as_array().unwrap().len(), 1);
+    assert_eq!(count(&v, "numa_nodes"), 1);
     assert_eq!(v["numa_nodes"][0]["cpus"], "0-7");
-    assert_eq!(
-        v["nics"].as_array().unwrap().len(),
-        0,
-        "the snapshot has no /sys/class/net"
-    );
+    assert_eq!(count(&v, "nics"), 0, "the snapshot has no /sys/class/net");
 }
 
 #[test]
 fn hwloc_2_socket_xeon_with_i40e_nics() {
-    let (_d, root) = common::extract("hwloc/32intel64-2p8co2t+8ve/32intel64-2p8co2t+8ve.tar.bz2");
-    let v = topo_json(&root);
+    let (_d, _, v) = snapshot("hwloc/32intel64-2p8co2t+8ve/32intel64-2p8co2t+8ve.tar.bz2");
     assert_eq!(
-        v["gpus"].as_array().unwrap().len(),
+        count(&v, "gpus"),
         0,
         "its 8 accelerators are NEC VEs, not GPUs"
     );
@@ -133,7 +169,7 @@ fn hwloc_2_socket_xeon_with_i40e_nics() {
     assert_eq!(nodes.len(), 2);
     assert_eq!(nodes[0]["cpus"], "0-7,16-23");
     assert_eq!(nodes[1]["cpus"], "8-15,24-31");
-    assert_eq!(names(&v, "nics", "name"), ["enp96s0f0", "enp96s0f1"]);
+    assert_eq!(names(&v, "nics"), ["enp96s0f0", "enp96s0f1"]);
     let nic = &v["nics"][0];
     assert_eq!(nic["driver"], "i40e");
     assert_eq!(nic["pci_address"], "0000:60:00.0");
@@ -147,15 +183,11 @@ fn hwloc_2_socket_xeon_with_i40e_nics() {
 
 #[test]
 fn hwloc_4_node_host_with_a_qlogic_infiniband_hca() {
-    let (_d, root) =
-        common::extract("hwloc/40intel64-2g2n4c+pcilocality/40intel64-2g2n4c+pcilocality.tar.bz2");
-    let v = topo_json(&root);
-    assert_eq!(v["numa_nodes"].as_array().unwrap().len(), 4);
+    let (_d, _, v) =
+        snapshot("hwloc/40intel64-2g2n4c+pcilocality/40intel64-2g2n4c+pcilocality.tar.bz2");
+    assert_eq!(count(&v, "numa_nodes"), 4);
     assert_eq!(v["numa_nodes"][2]["cpus"], "2,6,10,14,18,22,26,30,34,38");
-    assert_eq!(
-        names(&v, "nics", "name"),
-        ["eth0", "eth1", "eth2", "eth3", "ib0"]
-    );
+    assert_eq!(names(&v, "nics"), ["eth0", "eth1", "eth2", "eth3", "ib0"]);
     let ib = &v["nics"][4];
     assert_eq!(ib["kind"], "infiniband");
     assert_eq!(ib["numa_node"], 2);
@@ -180,15 +212,10 @@ fn hwloc_4_node_host_with_a_qlogic_infiniband_hca() {
 
 #[test]
 fn dgx_spark_snapshot_without_pci_directories() {
-    let (_d, root) = common::extract("hwloc/nvidia-dgx-gb10/nvidia-dgx-gb10.tar.bz2");
-    let v = topo_json(&root);
-    assert_eq!(v["numa_nodes"].as_array().unwrap().len(), 1);
+    let (_d, _, v) = snapshot("hwloc/nvidia-dgx-gb10/nvidia-dgx-gb10.tar.bz2");
+    assert_eq!(count(&v, "numa_nodes"), 1);
     assert_eq!(v["numa_nodes"][0]["cpus"], "0-19");
-    assert_eq!(
-        v["gpus"].as_array().unwrap().len(),
-        0,
-        "the capture has no PCI tree"
-    );
+    assert_eq!(count(&v, "gpus"), 0, "the capture has no PCI tree");
 }
 
 #[test]
@@ -200,8 +227,8 @@ fn live_topo_is_sensible_on_this_machine() {
     assert!(out.status.success());
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(!v["numa_nodes"].as_array().unwrap().is_empty());
-    assert!(names(&v, "skipped_nics", "name").contains(&"lo".to_string()));
-    assert!(!names(&v, "nics", "name").contains(&"lo".to_string()));
+    assert!(names(&v, "skipped_nics").contains(&"lo"));
+    assert!(!names(&v, "nics").contains(&"lo"));
 }
 
 #[test]
@@ -212,17 +239,7 @@ fn offline_cpus_are_shown_apart_and_never_local() {
     t.write("/sys/devices/system/cpu/online", "0,2,4-20,22\n");
     t.pci(
         "/sys/devices/pci0000:00/0000:00:04.0",
-        &common::Pci {
-            vendor: 0x10de,
-            device: 0x2330,
-            class: 0x030200,
-            numa_node: 0,
-            cpus: "0-11".into(),
-            speed: ("32.0", "32.0"),
-            width: (16, 16),
-            driver: Some("nvidia"),
-            config: None,
-        },
+        &common::Pci::h100().on(0, "0-11"),
     );
     let v = topo_json(t.root());
     let nodes = v["numa_nodes"].as_array().unwrap();
@@ -238,11 +255,10 @@ fn offline_cpus_are_shown_apart_and_never_local() {
 
 #[test]
 fn rdma_ports_from_node_exporters_infiniband_capture() {
-    let root =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/node_exporter-ib");
+    let root = common::fixture("node_exporter-ib");
     let v = topo_json(&root);
     let rdma = v["rdma_devices"].as_array().unwrap();
-    assert_eq!(names(&v, "rdma_devices", "name"), ["i40iw0", "mlx4_0"]);
+    assert_eq!(names(&v, "rdma_devices"), ["i40iw0", "mlx4_0"]);
     let mlx4 = &rdma[1];
     assert_eq!(mlx4["firmware"], "2.31.5050");
     assert_eq!(mlx4["hca_type"], "MT4099");
@@ -323,25 +339,20 @@ fn trimmed_and_unusual_sysfs() {
     t.link("/sys/class/net/eth1", &dir);
 
     let v = topo_json(t.root());
-    let gpus = v["gpus"].as_array().unwrap();
     assert_eq!(
-        gpus.len(),
+        count(&v, "gpus"),
         1,
         "listed by the driver though sysfs has no vendor"
     );
-    assert_eq!(gpus[0]["pci_address"], "0004:04:00.0");
+    assert_power9(&v, "0004:04:00.0");
+    let gpus = &v["gpus"];
     assert_eq!(gpus[0]["model"], "Tesla V100-SXM2-16GB");
-    assert_eq!(gpus[0]["driver"], "nvidia");
     assert_eq!(
         gpus[0]["local_cpus"], "0-15",
         "offline CPUs are never local"
     );
-    assert_eq!(gpus[0]["memory_numa_node"], 255);
-    let nodes = v["numa_nodes"].as_array().unwrap();
-    assert_eq!(nodes[0]["cpus"], "0-15");
-    assert_eq!(nodes[0]["offline_cpus"], "16-87");
-    assert_eq!(nodes[1]["id"], 255);
-    assert_eq!(nodes[1]["gpu_memory_of"], "0004:04:00.0");
+    let nodes = &v["numa_nodes"];
+    assert_eq!((&nodes[0]["id"], &nodes[1]["id"]), (&0.into(), &255.into()));
     let nics = v["nics"].as_array().unwrap();
     let ens9 = nics.iter().find(|n| n["name"] == "ens9").unwrap();
     assert_eq!(ens9["pci_address"], "10000:e1:00.0");
@@ -352,16 +363,10 @@ fn trimmed_and_unusual_sysfs() {
         .find(|n| n["name"] == "eth1")
         .expect("not virtual");
     assert_eq!(eth1["pci_address"], "0000:00:03.0");
-    assert_eq!(names(&v, "skipped_nics", "name"), Vec::<String>::new());
+    assert_eq!(names(&v, "skipped_nics"), Vec::<&str>::new());
 
     // pin binds rank 0 to the online CPUs of the GPU's node only.
-    let out = common::gputune()
-        .arg("--root")
-        .arg(t.root())
-        .args(["pin", "--local-rank", "0", "-v", "--", "true"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (_, err) = pin(t.root(), "0");
     assert!(err.contains("0-15"), "{err}");
     assert!(!err.contains("0-87"), "{err}");
 }
@@ -370,44 +375,26 @@ fn trimmed_and_unusual_sysfs() {
 /// listing, their memory as NUMA nodes 250-255, and most CPUs offline.
 #[test]
 fn power9_node_with_gpu_memory_nodes_and_offline_cpus() {
-    let (_d, root) = common::extract("hwloc/nvidiagpunumanodes/nvidiagpunumanodes.tar.bz2");
-    let v = topo_json(&root);
-    let gpus = v["gpus"].as_array().unwrap();
+    let (_d, root, v) = snapshot("hwloc/nvidiagpunumanodes/nvidiagpunumanodes.tar.bz2");
     assert_eq!(
-        gpus.len(),
+        count(&v, "gpus"),
         6,
         "sysfs has no vendor files; the driver lists six"
     );
-    assert_eq!(gpus[0]["pci_address"], "0004:05:00.0");
-    assert_eq!(gpus[0]["driver"], "nvidia");
-    assert_eq!(gpus[0]["memory_numa_node"], 255);
-    assert_eq!(gpus[5]["memory_numa_node"], 250);
-    let nodes = v["numa_nodes"].as_array().unwrap();
-    let node = |id: u64| nodes.iter().find(|n| n["id"] == id).unwrap();
-    assert_eq!(node(0)["cpus"], "0-15");
-    assert_eq!(node(0)["offline_cpus"], "16-87");
-    assert_eq!(node(8)["cpus"], "88-103");
-    assert_eq!(node(255)["gpu_memory_of"], "0004:05:00.0");
-    assert_eq!(node(250)["gpu_memory_of"], "0035:05:00.0");
-    assert_eq!(node(250)["cpus"], "");
+    assert_power9(&v, "0004:05:00.0");
+    assert_eq!(v["gpus"][5]["memory_numa_node"], 250);
+    assert_eq!(numa_node(&v, 8)["cpus"], "88-103");
+    assert_eq!(numa_node(&v, 250)["gpu_memory_of"], "0035:05:00.0");
+    assert_eq!(numa_node(&v, 250)["cpus"], "");
 
     let out = common::gputune()
         .arg("--root")
         .arg(&root)
-        .args([
-            "audit",
-            "--profile",
-            "base",
-            "--only",
-            "gpu,numa",
-            "--format",
-            "json",
-        ])
+        .args("audit --profile base --only gpu,numa --format json".split_whitespace())
         .output()
         .unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let f = v["findings"].as_array().unwrap();
-    let get = |id: &str| f.iter().find(|x| x["id"] == id).unwrap();
+    let doc = common::stdout_json(&out);
+    let get = |id: &str| common::finding(&doc, id);
     assert_eq!(get("gpu.count")["actual"], "6");
     let nodes = get("numa.nodes")["message"].as_str().unwrap().to_string();
     assert!(
@@ -427,29 +414,18 @@ fn power9_node_with_gpu_memory_nodes_and_offline_cpus() {
 
     // pin binds to the node's online CPUs only (0-15 of 0-87; 88-103 of 88-175), never
     // the offline ones. GPU4's CPUs do not exist on this machine, so binding is refused.
-    let pin = |rank: &str| {
-        common::gputune()
-            .arg("--root")
-            .arg(&root)
-            .args(["pin", "--local-rank", rank, "-v", "--", "true"])
-            .output()
-            .unwrap()
-    };
-    let out = pin("0");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    let (code, err) = pin(&root, "0");
+    assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("CPUs 0-15") && err.contains("node 0"), "{err}");
-    let out = pin("4");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{err}");
+    let (code, err) = pin(&root, "4");
+    assert_eq!(code, Some(3), "{err}");
     assert!(err.contains("CPUs 88-103 of NUMA node 8"), "{err}");
 }
 
 /// hwloc's capture whose PCI functions have `local_cpus` masks and no `local_cpulist`.
 #[test]
 fn local_cpus_masks_when_local_cpulist_is_absent() {
-    let (_d, root) = common::extract("hwloc/fakepcilocalities/fakepcilocalities.tar.bz2");
-    let v = topo_json(&root);
+    let (_d, _, v) = snapshot("hwloc/fakepcilocalities/fakepcilocalities.tar.bz2");
     let nics = v["nics"].as_array().unwrap();
     let nic = |name: &str| nics.iter().find(|n| n["name"] == name).unwrap();
     assert_eq!(nic("eth0")["local_cpus"], "0,4,8,12,16,20,24,28,32,36");

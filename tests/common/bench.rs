@@ -7,8 +7,18 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-pub fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_gputune")
+use super::{bin, text};
+
+/// Every element type and reduction the benchmark offers.
+pub const TYPES: [&str; 5] = ["f32", "f16", "bf16", "f64", "i32"];
+pub const OPS: [&str; 5] = ["sum", "prod", "min", "max", "avg"];
+
+/// `gputune bench WORDS...` (a collective and its flags, split at spaces), bounded to a
+/// minute.
+pub fn bench(line: &str) -> assert_cmd::Command {
+    let mut cmd = super::gputune_words(&format!("bench {line}"));
+    cmd.timeout(Duration::from_secs(60));
+    cmd
 }
 
 /// A port that was free a moment ago, below the kernel's ephemeral range (32768 and up by
@@ -25,12 +35,12 @@ pub fn free_port() -> u16 {
     }
 }
 
-/// A rank as torchrun --no-python would start it: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
-/// and nothing else of a launcher's.
-pub fn torchrun_rank(rank: usize, world: usize, port: u16, args: &[&str]) -> Command {
+/// A rank as torchrun --no-python would start it, with the words of `args`: RANK,
+/// WORLD_SIZE, MASTER_ADDR, MASTER_PORT and nothing else of a launcher's.
+pub fn torchrun_rank(rank: usize, world: usize, port: u16, args: &str) -> Command {
     let mut c = Command::new(bin());
     c.args(["bench", "allreduce", "--backend", "tcp"])
-        .args(args)
+        .args(args.split_whitespace())
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("RANK", rank.to_string())
@@ -41,6 +51,13 @@ pub fn torchrun_rank(rank: usize, world: usize, port: u16, args: &[&str]) -> Com
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     c
+}
+
+/// Rank 0 of a job of two started with `args` on a free port, and that port (for rank 1,
+/// and for strangers).
+pub fn rank_0_of_two(args: &str) -> (Child, u16) {
+    let port = free_port();
+    (torchrun_rank(0, 2, port, args).spawn().unwrap(), port)
 }
 
 /// Waits for a child with a deadline; kills it and fails the test past it.
@@ -89,10 +106,6 @@ pub fn read_until(child: &mut Child, marker: &str, limit: Duration) -> String {
         .unwrap_or_else(|_| panic!("no `{marker}` within {limit:?}"))
 }
 
-pub fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 /// The data rows of an nccl-tests table.
 pub fn rows(table: &str) -> Vec<Vec<String>> {
     table
@@ -125,22 +138,17 @@ pub fn connect_when_listening(port: u16) -> std::net::TcpStream {
 
 /// `gputune bench COLLECTIVE --backend tcp --ranks N` with 2 iterations, 1 warm-up and 1 check
 /// (sizes 4 B to 70000 B unless `extra` has `-b`), as JSON; it must succeed.
-pub fn local_json(collective: &str, ranks: usize, extra: &[&str]) -> serde_json::Value {
-    let sizes: &[&str] = if extra.contains(&"-b") {
-        &[]
+pub fn local_json(collective: &str, ranks: usize, extra: &str) -> serde_json::Value {
+    let sizes = if extra.split_whitespace().any(|w| w == "-b") {
+        ""
     } else {
-        &["-b", "4", "-e", "70000", "-f", "7"]
+        "-b 4 -e 70000 -f 7"
     };
-    let out = super::gputune()
-        .args(["bench", collective, "--backend", "tcp", "--ranks"])
-        .arg(ranks.to_string())
-        .args(sizes)
-        .args(["-n", "2", "-w", "1", "-c", "1"])
-        .args(["--format", "json", "--timeout", "20"])
-        .args(extra)
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
+    let out = bench(&format!(
+        "{collective} --backend tcp --ranks {ranks} {sizes} -n 2 -w 1 -c 1 --format json --timeout 20 {extra}"
+    ))
+    .output()
+    .unwrap();
     assert!(
         out.status.success(),
         "{collective} {ranks} ranks {extra:?}: {}",
@@ -149,12 +157,125 @@ pub fn local_json(collective: &str, ranks: usize, extra: &[&str]) -> serde_json:
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// Waits for ranks 0 and 1 of a job and asserts both succeeded (`what` names the case).
+/// Returns their outputs.
+pub fn both_succeed(r0: Child, r1: Child, limit: Duration, what: &str) -> (Output, Output) {
+    let (o0, _) = wait_within(r0, limit, "rank 0");
+    let (o1, _) = wait_within(r1, limit, "rank 1");
+    for (rank, out) in [(0, &o0), (1, &o1)] {
+        assert!(
+            out.status.success(),
+            "{what}: rank {rank}: {}",
+            text(&out.stderr)
+        );
+    }
+    (o0, o1)
+}
+
+/// A job of two whose rank 0 strangers tried to keep busy: both ranks pass, rank 0 prints
+/// its three rows and says a stranger came.
+pub fn assert_passed_despite_a_stranger(r0: Child, r1: Child, limit: Duration) -> String {
+    let (o0, _) = both_succeed(r0, r1, limit, "the real job");
+    let stderr0 = text(&o0.stderr);
+    assert_eq!(rows(&text(&o0.stdout)).len(), 3);
+    assert!(stderr0.contains("a stranger"), "{stderr0}");
+    stderr0
+}
+
+/// Three ranks of one job, each timing `work` (sizes and iterations far longer than any
+/// test), returned once rank 0 has printed its table header, so all three are mid-run.
+pub fn three_busy_ranks(work: &str, timeout_secs: &str) -> [Child; 3] {
+    let port = free_port();
+    let args = format!("{work} -w 0 -c 0 --timeout {timeout_secs}");
+    let mut r0 = torchrun_rank(0, 3, port, &args).spawn().unwrap();
+    let r1 = torchrun_rank(1, 3, port, &args).spawn().unwrap();
+    let r2 = torchrun_rank(2, 3, port, &args).spawn().unwrap();
+    read_until(&mut r0, "#wrong", Duration::from_secs(20));
+    [r0, r1, r2]
+}
+
+/// How a rank is taken out of a running job.
+#[derive(Clone, Copy)]
+pub enum Halt {
+    /// SIGKILL: its sockets close.
+    Kill,
+    /// SIGSTOP: its sockets stay open and silent.
+    Stall,
+}
+
+/// Halts rank `victim` of `ranks` mid-run, waits up to `limit` for each of the others to
+/// exit, then kills the victim. Returns each other rank's name, output and how long it took.
+pub fn halt(
+    ranks: [Child; 3],
+    victim: usize,
+    how: Halt,
+    limit: Duration,
+) -> Vec<(String, (Output, Duration))> {
+    std::thread::sleep(Duration::from_millis(300));
+    let mut others = Vec::new();
+    let mut halted = None;
+    for (rank, child) in ranks.into_iter().enumerate() {
+        if rank == victim {
+            halted = Some(child);
+        } else {
+            others.push((format!("rank {rank}"), child));
+        }
+    }
+    let mut victim = halted.expect("the victim is one of the ranks");
+    let pid = nix::unistd::Pid::from_raw(victim.id() as i32);
+    let signal = match how {
+        Halt::Kill => nix::sys::signal::Signal::SIGKILL,
+        Halt::Stall => nix::sys::signal::Signal::SIGSTOP,
+    };
+    nix::sys::signal::kill(pid, signal).unwrap_or_else(|e| panic!("{signal} {pid}: {e}"));
+    if let Halt::Kill = how {
+        let _ = victim.wait();
+    }
+    let results = others
+        .into_iter()
+        .map(|(name, child)| {
+            let result = wait_within(child, limit, &name);
+            (name, result)
+        })
+        .collect();
+    let _ = victim.kill();
+    let _ = victim.wait();
+    results
+}
+
+/// One frame as the rendezvous wire carries it: magic, big-endian length, JSON body.
+pub fn frame(json: &serde_json::Value) -> Vec<u8> {
+    let body = json.to_string();
+    let mut out = b"GTB1".to_vec();
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(body.as_bytes());
+    out
+}
+
+/// Tests that halt one of three busy ranks mid-run and expect the others to stop, one line
+/// each: `name: WORK, timeout SECS, Kill|Stall rank N, wait LIMIT s, blaming [RANKS], within
+/// MAX s`: every other rank exits 3 before MAX seconds (waited for up to LIMIT), naming one
+/// of RANKS.
+#[allow(unused_macros)]
+macro_rules! halted_rank_tests {
+    ($($name:ident: $work:expr, timeout $timeout:literal, $how:ident rank $victim:literal, wait $limit:literal s, blaming $blamed:expr, within $max:literal s;)+) => {
+        $(
+            #[test]
+            fn $name() {
+                use std::time::Duration;
+                let ranks = $crate::common::three_busy_ranks($work, $timeout);
+                let how = $crate::common::Halt::$how;
+                let results = $crate::common::halt(ranks, $victim, how, Duration::from_secs($limit));
+                $crate::common::assert_stopped(results, &$blamed, Duration::from_secs($max));
+            }
+        )+
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use halted_rank_tests;
+
 /// Every rank of `results` exited 3 within `max`, without a panic, naming one of `blamed`.
-pub fn assert_stopped(
-    results: Vec<(&str, (std::process::Output, Duration))>,
-    blamed: &[&str],
-    max: Duration,
-) {
+pub fn assert_stopped(results: Vec<(String, (Output, Duration))>, blamed: &[&str], max: Duration) {
     for (name, (out, took)) in results {
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(3), "{name}: {stderr}");
@@ -165,26 +286,4 @@ pub fn assert_stopped(
         assert!(!stderr.contains("panicked"), "{name}: {stderr}");
         assert!(took < max, "{name} took {took:?}");
     }
-}
-
-/// Kills `victim`, then waits up to `limit` for each of the others to exit. Returns each
-/// other rank's output and how long it took.
-pub fn kill_one(
-    mut victim: Child,
-    others: [(&str, Child); 2],
-    limit: Duration,
-) -> Vec<(&str, (Output, Duration))> {
-    victim.kill().expect("the victim rank is running");
-    let _ = victim.wait();
-    others
-        .into_iter()
-        .map(|(name, child)| (name, wait_within(child, limit, name)))
-        .collect()
-}
-
-/// The run exited with `code` and its stderr says `needle`.
-pub fn assert_exit(out: &Output, code: i32, needle: &str) {
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "{stderr}");
-    assert!(stderr.contains(needle), "{stderr}");
 }

@@ -93,36 +93,19 @@ impl Tree {
     /// `/sys/bus/pci/devices`.
     pub fn pci(&self, path: &str, dev: &Pci) {
         let bdf = path.rsplit('/').next().unwrap();
-        self.write(
-            &format!("{path}/vendor"),
-            &format!("0x{:04x}\n", dev.vendor),
-        );
-        self.write(
-            &format!("{path}/device"),
-            &format!("0x{:04x}\n", dev.device),
-        );
-        self.write(&format!("{path}/class"), &format!("0x{:06x}\n", dev.class));
-        self.write(
-            &format!("{path}/numa_node"),
-            &format!("{}\n", dev.numa_node),
-        );
-        self.write(&format!("{path}/local_cpulist"), &format!("{}\n", dev.cpus));
-        self.write(
-            &format!("{path}/current_link_speed"),
-            &format!("{} GT/s PCIe\n", dev.speed.0),
-        );
-        self.write(
-            &format!("{path}/max_link_speed"),
-            &format!("{} GT/s PCIe\n", dev.speed.1),
-        );
-        self.write(
-            &format!("{path}/current_link_width"),
-            &format!("{}\n", dev.width.0),
-        );
-        self.write(
-            &format!("{path}/max_link_width"),
-            &format!("{}\n", dev.width.1),
-        );
+        for (file, value) in [
+            ("vendor", format!("0x{:04x}", dev.vendor)),
+            ("device", format!("0x{:04x}", dev.device)),
+            ("class", format!("0x{:06x}", dev.class)),
+            ("numa_node", dev.numa_node.to_string()),
+            ("local_cpulist", dev.cpus.clone()),
+            ("current_link_speed", format!("{} GT/s PCIe", dev.speed.0)),
+            ("max_link_speed", format!("{} GT/s PCIe", dev.speed.1)),
+            ("current_link_width", dev.width.0.to_string()),
+            ("max_link_width", dev.width.1.to_string()),
+        ] {
+            self.write(&format!("{path}/{file}"), &format!("{value}\n"));
+        }
         if let Some(driver) = dev.driver {
             self.mkdir(&format!("/sys/bus/pci/drivers/{driver}"));
             self.link(
@@ -176,6 +159,47 @@ pub struct Pci {
     pub config: Option<Vec<u8>>,
 }
 
+impl Pci {
+    /// `vendor:device` of `class`, bound to `driver`, trained at its maximum (Gen5 x16), on
+    /// no NUMA node and no local CPUs.
+    pub fn of(vendor: u32, device: u32, class: u32, driver: &'static str) -> Pci {
+        Pci {
+            vendor,
+            device,
+            class,
+            numa_node: -1,
+            cpus: String::new(),
+            speed: ("32.0", "32.0"),
+            width: (16, 16),
+            driver: Some(driver),
+            config: None,
+        }
+    }
+
+    /// An H100 SXM (10de:2330) bound to nvidia.
+    pub fn h100() -> Pci {
+        Pci::of(0x10de, 0x2330, 0x030200, "nvidia")
+    }
+
+    /// On NUMA node `node` (-1: unknown), local to `cpus`.
+    pub fn on(self, node: i32, cpus: &str) -> Pci {
+        Pci {
+            numa_node: node,
+            cpus: cpus.into(),
+            ..self
+        }
+    }
+
+    /// Trained at `speed` GT/s and `width` lanes, each (current, max).
+    pub fn link(self, speed: (&'static str, &'static str), width: (u32, u32)) -> Pci {
+        Pci {
+            speed,
+            width,
+            ..self
+        }
+    }
+}
+
 /// 4 KiB of config space with an ACS capability at 0x148 whose control register is `acs`.
 pub fn config_with_acs(acs: u16) -> Vec<u8> {
     let mut c = vec![0u8; 4096];
@@ -224,20 +248,9 @@ pub fn hgx(faults: HgxFaults) -> Tree {
         let gpu = format!("{dn_gpu}/0000:{:02x}:00.0", hb + 3);
         let nic = format!("{dn_nic}/0000:{:02x}:00.0", hb + 4);
         let bridge = |path: &str| {
-            t.pci(
-                path,
-                &Pci {
-                    vendor: 0x1000,
-                    device: 0xc030,
-                    class: 0x060400,
-                    numa_node: node as i32,
-                    cpus: cpus.into(),
-                    speed: ("32.0", "32.0"),
-                    width: (16, 16),
-                    driver: Some("pcieport"),
-                    config: Some(config_with_acs(acs)),
-                },
-            )
+            let port = Pci::of(0x1000, 0xc030, 0x060400, "pcieport").on(node as i32, cpus);
+            let config = Some(config_with_acs(acs));
+            t.pci(path, &Pci { config, ..port })
         };
         for b in [&rp, &up, &dn_gpu, &dn_nic] {
             bridge(b);
@@ -250,34 +263,10 @@ pub fn hgx(faults: HgxFaults) -> Tree {
         if faults.downtrained && i == 5 {
             gpu_speed = ("8.0", "32.0");
         }
-        t.pci(
-            &gpu,
-            &Pci {
-                vendor: 0x10de,
-                device: 0x2330,
-                class: 0x030200,
-                numa_node: node as i32,
-                cpus: cpus.into(),
-                speed: gpu_speed,
-                width: gpu_width,
-                driver: Some("nvidia"),
-                config: None,
-            },
-        );
-        t.pci(
-            &nic,
-            &Pci {
-                vendor: 0x15b3,
-                device: 0x1021,
-                class: 0x020000,
-                numa_node: node as i32,
-                cpus: cpus.into(),
-                speed: ("32.0", "32.0"),
-                width: (16, 16),
-                driver: Some("mlx5_core"),
-                config: None,
-            },
-        );
+        let on_node = |pci: Pci| pci.on(node as i32, cpus);
+        t.pci(&gpu, &on_node(Pci::h100()).link(gpu_speed, gpu_width));
+        let cx7 = Pci::of(0x15b3, 0x1021, 0x020000, "mlx5_core");
+        t.pci(&nic, &on_node(cx7));
         let name = format!("ens{i}np0");
         t.netdev(&nic, &name, 400_000, 9000, true, 10 + i);
         let ib = format!("/sys/class/infiniband/mlx5_{i}");
@@ -374,17 +363,7 @@ pub fn pin_fixture() -> Tree {
     for (i, node, cpus) in [(0u32, 0, "1"), (1, 1, "0")] {
         t.pci(
             &format!("/sys/devices/pci0000:00/0000:00:0{}.0", 4 + i),
-            &Pci {
-                vendor: 0x10de,
-                device: 0x2330,
-                class: 0x030200,
-                numa_node: node,
-                cpus: cpus.into(),
-                speed: ("32.0", "32.0"),
-                width: (16, 16),
-                driver: Some("nvidia"),
-                config: None,
-            },
+            &Pci::h100().on(node, cpus),
         );
     }
     t
@@ -397,17 +376,7 @@ pub fn unknown_numa_fixture() -> Tree {
     t.numa_node(1, "1", Some(4_000_000));
     t.pci(
         "/sys/devices/pci0000:00/0000:00:04.0",
-        &Pci {
-            vendor: 0x10de,
-            device: 0x2330,
-            class: 0x030200,
-            numa_node: -1,
-            cpus: "0-1".into(),
-            speed: ("32.0", "32.0"),
-            width: (16, 16),
-            driver: Some("nvidia"),
-            config: None,
-        },
+        &Pci::h100().on(-1, "0-1"),
     );
     t
 }
