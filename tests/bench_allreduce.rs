@@ -40,10 +40,11 @@ fn two_and_three_local_ranks_reduce_every_type_and_op_exactly() {
 
 #[test]
 fn several_slices_over_several_streams_reduce_exactly() {
-    // 6 MB over 3 ranks: 2 MB segments, 8 slices each, alternating over 2 connections.
+    // 7 MiB over 3 ranks: segments of 2.33 MiB, three slices each (the last a third of a
+    // slice), alternating over 2 connections.
     for (dtype, op) in [("f16", "sum"), ("i32", "max"), ("f32", "avg")] {
         let out = bench(&format!(
-            "allreduce --backend tcp --ranks 3 --streams 2 -b 6M -e 6M -n 1 -w 0 -c 1 -d {dtype} -o {op} --format json"
+            "allreduce --backend tcp --ranks 3 --streams 2 -b 7M -e 7M -n 1 -w 0 -c 1 -d {dtype} -o {op} --format json"
         ))
         .timeout(Duration::from_secs(120))
         .output()
