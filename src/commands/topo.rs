@@ -67,6 +67,11 @@ fn opt<T: ToString>(v: Option<T>) -> String {
     v.map_or("-".into(), |v| v.to_string())
 }
 
+/// A cell that may be empty: `-` then, as `opt` shows `None`.
+fn or_dash(s: String) -> String {
+    if s.is_empty() { "-".into() } else { s }
+}
+
 fn new_table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_style(NOTHING).set_header(header.to_vec());
@@ -85,11 +90,7 @@ pub fn table(inv: &Inventory) -> String {
         nodes.add_row(vec![
             n.id.to_string(),
             n.cpus.to_string(),
-            if n.offline_cpus.is_empty() {
-                "-".into()
-            } else {
-                n.offline_cpus.to_string()
-            },
+            or_dash(n.offline_cpus.to_string()),
             opt(n.memory.map(gib)),
             opt(n.gpu_memory_of.clone()),
         ]);
@@ -139,11 +140,7 @@ pub fn table(inv: &Inventory) -> String {
                 opt(n.firmware.clone()),
                 opt(n.link.as_ref().map(|l| l.current())),
                 opt(n.link.as_ref().map(|l| l.max())),
-                if n.rdma.is_empty() {
-                    "-".into()
-                } else {
-                    n.rdma.join(",")
-                },
+                or_dash(n.rdma.join(",")),
             ]);
         }
         out += &format!("{t}\n");
@@ -176,11 +173,7 @@ pub fn table(inv: &Inventory) -> String {
                     p.port.to_string(),
                     p.state.clone(),
                     p.phys_state.clone(),
-                    if p.rate.is_empty() {
-                        "-".into()
-                    } else {
-                        p.rate.clone()
-                    },
+                    or_dash(p.rate.clone()),
                     opt(p.width.map(|w| format!("{w}X"))),
                     p.link_layer.clone(),
                     opt(p.active_mtu),
@@ -188,11 +181,7 @@ pub fn table(inv: &Inventory) -> String {
                     opt(r.driver.clone()),
                     opt(r.pci_address.clone()),
                     opt(r.numa_node),
-                    if r.netdevs.is_empty() {
-                        "-".into()
-                    } else {
-                        r.netdevs.join(",")
-                    },
+                    or_dash(r.netdevs.join(",")),
                     opt(r.relaxed_ordering.map(|e| if e { "on" } else { "off" })),
                 ]);
             }
