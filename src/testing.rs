@@ -2,6 +2,7 @@
 //! root with this profile, findings by id".
 
 use std::collections::BTreeMap;
+use std::fmt::Debug;
 use std::path::{Path, PathBuf};
 
 use crate::checks::{AREAS, AuditOptions, Context};
@@ -30,6 +31,19 @@ pub fn assert_starts(text: &str, prefix: &str) {
 #[track_caller]
 pub fn assert_contains(text: &str, part: &str) {
     assert!(text.contains(part), "{text:?}\ndoes not contain {part:?}");
+}
+
+/// A table test: asserts `f(input) == want` for every `(input, want)` of `cases`, naming the
+/// input that fails.
+#[track_caller]
+pub fn assert_cases<I: Debug, T: Debug + PartialEq<W>, W: Debug>(
+    cases: impl IntoIterator<Item = (I, W)>,
+    f: impl Fn(I) -> T,
+) {
+    for (input, want) in cases {
+        let name = format!("{input:?}");
+        assert_eq!(f(input), want, "{name}");
+    }
 }
 
 /// A node tree in a temporary directory, removed when dropped.

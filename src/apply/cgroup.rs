@@ -82,6 +82,7 @@ pub fn is_cgroupfs_key(key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::assert_cases;
 
     #[test]
     fn slices_nest_by_prefix() {
@@ -91,9 +92,7 @@ mod tests {
             ("user-1000.slice", "user.slice/user-1000.slice"),
             ("a-b-c", "a.slice/a-b.slice/a-b-c.slice"),
         ];
-        for (slice, want) in cases {
-            assert_eq!(slice_dir(slice), want, "{slice}");
-        }
+        assert_cases(cases, slice_dir);
     }
 
     #[test]

@@ -158,6 +158,7 @@ fn parse_range(item: &str) -> Option<(u16, u16)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::assert_cases;
 
     /// Recorded from nft 1.0.6: `nft -j list tables` with `inet gputune` and `ip gputune`,
     /// then with only `ip gputune`, then with no table.
@@ -173,11 +174,9 @@ mod tests {
         assert!(has_own_table("Error: not json").is_err());
     }
 
-    type Ranges = Vec<(u16, u16)>;
-
     #[test]
     fn ports_merge_and_sort() {
-        let cases: &[(Ranges, Ranges)] = &[
+        let cases = [
             (vec![], vec![]),
             (vec![(29500, 29550)], vec![(29500, 29550)]),
             (
@@ -189,14 +188,12 @@ mod tests {
             (vec![(20, 10)], vec![(10, 20)]),
             (vec![(65535, 65535), (65534, 65535)], vec![(65534, 65535)]),
         ];
-        for (input, want) in cases {
-            assert_eq!(normalize_ports(input), *want, "{input:?}");
-        }
+        assert_cases(cases, |input| normalize_ports(&input));
     }
 
     #[test]
     fn listings_give_their_ports() {
-        let cases: &[(&str, Result<Ranges, ()>)] = &[
+        let cases = [
             ("table inet gputune {\n}\n", Ok(vec![])),
             (
                 "table inet gputune {\n\tchain input {\n\t\ttcp dport { 29500-29550, 50000-51000 } accept\n\t}\n}\n",
@@ -211,9 +208,7 @@ mod tests {
             ("tcp dport { eighty } accept\n", Err(())),
             ("tcp dport { 70000 } accept\n", Err(())),
         ];
-        for (text, want) in cases {
-            assert_eq!(accepted_ports(text).map_err(|_| ()), *want, "{text:?}");
-        }
+        assert_cases(cases, |text| accepted_ports(text).map_err(|_| ()));
     }
 
     #[test]

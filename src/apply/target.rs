@@ -80,6 +80,7 @@ pub struct Step {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::assert_cases;
 
     #[test]
     fn knob_values_are_writable_back() {
@@ -90,9 +91,7 @@ mod tests {
             ("0-3", "0-3"),
             ("", ""),
         ];
-        for (raw, want) in cases {
-            assert_eq!(knob_value(raw), want, "{raw:?}");
-        }
+        assert_cases(cases, knob_value);
     }
 
     #[test]

@@ -297,11 +297,12 @@ fn thp(ctx: &Context, key: &str, setting: &Setting, path: &str) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::assert_cases;
 
     #[test]
     fn swaps() {
         let header = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n";
-        let cases: &[(&str, Result<Vec<SwapArea>, ()>)] = &[
+        let cases = [
             (header, Ok(vec![])),
             (
                 "Filename Type Size Used Priority\n/swapfile file 2097148 0 -2\n/dev/sda2 partition 1048572 0 -3\n",
@@ -327,9 +328,7 @@ mod tests {
                 Err(()),
             ),
         ];
-        for (text, want) in cases {
-            assert_eq!(parse_swaps(text).map_err(|_| ()), *want, "{text:?}");
-        }
+        assert_cases(cases, |text| parse_swaps(text).map_err(|_| ()));
     }
 
     #[test]
@@ -386,8 +385,6 @@ mod tests {
             ("[]", None),
             ("", None),
         ];
-        for (text, want) in cases {
-            assert_eq!(parse_bracketed(text), want, "{text:?}");
-        }
+        assert_cases(cases, parse_bracketed);
     }
 }

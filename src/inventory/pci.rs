@@ -232,10 +232,11 @@ pub fn host_path(root: &Root, real: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::assert_cases;
 
     #[test]
     fn link_speeds() {
-        let cases: &[(&str, Option<f64>)] = &[
+        let cases = [
             ("8.0 GT/s PCIe\n", Some(8.0)),
             ("8 GT/s\n", Some(8.0)),
             ("2.5 GT/s", Some(2.5)),
@@ -244,9 +245,7 @@ mod tests {
             ("", None),
             ("16", None),
         ];
-        for (text, want) in cases {
-            assert_eq!(parse_link_speed(text), *want, "{text:?}");
-        }
+        assert_cases(cases, parse_link_speed);
     }
 
     #[test]

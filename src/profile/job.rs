@@ -156,10 +156,11 @@ impl Job {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::assert_cases;
 
     #[test]
     fn ports() {
-        let cases: &[(&str, Result<PortRanges, ()>)] = &[
+        let cases = [
             ("29500-29550", Ok(vec![(29500, 29550)])),
             ("22", Ok(vec![(22, 22)])),
             (
@@ -173,9 +174,7 @@ mod tests {
             ("a-b", Err(())),
             ("1,", Err(())),
         ];
-        for (text, want) in cases {
-            assert_eq!(parse_ports(text).map_err(|_| ()), *want, "{text:?}");
-        }
+        assert_cases(cases, |text| parse_ports(text).map_err(|_| ()));
         assert_eq!(format_ports(&[(29500, 29550), (22, 22)]), "29500-29550, 22");
     }
 }

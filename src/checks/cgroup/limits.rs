@@ -87,10 +87,11 @@ pub fn parse_v1_cpu(quota_text: &str, period_text: &str) -> Result<CpuQuota, Str
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::assert_cases;
 
     #[test]
     fn maxima() {
-        let cases: &[(&str, Result<Amount, ()>)] = &[
+        let cases = [
             ("max\n", Ok(Amount::Unlimited)),
             ("8589934592\n", Ok(Amount::Finite(8589934592))),
             ("4096", Ok(Amount::Finite(4096))),
@@ -98,23 +99,19 @@ mod tests {
             ("-1", Err(())),
             ("lots", Err(())),
         ];
-        for (text, want) in cases {
-            assert_eq!(parse_max(text).map_err(|_| ()), *want, "{text:?}");
-        }
+        assert_cases(cases, |text| parse_max(text).map_err(|_| ()));
     }
 
     #[test]
     fn v1_memory() {
-        let cases: &[(&str, Result<Amount, ()>)] = &[
+        let cases = [
             ("9223372036854771712\n", Ok(Amount::Unlimited)),
             ("8589934592\n", Ok(Amount::Finite(8589934592))),
             ("-1", Ok(Amount::Unlimited)),
             ("max", Err(())),
             ("", Err(())),
         ];
-        for (text, want) in cases {
-            assert_eq!(parse_v1_memory(text).map_err(|_| ()), *want, "{text:?}");
-        }
+        assert_cases(cases, |text| parse_v1_memory(text).map_err(|_| ()));
     }
 
     #[test]
@@ -125,7 +122,7 @@ mod tests {
                 period_us: p,
             })
         };
-        let cases: &[(&str, Result<CpuQuota, ()>)] = &[
+        let cases = [
             ("max 100000\n", q(Amount::Unlimited, 100000)),
             ("400000 100000", q(Amount::Finite(4000), 100000)),
             ("50000 100000", q(Amount::Finite(500), 100000)),
@@ -135,9 +132,7 @@ mod tests {
             ("x 100000", Err(())),
             ("100 0", Err(())),
         ];
-        for (text, want) in cases {
-            assert_eq!(parse_cpu_max(text).map_err(|_| ()), *want, "{text:?}");
-        }
+        assert_cases(cases, |text| parse_cpu_max(text).map_err(|_| ()));
         assert_eq!(
             parse_v1_cpu("-1\n", "100000\n").map(|c| c.millicpus),
             Ok(Amount::Unlimited)

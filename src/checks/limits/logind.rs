@@ -116,10 +116,11 @@ pub fn read(root: &Root) -> Result<Result<RemoveIpc, String>, HostError> {
 mod tests {
     use super::*;
     use crate::testing::Tree;
+    use crate::testing::assert_cases;
 
     #[test]
     fn parsing() {
-        let cases: &[(&str, Result<Option<bool>, ()>)] = &[
+        let cases = [
             ("", Ok(None)),
             ("[Login]\n#RemoveIPC=yes\n", Ok(None)),
             ("[Login]\nRemoveIPC=no\n", Ok(Some(false))),
@@ -135,13 +136,7 @@ mod tests {
             ("[Login]\nRemoveIPC=maybe\n", Err(())),
             ("[Login]\ngarbage\n", Err(())),
         ];
-        for (text, want) in cases {
-            assert_eq!(
-                parse_remove_ipc("f", text).map_err(|_| ()),
-                *want,
-                "{text:?}"
-            );
-        }
+        assert_cases(cases, |text| parse_remove_ipc("f", text).map_err(|_| ()));
         assert!(
             parse_remove_ipc("logind.conf", "[Login]\nRemoveIPC=maybe\n")
                 .unwrap_err()

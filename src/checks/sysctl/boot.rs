@@ -146,6 +146,7 @@ fn after_ours(file: &str) -> bool {
 mod tests {
     use super::*;
     use crate::testing::Tree;
+    use crate::testing::assert_cases;
 
     fn a(key: &str, value: &str, file: &str, line: usize) -> Assignment {
         Assignment {
@@ -160,7 +161,7 @@ mod tests {
     #[test]
     fn lines() {
         let f = "/etc/sysctl.d/x.conf";
-        let cases: &[(&str, Vec<Assignment>)] = &[
+        let cases = [
             ("", vec![]),
             ("# comment\n; other\n\n", vec![]),
             ("vm.swappiness = 10\n", vec![a("vm.swappiness", "10", f, 1)]),
@@ -189,9 +190,7 @@ mod tests {
             ("no equals sign\n", vec![]),
             ("= 5\n", vec![]),
         ];
-        for (text, want) in cases {
-            assert_eq!(parse(text, f), *want, "{text:?}");
-        }
+        assert_cases(cases, |text| parse(text, f));
     }
 
     #[test]
