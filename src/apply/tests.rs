@@ -9,7 +9,7 @@ use std::path::Path;
 use super::error::ApplyError;
 use super::io::{HostIo, Io};
 use super::nft::Nft;
-use super::plan::{self, PlanOptions};
+use super::plan::{self, Plan, PlanOptions};
 use super::target::{State, Target, knob_value};
 use super::{firewall, transaction};
 use crate::finding::Change;
@@ -94,6 +94,16 @@ const fn options(persist: bool, live_kernel: bool, image: bool) -> PlanOptions {
         live_kernel,
         image,
     }
+}
+
+/// Asserts that one of `plan`'s notes contains `part`, showing the notes when none does.
+#[track_caller]
+fn assert_noted(plan: &Plan, part: &str) {
+    assert!(
+        plan.notes.iter().any(|n| n.contains(part)),
+        "no note contains {part:?}: {:?}",
+        plan.notes
+    );
 }
 
 fn every_change() -> Vec<Change> {
@@ -230,11 +240,7 @@ fn every_change_variant_applies_verifies_and_restores() {
         fs::read_link(tree.path(firewall::UNIT_LINK)).unwrap(),
         Path::new(firewall::UNIT_FILE)
     );
-    assert!(
-        plan.notes
-            .iter()
-            .any(|n| n.contains("transparent_hugepage/enabled is set live only"))
-    );
+    assert_noted(&plan, "transparent_hugepage/enabled is set live only");
 
     // A second plan has nothing left to do.
     let again = plan::build(&changes, &root, &io, LIVE).unwrap();
@@ -342,11 +348,7 @@ fn no_persist_writes_live_values_only() {
         "{:?}",
         plan.steps
     );
-    assert!(
-        plan.notes
-            .iter()
-            .any(|n| n.contains("NCCL_SOCKET_IFNAME skipped"))
-    );
+    assert_noted(&plan, "NCCL_SOCKET_IFNAME skipped");
 }
 
 #[test]
@@ -362,11 +364,7 @@ fn a_mounted_image_gets_files_but_its_firewall_is_not_live() {
     let targets: Vec<&Target> = plan.steps.iter().map(|s| &s.target).collect();
     assert!(!targets.contains(&&Target::NftTable));
     assert!(targets.contains(&&Target::File(firewall::RULES_FILE.into())));
-    assert!(
-        plan.notes
-            .iter()
-            .any(|n| n.contains("live firewall is left alone"))
-    );
+    assert_noted(&plan, "live firewall is left alone");
 }
 
 #[test]
@@ -389,7 +387,7 @@ fn sysctl_overrides_and_irqbalance_are_noted() {
         cpus: "0-1".into(),
     };
     let plan = plan::build(&[irq], &root, &io, LIVE).unwrap();
-    assert!(plan.notes.iter().any(|n| n.contains("irqbalance")));
+    assert_noted(&plan, "irqbalance");
 }
 
 #[test]
@@ -416,13 +414,7 @@ fn cgroupfs_without_systemd_needs_the_cgroup() {
     // No systemd and no cgroup: nothing to write or persist, said in a note, not an abort.
     let plan = plan::build(&[missing], &root, &io, LIVE).unwrap();
     assert!(plan.steps.is_empty());
-    assert!(
-        plan.notes
-            .iter()
-            .any(|n| n.contains("does not exist and there is no systemd here")),
-        "{:?}",
-        plan.notes
-    );
+    assert_noted(&plan, "does not exist and there is no systemd here");
 }
 
 #[test]
@@ -499,11 +491,5 @@ fn an_image_gets_persisted_files_and_never_a_live_value() {
         assert!(files.iter().any(|f| f.contains(want)), "{want}: {files:?}");
     }
     assert!(!files.iter().any(|f| f.contains("scope")), "{files:?}");
-    assert!(
-        plan.notes
-            .iter()
-            .any(|n| n.contains("job-1.scope memory.high is not written")),
-        "{:?}",
-        plan.notes
-    );
+    assert_noted(&plan, "job-1.scope memory.high is not written");
 }
