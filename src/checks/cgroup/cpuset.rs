@@ -79,13 +79,12 @@ pub(super) fn read_cpuset(
     Ok(None)
 }
 
-pub(super) fn cpuset_finding(
-    ctx: &Context,
-    layout: &Layout,
-    target: &Target,
-    key: &str,
-    setting: &Setting,
-) -> Finding {
+pub(super) fn cpuset_finding(scope: &Scope, key: &str, setting: &Setting) -> Finding {
+    let Scope {
+        ctx,
+        layout,
+        target,
+    } = *scope;
     let part = CpusetPart::of_key(key);
     let noun = part.noun();
     let check = target.check(ctx, key, setting);

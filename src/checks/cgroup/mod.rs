@@ -137,13 +137,18 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
         findings.push(hierarchy_finding(ctx, &layout, setting));
     }
     for target in &targets {
+        let scope = Scope {
+            ctx,
+            layout: &layout,
+            target,
+        };
         for (key, setting) in &keys {
             let finding = match key.as_str() {
                 "memory.max" | "memory.high" | "pids.max" | "cpu.max" => {
-                    limit_finding(ctx, &layout, target, key, setting)
+                    limit_finding(&scope, key, setting)
                 }
                 "cpuset.gpus_without_local_cpus" | "cpuset.gpus_without_local_memory" => {
-                    cpuset_finding(ctx, &layout, target, key, setting)
+                    cpuset_finding(&scope, key, setting)
                 }
                 _ => continue,
             };
@@ -172,13 +177,12 @@ fn hierarchy_finding(ctx: &Context, layout: &Layout, setting: &Setting) -> Findi
     )
 }
 
-fn limit_finding(
-    ctx: &Context,
-    layout: &Layout,
-    target: &Target,
-    key: &str,
-    setting: &Setting,
-) -> Finding {
+fn limit_finding(scope: &Scope, key: &str, setting: &Setting) -> Finding {
+    let Scope {
+        ctx,
+        layout,
+        target,
+    } = *scope;
     let check = target.check(ctx, key, setting);
     let controller = controller_of(key);
     let Some(mount) = layout.mount_of(controller) else {

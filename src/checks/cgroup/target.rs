@@ -13,6 +13,13 @@ pub(super) struct Target {
     pub(super) optional: bool,
 }
 
+/// Where a key is judged: one target cgroup, on this node's cgroup layout.
+pub(super) struct Scope<'a> {
+    pub(super) ctx: &'a Context<'a>,
+    pub(super) layout: &'a Layout,
+    pub(super) target: &'a Target,
+}
+
 pub(super) enum TargetKind {
     /// One cgroup path for every controller.
     Path(String),
