@@ -159,13 +159,17 @@ fn nic_check(ctx: &Context, nic: &Nic, key: &str, setting: &Setting) -> Check {
     super::setting_check(ctx, Area::Nic, key, setting).suffixed(&format!(".{}", nic.name))
 }
 
+/// An IPoIB link's speed and MTU are not what NCCL's InfiniBand transport runs on: their
+/// checks are skipped, saying what applies instead.
+fn skip_ipoib(check: &Check, nic: &Nic, instead: &str) -> Option<Finding> {
+    (nic.kind == "infiniband").then(|| check.skip(format!("{} is IPoIB: {instead}", nic.name)))
+}
+
 fn speed(ctx: &Context, nic: &Nic, setting: &Setting) -> Finding {
     let check = nic_check(ctx, nic, "link.speed_mbps", setting);
-    if nic.kind == "infiniband" {
-        return check.skip(format!(
-            "{} is IPoIB: its HCA port's rate is judged instead (rdma.*.rate_mbps)",
-            nic.name
-        ));
+    let instead = "its HCA port's rate is judged instead (rdma.*.rate_mbps)";
+    if let Some(skipped) = skip_ipoib(&check, nic, instead) {
+        return skipped;
     }
     let Some(mbps) = nic.speed_mbps else {
         return check.skip(format!(
@@ -187,11 +191,9 @@ fn speed(ctx: &Context, nic: &Nic, setting: &Setting) -> Finding {
 
 fn mtu(ctx: &Context, nic: &Nic, setting: &Setting) -> Finding {
     let check = nic_check(ctx, nic, "link.mtu", setting);
-    if nic.kind == "infiniband" {
-        return check.skip(format!(
-            "{} is IPoIB: NCCL's InfiniBand transport does not use the IP MTU",
-            nic.name
-        ));
+    let instead = "NCCL's InfiniBand transport does not use the IP MTU";
+    if let Some(skipped) = skip_ipoib(&check, nic, instead) {
+        return skipped;
     }
     let Some(mtu) = nic.mtu else {
         return check.error(format!("/sys/class/net/{}/mtu is unreadable", nic.name));
