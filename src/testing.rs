@@ -125,7 +125,8 @@ pub fn audit(
         .iter()
         .find(|a| a.area == area)
         .unwrap_or_else(|| panic!("no checks for {area}"));
-    (checks.audit)(&ctx)
+    checks
+        .run(&ctx)
         .into_iter()
         .map(|f| (f.id.clone(), f))
         .collect()

@@ -92,14 +92,6 @@ impl<'a> Context<'a> {
             .get_or_init(|| Inventory::read(self.root, &self.probes))
     }
 
-    /// The inventory for a hardware area (gpu, nic, numa, platform), or the error finding
-    /// that area reports when a file could not be read.
-    pub fn inventory_for(&self, area: Area) -> Result<&Inventory, Box<Finding>> {
-        self.inventory().as_ref().map_err(|e| {
-            Box::new(Check::new(format!("{area}.inventory"), area).error(e.to_string()))
-        })
-    }
-
     /// The sysctl each key gets at boot and where from (systemd-sysctl order), or why the
     /// files could not be read; read once per audit.
     pub fn boot_sysctls(&self) -> &Result<BTreeMap<String, Assignment>, String> {
@@ -115,7 +107,32 @@ impl<'a> Context<'a> {
 pub struct AreaChecks {
     pub area: Area,
     pub keys: &'static [KeySpec],
-    pub audit: fn(&Context) -> Vec<Finding>,
+    pub audit: Audit,
+}
+
+/// The function that runs an area's checks.
+pub enum Audit {
+    /// Reads what it judges itself.
+    Node(fn(&Context) -> Vec<Finding>),
+    /// Judges the hardware inventory, read once per audit; when a file of it cannot be
+    /// read, the area reports that as its one finding.
+    Hardware(fn(&Context, &Inventory) -> Vec<Finding>),
+}
+
+impl AreaChecks {
+    /// The area's findings on the node `ctx` describes.
+    pub fn run(&self, ctx: &Context) -> Vec<Finding> {
+        match self.audit {
+            Audit::Node(audit) => audit(ctx),
+            Audit::Hardware(audit) => match ctx.inventory() {
+                Ok(inv) => audit(ctx, inv),
+                Err(e) => {
+                    let check = Check::new(format!("{}.inventory", self.area), self.area);
+                    vec![check.error(e.to_string())]
+                }
+            },
+        }
+    }
 }
 
 /// Every area that has checks, in report order.
@@ -123,47 +140,47 @@ pub const AREAS: &[AreaChecks] = &[
     AreaChecks {
         area: Area::Network,
         keys: network::KEYS,
-        audit: network::audit,
+        audit: Audit::Node(network::audit),
     },
     AreaChecks {
         area: Area::Memory,
         keys: memory::KEYS,
-        audit: memory::audit,
+        audit: Audit::Node(memory::audit),
     },
     AreaChecks {
         area: Area::Numa,
         keys: numa::KEYS,
-        audit: numa::audit,
+        audit: Audit::Hardware(numa::audit),
     },
     AreaChecks {
         area: Area::Nic,
         keys: nic::KEYS,
-        audit: nic::audit,
+        audit: Audit::Hardware(nic::audit),
     },
     AreaChecks {
         area: Area::Gpu,
         keys: gpu::KEYS,
-        audit: gpu::audit,
+        audit: Audit::Hardware(gpu::audit),
     },
     AreaChecks {
         area: Area::Platform,
         keys: platform::KEYS,
-        audit: platform::audit,
+        audit: Audit::Hardware(platform::audit),
     },
     AreaChecks {
         area: Area::Limits,
         keys: limits::KEYS,
-        audit: limits::audit,
+        audit: Audit::Node(limits::audit),
     },
     AreaChecks {
         area: Area::Cgroup,
         keys: cgroup::KEYS,
-        audit: cgroup::audit,
+        audit: Audit::Node(cgroup::audit),
     },
     AreaChecks {
         area: Area::Firewall,
         keys: firewall::KEYS,
-        audit: firewall::audit,
+        audit: Audit::Node(firewall::audit),
     },
 ];
 
@@ -180,7 +197,7 @@ pub fn run(ctx: &Context, only: &[Area]) -> Vec<Finding> {
     let mut findings: Vec<Finding> = AREAS
         .iter()
         .filter(|a| only.is_empty() || only.contains(&a.area))
-        .flat_map(|a| (a.audit)(ctx))
+        .flat_map(|a| a.run(ctx))
         .collect();
     // In an image every skip is for want of a running node: say so the same way everywhere.
     if ctx.options.image() {
@@ -356,5 +373,21 @@ mod tests {
     fn every_area_has_one_registry_entry_in_report_order() {
         let registered: Vec<Area> = AREAS.iter().map(|a| a.area).collect();
         assert_eq!(registered, Area::ALL);
+    }
+
+    #[test]
+    fn a_hardware_area_whose_inventory_is_unreadable_says_so_once() {
+        let tree = crate::testing::Tree::new();
+        tree.dir("/sys/devices/system/node/node0/cpulist");
+        for area in [Area::Numa, Area::Nic, Area::Gpu, Area::Platform] {
+            let options = AuditOptions::default();
+            let probes = Probes::absent("in a test");
+            let f = crate::testing::audit(&tree.root(), "base", &options, probes, area);
+            let ids: Vec<&String> = f.keys().collect();
+            assert_eq!(ids, [&format!("{area}.inventory")]);
+            let only = &f[&format!("{area}.inventory")];
+            assert_eq!(only.status, crate::finding::Status::Error);
+            crate::testing::assert_contains(&only.message, "cpulist: is a directory");
+        }
     }
 }

@@ -26,11 +26,7 @@ pub const KEYS: &[KeySpec] = &[
     },
 ];
 
-pub fn audit(ctx: &Context) -> Vec<Finding> {
-    let inv = match ctx.inventory_for(Area::Platform) {
-        Ok(inv) => inv,
-        Err(f) => return vec![*f],
-    };
+pub fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
     let mut out = acs(ctx, inv);
     for (key, setting) in ctx.profile.area(Area::Platform) {
         match key.as_str() {

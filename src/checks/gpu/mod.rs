@@ -36,12 +36,8 @@ pub const KEYS: &[KeySpec] = &[
     },
 ];
 
-pub fn audit(ctx: &Context) -> Vec<Finding> {
+pub fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
     let probes = &ctx.probes;
-    let inv = match ctx.inventory_for(Area::Gpu) {
-        Ok(inv) => inv,
-        Err(f) => return vec![*f],
-    };
     let mut findings = vec![count(inv)];
     findings.extend(inv.gpus.iter().map(pcie_link));
     findings.extend(nvml(inv));

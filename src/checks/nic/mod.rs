@@ -74,12 +74,8 @@ pub const KEYS: &[KeySpec] = &[
     },
 ];
 
-pub fn audit(ctx: &Context) -> Vec<Finding> {
+pub fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
     let probes = &ctx.probes;
-    let inv = match ctx.inventory_for(Area::Nic) {
-        Ok(inv) => inv,
-        Err(f) => return vec![*f],
-    };
     let mut findings = peer::audit(ctx);
     let chosen = select::training(ctx, inv, probes, &mut findings);
     let nccl = ncclenv::NcclConfig::read(ctx.root);
@@ -289,7 +285,7 @@ mod tests {
         let mut probes = Probes::absent("in a test");
         probes.routes = Box::new(routes);
         let ctx = Context::with_probes(&root, &profile, &options, probes);
-        audit(&ctx)
+        crate::checks::run(&ctx, &[Area::Nic])
     }
 
     #[test]
