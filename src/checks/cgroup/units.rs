@@ -327,17 +327,14 @@ mod tests {
     fn values_in_cgroup_units() {
         let a = |n: i128| Ok(Value::Amount(Amount::Finite(n)));
         let max = Ok(Value::Amount(Amount::Unlimited));
+        let share = |of: &str| Ok(Value::Relative(of.into()));
         let cases: &[(&str, &str, Result<Value, ()>)] = &[
             ("MemoryMax", "8G", a(8 << 30)),
             ("MemoryMax", "1.5K", a(1536)),
             ("MemoryMax", "4096", a(4096)),
             ("MemoryHigh", "infinity", max.clone()),
             ("MemoryHigh", "", max.clone()),
-            (
-                "MemoryMax",
-                "50%",
-                Ok(Value::Relative("50% of the node's RAM".into())),
-            ),
+            ("MemoryMax", "50%", share("50% of the node's RAM")),
             ("MemoryMax", "8Q", Err(())),
             ("MemoryMax", "lots", Err(())),
             ("CPUQuota", "400%", a(4000)),
@@ -347,11 +344,7 @@ mod tests {
             ("CPUQuota", "0%", Err(())),
             ("TasksMax", "8192", a(8192)),
             ("TasksMax", "infinity", max.clone()),
-            (
-                "TasksMax",
-                "15%",
-                Ok(Value::Relative("15% of the kernel's pid limit".into())),
-            ),
+            ("TasksMax", "15%", share("15% of the kernel's pid limit")),
             ("TasksMax", "4K", Err(())),
             ("TasksMax", "0", Err(())),
         ];
