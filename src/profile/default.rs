@@ -73,43 +73,41 @@ mod tests {
         }
     }
 
+    /// A physical link that is up.
+    fn up(name: &str, speed: Option<u64>) -> Link {
+        link(name, true, true, speed)
+    }
+
+    /// A physical link that is down.
+    fn down(name: &str, speed: Option<u64>) -> Link {
+        link(name, true, false, speed)
+    }
+
+    /// A virtual interface (lo, docker0) that is up.
+    fn virtual_up(name: &str, speed: Option<u64>) -> Link {
+        link(name, false, true, speed)
+    }
+
     #[test]
     fn rule() {
         let cases: &[(&[&str], Vec<Link>, &str)] = &[
             (&["mlx5_0"], vec![], "ddp-infiniband"),
+            (&[], vec![up("eth0", Some(100_000))], "ddp-100gbe"),
             (
                 &[],
-                vec![link("eth0", true, true, Some(100_000))],
-                "ddp-100gbe",
-            ),
-            (
-                &[],
-                vec![
-                    link("eth0", true, true, Some(10_000)),
-                    link("eth1", true, true, Some(25_000)),
-                ],
+                vec![up("eth0", Some(10_000)), up("eth1", Some(25_000))],
                 "ddp-25gbe",
             ),
+            (&[], vec![up("eth0", Some(10_000))], "ddp-10gbe"),
             (
                 &[],
-                vec![link("eth0", true, true, Some(10_000))],
-                "ddp-10gbe",
-            ),
-            (
-                &[],
-                vec![
-                    link("eth0", true, false, Some(100_000)),
-                    link("eth1", true, true, Some(1_000)),
-                ],
+                vec![down("eth0", Some(100_000)), up("eth1", Some(1_000))],
                 "single-node",
             ),
-            (&[], vec![link("eth0", true, true, None)], "ddp-10gbe"),
+            (&[], vec![up("eth0", None)], "ddp-10gbe"),
             (
                 &[],
-                vec![
-                    link("lo", false, true, None),
-                    link("docker0", false, true, Some(100_000)),
-                ],
+                vec![virtual_up("lo", None), virtual_up("docker0", Some(100_000))],
                 "single-node",
             ),
             (&[], vec![], "single-node"),
