@@ -44,6 +44,15 @@ fn load(files: &[(&str, &str)], name: &str) -> Result<Profile, ProfileError> {
     Loader::new(&root, &keys).load(name)
 }
 
+/// Loads `text` written at `path` of a fresh tree, named by its path on this machine as a
+/// user names a profile file.
+fn load_by_path(path: &str, text: &str) -> Result<Profile, ProfileError> {
+    let tree = Tree::new();
+    tree.file(path, text);
+    let host_path = tree.path(path);
+    Loader::new(&tree.root(), &keys).load(host_path.to_str().expect("a UTF-8 temporary path"))
+}
+
 #[test]
 fn include_merges_and_the_child_wins() {
     let profile = load(
@@ -269,11 +278,7 @@ fn resolved_profiles_print_as_loadable_toml() {
         "p",
     )
     .unwrap();
-    let tree = Tree::new();
-    tree.file("/again.toml", &profile.to_toml());
-    let again = Loader::new(&tree.root(), &keys)
-        .load(tree.path("/again.toml").to_str().unwrap())
-        .unwrap();
+    let again = load_by_path("/again.toml", &profile.to_toml()).unwrap();
     assert_eq!(again.settings.len(), profile.settings.len());
     for (area, settings) in &profile.settings {
         for (key, setting) in settings {
@@ -369,11 +374,7 @@ fn site_profiles_include_paths_beside_themselves() {
 
 #[test]
 fn a_cycle_through_a_different_spelling_of_the_same_file_is_found() {
-    let tree = Tree::new();
-    tree.file("/pp/y.toml", "include = [\"../pp/y.toml\"]\n");
-    let err = Loader::new(&tree.root(), &keys)
-        .load(tree.path("/pp/y.toml").to_str().unwrap())
-        .unwrap_err();
+    let err = load_by_path("/pp/y.toml", "include = [\"../pp/y.toml\"]\n").unwrap_err();
     assert!(err.message.contains("include cycle"), "{err}");
     assert!(err.to_string().len() < 1000, "{err}");
 }
@@ -428,11 +429,7 @@ fn a_chain_of_thousands_of_includes_is_a_clear_error_not_a_stack_overflow() {
 fn includes_of_special_files_are_refused_not_read() {
     // A profile the user names by path resolves its includes on the host: /dev/zero is
     // refused, not read without end.
-    let tree = Tree::new();
-    tree.file("/z.toml", "include = [\"/dev/zero\"]\n");
-    let err = Loader::new(&tree.root(), &keys)
-        .load(tree.path("/z.toml").to_str().unwrap())
-        .unwrap_err();
+    let err = load_by_path("/z.toml", "include = [\"/dev/zero\"]\n").unwrap_err();
     assert!(err.message.contains("not a regular file"), "{err}");
     assert_eq!(err.line, Some(1));
     // A site profile's includes resolve inside the root, which has no /dev/zero.
