@@ -49,6 +49,18 @@ fn iif(name: &str) -> Match {
     }
 }
 
+fn saddr(net: &str) -> Match {
+    Match::Saddr {
+        nets: vec![net.into()],
+        negate: false,
+    }
+}
+
+/// Table `t` with one base chain, `input`.
+fn input_chain(base: Option<(Hook, i32, Policy)>, rules: Vec<Rule>) -> Table {
+    table("t", vec![chain("input", base, rules)])
+}
+
 const INPUT_DROP: Option<(Hook, i32, Policy)> = Some((Hook::Input, 0, Policy::Drop));
 const INPUT_ACCEPT: Option<(Hook, i32, Policy)> = Some((Hook::Input, 0, Policy::Accept));
 
@@ -74,25 +86,21 @@ fn no_chains_accept_everything() {
 
 #[test]
 fn first_matching_rule_decides_else_the_policy() {
-    let t = table(
-        "t",
-        vec![chain(
-            "input",
-            INPUT_DROP,
-            vec![
-                rule(
-                    "established",
-                    vec![Match::CtState {
-                        states: vec!["established".into(), "related".into()],
-                        negate: false,
-                    }],
-                    Action::Accept,
-                ),
-                rule("log", vec![], Action::Continue),
-                rule("drop 29500", vec![dport(29500, 29500)], Action::Drop),
-                rule("open range", vec![dport(29500, 29550)], Action::Accept),
-            ],
-        )],
+    let t = input_chain(
+        INPUT_DROP,
+        vec![
+            rule(
+                "established",
+                vec![Match::CtState {
+                    states: vec!["established".into(), "related".into()],
+                    negate: false,
+                }],
+                Action::Accept,
+            ),
+            rule("log", vec![], Action::Continue),
+            rule("drop 29500", vec![dport(29500, 29500)], Action::Drop),
+            rule("open range", vec![dport(29500, 29550)], Action::Accept),
+        ],
     );
     let tables = [t];
     assert_eq!(outcome(&tables, 29500)[0].1, "drop 29500");
@@ -148,28 +156,17 @@ fn an_accept_ends_one_base_chain_only() {
 
 #[test]
 fn interface_and_source_matches_split_the_walk() {
-    let t = table(
-        "t",
-        vec![chain(
-            "input",
-            INPUT_DROP,
-            vec![
-                rule("loopback", vec![iif("lo")], Action::Accept),
-                rule(
-                    "from localhost",
-                    vec![Match::Saddr {
-                        nets: vec!["127.0.0.0/8".into()],
-                        negate: false,
-                    }],
-                    Action::Accept,
-                ),
-                rule(
-                    "eth0",
-                    vec![iif("eth0"), dport(29500, 29550)],
-                    Action::Accept,
-                ),
-            ],
-        )],
+    let t = input_chain(
+        INPUT_DROP,
+        vec![
+            rule("loopback", vec![iif("lo")], Action::Accept),
+            rule("from localhost", vec![saddr("127.0.0.0/8")], Action::Accept),
+            rule(
+                "eth0",
+                vec![iif("eth0"), dport(29500, 29550)],
+                Action::Accept,
+            ),
+        ],
     );
     let got = outcome(&[t], 29500);
     assert_eq!(
@@ -232,36 +229,32 @@ fn what_is_not_modelled_is_never_guessed() {
     let unknown = Match::Unknown {
         text: "meta skuid 0".into(),
     };
-    let t = table(
-        "t",
-        vec![chain(
-            "input",
-            INPUT_DROP,
-            vec![
-                // A known-false match settles the rule whatever the unknown one says.
-                rule(
-                    "udp only",
-                    vec![
-                        unknown.clone(),
-                        Match::Proto {
-                            protos: vec!["udp".into()],
-                            negate: false,
-                        },
-                    ],
-                    Action::Accept,
-                ),
-                rule(
-                    "mystery",
-                    vec![unknown, dport(29500, 29500)],
-                    Action::Accept,
-                ),
-                rule(
-                    "queue",
-                    vec![dport(29501, 29501)],
-                    Action::Unknown("queue".into()),
-                ),
-            ],
-        )],
+    let t = input_chain(
+        INPUT_DROP,
+        vec![
+            // A known-false match settles the rule whatever the unknown one says.
+            rule(
+                "udp only",
+                vec![
+                    unknown.clone(),
+                    Match::Proto {
+                        protos: vec!["udp".into()],
+                        negate: false,
+                    },
+                ],
+                Action::Accept,
+            ),
+            rule(
+                "mystery",
+                vec![unknown, dport(29500, 29500)],
+                Action::Accept,
+            ),
+            rule(
+                "queue",
+                vec![dport(29501, 29501)],
+                Action::Unknown("queue".into()),
+            ),
+        ],
     );
     let tables = [t];
     assert_eq!(
@@ -297,32 +290,24 @@ fn loops_and_missing_chains_cannot_be_told() {
         ],
     );
     assert!(matches!(outcome(&[t], 1)[0].0, Verdict::CannotTell(_)));
-    let t = table(
-        "t",
-        vec![chain(
-            "input",
-            INPUT_ACCEPT,
-            vec![rule("x", vec![], Action::Jump("gone".into()))],
-        )],
+    let t = input_chain(
+        INPUT_ACCEPT,
+        vec![rule("x", vec![], Action::Jump("gone".into()))],
     );
     assert!(matches!(outcome(&[t], 1)[0].0, Verdict::CannotTell(_)));
 }
 
 #[test]
 fn port_verdict_maps() {
-    let t = table(
-        "t",
-        vec![chain(
-            "input",
-            INPUT_ACCEPT,
-            vec![rule(
-                "vmap",
-                vec![],
-                Action::DPortMap(vec![
-                    ((22, 22), Action::Accept),
-                    ((29500, 29550), Action::Drop),
-                ]),
-            )],
+    let t = input_chain(
+        INPUT_ACCEPT,
+        vec![rule(
+            "vmap",
+            vec![],
+            Action::DPortMap(vec![
+                ((22, 22), Action::Accept),
+                ((29500, 29550), Action::Drop),
+            ]),
         )],
     );
     let tables = [t];
@@ -421,21 +406,17 @@ fn ct_state_is_invalid_before_conntrack_and_new_after() {
 
 #[test]
 fn a_walk_never_assumes_a_condition_and_its_opposite() {
-    let t = table(
-        "t",
-        vec![chain(
-            "input",
-            INPUT_ACCEPT,
-            vec![
-                rule("ssh", vec![iif("eth0"), dport(22, 22)], Action::Accept),
-                rule(
-                    "high",
-                    vec![iif("eth0"), dport(29500, 65535)],
-                    Action::Accept,
-                ),
-                rule("rest", vec![iif("eth0")], Action::Drop),
-            ],
-        )],
+    let t = input_chain(
+        INPUT_ACCEPT,
+        vec![
+            rule("ssh", vec![iif("eth0"), dport(22, 22)], Action::Accept),
+            rule(
+                "high",
+                vec![iif("eth0"), dport(29500, 65535)],
+                Action::Accept,
+            ),
+            rule("rest", vec![iif("eth0")], Action::Drop),
+        ],
     );
     // Through eth0 the second rule accepts; elsewhere the drop on eth0 cannot match.
     assert_eq!(
@@ -484,10 +465,7 @@ fn a_walk_never_assumes_a_condition_and_its_opposite() {
         ]
     );
     // Every IPv4 source is in 0.0.0.0/0.
-    let any = Match::Saddr {
-        nets: vec!["0.0.0.0/0".into()],
-        negate: false,
-    };
+    let any = saddr("0.0.0.0/0");
     assert_eq!(
         verdicts_at(
             Hook::Input,
