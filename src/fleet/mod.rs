@@ -359,7 +359,8 @@ mod tests {
 
     #[test]
     fn names_the_odd_node_out() {
-        let pass = ("net.core.rmem_max", "network", "pass", "16777216");
+        let rmem = |status, v| ("net.core.rmem_max", "network", status, v);
+        let pass = rmem("pass", "16777216");
         let nccl = |v| ("gpu.nccl_version", "gpu", "pass", v);
         let docs = [
             doc("n1", "6.1", &[pass, nccl("2.21.5")]),
@@ -379,16 +380,8 @@ mod tests {
         let docs = [
             doc("n1", "6.1", &[pass]),
             doc("n2", "6.1", &[pass]),
-            doc(
-                "n3",
-                "6.2",
-                &[("net.core.rmem_max", "network", "fail", "212992")],
-            ),
-            doc(
-                "n4",
-                "6.1",
-                &[("net.core.rmem_max", "network", "pass", "33554432")],
-            ),
+            doc("n3", "6.2", &[rmem("fail", "212992")]),
+            doc("n4", "6.1", &[rmem("pass", "33554432")]),
         ];
         let nodes = reports(&docs).unwrap();
         let a = analyse(&nodes);
@@ -404,11 +397,7 @@ mod tests {
         // Only a passing value difference: shown, not failing.
         let docs = [
             doc("n1", "6.1", &[pass]),
-            doc(
-                "n2",
-                "6.1",
-                &[("net.core.rmem_max", "network", "pass", "33554432")],
-            ),
+            doc("n2", "6.1", &[rmem("pass", "33554432")]),
         ];
         let nodes = reports(&docs).unwrap();
         let a = analyse(&nodes);
