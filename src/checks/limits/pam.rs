@@ -326,6 +326,8 @@ mod tests {
 
     #[test]
     fn parsing() {
+        // Variants by their short names, so the entries read like the file's lines.
+        use {Domain::*, Kind::*, Value::*};
         let text = "\
 # /etc/security/limits.conf
 *               soft    core            0
@@ -347,44 +349,20 @@ x:y soft nofile 1
 ";
         let (entries, problems) = parse("f", text);
         let want = vec![
-            entry(Domain::Wildcard, Kind::Soft, "core", Value::Finite(0), 2),
-            entry(Domain::Wildcard, Kind::Both, "memlock", Value::Unlimited, 3),
+            entry(Wildcard, Soft, "core", Finite(0), 2),
+            entry(Wildcard, Both, "memlock", Unlimited, 3),
+            entry(Group("gpu".into()), Hard, "nofile", Finite(1048576), 4),
+            entry(AllGroup("admins".into()), Both, "maxlogins", Finite(4), 5),
+            entry(UidRange(Some(1000), None), Soft, "nofile", Finite(4096), 6),
             entry(
-                Domain::Group("gpu".into()),
-                Kind::Hard,
-                "nofile",
-                Value::Finite(1048576),
-                4,
-            ),
-            entry(
-                Domain::AllGroup("admins".into()),
-                Kind::Both,
-                "maxlogins",
-                Value::Finite(4),
-                5,
-            ),
-            entry(
-                Domain::UidRange(Some(1000), None),
-                Kind::Soft,
-                "nofile",
-                Value::Finite(4096),
-                6,
-            ),
-            entry(
-                Domain::GidRange(Some(100), Some(200)),
-                Kind::Hard,
+                GidRange(Some(100), Some(200)),
+                Hard,
                 "stack",
-                Value::Finite(8192),
+                Finite(8192),
                 7,
             ),
-            entry(
-                Domain::User("root".into()),
-                Kind::Both,
-                "nofile",
-                Value::Unlimited,
-                8,
-            ),
-            entry(Domain::Wildcard, Kind::Soft, "stack", Value::Unlimited, 9),
+            entry(User("root".into()), Both, "nofile", Unlimited, 8),
+            entry(Wildcard, Soft, "stack", Unlimited, 9),
         ];
         assert_eq!(entries, want);
         let lines: Vec<&str> = problems
