@@ -6,7 +6,7 @@ use std::fmt::Debug;
 use std::path::{Path, PathBuf};
 
 use crate::checks::{AREAS, AuditOptions, Context};
-use crate::finding::{Area, Finding};
+use crate::finding::{Area, Finding, Status};
 use crate::host::Root;
 use crate::probes::Probes;
 use crate::profile::Loader;
@@ -31,6 +31,21 @@ pub fn assert_starts(text: &str, prefix: &str) {
 #[track_caller]
 pub fn assert_contains(text: &str, part: &str) {
     assert!(text.contains(part), "{text:?}\ndoes not contain {part:?}");
+}
+
+/// The finding `id` of `findings`, asserted to have `status`; either failure shows what
+/// was found.
+#[track_caller]
+pub fn expect<'a>(
+    findings: &'a BTreeMap<String, Finding>,
+    id: &str,
+    status: Status,
+) -> &'a Finding {
+    let finding = findings
+        .get(id)
+        .unwrap_or_else(|| panic!("no {id} among {:?}", findings.keys()));
+    assert_eq!(finding.status, status, "{id}: {finding:#?}");
+    finding
 }
 
 /// A table test: asserts `f(input) == want` for every `(input, want)` of `cases`, naming the

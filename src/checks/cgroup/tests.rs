@@ -6,7 +6,7 @@ use crate::checks::AuditOptions;
 use crate::finding::{Area, Finding, Status};
 use crate::host::Root;
 use crate::probes::Probes;
-use crate::testing::{Tree, assert_contains, assert_starts, audit, fixture};
+use crate::testing::{Tree, assert_contains, assert_starts, audit, expect, fixture};
 
 /// The cgroup findings of `root` under a profile setting every cgroup key.
 fn run(root: &Root, cgroup: Option<&str>) -> BTreeMap<String, Finding> {
@@ -25,45 +25,38 @@ fn run(root: &Root, cgroup: Option<&str>) -> BTreeMap<String, Finding> {
     )
 }
 
-fn status(findings: &BTreeMap<String, Finding>, id: &str) -> Status {
-    findings
-        .get(id)
-        .unwrap_or_else(|| panic!("no {id} in {findings:#?}"))
-        .status
-}
-
 #[test]
 fn v2_tightest_limit_wins_and_fixes_name_the_unit() {
     let f = run(&Root::new(fixture("cgroup-v2")), None);
-    assert_eq!(status(&f, "cgroup.hierarchy"), Status::Pass);
+    expect(&f, "cgroup.hierarchy", Status::Pass);
     assert_eq!(f["cgroup.hierarchy"].actual, "v2 at /sys/fs/cgroup");
-    assert_eq!(status(&f, "memory.max"), Status::Pass);
+    expect(&f, "memory.max", Status::Pass);
     assert_starts(
         &f["memory.max"].actual,
         "64 GiB (set on /training.slice/job-1.scope)",
     );
-    assert_eq!(status(&f, "memory.high"), Status::Warn);
+    expect(&f, "memory.high", Status::Warn);
     // A scope cannot be persisted: the fix is runtime only and apply has no change for it.
     assert_starts(
         &f["memory.high"].fix,
         "systemctl set-property --runtime job-1.scope MemoryHigh=infinity",
     );
     assert_eq!(f["memory.high"].change, None);
-    assert_eq!(status(&f, "cpu.max"), Status::Warn);
+    expect(&f, "cpu.max", Status::Warn);
     assert_starts(&f["cpu.max"].actual, "8000 (= 8.00 CPUs)");
     assert_starts(
         &f["cpu.max"].fix,
         "systemctl set-property --runtime job-1.scope CPUQuota= ",
     );
     // pids.max is limited on the parent slice; the scope says max.
-    assert_eq!(status(&f, "pids.max"), Status::Warn);
+    expect(&f, "pids.max", Status::Warn);
     assert_contains(&f["pids.max"].actual, "set on ancestor /training.slice");
     assert_eq!(
         f["pids.max"].fix,
         "systemctl set-property training.slice TasksMax=8192"
     );
     // GPU 0000:d8:00.0 is local to CPUs 12-23, all outside the scope's cpuset 0-11.
-    assert_eq!(status(&f, "cpuset.gpus_without_local_cpus"), Status::Warn);
+    expect(&f, "cpuset.gpus_without_local_cpus", Status::Warn);
     assert_contains(
         &f["cpuset.gpus_without_local_cpus"].actual,
         "0000:d8:00.0 (local CPUs 12-23)",
@@ -73,8 +66,7 @@ fn v2_tightest_limit_wins_and_fixes_name_the_unit() {
         "systemctl set-property --runtime job-1.scope AllowedCPUs=0-23 (a scope lives only as long as its job and cannot be persisted: set the limit on its slice or in the job's launcher)"
     );
     // GPU 0000:d8:00.0 sits on NUMA node 1; the scope may only use memory of node 0.
-    let mems = &f["cpuset.gpus_without_local_memory"];
-    assert_eq!(mems.status, Status::Warn);
+    let mems = expect(&f, "cpuset.gpus_without_local_memory", Status::Warn);
     assert_starts(
         &mems.actual,
         "1: cpuset 0 excludes the local NUMA memory nodes of 0000:d8:00.0 (local NUMA memory nodes 1)",
@@ -85,11 +77,12 @@ fn v2_tightest_limit_wins_and_fixes_name_the_unit() {
     );
     assert_eq!(mems.change, None);
     // The profile's slice is judged too, under its own ids.
-    assert_eq!(status(&f, "pids.max@training.slice"), Status::Warn);
-    assert_eq!(status(&f, "memory.high@training.slice"), Status::Pass);
-    assert_eq!(
-        status(&f, "cpuset.gpus_without_local_cpus@training.slice"),
-        Status::Pass
+    expect(&f, "pids.max@training.slice", Status::Warn);
+    expect(&f, "memory.high@training.slice", Status::Pass);
+    expect(
+        &f,
+        "cpuset.gpus_without_local_cpus@training.slice",
+        Status::Pass,
     );
 }
 
@@ -97,23 +90,23 @@ fn v2_tightest_limit_wins_and_fixes_name_the_unit() {
 fn v2_cgroup_option_picks_another_cgroup() {
     let root = Root::new(fixture("cgroup-v2"));
     let f = run(&root, Some("/sys/fs/cgroup/training.slice"));
-    assert_eq!(status(&f, "memory.high"), Status::Pass);
+    expect(&f, "memory.high", Status::Pass);
     assert!(
         f["memory.high"]
             .actual
             .ends_with("--cgroup /sys/fs/cgroup/training.slice")
     );
     let f = run(&root, Some("/no/such"));
-    assert_eq!(status(&f, "pids.max"), Status::Error);
+    expect(&f, "pids.max", Status::Error);
     assert_contains(&f["pids.max"].message, "no such cgroup: /no/such");
 }
 
 #[test]
 fn v1_reads_the_legacy_files() {
     let f = run(&Root::new(fixture("cgroup-v1")), None);
-    assert_eq!(status(&f, "cgroup.hierarchy"), Status::Warn);
+    expect(&f, "cgroup.hierarchy", Status::Warn);
     assert!(f["cgroup.hierarchy"].actual.starts_with("v1 ("));
-    assert_eq!(status(&f, "memory.max"), Status::Fail);
+    expect(&f, "memory.max", Status::Fail);
     assert_starts(
         &f["memory.max"].actual,
         "16 GiB (set on /slurm/uid_1000/job_7)",
@@ -125,41 +118,42 @@ fn v1_reads_the_legacy_files() {
         )
     );
     assert_eq!(f["memory.max"].change, None);
-    assert_eq!(status(&f, "memory.high"), Status::Skip);
-    assert_eq!(status(&f, "cpu.max"), Status::Pass);
-    assert_eq!(status(&f, "pids.max"), Status::Pass);
-    assert_eq!(status(&f, "cpuset.gpus_without_local_cpus"), Status::Pass);
-    assert_eq!(status(&f, "cpuset.gpus_without_local_memory"), Status::Warn);
+    expect(&f, "memory.high", Status::Skip);
+    expect(&f, "cpu.max", Status::Pass);
+    expect(&f, "pids.max", Status::Pass);
+    expect(&f, "cpuset.gpus_without_local_cpus", Status::Pass);
+    expect(&f, "cpuset.gpus_without_local_memory", Status::Warn);
     assert_eq!(
         f["cpuset.gpus_without_local_memory"].fix.split(" (").next(),
         Some("echo '0-1' > /sys/fs/cgroup/cpuset/slurm/uid_1000/job_7/cpuset.mems")
     );
     // The profile's slice does not exist on this node: skipped, not an error.
-    assert_eq!(status(&f, "pids.max@training.slice"), Status::Skip);
-    assert_eq!(
-        status(&f, "cpuset.gpus_without_local_cpus@training.slice"),
-        Status::Skip
+    expect(&f, "pids.max@training.slice", Status::Skip);
+    expect(
+        &f,
+        "cpuset.gpus_without_local_cpus@training.slice",
+        Status::Skip,
     );
 }
 
 #[test]
 fn hybrid_uses_v1_controllers() {
     let f = run(&Root::new(fixture("cgroup-hybrid")), None);
-    assert_eq!(status(&f, "cgroup.hierarchy"), Status::Warn);
+    expect(&f, "cgroup.hierarchy", Status::Warn);
     assert_contains(
         &f["cgroup.hierarchy"].actual,
         "unified at /sys/fs/cgroup/unified",
     );
-    assert_eq!(status(&f, "memory.max"), Status::Pass);
-    assert_eq!(status(&f, "cpu.max"), Status::Warn);
+    expect(&f, "memory.max", Status::Pass);
+    expect(&f, "cpu.max", Status::Warn);
     assert_eq!(
         f["cpu.max"].fix.split(" (").next(),
         Some("echo '-1' > /sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_quota_us")
     );
-    assert_eq!(status(&f, "pids.max"), Status::Warn);
+    expect(&f, "pids.max", Status::Warn);
     // No cpuset controller is mounted: nothing restricts the CPUs or memory nodes.
-    assert_eq!(status(&f, "cpuset.gpus_without_local_cpus"), Status::Pass);
-    assert_eq!(status(&f, "cpuset.gpus_without_local_memory"), Status::Pass);
+    expect(&f, "cpuset.gpus_without_local_cpus", Status::Pass);
+    expect(&f, "cpuset.gpus_without_local_memory", Status::Pass);
 }
 
 #[test]
@@ -225,16 +219,16 @@ fn image_judges_the_slice_from_its_unit_files() {
     );
     // Nothing about a running process exists in an image.
     for id in ["cgroup.hierarchy", "memory.max", "pids.max", "cpu.max"] {
-        assert_eq!(status(&f, id), Status::Skip, "{id}");
+        expect(&f, id, Status::Skip);
         assert!(f[id].message.starts_with(crate::image::NO_KERNEL), "{id}");
     }
-    assert_eq!(
-        status(&f, "cpuset.gpus_without_local_cpus@training.slice"),
-        Status::Skip
+    expect(
+        &f,
+        "cpuset.gpus_without_local_cpus@training.slice",
+        Status::Skip,
     );
 
-    let mem = &f["memory.max@training.slice"];
-    assert_eq!(mem.status, Status::Fail);
+    let mem = expect(&f, "memory.max@training.slice", Status::Fail);
     assert_contains(
         &mem.actual,
         "MemoryMax=16G at /usr/lib/systemd/system/training.slice:4",
@@ -252,14 +246,12 @@ fn image_judges_the_slice_from_its_unit_files() {
         "/etc/systemd/system/training.slice.d/90-gputune.conf",
     );
     // A percentage of RAM cannot be judged without the node.
-    let high = &f["memory.high@training.slice"];
-    assert_eq!(high.status, Status::Warn);
+    let high = expect(&f, "memory.high@training.slice", Status::Warn);
     assert_starts(&high.message, "cannot tell");
     assert_contains(&high.actual, "10-site.conf:2");
     assert_eq!(high.change, None);
     // CPUQuota=800% is 8000 thousandths of a CPU; the base profile wants no quota.
-    let cpu = &f["cpu.max@training.slice"];
-    assert_eq!(cpu.status, Status::Warn);
+    let cpu = expect(&f, "cpu.max@training.slice", Status::Warn);
     assert_starts(&cpu.actual, "8000 (= 8.00 CPUs)");
     assert_contains(&cpu.fix, "CPUQuota=");
     assert_eq!(
@@ -271,8 +263,7 @@ fn image_judges_the_slice_from_its_unit_files() {
         })
     );
     // No file sets TasksMax: a slice has no default limit (DefaultTasksMax spares slices).
-    let pids = &f["pids.max@training.slice"];
-    assert_eq!(pids.status, Status::Pass, "{pids:?}");
+    let pids = expect(&f, "pids.max@training.slice", Status::Pass);
     assert_contains(&pids.actual, "systemd's default");
 }
 
@@ -296,8 +287,7 @@ fn image_slice_parents_late_drop_ins_and_bad_values() {
         ],
     );
     // The parent slice's limit holds for the child; the change goes to the parent.
-    let pids = &f["pids.max@training-big.slice"];
-    assert_eq!(pids.status, Status::Warn);
+    let pids = expect(&f, "pids.max@training-big.slice", Status::Warn);
     assert_contains(&pids.actual, "on parent slice training.slice");
     assert!(
         matches!(&pids.change, Some(crate::finding::Change::Cgroup { slice, value, .. })
@@ -306,14 +296,12 @@ fn image_slice_parents_late_drop_ins_and_bad_values() {
         pids.change
     );
     // A drop-in sorting after gputune's would win over it: the fix edits that one.
-    let mem = &f["memory.max@training-big.slice"];
-    assert_eq!(mem.status, Status::Fail);
+    let mem = expect(&f, "memory.max@training-big.slice", Status::Fail);
     assert_eq!(mem.change, None);
     assert_contains(&mem.fix, "99-site.conf:2");
     // The last assignment wins.
-    assert_eq!(status(&f, "memory.high@training-big.slice"), Status::Pass);
-    let cpu = &f["cpu.max@training-big.slice"];
-    assert_eq!(cpu.status, Status::Error);
+    expect(&f, "memory.high@training-big.slice", Status::Pass);
+    let cpu = expect(&f, "cpu.max@training-big.slice", Status::Error);
     assert_contains(
         &cpu.message,
         "/etc/systemd/system/training-big.slice.d/99-site.conf:3: CPUQuota=lots",

@@ -10,7 +10,7 @@ use super::*;
 use crate::checks::AuditOptions;
 use crate::host::Root;
 use crate::probes::Probes;
-use crate::testing::{Tree, assert_contains, assert_starts, fixture};
+use crate::testing::{Tree, assert_contains, assert_starts, expect, fixture};
 
 /// A tool's output captured in `tests/fixtures/firewall`.
 fn captured(name: &str) -> String {
@@ -83,15 +83,13 @@ fn audit_options(
 fn captured_nft_ruleset() {
     let json = captured("nft-mixed.json");
     let f = audit(Canned::new(&[("nft", true, &json, "")]), &Root::live());
-    let rdv = &f["firewall.rendezvous_ports"];
-    assert_eq!(rdv.status, Status::Pass, "{rdv:#?}");
+    let rdv = expect(&f, "firewall.rendezvous_ports", Status::Pass);
     assert_starts(
         &rdv.actual,
         "nftables: 29500-29550: accepted by nftables inet filter chain input handle 10",
     );
     // 50000-50010 reaches chain foo, whose `limit` is not modelled.
-    let nccl = &f["firewall.nccl_ports"];
-    assert_eq!(nccl.status, Status::Warn, "{nccl:#?}");
+    let nccl = expect(&f, "firewall.nccl_ports", Status::Warn);
     assert_contains(&nccl.actual, "cannot tell: `limit");
 }
 
@@ -143,14 +141,12 @@ fn iptables_nft_tables_are_read_through_iptables_nft_save() {
         ),
     ]);
     let f = audit(runner.clone(), &Root::live());
-    let rdv = &f["firewall.rendezvous_ports"];
-    assert_eq!(rdv.status, Status::Pass, "{rdv:#?}");
+    let rdv = expect(&f, "firewall.rendezvous_ports", Status::Pass);
     assert_starts(
         &rdv.actual,
         "iptables-nft: 29500-29550: accepted by iptables-nft filter chain INPUT rule 1",
     );
-    let nccl = &f["firewall.nccl_ports"];
-    assert_eq!(nccl.status, Status::Fail);
+    let nccl = expect(&f, "firewall.nccl_ports", Status::Fail);
     assert_contains(
         &nccl.actual,
         "dropped by policy drop of iptables-nft filter chain INPUT",
@@ -180,7 +176,7 @@ fn iptables_nft_targets_nft_cannot_show_are_never_passed_over() {
     )]);
     let f = audit(runner.clone(), &Root::live());
     for id in ["firewall.rendezvous_ports", "firewall.nccl_ports"] {
-        assert_eq!(f[id].status, Status::Warn, "{:#?}", f[id]);
+        expect(&f, id, Status::Warn);
         assert_contains(&f[id].actual, "xt target REJECT");
     }
 }
@@ -192,8 +188,7 @@ fn legacy_only_iptables_save_is_recognised() {
         Canned::new(&[("iptables-save", true, save, "")]),
         &Root::live(),
     );
-    let rdv = &f["firewall.rendezvous_ports"];
-    assert_eq!(rdv.status, Status::Fail);
+    let rdv = expect(&f, "firewall.rendezvous_ports", Status::Fail);
     assert!(rdv.actual.starts_with("iptables-legacy: 29500: dropped by iptables-legacy filter chain INPUT rule 1: -A INPUT -p tcp -m tcp --dport 29500 -j DROP; 29501-29550: accepted by policy accept"), "{}", rdv.actual);
     assert_starts(
         &rdv.fix,
@@ -206,18 +201,18 @@ fn tools_that_cannot_answer() {
     let root = Root::live();
     // Nothing installed: cannot tell, a warning.
     let f = audit(Canned::new(&[]), &root);
-    assert_eq!(f["firewall.rendezvous_ports"].status, Status::Warn);
+    expect(&f, "firewall.rendezvous_ports", Status::Warn);
     assert_contains(&f["firewall.rendezvous_ports"].message, "cannot tell");
     // Not root: skipped with the reason.
     let f = audit(
         Canned::new(&[("nft", false, "", "Error: Operation not permitted\n")]),
         &root,
     );
-    assert_eq!(f["firewall.nccl_ports"].status, Status::Skip);
+    expect(&f, "firewall.nccl_ports", Status::Skip);
     assert_contains(&f["firewall.nccl_ports"].message, "needs root");
     // Garbage from nft is an error, not a pass.
     let f = audit(Canned::new(&[("nft", true, "{not json", "")]), &root);
-    assert_eq!(f["firewall.nccl_ports"].status, Status::Error);
+    expect(&f, "firewall.nccl_ports", Status::Error);
     // A kernel without ip_tables: legacy iptables has nothing to say, not an error.
     let no_ip_tables = (
         "iptables-legacy-save",
@@ -230,20 +225,10 @@ fn tools_that_cannot_answer() {
         Canned::new(&[no_ip_tables, ("nft", true, empty_nft, "")]),
         &root,
     );
-    assert_eq!(
-        f["firewall.nccl_ports"].status,
-        Status::Pass,
-        "{:#?}",
-        f["firewall.nccl_ports"]
-    );
+    expect(&f, "firewall.nccl_ports", Status::Pass);
     // Without nft, native nftables rules are a blind spot: never a pass.
     let f = audit(Canned::new(&[no_ip_tables]), &root);
-    assert_eq!(
-        f["firewall.nccl_ports"].status,
-        Status::Warn,
-        "{:#?}",
-        f["firewall.nccl_ports"]
-    );
+    expect(&f, "firewall.nccl_ports", Status::Warn);
     assert_contains(&f["firewall.nccl_ports"].message, "nft is not installed");
     let legacy_accept =
         "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp --dport 50000:50010 -j ACCEPT\nCOMMIT\n";
@@ -251,19 +236,14 @@ fn tools_that_cannot_answer() {
         Canned::new(&[("iptables-legacy-save", true, legacy_accept, "")]),
         &root,
     );
-    assert_eq!(
-        f["firewall.nccl_ports"].status,
-        Status::Warn,
-        "{:#?}",
-        f["firewall.nccl_ports"]
-    );
+    expect(&f, "firewall.nccl_ports", Status::Warn);
     assert_starts(
         &f["firewall.nccl_ports"].actual,
         "iptables-legacy: 50000-50010: accepted by",
     );
     // --persisted does not pretend the live rules are the saved ones.
     let f = audit_persisted(Canned::new(&[]), &root);
-    assert_eq!(f["firewall.nccl_ports"].status, Status::Skip);
+    expect(&f, "firewall.nccl_ports", Status::Skip);
     // Empty rulesets: no firewall at all, a pass.
     let f = audit(
         Canned::new(&[
@@ -277,14 +257,14 @@ fn tools_that_cannot_answer() {
         ]),
         &root,
     );
-    assert_eq!(f["firewall.rendezvous_ports"].status, Status::Pass);
+    expect(&f, "firewall.rendezvous_ports", Status::Pass);
     assert_starts(&f["firewall.rendezvous_ports"].actual, "no firewall");
 }
 
 #[test]
 fn another_root_is_skipped() {
     let f = audit(Canned::new(&[]), &Tree::new().root());
-    assert_eq!(f["firewall.rendezvous_ports"].status, Status::Skip);
+    expect(&f, "firewall.rendezvous_ports", Status::Skip);
     assert_contains(&f["firewall.rendezvous_ports"].message, "--root");
 }
 

@@ -9,7 +9,7 @@ use super::*;
 use crate::checks::AuditOptions;
 use crate::host::Root;
 use crate::probes::Probes;
-use crate::testing::{Tree, assert_contains, assert_starts, fixture};
+use crate::testing::{Tree, assert_contains, assert_starts, expect, fixture};
 
 /// Live facts chosen by the test.
 struct Fixed {
@@ -64,8 +64,7 @@ fn container_like() -> Fixed {
 #[test]
 fn live_limits_fail_with_the_limits_d_change() {
     let f = run(&Root::live(), container_like(), AuditOptions::default());
-    let memlock = &f["ulimit.memlock"];
-    assert_eq!(memlock.status, Status::Fail);
+    let memlock = expect(&f, "ulimit.memlock", Status::Fail);
     assert_eq!(memlock.actual, "soft 8 MiB, hard 8 MiB (this process)");
     assert_eq!(
         memlock.change,
@@ -81,13 +80,11 @@ fn live_limits_fail_with_the_limits_d_change() {
         "add `* - memlock unlimited` to /etc/security/limits.d/90-gputune.conf",
     );
     assert_contains(&memlock.fix, "LimitMEMLOCK=infinity");
-    let nofile = &f["ulimit.nofile"];
-    assert_eq!(nofile.status, Status::Fail);
+    let nofile = expect(&f, "ulimit.nofile", Status::Fail);
     assert_contains(&nofile.fix, "`* - nofile 131072`");
     assert_contains(&nofile.fix, "LimitNOFILE=131072");
     // An unlimited stack is over the 8 MiB ceiling; the fix writes it in KiB.
-    let stack = &f["ulimit.stack"];
-    assert_eq!(stack.status, Status::Fail);
+    let stack = expect(&f, "ulimit.stack", Status::Fail);
     assert_eq!(
         stack.change,
         Some(Change::Limit {
@@ -98,10 +95,10 @@ fn live_limits_fail_with_the_limits_d_change() {
         })
     );
     assert_contains(&stack.fix, "LimitSTACK=8192K");
-    assert_eq!(f["dev_shm.size"].status, Status::Fail);
+    expect(&f, "dev_shm.size", Status::Fail);
     assert_starts(&f["dev_shm.size"].fix, "mount -o remount,size=1G /dev/shm");
     assert_contains(&f["dev_shm.size"].fix, "--shm-size=1G");
-    assert_eq!(f["dev_shm.free"].status, Status::Warn);
+    expect(&f, "dev_shm.free", Status::Warn);
     assert_eq!(f["dev_shm.free"].actual, "10 MiB free of 64 MiB");
 }
 
@@ -124,7 +121,7 @@ fn live_limits_that_meet_the_profile_pass() {
         "dev_shm.size",
         "dev_shm.free",
     ] {
-        assert_eq!(f[id].status, Status::Pass, "{:#?}", f[id]);
+        expect(&f, id, Status::Pass);
         assert_eq!(f[id].fix, "");
         assert_eq!(f[id].change, None);
     }
@@ -137,8 +134,8 @@ fn live_limits_that_meet_the_profile_pass() {
             ..AuditOptions::default()
         },
     );
-    assert_eq!(f["ulimit.memlock"].status, Status::Skip);
-    assert_eq!(f["dev_shm.free"].status, Status::Skip);
+    expect(&f, "ulimit.memlock", Status::Skip);
+    expect(&f, "dev_shm.free", Status::Skip);
 }
 
 #[test]
@@ -152,14 +149,14 @@ fn persisted_shm_comes_from_fstab_or_the_tmpfs_default() {
     let root = tree.root();
     // 1 GiB of RAM and no fstab entry: half of it, 512 MiB, too small.
     let f = run(&root, container_like(), persisted());
-    assert_eq!(f["dev_shm.size"].status, Status::Fail);
+    expect(&f, "dev_shm.size", Status::Fail);
     assert_eq!(
         f["dev_shm.size"].actual,
         "512 MiB after reboot (no /etc/fstab size: tmpfs default, half of RAM)"
     );
     tree.file("/etc/fstab", "tmpfs /dev/shm tmpfs defaults,size=4g 0 0\n");
     let f = run(&root, container_like(), persisted());
-    assert_eq!(f["dev_shm.size"].status, Status::Pass);
+    expect(&f, "dev_shm.size", Status::Pass);
     assert_eq!(
         f["dev_shm.size"].actual,
         "4 GiB after reboot (size=4g in /etc/fstab)"
@@ -180,12 +177,11 @@ fn fixture_node_files_decide_and_live_facts_are_skipped() {
         "ulimit.stack",
         "dev_shm.free",
     ] {
-        assert_eq!(f[id].status, Status::Skip, "{:#?}", f[id]);
+        expect(&f, id, Status::Skip);
         assert_contains(&f[id].message, "--root");
     }
     // limits.d (read after limits.conf) raises nofile for everyone.
-    let nofile = &f["ulimit.nofile.login"];
-    assert_eq!(nofile.status, Status::Pass, "{nofile:#?}");
+    let nofile = expect(&f, "ulimit.nofile.login", Status::Pass);
     assert_eq!(
         nofile.actual,
         "soft 131072 (/etc/security/limits.d/90-nccl.conf:2), hard 131072 (/etc/security/limits.d/90-nccl.conf:2)"
@@ -195,22 +191,20 @@ fn fixture_node_files_decide_and_live_facts_are_skipped() {
         "/etc/security/limits.d/90-nccl.conf:4: unknown item `bogus`",
     );
     // memlock is set only for @gpu: an ordinary user keeps the service's limit.
-    let memlock = &f["ulimit.memlock.login"];
-    assert_eq!(memlock.status, Status::Warn);
+    let memlock = expect(&f, "ulimit.memlock.login", Status::Warn);
     assert_contains(&memlock.message, "/etc/security/limits.conf:5 (unlimited)");
-    let stack = &f["ulimit.stack.login"];
-    assert_eq!(stack.status, Status::Fail);
+    let stack = expect(&f, "ulimit.stack.login", Status::Fail);
     assert_starts(
         &stack.actual,
         "soft unlimited (/etc/security/limits.d/90-nccl.conf:3)",
     );
     // /dev/shm from the root's /proc/mounts: size=65536k.
-    assert_eq!(f["dev_shm.size"].status, Status::Fail);
+    expect(&f, "dev_shm.size", Status::Fail);
     assert_eq!(
         f["dev_shm.size"].actual,
         "64 MiB (tmpfs size=65536k in /proc/mounts)"
     );
-    assert_eq!(f["logind.RemoveIPC"].status, Status::Pass);
+    expect(&f, "logind.RemoveIPC", Status::Pass);
     assert_eq!(
         f["logind.RemoveIPC"].actual,
         "no (/etc/systemd/logind.conf.d/50-nccl.conf)"
@@ -224,10 +218,10 @@ fn an_empty_root_skips_or_warns_but_never_errors() {
         container_like(),
         AuditOptions::default(),
     );
-    assert_eq!(f["logind.RemoveIPC"].status, Status::Skip);
-    assert_eq!(f["dev_shm.size"].status, Status::Skip);
-    assert_eq!(f["ulimit.nofile.login"].status, Status::Warn);
-    assert_eq!(f["ulimit.stack.login"].status, Status::Pass);
+    expect(&f, "logind.RemoveIPC", Status::Skip);
+    expect(&f, "dev_shm.size", Status::Skip);
+    expect(&f, "ulimit.nofile.login", Status::Warn);
+    expect(&f, "ulimit.stack.login", Status::Pass);
     for finding in f.values() {
         assert_ne!(finding.status, Status::Error, "{finding:#?}");
     }
