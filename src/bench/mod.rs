@@ -66,7 +66,8 @@ impl Algo {
     /// less than a second round of wake-ups.
     pub const RD_MAX: usize = 256 << 10;
     /// Below this many bytes (and above `RD_MAX`), `auto` takes Rabenseifner; from here the
-    /// pipelined ring wins. Measured on loopback with 2, 3 and 4 ranks (minimum of 3 runs):
+    /// pipelined ring wins. Measured on loopback with 2, 3 and 4 ranks (minimum of 3 runs,
+    /// at real-time priority so that other work on the 2-core VM stayed out of the figures):
     /// at 1 MiB Rabenseifner was ahead (0.13 against 0.16 ms with 2 ranks), at 2 MiB the ring
     /// (0.30 against 0.49 ms with 2 ranks, 0.85 against 1.12 with 3, 1.46 against 1.62 with
     /// 4): its separate connection per direction keeps streaming where one connection used

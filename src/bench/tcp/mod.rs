@@ -1,6 +1,8 @@
-//! The TCP backend: a ring AllReduce between CPU ranks over plain TCP, the path the kernel's
-//! network sysctls tune (socket buffers, window scaling, congestion control). Each rank sends
-//! to its right neighbour and receives from its left, over `--streams` connections each way.
+//! The TCP backend: the collectives between CPU ranks over plain TCP, the path the kernel's
+//! network sysctls tune (socket buffers, window scaling, congestion control). The pipelined
+//! ring ([`ring`]) runs over `--streams` connections to each neighbour and direction, the
+//! pairwise algorithms ([`pairwise`], [`gather`]) over one connection per peer; [`Route`]
+//! says which one a collective takes at a size.
 
 mod gather;
 mod link;

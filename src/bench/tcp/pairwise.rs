@@ -192,9 +192,10 @@ impl Mesh {
         s
     }
 
-    /// Runs `core` among the power-of-two core of the ranks, with `scratch` bytes of scratch:
-    /// an extra rank first hands its input to its partner, which absorbs it, and receives the
-    /// result at the end.
+    /// Runs `core` among the power-of-two core of the ranks, with `scratch` bytes of scratch
+    /// (the whole message when this rank absorbs a folded partner's input): an extra rank
+    /// first hands its input to its partner, which absorbs it, and receives the result at
+    /// the end.
     fn in_core(
         &mut self,
         job: Reduce,
@@ -211,7 +212,12 @@ impl Mesh {
             Role::Core {
                 new, folded: from, ..
             } => {
-                let mut buf = self.scratch(scratch.max(out.len()));
+                let need = if from.is_some() {
+                    scratch.max(out.len())
+                } else {
+                    scratch
+                };
+                let mut buf = self.scratch(need);
                 let result = (|| {
                     if let Some(from) = from {
                         let into = &mut buf[..out.len()];
@@ -256,7 +262,8 @@ impl Mesh {
 
     /// AllReduce by recursive doubling.
     pub fn recursive_doubling(&mut self, job: Reduce) -> Result<()> {
-        self.in_core(job, 0, |mesh, core| mesh.doubling(core))
+        let whole = job.out.len();
+        self.in_core(job, whole, |mesh, core| mesh.doubling(core))
     }
 
     fn doubling(&self, core: Core) -> Result<()> {
