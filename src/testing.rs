@@ -49,16 +49,19 @@ pub fn expect<'a>(
 }
 
 /// A table test: asserts `f(input) == want` for every `(input, want)` of `cases`, naming the
-/// input that fails.
+/// input that fails; an empty table fails too (a test that checks nothing).
 #[track_caller]
 pub fn assert_cases<I: Debug, T: Debug + PartialEq<W>, W: Debug>(
     cases: impl IntoIterator<Item = (I, W)>,
     f: impl Fn(I) -> T,
 ) {
+    let mut checked = 0;
     for (input, want) in cases {
         let name = format!("{input:?}");
         assert_eq!(f(input), want, "{name}");
+        checked += 1;
     }
+    assert!(checked > 0, "no cases");
 }
 
 /// A node tree in a temporary directory, removed when dropped.
@@ -123,8 +126,8 @@ impl Default for Tree {
     }
 }
 
-/// Runs `area`'s checks on `root` with `profile` (a name or a path) and `probes`, and
-/// returns the findings by id.
+/// Runs `area`'s checks on `root` with `profile` (a name or a path) and `probes` the way
+/// `audit` runs them ([`crate::checks::run`]), and returns the findings by id.
 pub fn audit(
     root: &Root,
     profile: &str,
@@ -136,12 +139,8 @@ pub fn audit(
         .load(profile)
         .unwrap_or_else(|e| panic!("profile {profile}: {e}"));
     let ctx = Context::with_probes(root, &profile, options, probes);
-    let checks = AREAS
-        .iter()
-        .find(|a| a.area == area)
-        .unwrap_or_else(|| panic!("no checks for {area}"));
-    checks
-        .run(&ctx)
+    assert!(AREAS.iter().any(|a| a.area == area), "no checks for {area}");
+    crate::checks::run(&ctx, &[area])
         .into_iter()
         .map(|f| (f.id.clone(), f))
         .collect()
