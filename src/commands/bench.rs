@@ -55,16 +55,28 @@ pub struct CollectiveArgs {
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: Choice,
     /// Smallest message size (K/M/G are powers of two).
-    #[arg(short = 'b', long = "minbytes")]
-    #[arg(value_name = "SIZE", default_value = "8")]
+    #[arg(
+        short = 'b',
+        long = "minbytes",
+        default_value = "8",
+        value_name = "SIZE"
+    )]
     pub min_bytes: String,
     /// Largest message size (K/M/G are powers of two).
-    #[arg(short = 'e', long = "maxbytes")]
-    #[arg(value_name = "SIZE", default_value = "128M")]
+    #[arg(
+        short = 'e',
+        long = "maxbytes",
+        default_value = "128M",
+        value_name = "SIZE"
+    )]
     pub max_bytes: String,
     /// Multiply the size by this from one row to the next.
-    #[arg(short = 'f', long = "stepfactor", value_name = "FACTOR")]
-    #[arg(conflicts_with = "step_bytes")]
+    #[arg(
+        short = 'f',
+        long = "stepfactor",
+        value_name = "FACTOR",
+        conflicts_with = "step_bytes"
+    )]
     pub step_factor: Option<u64>,
     /// Add this many bytes from one row to the next, instead of a factor.
     #[arg(short = 'i', long = "stepbytes", value_name = "SIZE")]
@@ -73,8 +85,12 @@ pub struct CollectiveArgs {
     #[arg(short = 'n', long = "iters", default_value_t = 20, value_name = "N")]
     pub iters: usize,
     /// Untimed warm-up iterations before each timed run.
-    #[arg(short = 'w', long = "warmup-iters", value_name = "N")]
-    #[arg(default_value_t = 1)]
+    #[arg(
+        short = 'w',
+        long = "warmup-iters",
+        default_value_t = 1,
+        value_name = "N"
+    )]
     pub warmup: usize,
     /// Checked iterations per size (0 prints N/A for #wrong).
     #[arg(short = 'c', long = "check", default_value_t = 1, value_name = "N")]
