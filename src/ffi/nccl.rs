@@ -71,8 +71,6 @@ symbol_table! {
         "ncclCommInitRank" => fn comm_init_rank(*mut Comm, c_int, UniqueId, c_int) -> NcclResult;
         "ncclCommInitRankConfig" =>
             fn comm_init_rank_config(*mut Comm, c_int, UniqueId, c_int, *mut Config) -> NcclResult;
-        /// parent, color, key, new communicator, config (2.18 and later).
-        "ncclCommSplit" => fn comm_split(Comm, c_int, c_int, *mut Comm, *mut Config) -> NcclResult;
         "ncclCommGetAsyncError" => fn comm_get_async_error(Comm, *mut NcclResult) -> NcclResult;
         "ncclCommAbort" => fn comm_abort(Comm) -> NcclResult;
         "ncclCommDestroy" => fn comm_destroy(Comm) -> NcclResult;
@@ -277,36 +275,6 @@ impl Communicator {
         })
     }
 
-    /// Starts splitting a blocking copy of this (non-blocking, joined) communicator off it,
-    /// with every rank in the same place (`ncclCommSplit`, NCCL 2.18 and later, color 0, key
-    /// `rank`, `config`): the split runs on NCCL's thread, watched and given up through this
-    /// communicator (see [`Splitting`]). The timed loop uses the copy: on a non-blocking
-    /// communicator every call starts a thread of NCCL's own to launch it (group.cc), which
-    /// a collective of a few microseconds would then measure.
-    pub fn split_blocking(self, rank: usize, config: Config) -> Result<Splitting, NcclError> {
-        let rank = c_ranks("ncclCommSplit", self.ranks, rank)?.1;
-        let mut config = config;
-        let mut child = Box::new(std::ptr::null_mut::<c_void>());
-        let (raw, out): (Comm, *mut Comm) = (self.raw, &mut *child);
-        // SAFETY: `raw` is live; `out` points into a box that `Splitting` keeps until the
-        // split can no longer write it (it finished, or the parent was aborted, which joins
-        // the split); NCCL copies `config` before returning.
-        let started = self.nccl.call(self.nccl.api().comm_split, |f| unsafe {
-            f(raw, 0, rank, out, &mut config)
-        });
-        let splitting = Splitting {
-            parent: Some(self),
-            child,
-        };
-        match started {
-            Ok(_) => Ok(splitting),
-            Err(e) => {
-                splitting.abort();
-                Err(e)
-            }
-        }
-    }
-
     /// The communicator's state (`ncclCommGetAsyncError`): success when idle,
     /// [`NcclResult::IN_PROGRESS`] while a non-blocking call runs, else the error that
     /// broke it. `Err` only when the state cannot be read.
@@ -385,82 +353,6 @@ impl Communicator {
     }
 }
 
-/// A blocking communicator being split off a non-blocking one ([`Communicator::split_blocking`]).
-/// NCCL creates it on a thread of its own and writes it into `child` when done; the parent's
-/// state says when, and aborting the parent aborts the split. Dropped unfinished, both end.
-pub struct Splitting {
-    /// `None` once finished or aborted.
-    parent: Option<Communicator>,
-    /// Where NCCL writes the new communicator: boxed, so the address stays put.
-    child: Box<Comm>,
-}
-
-impl Splitting {
-    /// The split's state, read from the parent: success once the new communicator exists,
-    /// [`NcclResult::IN_PROGRESS`] before, else the error that stopped it.
-    pub fn state(&self) -> Result<NcclResult, NcclError> {
-        match &self.parent {
-            Some(parent) => parent.state(),
-            None => Ok(NcclResult::INTERNAL_ERROR),
-        }
-    }
-
-    /// The new communicator, once [`Splitting::state`] said success; the parent is then
-    /// destroyed (the child shares nothing with it).
-    pub fn finish(mut self) -> Result<Communicator, NcclError> {
-        let parent = self.parent.take();
-        let raw = std::mem::replace(&mut *self.child, std::ptr::null_mut());
-        let Some(parent) = parent else {
-            return Err(NcclError::Call {
-                function: "ncclCommSplit",
-                code: NcclResult::INTERNAL_ERROR,
-                message: "the split was already given up".into(),
-            });
-        };
-        if raw.is_null() {
-            let nccl = parent.nccl.clone();
-            parent.abort();
-            return Err(nccl.failure("ncclCommSplit", NcclResult::INTERNAL_ERROR));
-        }
-        Ok(Communicator {
-            nccl: parent.nccl.clone(),
-            raw,
-            ranks: parent.ranks,
-            _context: parent._context.clone(),
-        })
-    }
-
-    /// Gives the split up: aborts the parent (which waits for NCCL's split thread), then
-    /// the new communicator if the split got as far as making one.
-    pub fn abort(mut self) {
-        self.abort_both();
-    }
-
-    fn abort_both(&mut self) {
-        let Some(parent) = self.parent.take() else {
-            return;
-        };
-        let (nccl, ranks, context) = (parent.nccl.clone(), parent.ranks, parent._context.clone());
-        parent.abort();
-        let raw = std::mem::replace(&mut *self.child, std::ptr::null_mut());
-        if !raw.is_null() {
-            Communicator {
-                nccl,
-                raw,
-                ranks,
-                _context: context,
-            }
-            .abort();
-        }
-    }
-}
-
-impl Drop for Splitting {
-    fn drop(&mut self) {
-        self.abort_both();
-    }
-}
-
 impl Drop for Communicator {
     fn drop(&mut self) {
         if self.raw.is_null() {
@@ -535,7 +427,7 @@ mod tests {
         );
         assert_eq!(
             nccl.api().missing().len(),
-            13,
+            12,
             "libm has none of NCCL's functions"
         );
     }

@@ -1,13 +1,19 @@
 //! Joining the communicator without hanging: with NCCL ≥ 2.14, `ncclCommInitRankConfig` with
 //! `blocking = 0` returns at once and the communicator is polled past `ncclInProgress`, so
 //! the wait can end (with `ncclCommAbort`) on the timeout or on the control plane's verdict,
-//! and the error returns to `main`. From 2.18 a blocking copy is then split off the same way
-//! (polled through the non-blocking one, which aborts it too), and the benchmark times that
-//! copy, as nccl-tests times blocking communicators: on a non-blocking one every collective
-//! starts a thread of NCCL's to launch it. Between 2.14 and 2.17 the non-blocking
-//! communicator is timed. Older libraries only have the blocking `ncclCommInitRank`: it runs
-//! on a thread of its own, and this thread stops waiting on the same conditions (the process
-//! then exits from `main`, leaving that thread behind).
+//! and the error returns to `main`. Older libraries only have the blocking
+//! `ncclCommInitRank`: it runs on a thread of its own, and this thread stops waiting on the
+//! same conditions (the process then exits from `main`, leaving that thread behind).
+//!
+//! The timed collectives run on the same non-blocking communicator, so no call can hang:
+//! the price is that NCCL starts a thread of its own for every call (`group.cc`), which
+//! nccl-tests, timing blocking communicators, does not pay; small sizes read slower than
+//! `all_reduce_perf`'s. A blocking copy (`ncclCommSplit`) would time like nccl-tests, but
+//! since NCCL 2.22 connections are made inside a blocking communicator's first calls
+//! (`NCCL_RUNTIME_CONNECT`), where a stalled peer holds the call, and `ncclCommAbort` from
+//! another thread frees the communicator under it. The way to both: a persistent launch
+//! thread owning the blocking copy, which `main` waits for with the deadline and leaves
+//! behind when it passes, as the < 2.14 join does; to be built and measured on a GPU.
 
 use std::sync::mpsc;
 use std::thread;
@@ -17,7 +23,7 @@ use super::{NcclStack, Place, rt};
 use crate::bench::BenchError;
 use crate::bench::control::JobStop;
 use crate::ffi::cuda::Context;
-use crate::ffi::nccl::{Communicator, Config, NcclError, NcclResult, UNIQUE_ID_BYTES};
+use crate::ffi::nccl::{Communicator, Config, NcclResult, UNIQUE_ID_BYTES};
 
 fn too_slow(timeout: Duration) -> BenchError {
     rt(format!(
@@ -53,54 +59,16 @@ pub fn init(
     let config = Config::non_blocking(stack.version);
     let comm = Communicator::start(&stack.nccl, context, place.world, place.rank, id, config)
         .map_err(rt)?;
-    let ready = || comm.state();
-    if let Err(e) = wait_until_done(
-        ready,
-        "ncclCommInitRankConfig",
-        stack,
-        fatal,
-        deadline,
-        timeout,
-    ) {
-        comm.abort();
-        return Err(e);
-    }
-    if !stack.version.has_split() {
-        return Ok(comm);
-    }
-    let split = comm
-        .split_blocking(place.rank, Config::blocking(stack.version))
-        .map_err(rt)?;
-    let ready = || split.state();
-    match wait_until_done(ready, "ncclCommSplit", stack, fatal, deadline, timeout) {
-        Ok(()) => split.finish().map_err(rt),
-        Err(e) => {
-            split.abort();
-            Err(e)
-        }
-    }
-}
-
-/// Polls `state` until NCCL finished `function` (success), an error, the verdict or the
-/// deadline; the caller gives the communicator up on any but success.
-fn wait_until_done(
-    state: impl Fn() -> Result<NcclResult, NcclError>,
-    function: &'static str,
-    stack: &NcclStack,
-    fatal: &JobStop,
-    deadline: Instant,
-    timeout: Duration,
-) -> Result<(), BenchError> {
     loop {
-        match state() {
-            Ok(NcclResult::SUCCESS) => return Ok(()),
-            Ok(NcclResult::IN_PROGRESS) => {
-                if let Some(e) = stop(fatal, deadline, timeout) {
-                    return Err(e);
-                }
-            }
-            Ok(code) => return Err(rt(stack.nccl.failure(function, code))),
-            Err(e) => return Err(rt(e)),
+        let failure = match comm.state() {
+            Ok(NcclResult::SUCCESS) => return Ok(comm),
+            Ok(NcclResult::IN_PROGRESS) => stop(fatal, deadline, timeout),
+            Ok(code) => Some(rt(stack.nccl.failure("ncclCommInitRankConfig", code))),
+            Err(e) => Some(rt(e)),
+        };
+        if let Some(e) = failure {
+            comm.abort();
+            return Err(e);
         }
         thread::sleep(Duration::from_millis(1));
     }

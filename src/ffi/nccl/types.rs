@@ -56,11 +56,6 @@ impl NcclVersion {
     pub fn has_config(self) -> bool {
         (self.major, self.minor) >= (2, 14)
     }
-
-    /// Whether the library has `ncclCommSplit` (2.18 and later).
-    pub fn has_split(self) -> bool {
-        (self.major, self.minor) >= (2, 18)
-    }
 }
 
 impl fmt::Display for NcclVersion {
@@ -135,21 +130,11 @@ pub struct Config {
 }
 
 impl Config {
-    /// A non-blocking configuration for `version` (see [`Config::blocking`]): every call
-    /// returns at once and the communicator's state says when it is done, so a wait can
-    /// always be given up.
+    /// A non-blocking configuration for `version`: every attribute undefined (the library's
+    /// default) except `blocking = 0` and, from 2.28 (where the field exists),
+    /// `nvlinkCentricSched = 1` as nccl-tests sets it. Before 2.28, `size` covers only the
+    /// fields 2.14 defined (through `netName`).
     pub fn non_blocking(version: NcclVersion) -> Config {
-        Config {
-            blocking: 0,
-            ..Config::blocking(version)
-        }
-    }
-
-    /// A blocking configuration for `version`, as nccl-tests creates its communicators:
-    /// every attribute undefined (the library's default) except `blocking = 1` and, from
-    /// 2.28 (where the field exists), `nvlinkCentricSched = 1` as nccl-tests sets it. Before
-    /// 2.28, `size` covers only the fields 2.14 defined (through `netName`).
-    pub fn blocking(version: NcclVersion) -> Config {
         let full = std::mem::size_of::<Config>();
         let has_sched = (version.major, version.minor) >= (2, 28);
         Config {
@@ -160,7 +145,7 @@ impl Config {
             },
             magic: MAGIC,
             version: version.code.max(0) as c_uint,
-            blocking: 1,
+            blocking: 0,
             cga_cluster_size: UNDEF,
             min_ctas: UNDEF,
             max_ctas: UNDEF,
@@ -242,18 +227,11 @@ mod tests {
         let new = Config::non_blocking(NcclVersion::from_code(22803));
         assert_eq!((new.size, new.version, new.magic), (80, 22803, 0xcafebeef));
         assert_eq!((new.blocking, new.nvlink_centric_sched), (0, 1));
-        let timed = Config::blocking(NcclVersion::from_code(22803));
-        assert_eq!(
-            (timed.size, timed.blocking, timed.nvlink_centric_sched),
-            (80, 1, 1)
-        );
         let old = Config::non_blocking(NcclVersion::from_code(21805));
         assert_eq!(old.size, 40);
         assert_eq!(old.nvlink_centric_sched, UNDEF);
         assert!(NcclVersion::from_code(21403).has_config());
         assert!(!NcclVersion::from_code(21304).has_config());
-        assert!(NcclVersion::from_code(21801).has_split());
-        assert!(!NcclVersion::from_code(21703).has_split());
     }
 
     #[test]
