@@ -18,7 +18,8 @@ macro_rules! result_codes {
         impl $ty {
             $($(#[$code_meta])* pub const $code: $ty = $ty($value);)*
 
-            /// Every code with a name.
+            /// Every code with a name (for the tests that check the names).
+            #[cfg(test)]
             pub const KNOWN: &'static [$ty] = &[$($ty($value)),*];
 
             /// The header's name for the code, when it is one this binding knows.

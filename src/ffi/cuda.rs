@@ -17,7 +17,8 @@ use std::sync::Arc;
 use super::library::{LoadError, Loaded, Missing, Symbol, symbol_table};
 
 mod types;
-pub use types::{CuResult, OutOfBounds, check_range};
+use types::check_range;
+pub use types::{CuResult, OutOfBounds};
 
 /// The driver library's file name.
 pub const LIBCUDA: &str = "libcuda.so.1";
@@ -80,8 +81,8 @@ symbol_table! {
         "cuMemsetD8Async" => fn memset_d8_async(CuDevicePtr, u8, usize, CuStream) -> CuResult;
         "cuStreamCreate" => fn stream_create(*mut CuStream, c_uint) -> CuResult;
         "cuStreamDestroy_v2" => fn stream_destroy(CuStream) -> CuResult;
-        "cuStreamQuery" => fn stream_query(CuStream) -> CuResult;
         "cuStreamSynchronize" => fn stream_synchronize(CuStream) -> CuResult;
+        "cuStreamQuery" => fn stream_query(CuStream) -> CuResult;
     }
 }
 
@@ -109,7 +110,7 @@ impl Cuda {
     }
 
     /// Opens and initialises the driver at `path`; no device is an error of its own.
-    pub fn open_at(path: &Path) -> Result<Cuda, CudaError> {
+    fn open_at(path: &Path) -> Result<Cuda, CudaError> {
         let cuda = Cuda::load(path)?;
         let init = cuda.api().init;
         // SAFETY: cuInit takes flags, which must be 0.
@@ -126,6 +127,8 @@ impl Cuda {
     /// Loads the library and resolves its table, without initialising the driver.
     fn load(path: &Path) -> Result<Cuda, CudaError> {
         // SAFETY: loading the driver runs its initialisers, which only set up static state.
+        // The path is the driver's soname or the file root named in GPUTUNE_CUDA_LIB (trusted,
+        // as DESIGN.md's security model trusts root), so the table's cuda.h signatures hold.
         let loaded = unsafe { Loaded::open(path, Api::load) }.map_err(CudaError::NoDriver)?;
         Ok(Cuda(Arc::new(loaded)))
     }
@@ -141,15 +144,19 @@ impl Cuda {
         symbol: Symbol<F>,
         invoke: impl FnOnce(F) -> CuResult,
     ) -> Result<(), CudaError> {
-        let code = invoke(symbol.get()?);
-        if code == CuResult::SUCCESS {
-            return Ok(());
+        match invoke(symbol.get()?) {
+            CuResult::SUCCESS => Ok(()),
+            code => Err(self.failure(symbol.name(), code)),
         }
-        Err(CudaError::Call {
-            function: symbol.name(),
+    }
+
+    /// A failed call, with the driver's words for its code.
+    fn failure(&self, function: &'static str, code: CuResult) -> CudaError {
+        CudaError::Call {
+            function,
             code,
             message: self.error_string(code),
-        })
+        }
     }
 
     /// [`Cuda::call`] for giving a handle back while dropping, where a failure (or a driver
@@ -159,7 +166,7 @@ impl Cuda {
     }
 
     /// The driver's own text for a code, else the code's name.
-    pub fn error_string(&self, code: CuResult) -> String {
+    fn error_string(&self, code: CuResult) -> String {
         let mut text: *const c_char = std::ptr::null();
         let asked = self.api().get_error_string.get().map(|get| {
             // SAFETY: `text` is a valid out-pointer for the call.
@@ -275,7 +282,7 @@ impl Context {
 
     /// Makes the context current on the calling thread (every thread that calls the driver
     /// or NCCL for this device needs it).
-    pub fn make_current(&self) -> Result<(), CudaError> {
+    pub(crate) fn make_current(&self) -> Result<(), CudaError> {
         let raw = self.0.raw;
         // SAFETY: `raw` is the retained primary context, alive while `self` is.
         self.cuda()
@@ -323,24 +330,21 @@ impl Stream {
     }
 
     /// True once everything queued on the stream has completed (`cuStreamQuery`).
+    /// Polled in the timed loop, so "not yet" is a plain answer, not an error with the
+    /// driver's message looked up and allocated.
     pub fn is_idle(&self) -> Result<bool, CudaError> {
-        let raw = self.raw;
+        let (raw, cuda) = (self.raw, self.cuda());
+        let query = cuda.api().stream_query;
         // SAFETY: `raw` came from cuStreamCreate and lives as long as `self`.
-        match self
-            .cuda()
-            .call(self.cuda().api().stream_query, |f| unsafe { f(raw) })
-        {
-            Ok(()) => Ok(true),
-            Err(CudaError::Call {
-                code: CuResult::NOT_READY,
-                ..
-            }) => Ok(false),
-            Err(e) => Err(e),
+        match unsafe { query.get()?(raw) } {
+            CuResult::SUCCESS => Ok(true),
+            CuResult::NOT_READY => Ok(false),
+            code => Err(cuda.failure(query.name(), code)),
         }
     }
 
     /// Waits for everything queued on the stream.
-    pub fn synchronize(&self) -> Result<(), CudaError> {
+    fn synchronize(&self) -> Result<(), CudaError> {
         let raw = self.raw;
         // SAFETY: `raw` came from cuStreamCreate and lives as long as `self`.
         self.cuda()
@@ -439,7 +443,10 @@ impl DeviceBuffer {
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         let (cuda, ptr) = (self.cuda(), self.ptr);
-        // SAFETY: `ptr` came from cuMemAlloc and is freed once, here.
+        // SAFETY: `ptr` came from cuMemAlloc and is freed once, here. A collective may still
+        // use it: cuMemFree waits for the device's work on it (the driver documents its
+        // synchronous behaviour), and the NCCL backend drops its communicator, which finishes
+        // or aborts that work, before its buffers.
         cuda.release(cuda.api().mem_free, |f| unsafe { f(ptr) });
     }
 }

@@ -49,6 +49,9 @@ pub enum NcclError {
 /// The opaque 128-byte id rank 0 creates and every rank needs to join a communicator.
 pub const UNIQUE_ID_BYTES: usize = 128;
 
+// nccl.h's NCCL_UNIQUE_ID_BYTES, passed by value: checked when the crate compiles.
+const _: () = assert!(std::mem::size_of::<UniqueId>() == 128);
+
 /// `ncclUniqueId`, passed by value.
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -98,8 +101,14 @@ symbol_table! {
 pub struct Nccl(Arc<Loaded<Api>>);
 
 impl Nccl {
-    pub fn open(path: &Path) -> Result<Nccl, NcclError> {
-        // SAFETY: loading runs NCCL's initialisers, which only set up static state.
+    /// Loads the library at `path`, which must be NCCL: callers pass only what
+    /// [`crate::host::nccl`] located on the running node (never an image's) or what root named
+    /// in `GPUTUNE_NCCL_LIB`.
+    pub(crate) fn open(path: &Path) -> Result<Nccl, NcclError> {
+        // SAFETY: loading runs NCCL's initialisers, which only set up static state. The table
+        // gives nccl.h's signatures to nccl.h's names; a library exporting those names with
+        // other signatures would break that, which is why only the located NCCL, or the file
+        // root chose (DESIGN.md's security model trusts root), is opened here.
         let loaded = unsafe { Loaded::open(path, Api::load) }?;
         Ok(Nccl(Arc::new(loaded)))
     }
@@ -388,12 +397,6 @@ fn c_ranks(function: &'static str, ranks: usize, rank: usize) -> Result<(c_int, 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_id_passed_by_value_is_nccl_h_s_128_bytes() {
-        assert_eq!(std::mem::size_of::<UniqueId>(), UNIQUE_ID_BYTES);
-        assert_eq!(UNIQUE_ID_BYTES, 128);
-    }
 
     #[test]
     fn ranks_must_fit_the_communicator() {

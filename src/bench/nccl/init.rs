@@ -32,14 +32,9 @@ fn too_slow(timeout: Duration) -> BenchError {
     ))
 }
 
-/// Why to stop waiting, once it is time: the control plane's verdict or the deadline.
+/// Why to stop waiting for the communicator, once it is time.
 fn stop(fatal: &JobStop, deadline: Instant, timeout: Duration) -> Option<BenchError> {
-    if fatal.is_raised()
-        && let Some(reason) = fatal.reason()
-    {
-        return Some(rt(reason));
-    }
-    (Instant::now() >= deadline).then(|| too_slow(timeout))
+    super::stop_reason(fatal, deadline, || too_slow(timeout))
 }
 
 /// Creates this rank's communicator on `context`'s device, giving up on the timeout or the

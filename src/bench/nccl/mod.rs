@@ -235,6 +235,21 @@ enum Until {
 
 const ABORTED: &str = "the NCCL communicator was aborted";
 
+/// Why to stop waiting for NCCL, once it is time: the control plane's verdict first, else
+/// `late()` once `deadline` passed.
+fn stop_reason(
+    fatal: &JobStop,
+    deadline: Instant,
+    late: impl FnOnce() -> BenchError,
+) -> Option<BenchError> {
+    if fatal.is_raised()
+        && let Some(reason) = fatal.reason()
+    {
+        return Some(rt(reason));
+    }
+    (Instant::now() >= deadline).then(late)
+}
+
 impl NcclBackend {
     /// Joins the communicator ([`init`]): an error, never a hang, when a rank is missing
     /// past the timeout or the control plane stops the job.
@@ -313,17 +328,15 @@ impl NcclBackend {
                 Ok(false) => {}
                 Err(e) => return Err(self.abort(e)),
             }
-            if self.fatal.is_raised()
-                && let Some(reason) = self.fatal.reason()
-            {
-                return Err(self.abort(reason));
-            }
-            if Instant::now() >= deadline {
-                return Err(self.abort(format!(
+            let late = || {
+                rt(format!(
                     "{} operation(s) did not complete within {}s: a rank stalled or the network dropped (communicator aborted)",
                     ops.max(1),
                     self.timeout.as_secs()
-                )));
+                ))
+            };
+            if let Some(reason) = stop_reason(&self.fatal, deadline, late) {
+                return Err(self.abort(reason));
             }
             thread::yield_now();
         }

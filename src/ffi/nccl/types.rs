@@ -106,27 +106,29 @@ const MAGIC: c_uint = 0xcafe_beef;
 
 /// `ncclConfig_t` as NCCL 2.28 lays it out (nccl.h, `ncclConfig_v22800`). The struct grew
 /// field by field across versions; `size` tells the library how much of it the caller
-/// filled, so an older library is given only the prefix it knows.
+/// filled, so an older library is given only the prefix it knows. The fields are private:
+/// NCCL reads `size` bytes and follows the name pointers, so only the constructors here
+/// may set them.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct Config {
-    pub size: usize,
-    pub magic: c_uint,
-    pub version: c_uint,
-    pub blocking: c_int,
-    pub cga_cluster_size: c_int,
-    pub min_ctas: c_int,
-    pub max_ctas: c_int,
-    pub net_name: *const c_char,
-    pub split_share: c_int,
-    pub traffic_class: c_int,
-    pub comm_name: *const c_char,
-    pub collnet_enable: c_int,
-    pub cta_policy: c_int,
-    pub shrink_share: c_int,
-    pub nvls_ctas: c_int,
-    pub n_channels_per_net_peer: c_int,
-    pub nvlink_centric_sched: c_int,
+    size: usize,
+    magic: c_uint,
+    version: c_uint,
+    blocking: c_int,
+    cga_cluster_size: c_int,
+    min_ctas: c_int,
+    max_ctas: c_int,
+    net_name: *const c_char,
+    split_share: c_int,
+    traffic_class: c_int,
+    comm_name: *const c_char,
+    collnet_enable: c_int,
+    cta_policy: c_int,
+    shrink_share: c_int,
+    nvls_ctas: c_int,
+    n_channels_per_net_peer: c_int,
+    nvlink_centric_sched: c_int,
 }
 
 impl Config {
