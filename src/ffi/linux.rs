@@ -81,10 +81,10 @@ const ETHTOOL_GDRVINFO: u32 = 0x0000_0003;
 #[repr(C)]
 pub struct EthtoolDrvinfo {
     cmd: u32,
-    pub driver: [c_char; 32],
-    pub version: [c_char; 32],
-    pub fw_version: [c_char; 32],
-    pub bus_info: [c_char; 32],
+    driver: [c_char; 32],
+    version: [c_char; 32],
+    fw_version: [c_char; 32],
+    bus_info: [c_char; 32],
     erom_version: [c_char; 32],
     reserved2: [c_char; 12],
     n_priv_flags: u32,
@@ -93,6 +93,41 @@ pub struct EthtoolDrvinfo {
     eedump_len: u32,
     regdump_len: u32,
 }
+
+impl EthtoolDrvinfo {
+    /// The kernel driver's name (`mlx5_core`).
+    pub fn driver(&self) -> String {
+        c_field(&self.driver)
+    }
+
+    /// The driver's version.
+    pub fn version(&self) -> String {
+        c_field(&self.version)
+    }
+
+    /// The device's firmware version.
+    pub fn firmware(&self) -> String {
+        c_field(&self.fw_version)
+    }
+
+    /// The bus address (`0000:3b:00.0`).
+    pub fn bus_info(&self) -> String {
+        c_field(&self.bus_info)
+    }
+}
+
+/// Text of a NUL-terminated fixed-size C field.
+fn c_field(field: &[c_char]) -> String {
+    let bytes: Vec<u8> = field
+        .iter()
+        .take_while(|c| **c != 0)
+        .map(|c| *c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).trim().to_string()
+}
+
+// The kernel's sizes, checked when the crate compiles.
+const _: () = assert!(std::mem::size_of::<EthtoolDrvinfo>() == 196);
 
 /// `struct ifreq` with the `ifr_data` member of its union, padded to the kernel's 40 bytes.
 #[repr(C)]
@@ -178,6 +213,16 @@ mod tests {
     #[test]
     fn the_ifreq_has_the_kernels_size() {
         assert_eq!(size_of::<IfreqData>(), 40);
+    }
+
+    #[test]
+    fn c_fields_end_at_the_nul_and_are_trimmed() {
+        let mut field = [0 as c_char; 32];
+        for (d, s) in field.iter_mut().zip(b"16.35.2000 (MT_0000000838) ") {
+            *d = *s as c_char;
+        }
+        assert_eq!(c_field(&field), "16.35.2000 (MT_0000000838)");
+        assert_eq!(c_field(&[0; 4]), "");
     }
 
     #[test]

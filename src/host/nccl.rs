@@ -114,7 +114,7 @@ pub fn locate(root: &Root, env: &SearchEnv) -> Result<Located, Vec<String>> {
                     .get(SONAME)
                     .into_iter()
                     .flatten()
-                    .find(|p| is_file(root, p))
+                    .find(|p| root.is_file(p))
                 {
                     return Ok(Located {
                         path: root.path(host),
@@ -157,14 +157,6 @@ pub fn locate(root: &Root, env: &SearchEnv) -> Result<Located, Vec<String>> {
     Err(searched)
 }
 
-/// True when `host_path` is a regular file inside the root (links followed inside it).
-fn is_file(root: &Root, host_path: &str) -> bool {
-    root.open(host_path, libc::O_PATH)
-        .ok()
-        .and_then(|fd| super::confine::fstat(std::os::fd::AsFd::as_fd(&fd)).ok())
-        .is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG)
-}
-
 /// `PREFIX/lib/python3*/{site,dist}-packages/nvidia/nccl/lib/libnccl.so.2` (its host path),
 /// newest Python first.
 fn python_nccl(root: &Root, prefix: &str) -> Option<String> {
@@ -183,7 +175,7 @@ fn python_nccl(root: &Root, prefix: &str) -> Option<String> {
             ["site-packages", "dist-packages"]
                 .map(|pkgs| format!("{lib}/{py}/{pkgs}/nvidia/nccl/lib/{SONAME}"))
         })
-        .find(|p| is_file(root, p))
+        .find(|p| root.is_file(p))
 }
 
 /// NCCL's version at `located`. Only the live node's library is loaded (and asked with

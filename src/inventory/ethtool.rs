@@ -1,7 +1,6 @@
 //! NIC driver and firmware versions through the ethtool `ETHTOOL_GDRVINFO` ioctl, the
 //! same call `ethtool -i` makes. sysfs does not carry the firmware version.
 
-use std::ffi::c_char;
 use std::os::fd::AsFd;
 
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, socket};
@@ -23,24 +22,11 @@ pub trait EthtoolProbe {
     fn driver_info(&self, name: &str) -> Result<DriverInfo, String>;
 }
 
-/// Text of a NUL-terminated fixed-size C field.
-pub fn c_field(field: &[c_char]) -> String {
-    let bytes: Vec<u8> = field
-        .iter()
-        .take_while(|c| **c != 0)
-        .map(|c| *c as u8)
-        .collect();
-    String::from_utf8_lossy(&bytes).trim().to_string()
-}
-
 /// The real ioctl on an `AF_INET` datagram socket.
 pub struct RealEthtool;
 
 impl EthtoolProbe for RealEthtool {
     fn driver_info(&self, name: &str) -> Result<DriverInfo, String> {
-        if name.is_empty() || name.len() >= libc::IFNAMSIZ {
-            return Err(format!("`{name}` is not an interface name"));
-        }
         let socket = socket(
             AddressFamily::Inet,
             SockType::Datagram,
@@ -51,10 +37,10 @@ impl EthtoolProbe for RealEthtool {
         let info = linux::ethtool_drvinfo(socket.as_fd(), name)
             .map_err(|e| format!("ETHTOOL_GDRVINFO on {name}: {e}"))?;
         Ok(DriverInfo {
-            driver: c_field(&info.driver),
-            version: c_field(&info.version),
-            firmware: c_field(&info.fw_version),
-            bus_info: c_field(&info.bus_info),
+            driver: info.driver(),
+            version: info.version(),
+            firmware: info.firmware(),
+            bus_info: info.bus_info(),
         })
     }
 }
@@ -71,16 +57,6 @@ impl EthtoolProbe for NoEthtool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn c_fields() {
-        let mut field = [0 as c_char; 32];
-        for (d, s) in field.iter_mut().zip(b"16.35.2000 (MT_0000000838)") {
-            *d = *s as c_char;
-        }
-        assert_eq!(c_field(&field), "16.35.2000 (MT_0000000838)");
-        assert_eq!(c_field(&[0; 4]), "");
-    }
 
     #[test]
     fn the_real_ioctl_answers_for_loopback_and_refuses_unknown_names() {
