@@ -34,16 +34,20 @@ pub fn ip(args: &str) {
 pub struct Namespaces(pub Vec<String>);
 
 impl Namespaces {
-    /// Adds each namespace (one left over from an earlier run of this pid is replaced).
+    /// Adds each namespace (one left over from an earlier run of this pid is replaced). Each
+    /// one joins the guard as soon as it is made, so a failure part-way still deletes those
+    /// made before it.
     pub fn add(names: Vec<String>) -> Namespaces {
-        for name in &names {
+        let mut made = Namespaces(Vec::with_capacity(names.len()));
+        for name in names {
             let _ = Command::new("ip")
-                .args(["netns", "del", name])
+                .args(["netns", "del", &name])
                 .stderr(Stdio::null())
                 .status();
             ip(&format!("netns add {name}"));
+            made.0.push(name);
         }
-        Namespaces(names)
+        made
     }
 }
 
