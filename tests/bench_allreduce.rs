@@ -364,8 +364,9 @@ fn slow_drip_connections_do_not_keep_a_real_rank_out() {
         let _ = s.write_all(b"GTB1\x00\x00\x10\x00");
     }
     let stop = Arc::new(AtomicBool::new(false));
-    let dripping = {
-        let stop = stop.clone();
+    // Stopped and joined even when the job's assertions fail.
+    let dripping = StopOnDrop::new(
+        stop.clone(),
         std::thread::spawn(move || {
             while !stop.load(Ordering::SeqCst) {
                 for s in drips.iter_mut() {
@@ -373,13 +374,12 @@ fn slow_drip_connections_do_not_keep_a_real_rank_out() {
                 }
                 std::thread::sleep(Duration::from_secs(1));
             }
-        })
-    };
+        }),
+    );
     std::thread::sleep(Duration::from_millis(500));
     let r1 = torchrun_rank(1, 2, port, args).spawn().unwrap();
     assert_passed_despite_a_stranger(r0, r1, Duration::from_secs(90));
-    stop.store(true, Ordering::SeqCst);
-    dripping.join().unwrap();
+    dripping.stop();
 }
 
 #[test]

@@ -2,6 +2,9 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
 
 use assert_cmd::Command;
 use serde_json::Value;
@@ -191,6 +194,40 @@ impl Checked<'_> {
             self.0
         );
         self
+    }
+}
+
+/// A helper thread that runs until its stop flag is set. Dropping this sets the flag and
+/// joins the thread, so a failing assertion does not leave it running; [`StopOnDrop::stop`]
+/// does the same on the normal path and fails the test if the thread panicked.
+pub struct StopOnDrop {
+    flag: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl StopOnDrop {
+    /// Takes charge of `thread`, which stops once `flag` is set.
+    pub fn new(flag: Arc<AtomicBool>, thread: JoinHandle<()>) -> StopOnDrop {
+        StopOnDrop {
+            flag,
+            thread: Some(thread),
+        }
+    }
+
+    /// Sets the flag and joins the thread, failing the test if it panicked.
+    pub fn stop(mut self) {
+        self.flag.store(true, Ordering::SeqCst);
+        let thread = self.thread.take().expect("the thread is joined once");
+        thread.join().expect("the helper thread panicked");
+    }
+}
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.flag.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
 
