@@ -15,7 +15,7 @@ use assert_cmd::Command;
 use assert_cmd::assert::Assert;
 use predicates::prelude::*;
 
-use crate::common::{Namespaces, assert_success, fixture, require, text};
+use crate::common::{KillOnDrop, Namespaces, assert_success, fixture, require, text};
 
 /// The namespace sysctls the test profiles judge, and whose bytes must come back.
 const KEYS: &[&str] = &[
@@ -386,16 +386,16 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
 
 /// A node of the blocking profile whose THP knob says `always`, and an `apply --yes`
 /// started there and stopped before that knob, its output going to `output`.
-fn stopped_apply(output: fn() -> Stdio) -> (Node, std::process::Child) {
+/// The apply is killed (stopped or not) if the test fails before it is waited for.
+fn stopped_apply(output: fn() -> Stdio) -> (Node, KillOnDrop) {
     let node = Node::new("netns-blocking");
     fs::write(node.path(THP), "[always] madvise never\n").unwrap();
-    let apply = node
-        .gputune_std("apply --yes")
-        .env("GPUTUNE_TEST_STOP_BEFORE", THP)
-        .stdout(output())
-        .stderr(output())
-        .spawn()
-        .unwrap();
+    let apply = KillOnDrop::spawn(
+        node.gputune_std("apply --yes")
+            .env("GPUTUNE_TEST_STOP_BEFORE", THP)
+            .stdout(output())
+            .stderr(output()),
+    );
     // The two sysctls come first in the plan; apply then stops before the knob.
     wait_stopped(apply.id());
     (node, apply)

@@ -7,7 +7,7 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{bin, text};
+use super::{KillOnDrop, bin, text};
 
 /// Every element type and reduction the benchmark offers.
 pub const TYPES: [&str; 5] = ["f32", "f16", "bf16", "f64", "i32"];
@@ -53,15 +53,24 @@ pub fn torchrun_rank(rank: usize, world: usize, port: u16, args: &str) -> Comman
     c
 }
 
-/// Rank 0 of a job of two started with `args` on a free port, and that port (for rank 1,
-/// and for strangers).
-pub fn rank_0_of_two(args: &str) -> (Child, u16) {
+/// Rank 0 of a job of two started with `args` on a free port (killed if the test fails
+/// before waiting for it), and that port (for rank 1, and for strangers).
+pub fn rank_0_of_two(args: &str) -> (KillOnDrop, u16) {
     let port = free_port();
-    (torchrun_rank(0, 2, port, args).spawn().unwrap(), port)
+    (
+        KillOnDrop::spawn(&mut torchrun_rank(0, 2, port, args)),
+        port,
+    )
 }
 
-/// Waits for a child with a deadline; kills it and fails the test past it.
-pub fn wait_within(mut child: Child, limit: Duration, what: &str) -> (Output, Duration) {
+/// Waits for a child with a deadline; kills it and fails the test past it. The child is
+/// guarded ([`KillOnDrop`]) while it is waited for.
+pub fn wait_within(
+    child: impl Into<KillOnDrop>,
+    limit: Duration,
+    what: &str,
+) -> (Output, Duration) {
+    let mut child = child.into();
     let start = Instant::now();
     loop {
         if child.try_wait().unwrap().is_some() {
@@ -158,8 +167,14 @@ pub fn local_json(collective: &str, ranks: usize, extra: &str) -> serde_json::Va
 }
 
 /// Waits for ranks 0 and 1 of a job and asserts both succeeded (`what` names the case).
-/// Returns their outputs.
-pub fn both_succeed(r0: Child, r1: Child, limit: Duration, what: &str) -> (Output, Output) {
+/// Returns their outputs. Rank 1 is killed should the wait for rank 0 fail.
+pub fn both_succeed(
+    r0: impl Into<KillOnDrop>,
+    r1: impl Into<KillOnDrop>,
+    limit: Duration,
+    what: &str,
+) -> (Output, Output) {
+    let (r0, r1) = (r0.into(), r1.into());
     let (o0, _) = wait_within(r0, limit, "rank 0");
     let (o1, _) = wait_within(r1, limit, "rank 1");
     for (rank, out) in [(0, &o0), (1, &o1)] {
@@ -174,7 +189,11 @@ pub fn both_succeed(r0: Child, r1: Child, limit: Duration, what: &str) -> (Outpu
 
 /// A job of two whose rank 0 strangers tried to keep busy: both ranks pass, rank 0 prints
 /// its three rows and says a stranger came.
-pub fn assert_passed_despite_a_stranger(r0: Child, r1: Child, limit: Duration) -> String {
+pub fn assert_passed_despite_a_stranger(
+    r0: impl Into<KillOnDrop>,
+    r1: impl Into<KillOnDrop>,
+    limit: Duration,
+) -> String {
     let (o0, _) = both_succeed(r0, r1, limit, "the real job");
     let stderr0 = text(&o0.stderr);
     assert_eq!(rows(&text(&o0.stdout)).len(), 3);
@@ -183,13 +202,15 @@ pub fn assert_passed_despite_a_stranger(r0: Child, r1: Child, limit: Duration) -
 }
 
 /// Three ranks of one job, each timing `work` (sizes and iterations far longer than any
-/// test), returned once rank 0 has printed its table header, so all three are mid-run.
-pub fn three_busy_ranks(work: &str, timeout_secs: &str) -> [Child; 3] {
+/// test), returned once rank 0 has printed its table header, so all three are mid-run. Each
+/// is killed when dropped: a failing test leaves none of them running.
+pub fn three_busy_ranks(work: &str, timeout_secs: &str) -> [KillOnDrop; 3] {
     let port = free_port();
     let args = format!("{work} -w 0 -c 0 --timeout {timeout_secs}");
-    let mut r0 = torchrun_rank(0, 3, port, &args).spawn().unwrap();
-    let r1 = torchrun_rank(1, 3, port, &args).spawn().unwrap();
-    let r2 = torchrun_rank(2, 3, port, &args).spawn().unwrap();
+    let rank = |r| KillOnDrop::spawn(&mut torchrun_rank(r, 3, port, &args));
+    let mut r0 = rank(0);
+    let r1 = rank(1);
+    let r2 = rank(2);
     read_until(&mut r0, "#wrong", Duration::from_secs(20));
     [r0, r1, r2]
 }
@@ -205,8 +226,9 @@ pub enum Halt {
 
 /// Halts rank `victim` of `ranks` mid-run, waits up to `limit` for each of the others to
 /// exit, then kills the victim. Returns each other rank's name, output and how long it took.
+/// Should a wait fail, the ranks not yet waited for are killed as their guards drop.
 pub fn halt(
-    ranks: [Child; 3],
+    ranks: [KillOnDrop; 3],
     victim: usize,
     how: Halt,
     limit: Duration,
@@ -238,8 +260,7 @@ pub fn halt(
             (name, result)
         })
         .collect();
-    let _ = victim.kill();
-    let _ = victim.wait();
+    drop(victim); // killed and reaped
     results
 }
 

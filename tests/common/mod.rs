@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::process::{Child, Output};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -194,6 +195,57 @@ impl Checked<'_> {
             self.0
         );
         self
+    }
+}
+
+/// A child process that is killed (SIGKILL, which ends a stopped one too) and reaped when
+/// dropped, so a test that fails before its wait does not leave it running. It derefs to the
+/// [`Child`]; [`KillOnDrop::into_inner`] and [`KillOnDrop::wait_with_output`] take it back
+/// out for a normal wait.
+pub struct KillOnDrop(Option<Child>);
+
+impl KillOnDrop {
+    /// Starts `cmd`, guarded.
+    pub fn spawn(cmd: &mut std::process::Command) -> KillOnDrop {
+        KillOnDrop(Some(cmd.spawn().unwrap_or_else(|e| panic!("{cmd:?}: {e}"))))
+    }
+
+    /// The child, no longer killed on drop.
+    pub fn into_inner(mut self) -> Child {
+        self.0.take().expect("the child is taken out once")
+    }
+
+    /// [`Child::wait_with_output`] on the child taken back out.
+    pub fn wait_with_output(self) -> std::io::Result<Output> {
+        self.into_inner().wait_with_output()
+    }
+}
+
+impl From<Child> for KillOnDrop {
+    fn from(child: Child) -> KillOnDrop {
+        KillOnDrop(Some(child))
+    }
+}
+
+impl std::ops::Deref for KillOnDrop {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        self.0.as_ref().expect("the child was taken out")
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut Child {
+        self.0.as_mut().expect("the child was taken out")
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
