@@ -233,7 +233,14 @@ pub fn halt(
     how: Halt,
     limit: Duration,
 ) -> Vec<(String, (Output, Duration))> {
-    std::thread::sleep(Duration::from_millis(300));
+    // Into the timed loop before the signal. The table prints nothing between its header and
+    // the first row (which these sizes never reach), so there is no line to wait for: the
+    // settling times the separate killed-rank (500 ms) and stalled-rank (300 ms) tests had.
+    let settle = match how {
+        Halt::Kill => 500,
+        Halt::Stall => 300,
+    };
+    std::thread::sleep(Duration::from_millis(settle));
     let mut others = Vec::new();
     let mut halted = None;
     for (rank, child) in ranks.into_iter().enumerate() {
