@@ -323,14 +323,13 @@ fn not_root_is_refused_before_anything_is_touched() {
         "--",
     ];
     let as_nobody = |args: &str| Command::from_std(node.in_node(&nobody, args));
-    let profile = node.path("/profile.toml");
-    as_nobody(&format!(
-        "apply --yes --live --profile {}",
-        profile.display()
-    ))
-    .assert()
-    .code(3)
-    .stderr(predicate::str::contains("run it as root"));
+    // The profile's path is an argument of its own (after `--root DIR`), whatever it holds.
+    as_nobody("apply --yes --live")
+        .arg("--profile")
+        .arg(node.path("/profile.toml"))
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("run it as root"));
     assert!(!node.path("/run/gputune.lock").exists());
     assert!(node.journal().is_none());
     as_nobody("rollback").assert().code(3);
