@@ -35,21 +35,27 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// Gives `cmd` the environment a launcher gives a rank: RANK, WORLD_SIZE, MASTER_ADDR and
+/// MASTER_PORT, PATH and nothing else; no stdin, stdout and stderr piped.
+pub fn rank_env(cmd: &mut Command, rank: usize, world: usize, master: &str, port: u16) {
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("RANK", rank.to_string())
+        .env("WORLD_SIZE", world.to_string())
+        .env("MASTER_ADDR", master)
+        .env("MASTER_PORT", port.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+}
+
 /// A rank as torchrun --no-python would start it, with the words of `args`: RANK,
 /// WORLD_SIZE, MASTER_ADDR, MASTER_PORT and nothing else of a launcher's.
 pub fn torchrun_rank(rank: usize, world: usize, port: u16, args: &str) -> Command {
     let mut c = Command::new(bin());
     c.args(["bench", "allreduce", "--backend", "tcp"])
-        .args(args.split_whitespace())
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("RANK", rank.to_string())
-        .env("WORLD_SIZE", world.to_string())
-        .env("MASTER_ADDR", "127.0.0.1")
-        .env("MASTER_PORT", port.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .args(args.split_whitespace());
+    rank_env(&mut c, rank, world, "127.0.0.1", port);
     c
 }
 

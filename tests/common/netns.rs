@@ -123,16 +123,8 @@ impl NetnsRank<'_> {
         c.args(["netns", "exec", self.ns, "unshare", "--uts", "sh", "-c"])
             .args(["hostname \"$0\" && exec \"$@\"", self.host, super::bin()])
             .args(["bench", "allreduce", "--backend", "tcp"])
-            .args(args.split_whitespace())
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("RANK", self.rank.to_string())
-            .env("WORLD_SIZE", self.world.to_string())
-            .env("MASTER_ADDR", self.master)
-            .env("MASTER_PORT", self.port.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .args(args.split_whitespace());
+        super::rank_env(&mut c, self.rank, self.world, self.master, self.port);
         c
     }
 }
