@@ -13,9 +13,7 @@ use tempfile::TempDir;
 
 /// Extracts `tests/fixtures/<archive>` and returns the temp dir and the root inside it.
 pub fn extract(archive: &str) -> (TempDir, PathBuf) {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(archive);
+    let src = super::fixture(archive);
     let dir = tempfile::tempdir().unwrap();
     let status = Command::new("tar")
         .arg("xf")
@@ -58,9 +56,7 @@ impl Tree {
     }
 
     pub fn write_bytes(&self, host_path: &str, content: &[u8]) {
-        let path = self.root().join(host_path.trim_start_matches('/'));
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, content).unwrap();
+        super::put(self.root(), host_path, content);
     }
 
     pub fn mkdir(&self, host_path: &str) {

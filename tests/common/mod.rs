@@ -81,8 +81,8 @@ pub fn temp_file(name: &str, content: &str) -> (tempfile::TempDir, PathBuf) {
     (dir, path)
 }
 
-/// Writes `content` at `host_path` under `root`, creating its directories.
-pub fn put(root: &Path, host_path: &str, content: &str) {
+/// Writes `content` (text or bytes) at `host_path` under `root`, creating its directories.
+pub fn put(root: &Path, host_path: &str, content: impl AsRef<[u8]>) {
     let path = root.join(host_path.trim_start_matches('/'));
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, content).unwrap();
