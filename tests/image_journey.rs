@@ -11,7 +11,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::common::{expect, finding, findings};
+use crate::common::{expect, finding, findings, stdout_json};
 
 /// The cached pristine image; each test works on its own copy.
 fn pristine() -> PathBuf {
@@ -152,10 +152,6 @@ fn manifest(root: &Path) -> BTreeMap<String, String> {
     out
 }
 
-fn json(out: &Output) -> serde_json::Value {
-    crate::common::stdout_json(out)
-}
-
 /// Asserts no entry of the tree changed between the manifests `before` and `after`.
 fn assert_same_tree(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) {
     let changed: Vec<_> = before
@@ -231,7 +227,7 @@ fn audit_apply_audit_rollback_on_a_debian_image() {
         "--format",
         "json",
     ];
-    let doc = json(&work.as_root_exits(&audit, 1));
+    let doc = stdout_json(&work.as_root_exits(&audit, 1));
     assert_eq!(doc["mode"], "image");
     for id in [
         "net.core.rmem_max",
@@ -270,7 +266,7 @@ fn audit_apply_audit_rollback_on_a_debian_image() {
 
     // The gate passes every check apply can fix; what is left (THP: the image has no boot
     // loader configuration) has no file apply could write.
-    let doc = json(&work.as_root_exits(&audit, 0));
+    let doc = stdout_json(&work.as_root_exits(&audit, 0));
     assert_eq!(doc["summary"]["failed"], 0);
     for f in findings(&doc) {
         if f["status"] == "warn" {
@@ -406,7 +402,7 @@ fn tuned_enabled_in_an_image_is_judged_and_apply_says_it_wins() {
         "--only",
         "network,memory",
     ]);
-    let doc = json(&out);
+    let doc = stdout_json(&out);
     expect(findings(&doc), "tuned.net.core.rmem_max", "fail")
         .has("message", "tuned profile `throughput-performance`")
         .has(
@@ -521,7 +517,7 @@ fn a_profiles_slice_is_judged_applied_and_rolled_back_in_an_image() {
         "pids.max@training.slice",
     ];
 
-    let doc = json(&work.as_root_exits(&audit, 1));
+    let doc = stdout_json(&work.as_root_exits(&audit, 1));
     for id in ids {
         let f = expect(findings(&doc), id, "fail")
             .has("actual", "/etc/systemd/system/training.slice:")
@@ -540,7 +536,7 @@ fn a_profiles_slice_is_judged_applied_and_rolled_back_in_an_image() {
     assert!(!image.join("sys/fs/cgroup/training.slice").exists());
     assert_verified(&image, "training.slice");
 
-    let doc = json(&work.as_root_exits(&audit, 0));
+    let doc = stdout_json(&work.as_root_exits(&audit, 0));
     for id in ids {
         assert_eq!(finding(&doc, id)["status"], "pass", "{id}: {doc}");
     }

@@ -87,8 +87,8 @@ pub fn wait_within(
             let out = child.wait_with_output().unwrap();
             panic!(
                 "{what} still running after {limit:?}\nstdout: {}\nstderr: {}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
+                text(&out.stdout),
+                text(&out.stderr)
             );
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -169,7 +169,7 @@ pub fn local_json(collective: &str, ranks: usize, extra: &str) -> serde_json::Va
         "{collective} {ranks} ranks {extra:?}: {}",
         text(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    super::stdout_json(&out)
 }
 
 /// Waits for ranks 0 and 1 of a job and asserts both succeeded (`what` names the case).
