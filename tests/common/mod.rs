@@ -61,6 +61,17 @@ pub fn assert_exit(out: &std::process::Output, code: i32, needle: &str) {
     assert!(stderr.contains(needle), "{stderr}");
 }
 
+/// `gputune --root ROOT pin` with none of the launchers' local-rank variables (LOCAL_RANK,
+/// SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK) the test itself may have been started with.
+pub fn pin(root: &Path) -> Command {
+    let mut cmd = gputune();
+    cmd.arg("--root").arg(root).arg("pin");
+    for var in ["LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
 /// Parses a command's stdout as JSON, showing both streams when it is not.
 pub fn stdout_json(out: &std::process::Output) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
