@@ -37,7 +37,7 @@ pub fn free_port() -> u16 {
 
 /// Gives `cmd` the environment a launcher gives a rank: RANK, WORLD_SIZE, MASTER_ADDR and
 /// MASTER_PORT, PATH and nothing else; no stdin, stdout and stderr piped.
-pub fn rank_env(cmd: &mut Command, rank: usize, world: usize, master: &str, port: u16) {
+pub(super) fn rank_env(cmd: &mut Command, rank: usize, world: usize, master: &str, port: u16) {
     cmd.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("RANK", rank.to_string())

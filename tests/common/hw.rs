@@ -59,7 +59,7 @@ impl Tree {
         super::put(self.root(), host_path, content);
     }
 
-    pub fn mkdir(&self, host_path: &str) {
+    fn mkdir(&self, host_path: &str) {
         fs::create_dir_all(self.root().join(host_path.trim_start_matches('/'))).unwrap();
     }
 
@@ -197,7 +197,7 @@ impl Pci {
 }
 
 /// 4 KiB of config space with an ACS capability at 0x148 whose control register is `acs`.
-pub fn config_with_acs(acs: u16) -> Vec<u8> {
+fn config_with_acs(acs: u16) -> Vec<u8> {
     let mut c = vec![0u8; 4096];
     c[0x100..0x104].copy_from_slice(&(0x0001u32 | (1 << 16) | (0x148 << 20)).to_le_bytes());
     c[0x148..0x14c].copy_from_slice(&(0x000du32 | (1 << 16)).to_le_bytes());

@@ -11,7 +11,7 @@ use super::text;
 
 /// Runs `program` with the words of `args`, failing the test with its stderr unless it
 /// succeeds.
-pub fn run_words(program: &str, args: &str) {
+fn run_words(program: &str, args: &str) {
     let out = Command::new(program)
         .args(args.split_whitespace())
         .output()
