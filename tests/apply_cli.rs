@@ -15,7 +15,7 @@ use assert_cmd::Command;
 use assert_cmd::assert::Assert;
 use predicates::prelude::*;
 
-use crate::common::{Namespaces, assert_success, fixture, require, text};
+use crate::common::{KillOnDrop, Namespaces, assert_success, fixture, require, text};
 
 /// The namespace sysctls the test profiles judge, and whose bytes must come back.
 const KEYS: &[&str] = &[
@@ -323,14 +323,13 @@ fn not_root_is_refused_before_anything_is_touched() {
         "--",
     ];
     let as_nobody = |args: &str| Command::from_std(node.in_node(&nobody, args));
-    let profile = node.path("/profile.toml");
-    as_nobody(&format!(
-        "apply --yes --live --profile {}",
-        profile.display()
-    ))
-    .assert()
-    .code(3)
-    .stderr(predicate::str::contains("run it as root"));
+    // The profile's path is an argument of its own (after `--root DIR`), whatever it holds.
+    as_nobody("apply --yes --live")
+        .arg("--profile")
+        .arg(node.path("/profile.toml"))
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("run it as root"));
     assert!(!node.path("/run/gputune.lock").exists());
     assert!(node.journal().is_none());
     as_nobody("rollback").assert().code(3);
@@ -386,16 +385,16 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
 
 /// A node of the blocking profile whose THP knob says `always`, and an `apply --yes`
 /// started there and stopped before that knob, its output going to `output`.
-fn stopped_apply(output: fn() -> Stdio) -> (Node, std::process::Child) {
+/// The apply is killed (stopped or not) if the test fails before it is waited for.
+fn stopped_apply(output: fn() -> Stdio) -> (Node, KillOnDrop) {
     let node = Node::new("netns-blocking");
     fs::write(node.path(THP), "[always] madvise never\n").unwrap();
-    let apply = node
-        .gputune_std("apply --yes")
-        .env("GPUTUNE_TEST_STOP_BEFORE", THP)
-        .stdout(output())
-        .stderr(output())
-        .spawn()
-        .unwrap();
+    let apply = KillOnDrop::spawn(
+        node.gputune_std("apply --yes")
+            .env("GPUTUNE_TEST_STOP_BEFORE", THP)
+            .stdout(output())
+            .stderr(output()),
+    );
     // The two sysctls come first in the plan; apply then stops before the knob.
     wait_stopped(apply.id());
     (node, apply)

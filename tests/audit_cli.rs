@@ -333,7 +333,11 @@ fn a_bad_profile_exits_2_naming_file_line_and_key() {
 fn usage_errors_exit_2() {
     for (args, code, says) in [
         ("audit --only disks", 2, "disks"),
-        ("audit --format yaml", 2, ""),
+        (
+            "audit --format yaml",
+            2,
+            "invalid value 'yaml' for '--format <FORMAT>'",
+        ),
         (
             "audit --root /nonexistent/root",
             3,

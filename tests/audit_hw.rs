@@ -13,7 +13,8 @@ use assert_cmd::Command;
 use serde_json::Value;
 
 use common::{
-    End, VethPair, absent, assert_field_contains, expect, find, in_netns, ip, real_nccl, status,
+    End, StopOnDrop, VethPair, absent, assert_field_contains, expect, find, in_netns, ip,
+    real_nccl, status,
 };
 
 const HW: &str = "gpu,nic,numa,platform";
@@ -510,26 +511,32 @@ fn audit_in(ns: &str, profile: &str, peer: &str) -> (Option<i32>, Vec<Value>) {
     (out.status.code(), common::findings(&doc).to_vec())
 }
 
-/// A listener on the peer's rendezvous port, in namespace `ns`, until `stop` is set.
-fn listen(ns: &str, addr: &'static str, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
-    in_netns(ns, move || {
-        let l = std::net::TcpListener::bind(addr).unwrap();
-        l.set_nonblocking(true).unwrap();
-        while !stop.load(Ordering::Relaxed) {
-            match l.accept() {
-                Ok(_) => {}
-                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+/// A listener on the peer's rendezvous port, in namespace `ns`, until the guard is stopped
+/// or dropped.
+fn listen(ns: &str, addr: &'static str) -> StopOnDrop {
+    let stop = Arc::new(AtomicBool::new(false));
+    StopOnDrop::new(
+        stop.clone(),
+        in_netns(ns, move || {
+            let l = std::net::TcpListener::bind(addr).unwrap();
+            l.set_nonblocking(true).unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                match l.accept() {
+                    Ok(_) => {}
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
             }
-        }
-    })
+        }),
+    )
 }
 
 #[test]
 fn peer_rendezvous_port_rtt_and_path_mtu_between_namespaces() {
     // Node a's interface carries jumbo frames, node b's only 1500: the path MTU is 1500.
     let pair = pair(1, 9000, 1500);
-    let stop = Arc::new(AtomicBool::new(false));
-    let listener = listen(&pair.b, "10.77.1.2:29500", stop.clone());
+    // The listener and the flood below stop (their guards dropped) even when an audit or an
+    // assertion fails.
+    let listener = listen(&pair.b, "10.77.1.2:29500");
 
     let (code, f) = audit_in(&pair.a, "ddp-25gbe", "10.77.1.2");
     expect(&f, "peer.connect", "pass").has("expected", "10.77.1.2:29500");
@@ -551,7 +558,6 @@ fn peer_rendezvous_port_rtt_and_path_mtu_between_namespaces() {
         .args("tc qdisc add dev va root netem delay 30ms".split_whitespace())
         .output()
         .unwrap();
-    let flood_stop = Arc::new(AtomicBool::new(false));
     let flood = if netem.status.success() {
         None
     } else {
@@ -559,31 +565,32 @@ fn peer_rendezvous_port_rtt_and_path_mtu_between_namespaces() {
             "netns exec {} tc qdisc add dev va root tbf rate 1mbit burst 1600 latency 100ms",
             pair.a
         ));
-        let stop = flood_stop.clone();
-        Some(in_netns(&pair.a, move || {
-            let u = std::net::UdpSocket::bind("10.77.1.1:0").unwrap();
-            while !stop.load(Ordering::Relaxed) {
-                let _ = u.send_to(&[0u8; 1400], "10.77.1.2:9");
-            }
-        }))
+        let stop = Arc::new(AtomicBool::new(false));
+        Some(StopOnDrop::new(
+            stop.clone(),
+            in_netns(&pair.a, move || {
+                let u = std::net::UdpSocket::bind("10.77.1.1:0").unwrap();
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = u.send_to(&[0u8; 1400], "10.77.1.2:9");
+                }
+            }),
+        ))
     };
     std::thread::sleep(Duration::from_millis(300));
     let (code, f) = audit_in(&pair.a, "ddp-10gbe", "10.77.1.2");
-    flood_stop.store(true, Ordering::Relaxed);
+    if let Some(flood) = flood {
+        flood.stop();
+    }
     let rtt = expect(&f, "peer.rtt_ms", "fail").0;
     assert!(rtt["actual"].as_str().unwrap().parse::<f64>().unwrap() > 20.0);
     assert_eq!(code, Some(1));
-    if let Some(f) = flood {
-        f.join().unwrap();
-    }
 
     // A peer that does not exist on the link: unreachable, a failure.
     let (code, f) = audit_in(&pair.a, "ddp-10gbe", "10.77.1.9");
     expect(&f, "peer.connect", "fail").is("actual", "unreachable");
     assert_eq!(code, Some(1));
 
-    stop.store(true, Ordering::Relaxed);
-    listener.join().unwrap();
+    listener.stop();
 }
 
 /// PCIe config space with the PCI Express capability at 0x40 whose Device Control holds

@@ -53,5 +53,9 @@ fn a_later_file_overriding_gputunes_fails_the_image() {
         "/etc/sysctl.d/90-gputune.conf",
         "# emptied by the image build\n",
     );
-    assert_image(&[masked, empty], 1, "");
+    assert_image(
+        &[masked, empty],
+        1,
+        "no sysctl.d file sets net.ipv4.tcp_rmem",
+    );
 }

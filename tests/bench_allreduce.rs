@@ -364,8 +364,9 @@ fn slow_drip_connections_do_not_keep_a_real_rank_out() {
         let _ = s.write_all(b"GTB1\x00\x00\x10\x00");
     }
     let stop = Arc::new(AtomicBool::new(false));
-    let dripping = {
-        let stop = stop.clone();
+    // Stopped and joined even when the job's assertions fail.
+    let dripping = StopOnDrop::new(
+        stop.clone(),
         std::thread::spawn(move || {
             while !stop.load(Ordering::SeqCst) {
                 for s in drips.iter_mut() {
@@ -373,13 +374,12 @@ fn slow_drip_connections_do_not_keep_a_real_rank_out() {
                 }
                 std::thread::sleep(Duration::from_secs(1));
             }
-        })
-    };
+        }),
+    );
     std::thread::sleep(Duration::from_millis(500));
     let r1 = torchrun_rank(1, 2, port, args).spawn().unwrap();
     assert_passed_despite_a_stranger(r0, r1, Duration::from_secs(90));
-    stop.store(true, Ordering::SeqCst);
-    dripping.join().unwrap();
+    dripping.stop();
 }
 
 #[test]
@@ -406,19 +406,29 @@ fn missing_ranks_are_named_as_a_range() {
     assert_exit(&out, 3, "ranks 1-1023 did not join");
 }
 
+/// A process of someone else's (a rank the launcher started) sent SIGKILL when dropped, so a
+/// failing test does not leave it stopped; its parent reaps it.
+struct KillPidOnDrop(Pid);
+
+impl Drop for KillPidOnDrop {
+    fn drop(&mut self) {
+        let _ = kill(self.0, Signal::SIGKILL);
+    }
+}
+
 #[test]
 fn local_ranks_with_a_stalled_one_end_soon_after_the_timeout() {
-    let mut parent = gputune_process()
-        .arg("bench")
-        .args(
-            format!("allreduce --backend tcp --ranks 3 {BUSY} -w 0 -c 0 --timeout 3")
-                .split_whitespace(),
-        )
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut parent = KillOnDrop::spawn(
+        gputune_process()
+            .arg("bench")
+            .args(
+                format!("allreduce --backend tcp --ranks 3 {BUSY} -w 0 -c 0 --timeout 3")
+                    .split_whitespace(),
+            )
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+    );
     read_until(&mut parent, "#wrong", Duration::from_secs(30));
     let me = parent.id();
     let children =
@@ -429,11 +439,14 @@ fn local_ranks_with_a_stalled_one_end_soon_after_the_timeout() {
         .collect();
     assert_eq!(stalled.len(), 2, "children of {me}: {children:?}");
     let stalled = Pid::from_raw(stalled[1]);
+    // Killed (even stopped) should the launcher not end in time; the launcher itself is
+    // killed as `parent` drops.
+    let stalled_guard = KillPidOnDrop(stalled);
     std::thread::sleep(Duration::from_millis(300));
     assert!(kill(stalled, Signal::SIGSTOP).is_ok());
     let (out, took) = wait_within(parent, Duration::from_secs(40), "the launcher");
     let alive = std::path::Path::new(&format!("/proc/{stalled}")).exists();
-    let _ = kill(stalled, Signal::SIGKILL);
+    drop(stalled_guard); // SIGKILL
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(!alive, "the stalled rank was left running");

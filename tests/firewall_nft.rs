@@ -48,10 +48,27 @@ fn in_own_netns(test: &str) -> bool {
     false
 }
 
+/// The temp dir of [`live_root`]: its /proc is unmounted before the dir is removed, which
+/// removing it with the live /proc still mounted there could not do.
+struct LiveDir(tempfile::TempDir);
+
+impl LiveDir {
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for LiveDir {
+    fn drop(&mut self) {
+        let proc = self.0.path().join("proc");
+        let _ = Command::new("umount").arg(&proc).status();
+    }
+}
+
 /// A temp root with the namespace's /proc bind-mounted at DIR/proc (in the test's own mount
 /// namespace), so the tree has the live kernel: a link to /proc would resolve inside DIR, as
 /// --root does.
-fn live_root() -> (tempfile::TempDir, Root) {
+fn live_root() -> (LiveDir, Root) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("proc")).unwrap();
     let ok = Command::new("mount")
@@ -61,7 +78,7 @@ fn live_root() -> (tempfile::TempDir, Root) {
         .unwrap();
     assert!(ok.success(), "mount --bind /proc failed");
     let root = Root::new(dir.path());
-    (dir, root)
+    (LiveDir(dir), root)
 }
 
 /// Plan options for the live kernel, persisting or not.

@@ -5,12 +5,13 @@
 //! gputune's state is left inside it.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::common::{expect, finding, findings};
+use crate::common::{expect, finding, findings, stdout_json};
 
 /// The cached pristine image; each test works on its own copy.
 fn pristine() -> PathBuf {
@@ -62,38 +63,40 @@ impl Work {
         (image, state)
     }
 
-    /// gputune run as `nobody` (no capabilities, no supplementary groups) with the words
-    /// of `args`.
-    fn as_nobody(&self, state: &Path, args: &str) -> Output {
+    /// gputune run as `nobody` (no capabilities, no supplementary groups) with `args`, each
+    /// one argument (a path with a space stays whole).
+    fn as_nobody(&self, state: &Path, args: &[&str]) -> Output {
+        let mut state_dir = OsString::from("GPUTUNE_STATE_DIR=");
+        state_dir.push(state);
         Command::new("setpriv")
             .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "env"])
-            .arg(format!("GPUTUNE_STATE_DIR={}", state.display()))
+            .arg(state_dir)
             .arg(self.path("gputune"))
-            .args(args.split_whitespace())
+            .args(args)
             .output()
             .unwrap()
     }
 
-    /// gputune run as root with the words of `args`.
-    fn as_root(&self, args: &str) -> Output {
+    /// gputune run as root with `args`, each one argument.
+    fn as_root(&self, args: &[&str]) -> Output {
         Command::new(self.path("gputune"))
-            .args(args.split_whitespace())
+            .args(args)
             .env_remove("GPUTUNE_STATE_DIR")
             .output()
             .unwrap()
     }
 
     /// `gputune ARGS` as root must exit `code`: its output.
-    fn as_root_exits(&self, args: &str, code: i32) -> Output {
+    fn as_root_exits(&self, args: &[&str], code: i32) -> Output {
         let out = self.as_root(args);
-        assert_eq!(out.status.code(), Some(code), "{args}: {}", text(&out));
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", text(&out));
         out
     }
 
     /// `gputune ARGS` as nobody must exit `code`: its output.
-    fn as_nobody_exits(&self, state: &Path, args: &str, code: i32) -> Output {
+    fn as_nobody_exits(&self, state: &Path, args: &[&str], code: i32) -> Output {
         let out = self.as_nobody(state, args);
-        assert_eq!(out.status.code(), Some(code), "{args}: {}", text(&out));
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", text(&out));
         out
     }
 }
@@ -149,10 +152,6 @@ fn manifest(root: &Path) -> BTreeMap<String, String> {
     out
 }
 
-fn json(out: &Output) -> serde_json::Value {
-    crate::common::stdout_json(out)
-}
-
 /// Asserts no entry of the tree changed between the manifests `before` and `after`.
 fn assert_same_tree(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) {
     let changed: Vec<_> = before
@@ -206,12 +205,29 @@ fn audit_apply_audit_rollback_on_a_debian_image() {
 
     // The README's CI line on the untuned image fails, naming the image mode.
     let junit = work.as_root_exits(
-        &format!("audit --root {root} --profile ddp-25gbe --strict --format junit"),
+        &[
+            "audit",
+            "--root",
+            root,
+            "--profile",
+            "ddp-25gbe",
+            "--strict",
+            "--format",
+            "junit",
+        ],
         1,
     );
     assert!(text(&junit).contains("<property name=\"mode\" value=\"image\"/>"));
-    let audit = format!("audit --root {root} --profile ddp-10gbe --format json");
-    let doc = json(&work.as_root_exits(&audit, 1));
+    let audit = [
+        "audit",
+        "--root",
+        root,
+        "--profile",
+        "ddp-10gbe",
+        "--format",
+        "json",
+    ];
+    let doc = stdout_json(&work.as_root_exits(&audit, 1));
     assert_eq!(doc["mode"], "image");
     for id in [
         "net.core.rmem_max",
@@ -233,7 +249,7 @@ fn audit_apply_audit_rollback_on_a_debian_image() {
     }
 
     // Apply as the image's unprivileged owner: persisted files only.
-    let apply = format!("apply --root {root} --profile ddp-10gbe --yes");
+    let apply = ["apply", "--root", root, "--profile", "ddp-10gbe", "--yes"];
     let applied = work.as_nobody_exits(&state, &apply, 0);
     for file in [
         "etc/sysctl.d/90-gputune.conf",
@@ -250,7 +266,7 @@ fn audit_apply_audit_rollback_on_a_debian_image() {
 
     // The gate passes every check apply can fix; what is left (THP: the image has no boot
     // loader configuration) has no file apply could write.
-    let doc = json(&work.as_root_exits(&audit, 0));
+    let doc = stdout_json(&work.as_root_exits(&audit, 0));
     assert_eq!(doc["summary"]["failed"], 0);
     for f in findings(&doc) {
         if f["status"] == "warn" {
@@ -294,7 +310,7 @@ fn audit_apply_audit_rollback_on_a_debian_image() {
     assert_eq!(remove_ipc.as_deref(), Some("no"));
 
     // Rollback restores the image byte for byte.
-    work.as_nobody_exits(&state, &format!("rollback --root {root}"), 0);
+    work.as_nobody_exits(&state, &["rollback", "--root", root], 0);
     assert_same_tree(&before, &manifest(&image));
 }
 
@@ -307,7 +323,7 @@ fn roots_that_are_no_image_exit_3() {
     fs::create_dir_all(junk.join("home")).unwrap();
     for dir in [work.path("missing"), empty, junk] {
         let dir = dir.to_str().unwrap();
-        let out = work.as_root_exits(&format!("audit --root {dir} --profile ddp-25gbe"), 3);
+        let out = work.as_root_exits(&["audit", "--root", dir, "--profile", "ddp-25gbe"], 3);
         assert!(text(&out).contains(dir), "{}", text(&out));
     }
 }
@@ -322,9 +338,9 @@ fn apply_refuses_an_image_of_another_user_and_a_mounted_proc() {
     let state = work.path("state");
     fs::create_dir(&state).unwrap();
     let root = tree.to_str().unwrap();
-    let apply = format!("apply --root {root} --profile ddp-10gbe --yes");
+    let apply = ["apply", "--root", root, "--profile", "ddp-10gbe", "--yes"];
     // An image has no live values to write.
-    let out = work.as_root_exits(&format!("{apply} --no-persist"), 2);
+    let out = work.as_root_exits(&[&apply[..], &["--no-persist"]].concat(), 2);
     assert!(text(&out).contains("--no-persist"), "{}", text(&out));
     // root owns it: nobody may not write it.
     let out = work.as_nobody_exits(&state, &apply, 3);
@@ -339,10 +355,9 @@ fn apply_refuses_an_image_of_another_user_and_a_mounted_proc() {
     // mount namespace so nothing leaks.
     let out = Command::new("unshare")
         .args(["--mount", "--propagation", "private", "sh", "-c"])
-        .arg(format!(
-            "mount --bind /proc '{root}/proc' && exec '{}' apply --root '{root}' --profile ddp-10gbe --yes",
-            work.path("gputune").display()
-        ))
+        .arg("mount --bind /proc \"$0/proc\" && exec \"$1\" apply --root \"$0\" --profile ddp-10gbe --yes")
+        .arg(&tree)
+        .arg(work.path("gputune"))
         .env("GPUTUNE_STATE_DIR", &state)
         .output()
         .unwrap();
@@ -376,10 +391,18 @@ fn tuned_enabled_in_an_image_is_judged_and_apply_says_it_wins() {
     let state = work.path("state");
     fs::create_dir(&state).unwrap();
     let root = tree.to_str().unwrap();
-    let out = work.as_root(&format!(
-        "audit --root {root} --profile ddp-10gbe --format json --only network,memory"
-    ));
-    let doc = json(&out);
+    let out = work.as_root(&[
+        "audit",
+        "--root",
+        root,
+        "--profile",
+        "ddp-10gbe",
+        "--format",
+        "json",
+        "--only",
+        "network,memory",
+    ]);
+    let doc = stdout_json(&out);
     expect(findings(&doc), "tuned.net.core.rmem_max", "fail")
         .has("message", "tuned profile `throughput-performance`")
         .has(
@@ -393,10 +416,8 @@ fn tuned_enabled_in_an_image_is_judged_and_apply_says_it_wins() {
 
     // apply writes sysctl.d but says tuned wins at boot, and exits 1 while it does.
     let out = Command::new(work.path("gputune"))
-        .args(
-            format!("apply --root {root} --profile ddp-10gbe --yes --only network,memory")
-                .split_whitespace(),
-        )
+        .args(["apply", "--root", root, "--profile", "ddp-10gbe", "--yes"])
+        .args(["--only", "network,memory"])
         .env("GPUTUNE_STATE_DIR", &state)
         .output()
         .unwrap();
@@ -480,7 +501,15 @@ fn a_profiles_slice_is_judged_applied_and_rolled_back_in_an_image() {
     .unwrap();
     let profile = profile.to_str().unwrap();
     let before = manifest(&image);
-    let audit = format!("audit --root {root} --profile {profile} --format json");
+    let audit = [
+        "audit",
+        "--root",
+        root,
+        "--profile",
+        profile,
+        "--format",
+        "json",
+    ];
     let ids = [
         "memory.max@training.slice",
         "memory.high@training.slice",
@@ -488,7 +517,7 @@ fn a_profiles_slice_is_judged_applied_and_rolled_back_in_an_image() {
         "pids.max@training.slice",
     ];
 
-    let doc = json(&work.as_root_exits(&audit, 1));
+    let doc = stdout_json(&work.as_root_exits(&audit, 1));
     for id in ids {
         let f = expect(findings(&doc), id, "fail")
             .has("actual", "/etc/systemd/system/training.slice:")
@@ -499,7 +528,7 @@ fn a_profiles_slice_is_judged_applied_and_rolled_back_in_an_image() {
     // The process's cgroup does not exist in an image.
     expect(findings(&doc), "memory.max", "skip");
 
-    let apply = format!("apply --root {root} --profile {profile} --yes");
+    let apply = ["apply", "--root", root, "--profile", profile, "--yes"];
     let applied = work.as_nobody_exits(&state, &apply, 0);
     let drop_in = image.join("etc/systemd/system/training.slice.d/90-gputune.conf");
     assert!(drop_in.is_file(), "{}", text(&applied));
@@ -507,12 +536,12 @@ fn a_profiles_slice_is_judged_applied_and_rolled_back_in_an_image() {
     assert!(!image.join("sys/fs/cgroup/training.slice").exists());
     assert_verified(&image, "training.slice");
 
-    let doc = json(&work.as_root_exits(&audit, 0));
+    let doc = stdout_json(&work.as_root_exits(&audit, 0));
     for id in ids {
         assert_eq!(finding(&doc, id)["status"], "pass", "{id}: {doc}");
     }
 
-    work.as_nobody_exits(&state, &format!("rollback --root {root}"), 0);
+    work.as_nobody_exits(&state, &["rollback", "--root", root], 0);
     let mut after = manifest(&image);
     // systemd-analyze (run by this test, not gputune) leaves its unit-load stamp behind.
     after.remove("run/systemd/systemd-units-load");

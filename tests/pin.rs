@@ -3,16 +3,7 @@
 
 use crate::common;
 
-use assert_cmd::Command;
-
-fn pin(root: &std::path::Path) -> Command {
-    let mut cmd = common::gputune();
-    cmd.arg("--root").arg(root).arg("pin");
-    for var in ["LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"] {
-        cmd.env_remove(var);
-    }
-    cmd
-}
+use common::pin;
 
 fn status_field(status: &str, field: &str) -> String {
     status

@@ -68,10 +68,8 @@ fn assert_power9(v: &Value, gpu0: &str) {
 
 /// `gputune --root ROOT pin --local-rank RANK -v -- true`: its exit code and stderr.
 fn pin(root: &std::path::Path, rank: &str) -> (Option<i32>, String) {
-    let out = common::gputune()
-        .arg("--root")
-        .arg(root)
-        .args(["pin", "--local-rank", rank, "-v", "--", "true"])
+    let out = common::pin(root)
+        .args(["--local-rank", rank, "-v", "--", "true"])
         .output()
         .unwrap();
     (out.status.code(), common::text(&out.stderr))

@@ -7,7 +7,7 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{bin, text};
+use super::{KillOnDrop, bin, text};
 
 /// Every element type and reduction the benchmark offers.
 pub const TYPES: [&str; 5] = ["f32", "f16", "bf16", "f64", "i32"];
@@ -35,33 +35,48 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// Gives `cmd` the environment a launcher gives a rank: RANK, WORLD_SIZE, MASTER_ADDR and
+/// MASTER_PORT, PATH and nothing else; no stdin, stdout and stderr piped.
+pub(super) fn rank_env(cmd: &mut Command, rank: usize, world: usize, master: &str, port: u16) {
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("RANK", rank.to_string())
+        .env("WORLD_SIZE", world.to_string())
+        .env("MASTER_ADDR", master)
+        .env("MASTER_PORT", port.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+}
+
 /// A rank as torchrun --no-python would start it, with the words of `args`: RANK,
 /// WORLD_SIZE, MASTER_ADDR, MASTER_PORT and nothing else of a launcher's.
 pub fn torchrun_rank(rank: usize, world: usize, port: u16, args: &str) -> Command {
     let mut c = Command::new(bin());
     c.args(["bench", "allreduce", "--backend", "tcp"])
-        .args(args.split_whitespace())
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("RANK", rank.to_string())
-        .env("WORLD_SIZE", world.to_string())
-        .env("MASTER_ADDR", "127.0.0.1")
-        .env("MASTER_PORT", port.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .args(args.split_whitespace());
+    rank_env(&mut c, rank, world, "127.0.0.1", port);
     c
 }
 
-/// Rank 0 of a job of two started with `args` on a free port, and that port (for rank 1,
-/// and for strangers).
-pub fn rank_0_of_two(args: &str) -> (Child, u16) {
+/// Rank 0 of a job of two started with `args` on a free port (killed if the test fails
+/// before waiting for it), and that port (for rank 1, and for strangers).
+pub fn rank_0_of_two(args: &str) -> (KillOnDrop, u16) {
     let port = free_port();
-    (torchrun_rank(0, 2, port, args).spawn().unwrap(), port)
+    (
+        KillOnDrop::spawn(&mut torchrun_rank(0, 2, port, args)),
+        port,
+    )
 }
 
-/// Waits for a child with a deadline; kills it and fails the test past it.
-pub fn wait_within(mut child: Child, limit: Duration, what: &str) -> (Output, Duration) {
+/// Waits for a child with a deadline; kills it and fails the test past it. The child is
+/// guarded ([`KillOnDrop`]) while it is waited for.
+pub fn wait_within(
+    child: impl Into<KillOnDrop>,
+    limit: Duration,
+    what: &str,
+) -> (Output, Duration) {
+    let mut child = child.into();
     let start = Instant::now();
     loop {
         if child.try_wait().unwrap().is_some() {
@@ -72,8 +87,8 @@ pub fn wait_within(mut child: Child, limit: Duration, what: &str) -> (Output, Du
             let out = child.wait_with_output().unwrap();
             panic!(
                 "{what} still running after {limit:?}\nstdout: {}\nstderr: {}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
+                text(&out.stdout),
+                text(&out.stderr)
             );
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -154,12 +169,18 @@ pub fn local_json(collective: &str, ranks: usize, extra: &str) -> serde_json::Va
         "{collective} {ranks} ranks {extra:?}: {}",
         text(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    super::stdout_json(&out)
 }
 
 /// Waits for ranks 0 and 1 of a job and asserts both succeeded (`what` names the case).
-/// Returns their outputs.
-pub fn both_succeed(r0: Child, r1: Child, limit: Duration, what: &str) -> (Output, Output) {
+/// Returns their outputs. Rank 1 is killed should the wait for rank 0 fail.
+pub fn both_succeed(
+    r0: impl Into<KillOnDrop>,
+    r1: impl Into<KillOnDrop>,
+    limit: Duration,
+    what: &str,
+) -> (Output, Output) {
+    let (r0, r1) = (r0.into(), r1.into());
     let (o0, _) = wait_within(r0, limit, "rank 0");
     let (o1, _) = wait_within(r1, limit, "rank 1");
     for (rank, out) in [(0, &o0), (1, &o1)] {
@@ -174,7 +195,11 @@ pub fn both_succeed(r0: Child, r1: Child, limit: Duration, what: &str) -> (Outpu
 
 /// A job of two whose rank 0 strangers tried to keep busy: both ranks pass, rank 0 prints
 /// its three rows and says a stranger came.
-pub fn assert_passed_despite_a_stranger(r0: Child, r1: Child, limit: Duration) -> String {
+pub fn assert_passed_despite_a_stranger(
+    r0: impl Into<KillOnDrop>,
+    r1: impl Into<KillOnDrop>,
+    limit: Duration,
+) -> String {
     let (o0, _) = both_succeed(r0, r1, limit, "the real job");
     let stderr0 = text(&o0.stderr);
     assert_eq!(rows(&text(&o0.stdout)).len(), 3);
@@ -183,13 +208,15 @@ pub fn assert_passed_despite_a_stranger(r0: Child, r1: Child, limit: Duration) -
 }
 
 /// Three ranks of one job, each timing `work` (sizes and iterations far longer than any
-/// test), returned once rank 0 has printed its table header, so all three are mid-run.
-pub fn three_busy_ranks(work: &str, timeout_secs: &str) -> [Child; 3] {
+/// test), returned once rank 0 has printed its table header, so all three are mid-run. Each
+/// is killed when dropped: a failing test leaves none of them running.
+pub fn three_busy_ranks(work: &str, timeout_secs: &str) -> [KillOnDrop; 3] {
     let port = free_port();
     let args = format!("{work} -w 0 -c 0 --timeout {timeout_secs}");
-    let mut r0 = torchrun_rank(0, 3, port, &args).spawn().unwrap();
-    let r1 = torchrun_rank(1, 3, port, &args).spawn().unwrap();
-    let r2 = torchrun_rank(2, 3, port, &args).spawn().unwrap();
+    let rank = |r| KillOnDrop::spawn(&mut torchrun_rank(r, 3, port, &args));
+    let mut r0 = rank(0);
+    let r1 = rank(1);
+    let r2 = rank(2);
     read_until(&mut r0, "#wrong", Duration::from_secs(20));
     [r0, r1, r2]
 }
@@ -205,13 +232,21 @@ pub enum Halt {
 
 /// Halts rank `victim` of `ranks` mid-run, waits up to `limit` for each of the others to
 /// exit, then kills the victim. Returns each other rank's name, output and how long it took.
+/// Should a wait fail, the ranks not yet waited for are killed as their guards drop.
 pub fn halt(
-    ranks: [Child; 3],
+    ranks: [KillOnDrop; 3],
     victim: usize,
     how: Halt,
     limit: Duration,
 ) -> Vec<(String, (Output, Duration))> {
-    std::thread::sleep(Duration::from_millis(300));
+    // Into the timed loop before the signal. The table prints nothing between its header and
+    // the first row (which these sizes never reach), so there is no line to wait for: the
+    // settling times the separate killed-rank (500 ms) and stalled-rank (300 ms) tests had.
+    let settle = match how {
+        Halt::Kill => 500,
+        Halt::Stall => 300,
+    };
+    std::thread::sleep(Duration::from_millis(settle));
     let mut others = Vec::new();
     let mut halted = None;
     for (rank, child) in ranks.into_iter().enumerate() {
@@ -238,8 +273,7 @@ pub fn halt(
             (name, result)
         })
         .collect();
-    let _ = victim.kill();
-    let _ = victim.wait();
+    drop(victim); // killed and reaped
     results
 }
 

@@ -13,9 +13,7 @@ use tempfile::TempDir;
 
 /// Extracts `tests/fixtures/<archive>` and returns the temp dir and the root inside it.
 pub fn extract(archive: &str) -> (TempDir, PathBuf) {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(archive);
+    let src = super::fixture(archive);
     let dir = tempfile::tempdir().unwrap();
     let status = Command::new("tar")
         .arg("xf")
@@ -58,12 +56,10 @@ impl Tree {
     }
 
     pub fn write_bytes(&self, host_path: &str, content: &[u8]) {
-        let path = self.root().join(host_path.trim_start_matches('/'));
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, content).unwrap();
+        super::put(self.root(), host_path, content);
     }
 
-    pub fn mkdir(&self, host_path: &str) {
+    fn mkdir(&self, host_path: &str) {
         fs::create_dir_all(self.root().join(host_path.trim_start_matches('/'))).unwrap();
     }
 
@@ -201,7 +197,7 @@ impl Pci {
 }
 
 /// 4 KiB of config space with an ACS capability at 0x148 whose control register is `acs`.
-pub fn config_with_acs(acs: u16) -> Vec<u8> {
+fn config_with_acs(acs: u16) -> Vec<u8> {
     let mut c = vec![0u8; 4096];
     c[0x100..0x104].copy_from_slice(&(0x0001u32 | (1 << 16) | (0x148 << 20)).to_le_bytes());
     c[0x148..0x14c].copy_from_slice(&(0x000du32 | (1 << 16)).to_le_bytes());

@@ -2,6 +2,10 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::process::{Child, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
 
 use assert_cmd::Command;
 use serde_json::Value;
@@ -57,6 +61,17 @@ pub fn assert_exit(out: &std::process::Output, code: i32, needle: &str) {
     assert!(stderr.contains(needle), "{stderr}");
 }
 
+/// `gputune --root ROOT pin` with none of the launchers' local-rank variables (LOCAL_RANK,
+/// SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK) the test itself may have been started with.
+pub fn pin(root: &Path) -> Command {
+    let mut cmd = gputune();
+    cmd.arg("--root").arg(root).arg("pin");
+    for var in ["LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
 /// Parses a command's stdout as JSON, showing both streams when it is not.
 pub fn stdout_json(out: &std::process::Output) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
@@ -77,8 +92,8 @@ pub fn temp_file(name: &str, content: &str) -> (tempfile::TempDir, PathBuf) {
     (dir, path)
 }
 
-/// Writes `content` at `host_path` under `root`, creating its directories.
-pub fn put(root: &Path, host_path: &str, content: &str) {
+/// Writes `content` (text or bytes) at `host_path` under `root`, creating its directories.
+pub fn put(root: &Path, host_path: &str, content: impl AsRef<[u8]>) {
     let path = root.join(host_path.trim_start_matches('/'));
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, content).unwrap();
@@ -191,6 +206,91 @@ impl Checked<'_> {
             self.0
         );
         self
+    }
+}
+
+/// A child process that is killed (SIGKILL, which ends a stopped one too) and reaped when
+/// dropped, so a test that fails before its wait does not leave it running. It derefs to the
+/// [`Child`]; [`KillOnDrop::into_inner`] and [`KillOnDrop::wait_with_output`] take it back
+/// out for a normal wait.
+pub struct KillOnDrop(Option<Child>);
+
+impl KillOnDrop {
+    /// Starts `cmd`, guarded.
+    pub fn spawn(cmd: &mut std::process::Command) -> KillOnDrop {
+        KillOnDrop(Some(cmd.spawn().unwrap_or_else(|e| panic!("{cmd:?}: {e}"))))
+    }
+
+    /// The child, no longer killed on drop.
+    pub fn into_inner(mut self) -> Child {
+        self.0.take().expect("the child is taken out once")
+    }
+
+    /// [`Child::wait_with_output`] on the child taken back out.
+    pub fn wait_with_output(self) -> std::io::Result<Output> {
+        self.into_inner().wait_with_output()
+    }
+}
+
+impl From<Child> for KillOnDrop {
+    fn from(child: Child) -> KillOnDrop {
+        KillOnDrop(Some(child))
+    }
+}
+
+impl std::ops::Deref for KillOnDrop {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        self.0.as_ref().expect("the child was taken out")
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut Child {
+        self.0.as_mut().expect("the child was taken out")
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A helper thread that runs until its stop flag is set. Dropping this sets the flag and
+/// joins the thread, so a failing assertion does not leave it running; [`StopOnDrop::stop`]
+/// does the same on the normal path and fails the test if the thread panicked.
+pub struct StopOnDrop {
+    flag: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl StopOnDrop {
+    /// Takes charge of `thread`, which stops once `flag` is set.
+    pub fn new(flag: Arc<AtomicBool>, thread: JoinHandle<()>) -> StopOnDrop {
+        StopOnDrop {
+            flag,
+            thread: Some(thread),
+        }
+    }
+
+    /// Sets the flag and joins the thread, failing the test if it panicked.
+    pub fn stop(mut self) {
+        self.flag.store(true, Ordering::SeqCst);
+        let thread = self.thread.take().expect("the thread is joined once");
+        thread.join().expect("the helper thread panicked");
+    }
+}
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.flag.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
 

@@ -11,7 +11,7 @@ use super::text;
 
 /// Runs `program` with the words of `args`, failing the test with its stderr unless it
 /// succeeds.
-pub fn run_words(program: &str, args: &str) {
+fn run_words(program: &str, args: &str) {
     let out = Command::new(program)
         .args(args.split_whitespace())
         .output()
@@ -34,16 +34,20 @@ pub fn ip(args: &str) {
 pub struct Namespaces(pub Vec<String>);
 
 impl Namespaces {
-    /// Adds each namespace (one left over from an earlier run of this pid is replaced).
+    /// Adds each namespace (one left over from an earlier run of this pid is replaced). Each
+    /// one joins the guard as soon as it is made, so a failure part-way still deletes those
+    /// made before it.
     pub fn add(names: Vec<String>) -> Namespaces {
-        for name in &names {
+        let mut made = Namespaces(Vec::with_capacity(names.len()));
+        for name in names {
             let _ = Command::new("ip")
-                .args(["netns", "del", name])
+                .args(["netns", "del", &name])
                 .stderr(Stdio::null())
                 .status();
             ip(&format!("netns add {name}"));
+            made.0.push(name);
         }
-        Namespaces(names)
+        made
     }
 }
 
@@ -119,16 +123,8 @@ impl NetnsRank<'_> {
         c.args(["netns", "exec", self.ns, "unshare", "--uts", "sh", "-c"])
             .args(["hostname \"$0\" && exec \"$@\"", self.host, super::bin()])
             .args(["bench", "allreduce", "--backend", "tcp"])
-            .args(args.split_whitespace())
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("RANK", self.rank.to_string())
-            .env("WORLD_SIZE", self.world.to_string())
-            .env("MASTER_ADDR", self.master)
-            .env("MASTER_PORT", self.port.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .args(args.split_whitespace());
+        super::rank_env(&mut c, self.rank, self.world, self.master, self.port);
         c
     }
 }

@@ -43,14 +43,17 @@ pub struct Case {
 /// The port every hand-written shape is asked about.
 const P: u16 = 29500;
 
-/// shapes.toml: the hand-written shapes and the templates they fill in.
+/// shapes.toml: the hand-written shapes and the templates they fill in. A key it does not
+/// know (a misspelling) is an error, not a shape silently left without its loads.
 #[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Shapes {
     templates: BTreeMap<String, String>,
     case: Vec<Shape>,
 }
 
 #[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Shape {
     name: String,
     /// Each load's `via`, its `text` or `template`, and the template's parameters.
@@ -79,6 +82,15 @@ fn load(spec: &BTreeMap<String, String>, templates: &BTreeMap<String, String>) -
         (None, Some(name)) => &templates[name],
         _ => panic!("a load has either a text or a template: {spec:?}"),
     };
+    // A load's other keys are its text's parameters: a misspelled one fills nothing.
+    for name in spec.keys() {
+        if !["via", "text", "template"].contains(&name.as_str()) {
+            assert!(
+                text.contains(&format!("${{{name}}}")),
+                "a load's parameter `{name}` is not in its text: {spec:?}"
+            );
+        }
+    }
     let text = fill(text, spec);
     match spec.get("via").map(String::as_str) {
         Some("nft") => Load::Nft(text),
@@ -89,10 +101,20 @@ fn load(spec: &BTreeMap<String, String>, templates: &BTreeMap<String, String>) -
     }
 }
 
+/// The one shape meant to load nothing.
+const EMPTY: &str = "empty ruleset";
+
 /// Hand-written shapes, each found on real nodes or written by a real tool (shapes.toml).
 pub fn shapes() -> Vec<Case> {
     let shapes: Shapes =
         toml::from_str(include_str!("shapes.toml")).unwrap_or_else(|e| panic!("shapes.toml: {e}"));
+    let empty: Vec<&str> = shapes
+        .case
+        .iter()
+        .filter(|shape| shape.load.is_empty())
+        .map(|shape| shape.name.as_str())
+        .collect();
+    assert_eq!(empty, [EMPTY], "shapes.toml: only `{EMPTY}` loads nothing");
     shapes
         .case
         .iter()
