@@ -112,6 +112,32 @@ pub enum Change {
     },
 }
 
+/// What makes a failing check pass: the fix people follow and, where `apply` can make it, the
+/// [`Change`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Remedy {
+    pub fix: String,
+    pub change: Option<Change>,
+}
+
+impl Remedy {
+    /// A fix people make by hand: `apply` has no change for it.
+    pub fn by_hand(fix: impl Into<String>) -> Self {
+        Remedy {
+            fix: fix.into(),
+            change: None,
+        }
+    }
+
+    /// A fix `apply` makes with `change`.
+    pub fn applied(fix: impl Into<String>, change: Change) -> Self {
+        Remedy {
+            fix: fix.into(),
+            change: Some(change),
+        }
+    }
+}
+
 /// One check's verdict, with everything a person needs to act on it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Finding {
@@ -226,6 +252,24 @@ impl Check {
             fix.into()
         };
         self.judged(status, actual.into(), fix)
+    }
+
+    /// A verdict reached elsewhere whose fix is worked out from it: `remedy` is asked only
+    /// when the check fails or warns, and gives `None` when no one value makes it pass.
+    pub fn judge_with(
+        &self,
+        status: Status,
+        actual: impl Into<String>,
+        remedy: impl FnOnce() -> Option<Remedy>,
+    ) -> Finding {
+        let remedy = matches!(status, Status::Fail | Status::Warn)
+            .then(remedy)
+            .flatten();
+        let (fix, change) = remedy.map_or_else(Default::default, |r| (r.fix, r.change));
+        Finding {
+            change,
+            ..self.judged(status, actual.into(), fix)
+        }
     }
 
     /// It could not be judged on this node; `reason` says why.

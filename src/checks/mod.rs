@@ -14,7 +14,7 @@ pub mod platform;
 pub mod sysctl;
 pub mod tuned;
 
-use crate::finding::{Area, Check, Finding};
+use crate::finding::{Area, Check, Finding, Remedy};
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::sync::mpsc;
@@ -348,6 +348,23 @@ pub fn by_rule(
 ) -> Finding {
     let (status, problem) = setting.status_for(value);
     let finding = check.judge(status, actual, fix);
+    match problem {
+        Some(problem) => finding.with_message(problem),
+        None => finding,
+    }
+}
+
+/// [`by_rule`] for a fix worked out from the verdict: `remedy` is asked only when the value
+/// fails or warns (see [`Check::judge_with`]).
+pub fn by_rule_with(
+    check: &Check,
+    setting: &Setting,
+    value: &str,
+    actual: impl Into<String>,
+    remedy: impl FnOnce() -> Option<Remedy>,
+) -> Finding {
+    let (status, problem) = setting.status_for(value);
+    let finding = check.judge_with(status, actual, remedy);
     match problem {
         Some(problem) => finding.with_message(problem),
         None => finding,

@@ -135,22 +135,19 @@ pub(super) fn cpuset_finding(scope: &Scope, key: &str, setting: &Setting) -> Fin
         )
     };
     let actual = format!("{judged}: {detail} (cpuset of {from}), {}", target.label);
-    let finding = crate::checks::by_rule(&check, setting, &judged, actual, "");
-    if !matches!(finding.status, Status::Fail | Status::Warn) {
-        return finding;
-    }
-    let mut wanted = allowed.clone();
-    for (_, local) in &without {
-        wanted.extend(local.iter().copied());
-    }
-    with_cgroup_fix(
-        finding,
-        layout,
-        mount,
-        &from,
-        part.file(),
-        &cpu_list(&wanted),
-    )
+    crate::checks::by_rule_with(&check, setting, &judged, actual, || {
+        let mut wanted = allowed.clone();
+        for (_, local) in &without {
+            wanted.extend(local.iter().copied());
+        }
+        Some(cgroup_fix(
+            layout,
+            mount,
+            &from,
+            part.file(),
+            &cpu_list(&wanted),
+        ))
+    })
 }
 
 /// A set in the kernel's list form: {0,1,2,3,8} → `0-3,8`.

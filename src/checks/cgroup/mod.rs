@@ -14,7 +14,7 @@ pub mod units;
 
 use std::collections::BTreeSet;
 
-use crate::finding::{Area, Change, Check, Finding, Status};
+use crate::finding::{Area, Change, Check, Finding, Remedy};
 use crate::host::cpulist::CpuList;
 use crate::host::mounts;
 use crate::inventory::gpu::Gpu;
@@ -210,33 +210,31 @@ fn limit_finding(scope: &Scope, key: &str, setting: &Setting) -> Finding {
         None if path == "/" => "max (root cgroup: no limit)".into(),
         None => format!("max (no limit between {path} and the root)"),
     };
-    let finding = super::by_rule(
+    super::by_rule_with(
         &check,
         setting,
         &judged,
         format!("{actual}, {}", target.label),
-        "",
-    );
-    if !matches!(finding.status, Status::Fail | Status::Warn) {
-        return finding;
-    }
-    let Some(Ok(amount)) = setting.rule.target(&judged).map(|t| Amount::parse(&t)) else {
-        return finding;
-    };
-    let value = match (key, amount) {
-        ("cpu.max", Amount::Unlimited) => format!("max {}", effective.period_us),
-        ("cpu.max", Amount::Finite(m)) => {
-            format!(
-                "{} {}",
-                m * i128::from(effective.period_us) / 1000,
-                effective.period_us
-            )
-        }
-        (_, Amount::Unlimited) => "max".into(),
-        (_, Amount::Finite(n)) => n.to_string(),
-    };
-    let at = effective.set_by.clone().unwrap_or(path.clone());
-    with_cgroup_fix(finding, layout, mount, &at, key, &value)
+        || {
+            let Ok(amount) = Amount::parse(&setting.rule.target(&judged)?) else {
+                return None;
+            };
+            let value = match (key, amount) {
+                ("cpu.max", Amount::Unlimited) => format!("max {}", effective.period_us),
+                ("cpu.max", Amount::Finite(m)) => {
+                    format!(
+                        "{} {}",
+                        m * i128::from(effective.period_us) / 1000,
+                        effective.period_us
+                    )
+                }
+                (_, Amount::Unlimited) => "max".into(),
+                (_, Amount::Finite(n)) => n.to_string(),
+            };
+            let at = effective.set_by.as_deref().unwrap_or(&path);
+            Some(cgroup_fix(layout, mount, at, key, &value))
+        },
+    )
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ pub mod kernel;
 
 use std::collections::BTreeMap;
 
-use crate::finding::{Area, Change, Check, Finding, Status};
+use crate::finding::{Area, Change, Check, Finding, Remedy, Status};
 use crate::host::sysctl::{self, Vector};
 use crate::profile::setting::Setting;
 
@@ -278,25 +278,21 @@ fn judge(check: &Check, setting: &Setting, value: &str, vector_target: Option<&S
         None => value.to_string(),
     };
     let (status, problem) = setting.status_for(&actual);
-    let finding = check.judge(status, actual.clone(), "");
-    let finding = match problem {
-        Some(p) => finding.with_message(format!("{name}: {p}")),
-        None => finding,
-    };
-    if !matches!(status, Status::Fail | Status::Warn) {
-        return finding;
-    }
-    let target = match part {
-        Some(_) => vector_target.cloned(),
-        None => setting.rule.target(&actual),
-    };
-    match target {
-        Some(target) => finding
-            .with_fix(fix_line(name, &target))
-            .with_change(Change::Sysctl {
+    let finding = check.judge_with(status, actual.clone(), || {
+        let target = match part {
+            Some(_) => vector_target.cloned(),
+            None => setting.rule.target(&actual),
+        }?;
+        Some(Remedy::applied(
+            fix_line(name, &target),
+            Change::Sysctl {
                 key: name.to_string(),
                 value: target,
-            }),
+            },
+        ))
+    });
+    match problem {
+        Some(p) => finding.with_message(format!("{name}: {p}")),
         None => finding,
     }
 }
