@@ -198,9 +198,16 @@ impl Check {
         self
     }
 
-    /// Puts what the check found before its reason: `eth0 runs at 25000 Mb/s; <why>`.
-    pub fn found(mut self, found: impl std::fmt::Display) -> Self {
-        self.why = format!("{found}; {}", self.why);
+    /// Puts what the check found before its reason, `sep` between them: `eth0 runs at 25000
+    /// Mb/s; <why>`.
+    pub fn found(mut self, found: impl std::fmt::Display, sep: &str) -> Self {
+        self.why = format!("{found}{sep}{}", self.why);
+        self
+    }
+
+    /// Adds a note after the reason: `<why> Note: <note>.`
+    pub fn noted(mut self, note: impl std::fmt::Display) -> Self {
+        self.why = format!("{} Note: {note}.", self.why);
         self
     }
 
@@ -216,11 +223,6 @@ impl Check {
 
     pub fn area(&self) -> Area {
         self.area
-    }
-
-    /// The reason given with [`Check::why`], for a verdict that says more around it.
-    pub fn why_text(&self) -> &str {
-        &self.why
     }
 
     /// The check holds.

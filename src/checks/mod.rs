@@ -371,6 +371,25 @@ pub fn by_rule_with(
     }
 }
 
+/// [`by_rule`] for a value whose reason starts with where it was `found` (`sep` after it),
+/// shown as judged: when the rule cannot compare, its complaint replaces only the reason, so
+/// the finding still says where the value came from.
+pub fn by_rule_found(
+    check: Check,
+    setting: &Setting,
+    found: impl std::fmt::Display,
+    sep: &str,
+    value: String,
+    fix: impl Into<String>,
+) -> Finding {
+    let (status, problem) = setting.status_for(&value);
+    let check = match problem {
+        Some(problem) => check.why(problem),
+        None => check,
+    };
+    check.found(found, sep).judge(status, value, fix)
+}
+
 /// [`by_rule`] for a value the report shows just as it was judged (a speed, an MTU).
 pub fn value_by_rule(
     check: &Check,

@@ -10,8 +10,8 @@ use crate::probes::Probes;
 use crate::profile::setting::Setting;
 use crate::profile::version::Version;
 
-use super::super::{Context, setting_check};
-use super::versions::{library_not_found, library_version};
+use super::super::{Context, by_rule_found, setting_check};
+use super::versions::library_not_found;
 
 /// `cudnn.version`: the cuDNN a job would load, its version and where both were found.
 pub fn cudnn(ctx: &Context, inv: &Inventory, setting: &Setting, env: &SearchEnv) -> Finding {
@@ -35,13 +35,14 @@ pub fn cudnn(ctx: &Context, inv: &Inventory, setting: &Setting, env: &SearchEnv)
             found.path, found.origin
         ));
     };
-    library_version(
+    by_rule_found(
         check,
         setting,
-        &format!(
+        format!(
             "{} (found via {}; version from {})",
             found.path, found.origin, found.version_source
         ),
+        ". ",
         version,
         "upgrade cuDNN: pip install -U nvidia-cudnn-cu12, or NVIDIA's cudnn9 packages",
     )

@@ -7,7 +7,7 @@ pub mod pam;
 pub mod probe;
 pub mod shm;
 
-use crate::finding::{Area, Change, Finding, Remedy, Status};
+use crate::finding::{Area, Change, Check, Finding, Remedy, Status};
 use crate::profile::amount::Amount;
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
 
@@ -310,13 +310,12 @@ fn login_rlimit(
             )
         }
     };
-    let mut message = problem.unwrap_or_else(|| check.why_text().to_string());
-    for note in notes {
-        message.push_str(&format!(" Note: {note}."));
-    }
-    check
-        .judge_with(status, actual, || limit_fix(resource, setting, &judged))
-        .with_message(message)
+    let check = match problem {
+        Some(problem) => check.why(problem),
+        None => check,
+    };
+    let check = notes.into_iter().fold(check, Check::noted);
+    check.judge_with(status, actual, || limit_fix(resource, setting, &judged))
 }
 
 fn remove_ipc(ctx: &Context, setting: &Setting) -> Finding {

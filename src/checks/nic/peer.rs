@@ -171,7 +171,7 @@ pub fn judge(ctx: &Context, target: &str, attempts: &[Attempt]) -> Vec<Finding> 
     let handshake = format!("TCP handshake to {target}, best of {}", rtts.len());
     out.push(match ctx.profile.get(Area::Nic, "peer.rtt_ms") {
         Some(setting) => {
-            let check = setting_check(ctx, Area::Nic, "peer.rtt_ms", setting).found(handshake);
+            let check = setting_check(ctx, Area::Nic, "peer.rtt_ms", setting).found(handshake, "; ");
             // Judged in whole milliseconds, rounded up, so 10.4 ms fails "max 10".
             by_rule(
                 &check,
@@ -195,7 +195,7 @@ pub fn judge(ctx: &Context, target: &str, attempts: &[Attempt]) -> Vec<Finding> 
         (Some(mtu), Some(setting)) => {
             let check = setting_check(ctx, Area::Nic, "peer.path_mtu", setting).found(format!(
                 "the path to {target} carries {mtu}-byte packets (this node's path MTU capped by the peer's MSS)"
-            ));
+            ), "; ");
             value_by_rule(
                 &check,
                 setting,

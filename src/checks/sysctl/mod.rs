@@ -115,10 +115,10 @@ fn at_boot(
         if let Some(why) = &a.rejected {
             return rejected_at_boot(check, setting, name, a, why);
         }
-        let check =
-            check
-                .clone()
-                .found(format!("at boot {} sets {name} = {}", a.origin(), a.value));
+        let check = check.clone().found(
+            format!("at boot {} sets {name} = {}", a.origin(), a.value),
+            "; ",
+        );
         return read_finding(&check, setting, read, vector_target, persist_fix);
     }
     let judged = match read {
@@ -141,7 +141,7 @@ fn at_boot(
             ..judged
         }
         .finding(
-            &check.clone().found(format!("{unset}, `{default}`")),
+            &check.clone().found(format!("{unset}, `{default}`"), "; "),
             persist_fix,
         ),
         (None, Status::Pass) => check
@@ -151,7 +151,7 @@ fn at_boot(
                 judged.actual
             ))
             .with_change(sysctl_change(name, judged.actual)),
-        (None, _) => judged.finding(&check.clone().found(unset), persist_fix),
+        (None, _) => judged.finding(&check.clone().found(unset, "; "), persist_fix),
     }
 }
 
