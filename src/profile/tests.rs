@@ -305,10 +305,10 @@ fn every_bench_threshold_is_inherited_and_the_child_wins() {
     assert_eq!(
         profile.bench.thresholds(),
         [
-            ("min_busbw", Some(40.0)),
-            ("allgather_min_busbw", Some(30.0)),
-            ("reducescatter_min_busbw", Some(25.0)),
-            ("broadcast_min_busbw", Some(10.0)),
+            ("min_busbw", Some(&40.0)),
+            ("allgather_min_busbw", Some(&30.0)),
+            ("reducescatter_min_busbw", Some(&25.0)),
+            ("broadcast_min_busbw", Some(&10.0)),
         ]
     );
 }
