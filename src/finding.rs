@@ -221,10 +221,6 @@ impl Check {
         &self.id
     }
 
-    pub fn area(&self) -> Area {
-        self.area
-    }
-
     /// The check holds.
     pub fn pass(&self, actual: impl Into<String>) -> Finding {
         self.judged(Status::Pass, actual.into(), String::new())

@@ -359,7 +359,7 @@ fn spawn_worker(
 }
 
 /// The reason a key matters: the profile's own words, else the check's.
-pub fn why(ctx: &Context, area: Area, key: &str) -> String {
+fn why(ctx: &Context, area: Area, key: &str) -> String {
     ctx.profile
         .get(area, key)
         .and_then(|s| s.why.clone())
@@ -374,7 +374,7 @@ pub fn why(ctx: &Context, area: Area, key: &str) -> String {
 
 /// The check of profile setting `key`: the key as id, its rule as expected, and the
 /// profile's reason for it (else the check's) as why.
-pub fn setting_check(ctx: &Context, area: Area, key: &str, setting: &Setting) -> Check {
+pub(crate) fn setting_check(ctx: &Context, area: Area, key: &str, setting: &Setting) -> Check {
     Check::new(key, area)
         .expected(setting.rule.describe())
         .why(why(ctx, area, key))
@@ -383,7 +383,7 @@ pub fn setting_check(ctx: &Context, area: Area, key: &str, setting: &Setting) ->
 /// `value` judged by `setting`'s rule, `actual` being what the report shows and `fix` what
 /// makes it pass: the rule's verdict, with the rule's own complaint as the message when it
 /// cannot compare them.
-pub fn by_rule(
+pub(crate) fn by_rule(
     check: &Check,
     setting: &Setting,
     value: &str,
@@ -400,7 +400,7 @@ pub fn by_rule(
 
 /// [`by_rule`] for a fix worked out from the verdict: `remedy` is asked only when the value
 /// fails or warns (see [`Check::judge_with`]).
-pub fn by_rule_with(
+pub(crate) fn by_rule_with(
     check: &Check,
     setting: &Setting,
     value: &str,
@@ -418,7 +418,7 @@ pub fn by_rule_with(
 /// [`by_rule`] for a value whose reason starts with where it was `found` (`sep` after it),
 /// shown as judged: when the rule cannot compare, its complaint replaces only the reason, so
 /// the finding still says where the value came from.
-pub fn by_rule_found(
+pub(crate) fn by_rule_found(
     check: Check,
     setting: &Setting,
     found: impl std::fmt::Display,
@@ -435,7 +435,7 @@ pub fn by_rule_found(
 }
 
 /// [`by_rule`] for a value the report shows just as it was judged (a speed, an MTU).
-pub fn value_by_rule(
+pub(crate) fn value_by_rule(
     check: &Check,
     setting: &Setting,
     value: impl ToString,

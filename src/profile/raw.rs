@@ -14,7 +14,7 @@ use super::job::RawJob;
 use crate::finding::Area;
 
 /// One area's table: each key and its setting, both with their place in the file.
-pub(super) type RawArea = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
+type RawArea = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
 
 #[derive(Default)]
 pub(super) struct RawProfile {
