@@ -462,9 +462,7 @@ mod tests {
             "net.core.somaxconn = 4096\n",
         )]);
         let root = tree.root();
-        let profile = crate::profile::Loader::new(&root, &keys)
-            .load("base")
-            .expect("the base profile loads");
+        let profile = crate::testing::profile(&root, "base");
         let options = AuditOptions {
             persisted: true,
             ..AuditOptions::default()

@@ -409,7 +409,7 @@ fn vector_targets(
 mod tests {
     use super::*;
     use crate::checks::AuditOptions;
-    use crate::profile::Loader;
+    use crate::probes::Probes;
     use crate::testing::Tree;
 
     const PROFILE: &str = r#"
@@ -421,20 +421,17 @@ description = "test"
 "net.ipv4.tcp_sack" = { equals = 1 }
 "#;
 
-    /// Findings for a node with these files (host path, content), live or `--persisted`.
-    fn audit_node(files: &[(&str, &str)], persisted: bool) -> Vec<Finding> {
+    /// Findings by id for a node with these files (host path, content), live or `--persisted`.
+    fn audit_node(files: &[(&str, &str)], persisted: bool) -> BTreeMap<String, Finding> {
         let tree = Tree::with(files);
-        tree.file("/p.toml", PROFILE);
+        let profile = tree.profile("/p.toml", PROFILE);
         let root = tree.root();
-        let profile = Loader::new(&root, &crate::checks::keys)
-            .load(tree.path("/p.toml").to_str().unwrap())
-            .unwrap();
         let options = AuditOptions {
             persisted,
             ..AuditOptions::default()
         };
-        let ctx = Context::new(&root, &profile, &options);
-        audit(&ctx, Area::Network, |_| true)
+        let probes = Probes::for_root(&root);
+        crate::testing::audit(&root, &profile, &options, probes, Area::Network)
     }
 
     const SOMAXCONN: &str = "/proc/sys/net/core/somaxconn";
@@ -488,10 +485,7 @@ description = "test"
         ];
         for (files, status, message, change) in cases {
             let findings = audit_node(files, false);
-            let f = findings
-                .iter()
-                .find(|f| f.id == "net.core.somaxconn")
-                .unwrap();
+            let f = &findings["net.core.somaxconn"];
             assert_eq!(f.status, *status, "{files:?}: {f:?}");
             assert!(f.message.contains(message), "{files:?}: {}", f.message);
             let want = change.map(|v| Change::Sysctl {
@@ -506,8 +500,7 @@ description = "test"
     fn known_kernel_defaults_decide_what_a_reboot_loses() {
         let fin = "/proc/sys/net/ipv4/tcp_fin_timeout";
         let sack = "/proc/sys/net/ipv4/tcp_sack";
-        let find =
-            |findings: &[Finding], id: &str| findings.iter().find(|f| f.id == id).cloned().unwrap();
+        let find = |findings: &BTreeMap<String, Finding>, id: &str| findings[id].clone();
 
         // Live: fin_timeout 30 is right, but the kernel default 60 comes back at reboot.
         let live = audit_node(&[(fin, "30\n"), (sack, "1\n")], false);
@@ -616,15 +609,12 @@ description = "test"
         ];
         for (files, id, status, message) in cases {
             let findings = audit_node(files, true);
-            let f = findings.iter().find(|f| f.id == *id).unwrap();
+            let f = &findings[*id];
             assert_eq!(f.status, *status, "{files:?}: {f:?}");
             assert!(f.message.contains(message), "{files:?}: {}", f.message);
         }
         let tcp_rmem = audit_node(&[], true);
-        let f = tcp_rmem
-            .iter()
-            .find(|f| f.id == "net.ipv4.tcp_rmem.max")
-            .unwrap();
+        let f = &tcp_rmem["net.ipv4.tcp_rmem.max"];
         assert_eq!(
             f.change,
             Some(Change::Sysctl {
@@ -639,7 +629,7 @@ description = "test"
         );
         let unset = audit_node(&[], true);
         assert_eq!(
-            unset[0].change,
+            unset["net.core.somaxconn"].change,
             Some(Change::Sysctl {
                 key: "net.core.somaxconn".into(),
                 value: "4096".into()
