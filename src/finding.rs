@@ -315,10 +315,4 @@ impl Finding {
         self.message = message.into();
         self
     }
-
-    /// Sets the fix (one worked out once the verdict is known).
-    pub fn with_fix(mut self, fix: impl Into<String>) -> Self {
-        self.fix = fix.into();
-        self
-    }
 }
