@@ -112,6 +112,32 @@ pub enum Change {
     },
 }
 
+/// What makes a failing check pass: the fix people follow and, where `apply` can make it, the
+/// [`Change`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Remedy {
+    pub fix: String,
+    pub change: Option<Change>,
+}
+
+impl Remedy {
+    /// A fix people make by hand: `apply` has no change for it.
+    pub fn by_hand(fix: impl Into<String>) -> Self {
+        Remedy {
+            fix: fix.into(),
+            change: None,
+        }
+    }
+
+    /// A fix `apply` makes with `change`.
+    pub fn applied(fix: impl Into<String>, change: Change) -> Self {
+        Remedy {
+            fix: fix.into(),
+            change: Some(change),
+        }
+    }
+}
+
 /// One check's verdict, with everything a person needs to act on it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Finding {
@@ -172,9 +198,16 @@ impl Check {
         self
     }
 
-    /// Puts what the check found before its reason: `eth0 runs at 25000 Mb/s; <why>`.
-    pub fn found(mut self, found: impl std::fmt::Display) -> Self {
-        self.why = format!("{found}; {}", self.why);
+    /// Puts what the check found before its reason, `sep` between them: `eth0 runs at 25000
+    /// Mb/s; <why>`.
+    pub fn found(mut self, found: impl std::fmt::Display, sep: &str) -> Self {
+        self.why = format!("{found}{sep}{}", self.why);
+        self
+    }
+
+    /// Adds a note after the reason: `<why> Note: <note>.`
+    pub fn noted(mut self, note: impl std::fmt::Display) -> Self {
+        self.why = format!("{} Note: {note}.", self.why);
         self
     }
 
@@ -186,15 +219,6 @@ impl Check {
 
     pub fn id(&self) -> &str {
         &self.id
-    }
-
-    pub fn area(&self) -> Area {
-        self.area
-    }
-
-    /// The reason given with [`Check::why`], for a verdict that says more around it.
-    pub fn why_text(&self) -> &str {
-        &self.why
     }
 
     /// The check holds.
@@ -226,6 +250,24 @@ impl Check {
             fix.into()
         };
         self.judged(status, actual.into(), fix)
+    }
+
+    /// A verdict reached elsewhere whose fix is worked out from it: `remedy` is asked only
+    /// when the check fails or warns, and gives `None` when no one value makes it pass.
+    pub fn judge_with(
+        &self,
+        status: Status,
+        actual: impl Into<String>,
+        remedy: impl FnOnce() -> Option<Remedy>,
+    ) -> Finding {
+        let remedy = matches!(status, Status::Fail | Status::Warn)
+            .then(remedy)
+            .flatten();
+        let (fix, change) = remedy.map_or_else(Default::default, |r| (r.fix, r.change));
+        Finding {
+            change,
+            ..self.judged(status, actual.into(), fix)
+        }
     }
 
     /// It could not be judged on this node; `reason` says why.
@@ -271,12 +313,6 @@ impl Finding {
     /// Replaces the message (a verdict that says more than the check's reason).
     pub fn with_message(mut self, message: impl Into<String>) -> Self {
         self.message = message.into();
-        self
-    }
-
-    /// Sets the fix (one worked out once the verdict is known).
-    pub fn with_fix(mut self, fix: impl Into<String>) -> Self {
-        self.fix = fix.into();
         self
     }
 }

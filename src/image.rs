@@ -165,17 +165,19 @@ pub fn key_of(image: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::Tree;
 
-    fn tree(files: &[&str]) -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
+    /// A tree of these files (a name ending in `/` is a directory).
+    fn tree(files: &[&str]) -> Tree {
+        let tree = Tree::new();
         for f in files {
-            let p = dir.path().join(f);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            if !f.ends_with('/') {
-                std::fs::write(p, "x").unwrap();
+            if f.ends_with('/') {
+                tree.dir(f);
+            } else {
+                tree.file(f, "x");
             }
         }
-        dir
+        tree
     }
 
     #[test]
@@ -184,12 +186,12 @@ mod tests {
         assert!(matches!(check_root(&missing), Err(RootError::Missing(_))));
         let empty = tree(&[]);
         assert!(matches!(
-            check_root(&Root::new(empty.path())),
+            check_root(&empty.root()),
             Err(RootError::Empty(_))
         ));
         let junk = tree(&["home/user/notes.txt"]);
         assert!(matches!(
-            check_root(&Root::new(junk.path())),
+            check_root(&junk.root()),
             Err(RootError::NotLinux(_))
         ));
         for ok in [
@@ -197,8 +199,7 @@ mod tests {
             &["usr/bin/"],
             &["proc/sys/kernel/x"],
         ] {
-            let dir = tree(ok);
-            assert!(check_root(&Root::new(dir.path())).is_ok(), "{ok:?}");
+            assert!(check_root(&tree(ok).root()).is_ok(), "{ok:?}");
         }
         assert!(check_root(&Root::live()).is_ok());
     }
@@ -207,15 +208,12 @@ mod tests {
     fn modes() {
         let image = tree(&["etc/os-release"]);
         let snapshot = tree(&["proc/sys/kernel/x"]);
-        assert_eq!(Mode::detect(&Root::new(image.path()), false), Mode::Image);
-        assert_eq!(Mode::detect(&Root::new(image.path()), true), Mode::Image);
-        assert_eq!(Mode::detect(&Root::new(snapshot.path()), false), Mode::Live);
-        assert_eq!(
-            Mode::detect(&Root::new(snapshot.path()), true),
-            Mode::Persisted
-        );
+        assert_eq!(Mode::detect(&image.root(), false), Mode::Image);
+        assert_eq!(Mode::detect(&image.root(), true), Mode::Image);
+        assert_eq!(Mode::detect(&snapshot.root(), false), Mode::Live);
+        assert_eq!(Mode::detect(&snapshot.root(), true), Mode::Persisted);
         assert_eq!(Mode::detect(&Root::live(), false), Mode::Live);
-        assert!(!has_mounted_proc(&Root::new(image.path())));
+        assert!(!has_mounted_proc(&image.root()));
     }
 
     #[test]

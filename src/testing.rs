@@ -9,7 +9,7 @@ use crate::checks::{AREAS, AuditOptions, Context};
 use crate::finding::{Area, Finding, Status};
 use crate::host::Root;
 use crate::probes::Probes;
-use crate::profile::Loader;
+use crate::profile::{Loader, Profile};
 
 /// A path under `tests/fixtures`.
 pub fn fixture(name: &str) -> PathBuf {
@@ -118,12 +118,29 @@ impl Tree {
     pub fn root(&self) -> Root {
         Root::new(self.dir.path())
     }
+
+    /// Writes profile `text` at `path` and returns where it lies on this machine, the way a
+    /// user names a profile file.
+    pub fn profile(&self, path: &str, text: &str) -> String {
+        self.file(path, text);
+        self.path(path)
+            .to_str()
+            .expect("a UTF-8 temporary path")
+            .to_string()
+    }
 }
 
 impl Default for Tree {
     fn default() -> Self {
         Tree::new()
     }
+}
+
+/// Profile `profile` (a name or a path) as `audit` loads it for `root`.
+pub fn profile(root: &Root, profile: &str) -> Profile {
+    Loader::new(root, &crate::checks::keys)
+        .load(profile)
+        .unwrap_or_else(|e| panic!("profile {profile}: {e}"))
 }
 
 /// Runs `area`'s checks on `root` with `profile` (a name or a path) and `probes` the way
@@ -135,12 +152,27 @@ pub fn audit(
     probes: Probes,
     area: Area,
 ) -> BTreeMap<String, Finding> {
-    let profile = Loader::new(root, &crate::checks::keys)
-        .load(profile)
-        .unwrap_or_else(|e| panic!("profile {profile}: {e}"));
+    audit_areas(root, profile, options, probes, &[area])
+}
+
+/// [`audit`] of several areas in one context, as one audit runs them (every area when
+/// `areas` is empty).
+pub fn audit_areas(
+    root: &Root,
+    profile: &str,
+    options: &AuditOptions,
+    probes: Probes,
+    areas: &[Area],
+) -> BTreeMap<String, Finding> {
+    let profile = self::profile(root, profile);
     let ctx = Context::with_probes(root, &profile, options, probes);
-    assert!(AREAS.iter().any(|a| a.area == area), "no checks for {area}");
-    crate::checks::run(&ctx, &[area])
+    for area in areas {
+        assert!(
+            AREAS.iter().any(|a| a.area == *area),
+            "no checks for {area}"
+        );
+    }
+    crate::checks::run(&ctx, areas)
         .into_iter()
         .map(|f| (f.id.clone(), f))
         .collect()

@@ -1,10 +1,10 @@
 //! Memory settings: swap, swappiness, transparent huge pages, NUMA balancing, zone reclaim
 //! and the system-wide file limit.
 
-use crate::finding::{Area, Change, Finding, Status};
+use crate::finding::{Area, Change, Finding, Remedy};
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
 
-use super::{Context, by_rule, setting_check};
+use super::{Context, by_rule, by_rule_with, setting_check};
 
 const THP_ENABLED: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
 const THP_DEFRAG: &str = "/sys/kernel/mm/transparent_hugepage/defrag";
@@ -272,26 +272,23 @@ fn thp(ctx: &Context, key: &str, setting: &Setting, path: &str) -> Finding {
             text.trim()
         ));
     };
-    let finding = by_rule(&check, setting, actual, actual, "");
-    if finding.status == Status::Pass {
-        return finding;
-    }
-    let Some(target) = setting.rule.target(actual) else {
-        return finding;
-    };
     let param = if path == THP_ENABLED {
         "transparent_hugepage"
     } else {
         "transparent_hugepage_defrag"
     };
-    finding
-        .with_fix(format!(
-            "echo {target} > {path} (persist with {param}={target} on the kernel command line)"
+    by_rule_with(&check, setting, actual, actual, || {
+        let target = setting.rule.target(actual)?;
+        Some(Remedy::applied(
+            format!(
+                "echo {target} > {path} (persist with {param}={target} on the kernel command line)"
+            ),
+            Change::Sysfs {
+                path: path.into(),
+                value: target,
+            },
         ))
-        .with_change(Change::Sysfs {
-            path: path.into(),
-            value: target,
-        })
+    })
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ pub mod platform;
 pub mod sysctl;
 pub mod tuned;
 
-use crate::finding::{Area, Check, Finding};
+use crate::finding::{Area, Check, Finding, Remedy};
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::sync::mpsc;
@@ -60,7 +60,20 @@ pub struct Context<'a> {
     /// The hardware inventory, read once per audit by whichever area needs it first.
     inventory: OnceCell<Result<Inventory, HostError>>,
     /// What the sysctl configuration files set at boot, read once for network and memory.
-    boot_sysctls: OnceCell<Result<BTreeMap<String, Assignment>, String>>,
+    boot_sysctls: OnceCell<BootSysctls>,
+    /// The tuned profile that applies, read once for network and memory.
+    tuned: OnceCell<Result<Option<tuned::Tuned>, String>>,
+}
+
+/// The sysctl each key gets at boot and where from (systemd-sysctl order), or why the files
+/// could not be read.
+pub type BootSysctls = Result<BTreeMap<String, Assignment>, String>;
+
+/// Reads what the sysctl configuration files under `root` set at boot.
+pub fn read_boot_sysctls(root: &Root) -> BootSysctls {
+    boot::assignments(root)
+        .map(|a| boot::effective(&a))
+        .map_err(|e| e.to_string())
 }
 
 impl<'a> Context<'a> {
@@ -82,6 +95,7 @@ impl<'a> Context<'a> {
             probes,
             inventory: OnceCell::new(),
             boot_sysctls: OnceCell::new(),
+            tuned: OnceCell::new(),
         }
     }
 
@@ -94,11 +108,16 @@ impl<'a> Context<'a> {
 
     /// The sysctl each key gets at boot and where from (systemd-sysctl order), or why the
     /// files could not be read; read once per audit.
-    pub fn boot_sysctls(&self) -> &Result<BTreeMap<String, Assignment>, String> {
-        self.boot_sysctls.get_or_init(|| {
-            boot::assignments(self.root)
-                .map(|a| boot::effective(&a))
-                .map_err(|e| e.to_string())
+    pub fn boot_sysctls(&self) -> &BootSysctls {
+        self.boot_sysctls
+            .get_or_init(|| read_boot_sysctls(self.root))
+    }
+
+    /// The tuned profile that applies (running, on the live node; enabled at boot with
+    /// `--persisted`), or why it could not be read; read once per audit.
+    pub fn tuned(&self) -> &Result<Option<tuned::Tuned>, String> {
+        self.tuned.get_or_init(|| {
+            tuned::read(self.root, !self.options.persisted).map_err(|e| e.to_string())
         })
     }
 }
@@ -232,6 +251,19 @@ pub fn run_limited(
     only: &[Area],
     limits: TimeLimits,
 ) -> Vec<Finding> {
+    run_limited_with_boot(root, profile, options, only, limits).0
+}
+
+/// [`run_limited`], handing back as well what the sysctl files set at boot when the worker
+/// that ran the last area read them (`None` when it did not), so that the caller need not
+/// read them again.
+pub fn run_limited_with_boot(
+    root: &Root,
+    profile: &Profile,
+    options: &AuditOptions,
+    only: &[Area],
+    limits: TimeLimits,
+) -> (Vec<Finding>, Option<BootSysctls>) {
     let areas: Vec<Area> = AREAS
         .iter()
         .map(|a| a.area)
@@ -239,9 +271,11 @@ pub fn run_limited(
         .collect();
     let deadline = Instant::now() + limits.total;
     let mut findings = Vec::new();
+    let mut boot_sysctls = None;
     let mut next = 0;
     while next < areas.len() {
-        let results = spawn_worker(root, profile, options, areas[next..].to_vec());
+        let (results, worker) = spawn_worker(root, profile, options, areas[next..].to_vec());
+        let mut finished = false;
         while next < areas.len() {
             let area = areas[next];
             let left = deadline.saturating_duration_since(Instant::now());
@@ -250,6 +284,7 @@ pub fn run_limited(
                 Ok(found) => {
                     findings.extend(found);
                     next += 1;
+                    finished = next == areas.len();
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     // The worker panicked inside this area: say so instead of losing it.
@@ -284,38 +319,47 @@ pub fn run_limited(
                                     )),
                             );
                         }
-                        return findings;
+                        return (findings, None);
                     }
                     break;
                 }
             }
         }
+        if finished {
+            // It has sent its last area and is returning: joining it does not wait.
+            boot_sysctls = worker.join().ok().flatten();
+        }
     }
-    findings
+    (findings, boot_sysctls)
 }
 
-/// A thread that audits `areas` in order with its own context, sending each area's findings.
+/// A thread that audits `areas` in order with its own context, sending each area's findings;
+/// it returns what its context read of the sysctl files, if anything.
 fn spawn_worker(
     root: &Root,
     profile: &Profile,
     options: &AuditOptions,
     areas: Vec<Area>,
-) -> mpsc::Receiver<Vec<Finding>> {
+) -> (
+    mpsc::Receiver<Vec<Finding>>,
+    thread::JoinHandle<Option<BootSysctls>>,
+) {
     let (tx, rx) = mpsc::channel();
     let (root, profile, options) = (root.clone(), profile.clone(), options.clone());
-    thread::spawn(move || {
+    let worker = thread::spawn(move || {
         let ctx = Context::new(&root, &profile, &options);
         for area in areas {
             if tx.send(run(&ctx, &[area])).is_err() {
-                return;
+                return None;
             }
         }
+        ctx.boot_sysctls.into_inner()
     });
-    rx
+    (rx, worker)
 }
 
 /// The reason a key matters: the profile's own words, else the check's.
-pub fn why(ctx: &Context, area: Area, key: &str) -> String {
+fn why(ctx: &Context, area: Area, key: &str) -> String {
     ctx.profile
         .get(area, key)
         .and_then(|s| s.why.clone())
@@ -330,7 +374,7 @@ pub fn why(ctx: &Context, area: Area, key: &str) -> String {
 
 /// The check of profile setting `key`: the key as id, its rule as expected, and the
 /// profile's reason for it (else the check's) as why.
-pub fn setting_check(ctx: &Context, area: Area, key: &str, setting: &Setting) -> Check {
+pub(crate) fn setting_check(ctx: &Context, area: Area, key: &str, setting: &Setting) -> Check {
     Check::new(key, area)
         .expected(setting.rule.describe())
         .why(why(ctx, area, key))
@@ -339,7 +383,7 @@ pub fn setting_check(ctx: &Context, area: Area, key: &str, setting: &Setting) ->
 /// `value` judged by `setting`'s rule, `actual` being what the report shows and `fix` what
 /// makes it pass: the rule's verdict, with the rule's own complaint as the message when it
 /// cannot compare them.
-pub fn by_rule(
+pub(crate) fn by_rule(
     check: &Check,
     setting: &Setting,
     value: &str,
@@ -354,8 +398,44 @@ pub fn by_rule(
     }
 }
 
+/// [`by_rule`] for a fix worked out from the verdict: `remedy` is asked only when the value
+/// fails or warns (see [`Check::judge_with`]).
+pub(crate) fn by_rule_with(
+    check: &Check,
+    setting: &Setting,
+    value: &str,
+    actual: impl Into<String>,
+    remedy: impl FnOnce() -> Option<Remedy>,
+) -> Finding {
+    let (status, problem) = setting.status_for(value);
+    let finding = check.judge_with(status, actual, remedy);
+    match problem {
+        Some(problem) => finding.with_message(problem),
+        None => finding,
+    }
+}
+
+/// [`by_rule`] for a value whose reason starts with where it was `found` (`sep` after it),
+/// shown as judged: when the rule cannot compare, its complaint replaces only the reason, so
+/// the finding still says where the value came from.
+pub(crate) fn by_rule_found(
+    check: Check,
+    setting: &Setting,
+    found: impl std::fmt::Display,
+    sep: &str,
+    value: String,
+    fix: impl Into<String>,
+) -> Finding {
+    let (status, problem) = setting.status_for(&value);
+    let check = match problem {
+        Some(problem) => check.why(problem),
+        None => check,
+    };
+    check.found(found, sep).judge(status, value, fix)
+}
+
 /// [`by_rule`] for a value the report shows just as it was judged (a speed, an MTU).
-pub fn value_by_rule(
+pub(crate) fn value_by_rule(
     check: &Check,
     setting: &Setting,
     value: impl ToString,
@@ -373,6 +453,33 @@ mod tests {
     fn every_area_has_one_registry_entry_in_report_order() {
         let registered: Vec<Area> = AREAS.iter().map(|a| a.area).collect();
         assert_eq!(registered, Area::ALL);
+    }
+
+    #[test]
+    fn a_limited_run_hands_back_the_boot_sysctls_its_areas_read() {
+        let tree = crate::testing::Tree::with(&[(
+            "/etc/sysctl.d/90-gputune.conf",
+            "net.core.somaxconn = 4096\n",
+        )]);
+        let root = tree.root();
+        let profile = crate::testing::profile(&root, "base");
+        let options = AuditOptions {
+            persisted: true,
+            ..AuditOptions::default()
+        };
+        let limits = TimeLimits {
+            per_area: Duration::from_secs(60),
+            total: Duration::from_secs(60),
+        };
+        let run = |only| run_limited_with_boot(&root, &profile, &options, only, limits).1;
+        let Some(Ok(boot)) = run(&[Area::Network]) else {
+            panic!("the network area reads the sysctl files");
+        };
+        assert_eq!(boot["net.core.somaxconn"].value, "4096");
+        assert!(
+            run(&[Area::Limits]).is_none(),
+            "limits reads no sysctl file"
+        );
     }
 
     #[test]

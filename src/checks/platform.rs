@@ -209,7 +209,7 @@ fn iommu(ctx: &Context, setting: &Setting) -> Finding {
         .collect();
     let mode = iommu_mode(&cmdline, groups.len(), &types);
     value_by_rule(
-        &check.found(format!("{} IOMMU group(s)", groups.len())),
+        &check.found(format!("{} IOMMU group(s)", groups.len()), "; "),
         setting,
         mode,
         "add iommu=pt to the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub), run update-grub (or grub2-mkconfig) and reboot",

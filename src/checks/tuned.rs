@@ -163,7 +163,7 @@ pub fn parse(text: &str) -> Parsed {
 /// Findings `tuned.KEY` for the profile's sysctl settings of `area` that tuned sets to a
 /// value the profile fails; a tuned profile that cannot be read is an error finding.
 pub fn conflicts(ctx: &Context, area: Area, settings: &[(&String, &Setting)]) -> Vec<Finding> {
-    let tuned = match read(ctx.root, !ctx.options.persisted) {
+    let tuned = match ctx.tuned() {
         Ok(Some(t)) => t,
         Ok(None) => return Vec::new(),
         Err(e) => {
@@ -171,7 +171,7 @@ pub fn conflicts(ctx: &Context, area: Area, settings: &[(&String, &Setting)]) ->
                 vec![
                     Check::new("tuned.profile", area)
                         .expected("a readable tuned profile")
-                        .error(e.to_string()),
+                        .error(e.clone()),
                 ]
             } else {
                 Vec::new()

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::checks::{self, AuditOptions, Context};
+use crate::checks::{self, AuditOptions};
 use crate::error::{ExitCode, Result};
 use crate::finding::Area;
 use crate::host::Root;
@@ -90,12 +90,14 @@ pub fn run(args: &AuditArgs, root: &Root) -> Result<ExitCode> {
         persisted: mode != Mode::Live,
         mode,
     };
-    let findings = checks::run_limited(root, &profile, &options, &args.only, AUDIT_LIMITS);
-    let ctx = Context::new(root, &profile, &options);
+    let (findings, boot_sysctls) =
+        checks::run_limited_with_boot(root, &profile, &options, &args.only, AUDIT_LIMITS);
     let persisted = if mode == Mode::Live {
         Vec::new()
     } else {
-        persisted_values(&ctx, &findings)
+        // Read again only when no area of the last worker read them.
+        let boot = boot_sysctls.unwrap_or_else(|| checks::read_boot_sysctls(root));
+        persisted_values(&boot, &findings)
     };
     let report = Report {
         profile: &profile,
@@ -115,8 +117,11 @@ pub fn run(args: &AuditArgs, root: &Root) -> Result<ExitCode> {
 }
 
 /// The sysctl.d file and line behind each sysctl finding, for the JSON report.
-fn persisted_values(ctx: &Context, findings: &[crate::finding::Finding]) -> Vec<PersistedValue> {
-    let Ok(boot) = ctx.boot_sysctls() else {
+fn persisted_values(
+    boot: &checks::BootSysctls,
+    findings: &[crate::finding::Finding],
+) -> Vec<PersistedValue> {
+    let Ok(boot) = boot else {
         return Vec::new();
     };
     findings

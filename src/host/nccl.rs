@@ -214,6 +214,7 @@ pub fn load(root: &Root, located: &Located) -> Result<Nccl, NcclError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::Tree;
 
     #[test]
     fn version_codes() {
@@ -222,23 +223,22 @@ mod tests {
         assert_eq!(NcclVersion::from_code(2804).to_string(), "2.8.4");
     }
 
-    fn fake_root(files: &[&str]) -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
+    /// A root holding these files, none of them really a library.
+    fn fake_root(files: &[&str]) -> Tree {
+        let tree = Tree::new();
         for f in files {
-            let path = dir.path().join(f.trim_start_matches('/'));
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, b"not really a library").unwrap();
+            tree.file(f, "not really a library");
         }
-        dir
+        tree
     }
 
     #[test]
     fn lookup_order_under_a_root() {
-        let dir = fake_root(&[
+        let tree = fake_root(&[
             "/usr/lib/python3.10/site-packages/nvidia/nccl/lib/libnccl.so.2",
             "/usr/local/lib/python3.11/dist-packages/nvidia/nccl/lib/libnccl.so.2",
         ]);
-        let root = Root::new(dir.path());
+        let root = tree.root();
         let found = locate(&root, &SearchEnv::default()).unwrap();
         assert_eq!(found.origin, Origin::Python);
         assert!(
@@ -248,9 +248,7 @@ mod tests {
             "{found:?}"
         );
 
-        let explicit = dir
-            .path()
-            .join("usr/lib/python3.10/site-packages/nvidia/nccl/lib/libnccl.so.2");
+        let explicit = tree.path("/usr/lib/python3.10/site-packages/nvidia/nccl/lib/libnccl.so.2");
         let env = SearchEnv {
             gputune_nccl_lib: Some(explicit.display().to_string()),
             ..SearchEnv::default()
@@ -267,12 +265,12 @@ mod tests {
 
     #[test]
     fn nothing_found_lists_every_place_searched() {
-        let dir = fake_root(&[]);
+        let tree = fake_root(&[]);
         let env = SearchEnv {
             gputune_nccl_lib: Some("/nonexistent/libnccl.so.2".into()),
             ..SearchEnv::default()
         };
-        let searched = locate(&Root::new(dir.path()), &env).unwrap_err();
+        let searched = locate(&tree.root(), &env).unwrap_err();
         assert!(searched[0].contains("/nonexistent/libnccl.so.2"));
         assert!(searched.iter().any(|s| s.contains("ld.so.cache")));
         assert!(
@@ -284,8 +282,8 @@ mod tests {
 
     #[test]
     fn a_file_that_is_not_a_library_fails_to_load_with_its_path() {
-        let dir = fake_root(&["/lib/libnccl.so.2"]);
-        let path = dir.path().join("lib/libnccl.so.2");
+        let tree = fake_root(&["/lib/libnccl.so.2"]);
+        let path = tree.path("/lib/libnccl.so.2");
         let Err(err) = Nccl::open(&path) else {
             panic!("a text file loaded as a library")
         };

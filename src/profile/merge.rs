@@ -83,19 +83,18 @@ impl Loader<'_> {
                     .insert(key.get_ref().clone(), setting);
             }
         }
-        let raw_bench = raw.bench.map(|b| b.thresholds());
-        for (key, min) in raw_bench.into_iter().flatten() {
-            let Some(min) = min else { continue };
-            if !(min.get_ref().is_finite() && *min.get_ref() >= 0.0) {
-                return Err(err(
-                    Some(line_of(&source.text, min.span().start)),
-                    Some(format!("[bench] {key}")),
-                    format!("{} is not a bandwidth in GB/s", min.get_ref()),
-                ));
+        if let Some(bench) = raw.bench {
+            for (key, min) in bench.thresholds() {
+                let Some(min) = min else { continue };
+                if !(min.get_ref().is_finite() && *min.get_ref() >= 0.0) {
+                    return Err(err(
+                        Some(line_of(&source.text, min.span().start)),
+                        Some(format!("[bench] {key}")),
+                        format!("{} is not a bandwidth in GB/s", min.get_ref()),
+                    ));
+                }
             }
-            if let Some(slot) = merged.bench.threshold_mut(key) {
-                *slot = Some(*min.get_ref());
-            }
+            merged.bench = bench.map(Spanned::into_inner).or(merged.bench);
         }
         if let Some(raw_job) = raw.job {
             let job = job::Job::from_raw(raw_job).map_err(|(offset, key, message)| {
@@ -139,11 +138,7 @@ impl Merged {
         for (area, settings) in parent.settings {
             self.settings.entry(area).or_default().extend(settings);
         }
-        for (key, min) in parent.bench.thresholds() {
-            if let (Some(min), Some(slot)) = (min, self.bench.threshold_mut(key)) {
-                *slot = Some(min);
-            }
-        }
+        self.bench = parent.bench.or(std::mem::take(&mut self.bench));
         self.job.absorb(parent.job);
         for name in parent.chain {
             if !self.chain.contains(&name) {

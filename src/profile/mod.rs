@@ -80,38 +80,58 @@ impl fmt::Display for ProfileError {
     }
 }
 
-/// Knobs of the benchmark a profile may set.
+/// Knobs of the benchmark a profile may set: each threshold as resolved (`f64`) or as the file
+/// writes it, with its place (`RawBench`), so the keys are listed once for both.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Bench {
+// A `[bench]` that is not a table is still refused as `expected struct RawBench`.
+#[serde(deny_unknown_fields, expecting = "struct RawBench")]
+pub struct Bench<T = f64> {
     /// AllReduce bus bandwidth below which `bench allreduce` fails, in GB/s (1e9 bytes/s).
-    pub min_busbw: Option<f64>,
+    pub min_busbw: Option<T>,
     /// The same for `bench allgather`.
-    pub allgather_min_busbw: Option<f64>,
+    pub allgather_min_busbw: Option<T>,
     /// The same for `bench reducescatter`.
-    pub reducescatter_min_busbw: Option<f64>,
+    pub reducescatter_min_busbw: Option<T>,
     /// The same for `bench broadcast`.
-    pub broadcast_min_busbw: Option<f64>,
+    pub broadcast_min_busbw: Option<T>,
 }
 
-impl Bench {
-    /// The keys of `[bench]`, each with its threshold.
-    pub fn thresholds(&self) -> [(&'static str, Option<f64>); 4] {
+impl<T> Bench<T> {
+    /// The keys of `[bench]`, each with its threshold, in the order `profiles show` writes them.
+    pub fn thresholds(&self) -> [(&'static str, Option<&T>); 4] {
+        let Bench {
+            min_busbw,
+            allgather_min_busbw,
+            reducescatter_min_busbw,
+            broadcast_min_busbw,
+        } = self;
         [
-            ("min_busbw", self.min_busbw),
-            ("allgather_min_busbw", self.allgather_min_busbw),
-            ("reducescatter_min_busbw", self.reducescatter_min_busbw),
-            ("broadcast_min_busbw", self.broadcast_min_busbw),
+            ("min_busbw", min_busbw.as_ref()),
+            ("allgather_min_busbw", allgather_min_busbw.as_ref()),
+            ("reducescatter_min_busbw", reducescatter_min_busbw.as_ref()),
+            ("broadcast_min_busbw", broadcast_min_busbw.as_ref()),
         ]
     }
 
-    pub(super) fn threshold_mut(&mut self, key: &str) -> Option<&mut Option<f64>> {
-        match key {
-            "min_busbw" => Some(&mut self.min_busbw),
-            "allgather_min_busbw" => Some(&mut self.allgather_min_busbw),
-            "reducescatter_min_busbw" => Some(&mut self.reducescatter_min_busbw),
-            "broadcast_min_busbw" => Some(&mut self.broadcast_min_busbw),
-            _ => None,
+    /// Every threshold this sets, else `base`'s: a profile's over its includes'.
+    pub fn or(self, base: Bench<T>) -> Bench<T> {
+        Bench {
+            min_busbw: self.min_busbw.or(base.min_busbw),
+            allgather_min_busbw: self.allgather_min_busbw.or(base.allgather_min_busbw),
+            reducescatter_min_busbw: self
+                .reducescatter_min_busbw
+                .or(base.reducescatter_min_busbw),
+            broadcast_min_busbw: self.broadcast_min_busbw.or(base.broadcast_min_busbw),
+        }
+    }
+
+    /// Every threshold passed through `f`.
+    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> Bench<U> {
+        Bench {
+            min_busbw: self.min_busbw.map(&mut f),
+            allgather_min_busbw: self.allgather_min_busbw.map(&mut f),
+            reducescatter_min_busbw: self.reducescatter_min_busbw.map(&mut f),
+            broadcast_min_busbw: self.broadcast_min_busbw.map(&mut f),
         }
     }
 }

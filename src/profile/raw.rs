@@ -14,7 +14,7 @@ use super::job::RawJob;
 use crate::finding::Area;
 
 /// One area's table: each key and its setting, both with their place in the file.
-pub(super) type RawArea = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
+type RawArea = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
 
 #[derive(Default)]
 pub(super) struct RawProfile {
@@ -27,26 +27,7 @@ pub(super) struct RawProfile {
 }
 
 /// `[bench]` as written, with the span of each value for error messages.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawBench {
-    pub(super) min_busbw: Option<Spanned<f64>>,
-    pub(super) allgather_min_busbw: Option<Spanned<f64>>,
-    pub(super) reducescatter_min_busbw: Option<Spanned<f64>>,
-    pub(super) broadcast_min_busbw: Option<Spanned<f64>>,
-}
-
-impl RawBench {
-    /// The keys of `[bench]` as written, in [`super::Bench::thresholds`]' order.
-    pub(super) fn thresholds(self) -> [(&'static str, Option<Spanned<f64>>); 4] {
-        [
-            ("min_busbw", self.min_busbw),
-            ("allgather_min_busbw", self.allgather_min_busbw),
-            ("reducescatter_min_busbw", self.reducescatter_min_busbw),
-            ("broadcast_min_busbw", self.broadcast_min_busbw),
-        ]
-    }
-}
+pub(super) type RawBench = super::Bench<Spanned<f64>>;
 
 /// A top-level key of a profile file.
 enum TopKey {

@@ -56,26 +56,32 @@ pub(super) fn parse_setting(
     };
     let mut rule = Rule::default();
     match spec.kind {
-        ValueKind::Number | ValueKind::Text => {
-            let number = spec.kind == ValueKind::Number;
-            if !number && (raw.min.is_some() || raw.max.is_some()) {
+        ValueKind::Number => {
+            if raw.version.is_some() {
+                return not_for("version");
+            }
+            // A number is stored in its plain form (`16M` becomes 16777216).
+            rule.equals = raw.equals.as_ref().map(number_text).transpose()?;
+            rule.min = raw.min.as_ref().map(amount).transpose()?;
+            rule.max = raw.max.as_ref().map(amount).transpose()?;
+            rule.one_of = raw
+                .one_of
+                .as_ref()
+                .map(|v| v.iter().map(number_text).collect())
+                .transpose()?;
+        }
+        ValueKind::Text => {
+            if raw.min.is_some() || raw.max.is_some() {
                 return not_for(if raw.min.is_some() { "min" } else { "max" });
             }
             if raw.version.is_some() {
                 return not_for("version");
             }
-            // A number is stored in its plain form (`16M` becomes 16777216).
-            let value: fn(&toml::Value) -> Result<String, String> =
-                if number { number_text } else { text };
-            rule.equals = raw.equals.as_ref().map(value).transpose()?;
-            if number {
-                rule.min = raw.min.as_ref().map(amount).transpose()?;
-                rule.max = raw.max.as_ref().map(amount).transpose()?;
-            }
+            rule.equals = raw.equals.as_ref().map(text).transpose()?;
             rule.one_of = raw
                 .one_of
                 .as_ref()
-                .map(|v| v.iter().map(value).collect())
+                .map(|v| v.iter().map(text).collect())
                 .transpose()?;
         }
         ValueKind::Version => {

@@ -48,9 +48,8 @@ fn load(files: &[(&str, &str)], name: &str) -> Result<Profile, ProfileError> {
 /// user names a profile file.
 fn load_by_path(path: &str, text: &str) -> Result<Profile, ProfileError> {
     let tree = Tree::new();
-    tree.file(path, text);
-    let host_path = tree.path(path);
-    Loader::new(&tree.root(), &keys).load(host_path.to_str().expect("a UTF-8 temporary path"))
+    let host_path = tree.profile(path, text);
+    Loader::new(&tree.root(), &keys).load(&host_path)
 }
 
 #[test]
@@ -305,10 +304,10 @@ fn every_bench_threshold_is_inherited_and_the_child_wins() {
     assert_eq!(
         profile.bench.thresholds(),
         [
-            ("min_busbw", Some(40.0)),
-            ("allgather_min_busbw", Some(30.0)),
-            ("reducescatter_min_busbw", Some(25.0)),
-            ("broadcast_min_busbw", Some(10.0)),
+            ("min_busbw", Some(&40.0)),
+            ("allgather_min_busbw", Some(&30.0)),
+            ("reducescatter_min_busbw", Some(&25.0)),
+            ("broadcast_min_busbw", Some(&10.0)),
         ]
     );
 }
@@ -440,14 +439,10 @@ fn includes_of_special_files_are_refused_not_read() {
 #[test]
 fn a_site_profiles_path_includes_resolve_inside_the_root() {
     let outer = Tree::new();
-    outer.file("/host.toml", "[memory]\n\"vm.swappiness\" = { max = 1 }\n");
-    let host_only = outer.path("/host.toml");
+    let host_only = outer.profile("/host.toml", "[memory]\n\"vm.swappiness\" = { max = 1 }\n");
     let tree = site(&[
         ("lab", "include = [\"/etc/gputune/extra.toml\"]\n"),
-        (
-            "evil",
-            &format!("include = [\"{}\"]\n", host_only.display()),
-        ),
+        ("evil", &format!("include = [\"{host_only}\"]\n")),
     ]);
     tree.file(
         "/etc/gputune/extra.toml",

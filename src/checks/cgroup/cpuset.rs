@@ -4,7 +4,7 @@ use super::*;
 
 /// The two halves of a cpuset a GPU's rank needs: its local CPUs and its local memory.
 #[derive(Clone, Copy)]
-pub(super) enum CpusetPart {
+enum CpusetPart {
     Cpus,
     Mems,
 }
@@ -59,7 +59,7 @@ impl CpusetPart {
 
 /// The CPUs or memory nodes a cgroup may use: the nearest file holding the effective set;
 /// `None` when no cpuset applies.
-pub(super) fn read_cpuset(
+fn read_cpuset(
     ctx: &Context,
     layout: &Layout,
     part: CpusetPart,
@@ -79,81 +79,83 @@ pub(super) fn read_cpuset(
     Ok(None)
 }
 
-pub(super) fn cpuset_finding(scope: &Scope, key: &str, setting: &Setting) -> Finding {
-    let Scope {
-        ctx,
-        layout,
-        target,
-    } = *scope;
-    let part = CpusetPart::of_key(key);
-    let noun = part.noun();
-    let check = target.check(ctx, key, setting);
-    let gpus = match ctx.inventory() {
-        Ok(inventory) => &inventory.gpus,
-        Err(e) => return check.error(e.to_string()),
-    };
-    if gpus.is_empty() {
-        return check.skip("no NVIDIA GPU under /sys/bus/pci/devices");
-    }
-    let (Some(mount), Some(path)) = (layout.mount_of("cpuset"), target.path(layout, "cpuset"))
-    else {
-        return check.pass("0 (no cpuset)").with_message(format!(
-            "no cpuset controller applies, so all {noun} are allowed"
-        ));
-    };
-    if !ctx.root.exists(&format!(
-        "{mount}{}",
-        if path == "/" { "" } else { path.as_str() }
-    )) {
-        return target.absent(&check, format!("no such cgroup: {path}"));
-    }
-    let (allowed, from) = match read_cpuset(ctx, layout, part, mount, &path) {
-        Ok(Some(found)) => found,
-        Ok(None) => return check.skip(format!("no cpuset file between {path} and the root")),
-        Err(e) => return check.error(e),
-    };
-    let without: Vec<(&Gpu, BTreeSet<u32>)> = gpus
-        .iter()
-        .map(|g| (g, part.local(g)))
-        .filter(|(_, local)| !local.is_empty() && local.is_disjoint(&allowed))
-        .collect();
-    let judged = without.len().to_string();
-    let detail = if without.is_empty() {
-        format!(
-            "every GPU has local {noun} in cpuset {}",
-            cpu_list(&allowed)
-        )
-    } else {
-        let names: Vec<String> = without
+impl Scope<'_> {
+    /// Whether the target's cpuset keeps every GPU's local CPUs (or memory node) `key` names.
+    pub(super) fn cpuset_finding(&self, key: &str, setting: &Setting) -> Finding {
+        let part = CpusetPart::of_key(key);
+        let noun = part.noun();
+        let check = self.target.check(self.ctx, key, setting);
+        let gpus = match self.ctx.inventory() {
+            Ok(inventory) => &inventory.gpus,
+            Err(e) => return check.error(e.to_string()),
+        };
+        if gpus.is_empty() {
+            return check.skip("no NVIDIA GPU under /sys/bus/pci/devices");
+        }
+        let (Some(mount), Some(path)) = (
+            self.layout.mount_of("cpuset"),
+            self.target.path(self.layout, "cpuset"),
+        ) else {
+            return check.pass("0 (no cpuset)").with_message(format!(
+                "no cpuset controller applies, so all {noun} are allowed"
+            ));
+        };
+        if !self.ctx.root.exists(&format!(
+            "{mount}{}",
+            if path == "/" { "" } else { path.as_str() }
+        )) {
+            return self
+                .target
+                .absent(&check, format!("no such cgroup: {path}"));
+        }
+        let (allowed, from) = match read_cpuset(self.ctx, self.layout, part, mount, &path) {
+            Ok(Some(found)) => found,
+            Ok(None) => return check.skip(format!("no cpuset file between {path} and the root")),
+            Err(e) => return check.error(e),
+        };
+        let without: Vec<(&Gpu, BTreeSet<u32>)> = gpus
             .iter()
-            .map(|(g, local)| format!("{} (local {noun} {})", g.pci_address, cpu_list(local)))
+            .map(|g| (g, part.local(g)))
+            .filter(|(_, local)| !local.is_empty() && local.is_disjoint(&allowed))
             .collect();
-        format!(
-            "cpuset {} excludes the local {noun} of {}",
-            cpu_list(&allowed),
-            names.join(", ")
-        )
-    };
-    let actual = format!("{judged}: {detail} (cpuset of {from}), {}", target.label);
-    let finding = crate::checks::by_rule(&check, setting, &judged, actual, "");
-    if !matches!(finding.status, Status::Fail | Status::Warn) {
-        return finding;
+        let judged = without.len().to_string();
+        let detail = if without.is_empty() {
+            format!(
+                "every GPU has local {noun} in cpuset {}",
+                cpu_list(&allowed)
+            )
+        } else {
+            let names: Vec<String> = without
+                .iter()
+                .map(|(g, local)| format!("{} (local {noun} {})", g.pci_address, cpu_list(local)))
+                .collect();
+            format!(
+                "cpuset {} excludes the local {noun} of {}",
+                cpu_list(&allowed),
+                names.join(", ")
+            )
+        };
+        let actual = format!(
+            "{judged}: {detail} (cpuset of {from}), {}",
+            self.target.label
+        );
+        crate::checks::by_rule_with(&check, setting, &judged, actual, || {
+            let mut wanted = allowed.clone();
+            for (_, local) in &without {
+                wanted.extend(local.iter().copied());
+            }
+            Some(cgroup_fix(
+                self.layout,
+                mount,
+                &from,
+                part.file(),
+                &cpu_list(&wanted),
+            ))
+        })
     }
-    let mut wanted = allowed.clone();
-    for (_, local) in &without {
-        wanted.extend(local.iter().copied());
-    }
-    with_cgroup_fix(
-        finding,
-        layout,
-        mount,
-        &from,
-        part.file(),
-        &cpu_list(&wanted),
-    )
 }
 
 /// A set in the kernel's list form: {0,1,2,3,8} → `0-3,8`.
-pub(super) fn cpu_list(set: &BTreeSet<u32>) -> String {
+fn cpu_list(set: &BTreeSet<u32>) -> String {
     CpuList(set.clone()).to_string()
 }

@@ -62,35 +62,35 @@ pub(super) fn cgroupfs_file<'a>(layout: &Layout, key: &'a str, value: &str) -> (
     }
 }
 
-/// `finding` with the fix (and, where `apply` can make it, the change) that sets `key` of
-/// the cgroup `path` to `value`.
-pub(super) fn with_cgroup_fix(
-    finding: Finding,
+/// The fix (and, where `apply` can make it, the change) that sets `key` of the cgroup `path`
+/// to `value`.
+pub(super) fn cgroup_fix(
     layout: &Layout,
     mount: &str,
     path: &str,
     key: &str,
     value: &str,
-) -> Finding {
+) -> Remedy {
     match unit_of(path) {
         // A scope is made by whoever started the job and goes with it: nothing persists it.
-        Some(unit) if unit.ends_with(".scope") => finding.with_fix(format!(
+        Some(unit) if unit.ends_with(".scope") => Remedy::by_hand(format!(
             "systemctl set-property --runtime {unit} {} (a scope lives only as long as its job and cannot be persisted: set the limit on its slice or in the job's launcher)",
             systemd_property(key, value)
         )),
-        Some(unit) => finding
-            .with_fix(format!(
+        Some(unit) => Remedy::applied(
+            format!(
                 "systemctl set-property {unit} {}",
                 systemd_property(key, value)
-            ))
-            .with_change(Change::Cgroup {
+            ),
+            Change::Cgroup {
                 slice: unit.into(),
                 key: key.into(),
                 value: value.into(),
-            }),
+            },
+        ),
         None => {
             let (file, value) = cgroupfs_file(layout, key, value);
-            finding.with_fix(format!(
+            Remedy::by_hand(format!(
                 "echo '{value}' > {mount}{path}/{file} (not persistent; container runtimes set it at start: docker --memory/--cpus/--pids-limit, Kubernetes resource limits)"
             ))
         }

@@ -3,12 +3,12 @@
 //! slices: `a-b.slice` runs inside `a.slice`, and the tightest limit wins, as in live mode).
 //! Everything about a running process is skipped.
 
-use crate::finding::{Area, Change, Check, Finding, Status};
+use crate::finding::{Area, Change, Check, Finding, Remedy};
 use crate::image::NO_KERNEL;
 use crate::profile::amount::Amount;
 use crate::profile::setting::Setting;
 
-use super::super::{Context, by_rule, setting_check};
+use super::super::{Context, by_rule_with, setting_check};
 use super::units::{self, Assignment, Value};
 
 /// The drop-in `gputune apply` writes for a slice; a drop-in sorting after it wins over it.
@@ -141,41 +141,38 @@ fn slice_finding(
         None => format!("{shown} (no unit file sets {property}=: systemd's default, no limit)"),
     };
     let judged_text = amount.to_string();
-    let finding = by_rule(
+    by_rule_with(
         check,
         setting,
         &judged_text,
         format!("{actual}, {label}"),
-        "",
-    );
-    if matches!(finding.status, Status::Fail | Status::Warn)
-        && let Some(target) = setting.rule.target(&judged_text)
-        && let Ok(wanted) = Amount::parse(&target)
-    {
-        let value = match (key, wanted) {
-            ("cpu.max", Amount::Unlimited) => "max 100000".to_string(),
-            ("cpu.max", Amount::Finite(m)) => format!("{} 100000", m * 100),
-            (_, Amount::Unlimited) => "max".into(),
-            (_, Amount::Finite(n)) => n.to_string(),
-        };
-        let unit = set.as_ref().map_or(slice, |(u, _)| u.as_str());
-        let directive = super::systemd_property(key, &value);
-        let drop_in = format!("/etc/systemd/system/{unit}.d/{OWN_DROP_IN}");
-        return match &set {
-            // A drop-in that sorts after gputune's would still win over it: edit that one.
-            Some((_, at)) if sorts_after_own(&at.file) => {
-                finding.with_fix(format!("set {directive} at {}:{}", at.file, at.line))
-            }
-            _ => finding
-                .with_fix(format!("add {directive} under [Slice] in {drop_in}"))
-                .with_change(Change::Cgroup {
-                    slice: unit.to_string(),
-                    key: key.to_string(),
-                    value,
-                }),
-        };
-    }
-    finding
+        || {
+            let wanted = Amount::parse(&setting.rule.target(&judged_text)?).ok()?;
+            let value = match (key, wanted) {
+                ("cpu.max", Amount::Unlimited) => "max 100000".to_string(),
+                ("cpu.max", Amount::Finite(m)) => format!("{} 100000", m * 100),
+                (_, Amount::Unlimited) => "max".into(),
+                (_, Amount::Finite(n)) => n.to_string(),
+            };
+            let unit = set.as_ref().map_or(slice, |(u, _)| u.as_str());
+            let directive = super::systemd_property(key, &value);
+            let drop_in = format!("/etc/systemd/system/{unit}.d/{OWN_DROP_IN}");
+            Some(match &set {
+                // A drop-in that sorts after gputune's would still win over it: edit that one.
+                Some((_, at)) if sorts_after_own(&at.file) => {
+                    Remedy::by_hand(format!("set {directive} at {}:{}", at.file, at.line))
+                }
+                _ => Remedy::applied(
+                    format!("add {directive} under [Slice] in {drop_in}"),
+                    Change::Cgroup {
+                        slice: unit.to_string(),
+                        key: key.to_string(),
+                        value,
+                    },
+                ),
+            })
+        },
+    )
 }
 
 /// True for a drop-in whose name sorts after gputune's, so its assignments win.

@@ -14,7 +14,7 @@ pub mod units;
 
 use std::collections::BTreeSet;
 
-use crate::finding::{Area, Change, Check, Finding, Status};
+use crate::finding::{Area, Change, Check, Finding, Remedy};
 use crate::host::cpulist::CpuList;
 use crate::host::mounts;
 use crate::inventory::gpu::Gpu;
@@ -22,7 +22,6 @@ use crate::profile::amount::Amount;
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
 
 use super::Context;
-use cpuset::*;
 use effective::*;
 use fix::*;
 use hierarchy::{Layout, Membership};
@@ -145,10 +144,10 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
         for (key, setting) in &keys {
             let finding = match key.as_str() {
                 "memory.max" | "memory.high" | "pids.max" | "cpu.max" => {
-                    limit_finding(&scope, key, setting)
+                    scope.limit_finding(key, setting)
                 }
                 "cpuset.gpus_without_local_cpus" | "cpuset.gpus_without_local_memory" => {
-                    cpuset_finding(&scope, key, setting)
+                    scope.cpuset_finding(key, setting)
                 }
                 _ => continue,
             };
@@ -177,66 +176,65 @@ fn hierarchy_finding(ctx: &Context, layout: &Layout, setting: &Setting) -> Findi
     )
 }
 
-fn limit_finding(scope: &Scope, key: &str, setting: &Setting) -> Finding {
-    let Scope {
-        ctx,
-        layout,
-        target,
-    } = *scope;
-    let check = target.check(ctx, key, setting);
-    let controller = controller_of(key);
-    let Some(mount) = layout.mount_of(controller) else {
-        return check.skip(format!(
-            "the {controller} controller is not mounted ({} layout)",
-            layout.name()
-        ));
-    };
-    let Some(path) = target.path(layout, controller) else {
-        return check.skip(format!("{} lists no {controller} hierarchy", target.label));
-    };
-    let effective = match read_limit(ctx, layout, mount, &path, key) {
-        Ok(e) => e,
-        Err(e @ LimitError::NotInV1 { .. }) => return check.skip(e.to_string()),
-        Err(e @ LimitError::NoCgroup { .. }) => return target.absent(&check, e),
-        Err(e) => return check.error(e.to_string()),
-    };
-    let judged = effective.amount.to_string();
-    let actual = match &effective.set_by {
-        Some(by) if *by == path => format!("{} (set on {path})", show(key, effective.amount)),
-        Some(by) => format!(
-            "{} (set on ancestor {by} of {path})",
-            show(key, effective.amount)
-        ),
-        None if path == "/" => "max (root cgroup: no limit)".into(),
-        None => format!("max (no limit between {path} and the root)"),
-    };
-    let finding = super::by_rule(
-        &check,
-        setting,
-        &judged,
-        format!("{actual}, {}", target.label),
-        "",
-    );
-    if !matches!(finding.status, Status::Fail | Status::Warn) {
-        return finding;
+impl Scope<'_> {
+    /// A memory, CPU or pids limit of the target: the tightest between it and the root.
+    fn limit_finding(&self, key: &str, setting: &Setting) -> Finding {
+        let check = self.target.check(self.ctx, key, setting);
+        let controller = controller_of(key);
+        let Some(mount) = self.layout.mount_of(controller) else {
+            return check.skip(format!(
+                "the {controller} controller is not mounted ({} layout)",
+                self.layout.name()
+            ));
+        };
+        let Some(path) = self.target.path(self.layout, controller) else {
+            return check.skip(format!(
+                "{} lists no {controller} hierarchy",
+                self.target.label
+            ));
+        };
+        let effective = match read_limit(self.ctx, self.layout, mount, &path, key) {
+            Ok(e) => e,
+            Err(e @ LimitError::NotInV1 { .. }) => return check.skip(e.to_string()),
+            Err(e @ LimitError::NoCgroup { .. }) => return self.target.absent(&check, e),
+            Err(e) => return check.error(e.to_string()),
+        };
+        let judged = effective.amount.to_string();
+        let actual = match &effective.set_by {
+            Some(by) if *by == path => format!("{} (set on {path})", show(key, effective.amount)),
+            Some(by) => format!(
+                "{} (set on ancestor {by} of {path})",
+                show(key, effective.amount)
+            ),
+            None if path == "/" => "max (root cgroup: no limit)".into(),
+            None => format!("max (no limit between {path} and the root)"),
+        };
+        super::by_rule_with(
+            &check,
+            setting,
+            &judged,
+            format!("{actual}, {}", self.target.label),
+            || {
+                let Ok(amount) = Amount::parse(&setting.rule.target(&judged)?) else {
+                    return None;
+                };
+                let value = match (key, amount) {
+                    ("cpu.max", Amount::Unlimited) => format!("max {}", effective.period_us),
+                    ("cpu.max", Amount::Finite(m)) => {
+                        format!(
+                            "{} {}",
+                            m * i128::from(effective.period_us) / 1000,
+                            effective.period_us
+                        )
+                    }
+                    (_, Amount::Unlimited) => "max".into(),
+                    (_, Amount::Finite(n)) => n.to_string(),
+                };
+                let at = effective.set_by.as_deref().unwrap_or(&path);
+                Some(cgroup_fix(self.layout, mount, at, key, &value))
+            },
+        )
     }
-    let Some(Ok(amount)) = setting.rule.target(&judged).map(|t| Amount::parse(&t)) else {
-        return finding;
-    };
-    let value = match (key, amount) {
-        ("cpu.max", Amount::Unlimited) => format!("max {}", effective.period_us),
-        ("cpu.max", Amount::Finite(m)) => {
-            format!(
-                "{} {}",
-                m * i128::from(effective.period_us) / 1000,
-                effective.period_us
-            )
-        }
-        (_, Amount::Unlimited) => "max".into(),
-        (_, Amount::Finite(n)) => n.to_string(),
-    };
-    let at = effective.set_by.clone().unwrap_or(path.clone());
-    with_cgroup_fix(finding, layout, mount, &at, key, &value)
 }
 
 #[cfg(test)]

@@ -178,7 +178,8 @@ fn this_machine_live() {
 /// `[job] slice` is `slice`.
 fn run_image(slice: &str, files: &[(&str, &str)]) -> BTreeMap<String, Finding> {
     let tree = Tree::new();
-    tree.file("/etc/os-release", "ID=debian\n").file(
+    tree.file("/etc/os-release", "ID=debian\n");
+    let profile = tree.profile(
         "/p.toml",
         &format!(
             "include = [\"base\"]\n[cgroup]\n\"memory.max\" = {{ min = \"32G\" }}\n[job]\nslice = \"{slice}\"\n"
@@ -192,7 +193,6 @@ fn run_image(slice: &str, files: &[(&str, &str)]) -> BTreeMap<String, Finding> {
         mode: crate::image::Mode::Image,
         ..AuditOptions::default()
     };
-    let profile = tree.path("/p.toml").display().to_string();
     audit(
         &root,
         &profile,

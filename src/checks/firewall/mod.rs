@@ -42,15 +42,18 @@ impl Group {
 
     /// These ports as the profile wants them.
     fn check(&self) -> Check {
-        Check::new(self.id, Area::Firewall)
-            .expected(self.expected())
-            .why(self.why)
+        self.check_expecting(self.expected())
     }
 
     /// The check once the rules are read: the expectation names where the ports come from.
     fn judged_check(&self) -> Check {
-        self.check()
-            .expected(format!("{} (from {})", self.expected(), self.source))
+        self.check_expecting(format!("{} (from {})", self.expected(), self.source))
+    }
+
+    fn check_expecting(&self, expected: String) -> Check {
+        Check::new(self.id, Area::Firewall)
+            .expected(expected)
+            .why(self.why)
     }
 }
 

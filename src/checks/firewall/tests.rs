@@ -68,15 +68,14 @@ fn audit_options(
     root: &Root,
     options: AuditOptions,
 ) -> BTreeMap<String, Finding> {
-    let profile = Tree::new();
-    profile.file(
+    let tree = Tree::new();
+    let profile = tree.profile(
         "/ports.toml",
         "[job]\nrendezvous_ports = \"29500-29550\"\nnccl_ports = \"50000-50010\"\n",
     );
     let mut probes = Probes::absent("in a test");
     probes.firewall = Box::new(runner);
-    let path = profile.path("/ports.toml").display().to_string();
-    crate::testing::audit(root, &path, &options, probes, Area::Firewall)
+    crate::testing::audit(root, &profile, &options, probes, Area::Firewall)
 }
 
 #[test]

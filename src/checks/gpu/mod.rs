@@ -233,6 +233,8 @@ fn ecc_uncorrected(g: &Gpu, n: &NvmlGpu) -> Option<Finding> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use crate::inventory::pci::PciLink;
     use crate::testing::Tree;
@@ -319,22 +321,20 @@ mod tests {
     }
 
     /// A full audit (every area, the numa area reading the inventory before gpu does) of the
-    /// base profile on `tree` with NVML answering `facts`.
+    /// base profile on `tree` with NVML answering `facts`: the findings by id, and the
+    /// inventory those facts give.
     fn audit_base(
         tree: &Tree,
         facts: crate::inventory::nvml::NvmlFacts,
-    ) -> (Vec<Finding>, Inventory) {
+    ) -> (BTreeMap<String, Finding>, Inventory) {
         use crate::checks::AuditOptions;
         let root = tree.root();
         let mut probes = crate::probes::Probes::absent("in a test");
         probes.nvml = Box::new(crate::inventory::nvml::FixedNvml(facts));
         let inv = Inventory::read(&root, &probes).unwrap();
-        let profile = crate::profile::Loader::new(&root, &crate::checks::keys)
-            .load("base")
-            .unwrap();
         let options = AuditOptions::default();
-        let ctx = Context::with_probes(&root, &profile, &options, probes);
-        (crate::checks::run(&ctx, &[]), inv)
+        let f = crate::testing::audit_areas(&root, "base", &options, probes, &[]);
+        (f, inv)
     }
 
     #[test]
@@ -357,11 +357,7 @@ mod tests {
             inv.gpus[1].nvml.as_ref().unwrap().name,
             "NVIDIA A100-SXM4-80GB"
         );
-        let get = |id: &str| {
-            f.iter()
-                .find(|x| x.id == id)
-                .unwrap_or_else(|| panic!("{id}: {f:#?}"))
-        };
+        let get = |id: &str| f.get(id).unwrap_or_else(|| panic!("{id}: {f:#?}"));
         assert_eq!(get("gpu0.persistence_mode").status, Status::Pass);
         assert_eq!(get("gpu1.persistence_mode").status, Status::Warn);
         assert_eq!(get("gpu1.ecc_uncorrected").status, Status::Fail);
@@ -393,7 +389,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        let link = f.iter().find(|x| x.id == "gpu0.nvlink").unwrap();
+        let link = &f["gpu0.nvlink"];
         assert_eq!(link.status, Status::Fail);
         assert_eq!(link.actual, "10 of 12 active");
         assert!(
@@ -413,7 +409,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        assert!(f.iter().all(|x| x.id != "gpu0.nvlink"));
+        assert!(!f.contains_key("gpu0.nvlink"));
     }
 
     #[test]
@@ -428,7 +424,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        let get = |id: &str| f.iter().find(|x| x.id == id).unwrap();
+        let get = |id: &str| &f[id];
         assert_eq!(get("cuda.version").status, Status::Fail);
         assert_eq!(get("driver.version").status, Status::Fail);
         assert_eq!(get("driver.version").actual, "470.57.02");

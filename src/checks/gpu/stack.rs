@@ -10,8 +10,8 @@ use crate::probes::Probes;
 use crate::profile::setting::Setting;
 use crate::profile::version::Version;
 
-use super::super::{Context, setting_check};
-use super::versions::{library_not_found, library_version};
+use super::super::{Context, by_rule_found, setting_check};
+use super::versions::library_not_found;
 
 /// `cudnn.version`: the cuDNN a job would load, its version and where both were found.
 pub fn cudnn(ctx: &Context, inv: &Inventory, setting: &Setting, env: &SearchEnv) -> Finding {
@@ -35,13 +35,14 @@ pub fn cudnn(ctx: &Context, inv: &Inventory, setting: &Setting, env: &SearchEnv)
             found.path, found.origin
         ));
     };
-    library_version(
+    by_rule_found(
         check,
         setting,
-        &format!(
+        format!(
             "{} (found via {}; version from {})",
             found.path, found.origin, found.version_source
         ),
+        ". ",
         version,
         "upgrade cuDNN: pip install -U nvidia-cudnn-cu12, or NVIDIA's cudnn9 packages",
     )
@@ -69,11 +70,10 @@ fn driver_cuda(ctx: &Context, inv: &Inventory, probes: &Probes) -> Option<(Strin
 /// supports (CUDA initialisation fails, or with minor version compatibility, PTX kernels
 /// fail to JIT).
 pub fn torch_cuda(ctx: &Context, inv: &Inventory, probes: &Probes, env: &SearchEnv) -> Finding {
-    let check = Check::new("torch.cuda", Area::Gpu);
-    let unjudged = check.clone().expected("<= the driver's CUDA version");
+    let check = Check::new("torch.cuda", Area::Gpu).expected("<= the driver's CUDA version");
     let found = match torch::locate(ctx.root, env) {
         Ok(t) => t,
-        Err(reason) => return unjudged.skip(reason),
+        Err(reason) => return check.skip(reason),
     };
     let shown = format!(
         "torch {} ({})",
@@ -81,12 +81,12 @@ pub fn torch_cuda(ctx: &Context, inv: &Inventory, probes: &Probes, env: &SearchE
         found.path
     );
     let Some(built) = found.cuda.clone() else {
-        return unjudged.skip(format!(
+        return check.skip(format!(
             "{shown} is a CPU-only (or ROCm) build: it never uses CUDA"
         ));
     };
     let Some((driver, source)) = driver_cuda(ctx, inv, probes) else {
-        return unjudged.skip(format!(
+        return check.skip(format!(
             "{shown} was built for CUDA {built}; the driver's CUDA version is unknown (no NVIDIA driver found)"
         ));
     };

@@ -8,7 +8,7 @@ use crate::inventory::Inventory;
 use crate::probes::Probes;
 use crate::profile::setting::Setting;
 
-use super::super::{Context, setting_check, value_by_rule};
+use super::super::{Context, by_rule_found, setting_check, value_by_rule};
 
 /// Parses `/proc/driver/nvidia/version`: the first dotted number on the `NVRM version:`
 /// line (`... Kernel Module  535.104.05  Sat Aug 19 ...`, or `... for x86_64  550.54.15`).
@@ -66,20 +66,13 @@ pub fn driver(ctx: &Context, inv: &Inventory, setting: &Setting) -> Finding {
     let check = setting_check(ctx, Area::Gpu, "driver.version", setting);
     match driver_version(ctx.root, inv) {
         Err(reason) => check.skip(reason),
-        Ok((version, source)) => judged(
-            check,
+        Ok((version, source)) => value_by_rule(
+            &check.found(format!("from {source}"), ". "),
             setting,
             version,
-            &source,
             "install a newer NVIDIA data-centre driver (the CUDA release notes list the minimum for each CUDA version), then reboot or reload the nvidia modules",
         ),
     }
-}
-
-/// A version read from `source`, judged against its setting.
-fn judged(check: Check, setting: &Setting, version: String, source: &str, fix: &str) -> Finding {
-    let why = format!("from {source}. {}", check.why_text());
-    value_by_rule(&check.why(why), setting, version, fix)
 }
 
 /// `cuda.version`: the CUDA version the driver supports (what `nvidia-smi` shows).
@@ -93,11 +86,10 @@ pub fn cuda(ctx: &Context, inv: &Inventory, probes: &Probes, setting: &Setting) 
             Err(reason) => return check.skip(reason),
         },
     };
-    judged(
-        check,
+    value_by_rule(
+        &check.found(format!("from {source}"), ". "),
         setting,
         version,
-        &source,
         "upgrade the NVIDIA driver: the CUDA version a node can run is capped by its driver",
     )
 }
@@ -127,21 +119,6 @@ pub(super) fn library_not_found(
         .judge(setting.severity.status(), "not found", fix)
 }
 
-/// A library's version judged against its setting, the reason saying which file it is
-/// (`found`): the rule's complaint, when it cannot compare, follows that instead of the
-/// check's reason.
-pub(super) fn library_version(
-    check: Check,
-    setting: &Setting,
-    found: &str,
-    version: String,
-    fix: &str,
-) -> Finding {
-    let (status, note) = setting.status_for(&version);
-    let why = format!("{found}. {}", note.as_deref().unwrap_or(check.why_text()));
-    check.why(why).judge(status, version, fix)
-}
-
 pub fn nccl_with(ctx: &Context, inv: &Inventory, setting: &Setting, env: &SearchEnv) -> Finding {
     let check = setting_check(ctx, Area::Gpu, "nccl.version", setting);
     let located = match nccl::locate(ctx.root, env) {
@@ -164,10 +141,11 @@ pub fn nccl_with(ctx: &Context, inv: &Inventory, setting: &Setting, env: &Search
         Err(e @ nccl::NcclError::Unread { .. }) => return check.skip(e.to_string()),
         Err(e) => return check.error(format!("{shown} (found via {}): {e}", located.origin)),
     };
-    library_version(
+    by_rule_found(
         check,
         setting,
-        &format!("{shown} (found via {})", located.origin),
+        format!("{shown} (found via {})", located.origin),
+        ". ",
         version,
         "upgrade NCCL: pip install -U nvidia-nccl-cu12 (or the libnccl2 package), or point $GPUTUNE_NCCL_LIB at a newer libnccl.so.2",
     )

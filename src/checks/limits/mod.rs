@@ -7,11 +7,11 @@ pub mod pam;
 pub mod probe;
 pub mod shm;
 
-use crate::finding::{Area, Change, Finding, Status};
+use crate::finding::{Area, Change, Check, Finding, Remedy, Status};
 use crate::profile::amount::Amount;
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
 
-use super::{Context, by_rule, setting_check};
+use super::{Context, by_rule_with, setting_check};
 use probe::{LimitsProbe, Resource};
 
 /// The file `apply` writes limits to (DESIGN.md).
@@ -103,23 +103,8 @@ fn show(resource: Resource, amount: Amount) -> String {
     }
 }
 
-/// Adds the limits.d fix to a finding that fails or warns.
-fn with_limit_fix(
-    finding: Finding,
-    resource: Resource,
-    setting: &Setting,
-    judged: &str,
-) -> Finding {
-    if matches!(finding.status, Status::Fail | Status::Warn)
-        && let Some((fix, change)) = limit_fix(resource, setting, judged)
-    {
-        return finding.with_fix(fix).with_change(change);
-    }
-    finding
-}
-
 /// The fix shared by the live and the login finding: a line in gputune's limits file.
-fn limit_fix(resource: Resource, setting: &Setting, judged: &str) -> Option<(String, Change)> {
+fn limit_fix(resource: Resource, setting: &Setting, judged: &str) -> Option<Remedy> {
     let target = Amount::parse(&setting.rule.target(judged)?).ok()?;
     let value = match target {
         Amount::Unlimited => "unlimited".to_string(),
@@ -141,7 +126,7 @@ fn limit_fix(resource: Resource, setting: &Setting, judged: &str) -> Option<(Str
             value.clone()
         }
     );
-    Some((
+    Some(Remedy::applied(
         fix,
         Change::Limit {
             domain: "*".into(),
@@ -178,8 +163,9 @@ fn live_rlimit(
         show(resource, limit.soft),
         show(resource, limit.hard)
     );
-    let finding = by_rule(&check, setting, &judged, actual, "");
-    with_limit_fix(finding, resource, setting, &judged)
+    by_rule_with(&check, setting, &judged, actual, || {
+        limit_fix(resource, setting, &judged)
+    })
 }
 
 /// Every line of limits.conf and limits.d, in pam_limits' reading order, and the bad lines.
@@ -324,12 +310,12 @@ fn login_rlimit(
             )
         }
     };
-    let mut message = problem.unwrap_or_else(|| check.why_text().to_string());
-    for note in notes {
-        message.push_str(&format!(" Note: {note}."));
-    }
-    let finding = check.judge(status, actual, "").with_message(message);
-    with_limit_fix(finding, resource, setting, &judged)
+    let check = match problem {
+        Some(problem) => check.why(problem),
+        None => check,
+    };
+    let check = notes.into_iter().fold(check, Check::noted);
+    check.judge_with(status, actual, || limit_fix(resource, setting, &judged))
 }
 
 fn remove_ipc(ctx: &Context, setting: &Setting) -> Finding {
@@ -347,26 +333,21 @@ fn remove_ipc(ctx: &Context, setting: &Setting) -> Finding {
         logind::RemoveIpc::Set { remove, place } => (remove, place),
     };
     let word = if remove { "yes" } else { "no" };
-    let target = setting.rule.target(word).unwrap_or_else(|| "no".into());
     let actual = format!(
         "{word} ({})",
         place.unwrap_or_else(|| "systemd default".into())
     );
-    let finding = by_rule(
-        &check,
-        setting,
-        word,
-        actual,
-        format!(
-            "`gputune apply`, or create /etc/systemd/logind.conf.d/90-gputune.conf with `[Login]` and `RemoveIPC={target}`, then `systemctl restart systemd-logind`"
-        ),
-    );
-    if finding.status == Status::Pass {
-        return finding;
-    }
-    finding.with_change(Change::Logind {
-        key: "RemoveIPC".into(),
-        value: target,
+    by_rule_with(&check, setting, word, actual, || {
+        let target = setting.rule.target(word).unwrap_or_else(|| "no".into());
+        Some(Remedy::applied(
+            format!(
+                "`gputune apply`, or create /etc/systemd/logind.conf.d/90-gputune.conf with `[Login]` and `RemoveIPC={target}`, then `systemctl restart systemd-logind`"
+            ),
+            Change::Logind {
+                key: "RemoveIPC".into(),
+                value: target,
+            },
+        ))
     })
 }
 

@@ -2,12 +2,12 @@
 //! size comes from the tmpfs `size=` option in that root's `/proc/mounts` (tmpfs(5): a
 //! percentage is of RAM, no option means half of RAM) and free space cannot be known.
 
-use crate::finding::{Area, Check, Finding, Status};
+use crate::finding::{Area, Check, Finding, Remedy, Status};
 use crate::host::mounts;
 use crate::profile::amount::Amount;
 use crate::profile::setting::Setting;
 
-use super::super::{Context, by_rule, setting_check};
+use super::super::{Context, by_rule_with, setting_check};
 use super::human;
 use super::probe::LimitsProbe;
 
@@ -65,24 +65,20 @@ fn fix(target: &str) -> String {
 
 fn judge(check: &Check, setting: &Setting, bytes: u64, actual: String) -> Finding {
     let judged = bytes.to_string();
-    let finding = by_rule(check, setting, &judged, actual, "");
-    match setting.rule.target(&judged) {
-        Some(target) if matches!(finding.status, Status::Fail | Status::Warn) => {
-            let target = Amount::parse(&target)
-                .map(|a| human(a).replace(' ', "").replace("iB", ""))
-                .unwrap_or(target);
-            let fix = if check.id() == "dev_shm.free" {
-                format!(
-                    "remove stale segments (ls -la /dev/shm: leftovers of killed jobs such as nccl-*), or grow it: {}",
-                    fix(&target)
-                )
-            } else {
+    by_rule_with(check, setting, &judged, actual, || {
+        let target = setting.rule.target(&judged)?;
+        let target = Amount::parse(&target)
+            .map(|a| human(a).replace(' ', "").replace("iB", ""))
+            .unwrap_or(target);
+        Some(Remedy::by_hand(if check.id() == "dev_shm.free" {
+            format!(
+                "remove stale segments (ls -la /dev/shm: leftovers of killed jobs such as nccl-*), or grow it: {}",
                 fix(&target)
-            };
-            finding.with_fix(fix)
-        }
-        _ => finding,
-    }
+            )
+        } else {
+            fix(&target)
+        }))
+    })
 }
 
 /// Whether `/dev/shm` is its own mount under the root (else it is a directory of `/`).

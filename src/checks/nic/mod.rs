@@ -241,12 +241,13 @@ fn numa_placement(inv: &Inventory, nic: &Nic) -> Option<Finding> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use crate::checks::AuditOptions;
     use crate::finding::Status;
     use crate::inventory::route::FixedRoutes;
     use crate::probes::Probes;
-    use crate::profile::Loader;
     use crate::testing::Tree;
 
     /// Two PCI NICs: eth0 (10 GbE, ifindex 2) and eth1 (100 GbE, ifindex 3).
@@ -273,19 +274,15 @@ mod tests {
         tree
     }
 
-    fn run(tree: &Tree, peer: Option<&str>, routes: FixedRoutes) -> Vec<Finding> {
-        let root = tree.root();
-        let profile = Loader::new(&root, &crate::checks::keys)
-            .load("ddp-10gbe")
-            .unwrap();
+    /// The nic findings by id of `tree` under ddp-10gbe, routes as `routes` says.
+    fn run(tree: &Tree, peer: Option<&str>, routes: FixedRoutes) -> BTreeMap<String, Finding> {
         let options = AuditOptions {
             peer: peer.map(str::to_string),
             ..Default::default()
         };
         let mut probes = Probes::absent("in a test");
         probes.routes = Box::new(routes);
-        let ctx = Context::with_probes(&root, &profile, &options, probes);
-        crate::checks::run(&ctx, &[Area::Nic])
+        crate::testing::audit(&tree.root(), "ddp-10gbe", &options, probes, Area::Nic)
     }
 
     #[test]
@@ -296,20 +293,14 @@ mod tests {
             peers: vec![("192.0.2.7".parse().unwrap(), 2)],
         };
         let f = run(&tree, Some("192.0.2.7"), routes);
-        let up = f
-            .iter()
-            .find(|f| f.id == "nic.eth0.up")
-            .expect("eth0 judged");
+        let up = f.get("nic.eth0.up").expect("eth0 judged");
         assert!(
             up.message.contains("routes to --peer 192.0.2.7"),
             "{}",
             up.message
         );
-        assert!(f.iter().all(|f| f.id != "nic.eth1.up"));
-        let ifname = f
-            .iter()
-            .find(|f| f.id == "nccl.NCCL_SOCKET_IFNAME")
-            .unwrap();
+        assert!(!f.contains_key("nic.eth1.up"));
+        let ifname = &f["nccl.NCCL_SOCKET_IFNAME"];
         assert_eq!(ifname.expected, "eth0");
     }
 
@@ -321,16 +312,13 @@ mod tests {
             peers: vec![],
         };
         let f = run(&tree, Some("192.0.2.9"), routes);
-        let skip = f.iter().find(|f| f.id == "nic.peer_route").unwrap();
+        let skip = &f["nic.peer_route"];
         assert_eq!(skip.status, Status::Skip);
         assert!(skip.message.contains("no route to 192.0.2.9"));
         // Not the live node: the default route comes from /proc/net/route (absent here).
-        let up = f
-            .iter()
-            .find(|f| f.id == "nic.eth1.up")
-            .expect("fastest judged");
+        let up = f.get("nic.eth1.up").expect("fastest judged");
         assert!(up.message.contains("fastest"), "{}", up.message);
-        let speed = f.iter().find(|f| f.id == "link.speed_mbps.eth1").unwrap();
+        let speed = &f["link.speed_mbps.eth1"];
         assert_eq!(speed.status, Status::Pass);
         assert_eq!(speed.change, None);
     }
@@ -348,19 +336,16 @@ mod tests {
             peers: vec![],
         };
         let f = run(&tree, None, routes);
-        assert!(f.iter().any(|f| f.id == "nic.eth1.up"));
-        assert!(f.iter().all(|f| f.id != "link.speed_mbps.eth0"));
-        let role = f.iter().find(|f| f.id == "nic.eth0.role").unwrap();
+        assert!(f.contains_key("nic.eth1.up"));
+        assert!(!f.contains_key("link.speed_mbps.eth0"));
+        let role = &f["nic.eth0.role"];
         assert_eq!(role.status, Status::Skip);
         assert!(
             role.message.contains("not the training fabric"),
             "{}",
             role.message
         );
-        let ifname = f
-            .iter()
-            .find(|f| f.id == "nccl.NCCL_SOCKET_IFNAME")
-            .unwrap();
+        let ifname = &f["nccl.NCCL_SOCKET_IFNAME"];
         assert_eq!(ifname.expected, "eth1");
         assert_eq!(
             ifname.change,

@@ -167,11 +167,11 @@ pub fn judge(ctx: &Context, target: &str, attempts: &[Attempt]) -> Vec<Finding> 
     let best = rtts.iter().min().copied().unwrap_or_default();
     let ms = best.as_secs_f64() * 1000.0;
     let shown = format!("{ms:.2}");
-    let rtt = Check::new("peer.rtt_ms", Area::Nic);
+    let rtt = "peer.rtt_ms";
     let handshake = format!("TCP handshake to {target}, best of {}", rtts.len());
-    out.push(match ctx.profile.get(Area::Nic, "peer.rtt_ms") {
+    out.push(match ctx.profile.get(Area::Nic, rtt) {
         Some(setting) => {
-            let check = setting_check(ctx, Area::Nic, "peer.rtt_ms", setting).found(handshake);
+            let check = setting_check(ctx, Area::Nic, rtt, setting).found(handshake, "; ");
             // Judged in whole milliseconds, rounded up, so 10.4 ms fails "max 10".
             by_rule(
                 &check,
@@ -181,7 +181,7 @@ pub fn judge(ctx: &Context, target: &str, attempts: &[Attempt]) -> Vec<Finding> 
                 "find the added latency: a congested or distant path, a shaper (`tc qdisc show`), or the peer in another site; training nodes belong on one low-latency fabric",
             )
         }
-        None => rtt
+        None => Check::new(rtt, Area::Nic)
             .expected("measured (the profile sets no limit)")
             .why(handshake)
             .pass(shown),
@@ -190,12 +190,12 @@ pub fn judge(ctx: &Context, target: &str, attempts: &[Attempt]) -> Vec<Finding> 
         Attempt::Open { mtu, .. } => *mtu,
         _ => None,
     });
-    let path_mtu = Check::new("peer.path_mtu", Area::Nic);
-    out.push(match (mtu, ctx.profile.get(Area::Nic, "peer.path_mtu")) {
+    let path_mtu = "peer.path_mtu";
+    out.push(match (mtu, ctx.profile.get(Area::Nic, path_mtu)) {
         (Some(mtu), Some(setting)) => {
-            let check = setting_check(ctx, Area::Nic, "peer.path_mtu", setting).found(format!(
+            let check = setting_check(ctx, Area::Nic, path_mtu, setting).found(format!(
                 "the path to {target} carries {mtu}-byte packets (this node's path MTU capped by the peer's MSS)"
-            ));
+            ), "; ");
             value_by_rule(
                 &check,
                 setting,
@@ -203,11 +203,13 @@ pub fn judge(ctx: &Context, target: &str, attempts: &[Attempt]) -> Vec<Finding> 
                 "set the same (jumbo) MTU on both nodes' interfaces and every switch port between them",
             )
         }
-        (Some(mtu), None) => path_mtu
+        (Some(mtu), None) => Check::new(path_mtu, Area::Nic)
             .expected("measured (the profile sets no minimum)")
             .why(format!("the path to {target} carries {mtu}-byte packets"))
             .pass(mtu.to_string()),
-        (None, _) => path_mtu.expected("the path MTU").skip(format!(
+        (None, _) => Check::new(path_mtu, Area::Nic)
+            .expected("the path MTU")
+            .skip(format!(
             "no connection to {target} was accepted, so the path MTU is not known"
         )),
     });

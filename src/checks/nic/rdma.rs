@@ -53,10 +53,10 @@ pub fn audit(ctx: &Context, hca: &RdmaDevice, why: &str, nccl: &NcclConfig) -> V
 fn rate(check: Check, setting: &Setting, hca: &RdmaDevice, port: &RdmaPort) -> Finding {
     match port.rate_mbps {
         Some(mbps) if port.is_active() => {
-            let check = check.found(format!(
-                "{} port {} runs at `{}`",
-                hca.name, port.port, port.rate
-            ));
+            let check = check.found(
+                format!("{} port {} runs at `{}`", hca.name, port.port, port.rate),
+                "; ",
+            );
             value_by_rule(
                 &check,
                 setting,
@@ -93,7 +93,7 @@ fn active_mtu(check: Check, setting: &Setting, hca: &RdmaDevice, port: &RdmaPort
     let check = check.found(format!(
         "{} port {} carries {mtu}-byte RDMA payloads (the largest IB MTU its netdev's MTU holds)",
         hca.name, port.port
-    ));
+    ), "; ");
     let netdevs = if hca.netdevs.is_empty() {
         "its netdev".to_string()
     } else {

@@ -7,7 +7,7 @@ use crate::finding::{Area, Finding};
 use crate::host::Root;
 use crate::profile::setting::Setting;
 
-use super::super::{Context, setting_check};
+use super::super::{Context, by_rule_found, setting_check};
 use super::select::Chosen;
 
 /// One device's version of one kind, and where it was read.
@@ -53,13 +53,7 @@ fn judge(
             let Some(value) = s.value else {
                 return check.skip(format!("{}: {}", s.device, s.source));
             };
-            let (status, note) = setting.status_for(&value);
-            let why = format!(
-                "{} ({driver}) reports {value} ({}); {}",
-                s.device,
-                s.source,
-                note.as_deref().unwrap_or(check.why_text())
-            );
+            let found = format!("{} ({driver}) reports {value} ({})", s.device, s.source);
             let fix = if key.starts_with("firmware.") {
                 format!(
                     "update the adapter firmware of {} (mlxfwmanager / mstflint for NVIDIA adapters, the vendor's tool otherwise) and reboot or reset the adapter",
@@ -70,7 +64,7 @@ fn judge(
                     "install the {driver} driver version the fleet is qualified with (inbox kernel or MLNX_OFED/DOCA-OFED) and reload it"
                 )
             };
-            check.why(why).judge(status, value, fix)
+            by_rule_found(check, setting, found, "; ", value, fix)
         })
         .collect()
 }

@@ -9,7 +9,7 @@ pub mod kernel;
 
 use std::collections::BTreeMap;
 
-use crate::finding::{Area, Change, Check, Finding, Status};
+use crate::finding::{Area, Change, Check, Finding, Remedy, Status};
 use crate::host::sysctl::{self, Vector};
 use crate::profile::setting::Setting;
 
@@ -33,7 +33,7 @@ pub fn audit(ctx: &Context, area: Area, is_sysctl: impl Fn(&str) -> bool) -> Vec
 
     // Read each sysctl once (from the files with --persisted, where they set it), and work
     // out the value every part-wise fix should set.
-    let mut values: BTreeMap<String, Result<Option<String>, String>> = BTreeMap::new();
+    let mut values: BTreeMap<String, Read> = BTreeMap::new();
     for (key, _) in &settings {
         let name = sysctl::sysctl_of(key);
         values
@@ -56,22 +56,13 @@ pub fn audit(ctx: &Context, area: Area, is_sysctl: impl Fn(&str) -> bool) -> Vec
         .map(|(key, setting)| {
             let name = sysctl::sysctl_of(key);
             let check = super::setting_check(ctx, area, key, setting);
-            let finding = match &values[name] {
-                Err(e) => check.error(e.clone()),
-                Ok(None) => check.skip(format!(
-                    "this kernel has no {name} ({} is absent)",
-                    sysctl::host_path(name)
-                )),
-                Ok(Some(value)) => judge(&check, setting, value, targets.get(name)),
-            };
-            let Ok(boot) = boot else {
-                return finding;
-            };
-            let value = values[name].as_ref().ok().and_then(Option::as_deref);
-            if persisted {
-                at_boot(finding, key, setting, name, boot.get(name), image)
-            } else {
-                live_and_boot(finding, key, setting, name, value, boot.get(name))
+            let (read, target) = (&values[name], targets.get(name));
+            match boot {
+                Err(_) => read_finding(&check, setting, read, target, fix_line),
+                Ok(boot) if persisted => {
+                    at_boot(&check, setting, read, target, boot.get(name), image)
+                }
+                Ok(boot) => live_and_boot(&check, setting, read, target, boot.get(name)),
             }
         })
         .collect();
@@ -79,144 +70,178 @@ pub fn audit(ctx: &Context, area: Area, is_sysctl: impl Fn(&str) -> bool) -> Vec
     findings
 }
 
-/// `--persisted` and images: the finding judged the files' value, or the kernel default
-/// where no file sets the key and gputune knows it; say where the value comes from, and make
-/// every fix a persisted one (there is no live value to write).
-fn at_boot(
-    mut finding: Finding,
-    key: &str,
+/// A sysctl's value as read: live, or with `--persisted` what the files set (else the kernel
+/// default); `None` when the kernel has no such sysctl, or nothing says what it will be.
+type Read = Result<Option<String>, String>;
+
+/// How a fix words setting sysctl `name` to a value: live (`sysctl -w`) or persisted.
+type Wording = fn(&str, &str) -> String;
+
+/// The finding on the value read, a failing one fixed as `fix` words it.
+fn read_finding(
+    check: &Check,
     setting: &Setting,
-    name: &str,
+    read: &Read,
+    vector_target: Option<&String>,
+    fix: Wording,
+) -> Finding {
+    let name = sysctl::sysctl_of(check.id());
+    match read {
+        Err(e) => check.error(e.clone()),
+        Ok(None) => check.skip(format!(
+            "this kernel has no {name} ({} is absent)",
+            sysctl::host_path(name)
+        )),
+        Ok(Some(value)) => match judge(check.id(), setting, value, vector_target) {
+            Ok(judged) => judged.finding(check, fix),
+            Err(e) => check.error(e),
+        },
+    }
+}
+
+/// `--persisted` and images: the files' value is judged, or the kernel default where no file
+/// sets the key and gputune knows it; the finding says where the value comes from, and every
+/// fix is a persisted one (there is no live value to write).
+fn at_boot(
+    check: &Check,
+    setting: &Setting,
+    read: &Read,
+    vector_target: Option<&String>,
     assignment: Option<&Assignment>,
     image: bool,
 ) -> Finding {
-    if let Some(a) = assignment
-        && let Some(why) = &a.rejected
-    {
-        return rejected_at_boot(finding, setting, name, a, why);
-    }
-    if finding.status == Status::Error {
-        return finding;
-    }
-    if let Some(Change::Sysctl { value, .. }) = &finding.change {
-        finding.fix = persist_fix(name, value);
-    }
+    let name = sysctl::sysctl_of(check.id());
     if let Some(a) = assignment {
-        finding.message = format!(
-            "at boot {} sets {name} = {}; {}",
-            a.origin(),
-            a.value,
-            finding.message
+        if let Some(why) = &a.rejected {
+            return rejected_at_boot(check, setting, name, a, why);
+        }
+        let check = check.clone().found(
+            format!("at boot {} sets {name} = {}", a.origin(), a.value),
+            "; ",
         );
-        return finding;
+        return read_finding(&check, setting, read, vector_target, persist_fix);
     }
+    let judged = match read {
+        Ok(Some(value)) => judge(check.id(), setting, value, vector_target),
+        Ok(None) => return unset_at_boot(check, setting, name, image),
+        Err(e) => return check.error(e.clone()),
+    };
+    let judged = match judged {
+        Ok(judged) if judged.status != Status::Error => judged,
+        Ok(judged) => return judged.finding(check, persist_fix),
+        Err(e) => return check.error(e),
+    };
     let unset = format!("no sysctl.d file sets {name}: after a reboot the kernel default applies");
-    if let Some(default) = sysctl::kernel_default(name) {
-        finding.actual = format!("{} (kernel default)", finding.actual);
-        finding.message = if finding.status == Status::Pass {
-            format!("{unset}, and its default `{default}` passes")
-        } else {
-            format!("{unset}, `{default}`; {}", finding.message)
-        };
-        return finding;
-    }
-    match finding.status {
-        Status::Pass => {
-            finding.status = Status::Warn;
-            finding.message = format!(
+    match (sysctl::kernel_default(name), judged.status) {
+        (Some(default), Status::Pass) => check
+            .pass(format!("{} (kernel default)", judged.actual))
+            .with_message(format!("{unset}, and its default `{default}` passes")),
+        (Some(default), _) => Judged {
+            actual: format!("{} (kernel default)", judged.actual),
+            ..judged
+        }
+        .finding(
+            &check.clone().found(format!("{unset}, `{default}`"), "; "),
+            persist_fix,
+        ),
+        (None, Status::Pass) => check
+            .warn(judged.actual.clone(), persist_fix(name, &judged.actual))
+            .with_message(format!(
                 "{unset}; it passes only while the default is `{}`",
-                finding.actual
-            );
-            finding.fix = persist_fix(name, &finding.actual);
-            finding.change = Some(Change::Sysctl {
-                key: name.into(),
-                value: finding.actual.clone(),
-            });
-        }
-        Status::Skip => {
-            let subject = if image { "the image" } else { "the node" };
-            finding.status = Status::Warn;
-            finding.actual = "unset".into();
-            finding.message = format!(
-                "no sysctl.d file in {subject} sets {name}: the running kernel will decide its value at boot (it varies by kernel version or memory size)"
-            );
-            if sysctl::split_part(key).is_none()
-                && let Some(target) = setting.rule.target("")
-            {
-                finding.fix = persist_fix(name, &target);
-                finding.change = Some(Change::Sysctl {
-                    key: name.into(),
-                    value: target,
-                });
-            }
-        }
-        _ => finding.message = format!("{unset}; {}", finding.message),
+                judged.actual
+            ))
+            .with_change(sysctl_change(name, judged.actual)),
+        (None, _) => judged.finding(&check.clone().found(unset, "; "), persist_fix),
     }
-    finding
+}
+
+/// `--persisted` where no file sets the key and its value cannot be read either: the kernel
+/// decides at boot, so a plain key whose rule names a value is fixed by persisting that.
+fn unset_at_boot(check: &Check, setting: &Setting, name: &str, image: bool) -> Finding {
+    let subject = if image { "the image" } else { "the node" };
+    check
+        .judge_with(Status::Warn, "unset", || {
+            if sysctl::split_part(check.id()).is_some() {
+                return None;
+            }
+            let target = setting.rule.target("")?;
+            Some(Remedy::applied(
+                persist_fix(name, &target),
+                sysctl_change(name, target),
+            ))
+        })
+        .with_message(format!(
+            "no sysctl.d file in {subject} sets {name}: the running kernel will decide its value at boot (it varies by kernel version or memory size)"
+        ))
 }
 
 /// `--persisted` where the winning line holds a value the kernel rejects: systemd-sysctl
-/// fails on it at boot, so the setting is not made whatever the text says.
+/// fails on it at boot, so the setting is not made whatever the text says. The fix is an
+/// edit of that line, which `apply` does not make: no change.
 fn rejected_at_boot(
-    mut finding: Finding,
+    check: &Check,
     setting: &Setting,
     name: &str,
     a: &Assignment,
     why: &str,
 ) -> Finding {
-    finding.status = setting.severity.status();
-    finding.actual = a.value.clone();
-    finding.message = format!(
-        "at boot {} sets {name} = {}, which the kernel rejects ({why}): systemd-sysctl fails to set it and the kernel keeps its default",
-        a.origin(),
-        a.value
-    );
-    finding.fix = format!(
-        "write a plain decimal value in range at {} (`sysctl -w {name}=...` shows whether the kernel takes it)",
-        a.origin()
-    );
-    finding
+    check
+        .judge(
+            setting.severity.status(),
+            a.value.clone(),
+            format!(
+                "write a plain decimal value in range at {} (`sysctl -w {name}=...` shows whether the kernel takes it)",
+                a.origin()
+            ),
+        )
+        .with_message(format!(
+            "at boot {} sets {name} = {}, which the kernel rejects ({why}): systemd-sysctl fails to set it and the kernel keeps its default",
+            a.origin(),
+            a.value
+        ))
 }
 
 /// A live finding, with what the files would set at boot: right live but not persisted
 /// (lost at reboot) is a warning whose change persists the live value; persisted but not
 /// live says how to load it.
 fn live_and_boot(
-    mut finding: Finding,
-    key: &str,
+    check: &Check,
     setting: &Setting,
-    name: &str,
-    live: Option<&str>,
+    read: &Read,
+    vector_target: Option<&String>,
     assignment: Option<&Assignment>,
 ) -> Finding {
-    let Some(live) = live else {
+    let finding = read_finding(check, setting, read, vector_target, fix_line);
+    let Ok(Some(live)) = read else {
         return finding;
     };
-    let boot_ok = assignment.map(|a| {
-        a.rejected.is_none()
-            && actual_of(key, &a.value)
-                .is_ok_and(|part| setting.status_for(&part).0 == Status::Pass)
-    });
+    let key = check.id();
+    let name = sysctl::sysctl_of(key);
+    let passes = |value: &str| {
+        actual_of(key, value).is_ok_and(|part| setting.status_for(&part).0 == Status::Pass)
+    };
+    let boot_ok = assignment.map(|a| a.rejected.is_none() && passes(&a.value));
     match (finding.status, assignment, boot_ok) {
         (Status::Pass, None, _) => {
             // Only a default known to fail makes a reboot lose anything; an unknown default
             // (it varies by kernel or machine) is left to `audit --persisted`.
-            let Some(default) = sysctl::kernel_default(name) else {
-                return finding;
-            };
-            let default_passes = actual_of(key, default)
-                .is_ok_and(|part| setting.status_for(&part).0 == Status::Pass);
-            if default_passes {
-                return finding;
+            match sysctl::kernel_default(name) {
+                Some(default) if !passes(default) => lost_at_reboot(
+                    check,
+                    finding.actual,
+                    live,
+                    format!(
+                        "right live, but no sysctl.d file sets {name}: a reboot brings back the kernel default `{default}`"
+                    ),
+                ),
+                _ => finding,
             }
-            finding.status = Status::Warn;
-            finding.message = format!(
-                "right live, but no sysctl.d file sets {name}: a reboot brings back the kernel default `{default}`"
-            );
         }
-        (Status::Pass, Some(a), Some(false)) => {
-            finding.status = Status::Warn;
-            finding.message = match &a.rejected {
+        (Status::Pass, Some(a), Some(false)) => lost_at_reboot(
+            check,
+            finding.actual,
+            live,
+            match &a.rejected {
                 Some(why) => format!(
                     "right live, but at boot {} sets {name} = {}, which the kernel rejects ({why}): systemd-sysctl fails to set it, so it is lost at reboot",
                     a.origin(),
@@ -227,25 +252,28 @@ fn live_and_boot(
                     a.origin(),
                     a.value
                 ),
-            };
-        }
+            },
+        ),
         (Status::Fail | Status::Warn, Some(a), Some(true)) => {
-            finding.message = format!(
+            let message = format!(
                 "{}; {} sets {name} = {} for boot but it is not live (run `sysctl --system` or `gputune apply`)",
                 finding.message,
                 a.origin(),
                 a.value
             );
-            return finding;
+            finding.with_message(message)
         }
-        _ => return finding,
+        _ => finding,
     }
-    finding.fix = persist_fix(name, live);
-    finding.change = Some(Change::Sysctl {
-        key: name.into(),
-        value: live.to_string(),
-    });
-    finding
+}
+
+/// Right live but lost at reboot: a warning whose change persists the `live` value.
+fn lost_at_reboot(check: &Check, actual: String, live: &str, message: String) -> Finding {
+    let name = sysctl::sysctl_of(check.id());
+    check
+        .warn(actual, persist_fix(name, live))
+        .with_message(message)
+        .with_change(sysctl_change(name, live.to_string()))
 }
 
 /// How to persist a sysctl by hand (apply does it in its own file).
@@ -256,6 +284,14 @@ fn persist_fix(name: &str, value: &str) -> String {
     )
 }
 
+/// The change that sets sysctl `name` to `value`, live and persisted.
+fn sysctl_change(name: &str, value: String) -> Change {
+    Change::Sysctl {
+        key: name.to_string(),
+        value,
+    }
+}
+
 /// The value a profile key judges: the sysctl's value or the part it names.
 fn actual_of(key: &str, value: &str) -> Result<String, String> {
     match sysctl::split_part(key) {
@@ -264,40 +300,55 @@ fn actual_of(key: &str, value: &str) -> Result<String, String> {
     }
 }
 
-/// The sysctl's `value` (or the part of it the check's key names) against `setting`; a
-/// failing multi-part sysctl is fixed with `vector_target`, the value for all its parts.
-fn judge(check: &Check, setting: &Setting, value: &str, vector_target: Option<&String>) -> Finding {
-    let key = check.id();
-    let name = sysctl::sysctl_of(key);
-    let part = sysctl::split_part(key);
-    let actual = match part {
-        Some((vector, index)) => match part_of(value, vector, index) {
-            Ok(p) => p,
-            Err(e) => return check.error(e),
-        },
-        None => value.to_string(),
+/// A key's value judged against its setting, before it is worded as a finding.
+struct Judged {
+    /// What the report shows: the value the key judges (the sysctl's, or the part it names).
+    actual: String,
+    status: Status,
+    /// The rule's complaint when it cannot compare.
+    problem: Option<String>,
+    /// The whole sysctl's value that makes it pass, when one does.
+    target: Option<String>,
+}
+
+/// Key `key`'s part of the sysctl's `value` against `setting`; a failing part of a vector is
+/// fixed with `vector_target`, the value for all its parts. An error when the value is
+/// malformed.
+fn judge(
+    key: &str,
+    setting: &Setting,
+    value: &str,
+    vector_target: Option<&String>,
+) -> Result<Judged, String> {
+    let (actual, target) = match sysctl::split_part(key) {
+        Some((vector, index)) => (part_of(value, vector, index)?, vector_target.cloned()),
+        None => (value.to_string(), setting.rule.target(value)),
     };
     let (status, problem) = setting.status_for(&actual);
-    let finding = check.judge(status, actual.clone(), "");
-    let finding = match problem {
-        Some(p) => finding.with_message(format!("{name}: {p}")),
-        None => finding,
-    };
-    if !matches!(status, Status::Fail | Status::Warn) {
-        return finding;
-    }
-    let target = match part {
-        Some(_) => vector_target.cloned(),
-        None => setting.rule.target(&actual),
-    };
-    match target {
-        Some(target) => finding
-            .with_fix(fix_line(name, &target))
-            .with_change(Change::Sysctl {
-                key: name.to_string(),
-                value: target,
-            }),
-        None => finding,
+    Ok(Judged {
+        actual,
+        status,
+        problem,
+        target,
+    })
+}
+
+impl Judged {
+    /// The finding of `check`; a failing one sets the sysctl to the target as `fix` words it.
+    fn finding(self, check: &Check, fix: Wording) -> Finding {
+        let name = sysctl::sysctl_of(check.id());
+        let target = self.target;
+        let finding = check.judge_with(self.status, self.actual, || {
+            let target = target?;
+            Some(Remedy::applied(
+                fix(name, &target),
+                sysctl_change(name, target),
+            ))
+        });
+        match self.problem {
+            Some(p) => finding.with_message(format!("{name}: {p}")),
+            None => finding,
+        }
     }
 }
 
@@ -328,7 +379,7 @@ fn part_of(value: &str, vector: &Vector, index: usize) -> Result<String, String>
 /// where its rule wants it; parts that need no change keep their current value.
 fn vector_targets(
     settings: &[(&String, &Setting)],
-    values: &BTreeMap<String, Result<Option<String>, String>>,
+    values: &BTreeMap<String, Read>,
 ) -> BTreeMap<String, String> {
     let mut targets: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (key, setting) in settings {
@@ -358,7 +409,7 @@ fn vector_targets(
 mod tests {
     use super::*;
     use crate::checks::AuditOptions;
-    use crate::profile::Loader;
+    use crate::probes::Probes;
     use crate::testing::Tree;
 
     const PROFILE: &str = r#"
@@ -370,20 +421,17 @@ description = "test"
 "net.ipv4.tcp_sack" = { equals = 1 }
 "#;
 
-    /// Findings for a node with these files (host path, content), live or `--persisted`.
-    fn audit_node(files: &[(&str, &str)], persisted: bool) -> Vec<Finding> {
+    /// Findings by id for a node with these files (host path, content), live or `--persisted`.
+    fn audit_node(files: &[(&str, &str)], persisted: bool) -> BTreeMap<String, Finding> {
         let tree = Tree::with(files);
-        tree.file("/p.toml", PROFILE);
+        let profile = tree.profile("/p.toml", PROFILE);
         let root = tree.root();
-        let profile = Loader::new(&root, &crate::checks::keys)
-            .load(tree.path("/p.toml").to_str().unwrap())
-            .unwrap();
         let options = AuditOptions {
             persisted,
             ..AuditOptions::default()
         };
-        let ctx = Context::new(&root, &profile, &options);
-        audit(&ctx, Area::Network, |_| true)
+        let probes = Probes::for_root(&root);
+        crate::testing::audit(&root, &profile, &options, probes, Area::Network)
     }
 
     const SOMAXCONN: &str = "/proc/sys/net/core/somaxconn";
@@ -437,10 +485,7 @@ description = "test"
         ];
         for (files, status, message, change) in cases {
             let findings = audit_node(files, false);
-            let f = findings
-                .iter()
-                .find(|f| f.id == "net.core.somaxconn")
-                .unwrap();
+            let f = &findings["net.core.somaxconn"];
             assert_eq!(f.status, *status, "{files:?}: {f:?}");
             assert!(f.message.contains(message), "{files:?}: {}", f.message);
             let want = change.map(|v| Change::Sysctl {
@@ -455,8 +500,7 @@ description = "test"
     fn known_kernel_defaults_decide_what_a_reboot_loses() {
         let fin = "/proc/sys/net/ipv4/tcp_fin_timeout";
         let sack = "/proc/sys/net/ipv4/tcp_sack";
-        let find =
-            |findings: &[Finding], id: &str| findings.iter().find(|f| f.id == id).cloned().unwrap();
+        let find = |findings: &BTreeMap<String, Finding>, id: &str| findings[id].clone();
 
         // Live: fin_timeout 30 is right, but the kernel default 60 comes back at reboot.
         let live = audit_node(&[(fin, "30\n"), (sack, "1\n")], false);
@@ -565,15 +609,12 @@ description = "test"
         ];
         for (files, id, status, message) in cases {
             let findings = audit_node(files, true);
-            let f = findings.iter().find(|f| f.id == *id).unwrap();
+            let f = &findings[*id];
             assert_eq!(f.status, *status, "{files:?}: {f:?}");
             assert!(f.message.contains(message), "{files:?}: {}", f.message);
         }
         let tcp_rmem = audit_node(&[], true);
-        let f = tcp_rmem
-            .iter()
-            .find(|f| f.id == "net.ipv4.tcp_rmem.max")
-            .unwrap();
+        let f = &tcp_rmem["net.ipv4.tcp_rmem.max"];
         assert_eq!(
             f.change,
             Some(Change::Sysctl {
@@ -588,7 +629,7 @@ description = "test"
         );
         let unset = audit_node(&[], true);
         assert_eq!(
-            unset[0].change,
+            unset["net.core.somaxconn"].change,
             Some(Change::Sysctl {
                 key: "net.core.somaxconn".into(),
                 value: "4096".into()

@@ -1,4 +1,5 @@
 use super::*;
+use crate::testing::assert_cases;
 
 fn rule(label: &str, matches: Vec<Match>, action: Action) -> Rule {
     Rule {
@@ -363,25 +364,29 @@ fn ct_state_is_invalid_before_conntrack_and_new_after() {
     };
     let cases = [
         // raw (-300) and ingress run before conntrack (-200): no entry, so `invalid`.
-        (Prerouting, -300, Accept, drop_invalid(), Verdict::Dropped),
-        (Prerouting, -201, Accept, drop_invalid(), Verdict::Dropped),
-        (Ingress, 0, Accept, drop_invalid(), Verdict::Dropped),
-        (Prerouting, -300, Drop, accept_new(), Verdict::Dropped),
+        (
+            (Prerouting, -300, Accept, drop_invalid()),
+            [Verdict::Dropped],
+        ),
+        (
+            (Prerouting, -201, Accept, drop_invalid()),
+            [Verdict::Dropped],
+        ),
+        ((Ingress, 0, Accept, drop_invalid()), [Verdict::Dropped]),
+        ((Prerouting, -300, Drop, accept_new()), [Verdict::Dropped]),
         // After conntrack the first packet is `new`.
-        (Prerouting, -199, Accept, drop_invalid(), Verdict::Accepted),
-        (Input, -300, Accept, drop_invalid(), Verdict::Accepted),
-        (Prerouting, -150, Drop, accept_new(), Verdict::Accepted),
-        (Prerouting, -300, Accept, vmap(), Verdict::Dropped),
-        (Input, 0, Accept, vmap(), Verdict::Accepted),
+        (
+            (Prerouting, -199, Accept, drop_invalid()),
+            [Verdict::Accepted],
+        ),
+        ((Input, -300, Accept, drop_invalid()), [Verdict::Accepted]),
+        ((Prerouting, -150, Drop, accept_new()), [Verdict::Accepted]),
+        ((Prerouting, -300, Accept, vmap()), [Verdict::Dropped]),
+        ((Input, 0, Accept, vmap()), [Verdict::Accepted]),
     ];
-    for (hook, priority, policy, rules, want) in cases {
-        let label = format!("{hook:?} {priority} {policy:?} {}", rules[0].label);
-        assert_eq!(
-            verdicts_at(hook, priority, policy, rules),
-            [want],
-            "{label}"
-        );
-    }
+    assert_cases(cases, |(hook, priority, policy, rules)| {
+        verdicts_at(hook, priority, policy, rules)
+    });
     // At conntrack's own priority the order is not defined.
     for rules in [drop_invalid(), vmap()] {
         assert!(matches!(
