@@ -101,6 +101,12 @@ impl Work {
     }
 }
 
+/// `audit --root ROOT --profile ddp-10gbe --format json`, the journeys' audit.
+fn json_audit(root: &str) -> Vec<&str> {
+    let profile = ["--profile", "ddp-10gbe", "--format", "json"];
+    [["audit", "--root", root].as_slice(), &profile].concat()
+}
+
 fn run_ok(cmd: &mut Command) -> Output {
     let out = cmd.output().unwrap();
     assert!(out.status.success(), "{cmd:?}: {}", text(&out));
@@ -218,15 +224,7 @@ fn audit_apply_audit_rollback_on_a_debian_image() {
         1,
     );
     assert!(text(&junit).contains("<property name=\"mode\" value=\"image\"/>"));
-    let audit = [
-        "audit",
-        "--root",
-        root,
-        "--profile",
-        "ddp-10gbe",
-        "--format",
-        "json",
-    ];
+    let audit = json_audit(root);
     let doc = stdout_json(&work.as_root_exits(&audit, 1));
     assert_eq!(doc["mode"], "image");
     for id in [
@@ -391,17 +389,9 @@ fn tuned_enabled_in_an_image_is_judged_and_apply_says_it_wins() {
     let state = work.path("state");
     fs::create_dir(&state).unwrap();
     let root = tree.to_str().unwrap();
-    let out = work.as_root(&[
-        "audit",
-        "--root",
-        root,
-        "--profile",
-        "ddp-10gbe",
-        "--format",
-        "json",
-        "--only",
-        "network,memory",
-    ]);
+    let mut args = json_audit(root);
+    args.extend(["--only", "network,memory"]);
+    let out = work.as_root(&args);
     let doc = stdout_json(&out);
     expect(findings(&doc), "tuned.net.core.rmem_max", "fail")
         .has("message", "tuned profile `throughput-performance`")

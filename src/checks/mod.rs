@@ -391,11 +391,7 @@ pub(crate) fn by_rule(
     fix: impl Into<String>,
 ) -> Finding {
     let (status, problem) = setting.status_for(value);
-    let finding = check.judge(status, actual, fix);
-    match problem {
-        Some(problem) => finding.with_message(problem),
-        None => finding,
-    }
+    with_problem(check.judge(status, actual, fix), problem)
 }
 
 /// [`by_rule`] for a fix worked out from the verdict: `remedy` is asked only when the value
@@ -408,7 +404,11 @@ pub(crate) fn by_rule_with(
     remedy: impl FnOnce() -> Option<Remedy>,
 ) -> Finding {
     let (status, problem) = setting.status_for(value);
-    let finding = check.judge_with(status, actual, remedy);
+    with_problem(check.judge_with(status, actual, remedy), problem)
+}
+
+/// The rule's own complaint, when it could not compare the value, as the finding's message.
+fn with_problem(finding: Finding, problem: Option<String>) -> Finding {
     match problem {
         Some(problem) => finding.with_message(problem),
         None => finding,
