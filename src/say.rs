@@ -1,4 +1,9 @@
-//! Printing apply's and rollback's progress without ever panicking.
+//! Printing without ever panicking, and only text that is safe to print.
+//!
+//! [`clean`] and [`clean_line`] are the crate's one sanitiser: every string that came from
+//! a host, an image, a report or a log goes through one of them before it reaches a
+//! terminal or another program (`scontrol`), so an escape sequence planted in a file cannot
+//! clear the screen, fake a verdict or end up in slurmctld's state.
 //!
 //! `println!` panics when stdout is closed or full (`apply --yes | head -1`,
 //! `rollback > /dev/full`), which for a transaction would abort it half-reported, or leave
@@ -46,4 +51,50 @@ macro_rules! say {
     ($($arg:tt)*) => {
         $crate::say::write(&format!("{}\n", format_args!($($arg)*)))
     };
+}
+
+/// `text` without control characters (C0, DEL, C1 such as the one-byte CSI `\u{9b}`) and
+/// without the bidirectional overrides that reorder what a terminal shows; newlines are
+/// kept and tabs become spaces, for multi-line report cells.
+pub fn clean(text: &str) -> String {
+    text.chars()
+        .filter_map(|c| match c {
+            '\n' => Some('\n'),
+            '\t' => Some(' '),
+            c if c.is_control() || is_bidi_control(c) => None,
+            c => Some(c),
+        })
+        .collect()
+}
+
+/// [`clean`] for one line: newlines and carriage returns become spaces too (greppable log
+/// lines, a Slurm reason, an argument to another program).
+pub fn clean_line(text: &str) -> String {
+    clean(&text.replace(['\n', '\r'], " "))
+}
+
+/// Unicode's explicit direction marks and overrides (LRE..RLO, LRI..PDI): not control
+/// characters to `char::is_control`, but they make a terminal show text out of order.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_never_get_through() {
+        assert_eq!(
+            clean("eth0\u{1b}[31mRED\u{1b}[0m\u{7}\u{9b}2J"),
+            "eth0[31mRED[0m2J"
+        );
+        assert_eq!(clean("a\nb\tc\r\u{7f}"), "a\nb c");
+        assert_eq!(clean("abc\u{202e}fed\u{2066}x"), "abcfedx");
+        assert_eq!(clean_line("a\nb\r\nc\u{1b}]0;title\u{7}"), "a b  c]0;title");
+        assert_eq!(
+            clean_line("plain: 212992 (want 16777216)"),
+            "plain: 212992 (want 16777216)"
+        );
+    }
 }

@@ -40,6 +40,9 @@ pub struct AuditOptions {
     pub persisted: bool,
     /// What is judged: the running kernel, a node's files, or an image.
     pub mode: crate::image::Mode,
+    /// Whose resource limits are judged: this process's, or a Slurm job's (`health` run by
+    /// slurmd, whose own limits no job has).
+    pub limits_of: limits::LimitsOf,
 }
 
 impl AuditOptions {

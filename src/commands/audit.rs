@@ -89,6 +89,7 @@ pub fn run(args: &AuditArgs, root: &Root) -> Result<ExitCode> {
         peer: args.peer.clone(),
         persisted: mode != Mode::Live,
         mode,
+        ..AuditOptions::default()
     };
     let (findings, boot_sysctls) =
         checks::run_limited_with_boot(root, &profile, &options, &args.only, AUDIT_LIMITS);

@@ -33,18 +33,8 @@ pub fn render(report: &Report) -> String {
     out
 }
 
-/// Host strings without control characters (newlines kept, tabs as spaces): an ANSI
-/// escape in a hostname, interface name or file must not reach the terminal.
-pub fn clean(text: &str) -> String {
-    text.chars()
-        .filter_map(|c| match c {
-            '\n' => Some('\n'),
-            '\t' => Some(' '),
-            c if c.is_control() => None,
-            c => Some(c),
-        })
-        .collect()
-}
+/// Host strings without control characters: the crate's one sanitiser (see [`crate::say`]).
+pub use crate::say::clean;
 
 fn area_table(findings: &[&Finding], style: &TableStyle) -> Table {
     let mut table = style.table([

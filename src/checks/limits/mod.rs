@@ -2,16 +2,19 @@
 //! session gets from limits.conf and limits.d), `/dev/shm` size and free space, and
 //! systemd-logind's `RemoveIPC=`.
 
+pub mod job;
 pub mod logind;
 pub mod pam;
 pub mod probe;
 pub mod shm;
+pub mod slurm_conf;
 
 use crate::finding::{Area, Change, Check, Finding, Remedy, Status};
 use crate::profile::amount::Amount;
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
 
 use super::{Context, by_rule_with, setting_check};
+pub use job::LimitsOf;
 use probe::{LimitsProbe, Resource};
 
 /// The file `apply` writes limits to (DESIGN.md).
@@ -51,15 +54,35 @@ pub const KEYS: &[KeySpec] = &[
     },
 ];
 
-/// Judges the limits with the live facts of this process and node (`ctx.probes.limits`).
+/// Judges the limits with the live facts of this process and node (`ctx.probes.limits`):
+/// this process's resource limits, or a Slurm job's when slurmd runs gputune
+/// ([`LimitsOf`]).
 pub fn audit(ctx: &Context) -> Vec<Finding> {
     let probe = ctx.probes.limits.as_ref();
     let mut findings = Vec::new();
     let limits_files = read_limits_files(ctx);
+    let propagation = match &ctx.options.limits_of {
+        LimitsOf::SlurmJob { slurm_conf } => {
+            Some(slurm_conf::read(ctx.root, slurm_conf.as_deref()))
+        }
+        LimitsOf::ThisProcess => None,
+    };
     for resource in Resource::ALL {
         let key = format!("ulimit.{}", resource.name());
         if let Some(setting) = ctx.profile.get(Area::Limits, &key) {
-            findings.push(live_rlimit(ctx, probe, resource, &key, setting));
+            let live = match &propagation {
+                Some(propagation) if live_facts(ctx).is_none() => job::rlimit(
+                    ctx,
+                    probe,
+                    &limits_files,
+                    propagation,
+                    resource,
+                    &key,
+                    setting,
+                ),
+                _ => live_rlimit(ctx, probe, resource, &key, setting),
+            };
+            findings.push(live);
             findings.push(login_rlimit(ctx, &limits_files, resource, &key, setting));
         }
     }
@@ -103,28 +126,44 @@ fn show(resource: Resource, amount: Amount) -> String {
     }
 }
 
-/// The fix shared by the live and the login finding: a line in gputune's limits file.
-fn limit_fix(resource: Resource, setting: &Setting, judged: &str) -> Option<Remedy> {
-    let target = Amount::parse(&setting.rule.target(judged)?).ok()?;
-    let value = match target {
+/// `target` in limits.conf's unit for `resource` (KiB for memory, rounded up).
+fn file_value(resource: Resource, target: Amount) -> String {
+    match target {
         Amount::Unlimited => "unlimited".to_string(),
         Amount::Finite(n) => {
             let unit = i128::from(resource.file_unit());
             ((n + unit - 1) / unit).to_string()
         }
-    };
+    }
+}
+
+/// `target` as a systemd unit's `Limit*=` takes it (`infinity`, `64K`, `1048576`).
+fn systemd_value(resource: Resource, target: Amount) -> String {
+    match (target, file_value(resource, target)) {
+        (Amount::Unlimited, _) => "infinity".to_string(),
+        (_, value) if resource.is_bytes() => format!("{value}K"),
+        (_, value) => value,
+    }
+}
+
+/// A limits.conf value of `resource` in bytes or a count.
+fn file_amount(resource: Resource, value: pam::Value) -> Amount {
+    match value {
+        pam::Value::Unlimited => Amount::Unlimited,
+        pam::Value::Finite(n) => Amount::Finite(i128::from(n) * i128::from(resource.file_unit())),
+    }
+}
+
+/// The fix shared by the live and the login finding: a line in gputune's limits file.
+fn limit_fix(resource: Resource, setting: &Setting, judged: &str) -> Option<Remedy> {
+    let target = Amount::parse(&setting.rule.target(judged)?).ok()?;
+    let value = file_value(resource, target);
     let name = resource.name();
     let fix = format!(
         "add `* - {name} {value}` to {GPUTUNE_LIMITS_FILE} (new login sessions of every user but root; \
          for a systemd service set {}={} in its unit), then start a new session",
         resource.systemd_setting(),
-        if value == "unlimited" {
-            "infinity".to_string()
-        } else if resource.is_bytes() {
-            format!("{value}K")
-        } else {
-            value.clone()
-        }
+        systemd_value(resource, target)
     );
     Some(Remedy::applied(
         fix,
@@ -145,13 +184,8 @@ fn live_rlimit(
     setting: &Setting,
 ) -> Finding {
     let check = setting_check(ctx, Area::Limits, key, setting);
-    if !ctx.root.is_live() {
-        return check.skip(
-            "--root is not the running node: a process's limits can only be read live (see the .login check for the files)",
-        );
-    }
-    if ctx.options.persisted {
-        return check.skip("--persisted judges configuration files only (see the .login check)");
+    if let Some(reason) = live_facts(ctx) {
+        return check.skip(reason);
     }
     let limit = match probe.rlimit(resource) {
         Ok(limit) => limit,
@@ -166,6 +200,19 @@ fn live_rlimit(
     by_rule_with(&check, setting, &judged, actual, || {
         limit_fix(resource, setting, &judged)
     })
+}
+
+/// Why a process's limits cannot be read for this audit, when they cannot.
+fn live_facts(ctx: &Context) -> Option<&'static str> {
+    if !ctx.root.is_live() {
+        return Some(
+            "--root is not the running node: a process's limits can only be read live (see the .login check for the files)",
+        );
+    }
+    if ctx.options.persisted {
+        return Some("--persisted judges configuration files only (see the .login check)");
+    }
+    None
 }
 
 /// Every line of limits.conf and limits.d, in pam_limits' reading order, and the bad lines.
@@ -218,10 +265,7 @@ fn login_rlimit(
         return check.error(e.clone());
     }
     let session = pam::resolve(&files.entries, &pam::Subject::ordinary(), resource.name());
-    let to_amount = |v: pam::Value| match v {
-        pam::Value::Unlimited => Amount::Unlimited,
-        pam::Value::Finite(n) => Amount::Finite(i128::from(n) * i128::from(resource.file_unit())),
-    };
+    let to_amount = |v: pam::Value| file_amount(resource, v);
     let mut notes = Vec::new();
     let specific: Vec<String> = pam::specific_entries(&files.entries, resource.name())
         .iter()

@@ -306,3 +306,128 @@ fn a_login_session_is_judged_by_the_soft_limit_pam_limits_really_sets() {
         }
     }
 }
+
+/// `ulimit.<resource>` as a Slurm job gets it on a node whose limits.conf is `limits` and
+/// whose slurm.conf is `slurm` (none when `None`), slurmd's own limits being `own`.
+fn job_limit(limits: &str, slurm: Option<&str>, own: Rlimit, resource: Resource) -> Finding {
+    let tree = Tree::with(&[("/etc/security/limits.conf", limits)]);
+    if let Some(slurm) = slurm {
+        tree.file("/etc/slurm/slurm.conf", slurm);
+    }
+    let root = tree.root();
+    let profile = crate::testing::profile(&root, "ddp-infiniband");
+    let options = AuditOptions {
+        limits_of: LimitsOf::SlurmJob { slurm_conf: None },
+        ..AuditOptions::default()
+    };
+    let fixed = Fixed {
+        memlock: own,
+        nofile: own,
+        stack: own,
+        shm: Err(io::Error::other("unused")),
+    };
+    let ctx =
+        crate::checks::Context::with_probes(&root, &profile, &options, Probes::absent("test"));
+    let key = format!("ulimit.{}", resource.name());
+    let setting = profile
+        .get(Area::Limits, &key)
+        .expect("the profile sets it");
+    let files = read_limits_files(&ctx);
+    let propagation = slurm_conf::read(&root, None);
+    job::rlimit(&ctx, &fixed, &files, &propagation, resource, &key, setting)
+}
+
+#[test]
+fn slurmd_judges_what_a_job_gets_not_its_own_limits() {
+    let slurmd = limit(Amount::Finite(1024), Amount::Finite(524288));
+    // slurmd's soft nofile is 1024 (systemd's default for services), but a job takes the
+    // submitting session's 131072 (Slurm propagates every limit by default): a pass.
+    let f = job_limit("* - nofile 131072\n", None, slurmd, Resource::Nofile);
+    assert_eq!(f.status, Status::Pass, "{f:#?}");
+    assert_eq!(
+        f.actual,
+        "soft 131072 (the submitting session's, /etc/security/limits.conf:1)"
+    );
+    assert_contains(
+        &f.message,
+        "PropagateResourceLimits=ALL (Slurm's default; no slurm.conf found)",
+    );
+    // The session asks for more than slurmd's hard limit: the job gets slurmd's hard limit,
+    // and the fix is slurmd's unit, not limits.d.
+    let low_hard = limit(Amount::Finite(1024), Amount::Finite(4096));
+    let f = job_limit("* - nofile 131072\n", None, low_hard, Resource::Nofile);
+    assert_eq!(f.status, Status::Fail, "{f:#?}");
+    assert_contains(&f.actual, "soft 4096: the submitting session's 131072");
+    assert_contains(&f.fix, "LimitNOFILE=131072");
+    assert_contains(&f.fix, "systemctl restart slurmd");
+    assert_eq!(f.change, None);
+    // The session's own limit is too low: limits.d is the fix, as for a login.
+    let f = job_limit("* - nofile 1024\n", None, slurmd, Resource::Nofile);
+    assert_eq!(f.status, Status::Fail, "{f:#?}");
+    assert_contains(&f.fix, "`* - nofile 131072`");
+    assert!(f.change.is_some());
+}
+
+#[test]
+fn a_limit_slurm_does_not_propagate_is_slurmds() {
+    let conf = "PropagateResourceLimitsExcept=MEMLOCK\n";
+    let small = limit(Amount::Finite(8 * MIB), Amount::Finite(8 * MIB));
+    // limits.conf says unlimited, but the job keeps slurmd's 8 MiB: the classic RDMA trap.
+    let f = job_limit(
+        "* - memlock unlimited\n",
+        Some(conf),
+        small,
+        Resource::Memlock,
+    );
+    assert_eq!(f.status, Status::Fail, "{f:#?}");
+    assert_eq!(
+        f.actual,
+        "soft 8 MiB, hard 8 MiB (slurmd's, which a job keeps: MEMLOCK is not propagated)"
+    );
+    assert_contains(
+        &f.message,
+        "PropagateResourceLimitsExcept=MEMLOCK (/etc/slurm/slurm.conf:1)",
+    );
+    assert_contains(&f.fix, "LimitMEMLOCK=infinity");
+    let unlimited = limit(Amount::Unlimited, Amount::Unlimited);
+    let f = job_limit("", Some(conf), unlimited, Resource::Memlock);
+    assert_eq!(f.status, Status::Pass, "{f:#?}");
+    // NONE: nothing comes from the session, whatever limits.conf says.
+    let f = job_limit(
+        "* - nofile 1048576\n",
+        Some("PropagateResourceLimits=NONE\n"),
+        limit(Amount::Finite(1024), Amount::Finite(1024)),
+        Resource::Nofile,
+    );
+    assert_eq!(f.status, Status::Fail, "{f:#?}");
+    assert_contains(&f.actual, "slurmd's");
+}
+
+#[test]
+fn a_session_limit_nobody_sets_is_left_to_the_login_check() {
+    let slurmd = limit(Amount::Finite(1024), Amount::Finite(524288));
+    let f = job_limit("", None, slurmd, Resource::Nofile);
+    assert_eq!(f.status, Status::Skip, "{f:#?}");
+    assert_contains(&f.message, "see the .login check");
+    // ...unless slurmd's hard limit alone already keeps every job below the profile.
+    let f = job_limit(
+        "",
+        None,
+        limit(Amount::Finite(1024), Amount::Finite(4096)),
+        Resource::Nofile,
+    );
+    assert_eq!(f.status, Status::Fail, "{f:#?}");
+    assert_eq!(
+        f.actual,
+        "at most 4096 (slurmd's hard limit caps every job's soft limit)"
+    );
+    // A slurm.conf Slurm itself refuses is an error naming its lines, never a guess.
+    let f = job_limit(
+        "",
+        Some("PropagateResourceLimits=ALL\nPropagateResourceLimitsExcept=CORE\n"),
+        slurmd,
+        Resource::Nofile,
+    );
+    assert_eq!(f.status, Status::Error, "{f:#?}");
+    assert_contains(&f.message, "/etc/slurm/slurm.conf:2");
+}
