@@ -225,7 +225,7 @@ pub fn decide(node: &NodeState, failing_reason: Option<&str>) -> Action {
             reason()
         )),
         Some(_) if !node.reason.is_empty() => Action::Leave(format!(
-            "left alone: it carries a reason gputune did not write ({:?}, State={}); never overwritten",
+            "left alone: its reason is not gputune's ({:?}, State={}); never overwritten",
             reason(),
             state()
         )),
@@ -236,7 +236,7 @@ pub fn decide(node: &NodeState, failing_reason: Option<&str>) -> Action {
         Some(reason) => Action::Drain(reason.to_string()),
         None if node.drained_by_us() => Action::Resume,
         None if node.drained() => Action::Leave(format!(
-            "passes, but left drained: the drain is not gputune's (State={}, reason {:?})",
+            "left alone: its drain is not gputune's (State={}, reason {:?}); not lifted, though the node passes",
             state(),
             reason()
         )),

@@ -13,6 +13,7 @@ mod audit_persisted;
 mod file_modes;
 mod fuzz_parsers;
 mod generated_docs;
+mod health_cli;
 mod health_fleet;
 mod hostile_root;
 mod image_journey;

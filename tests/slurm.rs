@@ -1,11 +1,13 @@
 //! gputune under a real single-node Slurm (Debian's slurmctld, slurmd, slurm-client and
-//! munge, installed by scripts/test): `srun` with nothing exported, and `health --slurm` as
-//! the `HealthCheckProgram` draining and resuming the node. One test function runs the
-//! scenarios in order, as the daemons are one per machine. Every daemon is stopped by its
-//! pid when the test ends, passing or not.
+//! munge, installed by scripts/test): `srun` with nothing exported, `health --slurm` as
+//! the `HealthCheckProgram` draining and resuming the node, and every node state an
+//! administrator (or Slurm) can set left exactly as it was by failing and passing runs. One
+//! test function runs the scenarios in order, as the daemons are one per machine. Every
+//! daemon is stopped by its pid when the test ends, passing or not.
 
 use crate::common;
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -65,7 +67,7 @@ fn node_state(conf: &Path, node: &str) -> (String, String) {
     let (_, text, _) = output(
         Command::new("scontrol")
             .env("SLURM_CONF", conf)
-            .args(["show", "node", "-o", node]),
+            .args(["--future", "show", "node", "-o", node]),
     );
     let state = text
         .split_whitespace()
@@ -77,6 +79,22 @@ fn node_state(conf: &Path, node: &str) -> (String, String) {
         .map(|(_, r)| r.trim().to_string())
         .unwrap_or_default();
     (state, reason)
+}
+
+/// The words of a state, without the not-responding mark that comes and goes by itself.
+fn words(state: &str) -> BTreeSet<String> {
+    state
+        .split('+')
+        .map(|w| w.trim_end_matches('*'))
+        .filter(|w| !w.is_empty() && *w != "NOT_RESPONDING")
+        .map(String::from)
+        .collect()
+}
+
+/// Runs `scontrol ARGS` and fails the test when it does not succeed.
+fn scontrol(conf: &Path, args: &[&str]) {
+    let (ok, stdout, stderr) = output(Command::new("scontrol").env("SLURM_CONF", conf).args(args));
+    assert!(ok, "scontrol {args:?}: {stdout}{stderr}");
 }
 
 fn short_hostname() -> String {
@@ -121,12 +139,13 @@ fn gputune_under_a_real_slurm() {
     std::fs::write(
         &health,
         format!(
-            "#!/bin/sh\necho run >> {runs}\nexport SLURM_CONF={conf}\nexec {gputune} --root {root} health --slurm --profile ddp-10gbe --timeout 20 >>{log} 2>&1\n",
+            "#!/bin/sh\necho run >> {runs}\nenv > {env}\nexport SLURM_CONF={conf}\nexec {gputune} --root {root} health --slurm --profile ddp-10gbe --timeout 20 >>{log} 2>&1\n",
             conf = conf.display(),
             gputune = gputune.display(),
             root = root.display(),
             log = w.join("log/health.log").display(),
             runs = w.join("log/runs").display(),
+            env = w.join("log/env").display(),
         ),
     )
     .unwrap();
@@ -147,6 +166,7 @@ fn gputune_under_a_real_slurm() {
              SlurmctldPidFile={d}/slurmctld.pid\nSlurmdPidFile={d}/slurmd.pid\n\
              SlurmctldLogFile={d}/log/slurmctld.log\nSlurmdLogFile={d}/log/slurmd.log\n\
              HealthCheckProgram={health}\nHealthCheckInterval=3\nHealthCheckNodeState=ANY\n\
+             RebootProgram=/bin/true\nResumeTimeout=300\n\
              NodeName={node} CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 State=UNKNOWN\n\
              PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n",
             health = health.display(),
@@ -284,7 +304,175 @@ fn gputune_under_a_real_slurm() {
         logs()
     );
 
-    // 5. slurmctld unreachable: exit 3 with the reason, never a silent pass.
+    // slurmd runs its health check with SLURMD_NODENAME and no SLURM_PROCID: what
+    // `health` reads to judge a job's limits rather than its own (slurmd's).
+    let env = std::fs::read_to_string(w.join("log/env")).unwrap();
+    assert!(
+        env.lines().any(|l| l.starts_with("SLURMD_NODENAME=")),
+        "{env}"
+    );
+    assert!(!env.contains("SLURM_PROCID="), "{env}");
+
+    // 5. Every state an administrator (or Slurm) can set survives a failing and a passing
+    // run as it was set: never drained over, never resumed. slurmd keeps running the
+    // passing check meanwhile; the test runs both itself, as slurmd runs them.
+    let run_health = |root: &Path| {
+        let out = common::gputune()
+            .env("SLURM_CONF", &conf)
+            .env("SLURMD_NODENAME", &node)
+            .arg("--root")
+            .arg(root)
+            .args([
+                "health",
+                "--slurm",
+                "--profile",
+                "ddp-10gbe",
+                "--timeout",
+                "20",
+            ])
+            .timeout(Duration::from_secs(120))
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let back_to_idle = |why: &str| {
+        wait_for(why, Duration::from_secs(60), || {
+            let (state, reason) = node_state(&conf, &node);
+            words(&state) == BTreeSet::from(["IDLE".to_string()]) && reason.is_empty()
+        });
+    };
+    let name = format!("nodename={node}");
+    scontrol(&conf, &["update", &name, "state=resume"]);
+    back_to_idle("the admin's resume");
+    let held: Vec<(&str, Vec<String>, &str)> = vec![
+        (
+            "down",
+            vec![
+                "update".into(),
+                name.clone(),
+                "state=down".into(),
+                "reason=RMA gpu3".into(),
+            ],
+            "it is DOWN",
+        ),
+        (
+            "fail",
+            vec![
+                "update".into(),
+                name.clone(),
+                "state=fail".into(),
+                "reason=bad psu".into(),
+            ],
+            "it is FAIL",
+        ),
+        (
+            "drain",
+            vec![
+                "update".into(),
+                name.clone(),
+                "state=drain".into(),
+                "reason=admin: bad dimm".into(),
+            ],
+            "not gputune's",
+        ),
+        (
+            "maint",
+            vec![
+                "create".into(),
+                "reservation".into(),
+                "reservationname=gputune_maint".into(),
+                "starttime=now".into(),
+                "duration=10".into(),
+                format!("nodes={node}"),
+                "flags=maint".into(),
+                "users=root".into(),
+            ],
+            "maintenance reservation",
+        ),
+        (
+            "reboot",
+            vec!["reboot".into(), "reason=fw upgrade".into(), node.clone()],
+            "reboot",
+        ),
+        (
+            "future",
+            vec!["update".into(), name.clone(), "state=future".into()],
+            "FUTURE",
+        ),
+    ];
+    for (what, set, said) in &held {
+        let args: Vec<&str> = set.iter().map(String::as_str).collect();
+        scontrol(&conf, &args);
+        // The state this admin action settles in (a maintenance reservation shows on the
+        // node within seconds; a reboot turns from requested to issued).
+        wait_for(what, Duration::from_secs(60), || {
+            let (state, _) = node_state(&conf, &node);
+            match *what {
+                "down" => state.starts_with("DOWN"),
+                "fail" => state.contains("FAIL"),
+                "drain" => state.contains("DRAIN"),
+                "maint" => state.contains("MAINTENANCE"),
+                "reboot" => state.contains("REBOOT_ISSUED"),
+                _ => state.starts_with("FUTURE"),
+            }
+        });
+        let before = node_state(&conf, &node);
+        for root in [&untuned, &tuned] {
+            let (code, stderr) = run_health(root);
+            let after = node_state(&conf, &node);
+            assert_eq!(
+                (words(&after.0), &after.1),
+                (words(&before.0), &before.1),
+                "{what}: health on {} changed the node\n{stderr}\n{}",
+                root.display(),
+                logs()
+            );
+            let want = if root == &untuned { 1 } else { 0 };
+            assert_eq!(code, Some(want), "{what}: {stderr}");
+            assert!(
+                stderr.contains("left alone") && stderr.contains(said),
+                "{what}: {stderr}"
+            );
+        }
+        eprintln!("{what}: left as {before:?}");
+        match *what {
+            "maint" => scontrol(&conf, &["delete", "reservationname=gputune_maint"]),
+            _ => scontrol(&conf, &["update", &name, "state=resume"]),
+        }
+        back_to_idle(&format!("the admin's end of {what}"));
+    }
+
+    // 6. An image's escape sequences never reach slurmctld's drain reason.
+    let planted = w.join("planted");
+    std::fs::create_dir_all(planted.join("etc/sysctl.d")).unwrap();
+    std::fs::write(planted.join("etc/os-release"), "ID=debian\n").unwrap();
+    std::fs::write(
+        planted.join("etc/sysctl.d/99-planted.conf"),
+        "net.core.rmem_max = 4096\u{1b}[2J\u{1b}]0;pwned\u{7}\u{9b}31m all good\r\n",
+    )
+    .unwrap();
+    repoint(&root, &planted);
+    let (code, stderr) = run_health(&planted);
+    assert_eq!(code, Some(1), "{stderr}");
+    let (state, reason) = node_state(&conf, &node);
+    assert!(state.contains("DRAIN"), "{state} {reason}\n{stderr}");
+    assert!(
+        reason.starts_with("gputune: net.core.rmem_max: 4096"),
+        "{reason:?}"
+    );
+    assert!(!reason.chars().any(char::is_control), "{reason:?}");
+    assert!(
+        !stderr.chars().any(|c| c.is_control() && c != '\n'),
+        "{stderr:?}"
+    );
+    // ...and the drain is gputune's, so the passing node is resumed by slurmd's own runs.
+    repoint(&root, &tuned);
+    back_to_idle("gputune's resume of its own drain");
+
+    // 7. slurmctld unreachable: exit 3 with the reason, never a silent pass.
     drop(ctld);
     let out = common::gputune()
         .env("SLURM_CONF", &conf)
