@@ -899,7 +899,7 @@ _gputune() {
             return 0
             ;;
         gputune__subcmd__health)
-            opts="-h --profile --slurm --format --strict --timeout --root --help"
+            opts="-h --profile --slurm --format --strict --as-job --timeout --root --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -268,6 +268,7 @@ complete -c gputune -n "__fish_gputune_using_subcommand health" -l timeout -d 'T
 complete -c gputune -n "__fish_gputune_using_subcommand health" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand health" -l slurm -d 'Drain the node in Slurm when a check fails (reason "gputune: ..."), and resume it once it passes if gputune drained it'
 complete -c gputune -n "__fish_gputune_using_subcommand health" -l strict -d 'Treat warnings as failures'
+complete -c gputune -n "__fish_gputune_using_subcommand health" -l as-job -d 'Judge this process\'s own resource limits as the job\'s, as when run by the job itself (a TaskProlog, a step of the job). Without it, health run by slurmd (SLURMD_NODENAME set, SLURM_PROCID not) judges what a job gets: the login session\'s limits as slurm.conf\'s PropagateResourceLimits passes them on, and slurmd\'s for the rest'
 complete -c gputune -n "__fish_gputune_using_subcommand health" -s h -l help -d 'Print help'
 complete -c gputune -n "__fish_gputune_using_subcommand fleet" -l format -d 'Output format' -r -f -a "table\t''
 json\t''"

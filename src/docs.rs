@@ -185,10 +185,20 @@ fn environment(page: &str) -> Vec<(&'static str, &'static str)> {
         ]);
     }
     if page == "gputune-health" {
-        vars.push((
-            "SLURMD_NODENAME",
-            "The Slurm node to drain or resume with --slurm; else the short host name.",
-        ));
+        vars.extend([
+            (
+                "SLURMD_NODENAME",
+                "The Slurm node to drain or resume with --slurm; else the short host name. Set (slurmd sets it for HealthCheckProgram and Prolog) while SLURM_PROCID is not: the limits checks judge what a job will get, not this process's (slurmd's) limits.",
+            ),
+            (
+                "SLURM_PROCID",
+                "Set in a job's own tasks: gputune is the job, and judges its own resource limits (as --as-job does).",
+            ),
+            (
+                "SLURM_CONF",
+                "The slurm.conf whose PropagateResourceLimits or PropagateResourceLimitsExcept say which limits a job takes from the submitting session; else /etc/slurm/slurm.conf, /etc/slurm-llnl/slurm.conf or configless slurmd's /run/slurm/conf/slurm.conf. None: Slurm's default, every limit propagated.",
+            ),
+        ]);
     }
     if page == "gputune-pin" {
         vars.push((
@@ -232,8 +242,18 @@ fn files(page: &str) -> Vec<(&'static str, &'static str)> {
             files.extend(written);
             files
         }
+        "gputune-health" => vec![
+            profiles,
+            (
+                "/etc/security/limits.conf, /etc/security/limits.d/*.conf",
+                "The login session's limits: what a job run by slurmd takes for each limit slurm.conf propagates.",
+            ),
+            (
+                "/etc/slurm/slurm.conf",
+                "PropagateResourceLimits and PropagateResourceLimitsExcept (Include files followed), read when slurmd runs health.",
+            ),
+        ],
         "gputune-audit"
-        | "gputune-health"
         | "gputune-profiles"
         | "gputune-profiles-list"
         | "gputune-profiles-show" => vec![profiles],
