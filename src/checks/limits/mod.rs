@@ -61,17 +61,18 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
     let probe = ctx.probes.limits.as_ref();
     let mut findings = Vec::new();
     let limits_files = read_limits_files(ctx);
+    // Only a live node has a job to judge; an image's limits are its files (`.login`).
     let propagation = match &ctx.options.limits_of {
-        LimitsOf::SlurmJob { slurm_conf } => {
+        LimitsOf::SlurmJob { slurm_conf } if live_facts(ctx).is_none() => {
             Some(slurm_conf::read(ctx.root, slurm_conf.as_deref()))
         }
-        LimitsOf::ThisProcess => None,
+        _ => None,
     };
     for resource in Resource::ALL {
         let key = format!("ulimit.{}", resource.name());
         if let Some(setting) = ctx.profile.get(Area::Limits, &key) {
             let live = match &propagation {
-                Some(propagation) if live_facts(ctx).is_none() => job::rlimit(
+                Some(propagation) => job::rlimit(
                     ctx,
                     probe,
                     &limits_files,

@@ -431,3 +431,19 @@ fn a_session_limit_nobody_sets_is_left_to_the_login_check() {
     assert_eq!(f.status, Status::Error, "{f:#?}");
     assert_contains(&f.message, "/etc/slurm/slurm.conf:2");
 }
+
+#[test]
+fn under_root_a_slurm_run_judges_files_only() {
+    // slurmd running `health --root IMAGE`: no process of that node to read, and SLURM_CONF
+    // names a file of the live node, not of the image: skipped, never an error.
+    let tree = Tree::with(&[("/etc/security/limits.conf", "* - nofile 131072\n")]);
+    let options = AuditOptions {
+        limits_of: LimitsOf::SlurmJob {
+            slurm_conf: Some("/etc/slurm/elsewhere.conf".into()),
+        },
+        ..AuditOptions::default()
+    };
+    let f = run(&tree.root(), container_like(), options);
+    expect(&f, "ulimit.nofile", Status::Skip);
+    expect(&f, "ulimit.nofile.login", Status::Pass);
+}
