@@ -85,10 +85,28 @@ fn a_closed_or_full_stdout_never_panics() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+/// The hard nofile limit the runs get: this process's, at most 16384 (lowering it needs no
+/// privilege, raising it would).
+fn nofile_hard() -> u64 {
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("/proc/self/limits has Max open files");
+    // `Max open files  <soft>  <hard>  files`
+    let hard = line.split_whitespace().nth(4).expect("a hard limit");
+    let hard = hard.parse::<u64>().unwrap_or(u64::MAX).min(16384);
+    assert!(
+        hard >= 8192,
+        "the test needs a hard nofile limit of 8192 or more, not {hard}"
+    );
+    hard
+}
+
 /// `gputune health` on the live node with only `ulimit.nofile` (at least 4096) to judge, in a
 /// private mount namespace where `limits.conf` is `limits` and limits.d is empty, with the
-/// process's nofile limit soft 1024, hard 16384 (systemd's default soft limit for services
-/// such as slurmd), `env` added, and `SLURM_CONF` naming a file holding `slurm_conf` when given.
+/// process's nofile limit soft 1024 (systemd's default soft limit for services), hard
+/// [`nofile_hard`], `env` added, and `SLURM_CONF` naming a file holding `slurm_conf` when given.
 fn limits_health(
     limits: &str,
     slurm_conf: Option<&str>,
@@ -115,7 +133,8 @@ fn limits_health(
         ));
     }
     script.push_str(&format!(
-        "exec prlimit --nofile=1024:16384 {} health --profile {}/profile.toml {}",
+        "exec prlimit --nofile=1024:{} {} health --profile {}/profile.toml {}",
+        nofile_hard(),
         common::bin(),
         d.display(),
         extra.join(" ")
@@ -145,16 +164,19 @@ fn limits_health(
 #[test]
 fn health_run_by_slurmd_judges_the_limits_a_job_gets() {
     let sessions = "* - nofile 131072\n";
+    let hard = nofile_hard();
     // A person's shell outside Slurm: this process's soft 1024 is what is judged.
     let (code, out) = limits_health(sessions, None, &[], &[]);
     assert_eq!(code, Some(1), "{out}");
     assert!(
-        out.contains("ERROR: gputune: ulimit.nofile: soft 1024, hard 16384 (this process)"),
+        out.contains(&format!(
+            "ERROR: gputune: ulimit.nofile: soft 1024, hard {hard} (this process)"
+        )),
         "{out}"
     );
     // slurmd's health check (SLURMD_NODENAME set, as slurmd sets it and nothing else): a
     // job takes the submitting session's 131072 (Slurm propagates every limit by default),
-    // lowered to slurmd's hard 16384: it passes, and the node is not drained for slurmd's
+    // lowered to slurmd's hard limit: it passes, and the node is not drained for slurmd's
     // own soft limit.
     let slurmd = [("SLURMD_NODENAME", "n1")];
     let conf = Some("ClusterName=test\n");
@@ -166,9 +188,9 @@ fn health_run_by_slurmd_judges_the_limits_a_job_gets() {
     let (code, out) = limits_health(sessions, except, &slurmd, &[]);
     assert_eq!(code, Some(1), "{out}");
     assert!(
-        out.contains(
-            "ERROR: gputune: ulimit.nofile: soft 1024, hard 16384 (slurmd's, which a job keeps: NOFILE is not propagated)"
-        ),
+        out.contains(&format!(
+            "ERROR: gputune: ulimit.nofile: soft 1024, hard {hard} (slurmd's, which a job keeps: NOFILE is not propagated)"
+        )),
         "{out}"
     );
     // The job's own session is too low: the job would get it, so it fails.
