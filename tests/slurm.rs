@@ -139,13 +139,17 @@ fn gputune_under_a_real_slurm() {
     std::fs::write(
         &health,
         format!(
-            "#!/bin/sh\necho run >> {runs}\nenv > {env}\nexport SLURM_CONF={conf}\nexec {gputune} --root {root} health --slurm --profile ddp-10gbe --timeout 20 >>{log} 2>&1\n",
+            "#!/bin/sh\necho run >> {runs}\nenv > {env}\nexport SLURM_CONF={conf}\n\
+             if [ -e {live} ]; then exec {gputune} health --slurm --profile {limits} --timeout 20 >>{log} 2>&1; fi\n\
+             exec {gputune} --root {root} health --slurm --profile ddp-10gbe --timeout 20 >>{log} 2>&1\n",
             conf = conf.display(),
             gputune = gputune.display(),
             root = root.display(),
             log = w.join("log/health.log").display(),
             runs = w.join("log/runs").display(),
             env = w.join("log/env").display(),
+            live = w.join("live-limits").display(),
+            limits = w.join("limits.toml").display(),
         ),
     )
     .unwrap();
@@ -205,10 +209,34 @@ fn gputune_under_a_real_slurm() {
             .stdout(Stdio::null())
             .stderr(Stdio::null()),
     );
-    let _slurmd = start(
+    // slurmd with the stack limit some sites give it (LimitSTACK=infinity), in a mount
+    // namespace of its own where limits.conf (what a login session, so a submitting one,
+    // gets) is the test's: every health check and job it starts sees the same.
+    assert!(
+        Path::new("/etc/security/limits.conf").is_file(),
+        "the test binds its own file over /etc/security/limits.conf (pam's limits.conf)"
+    );
+    let limits_conf = w.join("limits.conf");
+    std::fs::write(&limits_conf, "* - stack 8192\n").unwrap();
+    std::fs::create_dir(w.join("limits.d")).unwrap();
+    let mut slurmd_script = format!(
+        "set -e; mount --bind {} /etc/security/limits.conf; ",
+        limits_conf.display()
+    );
+    if Path::new("/etc/security/limits.d").is_dir() {
+        slurmd_script.push_str(&format!(
+            "mount --bind {}/limits.d /etc/security/limits.d; ",
+            w.display()
+        ));
+    }
+    // unshare and sh exec, so the pid is slurmd's; only the soft limit is raised (to the
+    // hard one), which needs no privilege.
+    slurmd_script.push_str("exec prlimit --stack=unlimited: slurmd -D");
+    let slurmd = start(
         "slurmd",
-        Command::new("slurmd")
-            .arg("-D")
+        Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg(&slurmd_script)
             .env("SLURM_CONF", &conf)
             .stdout(Stdio::null())
             .stderr(Stdio::null()),
@@ -472,7 +500,65 @@ fn gputune_under_a_real_slurm() {
     repoint(&root, &tuned);
     back_to_idle("gputune's resume of its own drain");
 
-    // 7. slurmctld unreachable: exit 3 with the reason, never a silent pass.
+    // 7. The live node's stack limit, judged by slurmd's health check: slurmd's own soft
+    // limit is unlimited, but a job gets the submitting session's 8 MiB (Slurm propagates
+    // every limit by default), so the node is not drained for a limit no job has. When the
+    // sessions' limit itself is wrong, the job would get it: drained, and resumed once fixed.
+    let slurmd_limits =
+        std::fs::read_to_string(format!("/proc/{}/limits", slurmd.child.id())).unwrap();
+    // `Max stack size <soft> <hard> bytes`
+    let stack: Vec<&str> = slurmd_limits
+        .lines()
+        .find(|l| l.starts_with("Max stack size"))
+        .map(|l| l.split_whitespace().skip(3).take(2).collect())
+        .unwrap_or_default();
+    assert_eq!(stack, ["unlimited", "unlimited"], "{slurmd_limits}");
+    std::fs::write(
+        w.join("limits.toml"),
+        "description = \"stack only\"\n[limits]\n\"ulimit.stack\" = { max = \"8M\" }\n",
+    )
+    .unwrap();
+    let log_len = || {
+        std::fs::read_to_string(w.join("log/health.log"))
+            .unwrap_or_default()
+            .len()
+    };
+    // A run counted after the switch reads it; the one under way may be the fixture's.
+    let switched = runs();
+    let logged = log_len();
+    std::fs::write(w.join("live-limits"), "").unwrap();
+    wait_for("two live health checks", Duration::from_secs(60), || {
+        runs() >= switched + 2
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let new_log: String = std::fs::read_to_string(w.join("log/health.log"))
+        .unwrap()
+        .chars()
+        .skip(logged)
+        .collect();
+    let (state, reason) = node_state(&conf, &node);
+    assert!(
+        words(&state) == BTreeSet::from(["IDLE".to_string()]) && reason.is_empty(),
+        "slurmd's own stack limit drained the node: {state} {reason}\n{new_log}"
+    );
+    assert!(!new_log.contains("ERROR"), "{new_log}");
+    std::fs::write(&limits_conf, "* - stack unlimited\n").unwrap();
+    wait_for(
+        "the drain for the sessions' stack",
+        Duration::from_secs(60),
+        || node_state(&conf, &node).0.contains("DRAIN"),
+    );
+    let (_, reason) = node_state(&conf, &node);
+    assert!(
+        reason.starts_with("gputune: ulimit.stack: soft unlimited (the submitting session's, /etc/security/limits.conf:1)"),
+        "{reason}\n{}",
+        logs()
+    );
+    std::fs::write(&limits_conf, "* - stack 8192\n").unwrap();
+    back_to_idle("gputune's resume once the sessions' stack is fixed");
+    std::fs::remove_file(w.join("live-limits")).unwrap();
+
+    // 8. slurmctld unreachable: exit 3 with the reason, never a silent pass.
     drop(ctld);
     let out = common::gputune()
         .env("SLURM_CONF", &conf)
