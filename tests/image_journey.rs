@@ -249,6 +249,15 @@ fn audit_apply_audit_rollback_on_a_debian_image() {
         );
     }
 
+    // Nothing to roll back yet, and asking makes no state directory.
+    let out = work.as_nobody_exits(&home, &["rollback", "--root", root], 0);
+    assert!(
+        text(&out).contains("nothing to roll back"),
+        "{}",
+        text(&out)
+    );
+    assert!(!home.join(".local").exists());
+
     // Apply as the image's unprivileged owner: persisted files only.
     let apply = ["apply", "--root", root, "--profile", "ddp-10gbe", "--yes"];
     let applied = work.as_nobody_exits(&home, &apply, 0);
@@ -428,6 +437,26 @@ fn apply_refuses_an_image_of_another_user_and_a_mounted_proc() {
         !work.path("state").exists(),
         "a refused apply makes no state"
     );
+
+    // A state directory another user owns, or a link, is refused before anything is written.
+    let theirs = work.path("theirs");
+    fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), None).unwrap();
+    let real = work.path("real");
+    fs::create_dir(&real).unwrap();
+    let link = work.path("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    for (state, says) in [(&theirs, "belongs to uid 65534"), (&link, "symbolic link")] {
+        let out = Command::new(work.path("gputune"))
+            .args(apply)
+            .env("GPUTUNE_STATE_DIR", state)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+        assert!(text(&out).contains(says), "{}", text(&out));
+        assert!(!tree.join("etc/sysctl.d").exists());
+    }
+    assert_eq!(fs::read_dir(&real).unwrap().count(), 0);
 }
 
 #[test]
