@@ -42,7 +42,7 @@ complete -c gputune -n "__fish_gputune_using_subcommand audit" -l format -d 'Out
 json\t''
 junit\t''
 prometheus\t''"
-complete -c gputune -n "__fish_gputune_using_subcommand audit" -l output -d 'Write the report to FILE (atomically: temp file + rename) instead of stdout' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand audit" -l output -d 'Write the report to FILE (atomically: temp file + rename; missing directories are created) instead of stdout' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand audit" -l only -d 'Check only these areas' -r -f -a "network\t'Kernel network sysctls'
 memory\t'Swap, swappiness, transparent huge pages, NUMA balancing, file-max'
 numa\t'NUMA topology and placement'
@@ -128,7 +128,7 @@ complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_s
 json\t''
 prometheus\t'node_exporter textfile gauges; with --output, written atomically for the collector'"
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l pairs-threshold -d 'With --pairs: the fraction of the job\'s median pair bandwidth below which a node is slow' -r
-complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l output -d 'Write the JSON or Prometheus document to FILE (atomically: temp file + rename)' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l output -d 'Write the JSON or Prometheus document to FILE (atomically: temp file + rename; missing directories are created)' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l min-busbw -d 'Fail (exit 1) when the average bus bandwidth is below this, in GB/s (1e9 bytes/s)' -r
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l profile -d 'Take the threshold from this profile\'s `[bench]` (`min_busbw` for allreduce, `allgather_min_busbw`, `reducescatter_min_busbw`, `broadcast_min_busbw`; `--min-busbw` wins)' -r
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l timeout -d 'Seconds any rank may wait for another (rendezvous, a transfer, a barrier) before the job stops with exit 3 naming the missing rank' -r
@@ -166,7 +166,7 @@ complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_s
 json\t''
 prometheus\t'node_exporter textfile gauges; with --output, written atomically for the collector'"
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -l pairs-threshold -d 'With --pairs: the fraction of the job\'s median pair bandwidth below which a node is slow' -r
-complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -l output -d 'Write the JSON or Prometheus document to FILE (atomically: temp file + rename)' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -l output -d 'Write the JSON or Prometheus document to FILE (atomically: temp file + rename; missing directories are created)' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -l min-busbw -d 'Fail (exit 1) when the average bus bandwidth is below this, in GB/s (1e9 bytes/s)' -r
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -l profile -d 'Take the threshold from this profile\'s `[bench]` (`min_busbw` for allreduce, `allgather_min_busbw`, `reducescatter_min_busbw`, `broadcast_min_busbw`; `--min-busbw` wins)' -r
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -l timeout -d 'Seconds any rank may wait for another (rendezvous, a transfer, a barrier) before the job stops with exit 3 naming the missing rank' -r
@@ -204,7 +204,7 @@ complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_s
 json\t''
 prometheus\t'node_exporter textfile gauges; with --output, written atomically for the collector'"
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -l pairs-threshold -d 'With --pairs: the fraction of the job\'s median pair bandwidth below which a node is slow' -r
-complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -l output -d 'Write the JSON or Prometheus document to FILE (atomically: temp file + rename)' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -l output -d 'Write the JSON or Prometheus document to FILE (atomically: temp file + rename; missing directories are created)' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -l min-busbw -d 'Fail (exit 1) when the average bus bandwidth is below this, in GB/s (1e9 bytes/s)' -r
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -l profile -d 'Take the threshold from this profile\'s `[bench]` (`min_busbw` for allreduce, `allgather_min_busbw`, `reducescatter_min_busbw`, `broadcast_min_busbw`; `--min-busbw` wins)' -r
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -l timeout -d 'Seconds any rank may wait for another (rendezvous, a transfer, a barrier) before the job stops with exit 3 naming the missing rank' -r
@@ -242,7 +242,7 @@ complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_s
 json\t''
 prometheus\t'node_exporter textfile gauges; with --output, written atomically for the collector'"
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -l pairs-threshold -d 'With --pairs: the fraction of the job\'s median pair bandwidth below which a node is slow' -r
-complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -l output -d 'Write the JSON or Prometheus document to FILE (atomically: temp file + rename)' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -l output -d 'Write the JSON or Prometheus document to FILE (atomically: temp file + rename; missing directories are created)' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -l min-busbw -d 'Fail (exit 1) when the average bus bandwidth is below this, in GB/s (1e9 bytes/s)' -r
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -l profile -d 'Take the threshold from this profile\'s `[bench]` (`min_busbw` for allreduce, `allgather_min_busbw`, `reducescatter_min_busbw`, `broadcast_min_busbw`; `--min-busbw` wins)' -r
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -l timeout -d 'Seconds any rank may wait for another (rendezvous, a transfer, a barrier) before the job stops with exit 3 naming the missing rank' -r
@@ -272,7 +272,7 @@ complete -c gputune -n "__fish_gputune_using_subcommand health" -l as-job -d 'Ju
 complete -c gputune -n "__fish_gputune_using_subcommand health" -s h -l help -d 'Print help'
 complete -c gputune -n "__fish_gputune_using_subcommand fleet" -l format -d 'Output format' -r -f -a "table\t''
 json\t''"
-complete -c gputune -n "__fish_gputune_using_subcommand fleet" -l output -d 'Write the result to FILE (atomically) instead of stdout' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand fleet" -l output -d 'Write the result to FILE (atomically; missing directories are created) instead of stdout' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand fleet" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand fleet" -s h -l help -d 'Print help'
 complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "audit" -d 'Check the node against a profile and report every finding with its fix'

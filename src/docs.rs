@@ -8,6 +8,8 @@ use clap_complete::Shell;
 
 use crate::cli::Cli;
 
+mod environment;
+
 /// `(file name, content)` of every man page: `gputune.1` and one per (nested) subcommand.
 pub fn man_pages() -> Vec<(String, Vec<u8>)> {
     let mut cmd = without_help_subcommands(Cli::command());
@@ -50,7 +52,9 @@ fn render_man(cmd: clap::Command, page: &str) -> Vec<u8> {
         let _ = man.render_subcommands_section(&mut out);
     }
     section(&mut out, "EXIT STATUS", &exit_status(page));
-    section(&mut out, "ENVIRONMENT", &environment(page));
+    let vars = environment(page);
+    let vars: Vec<(&str, &str)> = vars.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+    section(&mut out, "ENVIRONMENT", &vars);
     let files = files(page);
     if !files.is_empty() {
         section(&mut out, "FILES", &files);
@@ -141,72 +145,9 @@ fn exit_status(page: &str) -> Vec<(&'static str, &'static str)> {
     codes
 }
 
-fn environment(page: &str) -> Vec<(&'static str, &'static str)> {
-    let mut vars = vec![
-        (
-            "GPUTUNE_ROOT",
-            "Sets --root: resolve every host path under this directory. Empty means unset.",
-        ),
-        (
-            "GPUTUNE_NCCL_LIB",
-            "The libnccl.so.2 to use, searched before LD_LIBRARY_PATH, ld.so.cache and Python site-packages.",
-        ),
-        (
-            "NO_COLOR",
-            "When set and not empty, tables are never coloured (they are coloured only on a terminal).",
-        ),
-        (
-            "COLUMNS",
-            "The width tables are fitted to when standard output is not a terminal (default 160).",
-        ),
-        (
-            "LC_ALL, LC_CTYPE, LANG",
-            "Tables use box-drawing characters only when the locale is UTF-8, ASCII otherwise.",
-        ),
-    ];
-    if page.starts_with("gputune-bench") || page == "gputune" {
-        vars.extend([
-            (
-                "GPUTUNE_BENCH_TOKEN",
-                "The secret every rank of a benchmark job proves to the others (never sent). Set it on networks you do not trust.",
-            ),
-            (
-                "RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT",
-                "torchrun's launcher variables: each rank joins rank 0 at MASTER_ADDR:MASTER_PORT (default port 29500).",
-            ),
-            (
-                "SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_STEP_NODELIST",
-                "Slurm's launcher variables (srun).",
-            ),
-            (
-                "OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK",
-                "Open MPI's launcher variables (mpirun).",
-            ),
-        ]);
-    }
-    if page == "gputune-health" {
-        vars.extend([
-            (
-                "SLURMD_NODENAME",
-                "The Slurm node to drain or resume with --slurm; else the short host name. Set (slurmd sets it for HealthCheckProgram and Prolog) while SLURM_PROCID is not: the limits checks judge what a job will get, not this process's (slurmd's) limits.",
-            ),
-            (
-                "SLURM_PROCID",
-                "Set in a job's own tasks: gputune is the job, and judges its own resource limits (as --as-job does).",
-            ),
-            (
-                "SLURM_CONF",
-                "The slurm.conf whose PropagateResourceLimits or PropagateResourceLimitsExcept say which limits a job takes from the submitting session; else /etc/slurm/slurm.conf, /etc/slurm-llnl/slurm.conf or configless slurmd's /run/slurm/conf/slurm.conf. None: Slurm's default, every limit propagated.",
-            ),
-        ]);
-    }
-    if page == "gputune-pin" {
-        vars.push((
-            "LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK",
-            "The GPU to pin to when --local-rank is not given.",
-        ));
-    }
-    vars
+/// The variables `page` lists, from the one declaration in [`environment::VARS`].
+fn environment(page: &str) -> Vec<(String, &'static str)> {
+    environment::for_page(page)
 }
 
 fn files(page: &str) -> Vec<(&'static str, &'static str)> {
@@ -234,6 +175,10 @@ fn files(page: &str) -> Vec<(&'static str, &'static str)> {
         (
             "/run/gputune.lock",
             "Held while apply or rollback runs, so two never interleave.",
+        ),
+        (
+            "/var/lib/gputune/images/KEY/",
+            "The journal and lock of apply --root IMAGE, kept outside the image (KEY names the image's path); without root ~/.local/state/gputune/images/KEY/. Made 0700 on first use.",
         ),
     ];
     match page {

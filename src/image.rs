@@ -2,11 +2,15 @@
 //! tree, an unpacked container, a mounted disk). Audit judges what will apply when it boots;
 //! apply writes only the persisted files and keeps gputune's own state outside the image.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Serialize;
 
 use crate::host::Root;
+
+pub mod state;
+
+pub use state::{StateDirError, key_of, state_dir};
 
 /// What an audit judged: the running kernel, the files of a node, or an image.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -123,45 +127,6 @@ pub fn has_mounted_proc(root: &Root) -> bool {
         .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC)
 }
 
-/// Where apply keeps its journal and lock for an image: `GPUTUNE_STATE_DIR` when set, else the
-/// invoking host's `/var/lib/gputune/images/KEY` as root, else the user's state directory
-/// (`$XDG_STATE_HOME` or `~/.local/state`)`/gputune/images/KEY`. KEY names the image's
-/// absolute path, so two images never share a journal and nothing is written inside either.
-pub fn state_dir(image: &Path, euid_is_root: bool) -> PathBuf {
-    if let Some(dir) = std::env::var_os("GPUTUNE_STATE_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
-    }
-    let base = if euid_is_root {
-        PathBuf::from("/var/lib/gputune")
-    } else if let Some(dir) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
-        PathBuf::from(dir).join("gputune")
-    } else if let Some(home) = std::env::var_os("HOME").filter(|d| !d.is_empty()) {
-        PathBuf::from(home).join(".local/state/gputune")
-    } else {
-        std::env::temp_dir().join(format!("gputune-{}", euid()))
-    };
-    base.join("images").join(key_of(image))
-}
-
-fn euid() -> u32 {
-    nix::unistd::geteuid().as_raw()
-}
-
-/// A directory name for an image path: its absolute path with `/` as `_` and anything
-/// unusual as `%XX`, readable and unique.
-pub fn key_of(image: &Path) -> String {
-    let absolute = std::fs::canonicalize(image).unwrap_or_else(|_| image.to_path_buf());
-    let mut key = String::new();
-    for b in absolute.as_os_str().as_encoded_bytes() {
-        match b {
-            b'/' => key.push('_'),
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' => key.push(*b as char),
-            _ => key.push_str(&format!("%{b:02X}")),
-        }
-    }
-    key
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,13 +179,5 @@ mod tests {
         assert_eq!(Mode::detect(&snapshot.root(), true), Mode::Persisted);
         assert_eq!(Mode::detect(&Root::live(), false), Mode::Live);
         assert!(!has_mounted_proc(&image.root()));
-    }
-
-    #[test]
-    fn keys_name_the_image_path() {
-        assert_eq!(
-            key_of(Path::new("/nonexistent/img 1")),
-            "_nonexistent_img%201"
-        );
     }
 }

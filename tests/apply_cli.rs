@@ -95,14 +95,10 @@ impl Node {
         let dir = tempfile::tempdir().unwrap();
         fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
         // The live /proc is bind-mounted at DIR/proc for each command (see `gputune_std`):
-        // a link to /proc would resolve inside DIR, as --root requires.
-        for sub in [
-            "proc",
-            "etc",
-            "var",
-            "run",
-            "sys/kernel/mm/transparent_hugepage",
-        ] {
+        // a link to /proc would resolve inside DIR, as --root requires. No etc, var or run:
+        // apply makes what it needs (the journal's /var/lib/gputune, the lock's /run), as on
+        // a host that never ran gputune.
+        for sub in ["proc", "sys/kernel/mm/transparent_hugepage"] {
             fs::create_dir_all(dir.path().join(sub)).unwrap();
         }
         fs::write(dir.path().join("profile.toml"), profile(name)).unwrap();
@@ -174,7 +170,10 @@ impl Node {
         let mut out = Vec::new();
         let mut stack = vec![self.path("/etc")];
         while let Some(dir) = stack.pop() {
-            for entry in fs::read_dir(&dir).unwrap() {
+            let Ok(entries) = fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries {
                 let path = entry.unwrap().path();
                 if path.is_dir() {
                     stack.push(path);
@@ -235,6 +234,9 @@ fn apply_verifies_persists_is_idempotent_and_rolls_back_byte_for_byte() {
         "{conf}"
     );
     assert_eq!(node.journal().unwrap()["phase"], "applied");
+    // Made by apply: the journal's directory and the lock's.
+    assert!(node.path("/var/lib/gputune").is_dir());
+    assert!(node.path("/run/gputune.lock").is_file());
 
     // The node now passes, live and at boot.
     node.ok("audit", &[]);

@@ -43,7 +43,8 @@ impl Work {
         self.dir.path().join(name)
     }
 
-    /// A copy of the image owned by `nobody`, and a state directory of theirs beside it.
+    /// A copy of the image owned by `nobody`, and a fresh home of theirs beside it: empty, as
+    /// on a host where they never ran gputune (no state directory made in advance).
     fn image_owned_by_nobody(&self) -> (PathBuf, PathBuf) {
         let image = self.path("image");
         run_ok(
@@ -52,25 +53,27 @@ impl Work {
                 .arg(pristine())
                 .arg(&image),
         );
-        let state = self.path("state");
-        fs::create_dir(&state).unwrap();
+        let home = self.path("home");
+        fs::create_dir(&home).unwrap();
         run_ok(
             Command::new("chown")
                 .args(["-R", "nobody:nogroup"])
                 .arg(&image)
-                .arg(&state),
+                .arg(&home),
         );
-        (image, state)
+        (image, home)
     }
 
     /// gputune run as `nobody` (no capabilities, no supplementary groups) with `args`, each
-    /// one argument (a path with a space stays whole).
-    fn as_nobody(&self, state: &Path, args: &[&str]) -> Output {
-        let mut state_dir = OsString::from("GPUTUNE_STATE_DIR=");
-        state_dir.push(state);
+    /// one argument (a path with a space stays whole), in a clean environment whose only
+    /// variables are `HOME` and `PATH`.
+    fn as_nobody(&self, home: &Path, args: &[&str]) -> Output {
+        let mut home_var = OsString::from("HOME=");
+        home_var.push(home);
         Command::new("setpriv")
-            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "env"])
-            .arg(state_dir)
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+            .args(["env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"])
+            .arg(home_var)
             .arg(self.path("gputune"))
             .args(args)
             .output()
@@ -94,8 +97,8 @@ impl Work {
     }
 
     /// `gputune ARGS` as nobody must exit `code`: its output.
-    fn as_nobody_exits(&self, state: &Path, args: &[&str], code: i32) -> Output {
-        let out = self.as_nobody(state, args);
+    fn as_nobody_exits(&self, home: &Path, args: &[&str], code: i32) -> Output {
+        let out = self.as_nobody(home, args);
         assert_eq!(out.status.code(), Some(code), "{args:?}: {}", text(&out));
         out
     }
@@ -205,7 +208,7 @@ fn effective(cat_config: &str) -> BTreeMap<String, String> {
 #[test]
 fn audit_apply_audit_rollback_on_a_debian_image() {
     let work = Work::new();
-    let (image, state) = work.image_owned_by_nobody();
+    let (image, home) = work.image_owned_by_nobody();
     let root = image.to_str().unwrap();
     let before = manifest(&image);
 
@@ -246,9 +249,18 @@ fn audit_apply_audit_rollback_on_a_debian_image() {
         );
     }
 
+    // Nothing to roll back yet, and asking makes no state directory.
+    let out = work.as_nobody_exits(&home, &["rollback", "--root", root], 0);
+    assert!(
+        text(&out).contains("nothing to roll back"),
+        "{}",
+        text(&out)
+    );
+    assert!(!home.join(".local").exists());
+
     // Apply as the image's unprivileged owner: persisted files only.
     let apply = ["apply", "--root", root, "--profile", "ddp-10gbe", "--yes"];
-    let applied = work.as_nobody_exits(&state, &apply, 0);
+    let applied = work.as_nobody_exits(&home, &apply, 0);
     for file in [
         "etc/sysctl.d/90-gputune.conf",
         "etc/security/limits.d/90-gputune.conf",
@@ -256,8 +268,23 @@ fn audit_apply_audit_rollback_on_a_debian_image() {
     ] {
         assert!(image.join(file).is_file(), "{file}: {}", text(&applied));
     }
-    // gputune's own state is with the invoking user, never in the image.
+    // gputune's own state is with the invoking user, never in the image: in their state
+    // directory, made by apply (private, theirs) on a host where they never ran it.
+    let state = home
+        .join(".local/state/gputune/images")
+        .join(gputune::image::key_of(&image));
     assert!(state.join("var/lib/gputune/journal.json").is_file());
+    for dir in [
+        home.join(".local"),
+        home.join(".local/state"),
+        home.join(".local/state/gputune"),
+        home.join(".local/state/gputune/images"),
+        state.clone(),
+    ] {
+        let meta = fs::metadata(&dir).unwrap();
+        assert_eq!(meta.mode() & 0o7777, 0o700, "{}", dir.display());
+        assert_eq!(meta.uid(), 65534, "{}", dir.display());
+    }
     for inside in ["var/lib/gputune", "run/gputune.lock"] {
         assert!(!image.join(inside).exists(), "{inside} left in the image");
     }
@@ -308,7 +335,51 @@ fn audit_apply_audit_rollback_on_a_debian_image() {
     assert_eq!(remove_ipc.as_deref(), Some("no"));
 
     // Rollback restores the image byte for byte.
-    work.as_nobody_exits(&state, &["rollback", "--root", root], 0);
+    work.as_nobody_exits(&home, &["rollback", "--root", root], 0);
+    assert_same_tree(&before, &manifest(&image));
+}
+
+/// The README's image workflow as root on a host that never ran gputune: apply makes
+/// `/var/lib/gputune/images/KEY` (0700) for its journal and lock, and rollback finds them
+/// there. It runs in a private mount namespace whose `/var/lib` is an empty tmpfs, so the
+/// machine running the test need not be fresh and keeps nothing of it.
+#[test]
+fn apply_and_rollback_as_root_on_a_fresh_host() {
+    let work = Work::new();
+    let image = work.path("image");
+    run_ok(
+        Command::new("cp")
+            .args(["-a", "--reflink=auto"])
+            .arg(pristine())
+            .arg(&image),
+    );
+    let before = manifest(&image);
+    let script = r#"mount -t tmpfs -o mode=0755 gputune-test /var/lib || exit 99
+"$0" apply --root "$1" --profile ddp-10gbe --yes || exit 10
+find /var/lib -printf '%m %u %p\n'
+"$0" rollback --root "$1" || exit 11"#;
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", script])
+        .arg(work.path("gputune"))
+        .arg(&image)
+        .env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    let state = format!("/var/lib/gputune/images/{}", gputune::image::key_of(&image));
+    for line in [
+        "700 root /var/lib/gputune\n".to_string(),
+        "700 root /var/lib/gputune/images\n".to_string(),
+        format!("700 root {state}\n"),
+        format!("644 root {state}/var/lib/gputune/journal.json\n"),
+        format!("644 root {state}/run/gputune.lock\n"),
+    ] {
+        assert!(said.contains(&line), "no {line:?} in: {said}");
+    }
+    assert!(said.contains("rolled back"), "{said}");
+    assert!(!image.join("var/lib/gputune").exists());
     assert_same_tree(&before, &manifest(&image));
 }
 
@@ -333,15 +404,15 @@ fn apply_refuses_an_image_of_another_user_and_a_mounted_proc() {
     fs::create_dir_all(tree.join("etc")).unwrap();
     fs::create_dir_all(tree.join("proc")).unwrap();
     fs::write(tree.join("etc/os-release"), "ID=debian\n").unwrap();
-    let state = work.path("state");
-    fs::create_dir(&state).unwrap();
+    let home = work.path("home");
+    fs::create_dir(&home).unwrap();
     let root = tree.to_str().unwrap();
     let apply = ["apply", "--root", root, "--profile", "ddp-10gbe", "--yes"];
     // An image has no live values to write.
     let out = work.as_root_exits(&[&apply[..], &["--no-persist"]].concat(), 2);
     assert!(text(&out).contains("--no-persist"), "{}", text(&out));
     // root owns it: nobody may not write it.
-    let out = work.as_nobody_exits(&state, &apply, 3);
+    let out = work.as_nobody_exits(&home, &apply, 3);
     assert!(
         text(&out).contains("owned by another user"),
         "{}",
@@ -356,12 +427,36 @@ fn apply_refuses_an_image_of_another_user_and_a_mounted_proc() {
         .arg("mount --bind /proc \"$0/proc\" && exec \"$1\" apply --root \"$0\" --profile ddp-10gbe --yes")
         .arg(&tree)
         .arg(work.path("gputune"))
-        .env("GPUTUNE_STATE_DIR", &state)
+        .env("GPUTUNE_STATE_DIR", work.path("state"))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
     assert!(text(&out).contains("mounted procfs"), "{}", text(&out));
     assert!(!tree.join("etc/sysctl.d").exists());
+    assert!(
+        !work.path("state").exists(),
+        "a refused apply makes no state"
+    );
+
+    // A state directory another user owns, or a link, is refused before anything is written.
+    let theirs = work.path("theirs");
+    fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), None).unwrap();
+    let real = work.path("real");
+    fs::create_dir(&real).unwrap();
+    let link = work.path("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    for (state, says) in [(&theirs, "belongs to uid 65534"), (&link, "symbolic link")] {
+        let out = Command::new(work.path("gputune"))
+            .args(apply)
+            .env("GPUTUNE_STATE_DIR", state)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+        assert!(text(&out).contains(says), "{}", text(&out));
+        assert!(!tree.join("etc/sysctl.d").exists());
+    }
+    assert_eq!(fs::read_dir(&real).unwrap().count(), 0);
 }
 
 #[test]
@@ -386,8 +481,8 @@ fn tuned_enabled_in_an_image_is_judged_and_apply_says_it_wins() {
     ] {
         crate::common::put(&tree, path, text);
     }
-    let state = work.path("state");
-    fs::create_dir(&state).unwrap();
+    // $GPUTUNE_STATE_DIR names a directory that does not exist yet: apply makes it.
+    let state = work.path("state/of/images");
     let root = tree.to_str().unwrap();
     let mut args = json_audit(root);
     args.extend(["--only", "network,memory"]);
@@ -416,6 +511,8 @@ fn tuned_enabled_in_an_image_is_judged_and_apply_says_it_wins() {
         assert!(text(&out).contains(said), "{}", text(&out));
     }
     assert!(tree.join("etc/sysctl.d/90-gputune.conf").is_file());
+    assert!(state.join("var/lib/gputune/journal.json").is_file());
+    assert_eq!(fs::metadata(&state).unwrap().mode() & 0o7777, 0o700);
 }
 
 #[test]
@@ -475,7 +572,7 @@ fn slice_and_service_drop_ins_in_an_image_pass_systemd_analyze_verify() {
 #[test]
 fn a_profiles_slice_is_judged_applied_and_rolled_back_in_an_image() {
     let work = Work::new();
-    let (image, state) = work.image_owned_by_nobody();
+    let (image, home) = work.image_owned_by_nobody();
     let root = image.to_str().unwrap();
     // The site's own slice, with limits a training job cannot live with.
     fs::write(
@@ -519,7 +616,7 @@ fn a_profiles_slice_is_judged_applied_and_rolled_back_in_an_image() {
     expect(findings(&doc), "memory.max", "skip");
 
     let apply = ["apply", "--root", root, "--profile", profile, "--yes"];
-    let applied = work.as_nobody_exits(&state, &apply, 0);
+    let applied = work.as_nobody_exits(&home, &apply, 0);
     let drop_in = image.join("etc/systemd/system/training.slice.d/90-gputune.conf");
     assert!(drop_in.is_file(), "{}", text(&applied));
     // Only the drop-in: an image has no cgroupfs to write.
@@ -531,7 +628,7 @@ fn a_profiles_slice_is_judged_applied_and_rolled_back_in_an_image() {
         assert_eq!(finding(&doc, id)["status"], "pass", "{id}: {doc}");
     }
 
-    work.as_nobody_exits(&state, &["rollback", "--root", root], 0);
+    work.as_nobody_exits(&home, &["rollback", "--root", root], 0);
     let mut after = manifest(&image);
     // systemd-analyze (run by this test, not gputune) leaves its unit-load stamp behind.
     after.remove("run/systemd/systemd-units-load");

@@ -35,8 +35,10 @@ pub enum Restored {
 
 /// Writes every step in order, verifying each; on failure restores and reports.
 pub fn execute(steps: &[Step], io: &dyn Io) -> Result<(), Failure> {
+    #[cfg(feature = "test-hooks")]
     let stop_before = std::env::var("GPUTUNE_TEST_STOP_BEFORE").ok();
     for (i, step) in steps.iter().enumerate() {
+        #[cfg(feature = "test-hooks")]
         if stop_before.as_deref() == Some(step.target.label().as_str()) {
             stop_self();
         }
@@ -60,7 +62,10 @@ pub fn execute(steps: &[Step], io: &dyn Io) -> Result<(), Failure> {
 /// target, apply stops itself (SIGSTOP) just before writing it, so a test can kill it
 /// there, or hold it while a second apply runs, then let it go on (SIGCONT). Stopping
 /// needs no cooperation from the node (a FIFO standing in for a knob is refused now that
-/// every read and write demands a regular file).
+/// every read and write demands a regular file). Only in builds with the `test-hooks`
+/// feature (the binary `cargo test` builds): a released gputune never reads the variable,
+/// so nobody can make a root apply stop while it holds the lock.
+#[cfg(feature = "test-hooks")]
 fn stop_self() {
     let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
 }

@@ -80,6 +80,9 @@ pub fn apply_with(
         may_write(root, image, operator)?;
     }
     let state = state_root(root, image, operator);
+    if image && !args.dry_run {
+        make_state_dir(&state)?;
+    }
     // The lock comes before the audit, so the plan is made from facts no other apply
     // is changing.
     let _lock = if args.dry_run {
@@ -245,6 +248,19 @@ pub fn rollback_with(root: &Root, operator: &dyn Operator, nft: &dyn Nft) -> Res
     let image = Mode::detect(root, false) == Mode::Image;
     may_write(root, image, operator)?;
     let state = state_root(root, image, operator);
+    if image {
+        // No state directory: no apply ever ran on this image from here.
+        if std::fs::symlink_metadata(state.dir())
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+        {
+            crate::say!(
+                "nothing to roll back: there is no {}",
+                state.path(journal::PATH).display()
+            );
+            return Ok(ExitCode::Ok);
+        }
+        make_state_dir(&state)?;
+    }
     let _lock = lock::acquire(&state, lock::WAIT).map_err(runtime)?;
     let Some(mut record) = journal::load(&state).map_err(runtime)? else {
         crate::say!(
@@ -346,6 +362,12 @@ fn state_root(root: &Root, image: bool, operator: &dyn Operator) -> Root {
     } else {
         root.clone()
     }
+}
+
+/// Creates an image's state directory (the caller's own, 0700) or refuses one that another
+/// user could change: a host that never ran gputune has none.
+fn make_state_dir(state: &Root) -> Result<()> {
+    crate::image::state::ensure(state.dir()).map_err(|e| Error::Runtime(e.to_string()))
 }
 
 /// Apply's errors stop the job: exit 3 with the message.

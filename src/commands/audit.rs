@@ -20,7 +20,8 @@ pub struct AuditArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
-    /// Write the report to FILE (atomically: temp file + rename) instead of stdout.
+    /// Write the report to FILE (atomically: temp file + rename; missing directories are
+    /// created) instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Check only these areas.

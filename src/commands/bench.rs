@@ -111,7 +111,8 @@ pub struct CollectiveArgs {
     /// With --pairs: the fraction of the job's median pair bandwidth below which a node is slow.
     #[arg(long, default_value_t = 0.8, value_name = "FRACTION")]
     pub pairs_threshold: f64,
-    /// Write the JSON or Prometheus document to FILE (atomically: temp file + rename).
+    /// Write the JSON or Prometheus document to FILE (atomically: temp file + rename;
+    /// missing directories are created).
     #[arg(long, value_name = "FILE")]
     pub output: Option<std::path::PathBuf>,
     /// Fail (exit 1) when the average bus bandwidth is below this, in GB/s (1e9 bytes/s).

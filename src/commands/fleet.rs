@@ -16,7 +16,8 @@ pub struct FleetArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: FleetFormat,
-    /// Write the result to FILE (atomically) instead of stdout.
+    /// Write the result to FILE (atomically; missing directories are created) instead of
+    /// stdout.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
 }
