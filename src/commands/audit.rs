@@ -39,6 +39,14 @@ pub struct AuditArgs {
     /// connect to its rendezvous PORT [default: the profile's first rendezvous port].
     #[arg(long, value_name = "HOST[:PORT]", value_parser = parse_peer)]
     pub peer: Option<String>,
+    /// Report these checks as skipped, whatever they find (an ID covers its subjects:
+    /// `ulimit.nofile` skips `ulimit.nofile.login` too).
+    #[arg(long, value_delimiter = ',', value_name = "ID,...", value_parser = checks::parse_skip_id)]
+    pub skip: Vec<String>,
+    /// Table: list passing checks too (by default only what needs attention, skips and the
+    /// counts are shown).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 /// `--peer`: an IP address or a host name (resolved later, on the node), with an optional
@@ -89,9 +97,11 @@ pub fn run(args: &AuditArgs, root: &Root) -> Result<ExitCode> {
         peer: args.peer.clone(),
         persisted: mode != Mode::Live,
         mode,
+        skip: args.skip.clone(),
     };
     let (findings, boot_sysctls) =
         checks::run_limited_with_boot(root, &profile, &options, &args.only, AUDIT_LIMITS);
+    warn_unmatched_skips(&args.skip, &findings);
     let persisted = if mode == Mode::Live {
         Vec::new()
     } else {
@@ -107,6 +117,7 @@ pub fn run(args: &AuditArgs, root: &Root) -> Result<ExitCode> {
         persisted,
         findings,
         strict: args.strict,
+        verbose: args.verbose,
     };
     super::emit(&report.render(args.format), args.output.as_deref())?;
     Ok(if report.failed() {
@@ -114,6 +125,17 @@ pub fn run(args: &AuditArgs, root: &Root) -> Result<ExitCode> {
     } else {
         ExitCode::Ok
     })
+}
+
+/// Says on stderr which `--skip` ids named no check, and the id likely meant: a typo must
+/// not pass for a skipped check. (Not an error: ids of NICs or slices differ by node.)
+pub fn warn_unmatched_skips(skip: &[String], findings: &[crate::finding::Finding]) {
+    for (id, closest) in checks::unmatched_skips(skip, findings) {
+        let hint = closest.map_or(String::new(), |c| {
+            format!(" (did you mean {}?)", crate::report::table::clean(&c))
+        });
+        eprintln!("gputune: --skip {id}: no check of this run has this id{hint}");
+    }
 }
 
 /// The sysctl.d file and line behind each sysctl finding, for the JSON report.

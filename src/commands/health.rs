@@ -33,6 +33,9 @@ pub struct HealthArgs {
     /// error naming it.
     #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_secs)]
     pub timeout: Duration,
+    /// Do not judge these checks (an ID covers its subjects, as in `audit --skip`).
+    #[arg(long, value_delimiter = ',', value_name = "ID,...", value_parser = checks::parse_skip_id)]
+    pub skip: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -77,9 +80,11 @@ fn check(args: &HealthArgs, root: &Root) -> Result<ExitCode> {
     let options = AuditOptions {
         persisted: mode != crate::image::Mode::Live,
         mode,
+        skip: args.skip.clone(),
         ..AuditOptions::default()
     };
     let findings = checks::run_limited(root, &profile, &options, &[], limits);
+    super::audit::warn_unmatched_skips(&args.skip, &findings);
     let failing: Vec<&Finding> = findings
         .iter()
         .filter(|f| {
