@@ -21,19 +21,20 @@ pub fn render(report: &Report) -> String {
 
 /// The report laid out in `style` (tests choose the width).
 pub fn render_with(report: &Report, style: &TableStyle) -> String {
-    let mut out = format!(
-        "gputune audit of {} (kernel {}, mode {}) against profile {} ({})\n",
-        clean(&report.host.hostname),
-        clean(&report.host.kernel),
+    let head = format!(
+        "gputune audit of {} (kernel {}, mode {}) against profile {} ({})",
+        one_line(&report.host.hostname),
+        one_line(&report.host.kernel),
         report.mode.name(),
-        clean(&report.profile.name),
-        clean(&report.profile.source)
+        one_line(&report.profile.name),
+        one_line(&report.profile.source)
     );
+    let mut out = wrap(&head, style.width, 2, 0);
+    out.push('\n');
     if let Some(reason) = &report.chosen_by {
-        out.push_str(&format!(
-            "profile chosen from the node: {}\n",
-            clean(reason)
-        ));
+        let chosen = format!("profile chosen from the node: {}", one_line(reason));
+        out.push_str(&wrap(&chosen, style.width, 2, 0));
+        out.push('\n');
     }
     out.push_str(&attention(report, style));
     let mut hidden = 0;
@@ -62,12 +63,12 @@ pub fn render_with(report: &Report, style: &TableStyle) -> String {
         }
     }
     out.push('\n');
-    out.push_str(&report.summary().line());
     if hidden > 0 {
         out.push_str(&format!(
-            " ({hidden} passing checks not shown: --verbose shows them)"
+            "{hidden} passing checks not shown (--verbose shows them)\n"
         ));
     }
+    out.push_str(&report.summary().line());
     out.push('\n');
     out
 }
@@ -99,7 +100,7 @@ fn attention(report: &Report, style: &TableStyle) -> String {
     let mut out = format!(
         "\nNeeds attention ({}):\n",
         [
-            (s.errors, "error"),
+            (s.errors, "errors"),
             (s.failed, "failed"),
             (s.warned, "warned"),
         ]
@@ -121,7 +122,7 @@ fn attention(report: &Report, style: &TableStyle) -> String {
             ),
         };
         out.push_str(&format!("{status}  "));
-        out.push_str(&wrap(&head, style.width, 7));
+        out.push_str(&wrap(&head, style.width, 7, 7));
         out.push('\n');
         if !f.fix.is_empty() {
             out.push_str(&format!("       fix: {}\n", one_line(&f.fix)));
@@ -148,14 +149,14 @@ fn one_line(text: &str) -> String {
     clean(text).replace('\n', " ")
 }
 
-/// `text` broken at spaces to fit `width` (none: one line), continuation lines indented by
-/// `indent`; the first word of each line is never split, however long.
-fn wrap(text: &str, width: Option<u16>, indent: usize) -> String {
+/// `text`, starting at column `start`, broken at spaces to fit `width` (none: one line),
+/// continuation lines indented by `indent`; a word is never split, however long.
+fn wrap(text: &str, width: Option<u16>, indent: usize, start: usize) -> String {
     let Some(width) = width.map(usize::from) else {
         return text.to_string();
     };
     let mut out = String::new();
-    let mut column = indent;
+    let mut column = start;
     for (i, word) in text.split(' ').filter(|w| !w.is_empty()).enumerate() {
         let len = word.chars().count();
         if i > 0 {
@@ -209,12 +210,12 @@ fn area_lines(findings: &[&Finding], style: &TableStyle, width: Option<u16>) -> 
         out.push_str(&format!(
             "  {} {}\n",
             style.status_word(f.status),
-            wrap(&head, width, 8)
+            wrap(&head, width, 8, 8)
         ));
         if !f.message.is_empty() {
             out.push_str(&format!(
                 "        {}\n",
-                wrap(&one_line(&f.message), width, 8)
+                wrap(&one_line(&f.message), width, 8, 8)
             ));
         }
     }
@@ -234,13 +235,12 @@ mod tests {
 
     #[test]
     fn wrapping_breaks_only_between_words() {
-        assert_eq!(super::wrap("a bb ccc", None, 2), "a bb ccc");
+        let wrap = super::wrap;
+        assert_eq!(wrap("a bb ccc", None, 2, 2), "a bb ccc");
+        assert_eq!(wrap("aaaa bbbb cccc", Some(11), 2, 2), "aaaa bbbb\n  cccc");
+        assert_eq!(wrap("aaaa bbbb cccc", Some(9), 4, 0), "aaaa bbbb\n    cccc");
         assert_eq!(
-            super::wrap("aaaa bbbb cccc", Some(11), 2),
-            "aaaa bbbb\n  cccc"
-        );
-        assert_eq!(
-            super::wrap("net.ipv4.tcp_slow_start_after_idle: 1", Some(10), 2),
+            wrap("net.ipv4.tcp_slow_start_after_idle: 1", Some(10), 2, 2),
             "net.ipv4.tcp_slow_start_after_idle:\n  1"
         );
     }
