@@ -153,8 +153,8 @@ pub struct Finding {
     pub fix: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change: Option<Change>,
-    /// How much a miss of this check matters: the profile setting's severity (`off` when
-    /// turned off by a profile or `--skip`), else what the check itself concluded.
+    /// What a miss of this check costs: a failure's or warning's own status, else the
+    /// profile setting's severity (`off` when a profile or `--skip` turned it off).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub severity: Option<crate::profile::setting::Severity>,
     /// What the profile wants, typed for scripts: `{"min": 16777216}`, `{"one_of": [..]}`,

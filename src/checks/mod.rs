@@ -285,13 +285,28 @@ fn conclude(ctx: &Context, f: &mut Finding) {
             .clone()
             .skipped(format!("turned off by profile {} ({})", s.set_by, s.origin));
     } else {
-        f.severity = Some(match (setting, f.status) {
-            (Some(s), _) => s.severity,
-            (None, crate::finding::Status::Warn) => Severity::Warn,
-            (None, _) => Severity::Fail,
+        // A miss costs what it came to here (a check may warn where its setting would fail,
+        // for want of a file, say); a pass or skip, what its setting says a miss would.
+        f.severity = Some(match (f.status, setting) {
+            (crate::finding::Status::Warn, _) => Severity::Warn,
+            (crate::finding::Status::Fail, _) => Severity::Fail,
+            (_, Some(s)) => s.severity,
+            (_, None) => Severity::Fail,
         });
-        if f.expected_value.is_none() {
-            f.expected_value = setting.and_then(|s| typed::rule(&s.rule, &f.id));
+        if let Some(setting) = setting {
+            if f.expected_value.is_none() {
+                f.expected_value = typed::rule(&setting.rule, &f.id);
+            }
+            // A check that showed the value just as it judged it (a sysctl's `212992`).
+            let judged = matches!(
+                f.status,
+                crate::finding::Status::Pass
+                    | crate::finding::Status::Warn
+                    | crate::finding::Status::Fail
+            );
+            if f.actual_value.is_none() && judged {
+                f.actual_value = typed::bare(&f.actual, &f.id);
+            }
         }
     }
 }

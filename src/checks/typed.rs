@@ -65,6 +65,17 @@ pub fn value(text: &str, id: &str) -> Option<Value> {
     })
 }
 
+/// A value shown undecorated (one word, or a number), typed; `None` for text that says
+/// more than the value (`soft 20000, hard 20000 (this process)`), which only the check
+/// that judged it can type.
+pub fn bare(text: &str, id: &str) -> Option<Value> {
+    let text = text.trim();
+    if text.is_empty() || text.contains(char::is_whitespace) || matches!(text, "-" | "?") {
+        return None;
+    }
+    value(text, id)
+}
+
 /// A rule's bounds, typed: `{"min": 16777216}`, `{"one_of": ["madvise", "never"]}`,
 /// `{"version": ">=2.14"}`.
 pub fn rule(rule: &Rule, id: &str) -> Option<Value> {
@@ -110,6 +121,13 @@ mod tests {
             assert_eq!(value(text, id).as_ref(), Some(want), "{text} of {id}");
         }
         assert_eq!(value(" ", "x"), None);
+        assert_eq!(bare("212992", "net.core.rmem_max"), Some(json!(212992)));
+        assert_eq!(bare("always", "t"), Some(json!("always")));
+        assert_eq!(
+            bare("soft 20000, hard 20000 (this process)", "ulimit.nofile"),
+            None
+        );
+        assert_eq!(bare("-", "t"), None);
     }
 
     #[test]
