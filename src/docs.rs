@@ -157,7 +157,7 @@ fn environment(page: &str) -> Vec<(&'static str, &'static str)> {
         ),
         (
             "COLUMNS",
-            "The width tables are fitted to when standard output is not a terminal (default 160).",
+            "The width the audit report is wrapped to when standard output is not a terminal; without it, a piped report is plain lines, wrapped by nothing.",
         ),
         (
             "LC_ALL, LC_CTYPE, LANG",
@@ -255,6 +255,10 @@ fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
         ],
         "gputune-audit" => &[
             ("Audit with the node's default profile:", "gputune audit"),
+            (
+                "List passing checks too, and leave out two that do not apply here:",
+                "gputune audit --verbose --skip platform.acs,logind.RemoveIPC",
+            ),
             (
                 "Gate a golden image in CI:",
                 "gputune audit --root /mnt/image --profile ddp-25gbe --strict --format junit --output audit.xml",

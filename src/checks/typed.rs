@@ -109,7 +109,7 @@ mod tests {
             ("4194304", "net.core.rmem_max", json!(4194304)),
             ("16M", "net.core.rmem_max", json!(16777216)),
             ("25000", "link.speed_mbps.eth0", json!(25_000_000_000_i64)),
-            ("0.5", "peer.rtt_ms", json!(0.5)),
+            ("0.5", "peer.rtt_ms", json!(0.0005)),
             ("2", "peer.rtt_ms", json!(0.002)),
             ("unlimited", "ulimit.memlock", json!("unlimited")),
             ("no", "logind.RemoveIPC", json!(false)),

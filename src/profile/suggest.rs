@@ -48,7 +48,6 @@ mod tests {
             ("ddp-infinband", Some("ddp-infiniband")),
             ("singlenode", Some("single-node")),
             ("bsae", Some("base")),
-            ("ddp-10gbe", None),
             ("production", None),
             ("x", None),
         ];

@@ -141,6 +141,14 @@ fn bad_profiles_name_file_line_and_key() {
             "p.toml",
             Some(2),
             None,
+            "no included profile sets this key",
+        ),
+        (
+            &[("p", "[network]\n\"net.core.rmem_max\" = { why = \"x\" }\n")],
+            "p",
+            "p.toml",
+            Some(2),
+            None,
             "no rule",
         ),
         (
