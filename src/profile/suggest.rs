@@ -3,11 +3,17 @@
 
 /// The candidate closest to `name` by edit distance, when it is close enough to be a typo
 /// (2 edits, or a third of the name's length up to 3) and not `name` itself.
+/// A candidate whose last dotted part is `name` (`RemoveIPC` for `logind.RemoveIPC`) is
+/// meant too, however far apart they are.
 pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let limit = (name.chars().count() / 3).clamp(2, 3);
+    let candidates: Vec<&'a str> = candidates.into_iter().filter(|c| *c != name).collect();
+    let tail = format!(".{name}");
+    if let Some(whole) = candidates.iter().find(|c| c.ends_with(&tail)) {
+        return Some(whole);
+    }
     candidates
         .into_iter()
-        .filter(|c| *c != name)
         .map(|c| (c, distance(name, c)))
         .filter(|(_, d)| *d <= limit)
         .min_by_key(|(_, d)| *d)
@@ -51,6 +57,10 @@ mod tests {
             ("production", None),
             ("x", None),
         ];
+        let keys = ["logind.RemoveIPC", "dev_shm.size"];
+        assert_eq!(closest("RemoveIPC", keys), Some("logind.RemoveIPC"));
+        assert_eq!(closest("size", keys), Some("dev_shm.size"));
+        assert_eq!(closest("RemovIPC", keys), None);
         for (typo, want) in cases {
             assert_eq!(closest(typo, names), *want, "{typo}");
         }
