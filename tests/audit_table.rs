@@ -216,12 +216,18 @@ fn in_tmux(shell_line: &str) -> (String, String) {
 #[test]
 fn in_an_80_column_terminal_nothing_a_person_copies_is_split() {
     common::require(&["tmux"]);
-    let line = format!(
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("audit.txt");
+    let audit = format!(
         "env -u COLUMNS -u NO_COLOR LANG=C.UTF-8 TERM=xterm {} audit --root {}",
         bin(),
         fixture(FIXTURE).display()
     );
+    let line = format!("{audit}; {audit} --output {}", file.display());
     let (joined, rows) = in_tmux(&line);
+    // The copy written to a file from the same terminal is laid out for no terminal.
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert!(written.contains("\n        Caps the receive buffer a socket may ask for; NCCL's socket transport and Gloo cannot reach line rate when it is small.\n"), "{written}");
     let all = findings();
     assert_worst_first(&joined);
     assert_nothing_split(&joined, &all, &["fail", "warn", "error", "skip"]);

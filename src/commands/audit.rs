@@ -119,7 +119,15 @@ pub fn run(args: &AuditArgs, root: &Root) -> Result<ExitCode> {
         strict: args.strict,
         verbose: args.verbose,
     };
-    super::emit(&report.render(args.format), args.output.as_deref())?;
+    let text = match (args.format, &args.output) {
+        // A report written to a file is laid out for no terminal, even when run from one.
+        (Format::Table, Some(_)) => crate::report::table::render_with(
+            &report,
+            &crate::report::terminal::TableStyle::for_file(),
+        ),
+        (format, _) => report.render(format),
+    };
+    super::emit(&text, args.output.as_deref())?;
     Ok(if report.failed() {
         ExitCode::Findings
     } else {

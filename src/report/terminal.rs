@@ -28,6 +28,11 @@ impl TableStyle {
         Self::from_env(terminal, terminal_width, |name| std::env::var(name).ok())
     }
 
+    /// The style for a file (`--output`): whatever standard output is, no terminal reads it.
+    pub fn for_file() -> Self {
+        Self::from_env(false, None, |name| std::env::var(name).ok())
+    }
+
     /// The style for a terminal (or not) of `terminal_width` columns (when it says) and an
     /// environment, kept apart for tests.
     pub fn from_env(
