@@ -167,7 +167,7 @@ _gputune() {
             return 0
             ;;
         gputune__subcmd__apply)
-            opts="-y -h --profile --dry-run --yes --no-persist --only --live --root --help"
+            opts="-y -h --profile --dry-run --yes --no-persist --only --live --skip --root --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -179,6 +179,10 @@ _gputune() {
                     ;;
                 --only)
                     COMPREPLY=($(compgen -W "network memory numa nic gpu platform limits cgroup firewall" -- "${cur}"))
+                    return 0
+                    ;;
+                --skip)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --root)
@@ -193,7 +197,7 @@ _gputune() {
             return 0
             ;;
         gputune__subcmd__audit)
-            opts="-h --profile --format --output --only --strict --persisted --cgroup --peer --root --help"
+            opts="-v -h --profile --format --output --only --strict --persisted --cgroup --peer --skip --verbose --root --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -220,6 +224,10 @@ _gputune() {
                     return 0
                     ;;
                 --peer)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --skip)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -899,7 +907,7 @@ _gputune() {
             return 0
             ;;
         gputune__subcmd__health)
-            opts="-h --profile --slurm --format --strict --as-job --timeout --root --help"
+            opts="-h --profile --slurm --format --strict --timeout --skip --root --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -914,6 +922,10 @@ _gputune() {
                     return 0
                     ;;
                 --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --skip)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -54,9 +54,11 @@ cgroup\t'cgroup limits'
 firewall\t'Firewall rules for rendezvous and NCCL ports'"
 complete -c gputune -n "__fish_gputune_using_subcommand audit" -l cgroup -d 'Judge the limits of this cgroup [default: the current process\'s]' -r
 complete -c gputune -n "__fish_gputune_using_subcommand audit" -l peer -d 'Judge the NIC that routes to this peer node [default: the default route\'s], and connect to its rendezvous PORT [default: the profile\'s first rendezvous port]' -r
+complete -c gputune -n "__fish_gputune_using_subcommand audit" -l skip -d 'Report these checks as skipped, whatever they find (an ID covers its subjects: `ulimit.nofile` skips `ulimit.nofile.login` too)' -r
 complete -c gputune -n "__fish_gputune_using_subcommand audit" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand audit" -l strict -d 'Treat warnings as failures (exit 1)'
 complete -c gputune -n "__fish_gputune_using_subcommand audit" -l persisted -d 'Judge what the node would have after a reboot, from its configuration files alone'
+complete -c gputune -n "__fish_gputune_using_subcommand audit" -s v -l verbose -d 'Table: list passing checks too (by default only what needs attention, skips and the counts are shown)'
 complete -c gputune -n "__fish_gputune_using_subcommand audit" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c gputune -n "__fish_gputune_using_subcommand apply" -l profile -d 'Profile name or TOML file to apply' -r
 complete -c gputune -n "__fish_gputune_using_subcommand apply" -l only -d 'Apply only the changes of these areas' -r -f -a "network\t'Kernel network sysctls'
@@ -68,6 +70,7 @@ platform\t'PCIe ACS, IOMMU, peer memory'
 limits\t'ulimits, /dev/shm, logind'
 cgroup\t'cgroup limits'
 firewall\t'Firewall rules for rendezvous and NCCL ports'"
+complete -c gputune -n "__fish_gputune_using_subcommand apply" -l skip -d 'Leave these checks alone: no change for them is planned (an ID covers its subjects, as in `audit --skip`)' -r
 complete -c gputune -n "__fish_gputune_using_subcommand apply" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand apply" -l dry-run -d 'Print the plan (before -> after) and change nothing'
 complete -c gputune -n "__fish_gputune_using_subcommand apply" -s y -l yes -d 'Apply without asking for confirmation'
@@ -265,6 +268,7 @@ complete -c gputune -n "__fish_gputune_using_subcommand health" -l profile -d 'P
 complete -c gputune -n "__fish_gputune_using_subcommand health" -l format -d 'Output: `text` (NHC style) or `npd` (node-problem-detector plugin: exit 0 OK, 1 problem, 2 unknown, one short line)' -r -f -a "text\t''
 npd\t''"
 complete -c gputune -n "__fish_gputune_using_subcommand health" -l timeout -d 'The most seconds the checks may take in all; an area that hangs is reported as an error naming it' -r
+complete -c gputune -n "__fish_gputune_using_subcommand health" -l skip -d 'Do not judge these checks (an ID covers its subjects, as in `audit --skip`)' -r
 complete -c gputune -n "__fish_gputune_using_subcommand health" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand health" -l slurm -d 'Drain the node in Slurm when a check fails (reason "gputune: ..."), and resume it once it passes if gputune drained it'
 complete -c gputune -n "__fish_gputune_using_subcommand health" -l strict -d 'Treat warnings as failures'

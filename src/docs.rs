@@ -221,6 +221,10 @@ fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
         "gputune-audit" => &[
             ("Audit with the node's default profile:", "gputune audit"),
             (
+                "List passing checks too, and leave out two that do not apply here:",
+                "gputune audit --verbose --skip platform.acs,logind.RemoveIPC",
+            ),
+            (
                 "Gate a golden image in CI:",
                 "gputune audit --root /mnt/image --profile ddp-25gbe --strict --format junit --output audit.xml",
             ),

@@ -153,6 +153,17 @@ pub struct Finding {
     pub fix: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change: Option<Change>,
+    /// What a miss of this check costs: a failure's or warning's own status, else the
+    /// profile setting's severity (`off` when a profile or `--skip` turned it off).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub severity: Option<crate::profile::setting::Severity>,
+    /// What the profile wants, typed for scripts: `{"min": 16777216}`, `{"one_of": [..]}`,
+    /// numbers in base units (bytes, counts, bits per second, seconds).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub expected_value: Option<serde_json::Value>,
+    /// The value judged, typed: a number in base units, a boolean, or text.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub actual_value: Option<serde_json::Value>,
 }
 
 /// One check's fixed facts, said once; each verdict method makes the [`Finding`].
@@ -299,6 +310,9 @@ impl Check {
             message,
             fix,
             change: None,
+            severity: None,
+            expected_value: None,
+            actual_value: None,
         }
     }
 }
@@ -308,6 +322,20 @@ impl Finding {
     pub fn with_change(mut self, change: Change) -> Self {
         self.change = Some(change);
         self
+    }
+
+    /// Not judged after all: a skip saying why (`skipped by --skip`), with nothing to fix.
+    pub fn skipped(self, reason: impl Into<String>) -> Self {
+        Finding {
+            status: Status::Skip,
+            actual: "-".into(),
+            message: reason.into(),
+            fix: String::new(),
+            change: None,
+            severity: Some(crate::profile::setting::Severity::Off),
+            actual_value: None,
+            ..self
+        }
     }
 
     /// Replaces the message (a verdict that says more than the check's reason).

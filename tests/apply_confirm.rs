@@ -92,6 +92,7 @@ impl Node {
             no_persist: false,
             only: vec![],
             live: false,
+            skip: vec![],
         };
         apply_with(&args, &self.root, who, &NftCommand)
     }

@@ -22,7 +22,7 @@ fn audit_text(fixture_name: &str, args: &[&str]) -> (Option<i32>, String) {
 fn a_tuned_node_passes_and_exits_0() {
     let (code, doc) = audit_json("tuned-node", &["--only", KERNEL_AREAS]);
     assert_eq!(code, 0, "{doc:#}");
-    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["schema_version"], 2);
     assert_eq!(doc["profile"]["name"], "ddp-10gbe");
     assert_eq!(
         doc["profile"]["chain"],
@@ -60,6 +60,17 @@ fn an_untuned_node_fails_with_expected_actual_why_and_fix() {
 
     let rmem = finding(&doc, "net.core.rmem_max");
     assert_eq!(rmem["status"], "fail");
+    // Typed beside the text, for scripts: the rule and the value in bytes, the severity.
+    assert_eq!(rmem["expected_value"], serde_json::json!({"min": 33554432}));
+    assert_eq!(rmem["actual_value"], 212992);
+    assert_eq!(rmem["severity"], "fail");
+    let thp = finding(&doc, "transparent_hugepage.enabled");
+    assert_eq!(
+        thp["expected_value"],
+        serde_json::json!({"one_of": ["madvise", "never"]})
+    );
+    assert_eq!(thp["actual_value"], "always");
+    assert_eq!(thp["severity"], "warn");
     assert_eq!(rmem["area"], "network");
     assert_eq!(rmem["expected"], ">= 33554432");
     assert_eq!(rmem["actual"], "212992");
@@ -117,12 +128,16 @@ fn the_table_groups_by_area_and_ends_with_the_summary() {
     assert_eq!(code, Some(1));
     assert!(text.contains("against profile ddp-25gbe"));
     assert!(text.contains("profile chosen from the node: fastest link ens1f0 at 25000 Mb/s"));
-    let network = text.find("\nnetwork\n").expect("network heading");
-    let memory = text.find("\nmemory\n").expect("memory heading");
+    let network = text
+        .find("\nnetwork: 5 of 17 checks pass\n")
+        .expect("network heading");
+    let memory = text
+        .find("\nmemory: 1 of 6 checks pass\n")
+        .expect("memory heading");
     assert!(network < memory);
     assert!(text[network..memory].contains("net.core.rmem_max"));
     assert!(text[memory..].contains("vm.swappiness"));
-    assert!(text.contains("fix: sysctl -w net.core.rmem_max=33554432"));
+    assert!(text.contains("\n       fix: sysctl -w net.core.rmem_max=33554432\n"));
     let last = text.lines().last().unwrap();
     assert_eq!(last, "6 passed, 10 warned, 4 failed, 1 skipped, 2 errors");
 }

@@ -1,5 +1,5 @@
-//! `bench allreduce --format prometheus --output FILE`: node_exporter textfile gauges from a
-//! real two-rank TCP run, written atomically.
+//! `--format prometheus --output FILE`: node_exporter textfile gauges, from a real two-rank
+//! TCP `bench allreduce` run and from `audit`, written atomically and named in base units.
 
 use crate::common;
 
@@ -86,4 +86,94 @@ fn bench_writes_node_exporter_gauges() {
         s[&format!("gputune_bench_min_busbw_gbps{{{base}}}")],
         100000.0
     );
+}
+
+/// Prometheus' naming rules (and node_exporter's practice): snake_case under the
+/// `gputune_` prefix, one base unit spelt out as the last word (`_seconds`, `_bytes`), no
+/// scaled units (`_ms`, `_mbps`, `_gbps`, `_kib`), and `_total` only on counters.
+fn assert_named_in_base_units(text: &str) {
+    let scaled = [
+        "_ms",
+        "_us",
+        "_ns",
+        "_minutes",
+        "_hours",
+        "_kb",
+        "_mb",
+        "_gb",
+        "_kib",
+        "_mib",
+        "_gib",
+        "_mbps",
+        "_gbps",
+        "_bits",
+        "_percent",
+        "_celsius_milli",
+    ];
+    let mut types = BTreeMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            types.insert(name.to_string(), kind.to_string());
+        }
+    }
+    for key in samples(text).keys() {
+        let name = key.split('{').next().unwrap();
+        assert!(
+            name.starts_with("gputune_")
+                && name.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+            "{name}"
+        );
+        for unit in scaled {
+            assert!(
+                !name.ends_with(unit) && !name.contains(&format!("{unit}_")),
+                "{name} is not in base units"
+            );
+        }
+        let kind = types
+            .get(name)
+            .unwrap_or_else(|| panic!("{name} has no TYPE"));
+        assert_eq!(
+            name.ends_with("_total"),
+            kind == "counter",
+            "{name}: {kind}"
+        );
+    }
+}
+
+#[test]
+fn audit_metrics_are_named_in_base_units_and_say_what_was_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gputune.prom");
+    let out = gputune()
+        .args([
+            "audit",
+            "--only",
+            "network,memory",
+            "--skip",
+            "vm.swappiness",
+        ])
+        .args(["--format", "prometheus", "--output"])
+        .arg(&file)
+        .arg("--root")
+        .arg(common::fixture("untuned-node"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", common::text(&out.stderr));
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_named_in_base_units(&text);
+    let s = samples(&text);
+    let status = |id: &str| {
+        s[&format!(
+            "gputune_check_status{{area=\"{}\",id=\"{id}\",mode=\"live\",profile=\"ddp-25gbe\"}}",
+            if id.starts_with("vm.") {
+                "memory"
+            } else {
+                "network"
+            }
+        )]
+    };
+    assert_eq!(status("vm.swappiness"), 3.0, "skipped by --skip: {text}");
+    assert_eq!(status("net.core.rmem_max"), 2.0);
+    assert!(s["gputune_audit_last_run_timestamp_seconds"] > 1.7e9);
 }

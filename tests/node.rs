@@ -10,6 +10,8 @@ mod audit_cli;
 mod audit_hw;
 mod audit_limits_cgroup_firewall;
 mod audit_persisted;
+mod audit_skip;
+mod audit_table;
 mod file_modes;
 mod fuzz_parsers;
 mod generated_docs;

@@ -121,3 +121,44 @@ fn list_names_prints_built_in_and_site_names_one_per_line_for_completion() {
     }
     assert_eq!(names.len(), want.len(), "{names:?}");
 }
+
+#[test]
+fn a_misspelt_profile_name_or_key_is_answered_with_the_one_meant() {
+    let root = site(&[
+        ("our-cluster", "include = [\"ddp-25gbe\"]\n"),
+        (
+            "typo",
+            "include = [\"base\"]\n\n[network]\n\"net.core.rmem_mx\" = { min = 1 }\n",
+        ),
+    ]);
+    // A root audit accepts: an image with its os-release.
+    put(root.path(), "etc/os-release", "ID=debian\n");
+    let cases = [
+        (
+            "ddp-10gb",
+            "no profile named `ddp-10gb` (did you mean `ddp-10gbe`? built-in: ",
+        ),
+        (
+            "our-clustr",
+            "no profile named `our-clustr` (did you mean `our-cluster`? ",
+        ),
+        (
+            "typo",
+            "typo.toml:4: [network] net.core.rmem_mx: unknown key (did you mean `net.core.rmem_max`? known in [network]: ",
+        ),
+        ("production", "no profile named `production` (built-in: "),
+    ];
+    for (name, says) in cases {
+        for command in ["audit --profile", "profiles show"] {
+            let out = gputune_words(command)
+                .arg(name)
+                .arg("--root")
+                .arg(root.path())
+                .output()
+                .unwrap();
+            let stderr = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{command} {name}: {stderr}");
+            assert!(stderr.contains(says), "{command} {name}: {stderr}");
+        }
+    }
+}

@@ -13,6 +13,7 @@ pub mod numa;
 pub mod platform;
 pub mod sysctl;
 pub mod tuned;
+mod typed;
 
 use crate::finding::{Area, Check, Finding, Remedy};
 use std::cell::OnceCell;
@@ -25,7 +26,7 @@ use crate::host::{HostError, Root};
 use crate::inventory::Inventory;
 use crate::probes::Probes;
 use crate::profile::Profile;
-use crate::profile::setting::{KeySpec, Setting};
+use crate::profile::setting::{KeySpec, Setting, Severity};
 use sysctl::boot::{self, Assignment};
 
 /// Options of `gputune audit` that some areas need.
@@ -43,6 +44,40 @@ pub struct AuditOptions {
     /// Whose resource limits are judged: this process's, or a Slurm job's (`health` run by
     /// slurmd, whose own limits no job has).
     pub limits_of: limits::LimitsOf,
+    /// `--skip ID,...`: checks reported as skipped whatever they find (an ID names its
+    /// subjects too: `ulimit.nofile` skips `ulimit.nofile.login`).
+    pub skip: Vec<String>,
+}
+
+/// Parses one `--skip` ID: a check id as reports print it, no spaces or control characters.
+pub fn parse_skip_id(text: &str) -> Result<String, String> {
+    let id = text.trim();
+    if id.is_empty() {
+        return Err("an empty check id (ids look like net.core.rmem_max)".into());
+    }
+    if id.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("a check id has no spaces (ids look like net.core.rmem_max)".into());
+    }
+    Ok(id.to_string())
+}
+
+/// The `--skip` ids that named no check of `findings`, each with the closest id there is,
+/// so a typo does not silently skip nothing.
+pub fn unmatched_skips(skip: &[String], findings: &[Finding]) -> Vec<(String, Option<String>)> {
+    skip.iter()
+        .filter(|p| {
+            !findings
+                .iter()
+                .any(|f| crate::profile::names_check(p, &f.id))
+        })
+        .map(|p| {
+            let ids = findings.iter().map(|f| f.id.as_str());
+            (
+                p.clone(),
+                crate::profile::suggest::closest(p, ids).map(str::to_string),
+            )
+        })
+        .collect()
 }
 
 impl AuditOptions {
@@ -231,7 +266,52 @@ pub fn run(ctx: &Context, only: &[Area]) -> Vec<Finding> {
             }
         }
     }
+    for f in &mut findings {
+        conclude(ctx, f);
+    }
     findings
+}
+
+/// The last word on a finding: `--skip` and a profile's `severity = "off"` make it a skip
+/// saying who turned it off, and it carries the severity of the setting behind it.
+fn conclude(ctx: &Context, f: &mut Finding) {
+    let setting = ctx.profile.governing(f.area, &f.id);
+    if ctx
+        .options
+        .skip
+        .iter()
+        .any(|p| crate::profile::names_check(p, &f.id))
+    {
+        *f = f.clone().skipped("skipped by --skip");
+    } else if let Some(s) = setting.filter(|s| s.severity == Severity::Off) {
+        *f = f
+            .clone()
+            .skipped(format!("turned off by profile {} ({})", s.set_by, s.origin));
+    } else {
+        // A miss costs what it came to here (a check may warn where its setting would fail,
+        // for want of a file, say); a pass or skip, what its setting says a miss would.
+        f.severity = Some(match (f.status, setting) {
+            (crate::finding::Status::Warn, _) => Severity::Warn,
+            (crate::finding::Status::Fail, _) => Severity::Fail,
+            (_, Some(s)) => s.severity,
+            (_, None) => Severity::Fail,
+        });
+        if let Some(setting) = setting {
+            if f.expected_value.is_none() {
+                f.expected_value = typed::rule(&setting.rule, &f.id);
+            }
+            // A check that showed the value just as it judged it (a sysctl's `212992`).
+            let judged = matches!(
+                f.status,
+                crate::finding::Status::Pass
+                    | crate::finding::Status::Warn
+                    | crate::finding::Status::Fail
+            );
+            if f.actual_value.is_none() && judged {
+                f.actual_value = typed::bare(&f.actual, &f.id);
+            }
+        }
+    }
 }
 
 /// How long a [`run_limited`] audit may take: a health check that hangs loses the node
@@ -394,7 +474,10 @@ pub(crate) fn by_rule(
     fix: impl Into<String>,
 ) -> Finding {
     let (status, problem) = setting.status_for(value);
-    with_problem(check.judge(status, actual, fix), problem)
+    typed(
+        with_problem(check.judge(status, actual, fix), problem),
+        value,
+    )
 }
 
 /// [`by_rule`] for a fix worked out from the verdict: `remedy` is asked only when the value
@@ -407,7 +490,18 @@ pub(crate) fn by_rule_with(
     remedy: impl FnOnce() -> Option<Remedy>,
 ) -> Finding {
     let (status, problem) = setting.status_for(value);
-    with_problem(check.judge_with(status, actual, remedy), problem)
+    typed(
+        with_problem(check.judge_with(status, actual, remedy), problem),
+        value,
+    )
+}
+
+/// The judged value, typed for scripts, beside the text the report shows.
+fn typed(finding: Finding, value: &str) -> Finding {
+    Finding {
+        actual_value: typed::value(value, &finding.id),
+        ..finding
+    }
 }
 
 /// The rule's own complaint, when it could not compare the value, as the finding's message.
@@ -434,7 +528,8 @@ pub(crate) fn by_rule_found(
         Some(problem) => check.why(problem),
         None => check,
     };
-    check.found(found, sep).judge(status, value, fix)
+    let finding = check.found(found, sep).judge(status, value.clone(), fix);
+    typed(finding, &value)
 }
 
 /// [`by_rule`] for a value the report shows just as it was judged (a speed, an MTU).

@@ -38,6 +38,10 @@ pub struct ApplyArgs {
     /// Write live kernel values even though --root has a mounted /proc (the running kernel's).
     #[arg(long)]
     pub live: bool,
+    /// Leave these checks alone: no change for them is planned (an ID covers its subjects,
+    /// as in `audit --skip`).
+    #[arg(long, value_delimiter = ',', value_name = "ID,...", value_parser = checks::parse_skip_id)]
+    pub skip: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -93,10 +97,12 @@ pub fn apply_with(
     let options = AuditOptions {
         persisted: image,
         mode,
+        skip: args.skip.clone(),
         ..AuditOptions::default()
     };
     let ctx = Context::new(root, &profile, &options);
     let findings = checks::run(&ctx, &args.only);
+    super::audit::warn_unmatched_skips(&args.skip, &findings);
     // A check that could not be read might hide a change: refuse rather than half-apply.
     let unjudged: Vec<String> = findings
         .iter()

@@ -40,6 +40,14 @@ pub struct AuditArgs {
     /// connect to its rendezvous PORT [default: the profile's first rendezvous port].
     #[arg(long, value_name = "HOST[:PORT]", value_parser = parse_peer)]
     pub peer: Option<String>,
+    /// Report these checks as skipped, whatever they find (an ID covers its subjects:
+    /// `ulimit.nofile` skips `ulimit.nofile.login` too).
+    #[arg(long, value_delimiter = ',', value_name = "ID,...", value_parser = checks::parse_skip_id)]
+    pub skip: Vec<String>,
+    /// Table: list passing checks too (by default only what needs attention, skips and the
+    /// counts are shown).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 /// `--peer`: an IP address or a host name (resolved later, on the node), with an optional
@@ -90,10 +98,12 @@ pub fn run(args: &AuditArgs, root: &Root) -> Result<ExitCode> {
         peer: args.peer.clone(),
         persisted: mode != Mode::Live,
         mode,
+        skip: args.skip.clone(),
         ..AuditOptions::default()
     };
     let (findings, boot_sysctls) =
         checks::run_limited_with_boot(root, &profile, &options, &args.only, AUDIT_LIMITS);
+    warn_unmatched_skips(&args.skip, &findings);
     let persisted = if mode == Mode::Live {
         Vec::new()
     } else {
@@ -109,13 +119,33 @@ pub fn run(args: &AuditArgs, root: &Root) -> Result<ExitCode> {
         persisted,
         findings,
         strict: args.strict,
+        verbose: args.verbose,
     };
-    super::emit(&report.render(args.format), args.output.as_deref())?;
+    let text = match (args.format, &args.output) {
+        // A report written to a file is laid out for no terminal, even when run from one.
+        (Format::Table, Some(_)) => crate::report::table::render_with(
+            &report,
+            &crate::report::terminal::TableStyle::for_file(),
+        ),
+        (format, _) => report.render(format),
+    };
+    super::emit(&text, args.output.as_deref())?;
     Ok(if report.failed() {
         ExitCode::Findings
     } else {
         ExitCode::Ok
     })
+}
+
+/// Says on stderr which `--skip` ids named no check, and the id likely meant: a typo must
+/// not pass for a skipped check. (Not an error: ids of NICs or slices differ by node.)
+pub fn warn_unmatched_skips(skip: &[String], findings: &[crate::finding::Finding]) {
+    for (id, closest) in checks::unmatched_skips(skip, findings) {
+        let hint = closest.map_or(String::new(), |c| {
+            format!(" (did you mean {}?)", crate::report::table::clean(&c))
+        });
+        eprintln!("gputune: --skip {id}: no check of this run has this id{hint}");
+    }
 }
 
 /// The sysctl.d file and line behind each sysctl finding, for the JSON report.

@@ -45,6 +45,9 @@ pub struct HealthArgs {
     /// error naming it.
     #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_secs)]
     pub timeout: Duration,
+    /// Do not judge these checks (an ID covers its subjects, as in `audit --skip`).
+    #[arg(long, value_delimiter = ',', value_name = "ID,...", value_parser = checks::parse_skip_id)]
+    pub skip: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -90,9 +93,11 @@ fn check(args: &HealthArgs, root: &Root) -> Result<ExitCode> {
         persisted: mode != crate::image::Mode::Live,
         mode,
         limits_of: limits_of(args.as_job, &|name| std::env::var(name).ok()),
+        skip: args.skip.clone(),
         ..AuditOptions::default()
     };
     let findings = checks::run_limited(root, &profile, &options, &[], limits);
+    super::audit::warn_unmatched_skips(&args.skip, &findings);
     let failing: Vec<&Finding> = findings
         .iter()
         .filter(|f| {

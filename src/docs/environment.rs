@@ -30,7 +30,7 @@ pub const VARS: &[Var] = &[
     Var {
         names: &["COLUMNS"],
         pages: &[],
-        text: "The width tables are fitted to when standard output is not a terminal (default 160).",
+        text: "The width the audit report is wrapped to when standard output is not a terminal; without it, a piped report is plain lines, wrapped by nothing.",
     },
     Var {
         names: &["LC_ALL", "LC_CTYPE", "LANG"],

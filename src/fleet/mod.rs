@@ -13,7 +13,7 @@ use serde_json::Value;
 use input::Document;
 
 /// The audit JSON versions this reader understands.
-pub const SCHEMA_VERSIONS: std::ops::RangeInclusive<u64> = 1..=1;
+pub const SCHEMA_VERSIONS: std::ops::RangeInclusive<u64> = 1..=2;
 
 /// Areas whose facts (driver, CUDA, NCCL, cuDNN versions; NICs, speeds, GID index) must be
 /// alike across a job's nodes: a node that differs there fails the fleet even if it passes.

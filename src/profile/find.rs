@@ -125,8 +125,24 @@ impl Loader<'_> {
             }),
             None => {
                 let names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
+                let site: Vec<String> = self
+                    .root
+                    .list_dir(SITE_DIR)
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|f| f.strip_suffix(".toml").map(str::to_string))
+                    .filter(|n| {
+                        n.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                    })
+                    .collect();
+                let known = names.iter().copied().chain(site.iter().map(String::as_str));
+                let hint = super::suggest::closest(ident, known)
+                    .map_or(String::new(), |c| format!("did you mean `{c}`? "));
                 Err(format!(
-                    "no profile named `{ident}` (built-in: {}; site profiles go in {SITE_DIR})",
+                    "no profile named `{ident}` ({hint}built-in: {}; site profiles go in {SITE_DIR})",
                     names.join(", ")
                 ))
             }

@@ -72,9 +72,16 @@ impl Loader<'_> {
                 let line = line_of(&source.text, key.span().start);
                 let setting = parse_setting(area, key.get_ref(), value, (self.keys)(area))
                     .map_err(|m| err(Some(line), Some(format!("[{area}] {}", key.get_ref())), m))?;
+                let inherited = merged
+                    .settings
+                    .get(&area)
+                    .and_then(|s| s.get(key.get_ref()));
                 let setting = Setting {
                     origin: format!("{}:{line}", source.display),
-                    ..setting
+                    set_by: source.name.clone(),
+                    ..severity_only(setting, inherited).map_err(|m| {
+                        err(Some(line), Some(format!("[{area}] {}", key.get_ref())), m)
+                    })?
                 };
                 merged
                     .settings
@@ -118,6 +125,27 @@ impl Loader<'_> {
         }
         memo.insert(identity, merged.clone());
         Ok(merged)
+    }
+}
+
+/// A setting written with only a severity (and perhaps a reason) takes its rule from the
+/// included profile that sets the key: a site profile softens or turns off what it inherits.
+/// Turned off, it needs no rule; softened, it needs one to judge by.
+fn severity_only(setting: Setting, inherited: Option<&Setting>) -> Result<Setting, String> {
+    if setting.rule != Rule::default() {
+        return Ok(setting);
+    }
+    match inherited {
+        Some(parent) => Ok(Setting {
+            rule: parent.rule.clone(),
+            why: setting.why.or_else(|| parent.why.clone()),
+            ..setting
+        }),
+        None if setting.severity == Severity::Off => Ok(setting),
+        None => Err(format!(
+            "severity `{}` alone changes a setting an included profile makes, and no included profile sets this key: give a rule too (equals, min, max, one_of or version)",
+            setting.severity.name()
+        )),
     }
 }
 

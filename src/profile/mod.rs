@@ -6,6 +6,7 @@ pub mod amount;
 pub mod default;
 pub mod job;
 pub mod setting;
+pub mod suggest;
 pub mod version;
 
 mod find;
@@ -161,6 +162,15 @@ impl Profile {
         self.settings.get(&area)?.get(key)
     }
 
+    /// The setting behind check `id` of `area`: the key that names it, the most specific
+    /// when several do (`ulimit.nofile` governs `ulimit.nofile.login`).
+    pub fn governing(&self, area: Area, id: &str) -> Option<&Setting> {
+        self.area(area)
+            .filter(|(key, _)| names_check(key, id))
+            .max_by_key(|(key, _)| key.len())
+            .map(|(_, s)| s)
+    }
+
     /// The resolved profile as a loadable TOML file, each setting annotated with its origin.
     pub fn to_toml(&self) -> String {
         let mut out = format!(
@@ -195,11 +205,16 @@ impl Profile {
     }
 }
 
+/// Whether `pattern` (a profile key or a `--skip` id) names check `id`: the id itself, or
+/// the same check of one of its subjects (`link.speed_mbps` names `link.speed_mbps.eth0`,
+/// `cpu.max` names `cpu.max@training.slice`).
+pub fn names_check(pattern: &str, id: &str) -> bool {
+    id.strip_prefix(pattern)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.') || rest.starts_with('@'))
+}
+
 fn severity_name(s: Severity) -> &'static str {
-    match s {
-        Severity::Fail => "fail",
-        Severity::Warn => "warn",
-    }
+    s.name()
 }
 
 /// One profile a user can name, for `gputune profiles list`.

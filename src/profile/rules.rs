@@ -26,7 +26,12 @@ pub(super) fn parse_setting(
         return Err(if known.is_empty() {
             format!("unknown key: this version has no checks in [{area}] yet")
         } else {
-            format!("unknown key (known in [{area}]: {})", known.join(", "))
+            let hint = super::suggest::closest(key, known.iter().copied())
+                .map_or(String::new(), |c| format!("did you mean `{c}`? "));
+            format!(
+                "unknown key ({hint}known in [{area}]: {})",
+                known.join(", ")
+            )
         });
     };
     let raw: RawSetting = value
@@ -42,7 +47,10 @@ pub(super) fn parse_setting(
     let severity = match raw.severity.as_deref() {
         None | Some("fail") => Severity::Fail,
         Some("warn") => Severity::Warn,
-        Some(other) => return Err(format!("severity `{other}` is not `fail` or `warn`")),
+        Some("off") => Severity::Off,
+        Some(other) => {
+            return Err(format!("severity `{other}` is not `fail`, `warn` or `off`"));
+        }
     };
     let kind_name = match spec.kind {
         ValueKind::Number => "a number",
@@ -96,7 +104,21 @@ pub(super) fn parse_setting(
         }
     }
     if rule == Rule::default() {
-        return Err("no rule: give one of equals, min, max, one_of or version".into());
+        // `{ severity = "warn" }` alone softens (or turns off) what an included profile
+        // sets: the rule comes from there when the includes are merged.
+        if raw.severity.is_none() {
+            return Err(
+                "no rule: give one of equals, min, max, one_of or version (or only a severity, to change an included profile's setting)"
+                    .into(),
+            );
+        }
+        return Ok(Setting {
+            rule,
+            severity,
+            why: raw.why,
+            origin: String::new(),
+            set_by: String::new(),
+        });
     }
     if rule.one_of.as_ref().is_some_and(Vec::is_empty) {
         return Err("`one_of` is empty".into());
@@ -121,6 +143,7 @@ pub(super) fn parse_setting(
         severity,
         why: raw.why,
         origin: String::new(),
+        set_by: String::new(),
     })
 }
 

@@ -37,11 +37,14 @@ impl KeySpec {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+/// How much a miss matters. `Off` lets a site profile turn off a check it inherits: the
+/// check is reported as a skip naming the profile, and apply leaves it alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     Fail,
     Warn,
+    Off,
 }
 
 impl Severity {
@@ -50,6 +53,16 @@ impl Severity {
         match self {
             Severity::Fail => Status::Fail,
             Severity::Warn => Status::Warn,
+            Severity::Off => Status::Skip,
+        }
+    }
+
+    /// The word a profile writes: `fail`, `warn` or `off`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Fail => "fail",
+            Severity::Warn => "warn",
+            Severity::Off => "off",
         }
     }
 }
@@ -194,6 +207,8 @@ pub struct Setting {
     pub why: Option<String>,
     /// `file:line` where the setting was written.
     pub origin: String,
+    /// The profile that wrote it (for "turned off by profile X").
+    pub set_by: String,
 }
 
 impl Setting {

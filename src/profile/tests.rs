@@ -141,6 +141,14 @@ fn bad_profiles_name_file_line_and_key() {
             "p.toml",
             Some(2),
             None,
+            "no included profile sets this key",
+        ),
+        (
+            &[("p", "[network]\n\"net.core.rmem_max\" = { why = \"x\" }\n")],
+            "p",
+            "p.toml",
+            Some(2),
+            None,
             "no rule",
         ),
         (
@@ -456,4 +464,49 @@ fn a_site_profiles_path_includes_resolve_inside_the_root() {
     );
     let err = Loader::new(&root, &keys).load("evil").unwrap_err();
     assert!(err.message.contains("no such file"), "{err}");
+}
+
+#[test]
+fn a_severity_alone_keeps_the_inherited_rule_and_the_most_specific_key_governs() {
+    let p = load(
+        &[
+            (
+                "parent",
+                "[network]\n\"net.core.rmem_max\" = { min = 100, why = \"parent's\" }\n",
+            ),
+            (
+                "child",
+                "include = [\"parent\"]\n[network]\n\"net.core.rmem_max\" = { severity = \"warn\" }\n[memory]\n\"vm.swappiness\" = { severity = \"off\" }\n",
+            ),
+        ],
+        "child",
+    )
+    .unwrap();
+    let rmem = p.get(Area::Network, "net.core.rmem_max").unwrap();
+    assert_eq!(rmem.rule.min, Some(Amount::Finite(100)));
+    assert_eq!(rmem.severity, Severity::Warn);
+    assert_eq!(rmem.why.as_deref(), Some("parent's"));
+    assert_eq!(rmem.set_by, "child");
+    assert!(rmem.origin.ends_with("child.toml:3"), "{}", rmem.origin);
+    let swap = p.get(Area::Memory, "vm.swappiness").unwrap();
+    assert_eq!(
+        (swap.severity, &swap.rule),
+        (Severity::Off, &Rule::default())
+    );
+
+    for (pattern, id, names) in [
+        ("ulimit.nofile", "ulimit.nofile", true),
+        ("ulimit.nofile", "ulimit.nofile.login", true),
+        ("cpu.max", "cpu.max@training.slice", true),
+        ("link.speed_mbps", "link.speed_mbps.eth0", true),
+        ("ulimit.nofile", "ulimit.nofiles", false),
+        ("net.core.rmem_max", "net.core.rmem", false),
+    ] {
+        assert_eq!(names_check(pattern, id), names, "{pattern} {id}");
+    }
+    assert!(
+        p.governing(Area::Network, "net.core.rmem_max.eth0")
+            .is_some()
+    );
+    assert!(p.governing(Area::Memory, "net.core.rmem_max").is_none());
 }

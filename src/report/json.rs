@@ -5,8 +5,10 @@ use serde::Serialize;
 use super::{HostFacts, Report, Summary};
 use crate::finding::Finding;
 
-/// Bumped whenever a field is renamed or removed; additions keep the version.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Bumped whenever a field is renamed or removed, or a field scripts should know about is
+/// added; every field of an older version keeps its name and meaning.
+/// 2: each finding's `severity`, `expected_value` and `actual_value` (typed, base units).
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Serialize)]
 struct Document<'a> {
@@ -21,7 +23,7 @@ struct Document<'a> {
     strict: bool,
     passed: bool,
     summary: Summary,
-    findings: &'a [Finding],
+    findings: Vec<Finding>,
 }
 
 #[derive(Serialize)]
@@ -57,10 +59,22 @@ pub fn render(report: &Report) -> String {
         strict: report.strict,
         passed: !report.failed(),
         summary: report.summary(),
-        findings: &report.findings,
+        findings: report.findings.iter().map(with_severity).collect(),
     };
     let mut text =
         serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
     text.push('\n');
     text
+}
+
+/// A finding with its severity said: one made outside the checks (an area that hung) has
+/// none of its own, and gets what its status implies.
+fn with_severity(f: &Finding) -> Finding {
+    use crate::profile::setting::Severity;
+    let mut f = f.clone();
+    f.severity = f.severity.or(Some(match f.status {
+        crate::finding::Status::Warn => Severity::Warn,
+        _ => Severity::Fail,
+    }));
+    f
 }

@@ -136,6 +136,8 @@ pub struct Report<'a> {
     pub findings: Vec<Finding>,
     /// `--strict`: warnings count as failures.
     pub strict: bool,
+    /// `--verbose`: the table shows passing checks too.
+    pub verbose: bool,
 }
 
 impl Report<'_> {

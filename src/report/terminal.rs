@@ -8,12 +8,10 @@ use comfy_table::{Cell, Color, ContentArrangement, Table};
 
 use crate::finding::Status;
 
-/// The width a table gets when it is not on a terminal and `COLUMNS` says nothing.
-const PIPE_WIDTH: u16 = 160;
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TableStyle {
-    /// A fixed width; `None` on a terminal, whose own width comfy-table reads.
+    /// The width to lay out for: the terminal's, else `COLUMNS`; `None` (a pipe or file
+    /// with no `COLUMNS`) means plain lines without boxes, never wrapped by gputune.
     pub width: Option<u16>,
     /// Box drawing needs a UTF-8 locale; anything else gets `+`, `-` and `|`.
     pub ascii: bool,
@@ -24,20 +22,29 @@ pub struct TableStyle {
 impl TableStyle {
     /// The style for this process's standard output.
     pub fn detect() -> Self {
-        Self::from_env(std::io::stdout().is_terminal(), |name| {
-            std::env::var(name).ok()
-        })
+        let terminal = std::io::stdout().is_terminal();
+        // comfy-table asks the terminal for its size (TIOCGWINSZ) when stdout is one.
+        let terminal_width = if terminal { Table::new().width() } else { None };
+        Self::from_env(terminal, terminal_width, |name| std::env::var(name).ok())
     }
 
-    /// The style for a terminal (or not) and an environment, kept apart for tests.
-    pub fn from_env(terminal: bool, env: impl Fn(&str) -> Option<String>) -> Self {
+    /// The style for a file (`--output`): whatever standard output is, no terminal reads it.
+    pub fn for_file() -> Self {
+        Self::from_env(false, None, |name| std::env::var(name).ok())
+    }
+
+    /// The style for a terminal (or not) of `terminal_width` columns (when it says) and an
+    /// environment, kept apart for tests.
+    pub fn from_env(
+        terminal: bool,
+        terminal_width: Option<u16>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Self {
         let set = |name: &str| env(name).filter(|v| !v.is_empty());
-        let columns = set("COLUMNS").and_then(|c| c.trim().parse::<u16>().ok());
-        let width = match (terminal, columns) {
-            (_, Some(c)) if c > 0 => Some(c),
-            (true, _) => None,
-            (false, _) => Some(PIPE_WIDTH),
-        };
+        let columns = set("COLUMNS")
+            .and_then(|c| c.trim().parse::<u16>().ok())
+            .filter(|c| *c > 0);
+        let width = terminal_width.filter(|w| *w > 0).or(columns);
         // The locale's character set, as setlocale(LC_CTYPE, "") picks it.
         let locale = ["LC_ALL", "LC_CTYPE", "LANG"]
             .iter()
@@ -74,6 +81,21 @@ impl TableStyle {
         table
     }
 
+    /// A finding's status as a word padded to 5 columns, coloured when this style colours.
+    pub fn status_word(&self, status: Status) -> String {
+        let word = format!("{:<5}", status.name().to_uppercase());
+        let colour = match status {
+            Status::Fail | Status::Error => "31",
+            Status::Warn => "33",
+            _ => return word,
+        };
+        if self.colour {
+            format!("\x1b[{colour}m{word}\x1b[0m")
+        } else {
+            word
+        }
+    }
+
     /// A finding's status as a cell, coloured when this style colours.
     pub fn status_cell(&self, status: Status) -> Cell {
         let cell = Cell::new(status.name().to_uppercase());
@@ -91,7 +113,7 @@ mod tests {
     use super::*;
 
     fn style(terminal: bool, vars: &[(&str, &str)]) -> TableStyle {
-        TableStyle::from_env(terminal, |name| {
+        TableStyle::from_env(terminal, None, |name| {
             vars.iter()
                 .find(|(n, _)| *n == name)
                 .map(|(_, v)| v.to_string())
@@ -99,13 +121,16 @@ mod tests {
     }
 
     #[test]
-    fn width_follows_columns_then_the_terminal_then_160() {
-        assert_eq!(style(false, &[]).width, Some(160));
+    fn width_follows_the_terminal_then_columns_else_plain() {
+        assert_eq!(style(false, &[]).width, None);
         assert_eq!(style(false, &[("COLUMNS", "100")]).width, Some(100));
         assert_eq!(style(true, &[]).width, None);
         assert_eq!(style(true, &[("COLUMNS", "90")]).width, Some(90));
-        assert_eq!(style(false, &[("COLUMNS", "wide")]).width, Some(160));
-        assert_eq!(style(false, &[("COLUMNS", "0")]).width, Some(160));
+        assert_eq!(style(false, &[("COLUMNS", "wide")]).width, None);
+        assert_eq!(style(false, &[("COLUMNS", "0")]).width, None);
+        let sized =
+            TableStyle::from_env(true, Some(80), |n| (n == "COLUMNS").then(|| "200".into()));
+        assert_eq!(sized.width, Some(80));
     }
 
     #[test]
