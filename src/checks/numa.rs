@@ -118,7 +118,7 @@ fn gpu_nic(
         Check::new(format!("numa.gpu{}.nic", g.index), Area::Numa)
             .expected("a training-fabric NIC on the GPU's NUMA node")
             .why(format!(
-                "nearest training-fabric NIC of {} ({}) is {} ({} path; see `gputune topo`); the fabric is {} because {why}",
+                "nearest training-fabric NIC of {} ({}) is {}, a {} path (see `gputune topo`); the fabric ({}) is chosen because {why}",
                 gpu_label(g),
                 g.pci_address,
                 device.describe(),

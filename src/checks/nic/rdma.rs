@@ -95,16 +95,24 @@ fn rate(check: Check, setting: &Setting, hca: &RdmaDevice, port: &RdmaPort) -> F
 /// `rdma.active_mtu`: the RDMA payload a RoCE port's netdev MTU allows.
 fn active_mtu(check: Check, setting: &Setting, hca: &RdmaDevice, port: &RdmaPort) -> Finding {
     let Some(mtu) = port.active_mtu else {
-        return check.skip(if port.is_roce() {
-            format!(
+        return check.skip(match port.link_layer.as_deref() {
+            Some("Ethernet") => format!(
                 "{} port {} has no netdev MTU to derive it from",
                 hca.name, port.port
-            )
-        } else {
-            format!(
+            ),
+            Some("InfiniBand") => format!(
                 "{} port {} is InfiniBand: the subnet manager sets its MTU, which sysfs does not show (`ibv_devinfo`)",
                 hca.name, port.port
-            )
+            ),
+            Some(other) => format!(
+                "{} port {} has link layer `{other}`, not RoCE: no netdev MTU bounds it (`ibv_devinfo -d {}` shows it)",
+                hca.name, port.port, hca.name
+            ),
+            None => format!(
+                "{} is missing: without the link layer the IB MTU cannot be derived (`ibv_devinfo -d {}` shows it)",
+                port_file(hca, port, "link_layer"),
+                hca.name
+            ),
         });
     };
     let check = check.found(format!(
