@@ -678,7 +678,10 @@ fn efa_node_judges_each_gpu_against_its_efa_device_not_the_ena_port() {
             .is("actual", &format!("efa_{efa} via PIX"))
             .has("message", "aws-ofi-nccl");
     }
-    assert!(f.iter().all(|x| !x["actual"].as_str().unwrap().contains("eth0")));
+    assert!(
+        f.iter()
+            .all(|x| !x["actual"].as_str().unwrap().contains("eth0"))
+    );
     // EFA's link layer is neither InfiniBand nor RoCE: the profile's rule does not apply.
     expect(&f, "rdma.link_layer.efa_0.1", "skip").has("message", "EFA");
     expect(&f, "rdma.efa_0.1.state", "pass").has("message", "Unknown");
@@ -692,7 +695,11 @@ fn efa_node_judges_each_gpu_against_its_efa_device_not_the_ena_port() {
 #[test]
 fn power9_gpus_are_judged_against_the_hca_not_the_management_port() {
     let root = common::fixture("power9-ib");
-    let f = audit(Some(&root), &format!("--profile ddp-infiniband --only {HW}")).findings(1);
+    let f = audit(
+        Some(&root),
+        &format!("--profile ddp-infiniband --only {HW}"),
+    )
+    .findings(1);
     for gpu in [0, 1] {
         expect(&f, &format!("numa.gpu{gpu}.nic"), "warn").is("actual", "mlx5_0 via SYS");
     }
@@ -708,7 +715,10 @@ fn power9_gpus_are_judged_against_the_hca_not_the_management_port() {
     expect(&f, "nic.enP5p1s0f0.role", "skip");
     expect(&f, "platform.acs", "skip")
         .has("message", "cannot read ACS of any of the 8 bridge(s)")
-        .has("message", "/sys/bus/pci/devices/0004:00:00.0/config is missing");
+        .has(
+            "message",
+            "/sys/bus/pci/devices/0004:00:00.0/config is missing",
+        );
 }
 
 /// HCA port files a driver or a trimmed capture leaves out are named as missing, never
@@ -718,26 +728,39 @@ fn power9_gpus_are_judged_against_the_hca_not_the_management_port() {
 fn missing_hca_port_files_are_named_not_guessed() {
     let t = common::hgx(Default::default());
     let port = |hca: &str, file: &str| {
-        std::fs::remove_file(t.root().join(format!("sys/class/infiniband/{hca}/ports/1/{file}")))
-            .unwrap()
+        std::fs::remove_file(
+            t.root()
+                .join(format!("sys/class/infiniband/{hca}/ports/1/{file}")),
+        )
+        .unwrap()
     };
     port("mlx5_1", "rate");
     port("mlx5_2", "link_layer");
     port("mlx5_3", "phys_state");
     let f = audit(Some(t.root()), "--profile ddp-roce --only nic").findings(0);
-    expect(&f, "rdma.rate_mbps.mlx5_1.1", "skip")
-        .has("message", "/sys/class/infiniband/mlx5_1/ports/1/rate is missing");
+    expect(&f, "rdma.rate_mbps.mlx5_1.1", "skip").has(
+        "message",
+        "/sys/class/infiniband/mlx5_1/ports/1/rate is missing",
+    );
     expect(&f, "rdma.mlx5_1.1.state", "pass").has("message", "rate unknown");
-    expect(&f, "rdma.link_layer.mlx5_2.1", "skip")
-        .has("message", "/sys/class/infiniband/mlx5_2/ports/1/link_layer is missing");
+    expect(&f, "rdma.link_layer.mlx5_2.1", "skip").has(
+        "message",
+        "/sys/class/infiniband/mlx5_2/ports/1/link_layer is missing",
+    );
     expect(&f, "rdma.active_mtu.mlx5_2.1", "skip").has("message", "link_layer is missing");
     let state = expect(&f, "rdma.mlx5_2.1.state", "pass")
         .has("message", "link layer unknown")
         .0;
-    assert!(!state["message"].as_str().unwrap().contains("InfiniBand"), "{state:#}");
+    assert!(
+        !state["message"].as_str().unwrap().contains("InfiniBand"),
+        "{state:#}"
+    );
     expect(&f, "rdma.mlx5_3.1.state", "pass")
         .is("actual", "ACTIVE, physical state unknown")
-        .has("message", "/sys/class/infiniband/mlx5_3/ports/1/phys_state missing");
+        .has(
+            "message",
+            "/sys/class/infiniband/mlx5_3/ports/1/phys_state missing",
+        );
     expect(&f, "rdma.link_layer.mlx5_0.1", "pass").is("actual", "Ethernet");
 
     let out = common::gputune()
@@ -746,6 +769,12 @@ fn missing_hca_port_files_are_named_not_guessed() {
         .output()
         .unwrap();
     let v = common::stdout_json(&out);
-    assert!(v["rdma_devices"][2]["ports"][0]["link_layer"].is_null(), "{v:#}");
-    assert!(v["rdma_devices"][3]["ports"][0]["phys_state"].is_null(), "{v:#}");
+    assert!(
+        v["rdma_devices"][2]["ports"][0]["link_layer"].is_null(),
+        "{v:#}"
+    );
+    assert!(
+        v["rdma_devices"][3]["ports"][0]["phys_state"].is_null(),
+        "{v:#}"
+    );
 }

@@ -457,7 +457,10 @@ fn aws_p4d_matrix_pairs_gpus_with_their_efa_devices_not_the_ena_port() {
     let root = common::fixture("aws-p4d");
     let v = topo_json(&root);
     assert_eq!(names(&v, "nics"), ["eth0"]);
-    assert_eq!(names(&v, "rdma_devices"), ["efa_0", "efa_1", "efa_2", "efa_3"]);
+    assert_eq!(
+        names(&v, "rdma_devices"),
+        ["efa_0", "efa_1", "efa_2", "efa_3"]
+    );
     let gpus: Vec<String> = (0..8).map(|i| format!("GPU{i}")).collect();
     let mut want: Vec<&str> = gpus.iter().map(String::as_str).collect();
     want.extend(["efa_0", "efa_1", "efa_2", "efa_3"]);
@@ -527,6 +530,9 @@ fn old_sysfs_layouts_cpumap_and_per_cpu_online_flags() {
         assert_eq!(v["gpus"][5]["local_cpus"], "88-103", "{case}");
         let (code, err) = pin(&root, "0");
         assert_eq!(code, Some(0), "{case}: {err}");
-        assert!(err.contains("CPUs 0-15") && err.contains("node 0"), "{case}: {err}");
+        assert!(
+            err.contains("CPUs 0-15") && err.contains("node 0"),
+            "{case}: {err}"
+        );
     }
 }

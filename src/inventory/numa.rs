@@ -206,10 +206,21 @@ mod tests {
     #[test]
     fn old_layouts_with_cpumap_and_per_cpu_flags() {
         let tree = Tree::new();
-        tree.file("/sys/devices/system/node/node0/cpumap", "00000000,0000000f\n")
-            .file("/sys/devices/system/node/node1/cpumap", "000000f0\n")
-            .dir("/sys/devices/system/cpu/cpu0");
-        for (cpu, flag) in [(1, "1"), (2, "0"), (3, "1"), (4, "1"), (5, "0"), (6, "1"), (7, "1")] {
+        tree.file(
+            "/sys/devices/system/node/node0/cpumap",
+            "00000000,0000000f\n",
+        )
+        .file("/sys/devices/system/node/node1/cpumap", "000000f0\n")
+        .dir("/sys/devices/system/cpu/cpu0");
+        for (cpu, flag) in [
+            (1, "1"),
+            (2, "0"),
+            (3, "1"),
+            (4, "1"),
+            (5, "0"),
+            (6, "1"),
+            (7, "1"),
+        ] {
             tree.file(&format!("/sys/devices/system/cpu/cpu{cpu}/online"), flag);
         }
         let nodes = nodes(&tree.root()).unwrap();
@@ -229,7 +240,10 @@ mod tests {
             .dir("/sys/devices/system/cpu/cpu0")
             .dir("/sys/devices/system/cpu/cpu1");
         assert_eq!(online_cpus(&bare.root()).unwrap(), None);
-        assert_eq!(super::nodes(&bare.root()).unwrap()[0].cpus.to_string(), "0-1");
+        assert_eq!(
+            super::nodes(&bare.root()).unwrap()[0].cpus.to_string(),
+            "0-1"
+        );
     }
 
     #[test]

@@ -176,11 +176,7 @@ fn device(root: &Root, name: &str) -> Result<RdmaDevice, HostError> {
         let (rate_mbps, width, signalling) = parse_rate(&rate);
         let link_layer = read("link_layer").filter(|l| !l.is_empty());
         let roce = link_layer.as_deref() == Some("Ethernet");
-        let gids = if roce {
-            gids(root, &pdir)?
-        } else {
-            vec![]
-        };
+        let gids = if roce { gids(root, &pdir)? } else { vec![] };
         let netdev_mtu = netdevs
             .iter()
             .find_map(|n| attribute(root, &format!("/sys/class/net/{n}/mtu")))
