@@ -333,7 +333,7 @@ fn downtrained_and_down_hca_ports_fail_with_their_rate() {
         "/sys/devices/pci0000:50/0000:50:01.0/0000:51:00.0/0000:52:01.0/0000:54:00.0/net/ens2np0/mtu",
         "1500\n",
     );
-    let f = audit(Some(t.root()), "--profile ddp-roce --only nic").findings(0);
+    let f = audit(Some(t.root()), "--profile ddp-roce --only nic").findings(1);
     expect(&f, "rdma.active_mtu.mlx5_2.1", "warn")
         .is("actual", "1024")
         .has("fix", "ens2np0");
