@@ -233,6 +233,65 @@ pub fn unjudged(inv: &Inventory, chosen: &Chosen) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::Tree;
+
+    /// A PCI function at `bdf` on host bridge `pci0000:00`, and its RDMA device `hca`
+    /// (driver `driver`) when given.
+    fn function(tree: &Tree, bdf: &str, hca: Option<&str>) {
+        let dir = format!("/sys/devices/pci0000:00/{bdf}");
+        tree.file(&format!("{dir}/numa_node"), "0\n").link(
+            &format!("/sys/bus/pci/devices/{bdf}"),
+            &format!("../../../devices/pci0000:00/{bdf}"),
+        );
+        if let Some(hca) = hca {
+            tree.link(
+                &format!("/sys/class/infiniband/{hca}"),
+                &format!("../../devices/pci0000:00/{bdf}/infiniband/{hca}"),
+            )
+            .link(&format!("{dir}/infiniband/{hca}/device"), "../..");
+        }
+    }
+
+    /// A netdev `name` of the function `bdf`, up at `speed` Mb/s.
+    fn netdev(tree: &Tree, bdf: &str, name: &str, speed: u32) {
+        let net = format!("/sys/devices/pci0000:00/{bdf}/net/{name}");
+        tree.file(&format!("{net}/speed"), &format!("{speed}\n"))
+            .file(&format!("{net}/operstate"), "up\n")
+            .link(&format!("{net}/device"), "../..")
+            .link(
+                &format!("/sys/class/net/{name}"),
+                &format!("../../devices/pci0000:00/{bdf}/net/{name}"),
+            );
+    }
+
+    fn names(tree: &Tree) -> Vec<String> {
+        let root = tree.root();
+        let probes = Probes::absent("in a test");
+        let inv = Inventory::read(&root, &probes).unwrap();
+        let (chosen, unrouted) = fabric(&root, &inv, &probes, None);
+        assert_eq!(unrouted, None);
+        chosen.devices().iter().map(|d| d.describe()).collect()
+    }
+
+    #[test]
+    fn the_fabric_is_the_rdma_devices_netdev_or_not_never_the_management_port() {
+        let tree = Tree::new();
+        function(&tree, "0000:00:01.0", None);
+        netdev(&tree, "0000:00:01.0", "eno1", 1000);
+        function(&tree, "0000:00:02.0", Some("mlx5_0"));
+        netdev(&tree, "0000:00:02.0", "ens2np0", 200_000);
+        function(&tree, "0000:00:03.0", Some("efa_0"));
+        // The RoCE HCA once (its netdev is not a second column), EFA without a netdev.
+        assert_eq!(names(&tree), ["efa_0 (no netdev)", "mlx5_0 (ens2np0)"]);
+
+        // Without RDMA devices the fabric is the fastest interface that is up.
+        let plain = Tree::new();
+        function(&plain, "0000:00:01.0", None);
+        netdev(&plain, "0000:00:01.0", "eno1", 1000);
+        function(&plain, "0000:00:02.0", None);
+        netdev(&plain, "0000:00:02.0", "ens2", 100_000);
+        assert_eq!(names(&plain), ["ens2"]);
+    }
 
     #[test]
     fn peers_and_ports() {
