@@ -536,3 +536,26 @@ fn old_sysfs_layouts_cpumap_and_per_cpu_online_flags() {
         );
     }
 }
+
+/// An interface name may hold an escape sequence (the kernel refuses only `/`, `:` and
+/// white space): the table never hands it to the terminal.
+#[test]
+fn escape_sequences_in_interface_names_never_reach_the_terminal() {
+    let t = common::Tree::new();
+    t.numa_node(0, "0-1", Some(4_000_000));
+    let nic = "/sys/devices/pci0000:00/0000:00:05.0";
+    t.pci(
+        nic,
+        &common::Pci::of(0x8086, 0x1572, 0x020000, "i40e").on(0, "0-1"),
+    );
+    t.netdev(nic, "eth\u{1b}[2J0", 10_000, 1500, true, 2);
+    t.pci(
+        "/sys/devices/pci0000:00/0000:00:04.0",
+        &common::Pci::h100().on(0, "0-1"),
+    );
+    let table = topo_table(t.root());
+    assert!(!table.contains('\u{1b}'), "{table:?}");
+    assert!(table.contains("eth[2J0"), "{table}");
+    let v = topo_json(t.root());
+    assert_eq!(names(&v, "nics"), ["eth\u{1b}[2J0"], "JSON escapes it");
+}
