@@ -101,7 +101,11 @@ pub fn nodes(root: &Root) -> Result<Vec<NumaNode>, HostError> {
 /// before hot-plug existed).
 pub fn online_cpus(root: &Root) -> Result<Option<CpuList>, HostError> {
     let base = "/sys/devices/system/cpu";
-    if let Some(list) = root.read_optional(&format!("{base}/online"))? {
+    // An empty list is no kernel's (one CPU at least is always online): the flags decide.
+    if let Some(list) = root
+        .read_optional(&format!("{base}/online"))?
+        .filter(|l| !l.trim().is_empty())
+    {
         return Ok(CpuList::parse(&list).ok());
     }
     let mut online = std::collections::BTreeSet::new();
@@ -243,6 +247,12 @@ mod tests {
         assert_eq!(
             super::nodes(&bare.root()).unwrap()[0].cpus.to_string(),
             "0-1"
+        );
+        bare.file("/sys/devices/system/cpu/online", "\n");
+        assert_eq!(
+            online_cpus(&bare.root()).unwrap(),
+            None,
+            "an empty list says nothing"
         );
     }
 
