@@ -103,10 +103,10 @@ fn healthy_hgx_node_passes_and_reports_the_real_nccls_version_and_path() {
     assert_eq!(find(&f, "gpu.count")["actual"], "8");
     for i in 0..8 {
         expect(&f, &format!("gpu{i}.pcie_link"), "pass").is("actual", "Gen5 x16");
-        assert_eq!(
-            find(&f, &format!("numa.gpu{i}.nic"))["actual"],
-            format!("ens{i}np0 via PIX")
-        );
+        // The RoCE HCA the GPU shares a switch with, its netdev named in the message.
+        expect(&f, &format!("numa.gpu{i}.nic"), "pass")
+            .is("actual", &format!("mlx5_{i} via PIX"))
+            .has("message", &format!("mlx5_{i} (ens{i}np0)"));
         for id in [
             format!("numa.gpu{i}.node"),
             format!("nic.ens{i}np0.up"),
@@ -663,4 +663,118 @@ fn efa_needs_the_aws_ofi_nccl_plugin() {
         .is("actual", "/opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so");
     // NCCL_NET_PLUGIN=aws-ofi names libnccl-net-aws-ofi.so, which is not there.
     expect(&f, "nccl.net.plugin_named", "fail").has("expected", "libnccl-net-aws-ofi.so");
+}
+
+/// An AWS p4d.24xlarge (constructed, tests/fixtures/aws-p4d/SOURCE.txt): its EFA devices
+/// have no netdev, its only interface is the ENA eth0 on socket 0. Each GPU is judged
+/// against the EFA device behind its PCIe switch, never against eth0 (which would put
+/// GPUs 4-7 across the socket interconnect).
+#[test]
+fn efa_node_judges_each_gpu_against_its_efa_device_not_the_ena_port() {
+    let root = common::fixture("aws-p4d");
+    let f = audit(Some(&root), "--profile ddp-roce --only numa,nic").findings(1);
+    for (gpu, efa) in [(0, 0), (3, 1), (4, 2), (7, 3)] {
+        expect(&f, &format!("numa.gpu{gpu}.nic"), "pass")
+            .is("actual", &format!("efa_{efa} via PIX"))
+            .has("message", "aws-ofi-nccl");
+    }
+    assert!(
+        f.iter()
+            .all(|x| !x["actual"].as_str().unwrap().contains("eth0"))
+    );
+    // EFA's link layer is neither InfiniBand nor RoCE: the profile's rule does not apply.
+    expect(&f, "rdma.link_layer.efa_0.1", "skip").has("message", "EFA");
+    expect(&f, "rdma.efa_0.1.state", "pass").has("message", "Unknown");
+}
+
+/// A POWER9 node (constructed, tests/fixtures/power9-ib/SOURCE.txt): GPUs 0-1 on socket 0
+/// beside the 1 GbE management port, GPUs 2-3 on socket 8 beside the InfiniBand HCA
+/// (no IPoIB netdev). GPUs 0-1 warn: their only HCA is across the socket interconnect,
+/// whatever port sits beside them. Its bridges' config space was not captured, so ACS
+/// was never read: a skip, not a pass.
+#[test]
+fn power9_gpus_are_judged_against_the_hca_not_the_management_port() {
+    let root = common::fixture("power9-ib");
+    let f = audit(
+        Some(&root),
+        &format!("--profile ddp-infiniband --only {HW}"),
+    )
+    .findings(1);
+    for gpu in [0, 1] {
+        expect(&f, &format!("numa.gpu{gpu}.nic"), "warn").is("actual", "mlx5_0 via SYS");
+    }
+    for gpu in [2, 3] {
+        expect(&f, &format!("numa.gpu{gpu}.nic"), "pass").is("actual", "mlx5_0 via NODE");
+    }
+    assert!(
+        f.iter()
+            .filter(|x| x["area"] == "numa")
+            .all(|x| !x["message"].as_str().unwrap().contains("enP5p1s0f0")),
+        "{f:#?}"
+    );
+    expect(&f, "nic.enP5p1s0f0.role", "skip");
+    expect(&f, "platform.acs", "skip")
+        .has("message", "cannot read ACS of any of the 8 bridge(s)")
+        .has(
+            "message",
+            "/sys/bus/pci/devices/0004:00:00.0/config is missing",
+        );
+}
+
+/// HCA port files a driver or a trimmed capture leaves out are named as missing, never
+/// read as a value: no rate is no "`` is not a rate", no link_layer is not InfiniBand, no
+/// phys_state is not a dangling "ACTIVE, ".
+#[test]
+fn missing_hca_port_files_are_named_not_guessed() {
+    let t = common::hgx(Default::default());
+    let port = |hca: &str, file: &str| {
+        std::fs::remove_file(
+            t.root()
+                .join(format!("sys/class/infiniband/{hca}/ports/1/{file}")),
+        )
+        .unwrap()
+    };
+    port("mlx5_1", "rate");
+    port("mlx5_2", "link_layer");
+    port("mlx5_3", "phys_state");
+    let f = audit(Some(t.root()), "--profile ddp-roce --only nic").findings(0);
+    expect(&f, "rdma.rate_mbps.mlx5_1.1", "skip").has(
+        "message",
+        "/sys/class/infiniband/mlx5_1/ports/1/rate is missing",
+    );
+    expect(&f, "rdma.mlx5_1.1.state", "pass").has("message", "rate unknown");
+    expect(&f, "rdma.link_layer.mlx5_2.1", "skip").has(
+        "message",
+        "/sys/class/infiniband/mlx5_2/ports/1/link_layer is missing",
+    );
+    expect(&f, "rdma.active_mtu.mlx5_2.1", "skip").has("message", "link_layer is missing");
+    let state = expect(&f, "rdma.mlx5_2.1.state", "pass")
+        .has("message", "link layer unknown")
+        .0;
+    assert!(
+        !state["message"].as_str().unwrap().contains("InfiniBand"),
+        "{state:#}"
+    );
+    expect(&f, "rdma.mlx5_3.1.state", "pass")
+        .is("actual", "ACTIVE, physical state unknown")
+        .has(
+            "message",
+            "/sys/class/infiniband/mlx5_3/ports/1/phys_state missing",
+        );
+    expect(&f, "rdma.link_layer.mlx5_0.1", "pass").is("actual", "Ethernet");
+
+    let out = common::gputune()
+        .args(["topo", "--format", "json", "--root"])
+        .arg(t.root())
+        .output()
+        .unwrap();
+    let v = common::stdout_json(&out);
+    assert!(
+        v["rdma_devices"][2]["ports"][0]["link_layer"].is_null(),
+        "{v:#}"
+    );
+    assert!(
+        v["rdma_devices"][3]["ports"][0]["phys_state"].is_null(),
+        "{v:#}"
+    );
 }

@@ -429,3 +429,133 @@ fn local_cpus_masks_when_local_cpulist_is_absent() {
     assert_eq!(nic("eth0")["local_cpus"], "0,4,8,12,16,20,24,28,32,36");
     assert_eq!(nic("ib0")["local_cpus"], "1,5,9,13,17,21,25,29,33,37");
 }
+
+/// The strings of a JSON array.
+fn strings(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not an array: {v:#}"))
+        .iter()
+        .map(|s| s.as_str().unwrap_or_else(|| panic!("not a string: {s}")))
+        .collect()
+}
+
+/// The affinity matrix's column names.
+fn columns(v: &Value) -> Vec<&str> {
+    strings(&v["affinity"]["columns"])
+}
+
+/// Row `gpu` of the affinity matrix, one label per column.
+fn links(v: &Value, gpu: usize) -> Vec<&str> {
+    strings(&v["affinity"]["rows"][gpu]["links"])
+}
+
+/// An AWS p4d.24xlarge (constructed, tests/fixtures/aws-p4d/SOURCE.txt): the EFA devices
+/// have no netdev and the ENA eth0 is the only interface. The NIC columns are the EFA
+/// devices each GPU pair shares a PCIe switch with, never eth0.
+#[test]
+fn aws_p4d_matrix_pairs_gpus_with_their_efa_devices_not_the_ena_port() {
+    let root = common::fixture("aws-p4d");
+    let v = topo_json(&root);
+    assert_eq!(names(&v, "nics"), ["eth0"]);
+    assert_eq!(
+        names(&v, "rdma_devices"),
+        ["efa_0", "efa_1", "efa_2", "efa_3"]
+    );
+    let gpus: Vec<String> = (0..8).map(|i| format!("GPU{i}")).collect();
+    let mut want: Vec<&str> = gpus.iter().map(String::as_str).collect();
+    want.extend(["efa_0", "efa_1", "efa_2", "efa_3"]);
+    assert_eq!(columns(&v), want);
+    assert_eq!(links(&v, 0)[8..], ["PIX", "PHB", "SYS", "SYS"]);
+    assert_eq!(links(&v, 5)[8..], ["SYS", "SYS", "PIX", "PHB"]);
+    assert!(
+        v["affinity"]["fabric"]
+            .as_str()
+            .unwrap()
+            .contains("aws-ofi-nccl"),
+        "{v:#}"
+    );
+    let port = &v["rdma_devices"][0]["ports"][0];
+    assert_eq!(port["link_layer"], "Unknown", "EFA is not InfiniBand");
+    let table = topo_table(&root);
+    assert!(
+        table.contains("NIC columns: the training fabric (efa_0, efa_1, efa_2, efa_3)"),
+        "{table}"
+    );
+}
+
+/// A POWER9 node (constructed, tests/fixtures/power9-ib/SOURCE.txt): its InfiniBand HCA
+/// (no IPoIB, so no netdev) on socket 8, its 1 GbE management port on socket 0. The matrix
+/// shows the HCA, and the management port is no column.
+#[test]
+fn power9_matrix_shows_the_hca_not_the_management_port() {
+    let root = common::fixture("power9-ib");
+    let v = topo_json(&root);
+    assert_eq!(names(&v, "nics"), ["enP5p1s0f0"]);
+    assert_eq!(columns(&v), ["GPU0", "GPU1", "GPU2", "GPU3", "mlx5_0"]);
+    assert_eq!(links(&v, 0)[4], "SYS");
+    assert_eq!(links(&v, 2)[4], "NODE");
+    assert_eq!(v["rdma_devices"][0]["numa_node"], 8);
+    let table = topo_table(&root);
+    let matrix = table.split("Affinity").nth(1).unwrap();
+    assert!(!matrix.contains("enP5p1s0f0"), "{table}");
+}
+
+/// hwloc's POWER9 capture as a kernel before 2.6.26 shows it: no `cpu/online` (only each
+/// `cpuN/online` flag, and no directory for CPUs that are not present), and, older still,
+/// no `nodeN/cpulist` (only the `cpumap` mask, which here lists the online CPUs). The nodes
+/// keep their CPUs, offline CPUs stay out of every local list, and `pin` binds to online
+/// ones.
+#[test]
+fn old_sysfs_layouts_cpumap_and_per_cpu_online_flags() {
+    for keep_cpulist in [true, false] {
+        let (_d, root) = common::extract("hwloc/nvidiagpunumanodes/nvidiagpunumanodes.tar.bz2");
+        std::fs::remove_file(root.join("sys/devices/system/cpu/online")).unwrap();
+        if !keep_cpulist {
+            for entry in std::fs::read_dir(root.join("sys/devices/system/node")).unwrap() {
+                let cpulist = entry.unwrap().path().join("cpulist");
+                if cpulist.exists() {
+                    std::fs::remove_file(&cpulist).unwrap();
+                }
+            }
+        }
+        let v = topo_json(&root);
+        let case = format!("cpulist kept: {keep_cpulist}");
+        assert_eq!(numa_node(&v, 0)["cpus"], "0-15", "{case}");
+        assert_eq!(numa_node(&v, 8)["cpus"], "88-103", "{case}");
+        if keep_cpulist {
+            assert_power9(&v, "0004:05:00.0");
+            assert_eq!(numa_node(&v, 8)["offline_cpus"], "104-175");
+        }
+        assert_eq!(v["gpus"][0]["local_cpus"], "0-15", "{case}");
+        assert_eq!(v["gpus"][5]["local_cpus"], "88-103", "{case}");
+        let (code, err) = pin(&root, "0");
+        assert_eq!(code, Some(0), "{case}: {err}");
+        assert!(
+            err.contains("CPUs 0-15") && err.contains("node 0"),
+            "{case}: {err}"
+        );
+    }
+}
+
+/// An interface name may hold an escape sequence (the kernel refuses only `/`, `:` and
+/// white space): the table never hands it to the terminal.
+#[test]
+fn escape_sequences_in_interface_names_never_reach_the_terminal() {
+    let t = common::Tree::new();
+    t.numa_node(0, "0-1", Some(4_000_000));
+    let nic = "/sys/devices/pci0000:00/0000:00:05.0";
+    t.pci(
+        nic,
+        &common::Pci::of(0x8086, 0x1572, 0x020000, "i40e").on(0, "0-1"),
+    );
+    t.netdev(nic, "eth\u{1b}[2J0", 10_000, 1500, true, 2);
+    t.pci(
+        "/sys/devices/pci0000:00/0000:00:04.0",
+        &common::Pci::h100().on(0, "0-1"),
+    );
+    let table = topo_table(t.root());
+    assert!(!table.contains('\u{1b}'), "{table:?}");
+    assert!(table.contains("eth[2J0"), "{table}");
+    let v = topo_json(t.root());
+    assert_eq!(names(&v, "nics"), ["eth\u{1b}[2J0"], "JSON escapes it");
+}

@@ -1,9 +1,11 @@
 //! NUMA placement: the nodes with their CPUs and memory, that each GPU has a known node (so
-//! `gputune pin` can place its rank), and that each GPU has a NIC on its own socket.
+//! `gputune pin` can place its rank), and that each GPU has a NIC of the training fabric
+//! on its own socket.
 
+use crate::checks::nic::select;
 use crate::finding::{Area, Check, Finding, Status};
 use crate::inventory::affinity::Path;
-use crate::inventory::{Inventory, gpu_label};
+use crate::inventory::{FabricDevice, Inventory, gpu_label};
 use crate::profile::setting::KeySpec;
 
 use super::Context;
@@ -11,12 +13,15 @@ use super::Context;
 /// NUMA checks follow from the hardware; profiles have nothing to set here.
 pub const KEYS: &[KeySpec] = &[];
 
-/// NUMA facts are all in the inventory: nothing else of the node is read.
-pub fn audit(_ctx: &Context, inv: &Inventory) -> Vec<Finding> {
+/// NUMA facts are all in the inventory; the training fabric is the nic area's choice.
+pub fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
     let mut out = vec![nodes(inv)];
+    // A `--peer` without a route is the nic area's finding; here the rule's choice stands.
+    let (fabric, _) = select::fabric(ctx.root, inv, &ctx.probes, ctx.options.peer.as_deref());
+    let devices = fabric.devices();
     for g in &inv.gpus {
         out.push(gpu_node(inv, g));
-        if let Some(f) = gpu_nic(inv, g) {
+        if let Some(f) = gpu_nic(inv, g, &devices, &fabric.why) {
             out.push(f);
         }
     }
@@ -91,15 +96,19 @@ fn gpu_node(inv: &Inventory, g: &crate::inventory::gpu::Gpu) -> Finding {
     }
 }
 
-/// The GPU's nearest NIC should be on its socket: GPUDirect RDMA and staged copies across
-/// the socket interconnect run at a fraction of PCIe bandwidth.
-fn gpu_nic(inv: &Inventory, g: &crate::inventory::gpu::Gpu) -> Option<Finding> {
-    let best = inv
-        .nics
+/// The GPU's nearest device of the training fabric (HCAs with or without a netdev, never
+/// a management port) should be on its socket: GPUDirect RDMA and staged copies across the
+/// socket interconnect run at a fraction of PCIe bandwidth.
+fn gpu_nic(
+    inv: &Inventory,
+    g: &crate::inventory::gpu::Gpu,
+    fabric: &[FabricDevice],
+    why: &str,
+) -> Option<Finding> {
+    let (path, device) = fabric
         .iter()
-        .map(|n| (inv.gpu_to_nic(g, n), n))
+        .map(|d| (inv.gpu_to_fabric(g, *d), d))
         .min_by_key(|(p, _)| *p)?;
-    let (path, nic) = best;
     let status = match path {
         Path::Sys => Status::Warn,
         Path::Unknown => Status::Skip,
@@ -107,18 +116,19 @@ fn gpu_nic(inv: &Inventory, g: &crate::inventory::gpu::Gpu) -> Option<Finding> {
     };
     Some(
         Check::new(format!("numa.gpu{}.nic", g.index), Area::Numa)
-            .expected("a NIC on the GPU's NUMA node")
+            .expected("a training-fabric NIC on the GPU's NUMA node")
             .why(format!(
-                "nearest NIC of {} ({}) is {} ({} path; see `gputune topo`)",
+                "nearest training-fabric NIC of {} ({}) is {}, a {} path (see `gputune topo`); the fabric ({}) is chosen because {why}",
                 gpu_label(g),
                 g.pci_address,
-                nic.name,
-                path.label()
+                device.describe(),
+                path.label(),
+                fabric.iter().map(|d| d.name()).collect::<Vec<_>>().join(", "),
             ))
             .judge(
                 status,
-                format!("{} via {}", nic.name, path.label()),
-                "put a NIC in a slot on the GPU's socket, ideally behind the same PCIe switch",
+                format!("{} via {}", device.name(), path.label()),
+                "put a NIC of the training fabric in a slot on the GPU's socket, ideally behind the same PCIe switch",
             ),
     )
 }

@@ -118,14 +118,22 @@ fn acs(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
         )];
     }
     let bridges: BTreeSet<&String> = inv.gpus.iter().flat_map(|g| &g.bridges).collect();
+    if bridges.is_empty() {
+        return vec![check.skip(
+            "no PCI bridge above any GPU (they sit on the root bus): there is no ACS to read",
+        )];
+    }
     let mut out = Vec::new();
     let mut unreadable = Vec::new();
     let mut checked = 0;
-    for bdf in bridges {
+    for bdf in &bridges {
         let path = format!("/sys/bus/pci/devices/{bdf}/config");
         let config = match ctx.root.read_optional_bytes(&path) {
             Ok(Some(c)) => c,
-            Ok(None) => continue,
+            Ok(None) => {
+                unreadable.push(format!("{path} is missing"));
+                continue;
+            }
             Err(e) => {
                 unreadable.push(e.to_string());
                 continue;
@@ -154,15 +162,29 @@ fn acs(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
             }
         }
     }
+    if checked == 0 {
+        // Not one bridge could be read: nothing was judged, whatever the count says.
+        return vec![check.skip(format!(
+            "cannot read ACS of any of the {} bridge(s) above GPUs: {}",
+            bridges.len(),
+            unreadable.join("; ")
+        ))];
+    }
     if out.is_empty() {
-        if checked == 0 && !unreadable.is_empty() {
-            return vec![check.skip(format!("cannot read ACS: {}", unreadable.join("; ")))];
-        }
-        out.push(
-            check
-                .why("no bridge above a GPU redirects peer-to-peer traffic")
-                .pass(format!("{checked} bridge(s) checked")),
-        );
+        let why = if unreadable.is_empty() {
+            "no bridge above a GPU redirects peer-to-peer traffic".to_string()
+        } else {
+            format!(
+                "no readable bridge above a GPU redirects peer-to-peer traffic; not judged: {}",
+                unreadable.join("; ")
+            )
+        };
+        let actual = if unreadable.is_empty() {
+            format!("{checked} bridge(s) checked")
+        } else {
+            format!("{checked} of {} bridge(s) checked", bridges.len())
+        };
+        out.push(check.why(why).pass(actual));
     }
     out
 }

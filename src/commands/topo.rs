@@ -6,6 +6,7 @@ use clap::Args;
 use comfy_table::{Table, presets::NOTHING};
 use serde::Serialize;
 
+use crate::checks::nic::select;
 use crate::error::{ExitCode, Result};
 use crate::host::Root;
 use crate::inventory::{Inventory, Matrix, gpu_label};
@@ -25,10 +26,16 @@ pub struct TopoArgs {
 }
 
 pub fn run(args: &TopoArgs, root: &Root) -> Result<ExitCode> {
-    let inventory = Inventory::read(root, &Probes::for_root(root))?;
+    let probes = Probes::for_root(root);
+    let inventory = Inventory::read(root, &probes)?;
+    // The NIC columns are the training fabric the nic and numa areas judge, never every
+    // interface: a management port is not where a GPU's traffic goes.
+    let (fabric, _) = select::fabric(root, &inventory, &probes, None);
+    let matrix = inventory.matrix_with(&fabric.devices(), Some(&fabric.why));
     let text = match args.format {
-        TopoFormat::Table => table(&inventory),
-        TopoFormat::Json => json(&inventory),
+        // Interface names may hold escape characters (the kernel allows them).
+        TopoFormat::Table => crate::report::table::clean(&table(&inventory, &matrix)),
+        TopoFormat::Json => json(&inventory, matrix),
     };
     super::emit(&text, None)?;
     Ok(ExitCode::Ok)
@@ -48,7 +55,7 @@ struct TopoJson<'a> {
     nvml_skipped: Option<&'a str>,
 }
 
-pub fn json(inv: &Inventory) -> String {
+pub fn json(inv: &Inventory, affinity: Matrix) -> String {
     let doc = TopoJson {
         schema_version: 1,
         numa_nodes: &inv.numa_nodes,
@@ -56,7 +63,7 @@ pub fn json(inv: &Inventory) -> String {
         nics: &inv.nics,
         skipped_nics: &inv.skipped_nics,
         rdma_devices: &inv.rdma,
-        affinity: inv.matrix(),
+        affinity,
         nvml_skipped: inv.nvml.as_ref().err().map(String::as_str),
     };
     // Serialising plain data with string keys cannot fail.
@@ -83,7 +90,7 @@ fn gib(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
-pub fn table(inv: &Inventory) -> String {
+pub fn table(inv: &Inventory, m: &Matrix) -> String {
     let mut out = String::new();
     let mut nodes = new_table(&["NODE", "CPUS", "OFFLINE CPUS", "MEMORY", "GPU MEMORY OF"]);
     for n in &inv.numa_nodes {
@@ -172,10 +179,10 @@ pub fn table(inv: &Inventory) -> String {
                     r.name.clone(),
                     p.port.to_string(),
                     p.state.clone(),
-                    p.phys_state.clone(),
+                    opt(p.phys_state.clone()),
                     or_dash(p.rate.clone()),
                     opt(p.width.map(|w| format!("{w}X"))),
-                    p.link_layer.clone(),
+                    opt(p.link_layer.clone()),
                     opt(p.active_mtu),
                     opt(r.firmware.clone()),
                     opt(r.driver.clone()),
@@ -207,7 +214,6 @@ pub fn table(inv: &Inventory) -> String {
     }
 
     if !inv.gpus.is_empty() {
-        let m = inv.matrix();
         let mut header = vec![String::new()];
         header.extend(m.columns.iter().cloned());
         header.push("CPU AFFINITY".into());
@@ -221,7 +227,18 @@ pub fn table(inv: &Inventory) -> String {
             row.push(opt(r.numa_node));
             t.add_row(row);
         }
-        out += &format!("\nAffinity\n{t}\n\n{LEGEND}\n");
+        out += &format!("\nAffinity\n{t}\n");
+        if let Some(why) = &m.fabric {
+            let nics = &m.columns[inv.gpus.len()..];
+            out += &match nics {
+                [] => "NIC columns: none (no training fabric)\n".to_string(),
+                _ => format!(
+                    "NIC columns: the training fabric ({}), because {why}\n",
+                    nics.join(", ")
+                ),
+            };
+        }
+        out += &format!("\n{LEGEND}\n");
     }
     out
 }

@@ -92,6 +92,25 @@ impl CpuList {
         Ok(CpuList(set))
     }
 
+    /// Parses a hex mask as the kernel writes `cpumap` and `local_cpus`
+    /// (`00000000,0000ffff`: 32-bit words, most significant first), for kernels and
+    /// snapshots without the list form. `None` when malformed or naming a CPU above
+    /// [`MAX_CPU_ID`].
+    pub fn parse_mask(text: &str) -> Option<CpuList> {
+        let words: Vec<&str> = text.trim().split(',').collect();
+        let max_words = (MAX_CPU_ID as usize + 1) / 32;
+        if words.len() > max_words || words.iter().any(|w| w.is_empty() || w.len() > 8) {
+            return None;
+        }
+        let mut set = BTreeSet::new();
+        for (i, word) in words.iter().rev().enumerate() {
+            let bits = u32::from_str_radix(word, 16).ok()?;
+            let base = u32::try_from(i).ok()?.checked_mul(32)?;
+            set.extend((0..32).filter(|b| bits & (1 << b) != 0).map(|b| base + b));
+        }
+        Some(CpuList(set))
+    }
+
     pub fn len(&self) -> usize {
         self.0.len()
     }
@@ -167,6 +186,23 @@ mod tests {
         assert!(CpuList::parse_nodes("4096").is_err());
         assert_eq!(CpuList::parse_nodes("0-4095").unwrap().len(), 4096);
         assert_eq!(CpuList::parse("65535").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn masks() {
+        let list = |t: &str| CpuList::parse_mask(t).map(|c| c.to_string());
+        assert_eq!(list("0000ffff\n").as_deref(), Some("0-15"));
+        assert_eq!(list("00000001,00000000").as_deref(), Some("32"));
+        assert_eq!(list("ff,0000000f").as_deref(), Some("0-3,32-39"));
+        assert_eq!(list("00000000").as_deref(), Some(""));
+        assert_eq!(list("xyz"), None);
+        assert_eq!(list("1,,2"), None);
+        assert_eq!(list("123456789"), None);
+        let widest = vec!["80000000"; 2048].join(",");
+        let cpus = CpuList::parse_mask(&widest).unwrap();
+        assert_eq!((cpus.len(), cpus.0.last()), (2048, Some(&MAX_CPU_ID)));
+        let too_wide = vec!["0"; 2049].join(",");
+        assert_eq!(list(&too_wide), None, "names CPUs above the kernel's limit");
     }
 
     #[test]

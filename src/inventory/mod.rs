@@ -81,6 +81,14 @@ impl Inventory {
                 .as_ref()
                 .and_then(|c| numa::node_of_cpus(&numa_nodes, c));
         }
+        // An HCA shares its PCI function with its netdev, whose node may be known from its
+        // local CPUs.
+        for r in rdma.iter_mut().filter(|r| r.numa_node.is_none()) {
+            r.numa_node = nics
+                .iter()
+                .find(|n| n.pci_address.is_some() && n.pci_address == r.pci_address)
+                .and_then(|n| n.numa_node);
+        }
         // A one-node host leaves `numa_node` at -1: every device is on that node.
         if let [only] = numa_nodes.as_slice() {
             for g in gpus.iter_mut().filter(|g| g.numa_node.is_none()) {
@@ -141,21 +149,21 @@ impl Inventory {
         )
     }
 
-    /// How a GPU reaches a NIC.
-    pub fn gpu_to_nic(&self, g: &Gpu, n: &Nic) -> Path {
-        let nic = Place {
-            address: n.pci_address.as_deref(),
-            bridges: &n.bridges,
-            host_bridge: n.host_bridge.as_deref(),
-            numa_node: n.numa_node,
-        };
-        affinity::path_between(&gpu_place(g), &nic, 0, self.single_numa_node())
+    /// How a GPU reaches a device of the training fabric.
+    pub fn gpu_to_fabric(&self, g: &Gpu, d: FabricDevice) -> Path {
+        affinity::path_between(&gpu_place(g), &d.place(), 0, self.single_numa_node())
     }
 
-    /// The affinity matrix: a row per GPU, a column per GPU then per NIC.
+    /// The GPU ↔ GPU matrix alone, without NIC columns.
     pub fn matrix(&self) -> Matrix {
+        self.matrix_with(&[], None)
+    }
+
+    /// The affinity matrix: a row per GPU, a column per GPU then per device of the
+    /// training fabric (`fabric`, chosen by `checks::nic::select`, `why` says how).
+    pub fn matrix_with(&self, fabric: &[FabricDevice], why: Option<&str>) -> Matrix {
         let mut columns: Vec<String> = self.gpus.iter().map(gpu_label).collect();
-        columns.extend(self.nics.iter().map(|n| n.name.clone()));
+        columns.extend(fabric.iter().map(|d| d.name().to_string()));
         let rows = self
             .gpus
             .iter()
@@ -171,11 +179,62 @@ impl Inventory {
                     .gpus
                     .iter()
                     .map(|o| self.gpu_to_gpu(g, o).label())
-                    .chain(self.nics.iter().map(|n| self.gpu_to_nic(g, n).label()))
+                    .chain(fabric.iter().map(|d| self.gpu_to_fabric(g, *d).label()))
                     .collect(),
             })
             .collect();
-        Matrix { columns, rows }
+        Matrix {
+            columns,
+            rows,
+            fabric: why.map(str::to_string),
+        }
+    }
+}
+
+/// A device of the training fabric as a GPU reaches it: an RDMA device (InfiniBand or
+/// RoCE HCA, EFA; with or without a netdev) or, where the fabric is plain Ethernet, a NIC.
+#[derive(Debug, Clone, Copy)]
+pub enum FabricDevice<'a> {
+    Hca(&'a RdmaDevice),
+    Nic(&'a Nic),
+}
+
+impl<'a> FabricDevice<'a> {
+    /// `mlx5_0`, `efa_0` (as NCCL's `NCCL_IB_HCA` and `nvidia-smi topo -m` name them) or
+    /// `eth1`.
+    pub fn name(&self) -> &'a str {
+        match self {
+            FabricDevice::Hca(h) => &h.name,
+            FabricDevice::Nic(n) => &n.name,
+        }
+    }
+
+    /// The name with an HCA's netdevs (`mlx5_0 (ens1np0)`), for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            FabricDevice::Hca(h) if !h.netdevs.is_empty() => {
+                format!("{} ({})", h.name, h.netdevs.join(", "))
+            }
+            FabricDevice::Hca(h) => format!("{} (no netdev)", h.name),
+            FabricDevice::Nic(n) => n.name.clone(),
+        }
+    }
+
+    fn place(&self) -> Place<'a> {
+        match self {
+            FabricDevice::Hca(h) => Place {
+                address: h.pci_address.as_deref(),
+                bridges: &h.bridges,
+                host_bridge: h.host_bridge.as_deref(),
+                numa_node: h.numa_node,
+            },
+            FabricDevice::Nic(n) => Place {
+                address: n.pci_address.as_deref(),
+                bridges: &n.bridges,
+                host_bridge: n.host_bridge.as_deref(),
+                numa_node: n.numa_node,
+            },
+        }
     }
 }
 
@@ -206,6 +265,8 @@ pub fn gpu_label(g: &Gpu) -> String {
 pub struct Matrix {
     pub columns: Vec<String>,
     pub rows: Vec<MatrixRow>,
+    /// Why the NIC columns are the devices they are (the training fabric).
+    pub fabric: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -39,7 +39,8 @@ pub fn parse_node_memtotal(text: &str) -> Option<u64> {
 }
 
 /// The NUMA nodes; a kernel without NUMA support (no `node` directory) is one node holding
-/// every online CPU.
+/// every online CPU. A node's CPUs come from `cpulist`, else from `cpumap` (kernels before
+/// 2.6.24 have only the mask).
 pub fn nodes(root: &Root) -> Result<Vec<NumaNode>, HostError> {
     let base = "/sys/devices/system/node";
     let mut out = Vec::new();
@@ -53,10 +54,13 @@ pub fn nodes(root: &Root) -> Result<Vec<NumaNode>, HostError> {
             continue;
         };
         let dir = format!("{base}/{name}");
-        let cpus = root
-            .read_optional(&format!("{dir}/cpulist"))?
-            .and_then(|t| CpuList::parse(&t).ok())
-            .unwrap_or_default();
+        let cpus = match root.read_optional(&format!("{dir}/cpulist"))? {
+            Some(list) => CpuList::parse(&list).ok(),
+            None => root
+                .read_optional(&format!("{dir}/cpumap"))?
+                .and_then(|mask| CpuList::parse_mask(&mask)),
+        }
+        .unwrap_or_default();
         let memory = root
             .read_optional(&format!("{dir}/meminfo"))?
             .as_deref()
@@ -91,12 +95,43 @@ pub fn nodes(root: &Root) -> Result<Vec<NumaNode>, HostError> {
     Ok(out)
 }
 
-/// The online CPUs (`/sys/devices/system/cpu/online`), `None` when the file is absent or
-/// unparsable (then every listed CPU is taken as online, as before hot-plug existed).
+/// The online CPUs: `/sys/devices/system/cpu/online`, else each `cpuN/online` flag (kernels
+/// before 2.6.26 have only the flags; a CPU without one, such as the boot CPU, cannot go
+/// offline). `None` when neither says (then every listed CPU is taken as online, as
+/// before hot-plug existed).
 pub fn online_cpus(root: &Root) -> Result<Option<CpuList>, HostError> {
-    Ok(root
-        .read_optional("/sys/devices/system/cpu/online")?
-        .and_then(|t| CpuList::parse(&t).ok()))
+    let base = "/sys/devices/system/cpu";
+    // An empty list is no kernel's (one CPU at least is always online): the flags decide.
+    if let Some(list) = root
+        .read_optional(&format!("{base}/online"))?
+        .filter(|l| !l.trim().is_empty())
+    {
+        return Ok(CpuList::parse(&list).ok());
+    }
+    let mut online = std::collections::BTreeSet::new();
+    let mut flags = 0usize;
+    for name in root.list_dir(base)?.unwrap_or_default() {
+        let Some(id) = name
+            .strip_prefix("cpu")
+            .and_then(|n| n.parse::<u32>().ok())
+            .filter(|id| *id <= crate::host::cpulist::MAX_CPU_ID)
+        else {
+            continue;
+        };
+        match root.read_optional(&format!("{base}/{name}/online"))? {
+            Some(flag) => {
+                flags += 1;
+                if flag.trim() == "1" {
+                    online.insert(id);
+                }
+            }
+            None => {
+                online.insert(id);
+            }
+        }
+    }
+    // Directories without a single flag say nothing about hot-plug: no answer.
+    Ok((flags > 0).then_some(CpuList(online)))
 }
 
 /// The node a device sits on when its firmware did not say (`numa_node` absent or -1) but
@@ -168,6 +203,57 @@ mod tests {
         let nodes = super::nodes(&flat.root()).unwrap();
         assert_eq!(nodes.len(), 1);
         assert_eq!(nodes[0].cpus.to_string(), "0-3");
+    }
+
+    /// A kernel before 2.6.26: no `cpulist` (only the `cpumap` mask) and no `cpu/online`,
+    /// only per-CPU `online` flags (none on the boot CPU).
+    #[test]
+    fn old_layouts_with_cpumap_and_per_cpu_flags() {
+        let tree = Tree::new();
+        tree.file(
+            "/sys/devices/system/node/node0/cpumap",
+            "00000000,0000000f\n",
+        )
+        .file("/sys/devices/system/node/node1/cpumap", "000000f0\n")
+        .dir("/sys/devices/system/cpu/cpu0");
+        for (cpu, flag) in [
+            (1, "1"),
+            (2, "0"),
+            (3, "1"),
+            (4, "1"),
+            (5, "0"),
+            (6, "1"),
+            (7, "1"),
+        ] {
+            tree.file(&format!("/sys/devices/system/cpu/cpu{cpu}/online"), flag);
+        }
+        let nodes = nodes(&tree.root()).unwrap();
+        assert_eq!(nodes[0].cpus.to_string(), "0-1,3");
+        assert_eq!(nodes[0].offline_cpus.to_string(), "2");
+        assert_eq!(nodes[1].cpus.to_string(), "4,6-7");
+        assert_eq!(nodes[1].offline_cpus.to_string(), "5");
+
+        // `cpulist` present, `cpu/online` absent: the flags still rule.
+        tree.file("/sys/devices/system/node/node0/cpulist", "0-3\n");
+        let nodes = super::nodes(&tree.root()).unwrap();
+        assert_eq!(nodes[0].cpus.to_string(), "0-1,3");
+
+        // Directories without a flag say nothing: every CPU counts.
+        let bare = Tree::new();
+        bare.file("/sys/devices/system/node/node0/cpulist", "0-1\n")
+            .dir("/sys/devices/system/cpu/cpu0")
+            .dir("/sys/devices/system/cpu/cpu1");
+        assert_eq!(online_cpus(&bare.root()).unwrap(), None);
+        assert_eq!(
+            super::nodes(&bare.root()).unwrap()[0].cpus.to_string(),
+            "0-1"
+        );
+        bare.file("/sys/devices/system/cpu/online", "\n");
+        assert_eq!(
+            online_cpus(&bare.root()).unwrap(),
+            None,
+            "an empty list says nothing"
+        );
     }
 
     #[test]

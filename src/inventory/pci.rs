@@ -116,22 +116,6 @@ pub fn is_pci_address(name: &str) -> bool {
         && hex(function)
 }
 
-/// Parses a `local_cpus`/`cpumap` mask (`00000000,0000ffff`: 32-bit hex words, most
-/// significant first), for kernels and snapshots without `local_cpulist`.
-pub fn parse_cpu_mask(text: &str) -> Option<CpuList> {
-    let words: Vec<&str> = text.trim().split(',').collect();
-    if words.iter().any(|w| w.is_empty() || w.len() > 8) {
-        return None;
-    }
-    let mut set = std::collections::BTreeSet::new();
-    for (i, word) in words.iter().rev().enumerate() {
-        let bits = u32::from_str_radix(word, 16).ok()?;
-        let base = u32::try_from(i).ok()?.checked_mul(32)?;
-        set.extend((0..32).filter(|b| bits & (1 << b) != 0).map(|b| base + b));
-    }
-    Some(CpuList(set))
-}
-
 /// One PCI function as sysfs describes it; the default is one sysfs says nothing about.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PciDevice {
@@ -167,7 +151,7 @@ pub fn read_device(root: &Root, dir: &str) -> Result<PciDevice, HostError> {
         numa_node: file("numa_node")?.as_deref().and_then(parse_numa_node),
         local_cpus: match file("local_cpulist")? {
             Some(t) => CpuList::parse(&t).ok(),
-            None => file("local_cpus")?.as_deref().and_then(parse_cpu_mask),
+            None => file("local_cpus")?.as_deref().and_then(CpuList::parse_mask),
         },
         link: PciLink {
             current_gts: link_attr(root, dir, "current_link_speed", parse_link_speed),
@@ -259,18 +243,6 @@ mod tests {
         assert_eq!(parse_numa_node("-1\n"), None);
         assert_eq!(parse_numa_node("1\n"), Some(1));
         assert_eq!(parse_numa_node(""), None);
-    }
-
-    #[test]
-    fn cpu_masks() {
-        let list = |t: &str| parse_cpu_mask(t).map(|c| c.to_string());
-        assert_eq!(list("0000ffff\n").as_deref(), Some("0-15"));
-        assert_eq!(list("00000001,00000000").as_deref(), Some("32"));
-        assert_eq!(list("ff,0000000f").as_deref(), Some("0-3,32-39"));
-        assert_eq!(list("00000000").as_deref(), Some(""));
-        assert_eq!(list("xyz"), None);
-        assert_eq!(list("1,,2"), None);
-        assert_eq!(list("123456789"), None);
     }
 
     #[test]

@@ -37,9 +37,10 @@ pub struct RdmaPort {
     pub port: u32,
     /// `ACTIVE`, `INIT`, `ARMED`, `DOWN` (the logical state, from `4: ACTIVE`).
     pub state: String,
-    /// `LinkUp`, `Polling`, `Disabled`, ... (the physical state, from `5: LinkUp`).
-    pub phys_state: String,
-    /// The kernel's `rate` text (`100 Gb/sec (4X EDR)`).
+    /// `LinkUp`, `Polling`, `Disabled`, ... (the physical state, from `5: LinkUp`);
+    /// `None` when the file is missing (trimmed captures, some soft-RoCE drivers).
+    pub phys_state: Option<String>,
+    /// The kernel's `rate` text (`100 Gb/sec (4X EDR)`); empty when the file is missing.
     pub rate: String,
     /// The rate in Mb/s (`2.5 Gb/sec` → 2500), `None` when unparsable.
     pub rate_mbps: Option<u64>,
@@ -47,8 +48,9 @@ pub struct RdmaPort {
     pub width: Option<u32>,
     /// `FDR`, `EDR`, `HDR`, `NDR`... when the kernel names it.
     pub signalling: Option<String>,
-    /// `InfiniBand` or `Ethernet` (RoCE).
-    pub link_layer: String,
+    /// `InfiniBand`, `Ethernet` (RoCE) or `Unknown` (EFA) as the kernel writes it; `None`
+    /// when the file is missing: never guessed, EFA is not InfiniBand.
+    pub link_layer: Option<String>,
     /// The IB MTU in use: for RoCE, the largest IB MTU the netdev's MTU carries; for
     /// InfiniBand, the subnet's, which sysfs does not show (`None`).
     pub active_mtu: Option<u32>,
@@ -60,11 +62,11 @@ impl RdmaPort {
     /// ACTIVE and LinkUp: the port carries traffic. A snapshot without `phys_state`
     /// is judged on `state` alone.
     pub fn is_active(&self) -> bool {
-        self.state == "ACTIVE" && matches!(self.phys_state.as_str(), "LinkUp" | "")
+        self.state == "ACTIVE" && matches!(self.phys_state.as_deref(), Some("LinkUp") | None)
     }
 
     pub fn is_roce(&self) -> bool {
-        self.link_layer == "Ethernet"
+        self.link_layer.as_deref() == Some("Ethernet")
     }
 }
 
@@ -172,12 +174,9 @@ fn device(root: &Root, name: &str) -> Result<RdmaDevice, HostError> {
         let read = |f: &str| attribute(root, &format!("{pdir}/{f}"));
         let rate = read("rate").unwrap_or_default();
         let (rate_mbps, width, signalling) = parse_rate(&rate);
-        let link_layer = read("link_layer").unwrap_or_else(|| "InfiniBand".into());
-        let gids = if link_layer == "Ethernet" {
-            gids(root, &pdir)?
-        } else {
-            vec![]
-        };
+        let link_layer = read("link_layer").filter(|l| !l.is_empty());
+        let roce = link_layer.as_deref() == Some("Ethernet");
+        let gids = if roce { gids(root, &pdir)? } else { vec![] };
         let netdev_mtu = netdevs
             .iter()
             .find_map(|n| attribute(root, &format!("/sys/class/net/{n}/mtu")))
@@ -185,12 +184,14 @@ fn device(root: &Root, name: &str) -> Result<RdmaDevice, HostError> {
         ports.push(RdmaPort {
             port,
             state: state_name(&read("state").unwrap_or_default()),
-            phys_state: state_name(&read("phys_state").unwrap_or_default()),
+            phys_state: read("phys_state")
+                .map(|p| state_name(&p))
+                .filter(|p| !p.is_empty()),
             rate,
             rate_mbps,
             width,
             signalling,
-            active_mtu: if link_layer == "Ethernet" {
+            active_mtu: if roce {
                 netdev_mtu.and_then(roce_active_mtu)
             } else {
                 None

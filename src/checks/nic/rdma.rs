@@ -49,45 +49,70 @@ pub fn audit(ctx: &Context, hca: &RdmaDevice, why: &str, nccl: &NcclConfig) -> V
     out
 }
 
+/// The sysfs file of a port attribute, for messages.
+fn port_file(hca: &RdmaDevice, port: &RdmaPort, file: &str) -> String {
+    format!(
+        "/sys/class/infiniband/{}/ports/{}/{file}",
+        hca.name, port.port
+    )
+}
+
 /// `rdma.rate_mbps` of an active port.
 fn rate(check: Check, setting: &Setting, hca: &RdmaDevice, port: &RdmaPort) -> Finding {
-    match port.rate_mbps {
-        Some(mbps) if port.is_active() => {
-            let check = check.found(
-                format!("{} port {} runs at `{}`", hca.name, port.port, port.rate),
-                "; ",
-            );
-            value_by_rule(
-                &check,
-                setting,
-                mbps,
-                format!(
-                    "check the cable and the switch port (`ibstat {}`, `mlxlink -d {}`): a rate below the adapter's means it trained down",
-                    hca.name, hca.name
-                ),
-            )
-        }
-        Some(_) => check.skip(format!("{} port {} is not active", hca.name, port.port)),
-        None => check.error(format!(
-            "/sys/class/infiniband/{}/ports/{}/rate: `{}` is not a rate",
-            hca.name, port.port, port.rate
-        )),
+    if !port.is_active() {
+        return check.skip(format!("{} port {} is not active", hca.name, port.port));
     }
+    let Some(mbps) = port.rate_mbps else {
+        return if port.rate.is_empty() {
+            check.skip(format!(
+                "{} is missing or empty: the port's rate is unknown (`ibstat {}` shows it)",
+                port_file(hca, port, "rate"),
+                hca.name
+            ))
+        } else {
+            check.error(format!(
+                "{}: `{}` is not a rate",
+                port_file(hca, port, "rate"),
+                port.rate
+            ))
+        };
+    };
+    let check = check.found(
+        format!("{} port {} runs at `{}`", hca.name, port.port, port.rate),
+        "; ",
+    );
+    value_by_rule(
+        &check,
+        setting,
+        mbps,
+        format!(
+            "check the cable and the switch port (`ibstat {}`, `mlxlink -d {}`): a rate below the adapter's means it trained down",
+            hca.name, hca.name
+        ),
+    )
 }
 
 /// `rdma.active_mtu`: the RDMA payload a RoCE port's netdev MTU allows.
 fn active_mtu(check: Check, setting: &Setting, hca: &RdmaDevice, port: &RdmaPort) -> Finding {
     let Some(mtu) = port.active_mtu else {
-        return check.skip(if port.is_roce() {
-            format!(
+        return check.skip(match port.link_layer.as_deref() {
+            Some("Ethernet") => format!(
                 "{} port {} has no netdev MTU to derive it from",
                 hca.name, port.port
-            )
-        } else {
-            format!(
+            ),
+            Some("InfiniBand") => format!(
                 "{} port {} is InfiniBand: the subnet manager sets its MTU, which sysfs does not show (`ibv_devinfo`)",
                 hca.name, port.port
-            )
+            ),
+            Some(other) => format!(
+                "{} port {} has link layer `{other}`, not RoCE: no netdev MTU bounds it (`ibv_devinfo -d {}` shows it)",
+                hca.name, port.port, hca.name
+            ),
+            None => format!(
+                "{} is missing: without the link layer the IB MTU cannot be derived (`ibv_devinfo -d {}` shows it)",
+                port_file(hca, port, "link_layer"),
+                hca.name
+            ),
         });
     };
     let check = check.found(format!(
@@ -109,40 +134,88 @@ fn active_mtu(check: Check, setting: &Setting, hca: &RdmaDevice, port: &RdmaPort
     )
 }
 
-/// `rdma.link_layer`: InfiniBand or Ethernet (RoCE), as the profile's fabric.
-fn link_layer(check: Check, setting: &Setting, _: &RdmaDevice, port: &RdmaPort) -> Finding {
+/// `rdma.link_layer`: InfiniBand or Ethernet (RoCE), as the profile's fabric. EFA is
+/// neither (its sysfs says `Unknown`; AWS's SRD runs over it), so the rule does not apply.
+fn link_layer(check: Check, setting: &Setting, hca: &RdmaDevice, port: &RdmaPort) -> Finding {
+    if hca.driver.as_deref() == Some("efa") {
+        return check.skip(format!(
+            "{} is an AWS EFA device: neither InfiniBand nor RoCE, reached through the aws-ofi-nccl plugin",
+            hca.name
+        ));
+    }
+    let Some(layer) = &port.link_layer else {
+        return check.skip(format!(
+            "{} is missing: the port's link layer is unknown (`ibv_devinfo -d {}` shows it)",
+            port_file(hca, port, "link_layer"),
+            hca.name
+        ));
+    };
     value_by_rule(
         &check,
         setting,
-        &port.link_layer,
+        layer,
         "use the profile for this fabric (ddp-infiniband for InfiniBand, ddp-roce for RoCE)",
     )
 }
 
+/// `ACTIVE, LinkUp`, naming what the kernel did not show.
+fn state_text(port: &RdmaPort) -> String {
+    let state = if port.state.is_empty() {
+        "state unknown"
+    } else {
+        &port.state
+    };
+    match &port.phys_state {
+        Some(phys) => format!("{state}, {phys}"),
+        None => format!("{state}, physical state unknown"),
+    }
+}
+
 fn state(hca: &RdmaDevice, port: &RdmaPort, why: &str) -> Finding {
+    let mut missing: Vec<String> = Vec::new();
+    if port.state.is_empty() {
+        missing.push(port_file(hca, port, "state"));
+    }
+    if port.phys_state.is_none() {
+        missing.push(port_file(hca, port, "phys_state"));
+    }
+    let missing = if missing.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} missing, so the port is judged on what is shown",
+            missing.join(" and ")
+        )
+    };
     let check = Check::new(format!("rdma.{}.{}.state", hca.name, port.port), Area::Nic)
         .expected("ACTIVE, LinkUp")
         .why(format!(
-            "{} port {} ({}, {}, firmware {}) is judged because {why}; a port that is not ACTIVE carries no traffic and NCCL skips it",
+            "{} port {} ({}, {}, firmware {}) is judged because {why}; a port that is not ACTIVE carries no traffic and NCCL skips it{missing}",
             hca.name,
             port.port,
-            port.link_layer,
-            if port.rate.is_empty() { "no rate" } else { &port.rate },
+            port.link_layer.as_deref().unwrap_or("link layer unknown"),
+            if port.rate.is_empty() { "rate unknown" } else { &port.rate },
             hca.firmware.as_deref().unwrap_or("unknown"),
         ));
-    let actual = format!("{}, {}", port.state, port.phys_state);
+    let actual = state_text(port);
+    if port.state.is_empty() {
+        return check.skip(format!(
+            "{} is missing: the port's state is unknown",
+            port_file(hca, port, "state")
+        ));
+    }
     if port.is_active() {
         return check.pass(actual);
     }
-    let fix = match (port.state.as_str(), port.phys_state.as_str()) {
-        (_, "Polling") => format!(
+    let fix = match (port.state.as_str(), port.phys_state.as_deref()) {
+        (_, Some("Polling")) => format!(
             "the port sees no peer: check the cable and the switch port (`ibstat {}`)",
             hca.name
         ),
         ("INIT", _) | ("ARMED", _) => {
             "the link is up but no subnet manager configured it: start opensm or check the fabric's SM".to_string()
         }
-        (_, "Disabled") => format!(
+        (_, Some("Disabled")) => format!(
             "enable the port (`ibportstate` or `mlxlink -d {} -a UP`)",
             hca.name
         ),

@@ -3,13 +3,16 @@
 //! uses them) and their network interfaces; else the fastest physical interface that is up
 //! (the rule that chose the default profile); else the default route's. Every other
 //! interface is listed, never failed for speed: a 1 GbE management port is not a fault.
+//! The numa area (each GPU's nearest NIC) and `gputune topo` (the affinity matrix's NIC
+//! columns) take the same devices from [`fabric`], so all three agree on what the fabric is.
 
 use std::net::{IpAddr, ToSocketAddrs};
 
 use crate::finding::{Area, Check, Finding};
+use crate::host::Root;
 use crate::inventory::nic::Nic;
 use crate::inventory::rdma::RdmaDevice;
-use crate::inventory::{Inventory, route};
+use crate::inventory::{FabricDevice, Inventory, route};
 use crate::probes::Probes;
 
 use super::super::Context;
@@ -35,6 +38,19 @@ impl<'a> Chosen<'a> {
         let driven = move |h: &&RdmaDevice| h.driver.as_deref() == Some(driver);
         self.hcas.iter().copied().filter(driven)
     }
+
+    /// The fabric as GPUs reach it: every chosen HCA (EFA and IPoIB-less HCAs have no
+    /// netdev), then every chosen NIC that is not one of those HCAs' netdev.
+    pub fn devices(&self) -> Vec<FabricDevice<'a>> {
+        let is_hca = |name: &String| self.hcas.iter().any(|h| &h.name == name);
+        let hcas = self.hcas.iter().map(|h| FabricDevice::Hca(h));
+        let nics = self
+            .nics
+            .iter()
+            .filter(|n| !n.rdma.iter().any(is_hca))
+            .map(|n| FabricDevice::Nic(n));
+        hcas.chain(nics).collect()
+    }
 }
 
 /// Picks the training NICs and HCAs; a `--peer` that cannot be routed adds a skip.
@@ -44,10 +60,32 @@ pub fn training<'a>(
     probes: &Probes,
     findings: &mut Vec<Finding>,
 ) -> Chosen<'a> {
-    if let Some(peer) = &ctx.options.peer {
+    let peer = ctx.options.peer.as_deref();
+    let (chosen, unrouted) = fabric(ctx.root, inv, probes, peer);
+    if let (Some(peer), Some(reason)) = (peer, unrouted) {
+        findings.push(
+            Check::new("nic.peer_route", Area::Nic)
+                .expected(format!("an interface routes to {peer}"))
+                .skip(reason),
+        );
+    }
+    chosen
+}
+
+/// The training fabric of the node under `root`: the NIC routing to `peer` (`--peer`), else
+/// the RDMA devices, else the fastest interface that is up, else the default route's. The
+/// second value says why `peer` picked no interface.
+pub fn fabric<'a>(
+    root: &Root,
+    inv: &'a Inventory,
+    probes: &Probes,
+    peer: Option<&str>,
+) -> (Chosen<'a>, Option<String>) {
+    let mut unrouted = None;
+    if let Some(peer) = peer {
         match peer_nic(inv, probes, peer) {
             Ok(nic) => {
-                return Chosen {
+                let chosen = Chosen {
                     hcas: inv
                         .rdma
                         .iter()
@@ -56,23 +94,28 @@ pub fn training<'a>(
                     nics: vec![nic],
                     why: format!("it routes to --peer {peer}"),
                 };
+                return (chosen, None);
             }
-            Err(reason) => findings.push(
-                Check::new("nic.peer_route", Area::Nic)
-                    .expected(format!("an interface routes to {peer}"))
-                    .skip(reason),
-            ),
+            Err(reason) => unrouted = Some(reason),
         }
     }
+    (by_rule(root, inv, probes), unrouted)
+}
+
+/// The fabric when no peer picks it.
+fn by_rule<'a>(root: &Root, inv: &'a Inventory, probes: &Probes) -> Chosen<'a> {
     if !inv.rdma.is_empty() {
         let names: Vec<&str> = inv.rdma.iter().map(|r| r.name.as_str()).collect();
+        let efa_only = inv.rdma.iter().all(|r| r.driver.as_deref() == Some("efa"));
+        let transport = if efa_only {
+            "NCCL reaches EFA through the aws-ofi-nccl plugin over this node's EFA devices"
+        } else {
+            "NCCL's IB transport uses this node's RDMA devices"
+        };
         return Chosen {
             nics: inv.nics.iter().filter(|n| !n.rdma.is_empty()).collect(),
             hcas: inv.rdma.iter().collect(),
-            why: format!(
-                "NCCL's IB transport uses this node's RDMA devices ({})",
-                names.join(", ")
-            ),
+            why: format!("{transport} ({})", names.join(", ")),
         };
     }
     if let Some(nic) = fastest_up(&inv.nics) {
@@ -82,7 +125,7 @@ pub fn training<'a>(
             why: "it is the fastest physical interface that is up (the rule that picks the default profile)".into(),
         };
     }
-    if let Some(nic) = default_route_nic(ctx, inv, probes) {
+    if let Some(nic) = default_route_nic(root, inv, probes) {
         return Chosen {
             nics: vec![nic],
             hcas: vec![],
@@ -96,8 +139,8 @@ pub fn training<'a>(
     }
 }
 
-fn default_route_nic<'a>(ctx: &Context, inv: &'a Inventory, probes: &Probes) -> Option<&'a Nic> {
-    if ctx.root.is_live() {
+fn default_route_nic<'a>(root: &Root, inv: &'a Inventory, probes: &Probes) -> Option<&'a Nic> {
+    if root.is_live() {
         // Every next hop of an ECMP default route: the first that is a physical NIC.
         probes
             .routes
@@ -106,8 +149,7 @@ fn default_route_nic<'a>(ctx: &Context, inv: &'a Inventory, probes: &Probes) -> 
             .into_iter()
             .find_map(|i| inv.nics.iter().find(|n| n.ifindex == Some(i)))
     } else {
-        ctx.root
-            .read_optional("/proc/net/route")
+        root.read_optional("/proc/net/route")
             .ok()
             .flatten()
             .and_then(|t| route::default_from_proc(&t))
@@ -191,6 +233,65 @@ pub fn unjudged(inv: &Inventory, chosen: &Chosen) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::Tree;
+
+    /// A PCI function at `bdf` on host bridge `pci0000:00`, and its RDMA device `hca`
+    /// (driver `driver`) when given.
+    fn function(tree: &Tree, bdf: &str, hca: Option<&str>) {
+        let dir = format!("/sys/devices/pci0000:00/{bdf}");
+        tree.file(&format!("{dir}/numa_node"), "0\n").link(
+            &format!("/sys/bus/pci/devices/{bdf}"),
+            &format!("../../../devices/pci0000:00/{bdf}"),
+        );
+        if let Some(hca) = hca {
+            tree.link(
+                &format!("/sys/class/infiniband/{hca}"),
+                &format!("../../devices/pci0000:00/{bdf}/infiniband/{hca}"),
+            )
+            .link(&format!("{dir}/infiniband/{hca}/device"), "../..");
+        }
+    }
+
+    /// A netdev `name` of the function `bdf`, up at `speed` Mb/s.
+    fn netdev(tree: &Tree, bdf: &str, name: &str, speed: u32) {
+        let net = format!("/sys/devices/pci0000:00/{bdf}/net/{name}");
+        tree.file(&format!("{net}/speed"), &format!("{speed}\n"))
+            .file(&format!("{net}/operstate"), "up\n")
+            .link(&format!("{net}/device"), "../..")
+            .link(
+                &format!("/sys/class/net/{name}"),
+                &format!("../../devices/pci0000:00/{bdf}/net/{name}"),
+            );
+    }
+
+    fn names(tree: &Tree) -> Vec<String> {
+        let root = tree.root();
+        let probes = Probes::absent("in a test");
+        let inv = Inventory::read(&root, &probes).unwrap();
+        let (chosen, unrouted) = fabric(&root, &inv, &probes, None);
+        assert_eq!(unrouted, None);
+        chosen.devices().iter().map(|d| d.describe()).collect()
+    }
+
+    #[test]
+    fn the_fabric_is_the_rdma_devices_netdev_or_not_never_the_management_port() {
+        let tree = Tree::new();
+        function(&tree, "0000:00:01.0", None);
+        netdev(&tree, "0000:00:01.0", "eno1", 1000);
+        function(&tree, "0000:00:02.0", Some("mlx5_0"));
+        netdev(&tree, "0000:00:02.0", "ens2np0", 200_000);
+        function(&tree, "0000:00:03.0", Some("efa_0"));
+        // The RoCE HCA once (its netdev is not a second column), EFA without a netdev.
+        assert_eq!(names(&tree), ["efa_0 (no netdev)", "mlx5_0 (ens2np0)"]);
+
+        // Without RDMA devices the fabric is the fastest interface that is up.
+        let plain = Tree::new();
+        function(&plain, "0000:00:01.0", None);
+        netdev(&plain, "0000:00:01.0", "eno1", 1000);
+        function(&plain, "0000:00:02.0", None);
+        netdev(&plain, "0000:00:02.0", "ens2", 100_000);
+        assert_eq!(names(&plain), ["ens2"]);
+    }
 
     #[test]
     fn peers_and_ports() {
