@@ -12,6 +12,7 @@ mod audit_limits_cgroup_firewall;
 mod audit_persisted;
 mod audit_skip;
 mod audit_table;
+mod docs_examples;
 mod file_modes;
 mod fuzz_parsers;
 mod generated_docs;
