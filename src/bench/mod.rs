@@ -22,6 +22,7 @@ pub mod rendezvous;
 pub mod size;
 pub mod stats;
 pub mod tcp;
+pub mod wait;
 
 use serde::{Deserialize, Serialize};
 

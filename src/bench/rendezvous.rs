@@ -17,6 +17,7 @@ use super::control::Group;
 use super::frame::{self, FrameError, Message};
 use super::gate::{Arrival, Gate, HANDSHAKE_DEADLINE};
 use super::output::Member;
+use super::wait::{Cause, Wait};
 use super::{BenchError, Settings};
 
 /// What this rank knows of the job when the rendezvous is done.
@@ -236,15 +237,20 @@ pub fn serve(
     })
 }
 
-/// Another rank's side: connects to rank 0 (retrying until `timeout`), says who it is, and
-/// waits for the list of members.
+/// Another rank's side: connects to rank 0 (retrying until `timeout`, saying what it waits
+/// for as [`Wait`] does), says who it is, and waits for the list of members.
 pub fn join(master: &(String, u16), me: Identity, timeout: Duration) -> Result<Joined, BenchError> {
     let deadline = Instant::now() + timeout;
+    let mut wait = Wait::new(
+        "rendezvous",
+        format!("rank 0 at {}:{}", master.0, master.1),
+        deadline,
+    );
     let mut data_listener: Option<TcpListener> = None;
     // Rank 0 drops a connection it cannot read yet (too many at once): that shows here as a
     // reset or a close without an answer, and is retried while this rank's timeout lasts.
     let (stream, members, data_addrs, nccl_id) = loop {
-        let mut stream = connect_retrying(master, deadline, || "rank 0's rendezvous".to_string())?;
+        let mut stream = connect_retrying(master, &mut wait)?;
         let data_port = match &data_listener {
             Some(l) => local_port(l)?,
             None => {
@@ -269,7 +275,8 @@ pub fn join(master: &(String, u16), me: Identity, timeout: Duration) -> Result<J
         };
         // Rank 0 gives each connection HANDSHAKE_DEADLINE; a little more here covers the
         // round trip, so a busy rank 0 drops the connection before this side gives up.
-        let by = deadline.min(Instant::now() + HANDSHAKE_DEADLINE + Duration::from_secs(1));
+        let allowance = HANDSHAKE_DEADLINE + Duration::from_secs(1);
+        let by = deadline.min(Instant::now() + allowance);
         let answer = match auth::open(&mut stream, &me.token, &hello, by) {
             Ok(()) => {
                 let remaining = deadline
@@ -286,8 +293,16 @@ pub fn join(master: &(String, u16), me: Identity, timeout: Duration) -> Result<J
                     master.0, master.1
                 )));
             }
-            Err(AuthError::Frame(e)) if e.is_timeout() && Instant::now() < deadline => {
-                Err(FrameError::Closed)
+            // Nothing answered the opening: not rank 0, or a rank 0 too busy to.
+            Err(AuthError::Frame(e)) if e.is_timeout() => {
+                wait.failed(
+                    format!(
+                        "no answer to this rank's opening within {}s",
+                        allowance.as_secs()
+                    ),
+                    Cause::Silent,
+                );
+                continue;
             }
             Err(AuthError::Frame(e)) => Err(e),
             Err(AuthError::Send(e)) => Err(FrameError::Io(e)),
@@ -315,6 +330,7 @@ pub fn join(master: &(String, u16), me: Identity, timeout: Duration) -> Result<J
                     "rendezvous: unexpected {other:?} from rank 0"
                 )));
             }
+            // Rank 0 proved the token and is waiting for the others.
             Err(e) if e.is_timeout() => {
                 return Err(runtime(format!(
                     "the other ranks did not all join within {}s (rank 0 at {}:{} is still waiting for them)",
@@ -323,15 +339,9 @@ pub fn join(master: &(String, u16), me: Identity, timeout: Duration) -> Result<J
                     master.1
                 )));
             }
-            Err(e) if dropped_unanswered(&e) && Instant::now() < deadline => {
-                eprintln!(
-                    "# rendezvous: rank 0 at {}:{} dropped the connection ({e}); retrying",
-                    master.0, master.1
-                );
-                thread::sleep(
-                    Duration::from_millis(200)
-                        .min(deadline.saturating_duration_since(Instant::now())),
-                );
+            Err(e) if dropped_unanswered(&e) => {
+                wait.failed(format!("the connection was closed ({e})"), Cause::Dropped);
+                thread::sleep(RETRY_PAUSE.min(deadline.saturating_duration_since(Instant::now())));
             }
             Err(e) => {
                 return Err(runtime(format!(
@@ -367,8 +377,11 @@ pub fn join(master: &(String, u16), me: Identity, timeout: Duration) -> Result<J
     })
 }
 
+/// Pause before connecting again to a rank 0 that dropped the connection unanswered.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+
 /// Rank 0 closed or reset the connection without answering: it was busy, not refusing.
-fn dropped_unanswered(e: &FrameError) -> bool {
+pub(crate) fn dropped_unanswered(e: &FrameError) -> bool {
     match e {
         FrameError::Closed => true,
         FrameError::Io(e) => matches!(
@@ -381,22 +394,13 @@ fn dropped_unanswered(e: &FrameError) -> bool {
     }
 }
 
-/// Connects to `target`, retrying refused or unreachable attempts until `deadline`.
-pub fn connect_retrying(
-    target: &(String, u16),
-    deadline: Instant,
-    what: impl Fn() -> String,
-) -> Result<TcpStream, BenchError> {
-    let mut last = String::from("no attempt");
+/// Connects to `target`, retrying failed attempts (each recorded in `wait`) until its time
+/// is up; then fails with its verdict.
+pub fn connect_retrying(target: &(String, u16), wait: &mut Wait) -> Result<TcpStream, BenchError> {
     loop {
-        let remaining = deadline.saturating_duration_since(Instant::now());
+        let remaining = wait.remaining();
         if remaining.is_zero() {
-            return Err(runtime(format!(
-                "cannot reach {} at {}:{}: {last}",
-                what(),
-                target.0,
-                target.1
-            )));
+            return Err(runtime(wait.verdict()));
         }
         match (target.0.as_str(), target.1).to_socket_addrs() {
             Ok(addrs) => {
@@ -406,15 +410,16 @@ pub fn connect_retrying(
                             let _ = s.set_nodelay(true);
                             return Ok(s);
                         }
-                        Err(e) => last = e.to_string(),
+                        Err(e) => wait.failed(e.to_string(), Cause::of_connect(&e)),
                     }
                 }
             }
-            Err(e) => last = format!("cannot resolve {}: {e}", target.0),
+            Err(e) => wait.failed(
+                format!("cannot resolve {}: {e}", target.0),
+                Cause::Unreachable,
+            ),
         }
-        thread::sleep(
-            Duration::from_millis(50).min(deadline.saturating_duration_since(Instant::now())),
-        );
+        thread::sleep(Duration::from_millis(50).min(wait.remaining()));
     }
 }
 

@@ -26,6 +26,7 @@ use super::data::{self, DType, Op};
 use super::frame::Message;
 use super::gate::{Arrival, Gate};
 use super::rendezvous::connect_retrying;
+use super::wait::{Cause, Wait};
 use super::{Algo, Backend, BenchError};
 pub use link::{Link, Peer, Spin};
 pub use pairwise::Mesh;
@@ -112,13 +113,14 @@ pub fn connect(
             .get(to)
             .ok_or_else(|| BenchError::Runtime(format!("no address for rank {to}")))?;
         let target = (addr.ip().to_string(), addr.port());
+        let mut wait = Wait::new("data port", format!("rank {to} at {addr}"), deadline);
         loop {
             let mut s = if options.sockbuf > 0 {
                 connect_with_buffers(addr, options.sockbuf, deadline).map_err(|e| {
                     BenchError::Runtime(format!("cannot reach rank {to} at {addr}: {e}"))
                 })?
             } else {
-                connect_retrying(&target, deadline, || format!("rank {to}'s data port"))?
+                connect_retrying(&target, &mut wait)?
             };
             let opening = Message::DataHello {
                 nonce: auth::nonce().map_err(|e| BenchError::Runtime(e.to_string()))?,
@@ -130,10 +132,16 @@ pub fn connect(
                 Err(auth::AuthError::Frame(e))
                     if !e.is_timeout() && Instant::now() + RETRY_PAUSE < deadline =>
                 {
-                    eprintln!(
-                        "# data port: rank {to} at {addr} dropped the connection ({e}); retrying"
-                    );
+                    wait.failed(format!("the connection was closed ({e})"), Cause::Dropped);
                     thread::sleep(RETRY_PAUSE);
+                }
+                Err(auth::AuthError::Frame(e)) if e.is_timeout() => {
+                    return Err(BenchError::Runtime(format!(
+                        "rank {to} at {addr} did not answer this rank's data connection within \
+                         {}s ({})",
+                        options.timeout.as_secs(),
+                        Cause::Silent.hint()
+                    )));
                 }
                 Err(e) => {
                     return Err(BenchError::Runtime(format!(
