@@ -8,4 +8,5 @@ mod bench_collectives;
 mod bench_flood;
 mod bench_netns;
 mod bench_rendezvous;
+mod bench_wrong;
 mod pairs_netns;
