@@ -129,7 +129,7 @@ max\t''
 avg\t''"
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l format -d 'Output: the nccl-tests table, or one JSON document' -r -f -a "table\t''
 json\t''
-prometheus\t'node_exporter textfile gauges; with --output, written atomically for the collector'"
+prometheus\t'node_exporter textfile gauges in base units (bandwidth in bytes per second); with --output, written atomically for the collector'"
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l pairs-threshold -d 'With --pairs: the fraction of the job\'s median pair bandwidth below which a node is slow' -r
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l output -d 'Write the JSON or Prometheus document to FILE (atomically: temp file + rename; missing directories are created)' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allreduce" -l min-busbw -d 'Fail (exit 1) when the average bus bandwidth is below this, in GB/s (1e9 bytes/s)' -r
@@ -167,7 +167,7 @@ max\t''
 avg\t''"
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -l format -d 'Output: the nccl-tests table, or one JSON document' -r -f -a "table\t''
 json\t''
-prometheus\t'node_exporter textfile gauges; with --output, written atomically for the collector'"
+prometheus\t'node_exporter textfile gauges in base units (bandwidth in bytes per second); with --output, written atomically for the collector'"
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -l pairs-threshold -d 'With --pairs: the fraction of the job\'s median pair bandwidth below which a node is slow' -r
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -l output -d 'Write the JSON or Prometheus document to FILE (atomically: temp file + rename; missing directories are created)' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from allgather" -l min-busbw -d 'Fail (exit 1) when the average bus bandwidth is below this, in GB/s (1e9 bytes/s)' -r
@@ -205,7 +205,7 @@ max\t''
 avg\t''"
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -l format -d 'Output: the nccl-tests table, or one JSON document' -r -f -a "table\t''
 json\t''
-prometheus\t'node_exporter textfile gauges; with --output, written atomically for the collector'"
+prometheus\t'node_exporter textfile gauges in base units (bandwidth in bytes per second); with --output, written atomically for the collector'"
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -l pairs-threshold -d 'With --pairs: the fraction of the job\'s median pair bandwidth below which a node is slow' -r
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -l output -d 'Write the JSON or Prometheus document to FILE (atomically: temp file + rename; missing directories are created)' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from reducescatter" -l min-busbw -d 'Fail (exit 1) when the average bus bandwidth is below this, in GB/s (1e9 bytes/s)' -r
@@ -243,7 +243,7 @@ max\t''
 avg\t''"
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -l format -d 'Output: the nccl-tests table, or one JSON document' -r -f -a "table\t''
 json\t''
-prometheus\t'node_exporter textfile gauges; with --output, written atomically for the collector'"
+prometheus\t'node_exporter textfile gauges in base units (bandwidth in bytes per second); with --output, written atomically for the collector'"
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -l pairs-threshold -d 'With --pairs: the fraction of the job\'s median pair bandwidth below which a node is slow' -r
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -l output -d 'Write the JSON or Prometheus document to FILE (atomically: temp file + rename; missing directories are created)' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand bench; and __fish_seen_subcommand_from broadcast" -l min-busbw -d 'Fail (exit 1) when the average bus bandwidth is below this, in GB/s (1e9 bytes/s)' -r

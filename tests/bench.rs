@@ -5,6 +5,8 @@ mod common;
 
 mod bench_allreduce;
 mod bench_collectives;
+mod bench_flood;
 mod bench_netns;
 mod bench_rendezvous;
+mod bench_wrong;
 mod pairs_netns;

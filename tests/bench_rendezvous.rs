@@ -200,3 +200,56 @@ fn two_processes_claiming_one_rank_stop_the_job() {
     assert_eq!(ob.status.code(), Some(3), "{}", text(&ob.stderr));
     assert!(took < Duration::from_secs(10), "took {took:?}");
 }
+
+/// Another program holds the rendezvous port: one that closes every connection at once, and
+/// one that never answers. Rank 1 says once what it waits for and why, then a line every few
+/// seconds with the time left, then one verdict naming the cause; not a line per attempt.
+#[test]
+fn waiting_for_a_port_another_program_holds_says_why_once_then_counts_down() {
+    for (holder, why) in [
+        ("closes", "closes them without answering"),
+        ("is silent", "never answers"),
+    ] {
+        let port = free_port();
+        let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let r1 = KillOnDrop::spawn(&mut rank(1, port, "7"));
+        let mut held = Vec::new();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(9) {
+            match listener.accept() {
+                Ok((s, _)) if holder == "is silent" => held.push(s),
+                Ok((s, _)) => drop(s),
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+        let (out, _) = wait_within(r1, Duration::from_secs(20), "rank 1");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{holder}: {stderr}");
+        let target = format!("rank 0 at 127.0.0.1:{port}");
+        // The first line says what and why, the last is the verdict; between them only the
+        // count-down (one at 6 s when attempts come every 200 ms, none when each takes 3 s).
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert!((2..=3).contains(&lines.len()), "{holder}: {stderr}");
+        assert!(
+            lines[0].starts_with(&format!("# rendezvous: waiting up to 7s for {target}: "))
+                && lines[0].contains(why)
+                && lines[0].contains("another program holds the port"),
+            "{holder}: {stderr}"
+        );
+        for line in &lines[1..lines.len() - 1] {
+            assert!(
+                line.starts_with(&format!("# rendezvous: still waiting for {target}, "))
+                    && line.contains("s left ("),
+                "{holder}: {stderr}"
+            );
+        }
+        let verdict = lines[lines.len() - 1];
+        assert!(
+            verdict.starts_with(&format!("gputune: cannot reach {target} within 7s: "))
+                && verdict.contains(why),
+            "{holder}: {stderr}"
+        );
+        assert!(!stderr.contains("no attempt"), "{holder}: {stderr}");
+    }
+}

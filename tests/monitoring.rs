@@ -51,15 +51,15 @@ fn bench_writes_node_exporter_gauges() {
             let labels = format!(
                 "{base},size=\"{size}\",type=\"float\",redop=\"sum\",placement=\"{placement}\""
             );
-            let busbw = s[&format!("gputune_bench_busbw_gbps{{{labels}}}")];
+            let busbw = s[&format!("gputune_bench_busbw_bytes_per_second{{{labels}}}")];
             let time = s[&format!("gputune_bench_time_seconds{{{labels}}}")];
             assert!(busbw > 0.0 && time > 0.0, "{text}");
         }
     }
-    assert!(s[&format!("gputune_bench_avg_busbw_gbps{{{base}}}")] > 0.0);
+    assert!(s[&format!("gputune_bench_avg_busbw_bytes_per_second{{{base}}}")] > 0.0);
     assert_eq!(s[&format!("gputune_bench_passed{{{base}}}")], 1.0);
     assert_eq!(s[&format!("gputune_bench_wrong_elements{{{base}}}")], 0.0);
-    assert!(text.contains("# TYPE gputune_bench_busbw_gbps gauge"));
+    assert!(text.contains("# TYPE gputune_bench_busbw_bytes_per_second gauge"));
 
     // An impossible threshold: exit 1, and the gauge says failed.
     let out = gputune()
@@ -83,8 +83,8 @@ fn bench_writes_node_exporter_gauges() {
     let s = samples(&std::fs::read_to_string(&file).unwrap());
     assert_eq!(s[&format!("gputune_bench_passed{{{base}}}")], 0.0);
     assert_eq!(
-        s[&format!("gputune_bench_min_busbw_gbps{{{base}}}")],
-        100000.0
+        s[&format!("gputune_bench_min_busbw_bytes_per_second{{{base}}}")],
+        100000.0e9
     );
 }
 

@@ -40,9 +40,11 @@ pub fn expand(list: &str) -> Result<Vec<String>, HostlistError> {
                         .map(|c| open + c)
                         .ok_or_else(|| fail(format!("unclosed '[' in {item:?}")))?;
                     let suffixes = ranges(&rest[open + 1..close]).map_err(&fail)?;
+                    // Refused before the cross product is built: `a[0-65534]b[0-65534]` is
+                    // four billion names.
                     let count = names.len().saturating_mul(suffixes.len());
                     if hosts.len().saturating_add(count) > MAX_HOSTS {
-                        return Err(fail(format!("more than {MAX_HOSTS} hosts")));
+                        return Err(fail(format!("more than {MAX_HOSTS} hosts at {item:?}")));
                     }
                     names = names
                         .iter()
@@ -125,8 +127,10 @@ fn ranges(inside: &str) -> Result<Vec<String>, String> {
         if b < a {
             return Err(format!("range {part:?} runs backwards"));
         }
+        // The first test keeps the conversion below lossless where usize is 32 bits, and
+        // the sum from overflowing.
         if b - a >= MAX_HOSTS as u64 || out.len() + (b - a) as usize >= MAX_HOSTS {
-            return Err(format!("more than {MAX_HOSTS} hosts"));
+            return Err(format!("more than {MAX_HOSTS} hosts in one bracket"));
         }
         let width = lo.len();
         out.extend((a..=b).map(|n| format!("{n:0width$}")));
@@ -181,5 +185,62 @@ mod tests {
             let err = expand(list).unwrap_err().to_string();
             assert!(err.contains(want), "{list}: {err}");
         }
+    }
+
+    /// The problem exactly, so each check is seen to be the one that refused.
+    fn problem(list: &str) -> String {
+        expand(list).unwrap_err().problem
+    }
+
+    #[test]
+    fn each_malformation_is_refused_where_it_is_first_seen() {
+        // Found while splitting, before any item is expanded.
+        assert_eq!(problem("x],y"), "unmatched ']'");
+        assert_eq!(problem("gpu[01-04"), "unclosed '['");
+        assert_eq!(problem("a[1]b[2"), "unclosed '['");
+    }
+
+    #[test]
+    fn the_host_cap_is_exact_and_each_guard_decides_its_own_case() {
+        // Exactly the cap is a list; one more is not.
+        assert_eq!(expand("n[1-65536]").unwrap().len(), MAX_HOSTS);
+        assert_eq!(expand("n[0-65533,0-1]").unwrap().len(), MAX_HOSTS);
+        assert_eq!(expand("a[1-2]b[1-32768]").unwrap().len(), MAX_HOSTS);
+        // One bracket over the cap, in one range or summed over its ranges.
+        let bracket = "more than 65536 hosts in one bracket";
+        assert_eq!(problem("n[0-65536]"), bracket);
+        assert_eq!(problem("n[0-65534,0-1]"), bracket);
+        // The largest range there is, after another: refused, not an overflow.
+        assert_eq!(problem("n[1,0-18446744073709551615]"), bracket);
+        assert_eq!(
+            problem("n[18446744073709551616]"),
+            "\"18446744073709551616\" is too large"
+        );
+        // A cross product over the cap is refused before it is built.
+        assert_eq!(
+            problem("a[1-2]b[1-32769]"),
+            "more than 65536 hosts at \"a[1-2]b[1-32769]\""
+        );
+        assert_eq!(
+            problem("a[0-999]b[0-999]"),
+            "more than 65536 hosts at \"a[0-999]b[0-999]\""
+        );
+        assert_eq!(
+            problem("x,a[1-2]b[1-32768]"),
+            "more than 65536 hosts at \"a[1-2]b[1-32768]\""
+        );
+        // Plain names past the cap are counted too.
+        assert_eq!(problem("n[1-65536],x"), "more than 65536 hosts");
+    }
+
+    /// Node numbers far from zero are ordinary: only the count of hosts is capped.
+    #[test]
+    fn large_node_numbers_expand() {
+        assert_eq!(expand("n[40000-40001]").unwrap(), ["n40000", "n40001"]);
+        assert_eq!(
+            expand("n[99999999999-100000000000]").unwrap(),
+            ["n99999999999", "n100000000000"]
+        );
+        assert_eq!(first("n[40000-40001],m1").unwrap(), "n40000");
     }
 }

@@ -40,7 +40,8 @@ pub enum Choice {
 pub enum Format {
     Table,
     Json,
-    /// node_exporter textfile gauges; with --output, written atomically for the collector.
+    /// node_exporter textfile gauges in base units (bandwidth in bytes per second); with
+    /// --output, written atomically for the collector.
     Prometheus,
 }
 

@@ -9,6 +9,7 @@ pub mod control;
 pub mod data;
 pub mod figures;
 pub mod frame;
+pub mod gate;
 pub mod harness;
 pub mod hostlist;
 pub mod job;
@@ -21,6 +22,7 @@ pub mod rendezvous;
 pub mod size;
 pub mod stats;
 pub mod tcp;
+pub mod wait;
 
 use serde::{Deserialize, Serialize};
 

@@ -2,6 +2,11 @@
 //! FILE`, written atomically like audit's): bus and algorithm bandwidth and time per size and
 //! placement, the average, wrong elements and pass/fail, so a dashboard tracks each node's
 //! fabric between health checks. No sample timestamps; the run time is its own gauge.
+//!
+//! Values are in base units, as Prometheus' and node_exporter's naming conventions ask
+//! (`node_network_receive_bytes_total`, `_seconds`): bandwidth in bytes per second, not the
+//! table's GB/s, so dashboards scale it with their own units and no gauge name carries a
+//! prefix that the value does not.
 
 use std::fmt::Write as _;
 
@@ -51,14 +56,14 @@ pub fn render(
             .collect()
     };
     gauge(
-        "gputune_bench_busbw_gbps",
-        "Bus bandwidth per size, nccl-tests' definition, in GB/s (1e9 bytes/s).",
-        &per_size(|h| h.bus_bw),
+        "gputune_bench_busbw_bytes_per_second",
+        "Bus bandwidth per size, nccl-tests' definition, in bytes per second.",
+        &per_size(|h| bytes_per_second(h.bus_bw)),
     );
     gauge(
-        "gputune_bench_algbw_gbps",
-        "Algorithm bandwidth (size / time) per size, in GB/s.",
-        &per_size(|h| h.alg_bw),
+        "gputune_bench_algbw_bytes_per_second",
+        "Algorithm bandwidth (size / time) per size, in bytes per second.",
+        &per_size(|h| bytes_per_second(h.alg_bw)),
     );
     gauge(
         "gputune_bench_time_seconds",
@@ -66,9 +71,9 @@ pub fn render(
         &per_size(|h| h.time * 1e-6),
     );
     gauge(
-        "gputune_bench_avg_busbw_gbps",
-        "Mean of every bus bandwidth of the run (nccl-tests' Avg bus bandwidth).",
-        &[(base.clone(), average_busbw(rows))],
+        "gputune_bench_avg_busbw_bytes_per_second",
+        "Mean of every bus bandwidth of the run (nccl-tests' Avg bus bandwidth), in bytes per second.",
+        &[(base.clone(), bytes_per_second(average_busbw(rows)))],
     );
     gauge(
         "gputune_bench_wrong_elements",
@@ -77,9 +82,9 @@ pub fn render(
     );
     if let Some(min) = min_busbw {
         gauge(
-            "gputune_bench_min_busbw_gbps",
-            "The threshold the average was judged against.",
-            &[(base.clone(), min)],
+            "gputune_bench_min_busbw_bytes_per_second",
+            "The threshold the average was judged against, in bytes per second.",
+            &[(base.clone(), bytes_per_second(min))],
         );
     }
     gauge(
@@ -96,4 +101,101 @@ pub fn render(
         &[(base.clone(), now)],
     );
     out
+}
+
+/// GB/s (the table's and `--min-busbw`'s unit, 1e9 bytes per second) as bytes per second.
+fn bytes_per_second(gb_per_second: f64) -> f64 {
+    gb_per_second * 1e9
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::output::{Member, Versions};
+    use crate::bench::stats::Half;
+
+    fn info() -> RunInfo {
+        let job = crate::bench::Settings {
+            sweep: crate::bench::harness::Sweep {
+                collective: crate::bench::collective::Collective::AllReduce,
+                min_bytes: 1 << 20,
+                max_bytes: 1 << 20,
+                step: crate::bench::size::SizeStep::Factor(2),
+                dtype: crate::bench::data::DType::F32,
+                op: crate::bench::data::Op::Sum,
+                iters: 1,
+                warmup: 0,
+                check: 1,
+            },
+            backend: "tcp".into(),
+            streams: 1,
+            sockbuf: 0,
+            algo: crate::bench::Algo::Auto,
+        };
+        RunInfo {
+            backend: "tcp".into(),
+            settings: job,
+            members: vec![Member {
+                rank: 0,
+                host: "a".into(),
+                pid: 1,
+                device: "cpu".into(),
+            }],
+            versions: Versions {
+                gputune: "0",
+                nccl: None,
+            },
+        }
+    }
+
+    /// `name{labels}` → value, for every sample line.
+    fn samples(text: &str) -> std::collections::BTreeMap<String, f64> {
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.rsplit_once(' '))
+            .map(|(k, v)| (k.to_string(), v.parse().unwrap()))
+            .collect()
+    }
+
+    /// The table's GB/s are 1e9 bytes per second in the gauges, names in base units.
+    #[test]
+    fn bandwidth_gauges_are_bytes_per_second() {
+        let half = |bus_bw, alg_bw| Half {
+            time: 80.0,
+            alg_bw,
+            bus_bw,
+            nwrong: Some(0),
+        };
+        let row = crate::bench::stats::Row {
+            algo: None,
+            size: 1 << 20,
+            count: 1 << 18,
+            dtype: "float",
+            redop: "sum",
+            root: -1,
+            out_of_place: half(12.5, 6.25),
+            in_place: half(2.5, 1.25),
+        };
+        let text = render("allreduce", &info(), &[row], Some(3.0), true);
+        let s = samples(&text);
+        let base = "collective=\"allreduce\",backend=\"tcp\",ranks=\"1\"";
+        let sized = |placement: &str| {
+            format!(
+                "{base},size=\"1048576\",type=\"float\",redop=\"sum\",placement=\"{placement}\""
+            )
+        };
+        let at = |name: &str, labels: &str| s[&format!("{name}{{{labels}}}")];
+        let bus = "gputune_bench_busbw_bytes_per_second";
+        let alg = "gputune_bench_algbw_bytes_per_second";
+        assert_eq!(at(bus, &sized("out_of_place")), 12.5e9);
+        assert_eq!(at(bus, &sized("in_place")), 2.5e9);
+        assert_eq!(at(alg, &sized("out_of_place")), 6.25e9);
+        let time = at("gputune_bench_time_seconds", &sized("in_place"));
+        assert!((time - 80e-6).abs() < 1e-15, "{time}");
+        assert_eq!(at("gputune_bench_avg_busbw_bytes_per_second", base), 7.5e9);
+        assert_eq!(at("gputune_bench_min_busbw_bytes_per_second", base), 3e9);
+        assert_eq!(at("gputune_bench_passed", base), 1.0);
+        assert!(text.contains("# TYPE gputune_bench_busbw_bytes_per_second gauge"));
+        assert!(!text.contains("gbps"), "{text}");
+    }
 }

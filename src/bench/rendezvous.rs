@@ -1,46 +1,24 @@
 //! The rendezvous: rank 0 listens at `MASTER_ADDR:MASTER_PORT` (that address only) until every
 //! rank has joined, then tells each one who the members are and where their data ports are.
 //!
-//! Nothing from the network is trusted. Each new connection must complete the token
-//! handshake ([`auth`]) within [`HANDSHAKE_DEADLINE`], on its own thread; at most
-//! [`MAX_PENDING`] handshakes run at once, and when that many are open the oldest one past
-//! [`EVICT_GRACE`] is dropped to make room, so a flood of silent connections delays a real
-//! rank by at most the deadline (a real rank's handshake takes a round trip or two). Every
-//! connection that fails the handshake is counted, and the final message says when
-//! strangers held the port.
+//! Nothing from the network is trusted: every connection goes through the port's [`Gate`]
+//! (the token handshake on its own thread, a bounded number at once with eviction), the same
+//! one every data port has, and the final message says when strangers held the port.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use super::auth::{self, AuthError};
 use super::control::Group;
 use super::frame::{self, FrameError, Message};
+use super::gate::{Arrival, Gate, HANDSHAKE_DEADLINE};
 use super::output::Member;
+use super::wait::{Cause, Wait};
 use super::{BenchError, Settings};
-
-/// How long a new connection has to complete the whole handshake (one deadline, not per read).
-pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(2);
-/// Handshakes in progress at once; past this the oldest one older than [`EVICT_GRACE`] is
-/// dropped for the newcomer (or, when all are younger, the newcomer is).
-pub const MAX_PENDING: usize = 256;
-/// The least time a connection keeps its place before a newcomer may take it: a real rank
-/// completes the handshake well within it, so only a flood of more than [`MAX_PENDING`]
-/// connections per this time could keep it out.
-pub const EVICT_GRACE: Duration = Duration::from_millis(500);
-/// Handshake threads need little stack (serde_json stops nesting at 128 levels); a
-/// bounded one keeps [`MAX_PENDING`] of them cheap. A test parses the deepest frame on it.
-const HANDSHAKE_STACK: usize = 1024 * 1024;
-/// Connections taken from the backlog per turn of the loop, so a flood cannot keep it from
-/// seeing the deadline or the ranks that completed their handshake.
-const ACCEPTS_PER_TURN: usize = 512;
-/// How many stranger addresses the final message lists.
-const LISTED_STRANGERS: usize = 8;
 
 /// What this rank knows of the job when the rendezvous is done.
 pub struct Joined {
@@ -97,121 +75,6 @@ pub fn listen(master: &(String, u16)) -> Result<TcpListener, BenchError> {
     )))
 }
 
-/// Connections still in their handshake, and those that failed it.
-#[derive(Default)]
-struct Gate {
-    pending: Mutex<Vec<Pending>>,
-    strangers: Mutex<Strangers>,
-    next_id: AtomicU64,
-}
-
-struct Pending {
-    id: u64,
-    since: Instant,
-    /// A clone, shut down to evict the connection from under its handshake thread.
-    stream: TcpStream,
-    addr: SocketAddr,
-}
-
-#[derive(Default)]
-struct Strangers {
-    count: usize,
-    from: BTreeSet<IpAddr>,
-}
-
-impl Gate {
-    /// Makes room for a new connection (evicting the oldest past the grace period when
-    /// full) and returns its id, or `None` when it must be dropped.
-    fn admit(&self, stream: &TcpStream, addr: SocketAddr) -> Option<u64> {
-        let clone = stream.try_clone().ok()?;
-        let mut pending = lock(&self.pending);
-        if pending.len() >= MAX_PENDING {
-            let oldest = pending
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| p.since.elapsed() >= EVICT_GRACE)
-                .min_by_key(|(_, p)| p.since)
-                .map(|(i, _)| i);
-            match oldest {
-                Some(i) => {
-                    let evicted = pending.swap_remove(i);
-                    let _ = evicted.stream.shutdown(std::net::Shutdown::Both);
-                    self.stranger(
-                        evicted.addr,
-                        &format!(
-                            "no handshake after {:.1}s while {MAX_PENDING} connections were open",
-                            evicted.since.elapsed().as_secs_f64()
-                        ),
-                    );
-                }
-                None => {
-                    self.stranger(addr, "too many connections at once");
-                    return None;
-                }
-            }
-        }
-        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
-        pending.push(Pending {
-            id,
-            since: Instant::now(),
-            stream: clone,
-            addr,
-        });
-        Some(id)
-    }
-
-    /// The handshake of `id` ended; false when it had been evicted already.
-    fn done(&self, id: u64) -> bool {
-        let mut pending = lock(&self.pending);
-        match pending.iter().position(|p| p.id == id) {
-            Some(i) => {
-                pending.swap_remove(i);
-                true
-            }
-            None => false,
-        }
-    }
-
-    fn stranger(&self, addr: SocketAddr, why: &str) {
-        eprintln!("# rendezvous: refused {addr} (a stranger: {why})");
-        let mut s = lock(&self.strangers);
-        s.count += 1;
-        if s.from.len() < LISTED_STRANGERS {
-            s.from.insert(addr.ip());
-        }
-    }
-
-    /// Drops every connection still in its handshake: once every rank has joined, they are
-    /// strangers, and their threads end now instead of at their deadline.
-    fn close_all(&self) {
-        let left: Vec<Pending> = lock(&self.pending).drain(..).collect();
-        for p in left {
-            let _ = p.stream.shutdown(std::net::Shutdown::Both);
-            self.stranger(p.addr, "still no handshake when every rank had joined");
-        }
-    }
-
-    /// "N connections from ADDRS ...", when strangers came.
-    fn summary(&self) -> Option<String> {
-        let s = lock(&self.strangers);
-        if s.count == 0 {
-            return None;
-        }
-        let from: Vec<String> = s.from.iter().map(IpAddr::to_string).collect();
-        Some(format!(
-            "{} connection{} from {} did not prove the job's token (a stranger held the port, \
-             or a rank has a different GPUTUNE_BENCH_TOKEN)",
-            s.count,
-            if s.count == 1 { "" } else { "s" },
-            from.join(", ")
-        ))
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 /// Rank 0's side of the rendezvous: waits until every other rank has joined with the job's
 /// token, or `timeout` has passed (naming the ranks still missing, and strangers if any).
 pub fn serve(
@@ -231,8 +94,8 @@ pub fn serve(
     listener
         .set_nonblocking(true)
         .map_err(|e| runtime(format!("rendezvous: {e}")))?;
-    let (tx, rx) = mpsc::channel::<(TcpStream, SocketAddr, Message)>();
-    let gate = Arc::new(Gate::default());
+    let (tx, rx) = mpsc::channel::<Arrival>();
+    let gate = Gate::new("rendezvous");
     let mut joined: BTreeMap<usize, (TcpStream, Member, u16)> = BTreeMap::new();
     while joined.len() + 1 < world {
         if Instant::now() >= deadline {
@@ -251,21 +114,15 @@ pub fn serve(
             )));
         }
         // Take every connection waiting, so a flood cannot fill the backlog ahead of a rank.
-        for _ in 0..ACCEPTS_PER_TURN {
-            match listener.accept() {
-                Ok((stream, addr)) => {
-                    if let Some(id) = gate.admit(&stream, addr) {
-                        spawn_handshake(stream, addr, id, me.token.clone(), tx.clone(), &gate);
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) => {
-                    eprintln!("# rendezvous: accept failed: {e}");
-                    break;
-                }
-            }
+        if let Err(e) = gate.accept_turn(&listener, &me.token, &tx) {
+            eprintln!("# rendezvous: accept failed: {e}");
         }
-        while let Ok((mut stream, addr, hello)) = rx.try_recv() {
+        while let Ok(Arrival {
+            mut stream,
+            addr,
+            opening,
+        }) = rx.try_recv()
+        {
             let Message::Hello {
                 rank,
                 world: their_world,
@@ -274,8 +131,9 @@ pub fn serve(
                 backend,
                 settings,
                 ..
-            } = hello
+            } = opening
             else {
+                gate.stranger(addr, "a data connection sent to the rendezvous port");
                 continue;
             };
             let refusal = if their_world != world {
@@ -379,54 +237,20 @@ pub fn serve(
     })
 }
 
-/// Runs a new connection's handshake on its own thread, so a slow or hostile peer delays no
-/// one; only a Hello whose sender proved the token reaches the rendezvous.
-fn spawn_handshake(
-    mut stream: TcpStream,
-    addr: SocketAddr,
-    id: u64,
-    token: String,
-    tx: Sender<(TcpStream, SocketAddr, Message)>,
-    gate: &Arc<Gate>,
-) {
-    let deadline = Instant::now() + HANDSHAKE_DEADLINE;
-    let gate = gate.clone();
-    let spawned = thread::Builder::new()
-        .name("rdzv-handshake".into())
-        .stack_size(HANDSHAKE_STACK)
-        .spawn({
-            let gate = gate.clone();
-            move || {
-                let _ = stream.set_nonblocking(false);
-                let outcome = auth::accept(&mut stream, &token, deadline);
-                if !gate.done(id) {
-                    return; // evicted: already counted
-                }
-                match outcome {
-                    Ok(hello @ Message::Hello { .. }) => {
-                        let _ = tx.send((stream, addr, hello));
-                    }
-                    Ok(_) => gate.stranger(addr, "a data connection sent to the rendezvous port"),
-                    Err(e) if e.is_peer_fault() => gate.stranger(addr, &e.to_string()),
-                    Err(e) => eprintln!("# rendezvous: handshake with {addr} failed: {e}"),
-                }
-            }
-        });
-    if let Err(e) = spawned {
-        gate.done(id);
-        eprintln!("# rendezvous: dropped {addr}: cannot start a thread for it: {e}");
-    }
-}
-
-/// Another rank's side: connects to rank 0 (retrying until `timeout`), says who it is, and
-/// waits for the list of members.
+/// Another rank's side: connects to rank 0 (retrying until `timeout`, saying what it waits
+/// for as [`Wait`] does), says who it is, and waits for the list of members.
 pub fn join(master: &(String, u16), me: Identity, timeout: Duration) -> Result<Joined, BenchError> {
     let deadline = Instant::now() + timeout;
+    let mut wait = Wait::new(
+        "rendezvous",
+        format!("rank 0 at {}:{}", master.0, master.1),
+        deadline,
+    );
     let mut data_listener: Option<TcpListener> = None;
     // Rank 0 drops a connection it cannot read yet (too many at once): that shows here as a
     // reset or a close without an answer, and is retried while this rank's timeout lasts.
     let (stream, members, data_addrs, nccl_id) = loop {
-        let mut stream = connect_retrying(master, deadline, || "rank 0's rendezvous".to_string())?;
+        let mut stream = connect_retrying(master, &mut wait)?;
         let data_port = match &data_listener {
             Some(l) => local_port(l)?,
             None => {
@@ -451,7 +275,8 @@ pub fn join(master: &(String, u16), me: Identity, timeout: Duration) -> Result<J
         };
         // Rank 0 gives each connection HANDSHAKE_DEADLINE; a little more here covers the
         // round trip, so a busy rank 0 drops the connection before this side gives up.
-        let by = deadline.min(Instant::now() + HANDSHAKE_DEADLINE + Duration::from_secs(1));
+        let allowance = HANDSHAKE_DEADLINE + Duration::from_secs(1);
+        let by = deadline.min(Instant::now() + allowance);
         let answer = match auth::open(&mut stream, &me.token, &hello, by) {
             Ok(()) => {
                 let remaining = deadline
@@ -468,8 +293,16 @@ pub fn join(master: &(String, u16), me: Identity, timeout: Duration) -> Result<J
                     master.0, master.1
                 )));
             }
-            Err(AuthError::Frame(e)) if e.is_timeout() && Instant::now() < deadline => {
-                Err(FrameError::Closed)
+            // Nothing answered the opening: not rank 0, or a rank 0 too busy to.
+            Err(AuthError::Frame(e)) if e.is_timeout() => {
+                wait.failed(
+                    format!(
+                        "no answer to this rank's opening within {}s",
+                        allowance.as_secs()
+                    ),
+                    Cause::Silent,
+                );
+                continue;
             }
             Err(AuthError::Frame(e)) => Err(e),
             Err(AuthError::Send(e)) => Err(FrameError::Io(e)),
@@ -497,6 +330,7 @@ pub fn join(master: &(String, u16), me: Identity, timeout: Duration) -> Result<J
                     "rendezvous: unexpected {other:?} from rank 0"
                 )));
             }
+            // Rank 0 proved the token and is waiting for the others.
             Err(e) if e.is_timeout() => {
                 return Err(runtime(format!(
                     "the other ranks did not all join within {}s (rank 0 at {}:{} is still waiting for them)",
@@ -505,15 +339,9 @@ pub fn join(master: &(String, u16), me: Identity, timeout: Duration) -> Result<J
                     master.1
                 )));
             }
-            Err(e) if dropped_unanswered(&e) && Instant::now() < deadline => {
-                eprintln!(
-                    "# rendezvous: rank 0 at {}:{} dropped the connection ({e}); retrying",
-                    master.0, master.1
-                );
-                thread::sleep(
-                    Duration::from_millis(200)
-                        .min(deadline.saturating_duration_since(Instant::now())),
-                );
+            Err(e) if dropped_unanswered(&e) => {
+                wait.failed(format!("the connection was closed ({e})"), Cause::Dropped);
+                thread::sleep(RETRY_PAUSE.min(deadline.saturating_duration_since(Instant::now())));
             }
             Err(e) => {
                 return Err(runtime(format!(
@@ -549,8 +377,11 @@ pub fn join(master: &(String, u16), me: Identity, timeout: Duration) -> Result<J
     })
 }
 
+/// Pause before connecting again to a rank 0 that dropped the connection unanswered.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+
 /// Rank 0 closed or reset the connection without answering: it was busy, not refusing.
-fn dropped_unanswered(e: &FrameError) -> bool {
+pub(crate) fn dropped_unanswered(e: &FrameError) -> bool {
     match e {
         FrameError::Closed => true,
         FrameError::Io(e) => matches!(
@@ -563,22 +394,13 @@ fn dropped_unanswered(e: &FrameError) -> bool {
     }
 }
 
-/// Connects to `target`, retrying refused or unreachable attempts until `deadline`.
-pub fn connect_retrying(
-    target: &(String, u16),
-    deadline: Instant,
-    what: impl Fn() -> String,
-) -> Result<TcpStream, BenchError> {
-    let mut last = String::from("no attempt");
+/// Connects to `target`, retrying failed attempts (each recorded in `wait`) until its time
+/// is up; then fails with its verdict.
+pub fn connect_retrying(target: &(String, u16), wait: &mut Wait) -> Result<TcpStream, BenchError> {
     loop {
-        let remaining = deadline.saturating_duration_since(Instant::now());
+        let remaining = wait.remaining();
         if remaining.is_zero() {
-            return Err(runtime(format!(
-                "cannot reach {} at {}:{}: {last}",
-                what(),
-                target.0,
-                target.1
-            )));
+            return Err(runtime(wait.verdict()));
         }
         match (target.0.as_str(), target.1).to_socket_addrs() {
             Ok(addrs) => {
@@ -588,15 +410,16 @@ pub fn connect_retrying(
                             let _ = s.set_nodelay(true);
                             return Ok(s);
                         }
-                        Err(e) => last = e.to_string(),
+                        Err(e) => wait.failed(e.to_string(), Cause::of_connect(&e)),
                     }
                 }
             }
-            Err(e) => last = format!("cannot resolve {}: {e}", target.0),
+            Err(e) => wait.failed(
+                format!("cannot resolve {}: {e}", target.0),
+                Cause::Unreachable,
+            ),
         }
-        thread::sleep(
-            Duration::from_millis(50).min(deadline.saturating_duration_since(Instant::now())),
-        );
+        thread::sleep(Duration::from_millis(50).min(wait.remaining()));
     }
 }
 
@@ -648,70 +471,5 @@ mod tests {
         assert_eq!(rank_ranges(&[1, 2, 3, 4, 7, 9, 10]), "1-4, 7, 9-10");
         let all: Vec<usize> = (1..1024).collect();
         assert_eq!(rank_ranges(&all), "1-1023");
-    }
-
-    /// The most deeply nested opening serde_json will parse, read by a handshake thread with
-    /// the stack rank 0 gives it: refused, not a stack overflow that would end rank 0.
-    #[test]
-    fn the_deepest_opening_fits_a_handshake_threads_stack() {
-        use std::io::Write;
-        for depth in [127, 128, 129, 100_000] {
-            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-            let mut peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-            let (stream, _) = listener.accept().unwrap();
-            let body = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
-            peer.write_all(&frame::framed(body.as_bytes())).unwrap();
-            let reader = thread::Builder::new()
-                .stack_size(HANDSHAKE_STACK)
-                .spawn(move || {
-                    let mut stream = stream;
-                    auth::accept(&mut stream, "t", Instant::now() + Duration::from_secs(5))
-                })
-                .unwrap();
-            let outcome = reader.join().expect("the handshake thread survived");
-            assert!(
-                matches!(outcome, Err(AuthError::Frame(FrameError::Malformed(_)))),
-                "{depth}: {outcome:?}"
-            );
-        }
-    }
-
-    /// At capacity a newcomer is refused while every open handshake is younger than the
-    /// grace period, and takes the oldest one's place after it: the evicted peer's connection
-    /// is closed and counted as a stranger.
-    #[test]
-    fn a_full_gate_evicts_the_oldest_past_the_grace_period() {
-        use std::io::Read;
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let gate = Gate::default();
-        let mut peers = Vec::new();
-        let mut accepted = Vec::new();
-        for _ in 0..=MAX_PENDING {
-            peers.push(TcpStream::connect(addr).unwrap());
-            accepted.push(listener.accept().unwrap());
-        }
-        let (last, last_addr) = accepted.pop().unwrap();
-        for (stream, from) in &accepted {
-            assert!(gate.admit(stream, *from).is_some());
-        }
-        assert_eq!(gate.admit(&last, last_addr), None, "all are young: refused");
-        thread::sleep(EVICT_GRACE + Duration::from_millis(50));
-        let id = gate.admit(&last, last_addr).expect("the oldest makes room");
-        assert!(gate.done(id));
-        // Exactly one of the first peers was shut out: its read ends at once.
-        let mut closed = 0;
-        for p in peers[..MAX_PENDING].iter_mut() {
-            p.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
-            if matches!(p.read(&mut [0u8; 1]), Ok(0)) {
-                closed += 1;
-            }
-        }
-        assert_eq!(closed, 1);
-        let summary = gate.summary().unwrap();
-        assert!(
-            summary.starts_with("2 connections from 127.0.0.1"),
-            "{summary}"
-        );
     }
 }

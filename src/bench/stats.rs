@@ -131,6 +131,47 @@ mod tests {
             in_place: half(b),
         };
         assert_eq!(average_busbw(&[row(1.0, 3.0), row(5.0, 7.0)]), 4.0);
+        // Three rows: the mean over six halves (2·3), not over five.
+        let three = [row(1.0, 3.0), row(5.0, 7.0), row(9.0, 11.0)];
+        assert_eq!(average_busbw(&three), 6.0);
         assert_eq!(average_busbw(&[]), 0.0);
+    }
+
+    /// Every wrong element of every row and half counts, and an unchecked half counts none.
+    #[test]
+    fn wrong_elements_are_summed_over_rows_and_halves() {
+        let half = |nwrong| Half {
+            time: 1.0,
+            alg_bw: 1.0,
+            bus_bw: 1.0,
+            nwrong,
+        };
+        let row = |a, b| Row {
+            algo: None,
+            size: 8,
+            count: 2,
+            dtype: "float",
+            redop: "sum",
+            root: -1,
+            out_of_place: half(a),
+            in_place: half(b),
+        };
+        assert_eq!(total_wrong(&[row(Some(3), Some(4))]), 7);
+        assert_eq!(total_wrong(&[row(Some(0), Some(1))]), 1);
+        assert_eq!(total_wrong(&[row(Some(2), None), row(None, Some(5))]), 7);
+        assert_eq!(total_wrong(&[row(Some(0), Some(0)), row(None, None)]), 0);
+        assert_eq!(total_wrong(&[]), 0);
+    }
+
+    /// No time measured (or no ranks): no bandwidth, never infinity.
+    #[test]
+    fn a_zero_time_has_no_bandwidth() {
+        let h = Half::from_ranks(1_000, &[0.0, 0.0], &[Some(0), Some(0)]);
+        assert_eq!((h.time, h.alg_bw, h.bus_bw), (0.0, 0.0, 0.0));
+        let none = Half::from_ranks(1_000, &[], &[]);
+        assert_eq!((none.time, none.alg_bw, none.bus_bw), (0.0, 0.0, 0.0));
+        assert_eq!(none.nwrong, Some(0));
+        assert_eq!(busbw_factor(0), 0.0);
+        assert_eq!(busbw_factor(3), 4.0 / 3.0);
     }
 }

@@ -321,3 +321,110 @@ pub fn assert_stopped(results: Vec<(String, (Output, Duration))>, blamed: &[&str
         assert!(took < max, "{name} took {took:?}");
     }
 }
+
+/// The TCP ports process `pid` listens on, read as `ss -ltnp` would (its socket inodes in
+/// /proc/PID/fd, matched against the listening sockets of /proc/PID/net/tcp): what any local
+/// user can learn of a rank.
+pub fn listening_ports(pid: u32) -> Vec<u16> {
+    let inodes: std::collections::BTreeSet<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+                .filter_map(|target| {
+                    let t = target.to_string_lossy().into_owned();
+                    t.strip_prefix("socket:[")?
+                        .strip_suffix(']')
+                        .map(String::from)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let table = std::fs::read_to_string(format!("/proc/{pid}/net/tcp")).unwrap_or_default();
+    let mut ports: Vec<u16> = table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let listening = f.get(3) == Some(&"0A");
+            let ours = f.get(9).is_some_and(|i| inodes.contains(*i));
+            let port = f.get(1)?.rsplit_once(':')?.1;
+            (listening && ours).then(|| u16::from_str_radix(port, 16).ok())?
+        })
+        .collect();
+    ports.sort_unstable();
+    ports
+}
+
+/// Waits (up to 20 s) until process `pid` listens on `n` TCP ports, and returns them.
+pub fn wait_for_listening(pid: u32, n: usize) -> Vec<u16> {
+    let start = Instant::now();
+    loop {
+        let ports = listening_ports(pid);
+        if ports.len() >= n {
+            return ports;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "pid {pid} listens on {ports:?}, not {n} ports"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A local user holding `n` silent connections to a port of 127.0.0.1: each one the port
+/// closes is opened again, so the port never has fewer strangers than it can shed. Stops
+/// (closing them all) when dropped.
+pub struct Flood {
+    _thread: super::StopOnDrop,
+    /// Connections opened so far, reopened ones included.
+    pub opened: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Flood {
+    pub fn start(port: u16, n: usize) -> Flood {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let stop = Arc::new(AtomicBool::new(false));
+        let opened = Arc::new(AtomicUsize::new(0));
+        let (flag, count) = (stop.clone(), opened.clone());
+        let thread = std::thread::spawn(move || {
+            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+            let mut held: Vec<Option<std::net::TcpStream>> = (0..n).map(|_| None).collect();
+            while !flag.load(Ordering::SeqCst) {
+                for slot in held.iter_mut() {
+                    let alive = slot.as_mut().is_some_and(|s| {
+                        matches!(s.read(&mut [0u8; 64]), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+                    });
+                    if alive {
+                        continue;
+                    }
+                    // A full backlog drops the SYN: try the rest on the next round.
+                    *slot = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(20))
+                        .ok()
+                        .filter(|s| s.set_nonblocking(true).is_ok());
+                    if slot.is_none() || flag.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    count.fetch_add(1, Ordering::SeqCst);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        Flood {
+            _thread: super::StopOnDrop::new(stop, thread),
+            opened,
+        }
+    }
+
+    /// Waits (up to 10 s) until `n` connections were opened.
+    pub fn wait_for(&self, n: usize) {
+        let start = Instant::now();
+        while self.opened.load(std::sync::atomic::Ordering::SeqCst) < n {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the flood opened too few"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}

@@ -24,7 +24,9 @@ use super::collective::{Collective, Shape};
 use super::control::JobStop;
 use super::data::{self, DType, Op};
 use super::frame::Message;
-use super::rendezvous::{HANDSHAKE_DEADLINE, connect_retrying};
+use super::gate::{Arrival, Gate};
+use super::rendezvous::connect_retrying;
+use super::wait::{Cause, Wait};
 use super::{Algo, Backend, BenchError};
 pub use link::{Link, Peer, Spin};
 pub use pairwise::Mesh;
@@ -111,13 +113,14 @@ pub fn connect(
             .get(to)
             .ok_or_else(|| BenchError::Runtime(format!("no address for rank {to}")))?;
         let target = (addr.ip().to_string(), addr.port());
+        let mut wait = Wait::new("data port", format!("rank {to} at {addr}"), deadline);
         loop {
             let mut s = if options.sockbuf > 0 {
                 connect_with_buffers(addr, options.sockbuf, deadline).map_err(|e| {
                     BenchError::Runtime(format!("cannot reach rank {to} at {addr}: {e}"))
                 })?
             } else {
-                connect_retrying(&target, deadline, || format!("rank {to}'s data port"))?
+                connect_retrying(&target, &mut wait)?
             };
             let opening = Message::DataHello {
                 nonce: auth::nonce().map_err(|e| BenchError::Runtime(e.to_string()))?,
@@ -129,10 +132,16 @@ pub fn connect(
                 Err(auth::AuthError::Frame(e))
                     if !e.is_timeout() && Instant::now() + RETRY_PAUSE < deadline =>
                 {
-                    eprintln!(
-                        "# data port: rank {to} at {addr} dropped the connection ({e}); retrying"
-                    );
+                    wait.failed(format!("the connection was closed ({e})"), Cause::Dropped);
                     thread::sleep(RETRY_PAUSE);
+                }
+                Err(auth::AuthError::Frame(e)) if e.is_timeout() => {
+                    return Err(BenchError::Runtime(format!(
+                        "rank {to} at {addr} did not answer this rank's data connection within \
+                         {}s ({})",
+                        options.timeout.as_secs(),
+                        Cause::Silent.hint()
+                    )));
                 }
                 Err(e) => {
                     return Err(BenchError::Runtime(format!(
@@ -220,18 +229,21 @@ impl Connections {
 /// A connection a rank waits for: `(rank, stream)`.
 type Expected = (usize, usize);
 
-/// Accepts the expected `(rank, stream)` connections; anything else on the port is dropped.
+/// Accepts the expected `(rank, stream)` connections through the port's [`Gate`] (the same
+/// admission as the rendezvous: a flood of strangers cannot keep a neighbour out); anything
+/// else on the port is dropped.
 fn accept(
     listener: TcpListener,
     expected: Vec<Expected>,
     token: &str,
     deadline: Instant,
 ) -> Result<Vec<(Expected, TcpStream)>, BenchError> {
-    let _ = listener.set_nonblocking(true);
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| BenchError::Runtime(format!("data port: {e}")))?;
     let mut slots: Vec<Option<TcpStream>> = expected.iter().map(|_| None).collect();
-    // Each connection's opening is read on its own thread, so a silent one delays no one.
-    let (tx, rx) = mpsc::channel::<(TcpStream, SocketAddr, Option<Message>)>();
-    let mut reading = 0usize;
+    let (tx, rx) = mpsc::channel::<Arrival>();
+    let gate = Gate::new("data port");
     while slots.iter().any(Option::is_none) {
         if Instant::now() >= deadline {
             let missing: Vec<String> = expected
@@ -240,53 +252,42 @@ fn accept(
                 .filter(|(_, s)| s.is_none())
                 .map(|((r, _), _)| r.to_string())
                 .collect();
+            let strangers = gate
+                .summary()
+                .map(|s| format!("; meanwhile {s}"))
+                .unwrap_or_default();
+            gate.close_all();
             return Err(BenchError::Runtime(format!(
-                "rank {} did not open its data connections to this rank in time",
+                "rank {} did not open its data connections to this rank in time{strangers}",
                 missing.join(", rank ")
             )));
         }
-        match listener.accept() {
-            Ok((s, addr)) if reading < 64 => {
-                reading += 1;
-                let tx = tx.clone();
-                // One deadline for the whole opening, however slowly its bytes arrive.
-                let by = Instant::now() + HANDSHAKE_DEADLINE;
-                let token = token.to_string();
-                thread::spawn(move || {
-                    let mut s = s;
-                    let _ = s.set_nonblocking(false);
-                    let hello = match auth::accept(&mut s, &token, by) {
-                        Ok(m) => Some(m),
-                        Err(e) => {
-                            eprintln!("# data port: refused {addr}: {e}");
-                            None
-                        }
-                    };
-                    let _ = tx.send((s, addr, hello));
-                });
-            }
-            Ok((_, addr)) => eprintln!("# data port: refused {addr}: too many connections at once"),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(BenchError::Runtime(format!("data port: {e}"))),
-        }
-        if let Ok((s, addr, hello)) = rx.recv_timeout(Duration::from_millis(2)) {
-            reading -= 1;
-            // An opening arrives here only once it has proved the job's token.
-            let slot = match &hello {
-                Some(Message::DataHello { rank, stream, .. }) => expected
+        gate.accept_turn(&listener, token, &tx)
+            .map_err(|e| BenchError::Runtime(format!("data port: {e}")))?;
+        // An opening arrives here only once it has proved the job's token.
+        while let Ok(Arrival {
+            stream,
+            addr,
+            opening,
+        }) = rx.try_recv()
+        {
+            let slot = match &opening {
+                Message::DataHello { rank, stream, .. } => expected
                     .iter()
                     .position(|e| *e == (*rank, *stream))
                     .filter(|&i| slots[i].is_none()),
                 _ => None,
             };
-            match (slot, hello) {
-                (Some(i), _) => slots[i] = Some(s),
-                (None, Some(_)) => {
-                    eprintln!("# data port: refused {addr}: not a connection this rank expects")
-                }
-                (None, None) => {}
+            match slot {
+                Some(i) => slots[i] = Some(stream),
+                None => gate.stranger(addr, "not a connection this rank expects"),
             }
         }
+        thread::sleep(Duration::from_millis(2));
+    }
+    gate.close_all();
+    if let Some(s) = gate.summary() {
+        eprintln!("# data port: every expected connection arrived; {s}");
     }
     Ok(expected
         .into_iter()
