@@ -15,6 +15,7 @@ mod fuzz_parsers;
 mod generated_docs;
 mod health_fleet;
 mod hostile_root;
+mod image_bake;
 mod image_journey;
 mod monitoring;
 mod pin;
