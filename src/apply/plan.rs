@@ -23,6 +23,8 @@ pub const NCCL_CONF: &str = "/etc/nccl.conf";
 pub struct Plan {
     pub steps: Vec<Step>,
     pub notes: Vec<String>,
+    /// Changes this node will not let apply make (a read-only sysctl), each with why.
+    pub left_out: Vec<String>,
 }
 
 /// How apply writes: whether to persist, and whether the root's kernel is the running one.
@@ -63,6 +65,7 @@ struct Builder {
     /// Kernel command-line parameters to persist where the boot loader reads them.
     cmdline: Vec<(String, String)>,
     notes: Vec<String>,
+    left_out: Vec<String>,
 }
 
 impl Builder {
@@ -158,6 +161,12 @@ fn add(
         Change::Sysctl { key, value } => {
             check_word(key, "sysctl key")?;
             check_line(value, key)?;
+            if !options.image
+                && let Some(why) = crate::checks::sysctl::writable::read_only(root, key)
+            {
+                b.left_out.push(format!("{key} = {value}: {why}"));
+                return Ok(());
+            }
             if !options.image {
                 b.live.push((
                     key.clone(),
@@ -458,6 +467,7 @@ fn finish(
     Ok(Plan {
         steps,
         notes: b.notes,
+        left_out: b.left_out,
     })
 }
 

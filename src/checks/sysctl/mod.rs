@@ -6,6 +6,7 @@
 
 pub mod boot;
 pub mod kernel;
+pub mod writable;
 
 use std::collections::BTreeMap;
 
@@ -65,9 +66,38 @@ pub fn audit(ctx: &Context, area: Area, is_sysctl: impl Fn(&str) -> bool) -> Vec
                 Ok(boot) => live_and_boot(&check, setting, read, target, boot.get(name)),
             }
         })
+        .map(|f| {
+            if persisted {
+                f
+            } else {
+                unless_read_only(ctx, f)
+            }
+        })
         .collect();
     findings.extend(super::tuned::conflicts(ctx, area, &settings));
     findings
+}
+
+/// A live finding apply would fix on a sysctl this node will not let anyone change here (a
+/// container, a network namespace): a skip with the reason, keeping what was read and the
+/// change, which apply then lists as left out instead of failing on it.
+fn unless_read_only(ctx: &Context, finding: Finding) -> Finding {
+    if !matches!(finding.status, Status::Fail | Status::Warn) {
+        return finding;
+    }
+    let Some(Change::Sysctl { key, .. }) = &finding.change else {
+        return finding;
+    };
+    let Some(why) = writable::read_only(ctx.root, key) else {
+        return finding;
+    };
+    let verdict = finding.status.name();
+    Finding {
+        status: Status::Skip,
+        message: format!("read-only here, so not judged ({verdict} otherwise): {why}"),
+        fix: String::new(),
+        ..finding
+    }
 }
 
 /// A sysctl's value as read: live, or with `--persisted` what the files set (else the kernel
