@@ -436,10 +436,10 @@ fn finish(
         }
         b.note("nftables ends an accept only in its own table: a drop rule in another table (firewalld, iptables-nft) still drops these ports".into());
     }
-    if !b.cmdline.is_empty() {
-        if let Some(step) = boot_cmdline(&mut b, root, io, options)? {
-            want(&step.what, step.target, step.after)?;
-        }
+    if !b.cmdline.is_empty()
+        && let Some(step) = boot_cmdline(&mut b, root, io, options)?
+    {
+        want(&step.what, step.target, step.after)?;
     }
     for edit in &b.files {
         let target = Target::File(edit.path.clone());

@@ -160,7 +160,9 @@ mod tests {
 
     #[test]
     fn site_default_files() {
-        let cases: &[(&str, Result<Option<(&str, usize)>, usize>)] = &[
+        /// The text, and its name and line or the line of the error.
+        type Case = (&'static str, Result<Option<(&'static str, usize)>, usize>);
+        let cases: &[Case] = &[
             ("ddp-25gbe\n", Ok(Some(("ddp-25gbe", 1)))),
             (
                 "# our fleet\n\n  site-h100  # 8x H100\n",
@@ -175,9 +177,7 @@ mod tests {
             ("-x\n", Err(1)),
         ];
         for (text, want) in cases {
-            let got = parse_site_default(text)
-                .map(|o| o.map(|(n, l)| (n, l)))
-                .map_err(|(line, _)| line);
+            let got = parse_site_default(text).map_err(|(line, _)| line);
             let want = want.map(|o| o.map(|(n, l)| (n.to_string(), l)));
             assert_eq!(got, want, "{text:?}");
         }
