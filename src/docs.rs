@@ -8,12 +8,16 @@ use clap_complete::Shell;
 
 use crate::cli::Cli;
 
-/// `(file name, content)` of every man page: `gputune.1` and one per (nested) subcommand.
+pub mod reference;
+
+/// `(file name, content)` of every man page: `gputune.1`, one per (nested) subcommand, and
+/// the reference pages `gputune-profile.5` and `gputune-checks.7`.
 pub fn man_pages() -> Vec<(String, Vec<u8>)> {
     let mut cmd = without_help_subcommands(Cli::command());
     cmd.build();
     let mut pages = Vec::new();
     collect_pages(&cmd, "gputune", &mut pages);
+    pages.extend(reference::pages());
     pages
 }
 
@@ -64,7 +68,7 @@ fn render_man(cmd: clap::Command, page: &str) -> Vec<u8> {
         "SEE ALSO",
         &[(
             "",
-            "gputune(1), and the README of the gputune source tree for the checks each area runs.",
+            "gputune(1), gputune-profile(5) for every profile key, gputune-checks(7) for every check and what it reads.",
         )],
     );
     out
@@ -475,7 +479,8 @@ mod tests {
     fn every_page_has_exit_status_and_environment_and_every_leaf_examples() {
         let mut cmd = Cli::command();
         cmd.build();
-        for (name, content) in man_pages() {
+        // The command pages; the reference pages (sections 5 and 7) describe files and checks.
+        for (name, content) in man_pages().into_iter().filter(|(n, _)| n.ends_with(".1")) {
             let text = String::from_utf8_lossy(&content);
             assert!(text.contains(".SH \"EXIT STATUS\""), "{name}");
             assert!(text.contains(".SH \"ENVIRONMENT\""), "{name}");
