@@ -222,6 +222,14 @@ fn files(page: &str) -> Vec<(&'static str, &'static str)> {
             "NCCL settings (NCCL_SOCKET_IFNAME) written by apply; NCCL reads it.",
         ),
         (
+            "/etc/default/grub.d/90-gputune.cfg",
+            "Kernel command-line settings (transparent_hugepage=) written by apply for GRUB; update-grub reads it.",
+        ),
+        (
+            "/etc/kernel/cmdline",
+            "kernel-install's command line (systemd-boot, UKIs): apply edits transparent_hugepage= in place when the file exists.",
+        ),
+        (
             "/var/lib/gputune/journal.json",
             "The values before the last apply, written and fsynced before the first change; rollback restores them.",
         ),
@@ -230,17 +238,20 @@ fn files(page: &str) -> Vec<(&'static str, &'static str)> {
             "Held while apply or rollback runs, so two never interleave.",
         ),
     ];
+    let site_default = (
+        "/etc/gputune/default-profile",
+        "The site's profile name, used when no --profile is given (an image needs it or --profile).",
+    );
     match page {
         "gputune" | "gputune-apply" | "gputune-rollback" => {
-            let mut files = vec![profiles];
+            let mut files = vec![profiles, site_default];
             files.extend(written);
             files
         }
-        "gputune-audit"
-        | "gputune-health"
-        | "gputune-profiles"
-        | "gputune-profiles-list"
-        | "gputune-profiles-show" => vec![profiles],
+        "gputune-audit" | "gputune-health" | "gputune-profiles" | "gputune-profiles-list" => {
+            vec![profiles, site_default]
+        }
+        "gputune-profiles-show" => vec![profiles],
         _ => Vec::new(),
     }
 }
