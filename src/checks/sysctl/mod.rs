@@ -468,6 +468,50 @@ description = "test"
     const OURS: &str = "/etc/sysctl.d/90-gputune.conf";
 
     #[test]
+    fn read_only_sysctls_are_skipped_with_the_value_and_the_change_kept() {
+        let rw = "proc /proc proc rw 0 0\n";
+        let ro = "proc /proc proc rw 0 0\nproc /proc/sys proc ro,nosuid 0 0\n";
+        let node = |mounts: &str| {
+            audit_node(
+                &[
+                    (SOMAXCONN, "128\n"),
+                    ("/proc/sys/net/ipv4/tcp_sack", "1\n"),
+                    ("/proc/mounts", mounts),
+                ],
+                false,
+            )
+        };
+        assert_eq!(node(rw)["net.core.somaxconn"].status, Status::Fail);
+        let findings = node(ro);
+        let f = &findings["net.core.somaxconn"];
+        assert_eq!(
+            (f.status, f.actual.as_str()),
+            (Status::Skip, "128"),
+            "{f:?}"
+        );
+        assert!(
+            f.message.starts_with(
+                "read-only here, so not judged (fail otherwise): /proc/sys is mounted read-only"
+            ),
+            "{}",
+            f.message
+        );
+        assert_eq!(f.fix, "");
+        assert_eq!(
+            f.change,
+            Some(Change::Sysctl {
+                key: "net.core.somaxconn".into(),
+                value: "4096".into()
+            })
+        );
+        // What passes stays a pass; --persisted judges files, which a read-only /proc/sys
+        // does not touch.
+        assert_eq!(findings["net.ipv4.tcp_sack"].status, Status::Pass);
+        let persisted = audit_node(&[(SOMAXCONN, "128\n"), ("/proc/mounts", ro)], true);
+        assert_ne!(persisted["net.core.somaxconn"].status, Status::Skip);
+    }
+
+    #[test]
     fn live_values_are_checked_against_boot_files() {
         type Case<'a> = (&'a [(&'a str, &'a str)], Status, &'a str, Option<&'a str>);
         let cases: &[Case] = &[
