@@ -491,7 +491,7 @@ fn boot_cmdline(
         "after a reboot (the running kernel keeps its command line until then)"
     };
     match cmdline::loader(root) {
-        cmdline::Loader::KernelInstallWithoutCmdline(why) => {
+        cmdline::Loader::Manual(why) => {
             b.note(format!("{words} is not written: {why}"));
             Ok(None)
         }

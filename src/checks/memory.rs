@@ -193,9 +193,10 @@ fn thp_at_boot(ctx: &Context, key: &str, setting: &Setting) -> Finding {
         Err(e) => return check.error(e.to_string()),
     };
     let loader = cmdline::loader(ctx.root);
-    let remedy = |target: String| {
-        let fix = match loader.file() {
-            Some(file) => format!(
+    // Where apply cannot write the command line, the fix is by hand and carries no change.
+    let remedy = |target: String| match (&loader, loader.file()) {
+        (_, Some(file)) => Remedy::applied(
+            format!(
                 "`gputune apply` writes transparent_hugepage={target} into {file}{}",
                 if file == cmdline::GRUB_DROP_IN {
                     " (then update-grub)"
@@ -203,21 +204,17 @@ fn thp_at_boot(ctx: &Context, key: &str, setting: &Setting) -> Finding {
                     ""
                 }
             ),
-            None => format!(
-                "add transparent_hugepage={target} to the kernel command line: {}",
-                match &loader {
-                    cmdline::Loader::KernelInstallWithoutCmdline(why) => why.as_str(),
-                    _ => "",
-                }
-            ),
-        };
-        Remedy::applied(
-            fix,
             Change::Sysfs {
                 path: THP_ENABLED.into(),
                 value: target,
             },
-        )
+        ),
+        (cmdline::Loader::Manual(why), None) => Remedy::by_hand(format!(
+            "add transparent_hugepage={target} to the kernel command line: {why}"
+        )),
+        (_, None) => Remedy::by_hand(format!(
+            "add transparent_hugepage={target} to the kernel command line"
+        )),
     };
     if let Some((value, file)) = cmdline::param(&words, "transparent_hugepage") {
         return by_rule_with(&check, setting, value, format!("{value} ({file})"), || {

@@ -29,10 +29,11 @@ const GRUB_VAR: &str = "GRUB_CMDLINE_LINUX_DEFAULT";
 pub enum Loader {
     /// `/etc/kernel/cmdline` exists: kernel-install builds the boot entry or UKI from it.
     KernelInstall,
-    /// systemd-boot or a UKI layout without `/etc/kernel/cmdline`: kernel-install then falls
-    /// back to the running kernel's command line, so a new file with only gputune's words
-    /// would drop `root=`; nothing is written.
-    KernelInstallWithoutCmdline(String),
+    /// Nothing is written, the text says why: systemd-boot or a UKI layout without
+    /// `/etc/kernel/cmdline` (kernel-install then falls back to the running kernel's command
+    /// line, so a new file with only gputune's words would drop `root=`), or RHEL's
+    /// grub2-mkconfig, which reads no drop-ins (grubby edits its boot entries).
+    Manual(String),
     /// GRUB, or no boot loader configuration at all (a minimal image GRUB is installed on
     /// later): the drop-in. The text says why.
     Grub(String),
@@ -44,7 +45,7 @@ impl Loader {
         match self {
             Loader::KernelInstall => Some(KERNEL_CMDLINE),
             Loader::Grub(_) => Some(GRUB_DROP_IN),
-            Loader::KernelInstallWithoutCmdline(_) => None,
+            Loader::Manual(_) => None,
         }
     }
 }
@@ -54,13 +55,19 @@ pub fn loader(root: &Root) -> Loader {
     if root.exists(KERNEL_CMDLINE) {
         return Loader::KernelInstall;
     }
+    let debian_grub = ["/usr/sbin/grub-mkconfig", "/usr/sbin/update-grub"]
+        .into_iter()
+        .find(|g| root.exists(g));
+    if debian_grub.is_none() && root.exists("/usr/sbin/grub2-mkconfig") {
+        return Loader::Manual(
+            "the root boots with grub2-mkconfig (RHEL family), which reads no /etc/default/grub.d drop-ins: add it with `grubby --update-kernel=ALL --args=...` (and GRUB_CMDLINE_LINUX in /etc/default/grub for new kernels)".into(),
+        );
+    }
     if root.exists(GRUB_DEFAULT) {
         return Loader::Grub(format!("the root has {GRUB_DEFAULT}"));
     }
-    for grub in ["/usr/sbin/grub-mkconfig", "/usr/sbin/update-grub"] {
-        if root.exists(grub) {
-            return Loader::Grub(format!("the root has {grub}"));
-        }
+    if let Some(grub) = debian_grub {
+        return Loader::Grub(format!("the root has {grub}"));
     }
     for sd_boot in [
         "/usr/lib/systemd/boot/efi",
@@ -70,7 +77,7 @@ pub fn loader(root: &Root) -> Loader {
         "/usr/lib/systemd/ukify",
     ] {
         if root.exists(sd_boot) {
-            return Loader::KernelInstallWithoutCmdline(format!(
+            return Loader::Manual(format!(
                 "the root has {sd_boot} (systemd-boot or UKIs) but no {KERNEL_CMDLINE}: kernel-install would fall back to the build machine's command line; write the image's whole command line (root=...) into {KERNEL_CMDLINE}, then apply again"
             ));
         }
@@ -332,14 +339,15 @@ mod tests {
         let tree = Tree::with(&[("/etc/os-release", "ID=debian\n")]);
         assert!(matches!(loader(&tree.root()), Loader::Grub(_)));
         let tree = Tree::with(&[("/usr/lib/systemd/boot/efi/systemd-bootx64.efi", "")]);
-        assert!(matches!(
-            loader(&tree.root()),
-            Loader::KernelInstallWithoutCmdline(_)
-        ));
+        assert!(matches!(loader(&tree.root()), Loader::Manual(_)));
         assert_eq!(loader(&tree.root()).file(), None);
         tree.file(KERNEL_CMDLINE, "root=/dev/vda1\n");
         assert_eq!(loader(&tree.root()), Loader::KernelInstall);
         let tree = Tree::with(&[(GRUB_DEFAULT, "GRUB_CMDLINE_LINUX=\"\"\n")]);
+        assert_eq!(loader(&tree.root()).file(), Some(GRUB_DROP_IN));
+        tree.file("/usr/sbin/grub2-mkconfig", "");
+        assert!(matches!(loader(&tree.root()), Loader::Manual(why) if why.contains("grubby")));
+        tree.file("/usr/sbin/update-grub", "");
         assert_eq!(loader(&tree.root()).file(), Some(GRUB_DROP_IN));
     }
 }
