@@ -281,11 +281,10 @@ fn a_systemd_boot_image_without_a_cmdline_file_is_told_not_guessed() {
         ],
         0,
     );
-    assert!(
-        text(&applied.stdout).contains("root=..."),
-        "{}",
-        text(&applied.stdout)
-    );
+    // The THP finding is left to do by hand, saying why.
+    let said = text(&applied.stdout);
+    assert!(said.contains("still to fix by hand"), "{said}");
+    assert!(said.contains("root=..."), "{said}");
     assert!(!image.root().join("etc/kernel/cmdline").exists());
     assert!(!image.root().join("etc/default/grub.d").exists());
 }
