@@ -118,6 +118,11 @@ fn read_finding(
     let name = sysctl::sysctl_of(check.id());
     match read {
         Err(e) => check.error(e.clone()),
+        // Kernels before 6.x show the init namespace's net.core limits in no other one.
+        Ok(None) if writable::INIT_NETNS_ONLY.contains(&name) => check.skip(format!(
+            "{} is absent: this kernel has no {name}, or it belongs to the init network namespace and this process runs in another one (set it on the host)",
+            sysctl::host_path(name)
+        )),
         Ok(None) => check.skip(format!(
             "this kernel has no {name} ({} is absent)",
             sysctl::host_path(name)
