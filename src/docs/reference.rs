@@ -7,7 +7,7 @@
 mod checks;
 mod profile;
 
-pub use checks::{CHECKS, CheckDoc, documented, matches};
+pub use checks::{documented, matches};
 
 use crate::finding::Area;
 
