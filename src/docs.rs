@@ -9,13 +9,16 @@ use clap_complete::Shell;
 use crate::cli::Cli;
 
 mod environment;
+pub mod reference;
 
-/// `(file name, content)` of every man page: `gputune.1` and one per (nested) subcommand.
+/// `(file name, content)` of every man page: `gputune.1`, one per (nested) subcommand, and
+/// the reference pages `gputune-profile.5` and `gputune-checks.7`.
 pub fn man_pages() -> Vec<(String, Vec<u8>)> {
     let mut cmd = without_help_subcommands(Cli::command());
     cmd.build();
     let mut pages = Vec::new();
     collect_pages(&cmd, "gputune", &mut pages);
+    pages.extend(reference::pages());
     pages
 }
 
@@ -68,7 +71,7 @@ fn render_man(cmd: clap::Command, page: &str) -> Vec<u8> {
         "SEE ALSO",
         &[(
             "",
-            "gputune(1), and the README of the gputune source tree for the checks each area runs.",
+            "gputune(1), gputune-profile(5) for every profile key, gputune-checks(7) for every check and what it reads.",
         )],
     );
     out
@@ -169,6 +172,14 @@ fn files(page: &str) -> Vec<(&'static str, &'static str)> {
             "NCCL settings (NCCL_SOCKET_IFNAME) written by apply; NCCL reads it.",
         ),
         (
+            "/etc/default/grub.d/90-gputune.cfg",
+            "Kernel command-line settings (transparent_hugepage=) written by apply for GRUB; update-grub reads it.",
+        ),
+        (
+            "/etc/kernel/cmdline",
+            "kernel-install's command line (systemd-boot, UKIs): apply edits transparent_hugepage= in place when the file exists.",
+        ),
+        (
             "/var/lib/gputune/journal.json",
             "The values before the last apply, written and fsynced before the first change; rollback restores them.",
         ),
@@ -181,14 +192,19 @@ fn files(page: &str) -> Vec<(&'static str, &'static str)> {
             "The journal and lock of apply --root IMAGE, kept outside the image (KEY names the image's path); without root ~/.local/state/gputune/images/KEY/. Made 0700 on first use.",
         ),
     ];
+    let site_default = (
+        "/etc/gputune/default-profile",
+        "The site's profile name, used when no --profile is given (an image needs it or --profile).",
+    );
     match page {
         "gputune" | "gputune-apply" | "gputune-rollback" => {
-            let mut files = vec![profiles];
+            let mut files = vec![profiles, site_default];
             files.extend(written);
             files
         }
         "gputune-health" => vec![
             profiles,
+            site_default,
             (
                 "/etc/security/limits.conf, /etc/security/limits.d/*.conf",
                 "The login session's limits: what a job run by slurmd takes for each limit slurm.conf propagates.",
@@ -198,10 +214,10 @@ fn files(page: &str) -> Vec<(&'static str, &'static str)> {
                 "PropagateResourceLimits and PropagateResourceLimitsExcept (Include files followed), read when slurmd runs health.",
             ),
         ],
-        "gputune-audit"
-        | "gputune-profiles"
-        | "gputune-profiles-list"
-        | "gputune-profiles-show" => vec![profiles],
+        "gputune-audit" | "gputune-profiles" | "gputune-profiles-list" => {
+            vec![profiles, site_default]
+        }
+        "gputune-profiles-show" => vec![profiles],
         _ => Vec::new(),
     }
 }
@@ -444,7 +460,8 @@ mod tests {
     fn every_page_has_exit_status_and_environment_and_every_leaf_examples() {
         let mut cmd = Cli::command();
         cmd.build();
-        for (name, content) in man_pages() {
+        // The command pages; the reference pages (sections 5 and 7) describe files and checks.
+        for (name, content) in man_pages().into_iter().filter(|(n, _)| n.ends_with(".1")) {
             let text = String::from_utf8_lossy(&content);
             assert!(text.contains(".SH \"EXIT STATUS\""), "{name}");
             assert!(text.contains(".SH \"ENVIRONMENT\""), "{name}");

@@ -85,7 +85,8 @@ impl Status {
 pub enum Change {
     /// A `/proc/sys` key: written live, persisted in `/etc/sysctl.d/90-gputune.conf`.
     Sysctl { key: String, value: String },
-    /// A `/sys` knob written live (e.g. transparent huge pages).
+    /// A `/sys` knob written live (e.g. transparent huge pages). One with a kernel
+    /// command-line form (THP `enabled`) is also persisted there, and in an image only there.
     Sysfs { path: String, value: String },
     /// A line of `/etc/security/limits.d/90-gputune.conf`.
     Limit {

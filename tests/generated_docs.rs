@@ -45,3 +45,68 @@ fn man_pages_are_fresh() {
 fn completions_are_fresh() {
     check("completions", gputune::docs::completions());
 }
+
+/// Every check id the audit emits on the fixture trees (captured nodes, with the profiles
+/// that judge the most keys) is documented in gputune-checks(7).
+#[test]
+fn every_check_the_audit_emits_on_the_fixtures_is_in_gputune_checks_7() {
+    use gputune::docs::reference::{documented, matches};
+    let page = gputune::docs::man_pages()
+        .into_iter()
+        .find(|(n, _)| n == "gputune-checks.7")
+        .map(|(_, c)| String::from_utf8(c).unwrap())
+        .expect("gputune-checks.7 is generated");
+    let patterns = documented();
+    for (pattern, _, _) in &patterns {
+        assert!(
+            page.contains(&pattern.replace('-', "\\-")),
+            "{pattern} is not on the page"
+        );
+    }
+    let fixtures = crate::common::fixture("");
+    let mut roots = Vec::new();
+    for dir in [
+        "node",
+        "tuned-node",
+        "untuned-node",
+        "node_exporter-ib",
+        "cgroup-v2",
+        "cgroup-v1",
+        "cgroup-hybrid",
+        "hwloc",
+        "ghw",
+    ] {
+        let path = fixtures.join(dir);
+        if path.join("proc").exists() || path.join("sys").exists() {
+            roots.push(path);
+        } else {
+            for entry in std::fs::read_dir(&path).unwrap() {
+                roots.push(entry.unwrap().path());
+            }
+        }
+    }
+    let cgroup_profile = crate::common::fixture("profiles/cgroup-all.toml");
+    let mut seen = 0;
+    for root in &roots {
+        for profile in ["ddp-roce", "ddp-100gbe", cgroup_profile.to_str().unwrap()] {
+            let out = crate::common::gputune()
+                .args(["audit", "--format", "json", "--profile", profile, "--root"])
+                .arg(root)
+                .output()
+                .unwrap();
+            let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&out.stdout) else {
+                continue;
+            };
+            for f in doc["findings"].as_array().unwrap() {
+                let id = f["id"].as_str().unwrap();
+                seen += 1;
+                assert!(
+                    patterns.iter().any(|(p, _, _)| matches(p, id)),
+                    "{id} (from {}, {profile}) is not in gputune-checks(7)",
+                    root.display()
+                );
+            }
+        }
+    }
+    assert!(seen > 200, "only {seen} findings: did the fixtures move?");
+}

@@ -1,8 +1,10 @@
 //! Integration tests of the firewall checks and apply's nftables table against the kernel: real
-//! nft and iptables rulesets in network namespaces, and the differential suite.
+//! nft and iptables rulesets in network namespaces, and the differential suite; sysctls that
+//! are read-only in a network namespace or under a read-only `/proc/sys`.
 
 mod common;
 
+mod apply_readonly;
 mod firewall;
 mod firewall_diff;
 mod firewall_nft;

@@ -19,6 +19,7 @@ mod generated_docs;
 mod health_cli;
 mod health_fleet;
 mod hostile_root;
+mod image_bake;
 mod image_journey;
 mod monitoring;
 mod pin;

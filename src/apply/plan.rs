@@ -4,7 +4,7 @@
 
 use crate::checks::sysctl::boot::{self, GPUTUNE_CONF};
 use crate::finding::Change;
-use crate::host::{Root, sysctl};
+use crate::host::{Root, cmdline, sysctl};
 
 use super::error::ApplyError;
 use super::io::{Io, holds};
@@ -23,6 +23,8 @@ pub const NCCL_CONF: &str = "/etc/nccl.conf";
 pub struct Plan {
     pub steps: Vec<Step>,
     pub notes: Vec<String>,
+    /// Changes this node will not let apply make (a read-only sysctl), each with why.
+    pub left_out: Vec<String>,
 }
 
 /// How apply writes: whether to persist, and whether the root's kernel is the running one.
@@ -60,7 +62,10 @@ struct Builder {
     live: Vec<(String, Target, String)>,
     files: Vec<FileEdit>,
     ports: Vec<(u16, u16)>,
+    /// Kernel command-line parameters to persist where the boot loader reads them.
+    cmdline: Vec<(String, String)>,
     notes: Vec<String>,
+    left_out: Vec<String>,
 }
 
 impl Builder {
@@ -124,6 +129,12 @@ impl Builder {
     }
 }
 
+/// The kernel command-line parameter that sets a `/sys` knob at boot, for the knobs that
+/// have one (`transparent_hugepage=` for THP `enabled`; `defrag` has none).
+pub fn boot_param(path: &str) -> Option<&'static str> {
+    (path == "/sys/kernel/mm/transparent_hugepage/enabled").then_some("transparent_hugepage")
+}
+
 /// The plan for `changes` on the node behind `io`; an error names the change or file that
 /// cannot be planned (nothing has been written then).
 pub fn build(
@@ -150,6 +161,12 @@ fn add(
         Change::Sysctl { key, value } => {
             check_word(key, "sysctl key")?;
             check_line(value, key)?;
+            if !options.image
+                && let Some(why) = crate::checks::sysctl::writable::read_only(root, key)
+            {
+                b.left_out.push(format!("{key} = {value}: {why}"));
+                return Ok(());
+            }
             if !options.image {
                 b.live.push((
                     key.clone(),
@@ -175,15 +192,24 @@ fn add(
                 )));
             }
             check_line(value, path)?;
-            if options.image {
-                b.note(format!("{path} = {value} is not written: an image has no running kernel; set it on the image's kernel command line or with a systemd-tmpfiles rule"));
-                return Ok(());
+            let param = boot_param(path);
+            if let Some(param) = param {
+                check_word(value, param)?;
             }
-            b.live
-                .push((path.clone(), Target::Knob(path.clone()), value.clone()));
-            b.note(format!(
-                "{path} is set live only: the kernel resets it at boot (persist it on the kernel command line or with a systemd-tmpfiles rule)"
-            ));
+            if !options.image {
+                b.live
+                    .push((path.clone(), Target::Knob(path.clone()), value.clone()));
+            }
+            match param {
+                Some(param) if persist => b.cmdline.push((param.to_string(), value.clone())),
+                Some(param) => b.note(format!(
+                    "{path} is set live only: the kernel resets it at boot, and {param}= on the kernel command line is what --no-persist does not write"
+                )),
+                None if options.image => b.note(format!("{path} = {value} is not written: an image has no running kernel and it has no kernel command-line form; set it with a systemd-tmpfiles rule")),
+                None => b.note(format!(
+                    "{path} is set live only: the kernel resets it at boot (persist it with a systemd-tmpfiles rule)"
+                )),
+            }
         }
         Change::Limit {
             domain,
@@ -410,6 +436,11 @@ fn finish(
         }
         b.note("nftables ends an accept only in its own table: a drop rule in another table (firewalld, iptables-nft) still drops these ports".into());
     }
+    if !b.cmdline.is_empty()
+        && let Some(step) = boot_cmdline(&mut b, root, io, options)?
+    {
+        want(&step.what, step.target, step.after)?;
+    }
     for edit in &b.files {
         let target = Target::File(edit.path.clone());
         let existing = match io.read(&target)? {
@@ -436,7 +467,80 @@ fn finish(
     Ok(Plan {
         steps,
         notes: b.notes,
+        left_out: b.left_out,
     })
+}
+
+/// Persists the command-line parameters where the root's boot loader reads them: gputune's
+/// GRUB drop-in (a file gputune owns, planned with the others), or an edit of
+/// kernel-install's `/etc/kernel/cmdline` in place (the whole command line: it cannot carry
+/// gputune's header, so rollback restores it only while it still holds what apply wrote).
+/// A note says which, and what makes the boot use it.
+fn boot_cmdline(
+    b: &mut Builder,
+    root: &Root,
+    io: &dyn Io,
+    options: PlanOptions,
+) -> Result<Option<Step>, ApplyError> {
+    let params = std::mem::take(&mut b.cmdline);
+    let words: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let words = words.join(" ");
+    let when = if options.image {
+        "when the image boots"
+    } else {
+        "after a reboot (the running kernel keeps its command line until then)"
+    };
+    match cmdline::loader(root) {
+        cmdline::Loader::Manual(why) => {
+            b.note(format!("{words} is not written: {why}"));
+            Ok(None)
+        }
+        cmdline::Loader::KernelInstall => {
+            let target = Target::File(cmdline::KERNEL_CMDLINE.into());
+            let State::Present(text) = io.read(&target)? else {
+                b.note(format!(
+                    "{words} is not written: {} disappeared while planning",
+                    cmdline::KERNEL_CMDLINE
+                ));
+                return Ok(None);
+            };
+            let after = cmdline::edit_kernel_cmdline(&text, &params);
+            b.note(format!(
+                "{words} goes on the kernel command line in {} (kernel-install: systemd-boot or UKI); it applies {when}, once `kernel-install add` (or your UKI build) has made the boot entry from it",
+                cmdline::KERNEL_CMDLINE
+            ));
+            Ok(Some(Step {
+                what: format!("kernel command line {words}"),
+                target,
+                before: State::Present(text),
+                after: State::Present(after),
+            }))
+        }
+        cmdline::Loader::Grub(why) => {
+            let target = Target::File(cmdline::GRUB_DROP_IN.into());
+            let mut all = match io.read(&target)? {
+                State::Present(text) if owned::is_ours(&text) => cmdline::drop_in_params(&text),
+                _ => Vec::new(),
+            };
+            for (k, v) in params {
+                all.retain(|(old, _)| *old != k);
+                all.push((k, v));
+            }
+            let (key, line) = cmdline::drop_in_line(&all);
+            b.file(
+                cmdline::GRUB_DROP_IN,
+                "",
+                owned::key_before_equals,
+                key,
+                line,
+            );
+            b.note(format!(
+                "{words} goes on the kernel command line through GRUB's drop-in {} ({why}); it applies {when}, once `update-grub` (grub-mkconfig) has regenerated grub.cfg",
+                cmdline::GRUB_DROP_IN
+            ));
+            Ok(None)
+        }
+    }
 }
 
 /// The table with the ports it already accepts and the new ones.
@@ -526,4 +630,129 @@ fn irqbalance_active(root: &Root) -> bool {
     ]
     .iter()
     .any(|p| root.exists(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apply::io::HostIo;
+    use crate::apply::transaction::{self, Restored};
+    use crate::testing::Tree;
+
+    const IMAGE: PlanOptions = PlanOptions {
+        persist: true,
+        live_kernel: false,
+        image: true,
+    };
+
+    fn thp(value: &str) -> Change {
+        Change::Sysfs {
+            path: "/sys/kernel/mm/transparent_hugepage/enabled".into(),
+            value: value.into(),
+        }
+    }
+
+    fn plan_for(tree: &Tree, changes: &[Change]) -> Plan {
+        let root = tree.root();
+        let io = HostIo {
+            root: &root,
+            nft: None,
+        };
+        build(changes, &root, &io, IMAGE).unwrap()
+    }
+
+    #[test]
+    fn thp_goes_into_grubs_drop_in_and_keeps_earlier_parameters() {
+        let tree = Tree::with(&[("/etc/default/grub", "GRUB_CMDLINE_LINUX=\"\"\n")]);
+        let plan = plan_for(&tree, &[thp("madvise")]);
+        assert_eq!(plan.steps.len(), 1, "{plan:?}");
+        let step = &plan.steps[0];
+        assert_eq!(step.target, Target::File(cmdline::GRUB_DROP_IN.into()));
+        let State::Present(text) = &step.after else {
+            panic!("{step:?}")
+        };
+        assert!(owned::is_ours(text), "{text}");
+        assert!(text.ends_with("GRUB_CMDLINE_LINUX_DEFAULT=\"$GRUB_CMDLINE_LINUX_DEFAULT transparent_hugepage=madvise\"\n"), "{text}");
+        assert!(
+            plan.notes.iter().any(|n| n.contains("update-grub")),
+            "{plan:?}"
+        );
+        // A later apply replaces its own value and keeps other parameters it wrote.
+        tree.file(
+            cmdline::GRUB_DROP_IN,
+            &format!("{}GRUB_CMDLINE_LINUX_DEFAULT=\"$GRUB_CMDLINE_LINUX_DEFAULT iommu=pt transparent_hugepage=always\"\n", owned::HEADER),
+        );
+        let plan = plan_for(&tree, &[thp("never")]);
+        let State::Present(text) = &plan.steps[0].after else {
+            panic!("{plan:?}")
+        };
+        assert!(
+            text.contains("\"$GRUB_CMDLINE_LINUX_DEFAULT iommu=pt transparent_hugepage=never\""),
+            "{text}"
+        );
+        // Someone else's file at gputune's path is refused.
+        tree.file(cmdline::GRUB_DROP_IN, "GRUB_CMDLINE_LINUX_DEFAULT=quiet\n");
+        let root = tree.root();
+        let io = HostIo {
+            root: &root,
+            nft: None,
+        };
+        assert!(build(&[thp("never")], &root, &io, IMAGE).is_err());
+    }
+
+    #[test]
+    fn kernel_install_cmdline_is_edited_and_rolled_back_only_while_it_holds_ours() {
+        let original = "root=UUID=abc ro quiet transparent_hugepage=always\n";
+        let tree = Tree::with(&[(cmdline::KERNEL_CMDLINE, original)]);
+        let root = tree.root();
+        let io = HostIo {
+            root: &root,
+            nft: None,
+        };
+        let plan = build(&[thp("madvise")], &root, &io, IMAGE).unwrap();
+        assert_eq!(plan.steps.len(), 1, "{plan:?}");
+        assert!(
+            plan.notes.iter().any(|n| n.contains("kernel-install")),
+            "{plan:?}"
+        );
+        transaction::execute(&plan.steps, &io).unwrap();
+        let edited = std::fs::read_to_string(tree.path(cmdline::KERNEL_CMDLINE)).unwrap();
+        assert_eq!(
+            edited,
+            "root=UUID=abc ro quiet transparent_hugepage=madvise\n"
+        );
+        // Nothing left to do the second time.
+        assert!(
+            build(&[thp("madvise")], &root, &io, IMAGE)
+                .unwrap()
+                .steps
+                .is_empty()
+        );
+        let restored = transaction::restore(&plan.steps, &io);
+        assert!(
+            matches!(restored[..], [Ok(Restored::Changed { .. })]),
+            "{restored:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(tree.path(cmdline::KERNEL_CMDLINE)).unwrap(),
+            original
+        );
+        // Changed by someone since: left alone.
+        transaction::execute(&plan.steps, &io).unwrap();
+        tree.file(cmdline::KERNEL_CMDLINE, "root=UUID=new ro\n");
+        let restored = transaction::restore(&plan.steps, &io);
+        assert!(
+            matches!(restored[..], [Ok(Restored::LeftAlone { .. })]),
+            "{restored:?}"
+        );
+    }
+
+    #[test]
+    fn systemd_boot_without_a_cmdline_file_is_a_note_not_a_new_file() {
+        let tree = Tree::with(&[("/usr/lib/systemd/boot/efi/systemd-bootx64.efi", "")]);
+        let plan = plan_for(&tree, &[thp("madvise")]);
+        assert!(plan.steps.is_empty(), "{plan:?}");
+        assert!(plan.notes.iter().any(|n| n.contains("root=")), "{plan:?}");
+        assert!(!tree.path(cmdline::KERNEL_CMDLINE).exists());
+    }
 }

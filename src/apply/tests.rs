@@ -240,7 +240,12 @@ fn every_change_variant_applies_verifies_and_restores() {
         fs::read_link(tree.path(firewall::UNIT_LINK)).unwrap(),
         Path::new(firewall::UNIT_FILE)
     );
-    assert_noted(&plan, "transparent_hugepage/enabled is set live only");
+    // THP is live now and on the kernel command line at the next boot.
+    assert!(
+        read("/etc/default/grub.d/90-gputune.cfg")
+            .ends_with("\"$GRUB_CMDLINE_LINUX_DEFAULT transparent_hugepage=madvise\"\n")
+    );
+    assert_noted(&plan, "applies after a reboot");
 
     // A second plan has nothing left to do.
     let again = plan::build(&changes, &root, &io, LIVE).unwrap();

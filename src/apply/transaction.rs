@@ -84,8 +84,11 @@ pub fn restore(steps: &[Step], io: &dyn Io) -> Vec<Result<Restored, ApplyError>>
             if holds(&step.target, &step.before, &current) {
                 return Ok(Restored::Unchanged { target: label });
             }
+            // A file without gputune's header is someone else's now, unless it still holds
+            // exactly what apply wrote (a system file edited in place, /etc/kernel/cmdline).
             if let (Target::File(_), State::Present(text)) = (&step.target, &current)
                 && !owned::is_ours(text)
+                && current != step.after
             {
                 return Ok(Restored::LeftAlone { target: label });
             }

@@ -134,11 +134,16 @@ pub const OWNED: &[&str] = &[
     firewall::RULES_FILE,
     firewall::UNIT_FILE,
     "/etc/systemd/logind.conf.d/90-gputune.conf",
+    crate::host::cmdline::GRUB_DROP_IN,
 ];
+
+/// Files of the system apply edits in place (they cannot carry gputune's header): only
+/// kernel-install's command line.
+pub const EDITED: &[&str] = &[crate::host::cmdline::KERNEL_CMDLINE];
 
 /// The owned files, and the drop-ins of slices and services (a job's cgroup limits).
 fn is_owned_file(path: &str) -> bool {
-    if OWNED.contains(&path) {
+    if OWNED.contains(&path) || EDITED.contains(&path) {
         return true;
     }
     let Some(drop_in) = path
@@ -180,6 +185,8 @@ mod tests {
             Target::File("/etc/systemd/system/train.slice.d/90-gputune.conf".into()),
             Target::File("/etc/systemd/system/nccl-job.service.d/90-gputune.conf".into()),
             Target::File("/etc/systemd/logind.conf.d/90-gputune.conf".into()),
+            Target::File("/etc/default/grub.d/90-gputune.cfg".into()),
+            Target::File("/etc/kernel/cmdline".into()),
             Target::NftTable,
         ] {
             assert_eq!(target(&t), Ok(()), "{t:?}");
@@ -203,6 +210,12 @@ mod tests {
             Target::File("/etc/systemd/system/.service.d/90-gputune.conf".into()),
             Target::Knob("/proc/irq/1x/smp_affinity_list".into()),
             Target::Link("/etc/systemd/system/x.wants/y".into()),
+            Target::File("/etc/default/grub".into()),
+            Target::File("/etc/default/grub.d/10-site.cfg".into()),
+            Target::File("/etc/default/grub.d/../grub".into()),
+            Target::File("/etc/kernel/cmdline.d/x".into()),
+            Target::File("/boot/grub/grub.cfg".into()),
+            Target::Knob("/etc/kernel/cmdline".into()),
         ] {
             assert!(target(&t).is_err(), "{t:?}");
         }

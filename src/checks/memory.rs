@@ -1,7 +1,8 @@
 //! Memory settings: swap, swappiness, transparent huge pages, NUMA balancing, zone reclaim
 //! and the system-wide file limit.
 
-use crate::finding::{Area, Change, Finding, Remedy};
+use crate::finding::{Area, Change, Finding, Remedy, Status};
+use crate::host::cmdline;
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
 
 use super::{Context, by_rule, by_rule_with, setting_check};
@@ -53,7 +54,7 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
         match key.as_str() {
             "swap.devices" if ctx.options.persisted => findings.push(swap_at_boot(ctx, setting)),
             "swap.devices" => findings.push(swap(ctx, setting)),
-            "transparent_hugepage.enabled" if ctx.options.image() => {
+            "transparent_hugepage.enabled" if ctx.options.persisted => {
                 findings.push(thp_at_boot(ctx, key, setting))
             }
             "transparent_hugepage.defrag" if ctx.options.image() => findings.push(
@@ -181,70 +182,59 @@ fn swap_at_boot(ctx: &Context, setting: &Setting) -> Finding {
     )
 }
 
-/// Boot loader configurations whose kernel command line an image boots with, in the order
-/// they are looked at: kernel-install's and GRUB's.
-const CMDLINES: &[&str] = &["/etc/kernel/cmdline", "/etc/default/grub"];
-
-/// The value of `param=` on a kernel command line in one of these files: a whole
-/// `/etc/kernel/cmdline`, or GRUB's `GRUB_CMDLINE_LINUX` and `GRUB_CMDLINE_LINUX_DEFAULT`
-/// (the last word wins, as in the kernel).
-pub fn cmdline_param(file: &str, text: &str, param: &str) -> Option<String> {
-    let lines: Vec<String> = if file.ends_with("/grub") {
-        text.lines()
-            .filter_map(|l| {
-                let (k, v) = l.trim().split_once('=')?;
-                matches!(k, "GRUB_CMDLINE_LINUX" | "GRUB_CMDLINE_LINUX_DEFAULT")
-                    .then(|| v.trim().trim_matches(['"', '\'']).to_string())
-            })
-            .collect()
-    } else {
-        text.lines()
-            .filter(|l| !l.trim_start().starts_with('#'))
-            .map(str::to_string)
-            .collect()
-    };
-    let prefix = format!("{param}=");
-    lines
-        .iter()
-        .flat_map(|l| l.split_whitespace())
-        .filter_map(|w| w.strip_prefix(&prefix))
-        .next_back()
-        .map(str::to_string)
-}
-
-/// Images: THP `enabled` from `transparent_hugepage=` on the boot loader's command line, the
-/// kernel's build default otherwise (which gputune cannot know: a warning).
+/// `--persisted` and images: THP `enabled` from `transparent_hugepage=` on the command line
+/// the boot loader's files give ([`cmdline`]), the kernel's build default otherwise (which
+/// gputune cannot know: a warning). The change is apply's: it writes the parameter where the
+/// root's boot loader reads it.
 fn thp_at_boot(ctx: &Context, key: &str, setting: &Setting) -> Finding {
     let check = setting_check(ctx, Area::Memory, key, setting);
-    for file in CMDLINES {
-        let text = match ctx.root.read_optional(file) {
-            Ok(Some(text)) => text,
-            Ok(None) => continue,
-            Err(e) => return check.error(e.to_string()),
-        };
-        let Some(value) = cmdline_param(file, &text, "transparent_hugepage") else {
-            continue;
-        };
-        let target = setting
-            .rule
-            .target(&value)
-            .unwrap_or_else(|| "madvise".into());
-        return by_rule(
-            &check,
-            setting,
-            &value,
-            format!("{value} ({file})"),
-            format!("set transparent_hugepage={target} on the kernel command line in {file}"),
-        );
+    let words = match cmdline::words(ctx.root) {
+        Ok(words) => words.unwrap_or_default(),
+        Err(e) => return check.error(e.to_string()),
+    };
+    let loader = cmdline::loader(ctx.root);
+    // Where apply cannot write the command line, the fix is by hand and carries no change.
+    let remedy = |target: String| match (&loader, loader.file()) {
+        (_, Some(file)) => Remedy::applied(
+            format!(
+                "`gputune apply` writes transparent_hugepage={target} into {file}{}",
+                if file == cmdline::GRUB_DROP_IN {
+                    " (then update-grub)"
+                } else {
+                    ""
+                }
+            ),
+            Change::Sysfs {
+                path: THP_ENABLED.into(),
+                value: target,
+            },
+        ),
+        (cmdline::Loader::Manual(why), None) => Remedy::by_hand(format!(
+            "add transparent_hugepage={target} to the kernel command line: {why}"
+        )),
+        (_, None) => Remedy::by_hand(format!(
+            "add transparent_hugepage={target} to the kernel command line"
+        )),
+    };
+    if let Some((value, file)) = cmdline::param(&words, "transparent_hugepage") {
+        return by_rule_with(&check, setting, value, format!("{value} ({file})"), || {
+            Some(remedy(setting.rule.target(value)?))
+        });
     }
     check
-        .warn(
-            "unset",
-            "add transparent_hugepage=madvise to the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub, or /etc/kernel/cmdline)",
-        )
+        .judge_with(Status::Warn, "unset", || {
+            Some(remedy(
+                setting
+                    .rule
+                    .target("")
+                    .unwrap_or_else(|| "madvise".into()),
+            ))
+        })
         .with_message(format!(
-            "no transparent_hugepage= on the image's kernel command line ({}): the kernel's build default will decide at boot (`always` on many distributions)",
-            CMDLINES.join(", ")
+            "no transparent_hugepage= on the kernel command line ({} or GRUB's {} and {}/*.cfg): the kernel's build default will decide at boot (`always` on many distributions)",
+            cmdline::KERNEL_CMDLINE,
+            cmdline::GRUB_DEFAULT,
+            cmdline::GRUB_DROP_INS
         ))
 }
 
@@ -272,17 +262,19 @@ fn thp(ctx: &Context, key: &str, setting: &Setting, path: &str) -> Finding {
             text.trim()
         ));
     };
-    let param = if path == THP_ENABLED {
-        "transparent_hugepage"
-    } else {
-        "transparent_hugepage_defrag"
-    };
     by_rule_with(&check, setting, actual, actual, || {
         let target = setting.rule.target(actual)?;
-        Some(Remedy::applied(
+        let persist = if path == THP_ENABLED {
             format!(
-                "echo {target} > {path} (persist with {param}={target} on the kernel command line)"
-            ),
+                "`gputune apply` also writes transparent_hugepage={target} for the next boot ({} or {})",
+                cmdline::GRUB_DROP_IN,
+                cmdline::KERNEL_CMDLINE
+            )
+        } else {
+            "persist it with a systemd-tmpfiles rule: defrag has no kernel command-line form".into()
+        };
+        Some(Remedy::applied(
+            format!("echo {target} > {path}; {persist}"),
             Change::Sysfs {
                 path: path.into(),
                 value: target,
@@ -326,37 +318,6 @@ mod tests {
             ),
         ];
         assert_cases(cases, |text| parse_swaps(text).map_err(|_| ()));
-    }
-
-    #[test]
-    fn kernel_command_lines() {
-        let grub = "GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\nGRUB_CMDLINE_LINUX=\"iommu=pt transparent_hugepage=never transparent_hugepage=madvise\"\n";
-        let cases = [
-            ("/etc/default/grub", grub, Some("madvise")),
-            ("/etc/default/grub", "GRUB_CMDLINE_LINUX=\"\"\n", None),
-            (
-                "/etc/default/grub",
-                "#GRUB_CMDLINE_LINUX=\"transparent_hugepage=always\"\n",
-                None,
-            ),
-            (
-                "/etc/kernel/cmdline",
-                "root=/dev/sda1 transparent_hugepage=always\n",
-                Some("always"),
-            ),
-            (
-                "/etc/kernel/cmdline",
-                "# transparent_hugepage=never\n",
-                None,
-            ),
-        ];
-        for (file, text, want) in cases {
-            assert_eq!(
-                cmdline_param(file, text, "transparent_hugepage").as_deref(),
-                want,
-                "{text:?}"
-            );
-        }
     }
 
     #[test]

@@ -115,9 +115,13 @@ pub fn apply_with(
             unjudged.join("\n  ")
         )));
     }
+    // A skip that keeps its change is a setting read-only here: the plan says it is left out.
     let (fixable, manual): (Vec<_>, Vec<_>) = findings
         .into_iter()
-        .filter(|f| matches!(f.status, Status::Fail | Status::Warn))
+        .filter(|f| {
+            matches!(f.status, Status::Fail | Status::Warn)
+                || (f.status == Status::Skip && f.change.is_some())
+        })
         .partition(|f| f.change.is_some());
     let changes = plan::dedup(fixable.into_iter().filter_map(|f| f.change));
 
@@ -146,7 +150,7 @@ pub fn apply_with(
     crate::say::write(&render_plan(&profile.name, &plan));
 
     if plan.steps.is_empty() {
-        if manual.is_empty() {
+        if manual.is_empty() && plan.left_out.is_empty() {
             crate::say!(
                 "nothing to change: the node already matches profile {}",
                 profile.name
@@ -402,6 +406,9 @@ pub fn render_plan(profile: &str, plan: &Plan) -> String {
         if let crate::apply::target::Target::File(_) = step.target {
             out.push_str(&diff(&step.before, &step.after));
         }
+    }
+    for left in &plan.left_out {
+        out.push_str(&format!("left out {left}\n"));
     }
     for note in &plan.notes {
         out.push_str(&format!("note: {note}\n"));

@@ -178,7 +178,7 @@ pub fn load_profile(name: Option<&str>, root: &Root) -> Result<(Profile, Option<
         Some(name) => Ok((loader.load(name)?, None)),
         None => {
             let (name, reason) = default::choose(root)?;
-            Ok((loader.load(name)?, Some(reason)))
+            Ok((loader.load(&name)?, Some(reason)))
         }
     }
 }

@@ -44,8 +44,14 @@ pub fn run(args: &ProfilesArgs, root: &Root) -> Result<ExitCode> {
             for l in loader.list()? {
                 table.add_row([l.name, l.source, l.description]);
             }
-            let (name, reason) = crate::profile::default::choose(root)?;
-            format!("{table}\n\nDefault for this node: {name} ({reason})\n")
+            match crate::profile::default::choose(root) {
+                Ok((name, reason)) => {
+                    format!("{table}\n\nDefault for this node: {name} ({reason})\n")
+                }
+                // An image without a site default has none: say why instead of failing.
+                Err(crate::Error::Usage(why)) => format!("{table}\n\nNo default: {why}\n"),
+                Err(e) => return Err(e),
+            }
         }
         ProfilesCommand::Show { name } => loader.load(name)?.to_toml(),
     };

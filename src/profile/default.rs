@@ -6,15 +6,85 @@
 //! 3. an up physical interface whose driver reports no speed (virtio and most cloud NICs)
 //!    → `ddp-10gbe`, since cloud GPU nodes train across such links;
 //! 4. anything else (no physical link up, or only links under 10 Gb/s) → `single-node`.
+//!
+//! A site default the root carries ([`SITE_DEFAULT`], one profile name) comes before the
+//! rule. An image has no links or devices to read, so the rule would judge it against
+//! `single-node`, the weakest profile: an image without a site default needs `--profile`.
 
+use crate::error::Error;
+use crate::host::Root;
 use crate::host::net::{self, Link};
-use crate::host::{HostError, Root};
 
-/// The chosen profile name and the reason, shown to the user.
-pub fn choose(root: &Root) -> Result<(&'static str, String), HostError> {
+/// The file naming the site's profile for a node or an image built for it (under the root):
+/// one profile name, built-in or under `/etc/gputune/profiles/`; `#` comments and blank
+/// lines are ignored.
+pub const SITE_DEFAULT: &str = "/etc/gputune/default-profile";
+
+/// The chosen profile name and the reason, shown to the user. An image without a site
+/// default is a usage error (exit 2) that names the built-in profiles.
+pub fn choose(root: &Root) -> Result<(String, String), Error> {
+    if let Some((name, line)) = site_default(root)? {
+        return Ok((name, format!("site default, {SITE_DEFAULT}:{line}")));
+    }
+    if crate::image::is_image(root) {
+        let names: Vec<&str> = crate::profile::BUILTIN.iter().map(|(n, _)| *n).collect();
+        return Err(Error::Usage(format!(
+            "{} is an image: it has no links or devices to choose a profile from, so name the profile it is built for with --profile NAME|FILE (built-in: {}), or write its name into {} in the image",
+            root.dir().display(),
+            names.join(", "),
+            root.path(SITE_DEFAULT).display()
+        )));
+    }
     let rdma = net::rdma_devices(root)?;
     let links = net::links(root)?;
-    Ok(choose_from(&rdma, &links))
+    let (name, reason) = choose_from(&rdma, &links);
+    Ok((name.to_string(), reason))
+}
+
+/// The site default under `root` and its 1-based line; `None` when the file is absent.
+/// More than one name, or a name that is no profile name, is an error naming file and line.
+pub fn site_default(root: &Root) -> Result<Option<(String, usize)>, Error> {
+    let Some(text) = root.read_optional(SITE_DEFAULT)? else {
+        return Ok(None);
+    };
+    parse_site_default(&text)
+        .map_err(|(line, why)| Error::Usage(format!("{SITE_DEFAULT}:{line}: {why}")))
+}
+
+/// The one profile name of a site default file, or the line and what is wrong with it.
+pub fn parse_site_default(text: &str) -> Result<Option<(String, usize)>, (usize, String)> {
+    let mut found: Option<(String, usize)> = None;
+    for (i, line) in text.lines().enumerate() {
+        let word = line.split('#').next().unwrap_or("").trim();
+        if word.is_empty() {
+            continue;
+        }
+        let shown: String = word.chars().filter(|c| !c.is_control()).collect();
+        let name_like = word.len() <= 64
+            && !word.starts_with(['.', '-'])
+            && word
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !name_like {
+            return Err((
+                i + 1,
+                format!(
+                    "`{shown}` is not a profile name (letters, digits, `-`, `_`, `.`; a profile of the site goes in /etc/gputune/profiles/NAME.toml)"
+                ),
+            ));
+        }
+        if let Some((first, at)) = &found {
+            return Err((
+                i + 1,
+                format!("a second profile name `{shown}`: line {at} already names `{first}`"),
+            ));
+        }
+        found = Some((word.to_string(), i + 1));
+    }
+    match found {
+        Some(f) => Ok(Some(f)),
+        None => Err((1, "names no profile (write one profile name)".into())),
+    }
 }
 
 /// The rule above over facts already read.
@@ -86,6 +156,31 @@ mod tests {
     /// A virtual interface (lo, docker0) that is up.
     fn virtual_up(name: &str, speed: Option<u64>) -> Link {
         link(name, false, true, speed)
+    }
+
+    #[test]
+    fn site_default_files() {
+        /// The text, and its name and line or the line of the error.
+        type Case = (&'static str, Result<Option<(&'static str, usize)>, usize>);
+        let cases: &[Case] = &[
+            ("ddp-25gbe\n", Ok(Some(("ddp-25gbe", 1)))),
+            (
+                "# our fleet\n\n  site-h100  # 8x H100\n",
+                Ok(Some(("site-h100", 3))),
+            ),
+            ("", Err(1)),
+            ("# nothing\n", Err(1)),
+            ("a\nb\n", Err(2)),
+            ("../../etc/shadow\n", Err(1)),
+            ("/etc/gputune/x.toml\n", Err(1)),
+            ("two words\n", Err(1)),
+            ("-x\n", Err(1)),
+        ];
+        for (text, want) in cases {
+            let got = parse_site_default(text).map_err(|(line, _)| line);
+            let want = want.map(|o| o.map(|(n, l)| (n.to_string(), l)));
+            assert_eq!(got, want, "{text:?}");
+        }
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 pub mod boot;
 pub mod kernel;
+pub mod writable;
 
 use std::collections::BTreeMap;
 
@@ -65,9 +66,38 @@ pub fn audit(ctx: &Context, area: Area, is_sysctl: impl Fn(&str) -> bool) -> Vec
                 Ok(boot) => live_and_boot(&check, setting, read, target, boot.get(name)),
             }
         })
+        .map(|f| {
+            if persisted {
+                f
+            } else {
+                unless_read_only(ctx, f)
+            }
+        })
         .collect();
     findings.extend(super::tuned::conflicts(ctx, area, &settings));
     findings
+}
+
+/// A live finding apply would fix on a sysctl this node will not let anyone change here (a
+/// container, a network namespace): a skip with the reason, keeping what was read and the
+/// change, which apply then lists as left out instead of failing on it.
+fn unless_read_only(ctx: &Context, finding: Finding) -> Finding {
+    if !matches!(finding.status, Status::Fail | Status::Warn) {
+        return finding;
+    }
+    let Some(Change::Sysctl { key, .. }) = &finding.change else {
+        return finding;
+    };
+    let Some(why) = writable::read_only(ctx.root, key) else {
+        return finding;
+    };
+    let verdict = finding.status.name();
+    Finding {
+        status: Status::Skip,
+        message: format!("read-only here, so not judged ({verdict} otherwise): {why}"),
+        fix: String::new(),
+        ..finding
+    }
 }
 
 /// A sysctl's value as read: live, or with `--persisted` what the files set (else the kernel
@@ -88,6 +118,11 @@ fn read_finding(
     let name = sysctl::sysctl_of(check.id());
     match read {
         Err(e) => check.error(e.clone()),
+        // Kernels before 6.x show the init namespace's net.core limits in no other one.
+        Ok(None) if writable::INIT_NETNS_ONLY.contains(&name) => check.skip(format!(
+            "{} is absent: this kernel has no {name}, or it belongs to the init network namespace and this process runs in another one (set it on the host)",
+            sysctl::host_path(name)
+        )),
         Ok(None) => check.skip(format!(
             "this kernel has no {name} ({} is absent)",
             sysctl::host_path(name)
@@ -436,6 +471,50 @@ description = "test"
 
     const SOMAXCONN: &str = "/proc/sys/net/core/somaxconn";
     const OURS: &str = "/etc/sysctl.d/90-gputune.conf";
+
+    #[test]
+    fn read_only_sysctls_are_skipped_with_the_value_and_the_change_kept() {
+        let rw = "proc /proc proc rw 0 0\n";
+        let ro = "proc /proc proc rw 0 0\nproc /proc/sys proc ro,nosuid 0 0\n";
+        let node = |mounts: &str| {
+            audit_node(
+                &[
+                    (SOMAXCONN, "128\n"),
+                    ("/proc/sys/net/ipv4/tcp_sack", "1\n"),
+                    ("/proc/mounts", mounts),
+                ],
+                false,
+            )
+        };
+        assert_eq!(node(rw)["net.core.somaxconn"].status, Status::Fail);
+        let findings = node(ro);
+        let f = &findings["net.core.somaxconn"];
+        assert_eq!(
+            (f.status, f.actual.as_str()),
+            (Status::Skip, "128"),
+            "{f:?}"
+        );
+        assert!(
+            f.message.starts_with(
+                "read-only here, so not judged (fail otherwise): /proc/sys is mounted read-only"
+            ),
+            "{}",
+            f.message
+        );
+        assert_eq!(f.fix, "");
+        assert_eq!(
+            f.change,
+            Some(Change::Sysctl {
+                key: "net.core.somaxconn".into(),
+                value: "4096".into()
+            })
+        );
+        // What passes stays a pass; --persisted judges files, which a read-only /proc/sys
+        // does not touch.
+        assert_eq!(findings["net.ipv4.tcp_sack"].status, Status::Pass);
+        let persisted = audit_node(&[(SOMAXCONN, "128\n"), ("/proc/mounts", ro)], true);
+        assert_ne!(persisted["net.core.somaxconn"].status, Status::Skip);
+    }
 
     #[test]
     fn live_values_are_checked_against_boot_files() {
