@@ -120,6 +120,21 @@ const CASES: &[Case] = &[
         sandbox: Host("audit"),
         exit: &[1],
     },
+    Case {
+        command: "gputune audit --skip platform.acs,ulimit.nofile",
+        sandbox: Host("audit"),
+        exit: &[1],
+    },
+    Case {
+        command: "gputune audit --verbose",
+        sandbox: Host("audit"),
+        exit: &[1],
+    },
+    Case {
+        command: "gputune audit --verbose --skip platform.acs,logind.RemoveIPC",
+        sandbox: Host("audit"),
+        exit: &[1],
+    },
     // profiles
     Case {
         command: "gputune profiles list",
@@ -153,6 +168,12 @@ const CASES: &[Case] = &[
         sandbox: Host("apply"),
         // What has no mechanical fix (the cgroup hierarchy) still fails, as audit would.
         exit: PASS_OR_FINDINGS,
+    },
+    Case {
+        command: "sudo gputune apply --profile ddp-10gbe --skip vm.swappiness",
+        sandbox: Host("apply"),
+        // No terminal to ask: a script is refused (tests/apply_confirm.rs answers a terminal).
+        exit: &[2],
     },
     Case {
         command: "sudo gputune rollback",
@@ -232,6 +253,33 @@ const CASES: &[Case] = &[
         command: "gputune bench allreduce --backend tcp --algo ring",
         sandbox: Host("bench"),
         exit: &[0],
+    },
+    Case {
+        command: "torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend static --master-addr n01 --master-port 29500 --node-rank $NODE --no-python gputune bench allreduce",
+        sandbox: Elsewhere(
+            "launchers",
+            "needs two nodes and torchrun; tests/bench_allreduce.rs starts ranks with torchrun's variables",
+            None,
+        ),
+        exit: PASS_OR_FINDINGS,
+    },
+    Case {
+        command: "srun --ntasks-per-node=8 gputune bench allreduce --min-busbw 40",
+        sandbox: Elsewhere(
+            "launchers",
+            "needs nodes with GPUs under Slurm; tests/slurm.rs runs gputune under srun",
+            None,
+        ),
+        exit: PASS_OR_FINDINGS,
+    },
+    Case {
+        command: "mpirun -np 16 -x MASTER_ADDR=n01 -x MASTER_PORT=29500 gputune bench allreduce",
+        sandbox: Elsewhere(
+            "launchers",
+            "needs 16 ranks on two nodes; tests/bench_allreduce.rs starts ranks with Open MPI's variables",
+            None,
+        ),
+        exit: PASS_OR_FINDINGS,
     },
     Case {
         command: "srun -N 16 --ntasks-per-node=1 gputune bench allreduce --backend tcp --pairs -b 64M -e 64M",
@@ -368,7 +416,7 @@ const CASES: &[Case] = &[
 
 /// Every documented command with where it is documented: the README's `sh` blocks (comment
 /// lines skipped, trailing comments cut, continuation lines joined) and the man pages'
-/// EXAMPLES.
+/// EXAMPLES (section 1, the commands).
 fn documented() -> BTreeMap<String, Vec<String>> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut found: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -384,6 +432,9 @@ fn documented() -> BTreeMap<String, Vec<String>> {
         .map(|e| e.unwrap().path())
         .collect();
     pages.sort();
+    // Section 1 pages are commands; the others' examples are files (a profile in
+    // gputune-profile(5)).
+    pages.retain(|p| p.extension().is_some_and(|e| e == "1"));
     for page in pages {
         let name = page.file_name().unwrap().to_string_lossy().into_owned();
         for command in man_examples(&fs::read_to_string(&page).unwrap()) {
