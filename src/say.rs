@@ -47,3 +47,39 @@ macro_rules! say {
         $crate::say::write(&format!("{}\n", format_args!($($arg)*)))
     };
 }
+
+/// `text` without control characters (C0, DEL, C1) and without the Unicode format characters
+/// that reorder or hide text (bidirectional overrides and isolates, zero-width joiners):
+/// what every string that came from a host, an image, a report or a log goes through before
+/// it reaches a terminal or another program, so it cannot clear a screen, move the cursor,
+/// forge a line or disguise itself. Borrowed when there is nothing to strip.
+pub fn clean(text: &str) -> std::borrow::Cow<'_, str> {
+    fn hostile(c: char) -> bool {
+        c.is_control()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+    }
+    if text.chars().any(hostile) {
+        std::borrow::Cow::Owned(text.chars().filter(|&c| !hostile(c)).collect())
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn clean_strips_what_drives_a_terminal() {
+        let cases = [
+            ("gpu01", "gpu01"),
+            ("\u{1b}[2J\u{1b}[HNo drift", "[2J[HNo drift"),
+            ("a\nb\rc\td\u{7f}e\u{9b}f", "abcdef"),
+            ("evil\u{202e}txt.json", "eviltxt.json"),
+            ("zero\u{200b}width", "zerowidth"),
+            ("ünïcode ok", "ünïcode ok"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(super::clean(input), want, "{input:?}");
+        }
+        assert!(matches!(super::clean("plain"), std::borrow::Cow::Borrowed(_)));
+    }
+}
