@@ -128,6 +128,10 @@ fn exit_status(page: &str) -> Vec<(&'static str, &'static str)> {
             "Runtime error that stopped the job: host unreadable, required library missing, permission denied, a rank died, a path escaping --root, an invalid journal.",
         ),
     ];
+    if page == "gputune-fleet" {
+        codes[1].1 = "A node fails or errs on a check, or a value that must be alike on every node of a job (kernel, gpu and nic values, host facts) differs.";
+        codes[3].1 = "No audit report could be read (each file or document that could not is named on standard error and skipped).";
+    }
     if page == "gputune-health" {
         codes.push((
             "npd",
@@ -339,12 +343,20 @@ fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
         ],
         "gputune-fleet" => &[
             (
-                "The odd node out, from a parallel shell:",
+                "Value groups per check, nodes as hostlists, from a parallel shell:",
                 "clush -w gpu[01-64] -b 'gputune audit --format json' | gputune fleet -",
             ),
             (
                 "From reports collected with srun, as JSON:",
                 "gputune fleet reports/ --format json",
+            ),
+            (
+                "The hostlist of the nodes that fail a check, for scontrol update nodename=... state=drain or pdsh -w:",
+                "gputune fleet reports/ --failing",
+            ),
+            (
+                "Nodes passing and failing per check, for a fleet dashboard:",
+                "gputune fleet reports/ --format prometheus",
             ),
         ],
         "gputune-bench" | "gputune-bench-allreduce" => &[

@@ -48,16 +48,23 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 pub fn table(a: &Analysis, reading: &Reading) -> String {
     let count = |v: KeyVerdict, views: &[KeyView]| views.iter().filter(|k| k.verdict == v).count();
     let mut out = format!(
-        "gputune fleet: {}, {} failing, {} failing, {} differing\n",
+        "gputune fleet: {}, {} failing",
         plural(a.nodes(), "node", "nodes"),
-        a.failing.len(),
-        plural(count(KeyVerdict::Fail, &a.checks), "check", "checks"),
-        plural(
-            count(KeyVerdict::Differs, &a.checks) + count(KeyVerdict::Differs, &a.facts),
-            "check or fact",
-            "checks or facts"
-        ),
+        a.failing.len()
     );
+    let failing_checks = count(KeyVerdict::Fail, &a.checks);
+    if failing_checks > 0 {
+        out.push_str(&format!("; {} fail", plural(failing_checks, "check", "checks")));
+    }
+    let differing = count(KeyVerdict::Differs, &a.checks) + count(KeyVerdict::Differs, &a.facts);
+    if differing > 0 {
+        out.push_str(&format!(
+            "; {} that must be alike {}",
+            plural(differing, "value", "values"),
+            if differing == 1 { "differs" } else { "differ" }
+        ));
+    }
+    out.push('\n');
     if !a.failing.is_empty() {
         out.push_str(&format!("failing: {}\n", a.hostlist(&a.failing)));
     }

@@ -92,11 +92,15 @@ fn judge<'a>(key: &'a Key, fact: bool, nodes: u32) -> KeyView<'a> {
         .map(|g| g.nodes.len())
         .sum();
     // Values measured: a skip is none, and for a check neither is a missing report.
-    let values = groups
+    // (Two profiles' expectations of one value are one value.)
+    let mut measured: Vec<(Option<Status>, &str)> = groups
         .iter()
         .filter(|g| g.status != Some(Status::Skip))
-        .count()
-        + usize::from(fact && !absent.is_empty());
+        .map(|g| (g.status, g.value.as_str()))
+        .collect();
+    measured.sort_unstable();
+    measured.dedup();
+    let values = measured.len() + usize::from(fact && !absent.is_empty());
     let verdict = if failing_nodes > 0 {
         KeyVerdict::Fail
     } else if values > 1 && (fact || ALIKE_AREAS.contains(&key.area.as_str())) {
