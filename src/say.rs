@@ -80,6 +80,9 @@ mod tests {
         for (input, want) in cases {
             assert_eq!(super::clean(input), want, "{input:?}");
         }
-        assert!(matches!(super::clean("plain"), std::borrow::Cow::Borrowed(_)));
+        assert!(matches!(
+            super::clean("plain"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 }

@@ -35,7 +35,14 @@ fn node(dir: &Path, from: &str, host: &str, kernel: Option<&str>) -> PathBuf {
 /// `gputune audit --format json` of `root`, as the documented command writes it.
 fn audit(root: &Path) -> String {
     let out = gputune()
-        .args(["audit", "--profile", "ddp-10gbe", "--format", "json", "--root"])
+        .args([
+            "audit",
+            "--profile",
+            "ddp-10gbe",
+            "--format",
+            "json",
+            "--root",
+        ])
         .arg(root)
         .output()
         .unwrap();
@@ -72,7 +79,9 @@ fn set(report: &mut Value, id: &str, status: &str, actual: &str) {
 
 fn fleet(args: &[&str], stdin: Option<String>) -> (Option<i32>, String, String) {
     let mut cmd = gputune();
-    cmd.arg("fleet").args(args).timeout(Duration::from_secs(120));
+    cmd.arg("fleet")
+        .args(args)
+        .timeout(Duration::from_secs(120));
     if let Some(input) = stdin {
         cmd.write_stdin(input);
     }
@@ -109,17 +118,31 @@ fn groups_real_reports_failing_first_with_hostlists() {
 
     let (code, stdout, stderr) = fleet(&[dir_arg], None);
     assert_eq!(code, Some(1), "{stdout}{stderr}");
-    assert!(stdout.starts_with("gputune fleet: 4 nodes, 1 failing; "), "{stdout}");
+    assert!(
+        stdout.starts_with("gputune fleet: 4 nodes, 1 failing; "),
+        "{stdout}"
+    );
     assert!(stdout.lines().any(|l| l == "failing: gpu04"), "{stdout}");
     // The profile decides: the one failing node is the wrong one, listed first.
     let rmem = block(&stdout, "FAIL net.core.rmem_max (network)");
-    assert!(rmem[1].contains(" fail ") && rmem[1].ends_with("  gpu04"), "{stdout}");
+    assert!(
+        rmem[1].contains(" fail ") && rmem[1].ends_with("  gpu04"),
+        "{stdout}"
+    );
     assert!(rmem[1].trim_start().starts_with("1  fail"), "{stdout}");
-    assert!(rmem[2].contains(" pass ") && rmem[2].ends_with("  gpu[01-03]"), "{stdout}");
+    assert!(
+        rmem[2].contains(" pass ") && rmem[2].ends_with("  gpu[01-03]"),
+        "{stdout}"
+    );
     // A fact that must be alike: the kernel of gpu03.
     let kernel = block(&stdout, "DIFFERS kernel (fact)");
     assert!(kernel[1].ends_with("  gpu[01-02]"), "{stdout}");
-    assert!(kernel[2..4].iter().any(|l| l.contains("6.8.0-31-generic") && l.ends_with("  gpu03")), "{stdout}");
+    assert!(
+        kernel[2..4]
+            .iter()
+            .any(|l| l.contains("6.8.0-31-generic") && l.ends_with("  gpu03")),
+        "{stdout}"
+    );
     // Failing checks come before the facts that differ.
     assert!(stdout.find("FAIL ").unwrap() < stdout.find("DIFFERS ").unwrap());
 
@@ -156,7 +179,10 @@ fn groups_real_reports_failing_first_with_hostlists() {
         "gputune_fleet_check_nodes{id=\"net.core.rmem_max\",area=\"network\",status=\"pass\"} 3",
         "gputune_fleet_fact_values{name=\"kernel\"} 2",
     ] {
-        assert!(stdout.lines().any(|l| l == line), "{line} not in:\n{stdout}");
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "{line} not in:\n{stdout}"
+        );
     }
 
     // The same reports as a pdsh stream: prefixed lines, interleaved between hosts.
@@ -178,7 +204,10 @@ fn groups_real_reports_failing_first_with_hostlists() {
     }
     let (code, stdout, stderr) = fleet(&["-"], Some(stream));
     assert_eq!(code, Some(1), "{stdout}{stderr}");
-    assert!(stdout.starts_with("gputune fleet: 3 nodes, 1 failing"), "{stdout}");
+    assert!(
+        stdout.starts_with("gputune fleet: 3 nodes, 1 failing"),
+        "{stdout}"
+    );
 
     // Three alike tuned nodes: nothing to say, exit 0.
     for gone in ["gpu03", "gpu04"] {
@@ -186,20 +215,32 @@ fn groups_real_reports_failing_first_with_hostlists() {
     }
     let (code, stdout, _) = fleet(&[dir_arg], None);
     assert_eq!(code, Some(0), "{stdout}");
-    assert!(stdout.contains("Every node has the same verdict and value"), "{stdout}");
+    assert!(
+        stdout.contains("Every node has the same verdict and value"),
+        "{stdout}"
+    );
 
     // Each node passes on its own, but one uses another GID index: it differs, exit 1,
     // and the others' absence of the setting is a value of its own.
     let odd = node(dir.path(), "tuned-node", "gpu06", None);
     std::fs::write(odd.join("etc/nccl.conf"), "NCCL_IB_GID_INDEX=5\n").unwrap();
     let report = audit(&odd);
-    assert_eq!(serde_json::from_str::<Value>(&report).unwrap()["passed"], true);
+    assert_eq!(
+        serde_json::from_str::<Value>(&report).unwrap()["passed"],
+        true
+    );
     std::fs::write(reports.join("gpu06.json"), report).unwrap();
     let (code, stdout, _) = fleet(&[dir_arg], None);
     assert_eq!(code, Some(1), "{stdout}");
     let gid = block(&stdout, "DIFFERS nccl_conf.NCCL_IB_GID_INDEX (fact)");
-    assert!(gid[1].contains(" 5 ") && gid[1].ends_with("gpu06"), "{stdout}");
-    assert!(gid[2].contains("(absent)") && gid[2].ends_with("gpu[01-02]"), "{stdout}");
+    assert!(
+        gid[1].contains(" 5 ") && gid[1].ends_with("gpu06"),
+        "{stdout}"
+    );
+    assert!(
+        gid[2].contains("(absent)") && gid[2].ends_with("gpu[01-02]"),
+        "{stdout}"
+    );
     let (_, failing, _) = fleet(&[dir_arg, "--failing"], None);
     assert_eq!(failing, "", "no node fails a check: nothing to drain");
 }
@@ -223,11 +264,25 @@ fn ten_thousand_nodes_read_in_forty_lines() {
     }
     let (code, stdout, stderr) = fleet(&["-"], Some(stream));
     assert_eq!(code, Some(1), "{stderr}");
-    assert!(stdout.lines().count() <= 40, "{} lines:\n{stdout}", stdout.lines().count());
-    assert!(stdout.starts_with("gputune fleet: 10000 nodes, 10000 failing"), "{stdout}");
+    assert!(
+        stdout.lines().count() <= 40,
+        "{} lines:\n{stdout}",
+        stdout.lines().count()
+    );
+    assert!(
+        stdout.starts_with("gputune fleet: 10000 nodes, 10000 failing"),
+        "{stdout}"
+    );
     let rmem = block(&stdout, "FAIL net.core.rmem_max");
-    assert!(rmem[1].contains("9989  fail") && rmem[1].ends_with("gpu[00001-00996,00998-01000,01011-10000]"), "{stdout}");
-    assert!(rmem[2].contains("11  pass") && rmem[2].ends_with("gpu[00997,01001-01010]"), "{stdout}");
+    assert!(
+        rmem[1].contains("9989  fail")
+            && rmem[1].ends_with("gpu[00001-00996,00998-01000,01011-10000]"),
+        "{stdout}"
+    );
+    assert!(
+        rmem[2].contains("11  pass") && rmem[2].ends_with("gpu[00997,01001-01010]"),
+        "{stdout}"
+    );
     let kernel = block(&stdout, "DIFFERS kernel (fact)");
     assert!(kernel[2].ends_with(" gpu05000"), "{stdout}");
 }
@@ -257,7 +312,12 @@ fn a_skip_is_not_a_value() {
     let (code, stdout, _) = fleet(&["-"], Some(stream));
     assert_eq!(code, Some(1), "{stdout}");
     let nccl = block(&stdout, "DIFFERS nccl.version (gpu)");
-    assert!(nccl.iter().take(4).any(|l| l.contains("(skipped)") && l.ends_with("gpu[02-03]")), "{stdout}");
+    assert!(
+        nccl.iter()
+            .take(4)
+            .any(|l| l.contains("(skipped)") && l.ends_with("gpu[02-03]")),
+        "{stdout}"
+    );
 }
 
 /// One node reported twice (under names that differ in case, a trailing dot and spaces)
@@ -272,9 +332,15 @@ fn a_node_reported_twice_is_named_not_counted_twice() {
     }
     let (code, stdout, stderr) = fleet(&["-"], Some(stream.clone()));
     assert_eq!(code, Some(0), "{stdout}{stderr}");
-    assert!(stdout.starts_with("gputune fleet: 2 nodes, 0 failing"), "{stdout}");
+    assert!(
+        stdout.starts_with("gputune fleet: 2 nodes, 0 failing"),
+        "{stdout}"
+    );
     let dups = block(&stdout, "2 reports name a node reported more than once");
-    assert!(dups[1].contains("gpu01: counted <stdin>: byte 0, not <stdin>: byte "), "{stdout}");
+    assert!(
+        dups[1].contains("gpu01: counted <stdin>: byte 0, not <stdin>: byte "),
+        "{stdout}"
+    );
     let (_, stdout, _) = fleet(&["-", "--format", "json"], Some(stream));
     let doc: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(doc["nodes"], 2);
@@ -287,7 +353,12 @@ fn a_node_reported_twice_is_named_not_counted_twice() {
 fn control_characters_never_reach_the_terminal() {
     let template = report_of("untuned-node");
     let mut a = with_host(&template, "gpu01");
-    set(&mut a, "net.core.rmem_max", "fail", "\u{1b}[2J\u{1b}[HNo drift\r\n");
+    set(
+        &mut a,
+        "net.core.rmem_max",
+        "fail",
+        "\u{1b}[2J\u{1b}[HNo drift\r\n",
+    );
     let b = with_host(&template, "gpu\u{1b}[31m02");
     let mut c = with_host(&template, "gpu03");
     c["host"]["facts"]["nic.eth0.\u{1b}]0;title\u{7}"] = Value::from("x\u{9b}y");
@@ -308,7 +379,10 @@ fn control_characters_never_reach_the_terminal() {
         if format == "table" {
             assert!(stdout.contains("[2J[HNo drift"), "{stdout}");
             // The host name with an escape in it is not a host name: named, skipped.
-            assert!(stderr.contains("\"gpu[31m02\" is not a host name"), "{stderr}");
+            assert!(
+                stderr.contains("\"gpu[31m02\" is not a host name"),
+                "{stderr}"
+            );
         }
     }
 }
@@ -319,15 +393,23 @@ fn control_characters_never_reach_the_terminal() {
 fn malformed_documents_are_named_and_skipped() {
     let template = report_of("tuned-node");
     let good = |host: &str| serde_json::to_string(&with_host(&template, host)).unwrap();
-    let broken = "{\"schema_version\": 1, \"host\": {\"hostname\": \"gpu02\"}, \"findings\": [tru]}";
-    let stream = format!("{}\n{broken}\n{}\n{{\"not\": \"a report\"}}\n", good("gpu01"), good("gpu03"));
+    let broken =
+        "{\"schema_version\": 1, \"host\": {\"hostname\": \"gpu02\"}, \"findings\": [tru]}";
+    let stream = format!(
+        "{}\n{broken}\n{}\n{{\"not\": \"a report\"}}\n",
+        good("gpu01"),
+        good("gpu03")
+    );
     let at = good("gpu01").len() + 1 + broken.find("tru]").unwrap() + 3;
     let (code, stdout, stderr) = fleet(&["-"], Some(stream));
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(stdout.starts_with("gputune fleet: 2 nodes"), "{stdout}");
     let want = format!("<stdin>: byte {at}: not a JSON document");
     assert!(stderr.contains(&want), "{want} not in {stderr}");
-    assert!(stderr.contains("not a gputune audit report: missing field `schema_version`"), "{stderr}");
+    assert!(
+        stderr.contains("not a gputune audit report: missing field `schema_version`"),
+        "{stderr}"
+    );
     assert!(stdout.contains("2 documents or files skipped"), "{stdout}");
 
     // A document cut off by the end of the file.
@@ -336,7 +418,10 @@ fn malformed_documents_are_named_and_skipped() {
     std::fs::write(&cut, &good("gpu01")[..500]).unwrap();
     let (code, _, stderr) = fleet(&[cut.to_str().unwrap()], None);
     assert_eq!(code, Some(3), "{stderr}");
-    assert!(stderr.contains("cut.json: byte 0: a document cut off by the end of the input"), "{stderr}");
+    assert!(
+        stderr.contains("cut.json: byte 0: a document cut off by the end of the input"),
+        "{stderr}"
+    );
     assert!(stderr.contains("no readable audit report"), "{stderr}");
 
     // 100,000 tiny documents in one file: each named or counted, none readable, exit 3,
@@ -369,10 +454,22 @@ fn only_regular_files_are_read_from_a_directory() {
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     let (code, stdout, stderr) = fleet(&[reports.to_str().unwrap()], None);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
-    assert!(stdout.starts_with("gputune fleet: 1 node, 0 failing"), "{stdout}");
-    assert!(stderr.contains("x.json: a file of the kernel's pseudo file systems, passed over"), "{stderr}");
-    assert!(stderr.contains("y.json: a file of the kernel's pseudo file systems"), "{stderr}");
-    assert!(stderr.contains("z.json: not a regular file, passed over"), "{stderr}");
+    assert!(
+        stdout.starts_with("gputune fleet: 1 node, 0 failing"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("x.json: a file of the kernel's pseudo file systems, passed over"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("y.json: a file of the kernel's pseudo file systems"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("z.json: not a regular file, passed over"),
+        "{stderr}"
+    );
 
     // Named directly, the FIFO is read.
     let body = serde_json::to_string(&with_host(&template, "gpu02")).unwrap();
@@ -386,5 +483,8 @@ fn only_regular_files_are_read_from_a_directory() {
     let (code, stdout, stderr) = fleet(&[fifo.to_str().unwrap()], None);
     writer.join().unwrap();
     assert_eq!(code, Some(0), "{stdout}{stderr}");
-    assert!(stdout.starts_with("gputune fleet: 1 node, 0 failing"), "{stdout}");
+    assert!(
+        stdout.starts_with("gputune fleet: 1 node, 0 failing"),
+        "{stdout}"
+    );
 }

@@ -187,12 +187,7 @@ mod tests {
 /// A host name split for ordering and compression: the text before a trailing number, and
 /// that number's digits (empty when the name does not end in one).
 fn split_number(host: &str) -> (&str, &str) {
-    let digits = host.len()
-        - host
-            .bytes()
-            .rev()
-            .take_while(u8::is_ascii_digit)
-            .count();
+    let digits = host.len() - host.bytes().rev().take_while(u8::is_ascii_digit).count();
     // A number too long for u64 is not one to count with: the name stays whole.
     if host.len() - digits > 19 {
         return (host, "");
@@ -302,7 +297,10 @@ mod compress_tests {
     fn compresses_to_what_expands_back() {
         let cases: &[(&[&str], &str)] = &[
             (&["n1"], "n1"),
-            (&["gpu02", "gpu01", "gpu03", "gpu07", "io1"], "gpu[01-03,07],io1"),
+            (
+                &["gpu02", "gpu01", "gpu03", "gpu07", "io1"],
+                "gpu[01-03,07],io1",
+            ),
             (&["x9", "x10", "x11"], "x[9-11]"),
             (&["x098", "x099", "x100"], "x[098-100]"),
             // n01 is not n1: both kept, each where it expands back.

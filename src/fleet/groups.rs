@@ -129,7 +129,14 @@ impl Fleet {
         self.origins.push(doc.origin);
         for c in doc.checks {
             let key = entry(&mut self.checks, &mut self.check_index, &c.id, &c.area);
-            add(key, &self.hasher, node, Some(c.status), &c.expected, c.actual);
+            add(
+                key,
+                &self.hasher,
+                node,
+                Some(c.status),
+                &c.expected,
+                c.actual,
+            );
         }
         for (name, value) in doc.facts {
             let key = entry(&mut self.facts, &mut self.fact_index, &name, "fact");

@@ -110,9 +110,7 @@ pub fn produce(args: &[PathBuf], stdin: &mut dyn Read, send: &mut dyn FnMut(Batc
                     Err(problem) => out.problem(problem),
                 }
             }
-            Ok(meta)
-                if meta.file_type().is_char_device() || meta.file_type().is_block_device() =>
-            {
+            Ok(meta) if meta.file_type().is_char_device() || meta.file_type().is_block_device() => {
                 match File::open(arg) {
                     Ok(file) => stream(&shown, file, &mut out),
                     Err(e) => out.problem(format!("{shown}: {e}")),
@@ -155,9 +153,7 @@ fn directory(dir: &Path, shown: &str, out: &mut Batcher) {
 /// directory, a file of procfs, sysfs and their kind is refused too (`/proc/kmsg` is a
 /// "regular" file whose read waits for the kernel and takes its messages from syslog).
 fn open_regular(path: &Path, shown: &str, via_directory: bool) -> Result<File, String> {
-    let refuse = |what: &str| {
-        format!("{shown}: {what}, passed over (name it directly to read it)")
-    };
+    let refuse = |what: &str| format!("{shown}: {what}, passed over (name it directly to read it)");
     let meta = std::fs::metadata(path).map_err(|e| format!("{shown}: {e}"))?;
     if !meta.is_file() {
         return Err(refuse("not a regular file"));

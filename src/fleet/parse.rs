@@ -52,7 +52,11 @@ pub fn node_doc(origin: &str, offset: u64, bytes: &[u8]) -> Result<NodeDoc, Stri
         } else {
             "not a JSON document"
         };
-        format!("{origin}: byte {}: {what}: {}", offset + inner, clean(&e.to_string()))
+        format!(
+            "{origin}: byte {}: {what}: {}",
+            offset + inner,
+            clean(&e.to_string())
+        )
     })?;
     if !(1..=SCHEMA_VERSION).contains(&parsed.schema_version) {
         return Err(format!(
@@ -160,12 +164,20 @@ mod tests {
             "r.json: byte 101: not a gputune audit report: missing field `schema_version` at line 1 column 2"
         );
         let e = err("{\n\"a\": tru }");
-        assert!(e.starts_with("r.json: byte 110: not a JSON document"), "{e}");
+        assert!(
+            e.starts_with("r.json: byte 110: not a JSON document"),
+            "{e}"
+        );
         assert!(err(&report("n1", "{\"id\": 1}")).contains("not a gputune audit report"));
         let bad = report("n1", "").replace("\"schema_version\": 1", "\"schema_version\": 99");
-        assert!(err(&bad).contains("schema_version 99 is not one"), "{}", err(&bad));
+        assert!(
+            err(&bad).contains("schema_version 99 is not one"),
+            "{}",
+            err(&bad)
+        );
         assert!(err(&report("a[1]", "")).contains("\"a[1]\" is not a host name"));
-        let status = r#"{"id": "x", "area": "network", "status": "maybe", "expected": "", "actual": ""}"#;
+        let status =
+            r#"{"id": "x", "area": "network", "status": "maybe", "expected": "", "actual": ""}"#;
         assert!(err(&report("n1", status)).contains("unknown variant `maybe`"));
     }
 }

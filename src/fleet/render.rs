@@ -54,7 +54,10 @@ pub fn table(a: &Analysis, reading: &Reading) -> String {
     );
     let failing_checks = count(KeyVerdict::Fail, &a.checks);
     if failing_checks > 0 {
-        out.push_str(&format!("; {} fail", plural(failing_checks, "check", "checks")));
+        out.push_str(&format!(
+            "; {} fail",
+            plural(failing_checks, "check", "checks")
+        ));
     }
     let differing = count(KeyVerdict::Differs, &a.checks) + count(KeyVerdict::Differs, &a.facts);
     if differing > 0 {
@@ -91,12 +94,22 @@ pub fn table(a: &Analysis, reading: &Reading) -> String {
             .iter()
             .map(|g| {
                 let status = g.status.map_or("", Status::name);
-                (g.nodes.len().to_string(), status, shown_value(g), a.hostlist(&g.nodes))
+                (
+                    g.nodes.len().to_string(),
+                    status,
+                    shown_value(g),
+                    a.hostlist(&g.nodes),
+                )
             })
             .collect();
         if !view.absent.is_empty() {
             let what = if fact { "(absent)" } else { "(not reported)" };
-            rows.push((view.absent.len().to_string(), "", what.into(), a.hostlist(&view.absent)));
+            rows.push((
+                view.absent.len().to_string(),
+                "",
+                what.into(),
+                a.hostlist(&view.absent),
+            ));
         }
         let value_width = rows
             .iter()
@@ -105,7 +118,11 @@ pub fn table(a: &Analysis, reading: &Reading) -> String {
             .max()
             .unwrap_or(0);
         for (n, status, value, hosts) in rows.iter().take(GROUPS_SHOWN) {
-            let status = if fact { String::new() } else { format!("{status:<5}  ") };
+            let status = if fact {
+                String::new()
+            } else {
+                format!("{status:<5}  ")
+            };
             let pad = value_width - value.chars().count();
             out.push_str(&format!(
                 "  {n:>width$}  {status}{value}{:pad$}  {hosts}\n",
@@ -122,7 +139,12 @@ pub fn table(a: &Analysis, reading: &Reading) -> String {
             ));
         }
     }
-    let alike = |views: &[KeyView]| views.iter().filter(|v| v.verdict == KeyVerdict::Alike).count();
+    let alike = |views: &[KeyView]| {
+        views
+            .iter()
+            .filter(|v| v.verdict == KeyVerdict::Alike)
+            .count()
+    };
     out.push('\n');
     if shown.is_empty() {
         out.push_str("Every node has the same verdict and value for every check and fact.\n");

@@ -309,8 +309,14 @@ mod tests {
     #[test]
     fn the_collectors_shapes() {
         // Concatenated, one per line, pretty-printed, and with strings that hold braces.
-        assert_eq!(texts("{}{\"a\":1}\n{\"b\":\"}{\\\"\"}"), ["{}", "{\"a\":1}", "{\"b\":\"}{\\\"\"}"]);
-        assert_eq!(texts("{\n \"h\": [1, {}]\n}\n{\"h\": 2}\n"), ["{\n \"h\": [1, {}]\n}", "{\"h\": 2}"]);
+        assert_eq!(
+            texts("{}{\"a\":1}\n{\"b\":\"}{\\\"\"}"),
+            ["{}", "{\"a\":1}", "{\"b\":\"}{\\\"\"}"]
+        );
+        assert_eq!(
+            texts("{\n \"h\": [1, {}]\n}\n{\"h\": 2}\n"),
+            ["{\n \"h\": [1, {}]\n}", "{\"h\": 2}"]
+        );
         // clush -b banners between documents are passed over.
         let clush = "---------------\nn1\n---------------\n{\"h\": 1}\n---------------\nn[2-3] (2)\n---------------\n{\n\"h\": 2\n}\n";
         assert_eq!(texts(clush), ["{\"h\": 1}", "{\n\"h\": 2\n}"]);
@@ -327,7 +333,14 @@ mod tests {
     fn offsets_and_problems() {
         let got = pieces(b"junk line\n  {\"a\": 1}  {\"b\": [\n");
         assert_eq!(got[0].0, 12);
-        assert_eq!(got[1], (22, None, "!a document cut off by the end of the input".into()));
+        assert_eq!(
+            got[1],
+            (
+                22,
+                None,
+                "!a document cut off by the end of the input".into()
+            )
+        );
         assert!(pieces(b"").is_empty());
         assert!(pieces(b"no json here\n").is_empty());
         // A document outgrowing the cap is named and passed over; the next one is found.
@@ -335,7 +348,11 @@ mod tests {
         big.resize(MAX_DOCUMENT + 10, b'x');
         big.extend_from_slice(b"\"}\n{\"b\": 1}");
         let got = pieces(&big);
-        assert!(got[0].2.starts_with("!a document larger than"), "{:?}", got[0].2);
+        assert!(
+            got[0].2.starts_with("!a document larger than"),
+            "{:?}",
+            got[0].2
+        );
         assert_eq!(got[1].2, "{\"b\": 1}");
     }
 

@@ -131,7 +131,11 @@ pub fn analyse(fleet: &Fleet) -> Analysis<'_> {
             ))
         })
     };
-    let mut checks: Vec<KeyView> = fleet.checks.iter().map(|k| judge(k, false, nodes)).collect();
+    let mut checks: Vec<KeyView> = fleet
+        .checks
+        .iter()
+        .map(|k| judge(k, false, nodes))
+        .collect();
     order(&mut checks);
     let mut facts: Vec<KeyView> = fleet.facts.iter().map(|k| judge(k, true, nodes)).collect();
     order(&mut facts);
@@ -155,9 +159,7 @@ pub fn analyse(fleet: &Fleet) -> Analysis<'_> {
             .chain(&facts)
             .all(|v| v.verdict != KeyVerdict::Differs);
     let mut sorted: Vec<u32> = (0..nodes).collect();
-    sorted.sort_by(|&a, &b| {
-        hostlist::order(&fleet.hosts[a as usize], &fleet.hosts[b as usize])
-    });
+    sorted.sort_by(|&a, &b| hostlist::order(&fleet.hosts[a as usize], &fleet.hosts[b as usize]));
     let mut rank = vec![0u32; nodes as usize];
     for (place, &node) in sorted.iter().enumerate() {
         rank[node as usize] = place as u32;
@@ -269,7 +271,8 @@ mod tests {
         fleet.fold(node("n1", &[], "6.1"));
         fleet.fold(node("n2", &[], "6.2"));
         let mut n3 = node("n3", &[], "6.1");
-        n3.facts.push(("nccl_conf.NCCL_IB_GID_INDEX".into(), "5".into()));
+        n3.facts
+            .push(("nccl_conf.NCCL_IB_GID_INDEX".into(), "5".into()));
         fleet.fold(n3);
         let a = analyse(&fleet);
         assert_eq!(view(&a, "kernel").verdict, KeyVerdict::Differs);

@@ -162,7 +162,13 @@ mod tests {
         let f = &parsed.findings[0];
         assert_eq!(
             (&*f.id, &*f.area, f.status, &*f.expected, &*f.actual),
-            ("net.core.rmem_max", "network", Status::Fail, ">= 16777216", "212992")
+            (
+                "net.core.rmem_max",
+                "network",
+                Status::Fail,
+                ">= 16777216",
+                "212992"
+            )
         );
         assert_eq!(parsed.findings[1].status, Status::Skip);
     }
