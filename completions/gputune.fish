@@ -35,7 +35,7 @@ complete -c gputune -n "__fish_gputune_needs_command" -f -a "topo" -d 'Show GPUs
 complete -c gputune -n "__fish_gputune_needs_command" -f -a "pin" -d 'Run a command bound to the CPUs and memory local to its GPU'
 complete -c gputune -n "__fish_gputune_needs_command" -f -a "bench" -d 'Benchmark collectives across the node\'s GPUs and between nodes'
 complete -c gputune -n "__fish_gputune_needs_command" -f -a "health" -d 'Audit as a Slurm health check or node-problem-detector plugin; drain/resume with --slurm'
-complete -c gputune -n "__fish_gputune_needs_command" -f -a "fleet" -d 'Compare many nodes\' audit reports: the odd node out, per check and per fact'
+complete -c gputune -n "__fish_gputune_needs_command" -f -a "fleet" -d 'Compare many nodes\' audit reports: value groups per check and fact, nodes as hostlists'
 complete -c gputune -n "__fish_gputune_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c gputune -n "__fish_gputune_using_subcommand audit" -l profile -d 'Profile name or TOML file [default: chosen from the node, see `gputune profiles list`]' -r
 complete -c gputune -n "__fish_gputune_using_subcommand audit" -l format -d 'Output format' -r -f -a "table\t''
@@ -270,9 +270,11 @@ complete -c gputune -n "__fish_gputune_using_subcommand health" -l slurm -d 'Dra
 complete -c gputune -n "__fish_gputune_using_subcommand health" -l strict -d 'Treat warnings as failures'
 complete -c gputune -n "__fish_gputune_using_subcommand health" -s h -l help -d 'Print help'
 complete -c gputune -n "__fish_gputune_using_subcommand fleet" -l format -d 'Output format' -r -f -a "table\t''
-json\t''"
+json\t''
+prometheus\t''"
 complete -c gputune -n "__fish_gputune_using_subcommand fleet" -l output -d 'Write the result to FILE (atomically) instead of stdout' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand fleet" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand fleet" -l failing -d 'Print only the hostlist of the nodes that fail a check (for scontrol or pdsh -w)'
 complete -c gputune -n "__fish_gputune_using_subcommand fleet" -s h -l help -d 'Print help'
 complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "audit" -d 'Check the node against a profile and report every finding with its fix'
 complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "apply" -d 'Apply a profile: preview, journal, apply, verify and persist'
@@ -282,7 +284,7 @@ complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_see
 complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "pin" -d 'Run a command bound to the CPUs and memory local to its GPU'
 complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "bench" -d 'Benchmark collectives across the node\'s GPUs and between nodes'
 complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "health" -d 'Audit as a Slurm health check or node-problem-detector plugin; drain/resume with --slurm'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "fleet" -d 'Compare many nodes\' audit reports: the odd node out, per check and per fact'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "fleet" -d 'Compare many nodes\' audit reports: value groups per check and fact, nodes as hostlists'
 complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c gputune -n "__fish_gputune_using_subcommand help; and __fish_seen_subcommand_from profiles" -f -a "list" -d 'List built-in and site profiles (/etc/gputune/profiles wins on a name clash)'
 complete -c gputune -n "__fish_gputune_using_subcommand help; and __fish_seen_subcommand_from profiles" -f -a "show" -d 'Print a profile fully resolved (includes merged), each setting with its origin'

@@ -49,6 +49,9 @@ fn render_man(cmd: clap::Command, page: &str) -> Vec<u8> {
     if cmd.get_subcommands().next().is_some() {
         let _ = man.render_subcommands_section(&mut out);
     }
+    if let Some(sample) = sample_output(page) {
+        preformatted_section(&mut out, "OUTPUT", sample);
+    }
     section(&mut out, "EXIT STATUS", &exit_status(page));
     section(&mut out, "ENVIRONMENT", &environment(page));
     let files = files(page);
@@ -80,6 +83,25 @@ fn section(out: &mut Vec<u8>, title: &str, items: &[(&str, &str)]) {
             out.extend_from_slice(format!(".TP\n\\fB{}\\fR\n", roff_escape(term)).as_bytes());
         }
         out.extend_from_slice(format!("{}\n", roff_escape(text)).as_bytes());
+    }
+}
+
+/// What a command prints, where its shape is the point (the same text its `--help` ends with).
+fn sample_output(page: &str) -> Option<&'static str> {
+    (page == "gputune-fleet").then_some(crate::commands::fleet::SAMPLE_OUTPUT)
+}
+
+/// `text` as written: its first line a paragraph, the rest kept line for line.
+fn preformatted_section(out: &mut Vec<u8>, title: &str, text: &str) {
+    out.extend_from_slice(format!(".SH {title}\n").as_bytes());
+    for para in text.split("\n\n") {
+        if para.starts_with("  ") {
+            out.extend_from_slice(
+                format!(".PP\n.RS 4\n.nf\n{}\n.fi\n.RE\n", roff_escape(para)).as_bytes(),
+            );
+        } else {
+            out.extend_from_slice(format!(".PP\n{}\n", roff_escape(para)).as_bytes());
+        }
     }
 }
 

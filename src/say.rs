@@ -58,6 +58,10 @@ pub fn clean(text: &str) -> std::borrow::Cow<'_, str> {
         c.is_control()
             || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
     }
+    // Printable ASCII, the usual case, is answered without decoding a character.
+    if text.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        return std::borrow::Cow::Borrowed(text);
+    }
     if text.chars().any(hostile) {
         std::borrow::Cow::Owned(text.chars().filter(|&c| !hostile(c)).collect())
     } else {

@@ -10,23 +10,36 @@ use clap::{Args, ValueEnum};
 use crate::error::{Error, ExitCode, Result};
 use crate::fleet::{self, render, verdict};
 
-#[derive(Debug, Args)]
-#[command(after_help = "\
-Output (table), for 10,000 nodes that share six failures:
-  gputune fleet: 10000 nodes, 9989 failing, 6 failing checks, 1 differing check or fact
-  failing: gpu[00001-00996,00998-10000]
+/// What the table looks like at scale: `--help` ends with it, the man page's OUTPUT shows it.
+pub const SAMPLE_OUTPUT: &str = "\
+Output (the table) for 10,000 nodes that fail the same checks, with eleven odd nodes and one
+other kernel:
 
-  FAIL net.core.rmem_max (network)
-     9989  fail   212992 (want >= 16777216)  gpu[00001-00996,00998-10000]
-       11  pass   16777216                   gpu[00997,01001-01010]
+  gputune fleet: 10000 nodes, 10000 failing; 6 checks fail; 1 value that must be alike differs
+  failing: gpu[00001-10000]
+
+  FAIL net.core.wmem_max (network)
+    10000  fail   212992 (want >= 16777216)  gpu[00001-10000]
   ...
-  DIFFERS kernel (fact)
-     9999  6.8.0-45-generic  gpu[00001-04999,05001-10000]
-        1  6.8.0-31-generic  gpu05000
+  FAIL net.core.rmem_max (network)
+     9989  fail   212992 (want >= 16777216)  gpu[00001-00996,00998-01000,01011-10000]
+       11  pass   16777216                   gpu[00997,01001-01010]
 
-The profile's verdict decides what is wrong, not the majority; a skipped check is no value.
-Exit 0 when nothing fails, 1 when a node fails a check or a value that must be alike
-(kernel, gpu and nic values, host facts) differs, 3 when no report could be read.")]
+  DIFFERS kernel (fact)
+     9999  4.18.0-513.el8.x86_64  gpu[00001-04999,05001-10000]
+        1  6.8.0-31-generic       gpu05000
+
+  43 checks and 2 facts alike on every node.
+
+Each check's value groups, failing first, with their node counts and their nodes as Slurm
+hostlists. The profile's verdict decides what is wrong, not the majority; a skipped check is
+no value. DIFFERS: a value that must be alike on every node of a job (kernel, host facts, gpu
+and nic values) is not; VARIES: nodes pass with different values, or some warn (shown, not
+failing). Exit 0 when nothing fails, 1 when a node fails a check or a value that must be
+alike differs, 3 when no report could be read.";
+
+#[derive(Debug, Args)]
+#[command(after_help = SAMPLE_OUTPUT)]
 pub struct FleetArgs {
     /// Audit JSON reports: files, directories of *.json, or `-` for a stream on stdin
     /// (concatenated JSON, one per line, clush -b banners, or pdsh/clush `host: ` lines).

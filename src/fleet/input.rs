@@ -29,9 +29,16 @@ pub enum Item {
         offset: u64,
         bytes: Vec<u8>,
     },
+    /// A whole small file, cut into documents by the parsing thread (so cutting, too, runs
+    /// on every core).
+    File { origin: Arc<str>, bytes: Vec<u8> },
     /// A file or document that cannot be read, named.
     Problem(String),
 }
+
+/// A regular file up to this size is read whole and cut by a parsing thread; a larger one
+/// is cut as it is read.
+const WHOLE_FILE: u64 = 8 << 20;
 
 /// A batch is handed on when it holds this many documents or bytes: small enough that the
 /// threads share work evenly and little waits in memory, large enough to cost nothing.
@@ -49,7 +56,7 @@ struct Batcher<'a> {
 
 impl Batcher<'_> {
     fn push(&mut self, item: Item) {
-        if let Item::Document { bytes, .. } = &item {
+        if let Item::Document { bytes, .. } | Item::File { bytes, .. } = &item {
             self.bytes += bytes.len();
         }
         self.items.push(item);
@@ -106,6 +113,7 @@ pub fn produce(args: &[PathBuf], stdin: &mut dyn Read, send: &mut dyn FnMut(Batc
                     File::open(arg).map_err(|e| format!("{shown}: {e}"))
                 };
                 match named {
+                    Ok(file) if meta.is_file() => regular(&shown, file, &mut out),
                     Ok(file) => stream(&shown, file, &mut out),
                     Err(problem) => out.problem(problem),
                 }
@@ -142,7 +150,7 @@ fn directory(dir: &Path, shown: &str, out: &mut Batcher) {
         }
         let shown = crate::say::clean(&file.display().to_string()).into_owned();
         match open_regular(&file, &shown, true) {
-            Ok(f) => stream(&shown, f, out),
+            Ok(f) => regular(&shown, f, out),
             Err(problem) => out.problem(problem),
         }
     }
@@ -196,6 +204,26 @@ fn pseudo_file_system(file: &File) -> bool {
     const MORE: &[i64] = &[0x6367_7270, 0x6265_6570, 0x6165_676c, 0xde5e_81e4];
     let kind = fs.filesystem_type();
     PSEUDO.contains(&kind) || MORE.contains(&(kind.0 as i64))
+}
+
+/// A regular file: read whole when small (cut by a parsing thread), else cut as it is read.
+fn regular(origin: &str, mut file: File, out: &mut Batcher) {
+    let size = file.metadata().map_or(u64::MAX, |m| m.len());
+    if size > WHOLE_FILE {
+        return stream(origin, file, out);
+    }
+    let mut bytes = Vec::with_capacity(size as usize + 1);
+    // A file that grows while it is read is read to its end, cut as it is read past the limit.
+    match (&mut file).take(WHOLE_FILE + 1).read_to_end(&mut bytes) {
+        Err(e) => out.problem(format!("{origin}: {e}")),
+        Ok(_) if bytes.len() as u64 > WHOLE_FILE => {
+            stream(origin, std::io::Cursor::new(bytes).chain(file), out)
+        }
+        Ok(_) => out.push(Item::File {
+            origin: Arc::from(origin),
+            bytes,
+        }),
+    }
 }
 
 /// Cuts one file or stream into documents, each named by `origin`.

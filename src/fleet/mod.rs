@@ -99,15 +99,36 @@ pub fn read(args: &[PathBuf], stdin: &mut (dyn Read + Send)) -> Reading {
 }
 
 fn parse_batch(items: Vec<Item>) -> Vec<Result<NodeDoc, String>> {
-    items
-        .into_iter()
-        .map(|item| match item {
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        match item {
             Item::Document {
                 origin,
                 offset,
                 bytes,
-            } => parse::node_doc(&origin, offset, &bytes),
-            Item::Problem(problem) => Err(problem),
-        })
-        .collect()
+            } => out.push(parse::node_doc(&origin, offset, &bytes)),
+            Item::File { origin, bytes } => split::split_bytes(&bytes, &mut |piece| {
+                out.push(match piece {
+                    split::Piece::Document {
+                        offset,
+                        prefix: None,
+                        bytes,
+                    } => parse::node_doc(&origin, offset, &bytes),
+                    split::Piece::Document {
+                        offset,
+                        prefix: Some(host),
+                        bytes,
+                    } => {
+                        let origin = format!("{origin} ({})", crate::say::clean(&host));
+                        parse::node_doc(&origin, offset, &bytes)
+                    }
+                    split::Piece::Problem { offset, problem } => {
+                        Err(format!("{origin}: byte {offset}: {problem}"))
+                    }
+                })
+            }),
+            Item::Problem(problem) => out.push(Err(problem)),
+        }
+    }
+    out
 }

@@ -98,6 +98,13 @@ impl Scanner {
                         i += run.max(1);
                         continue;
                     }
+                } else if !STRUCTURAL[b as usize] {
+                    // Whitespace, numbers, literals: on to the next byte that matters.
+                    i += chunk[i..]
+                        .iter()
+                        .position(|&b| STRUCTURAL[b as usize])
+                        .unwrap_or(chunk.len() - i);
+                    continue;
                 } else {
                     match b {
                         b'"' => open.in_string = true,
@@ -153,6 +160,17 @@ impl Scanner {
     }
 }
 
+/// The bytes that open or close a string, an object or an array.
+static STRUCTURAL: [bool; 256] = {
+    let mut table = [false; 256];
+    table[b'"' as usize] = true;
+    table[b'{' as usize] = true;
+    table[b'}' as usize] = true;
+    table[b'[' as usize] = true;
+    table[b']' as usize] = true;
+    table
+};
+
 /// The longest line the prefixed shape takes: one document's worth plus its prefix.
 const MAX_LINE: u64 = MAX_DOCUMENT as u64 + 4096;
 
@@ -191,6 +209,19 @@ pub fn split(mut input: impl Read, out: &mut dyn FnMut(Piece)) -> io::Result<()>
     }
     scanner.finish(out);
     Ok(())
+}
+
+/// [`split`] of input already in memory (a report file read whole), without copying it
+/// through a buffer first.
+pub fn split_bytes(input: &[u8], out: &mut dyn FnMut(Piece)) {
+    if prefixed(input) {
+        // Reading from a slice cannot fail.
+        let _ = demultiplex(input, out);
+        return;
+    }
+    let mut scanner = Scanner::default();
+    scanner.feed(input, 0, None, out);
+    scanner.finish(out);
 }
 
 /// `host: {` on the first non-blank line: the prefixed shape of pdsh and clush.
@@ -303,7 +334,15 @@ mod tests {
     }
 
     fn texts(input: &str) -> Vec<String> {
-        pieces(input.as_bytes()).into_iter().map(|p| p.2).collect()
+        let streamed: Vec<String> = pieces(input.as_bytes()).into_iter().map(|p| p.2).collect();
+        let mut whole = Vec::new();
+        split_bytes(input.as_bytes(), &mut |p| {
+            if let Piece::Document { bytes, .. } = p {
+                whole.push(String::from_utf8_lossy(&bytes).into_owned());
+            }
+        });
+        assert_eq!(streamed, whole, "split and split_bytes differ on {input:?}");
+        streamed
     }
 
     #[test]
