@@ -177,7 +177,7 @@ fn groups_real_reports_failing_first_with_hostlists() {
         "gputune_fleet_failing_nodes 1",
         "gputune_fleet_check_nodes{id=\"net.core.rmem_max\",area=\"network\",status=\"fail\"} 1",
         "gputune_fleet_check_nodes{id=\"net.core.rmem_max\",area=\"network\",status=\"pass\"} 3",
-        "gputune_fleet_fact_values{name=\"kernel\"} 2",
+        "gputune_fleet_fact_values{name=\"kernel\"} 3",
     ] {
         assert!(
             stdout.lines().any(|l| l == line),
@@ -249,17 +249,23 @@ fn groups_real_reports_failing_first_with_hostlists() {
 /// real reports (one per line), print in at most 40 lines.
 #[test]
 fn ten_thousand_nodes_read_in_forty_lines() {
-    let template = report_of("untuned-node");
-    let mut stream = String::new();
+    // Three variants of one real report, each node's name put in by text replacement.
+    let template = with_host(&report_of("untuned-node"), "@HOST@");
+    let plain = serde_json::to_string(&template).unwrap();
+    let mut odd = template.clone();
+    set(&mut odd, "net.core.rmem_max", "pass", "16777216");
+    let odd = serde_json::to_string(&odd).unwrap();
+    let mut kernel = template.clone();
+    kernel["host"]["kernel"] = Value::from("6.8.0-31-generic");
+    let kernel = serde_json::to_string(&kernel).unwrap();
+    let mut stream = String::with_capacity(10_000 * (plain.len() + 1));
     for n in 1..=10_000 {
-        let mut r = with_host(&template, &format!("gpu{n:05}"));
-        if (1001..=1010).contains(&n) || n == 997 {
-            set(&mut r, "net.core.rmem_max", "pass", "16777216");
-        }
-        if n == 5000 {
-            r["host"]["kernel"] = Value::from("6.8.0-31-generic");
-        }
-        stream.push_str(&serde_json::to_string(&r).unwrap());
+        let variant = match n {
+            997 | 1001..=1010 => &odd,
+            5000 => &kernel,
+            _ => &plain,
+        };
+        stream.push_str(&variant.replace("@HOST@", &format!("gpu{n:05}")));
         stream.push('\n');
     }
     let (code, stdout, stderr) = fleet(&["-"], Some(stream));
