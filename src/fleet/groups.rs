@@ -85,6 +85,8 @@ pub struct Key {
     index: HashMap<u64, Vec<usize>>,
     /// The last node folded in: a report naming one check twice counts it once.
     last_node: Option<u32>,
+    /// The group the last node joined: most nodes join the same one, found without hashing.
+    last_group: usize,
 }
 
 /// A node reported more than once: the first report is counted, the others named.
@@ -108,6 +110,9 @@ pub struct Fleet {
     fact_index: HashMap<String, usize>,
     pub duplicates: Vec<Duplicate>,
     hasher: std::collections::hash_map::RandomState,
+    /// The checks of the last report, by position: reports list them in the same order, so
+    /// the next report's are found without hashing.
+    check_order: Vec<usize>,
 }
 
 impl Fleet {
@@ -127,10 +132,20 @@ impl Fleet {
         self.numbers.insert(doc.host.clone(), node);
         self.hosts.push(doc.host);
         self.origins.push(doc.origin);
-        for c in doc.checks {
-            let key = entry(&mut self.checks, &mut self.check_index, &c.id, &c.area);
+        for (i, c) in doc.checks.into_iter().enumerate() {
+            let k = match self.check_order.get(i) {
+                Some(&k) if self.checks[k].name == c.id => k,
+                _ => {
+                    let k = entry(&mut self.checks, &mut self.check_index, &c.id, &c.area);
+                    match self.check_order.get_mut(i) {
+                        Some(slot) => *slot = k,
+                        None => self.check_order.push(k),
+                    }
+                    k
+                }
+            };
             add(
-                key,
+                &mut self.checks[k],
                 &self.hasher,
                 node,
                 Some(c.status),
@@ -139,8 +154,8 @@ impl Fleet {
             );
         }
         for (name, value) in doc.facts {
-            let key = entry(&mut self.facts, &mut self.fact_index, &name, "fact");
-            add(key, &self.hasher, node, None, "", value);
+            let k = entry(&mut self.facts, &mut self.fact_index, &name, "fact");
+            add(&mut self.facts[k], &self.hasher, node, None, "", value);
         }
     }
 
@@ -149,13 +164,9 @@ impl Fleet {
     }
 }
 
-fn entry<'a>(
-    keys: &'a mut Vec<Key>,
-    index: &mut HashMap<String, usize>,
-    name: &str,
-    area: &str,
-) -> &'a mut Key {
-    let n = match index.get(name) {
+/// The number of the key `name`, made when it is new.
+fn entry(keys: &mut Vec<Key>, index: &mut HashMap<String, usize>, name: &str, area: &str) -> usize {
+    match index.get(name) {
         Some(&n) => n,
         None => {
             keys.push(Key {
@@ -164,12 +175,12 @@ fn entry<'a>(
                 groups: Vec::new(),
                 index: HashMap::new(),
                 last_node: None,
+                last_group: 0,
             });
             index.insert(name.to_string(), keys.len() - 1);
             keys.len() - 1
         }
-    };
-    &mut keys[n]
+    }
 }
 
 fn add(
@@ -184,12 +195,16 @@ fn add(
         return;
     }
     key.last_node = Some(node);
+    let same = |g: &Group| g.status == status && g.expected == expected && g.value == value;
+    if let Some(g) = key.groups.get_mut(key.last_group)
+        && same(g)
+    {
+        g.nodes.push(node);
+        return;
+    }
     let hash = hasher.hash_one((status, expected, value.as_str()));
     let bucket = key.index.entry(hash).or_default();
-    let found = bucket.iter().copied().find(|&g| {
-        let g = &key.groups[g];
-        g.status == status && g.expected == expected && g.value == value
-    });
+    let found = bucket.iter().copied().find(|&g| same(&key.groups[g]));
     let g = match found {
         Some(g) => g,
         None => {
@@ -204,6 +219,7 @@ fn add(
         }
     };
     key.groups[g].nodes.push(node);
+    key.last_group = g;
 }
 
 #[cfg(test)]

@@ -107,6 +107,10 @@ fn parse_batch(items: Vec<Item>) -> Vec<Result<NodeDoc, String>> {
                 offset,
                 bytes,
             } => out.push(parse::node_doc(&origin, offset, &bytes)),
+            // A file that is one report (the usual case) is parsed as it is, not cut first.
+            Item::File { origin, bytes } if let Some(doc) = whole(&origin, &bytes) => {
+                out.push(Ok(doc));
+            }
             Item::File { origin, bytes } => split::split_bytes(&bytes, &mut |piece| {
                 out.push(match piece {
                     split::Piece::Document {
@@ -131,4 +135,13 @@ fn parse_batch(items: Vec<Item>) -> Vec<Result<NodeDoc, String>> {
         }
     }
     out
+}
+
+/// `bytes` as one report, when they are exactly one (surrounded by whitespace at most).
+fn whole(origin: &str, bytes: &[u8]) -> Option<NodeDoc> {
+    let start = bytes.iter().position(|b| !b.is_ascii_whitespace())?;
+    if bytes[start] != b'{' {
+        return None;
+    }
+    parse::node_doc(origin, start as u64, &bytes[start..]).ok()
 }
