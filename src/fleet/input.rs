@@ -201,9 +201,9 @@ fn pseudo_file_system(file: &File) -> bool {
         statfs::NSFS_MAGIC,
     ];
     // cgroup2, configfs, pstore and efivarfs have no constant in nix.
-    const MORE: &[i64] = &[0x6367_7270, 0x6265_6570, 0x6165_676c, 0xde5e_81e4];
+    const MORE: &[u64] = &[0x6367_7270, 0x6265_6570, 0x6165_676c, 0xde5e_81e4];
     let kind = fs.filesystem_type();
-    PSEUDO.contains(&kind) || MORE.contains(&(kind.0 as i64))
+    PSEUDO.contains(&kind) || MORE.contains(&(kind.0 as u64))
 }
 
 /// A regular file: read whole when small (cut by a parsing thread), else cut as it is read.
