@@ -881,14 +881,14 @@ _gputune() {
             return 0
             ;;
         gputune__subcmd__fleet)
-            opts="-h --format --output --root --help"
+            opts="-h --format --failing --output --root --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --format)
-                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus" -- "${cur}"))
                     return 0
                     ;;
                 --output)

@@ -45,7 +45,7 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// Audit as a Slurm health check or node-problem-detector plugin; drain/resume with --slurm.
     Health(health::HealthArgs),
-    /// Compare many nodes' audit reports: the odd node out, per check and per fact.
+    /// Compare many nodes' audit reports: value groups per check and fact, nodes as hostlists.
     Fleet(fleet::FleetArgs),
 }
 

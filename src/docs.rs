@@ -54,6 +54,9 @@ fn render_man(cmd: clap::Command, page: &str) -> Vec<u8> {
     if cmd.get_subcommands().next().is_some() {
         let _ = man.render_subcommands_section(&mut out);
     }
+    if let Some(sample) = sample_output(page) {
+        preformatted_section(&mut out, "OUTPUT", sample);
+    }
     section(&mut out, "EXIT STATUS", &exit_status(page));
     let vars = environment(page);
     let vars: Vec<(&str, &str)> = vars.iter().map(|(n, t)| (n.as_str(), *t)).collect();
@@ -87,6 +90,25 @@ fn section(out: &mut Vec<u8>, title: &str, items: &[(&str, &str)]) {
             out.extend_from_slice(format!(".TP\n\\fB{}\\fR\n", roff_escape(term)).as_bytes());
         }
         out.extend_from_slice(format!("{}\n", roff_escape(text)).as_bytes());
+    }
+}
+
+/// What a command prints, where its shape is the point (the same text its `--help` ends with).
+fn sample_output(page: &str) -> Option<&'static str> {
+    (page == "gputune-fleet").then_some(crate::commands::fleet::SAMPLE_OUTPUT)
+}
+
+/// `text` as written: its first line a paragraph, the rest kept line for line.
+fn preformatted_section(out: &mut Vec<u8>, title: &str, text: &str) {
+    out.extend_from_slice(format!(".SH {title}\n").as_bytes());
+    for para in text.split("\n\n") {
+        if para.starts_with("  ") {
+            out.extend_from_slice(
+                format!(".PP\n.RS 4\n.nf\n{}\n.fi\n.RE\n", roff_escape(para)).as_bytes(),
+            );
+        } else {
+            out.extend_from_slice(format!(".PP\n{}\n", roff_escape(para)).as_bytes());
+        }
     }
 }
 
@@ -135,6 +157,10 @@ fn exit_status(page: &str) -> Vec<(&'static str, &'static str)> {
             "Runtime error that stopped the job: host unreadable, required library missing, permission denied, a rank died, a path escaping --root, an invalid journal.",
         ),
     ];
+    if page == "gputune-fleet" {
+        codes[1].1 = "A node fails or errs on a check, or a value that must be alike on every node of a job (kernel, gpu and nic values, host facts) differs.";
+        codes[3].1 = "No audit report could be read (each file or document that could not is named on standard error and skipped).";
+    }
     if page == "gputune-health" {
         codes.push((
             "npd",
@@ -324,12 +350,20 @@ fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
         ],
         "gputune-fleet" => &[
             (
-                "The odd node out, from a parallel shell:",
+                "Value groups per check, nodes as hostlists, from a parallel shell:",
                 "clush -w gpu[01-64] -b 'gputune audit --format json' | gputune fleet -",
             ),
             (
                 "From reports collected with srun, as JSON:",
                 "gputune fleet reports/ --format json",
+            ),
+            (
+                "The hostlist of the nodes that fail a check, for scontrol update nodename=... state=drain or pdsh -w:",
+                "gputune fleet reports/ --failing",
+            ),
+            (
+                "Nodes passing and failing per check, for a fleet dashboard:",
+                "gputune fleet reports/ --format prometheus",
             ),
         ],
         "gputune-bench" | "gputune-bench-allreduce" => &[

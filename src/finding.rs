@@ -1,6 +1,6 @@
 //! What a check concludes: one [`Finding`] per check, and the [`Change`] that would fix it.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Declares [`Area`] with its list and names from one line per area, so a new area is one
 /// line here, its module, and its entry in [`crate::checks::AREAS`].
@@ -55,8 +55,9 @@ impl std::fmt::Display for Area {
     }
 }
 
-/// How a check came out. `Error` means the fact could not be read or parsed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+/// How a check came out. `Error` means the fact could not be read or parsed. Read back from
+/// reports by `fleet`, so it deserialises from the same names it is written as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     Pass,

@@ -54,29 +54,46 @@ macro_rules! say {
 }
 
 /// `text` without control characters (C0, DEL, C1 such as the one-byte CSI `\u{9b}`) and
-/// without the bidirectional overrides that reorder what a terminal shows; newlines are
-/// kept and tabs become spaces, for multi-line report cells.
+/// without the Unicode format characters that reorder or hide text (bidirectional overrides
+/// and isolates, zero-width characters, the BOM); newlines are kept and tabs become spaces,
+/// for multi-line report cells.
 pub fn clean(text: &str) -> String {
     text.chars()
         .filter_map(|c| match c {
             '\n' => Some('\n'),
             '\t' => Some(' '),
-            c if c.is_control() || is_bidi_control(c) => None,
+            c if hostile(c) => None,
             c => Some(c),
         })
         .collect()
 }
 
-/// [`clean`] for one line: newlines and carriage returns become spaces too (greppable log
-/// lines, a Slurm reason, an argument to another program).
-pub fn clean_line(text: &str) -> String {
-    clean(&text.replace(['\n', '\r'], " "))
+/// [`clean`] for one line: newlines, carriage returns and tabs become spaces too (greppable
+/// log lines, a Slurm reason, an argument to another program, a fleet report's fields).
+/// Borrowed when there is nothing to strip, the usual case, which fleet meets for every
+/// field of every report.
+pub fn clean_line(text: &str) -> std::borrow::Cow<'_, str> {
+    // Printable ASCII is answered without decoding a character.
+    if text.bytes().all(|b| (0x20..0x7f).contains(&b)) || !text.chars().any(hostile) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(
+        text.chars()
+            .filter_map(|c| match c {
+                '\n' | '\r' | '\t' => Some(' '),
+                c if hostile(c) => None,
+                c => Some(c),
+            })
+            .collect(),
+    )
 }
 
-/// Unicode's explicit direction marks and overrides (LRE..RLO, LRI..PDI): not control
-/// characters to `char::is_control`, but they make a terminal show text out of order.
-fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+/// What may not reach a terminal or another program: control characters, and the format
+/// characters that are not control characters to `char::is_control` but make a terminal show
+/// text out of order or hide it (LRE..RLO, LRI..PDI, zero-width characters, the BOM).
+fn hostile(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
 }
 
 #[cfg(test)]
@@ -96,5 +113,24 @@ mod tests {
             clean_line("plain: 212992 (want 16777216)"),
             "plain: 212992 (want 16777216)"
         );
+    }
+
+    #[test]
+    fn clean_strips_what_drives_a_terminal() {
+        let cases = [
+            ("gpu01", "gpu01"),
+            ("\u{1b}[2J\u{1b}[HNo drift", "[2J[HNo drift"),
+            ("a\nb\rc\td\u{7f}e\u{9b}f", "a b c de f"),
+            ("evil\u{202e}txt.json", "eviltxt.json"),
+            ("zero\u{200b}width", "zerowidth"),
+            ("ünïcode ok", "ünïcode ok"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(super::clean_line(input), want, "{input:?}");
+        }
+        assert!(matches!(
+            super::clean_line("plain"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 }

@@ -14,6 +14,7 @@ mod audit_skip;
 mod audit_table;
 mod docs_examples;
 mod file_modes;
+mod fleet;
 mod fuzz_parsers;
 mod generated_docs;
 mod health_cli;

@@ -244,3 +244,155 @@ mod tests {
         assert_eq!(first("n[40000-40001],m1").unwrap(), "n40000");
     }
 }
+
+/// A host name split for ordering and compression: the text before a trailing number, and
+/// that number's digits (empty when the name does not end in one).
+fn split_number(host: &str) -> (&str, &str) {
+    let digits = host.len() - host.bytes().rev().take_while(u8::is_ascii_digit).count();
+    // A number too long for u64 is not one to count with: the name stays whole.
+    if host.len() - digits > 19 {
+        return (host, "");
+    }
+    host.split_at(digits)
+}
+
+/// The order [`compress`] lists hosts in, and the order a caller sorts names in before
+/// [`compress_sorted`]: by the text before the trailing number, then by that number's value
+/// (`gpu9` before `gpu10`), then by its width (`n1` before `n01`).
+pub fn order(a: &str, b: &str) -> std::cmp::Ordering {
+    let ((pa, da), (pb, db)) = (split_number(a), split_number(b));
+    let value = |d: &str| d.parse::<u64>().ok();
+    pa.cmp(pb)
+        .then_with(|| value(da).cmp(&value(db)))
+        .then_with(|| da.len().cmp(&db.len()))
+}
+
+/// The Slurm hostlist of `hosts` (`gpu[00001-00996,00998-09999],io1`), order and repeats
+/// ignored: what `expand` (and `scontrol show hostnames`, `pdsh -w`) turn back into the same
+/// set, so a group of ten thousand nodes is one short line. Names must not contain `[`, `]`
+/// or `,` (they cannot be told apart from the notation); host names never do.
+pub fn compress<'a>(hosts: impl IntoIterator<Item = &'a str>) -> String {
+    let mut names: Vec<&str> = hosts.into_iter().collect();
+    names.sort_unstable_by(|a, b| order(a, b));
+    compress_sorted(names)
+}
+
+/// [`compress`] of names already sorted by [`order`] (repeats allowed): one pass, no sorting,
+/// for callers that sort many lists of the same names once.
+pub fn compress_sorted<'a>(sorted: impl IntoIterator<Item = &'a str>) -> String {
+    /// Consecutive numbers after one prefix that expand back at the first one's width.
+    struct Run<'a> {
+        prefix: &'a str,
+        lo: &'a str,
+        hi: &'a str,
+        last: u64,
+    }
+    let mut out = String::new();
+    let mut runs: Vec<Run> = Vec::new();
+    let flush = |runs: &mut Vec<Run>, out: &mut String| {
+        let Some(first) = runs.first() else { return };
+        if !out.is_empty() {
+            out.push(',');
+        }
+        out.push_str(first.prefix);
+        if runs.len() == 1 && first.lo == first.hi {
+            out.push_str(first.lo);
+        } else {
+            out.push('[');
+            for (i, r) in runs.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(r.lo);
+                if r.hi != r.lo {
+                    out.push('-');
+                    out.push_str(r.hi);
+                }
+            }
+            out.push(']');
+        }
+        runs.clear();
+    };
+    let mut previous: Option<&str> = None;
+    for host in sorted {
+        if previous == Some(host) {
+            continue;
+        }
+        previous = Some(host);
+        let (prefix, digits) = split_number(host);
+        let Ok(value) = digits.parse::<u64>() else {
+            flush(&mut runs, &mut out);
+            if !out.is_empty() {
+                out.push(',');
+            }
+            out.push_str(host);
+            continue;
+        };
+        if runs.last().is_some_and(|r| r.prefix != prefix) {
+            flush(&mut runs, &mut out);
+        }
+        if let Some(run) = runs.last_mut() {
+            let width = run.lo.len();
+            if run.last.checked_add(1) == Some(value) && format!("{value:0width$}") == digits {
+                run.hi = digits;
+                run.last = value;
+                continue;
+            }
+        }
+        runs.push(Run {
+            prefix,
+            lo: digits,
+            hi: digits,
+            last: value,
+        });
+    }
+    flush(&mut runs, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod compress_tests {
+    use super::*;
+
+    #[test]
+    fn compresses_to_what_expands_back() {
+        let cases: &[(&[&str], &str)] = &[
+            (&["n1"], "n1"),
+            (
+                &["gpu02", "gpu01", "gpu03", "gpu07", "io1"],
+                "gpu[01-03,07],io1",
+            ),
+            (&["x9", "x10", "x11"], "x[9-11]"),
+            (&["x098", "x099", "x100"], "x[098-100]"),
+            // n01 is not n1: both kept, each where it expands back.
+            (&["n1", "n01", "n2", "n02"], "n[1,01,2,02]"),
+            (&["b2", "a1", "a1", "login"], "a1,b2,login"),
+            (&["n9", "n010"], "n[9,010]"),
+            (&["rack1-node", "rack2-node"], "rack1-node,rack2-node"),
+            (&[], ""),
+        ];
+        for (hosts, want) in cases {
+            let got = compress(hosts.iter().copied());
+            assert_eq!(got, *want, "{hosts:?}");
+            if !hosts.is_empty() {
+                let mut back = expand(&got).unwrap();
+                back.sort_by(|a, b| order(a, b));
+                let mut hosts: Vec<&str> = hosts.to_vec();
+                hosts.sort_by(|a, b| order(a, b));
+                hosts.dedup();
+                assert_eq!(back, hosts, "{got}");
+            }
+        }
+    }
+
+    #[test]
+    fn ten_thousand_nodes_with_holes_are_one_short_line() {
+        let hosts: Vec<String> = (1..=10_000)
+            .filter(|n| ![997, 5000].contains(n))
+            .map(|n| format!("gpu{n:05}"))
+            .collect();
+        let list = compress(hosts.iter().map(String::as_str));
+        assert_eq!(list, "gpu[00001-00996,00998-04999,05001-10000]");
+        assert_eq!(expand(&list).unwrap(), hosts);
+    }
+}

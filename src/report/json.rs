@@ -1,6 +1,9 @@
 //! One JSON document per audit, with stable field names and a `schema_version`.
 
-use serde::Serialize;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
 
 use super::{HostFacts, Report, Summary};
 use crate::finding::Finding;
@@ -77,4 +80,110 @@ fn with_severity(f: &Finding) -> Finding {
         _ => Severity::Fail,
     }));
     f
+}
+
+/// An audit document as a reader (`fleet`) takes it back: the field names [`render`] writes,
+/// only the fields a comparison needs, borrowed from the text where it has no escapes (a
+/// fleet's worth of reports is read without copying every string). Fields it does not name,
+/// and any a newer writer adds, are passed over, so readers keep working as the schema grows.
+#[derive(Debug, Deserialize)]
+pub struct Parsed<'a> {
+    pub schema_version: u32,
+    #[serde(borrow)]
+    pub host: ParsedHost<'a>,
+    #[serde(borrow, default)]
+    pub profile: Option<ParsedProfile<'a>>,
+    #[serde(borrow)]
+    pub findings: Vec<ParsedFinding<'a>>,
+}
+
+/// [`HostFacts`] as read back.
+#[derive(Debug, Deserialize)]
+pub struct ParsedHost<'a> {
+    #[serde(borrow)]
+    pub hostname: Cow<'a, str>,
+    #[serde(borrow, default)]
+    pub kernel: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub facts: BTreeMap<Cow<'a, str>, Cow<'a, str>>,
+}
+
+/// The profile a report was judged against, as read back.
+#[derive(Debug, Deserialize)]
+pub struct ParsedProfile<'a> {
+    #[serde(borrow)]
+    pub name: Cow<'a, str>,
+}
+
+/// A [`Finding`] as read back: its verdict and the values it was reached on.
+#[derive(Debug, Deserialize)]
+pub struct ParsedFinding<'a> {
+    #[serde(borrow)]
+    pub id: Cow<'a, str>,
+    #[serde(borrow)]
+    pub area: Cow<'a, str>,
+    pub status: crate::finding::Status,
+    #[serde(borrow)]
+    pub expected: Cow<'a, str>,
+    #[serde(borrow)]
+    pub actual: Cow<'a, str>,
+}
+
+impl<'a> Parsed<'a> {
+    /// Reads one document; the error is serde's (line and column inside `text`).
+    pub fn from_slice(text: &'a [u8]) -> Result<Self, serde_json::Error> {
+        serde_json::from_slice(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::finding::{Area, Check, Status};
+
+    /// What the writer writes, the reader reads: one schema on both sides.
+    #[test]
+    fn reads_back_what_it_writes() {
+        let root = crate::host::Root::new(std::path::PathBuf::from("/nonexistent-gputune"));
+        let profile = crate::profile::Loader::new(&root, &crate::checks::keys)
+            .load("ddp-10gbe")
+            .unwrap();
+        let mut host = HostFacts {
+            hostname: "gpu\"01".into(),
+            kernel: "6.8.0".into(),
+            root: "/".into(),
+            audited_at: 1.0,
+            facts: BTreeMap::new(),
+        };
+        host.facts.insert("nic.eth0.mtu".into(), "9000".into());
+        let check = Check::new("net.core.rmem_max", Area::Network).expected(">= 16777216");
+        let report = Report {
+            profile: &profile,
+            chosen_by: None,
+            host,
+            mode: crate::image::Mode::Live,
+            persisted: Vec::new(),
+            findings: vec![check.fail("212992", "sysctl -w x=1"), check.skip("no")],
+            strict: false,
+        };
+        let text = render(&report);
+        let parsed = Parsed::from_slice(text.as_bytes()).unwrap();
+        assert_eq!(parsed.schema_version, SCHEMA_VERSION);
+        assert_eq!(parsed.host.hostname, "gpu\"01");
+        assert_eq!(parsed.host.kernel.as_deref(), Some("6.8.0"));
+        assert_eq!(parsed.host.facts["nic.eth0.mtu"], "9000");
+        assert_eq!(parsed.profile.unwrap().name, "ddp-10gbe");
+        let f = &parsed.findings[0];
+        assert_eq!(
+            (&*f.id, &*f.area, f.status, &*f.expected, &*f.actual),
+            (
+                "net.core.rmem_max",
+                "network",
+                Status::Fail,
+                ">= 16777216",
+                "212992"
+            )
+        );
+        assert_eq!(parsed.findings[1].status, Status::Skip);
+    }
 }
