@@ -11,6 +11,7 @@ mod audit_hw;
 mod audit_limits_cgroup_firewall;
 mod audit_persisted;
 mod file_modes;
+mod explain;
 mod fuzz_parsers;
 mod generated_docs;
 mod health_fleet;

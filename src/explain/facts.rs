@@ -334,8 +334,10 @@ impl Facts {
             let lines = self.version_lines.values().take(MAX_EVIDENCE).cloned().collect();
             self.evidence.insert("nccl_versions_differ", lines);
         }
-        let newest_runtime = self.cuda_runtimes.values.iter().filter_map(|v| version_key(v)).max();
-        let oldest_driver = self.cuda_drivers.values.iter().filter_map(|v| version_key(v)).min();
+        // CUDA's minor version compatibility: a 12.8 driver runs a 12.9 runtime; only an
+        // older major version cannot.
+        let newest_runtime = self.cuda_runtimes.values.iter().filter_map(|v| version_key(v)).map(|v| v.0).max();
+        let oldest_driver = self.cuda_drivers.values.iter().filter_map(|v| version_key(v)).map(|v| v.0).min();
         if let (Some(runtime), Some(driver)) = (newest_runtime, oldest_driver)
             && driver < runtime
         {
@@ -346,6 +348,12 @@ impl Facts {
             let mut lines = self.hca_lines.clone();
             lines.extend(self.socket_lines.iter().take(2).cloned());
             self.evidence.insert("socket_despite_hca", lines);
+        }
+        // A job on one host never leaves it: loopback or a bridge is then the right choice.
+        let one_host = self.hosts.values.len() == 1 && !self.hosts.truncated;
+        if one_host && !self.transports.contains_key("NET") {
+            self.evidence.remove("virtual_interface_chosen");
+            self.evidence.remove("docker_bridge_address");
         }
         if self.net_channels_gdr > 0 && self.net_channels_no_gdr > 0 {
             let mut lines = self.gdr_lines.iter().take(2).cloned().collect::<Vec<_>>();
@@ -421,7 +429,7 @@ mod tests {
             "a:1:1 [0] NCCL INFO Using network Socket",
             "NCCL version 2.7.8+cuda11.1",
             "b:2:2 [0] NCCL INFO NCCL version 2.8.4+cuda11.1",
-            "b:2:2 [0] NCCL INFO cudaDriverVersion 11000",
+            "b:2:2 [0] NCCL INFO cudaDriverVersion 10020",
             "a:1:1 [0] NCCL INFO Channel 00/04 :    0   1",
             "a:1:1 [0] NCCL INFO Channel 00 : 1[1e0] -> 0[1e0] [receive] via NET/Socket/0",
             "a:1:1 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/IPC/read",
