@@ -43,6 +43,24 @@ pub struct Interface {
     pub address: String,
 }
 
+/// One silent performance killer and the line that shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Slowdown {
+    pub what: String,
+    pub line: u64,
+}
+
+/// Environment settings that slow NCCL down, with what each does.
+const SLOW_SETTINGS: &[(&str, &str, &str)] = &[
+    ("NCCL_P2P_DISABLE", "1", "GPU peer-to-peer is off: GPUs on a node exchange data through host memory"),
+    ("NCCL_IB_DISABLE", "1", "InfiniBand/RoCE is off: inter-node traffic uses TCP sockets"),
+    ("NCCL_SHM_DISABLE", "1", "the shared-memory transport is off"),
+    ("NCCL_P2P_LEVEL", "LOC", "GPU peer-to-peer is limited to nothing (LOC)"),
+    ("NCCL_NET_GDR_LEVEL", "", "GPUDirect RDMA is limited by NCCL_NET_GDR_LEVEL"),
+];
+
+const MAX_SLOWDOWNS: usize = 16;
+
 /// Everything the INFO lines said.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Facts {
@@ -68,6 +86,8 @@ pub struct Facts {
     /// `GPU Direct RDMA Disabled|Enabled for ...` lines seen.
     pub gdr_disabled_lines: u64,
     pub gdr_enabled_lines: u64,
+    #[serde(skip)]
+    first_gdr_disabled: u64,
     /// Connections per transport (`P2P`, `SHM`, `NET`, `NVLS`, `CollNet`).
     pub transports: BTreeMap<String, u64>,
     /// The largest channel count seen (`Channel 00/04` or `N coll channels`).
@@ -76,6 +96,10 @@ pub struct Facts {
     pub trees: bool,
     /// `NCCL_X set by environment to Y` (first value kept).
     pub environment: BTreeMap<String, String>,
+    /// Settings and choices that slow NCCL down without failing it (issue 23's "silent
+    /// performance killers"): NCCL_P2P_DISABLE, NCCL_IB_DISABLE, NCCL_NET_GDR_LEVEL, SHM off,
+    /// TCP sockets where RDMA devices exist, a virtual interface, GPUDirect RDMA off.
+    pub slowdowns: Vec<Slowdown>,
     /// Evidence for the named facts rules can use.
     #[serde(skip)]
     pub evidence: BTreeMap<&'static str, Vec<Evidence>>,
@@ -258,6 +282,9 @@ impl Facts {
             keep(&mut self.hca_lines, line, text);
         }
         if body.contains("GPU Direct RDMA Disabled") {
+            if self.gdr_disabled_lines == 0 {
+                self.first_gdr_disabled = line;
+            }
             self.gdr_disabled_lines += 1;
         } else if body.contains("GPU Direct RDMA Enabled") {
             self.gdr_enabled_lines += 1;
@@ -317,6 +344,13 @@ impl Facts {
             let value = body[at + " set by environment to ".len()..]
                 .trim()
                 .trim_end_matches('.');
+            if let Some((_, _, what)) = SLOW_SETTINGS
+                .iter()
+                .find(|(k, v, _)| *k == key && (v.is_empty() || *v == value))
+                && !self.environment.contains_key(key)
+            {
+                self.slow(format!("{key}={value}: {what}"), line);
+            }
             if key.starts_with("NCCL_") && self.environment.len() < 64 {
                 self.environment
                     .entry(key.to_string())
@@ -325,6 +359,12 @@ impl Facts {
         }
         if let Some(gpu) = gpu_of(text) {
             self.gpus.insert(gpu);
+        }
+    }
+
+    fn slow(&mut self, what: String, line: u64) {
+        if self.slowdowns.len() < MAX_SLOWDOWNS && !self.slowdowns.iter().any(|s| s.what == what) {
+            self.slowdowns.push(Slowdown { what, line });
         }
     }
 
@@ -363,6 +403,29 @@ impl Facts {
         for lines in self.evidence.values_mut() {
             lines.sort_by_key(|e| e.line);
         }
+        let found: Vec<(String, u64)> = [
+            ("socket_despite_hca", "NCCL uses TCP sockets although the log lists RDMA devices"),
+            ("virtual_interface_chosen", "NCCL uses a loopback, bridge or veth interface between nodes"),
+            ("gdr_partial", "GPUDirect RDMA is used on some NIC connections only"),
+        ]
+        .iter()
+        .filter_map(|(fact, what)| {
+            self.evidence
+                .get(fact)
+                .and_then(|l| l.first())
+                .map(|e| (what.to_string(), e.line))
+        })
+        .collect();
+        for (what, line) in found {
+            self.slow(what, line);
+        }
+        if self.gdr_disabled_lines > 0 {
+            self.slow(
+                format!("GPUDirect RDMA is disabled ({} 'GPU Direct RDMA Disabled' lines)", self.gdr_disabled_lines),
+                self.first_gdr_disabled,
+            );
+        }
+        self.slowdowns.sort_by_key(|s| s.line);
     }
 
     /// True when NCCL said anything at all about itself.
@@ -447,6 +510,10 @@ mod tests {
         assert_eq!(f.transports.get("NET"), Some(&1));
         assert!(f.trees && f.rings);
         assert_eq!(f.environment.get("NCCL_IB_DISABLE").map(String::as_str), Some("1"));
+        let slow: Vec<&str> = f.slowdowns.iter().map(|s| s.what.as_str()).collect();
+        assert!(slow.iter().any(|s| s.starts_with("NCCL_IB_DISABLE=1")), "{slow:?}");
+        assert!(slow.iter().any(|s| s.contains("TCP sockets although")), "{slow:?}");
+        assert!(slow.iter().any(|s| s.contains("veth")), "{slow:?}");
         assert!(f.hcas.values.contains("mlx5_1:1/RoCE"));
         assert!(f.gpus.values.contains("NVIDIA GeForce RTX 4090"));
     }

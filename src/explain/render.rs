@@ -104,7 +104,12 @@ pub fn text(a: &Analysis, checks: Option<&[Check]>) -> String {
                     }
                 })
                 .collect();
-            let _ = writeln!(out, "  NCCL:        {}", versions.join("; "));
+            let disagree = if f.nccl_versions.len() > 1 {
+                " (ranks disagree: they must all run one NCCL version)"
+            } else {
+                ""
+            };
+            let _ = writeln!(out, "  NCCL:        {}{disagree}", versions.join("; "));
         }
         if !f.cuda_runtimes.values.is_empty() || !f.cuda_drivers.values.is_empty() {
             let _ = writeln!(
@@ -166,6 +171,12 @@ pub fn text(a: &Analysis, checks: Option<&[Check]>) -> String {
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect();
             let _ = writeln!(out, "  Environment: {}", list(&env, false));
+        }
+        if !f.slowdowns.is_empty() {
+            out.push_str("  Slowing NCCL down:\n");
+            for s in &f.slowdowns {
+                let _ = writeln!(out, "    line {}: {}", s.line, s.what);
+            }
         }
         out.push('\n');
     }

@@ -386,9 +386,10 @@ mod tests {
         let set = parse("rules/explain.toml", BUILTIN).unwrap();
         assert!(set.rules.len() >= 20, "{}", set.rules.len());
         let used: BTreeSet<&str> = set.rules.iter().map(|r| r.category).collect();
-        for category in CATEGORIES {
-            assert!(used.contains(category), "no rule for {category}");
-        }
+        // Every shipped rule is backed by a real log (tests/explain.rs); no public log was
+        // found for these categories, so they have no shipped rule yet (site rules may add them).
+        let missing: Vec<&str> = CATEGORIES.iter().copied().filter(|c| !used.contains(c)).collect();
+        assert_eq!(missing, ["shm_permission", "nccl_version_mismatch", "ipv6_ipv4_mismatch"]);
     }
 
     #[test]
