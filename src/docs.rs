@@ -128,6 +128,12 @@ fn exit_status(page: &str) -> Vec<(&'static str, &'static str)> {
             "Runtime error that stopped the job: host unreadable, required library missing, permission denied, a rank died, a path escaping --root, an invalid journal.",
         ),
     ];
+    if page == "gputune-explain" {
+        codes.push((
+            "explain",
+            "0: no problem and no error line left unexplained; 1: problems found (or error lines no rule explains); 2: bad flag or rules file (file:line named); 3: the log cannot be read.",
+        ));
+    }
     if page == "gputune-health" {
         codes.push((
             "npd",
@@ -232,6 +238,13 @@ fn files(page: &str) -> Vec<(&'static str, &'static str)> {
             files.extend(written);
             files
         }
+        "gputune-explain" => vec![
+            (
+                "/etc/gputune/explain/*.toml",
+                "Site rules for explain, read in name order; a rule replaces the built-in rule with its id.",
+            ),
+            profiles,
+        ],
         "gputune-audit"
         | "gputune-health"
         | "gputune-profiles"
@@ -345,6 +358,20 @@ fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
             (
                 "From reports collected with srun, as JSON:",
                 "gputune fleet reports/ --format json",
+            ),
+        ],
+        "gputune-explain" => &[
+            (
+                "What went wrong in a failed job, from its NCCL_DEBUG=INFO log:",
+                "gputune explain slurm-4711.out",
+            ),
+            (
+                "The same, and whether this node has the cause (run on the failing node):",
+                "gputune explain --check slurm-4711.out",
+            ),
+            (
+                "From a pipe, as JSON for a job-failure bot:",
+                "kubectl logs job/train --all-containers | gputune explain --format json -",
             ),
         ],
         "gputune-bench" | "gputune-bench-allreduce" => &[

@@ -77,7 +77,10 @@ fn explain_json(log: &Path) -> (Option<i32>, Value) {
 #[test]
 fn real_logs_get_the_cause_their_thread_established() {
     let fixtures = fixtures();
-    let from_threads = fixtures.iter().filter(|f| !f.name.starts_with("here-")).count();
+    let from_threads = fixtures
+        .iter()
+        .filter(|f| !f.name.starts_with("here-"))
+        .count();
     assert!(from_threads >= 35, "only {from_threads} logs from threads");
     let mut misses = Vec::new();
     let mut fired: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -152,12 +155,20 @@ fn real_logs_get_the_cause_their_thread_established() {
         assert!(rules.contains(&rule), "{}: {rules:?}", log.display());
         unfired.retain(|r| *r != rule);
     }
-    assert!(unfired.is_empty(), "rules no real log triggers: {unfired:?}");
+    assert!(
+        unfired.is_empty(),
+        "rules no real log triggers: {unfired:?}"
+    );
 }
 
 /// The log as standard input, named `-` or not named at all.
 fn explain_stdin(args: &[&str], input: &[u8]) -> std::process::Output {
-    gputune().arg("explain").args(args).write_stdin(input.to_vec()).output().unwrap()
+    gputune()
+        .arg("explain")
+        .args(args)
+        .write_stdin(input.to_vec())
+        .output()
+        .unwrap()
 }
 
 #[test]
@@ -168,7 +179,10 @@ fn reads_standard_input_and_says_what_nccl_did() {
         assert_eq!(out.status.code(), Some(1));
         let shown = text(&out.stdout);
         assert!(shown.contains("What NCCL did"), "{shown}");
-        assert!(shown.contains("2.26.5 on i-56butc28zq2jtjaluzq7va7p6"), "{shown}");
+        assert!(
+            shown.contains("2.26.5 on i-56butc28zq2jtjaluzq7va7p6"),
+            "{shown}"
+        );
         assert!(shown.contains("mlx5_bond_0:1/RoCE"), "{shown}");
         assert!(shown.contains("NVIDIA GeForce RTX 4090"), "{shown}");
         assert!(shown.contains("1. consumer_gpu_p2p_broken"), "{shown}");
@@ -179,7 +193,12 @@ fn reads_standard_input_and_says_what_nccl_did() {
     assert_eq!(doc["schema_version"], 1);
     assert_eq!(doc["problems"], serde_json::json!([]));
     assert_eq!(doc["not_understood"], serde_json::json!([]));
-    assert!(doc["summary"].as_str().unwrap().starts_with("no known problem"));
+    assert!(
+        doc["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("no known problem")
+    );
 }
 
 #[test]
@@ -194,23 +213,44 @@ fn slowdowns_are_flagged_from_what_nccl_printed() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|s| (s["line"].as_u64().unwrap(), s["what"].as_str().unwrap().to_string()))
+        .map(|s| {
+            (
+                s["line"].as_u64().unwrap(),
+                s["what"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
     assert_eq!(slow.len(), 3, "{slow:?}");
-    assert!(slow[0].1.starts_with("NCCL_IB_DISABLE=1") && slow[0].0 == 1, "{slow:?}");
-    assert!(slow[1].1.starts_with("NCCL_P2P_DISABLE=1") && slow[1].0 == 2, "{slow:?}");
-    assert!(slow[2].1.contains("bridge or veth") && slow[2].0 == 3, "{slow:?}");
+    assert!(
+        slow[0].1.starts_with("NCCL_IB_DISABLE=1") && slow[0].0 == 1,
+        "{slow:?}"
+    );
+    assert!(
+        slow[1].1.starts_with("NCCL_P2P_DISABLE=1") && slow[1].0 == 2,
+        "{slow:?}"
+    );
+    assert!(
+        slow[2].1.contains("bridge or veth") && slow[2].0 == 3,
+        "{slow:?}"
+    );
     assert_eq!(doc["problems"][0]["category"], "wrong_socket_interface");
 }
 
 #[test]
 fn unreadable_input_is_exit_3_and_bad_flags_exit_2() {
     let dir = tempfile::tempdir().unwrap();
-    let out = gputune().arg("explain").arg(dir.path().join("missing.log")).output().unwrap();
+    let out = gputune()
+        .arg("explain")
+        .arg(dir.path().join("missing.log"))
+        .output()
+        .unwrap();
     common::assert_exit(&out, 3, "cannot read");
     let out = gputune().arg("explain").arg(dir.path()).output().unwrap();
     common::assert_exit(&out, 3, "is a directory");
-    let out = gputune().args(["explain", "--format", "yaml", "-"]).output().unwrap();
+    let out = gputune()
+        .args(["explain", "--format", "yaml", "-"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
 
@@ -252,7 +292,14 @@ fn check_confirms_or_refutes_each_problem_on_the_node() {
             .iter()
             .find(|f| f["id"] == "dev_shm.size")
             .unwrap();
-        assert_eq!(size["status"], if verdict == "confirmed" { "fail" } else { "pass" });
+        assert_eq!(
+            size["status"],
+            if verdict == "confirmed" {
+                "fail"
+            } else {
+                "pass"
+            }
+        );
         let shown = gputune()
             .args(["explain", "--check", "--root"])
             .arg(root.path())
@@ -308,13 +355,19 @@ fn site_rules_add_and_override_and_bad_ones_are_exit_2_with_file_and_line() {
         .write_stdin("x\n")
         .output()
         .unwrap();
-    common::assert_exit(&out, 2, "zz-bad.toml:1: rule \"x\": category \"slow_network\" is not one of");
+    common::assert_exit(
+        &out,
+        2,
+        "zz-bad.toml:1: rule \"x\": category \"slow_network\" is not one of",
+    );
 }
 
 #[test]
 fn hostile_logs_never_reach_the_terminal_raw_nor_hang() {
     let mut log = Vec::new();
-    log.extend_from_slice(b"h:1:1 [0] shm.cc:1 NCCL WARN failed to extend /dev/shm/x \x1b]0;owned\x07\x1b[2J\r\n");
+    log.extend_from_slice(
+        b"h:1:1 [0] shm.cc:1 NCCL WARN failed to extend /dev/shm/x \x1b]0;owned\x07\x1b[2J\r\n",
+    );
     log.extend_from_slice(&[0xff, 0xfe, 0x00, b'\n']);
     log.extend(std::iter::repeat_n(b'A', 5 << 20));
     log.extend_from_slice(b"\nh:1:1 [0] NCCL WARN Frobnicator \x1b[31mred\x1b[0m\n");
@@ -323,7 +376,9 @@ fn hostile_logs_never_reach_the_terminal_raw_nor_hang() {
         let out = explain_stdin(&["--format", format], &log);
         assert_eq!(out.status.code(), Some(1));
         assert!(
-            !out.stdout.iter().any(|&b| b == 0x1b || b == 0x07 || b == 0 || b == b'\r'),
+            !out.stdout
+                .iter()
+                .any(|&b| b == 0x1b || b == 0x07 || b == 0 || b == b'\r'),
             "{format}: a control character reached the output"
         );
     }
@@ -337,7 +392,11 @@ fn a_log_made_here_with_the_real_libnccl_is_explained() {
     let python = PathBuf::from(venv).join("bin/python3");
     for (env, value, category) in [
         ("NCCL_SOCKET_IFNAME", "nosuchif0", "wrong_socket_interface"),
-        ("NCCL_COMM_ID", "nosuchhost.invalid:29500", "hostname_resolution"),
+        (
+            "NCCL_COMM_ID",
+            "nosuchhost.invalid:29500",
+            "hostname_resolution",
+        ),
     ] {
         let out = std::process::Command::new(&python)
             .arg(common::fixture("explain/make_here.py"))

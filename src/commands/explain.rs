@@ -70,9 +70,8 @@ fn open(path: Option<&PathBuf>) -> Result<Box<dyn BufRead>> {
 pub fn run(args: &ExplainArgs, root: &Root) -> Result<ExitCode> {
     let rules = rules::load(root).map_err(|e| Error::Usage(e.to_string()))?;
     let mut reader = open(args.log.as_ref())?;
-    let analysis = explain::analyse(&mut reader, &rules).map_err(|e| {
-        Error::Runtime(format!("cannot read the log: {e}"))
-    })?;
+    let analysis = explain::analyse(&mut reader, &rules)
+        .map_err(|e| Error::Runtime(format!("cannot read the log: {e}")))?;
     let checks = if args.check {
         crate::image::check_root(root).map_err(|e| Error::Runtime(e.to_string()))?;
         let (profile, _) = super::audit::load_profile(None, root)?;
@@ -96,8 +95,9 @@ pub fn run(args: &ExplainArgs, root: &Root) -> Result<ExitCode> {
     let text = match args.format {
         ExplainFormat::Text => render::text(&analysis, checks.as_deref()),
         ExplainFormat::Json => {
-            let mut text = serde_json::to_string_pretty(&render::json(&analysis, checks.as_deref()))
-                .map_err(|e| Error::Runtime(format!("cannot render JSON: {e}")))?;
+            let mut text =
+                serde_json::to_string_pretty(&render::json(&analysis, checks.as_deref()))
+                    .map_err(|e| Error::Runtime(format!("cannot render JSON: {e}")))?;
             text.push('\n');
             text
         }

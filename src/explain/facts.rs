@@ -52,11 +52,31 @@ pub struct Slowdown {
 
 /// Environment settings that slow NCCL down, with what each does.
 const SLOW_SETTINGS: &[(&str, &str, &str)] = &[
-    ("NCCL_P2P_DISABLE", "1", "GPU peer-to-peer is off: GPUs on a node exchange data through host memory"),
-    ("NCCL_IB_DISABLE", "1", "InfiniBand/RoCE is off: inter-node traffic uses TCP sockets"),
-    ("NCCL_SHM_DISABLE", "1", "the shared-memory transport is off"),
-    ("NCCL_P2P_LEVEL", "LOC", "GPU peer-to-peer is limited to nothing (LOC)"),
-    ("NCCL_NET_GDR_LEVEL", "", "GPUDirect RDMA is limited by NCCL_NET_GDR_LEVEL"),
+    (
+        "NCCL_P2P_DISABLE",
+        "1",
+        "GPU peer-to-peer is off: GPUs on a node exchange data through host memory",
+    ),
+    (
+        "NCCL_IB_DISABLE",
+        "1",
+        "InfiniBand/RoCE is off: inter-node traffic uses TCP sockets",
+    ),
+    (
+        "NCCL_SHM_DISABLE",
+        "1",
+        "the shared-memory transport is off",
+    ),
+    (
+        "NCCL_P2P_LEVEL",
+        "LOC",
+        "GPU peer-to-peer is limited to nothing (LOC)",
+    ),
+    (
+        "NCCL_NET_GDR_LEVEL",
+        "",
+        "GPUDirect RDMA is limited by NCCL_NET_GDR_LEVEL",
+    ),
 ];
 
 const MAX_SLOWDOWNS: usize = 16;
@@ -214,7 +234,8 @@ impl Facts {
                         keep(&mut self.driver_lines, line, text);
                     }
                 }
-                if self.nccl_versions.len() < MAX_VALUES || self.nccl_versions.contains_key(&version)
+                if self.nccl_versions.len() < MAX_VALUES
+                    || self.nccl_versions.contains_key(&version)
                 {
                     self.nccl_versions
                         .entry(version.clone())
@@ -227,12 +248,11 @@ impl Facts {
                 }
             }
         }
-        if let Some(v) = number_after(body, "cudaDriverVersion") {
-            if let Ok(n) = v.parse::<u64>() {
-                self.cuda_drivers
-                    .insert(&format!("{}.{}", n / 1000, (n % 1000) / 10));
-                keep(&mut self.driver_lines, line, text);
-            }
+        if let Some(n) = number_after(body, "cudaDriverVersion").and_then(|v| v.parse::<u64>().ok())
+        {
+            self.cuda_drivers
+                .insert(&format!("{}.{}", n / 1000, (n % 1000) / 10));
+            keep(&mut self.driver_lines, line, text);
         }
         if let Some(n) = number_after(body, "nranks").and_then(|v| v.parse::<u64>().ok()) {
             self.ranks = Some(self.ranks.map_or(n, |r| r.max(n)));
@@ -244,7 +264,12 @@ impl Facts {
                 keep(&mut self.socket_lines, line, text);
             }
         }
-        let using = ["Bootstrap : Using ", "Bootstrap: Using ", "NET/Socket : Using ", "NET : Using interface "];
+        let using = [
+            "Bootstrap : Using ",
+            "Bootstrap: Using ",
+            "NET/Socket : Using ",
+            "NET : Using interface ",
+        ];
         if let Some(prefix) = using.iter().find(|p| body.contains(**p)) {
             let at = body.find(prefix).unwrap_or(0) + prefix.len();
             for token in body[at..].split_whitespace() {
@@ -302,7 +327,8 @@ impl Facts {
                 "NET"
             } else if via.starts_with("P2P") {
                 "P2P"
-            } else if via.starts_with("SHM") || text[at..].starts_with(" via direct shared memory") {
+            } else if via.starts_with("SHM") || text[at..].starts_with(" via direct shared memory")
+            {
                 "SHM"
             } else if via.starts_with("CollNet") {
                 "CollNet"
@@ -318,10 +344,13 @@ impl Facts {
         }
         if let Some(at) = body.find("Channel ") {
             let rest = &body[at + "Channel ".len()..];
-            if let Some((_, total)) = rest.split_whitespace().next().and_then(|t| t.split_once('/')) {
-                if let Ok(n) = total.parse::<u64>() {
-                    self.channels = Some(self.channels.map_or(n, |c| c.max(n)));
-                }
+            if let Some(n) = rest
+                .split_whitespace()
+                .next()
+                .and_then(|t| t.split_once('/'))
+                .and_then(|(_, total)| total.parse::<u64>().ok())
+            {
+                self.channels = Some(self.channels.map_or(n, |c| c.max(n)));
             }
         }
         if let Some(at) = body.find(" coll channels") {
@@ -336,7 +365,10 @@ impl Facts {
         if body.contains("Trees [") || body.contains("Connected all trees") {
             self.trees = true;
         }
-        if body.contains("Ring 00 :") || body.contains("Connected all rings") || body.contains("Channel 00/") {
+        if body.contains("Ring 00 :")
+            || body.contains("Connected all rings")
+            || body.contains("Channel 00/")
+        {
             self.rings = true;
         }
         if let Some(at) = body.find(" set by environment to ") {
@@ -371,13 +403,30 @@ impl Facts {
     /// The named facts that hold for the whole log, each with its evidence lines.
     pub fn conclude(&mut self) {
         if self.nccl_versions.len() > 1 {
-            let lines = self.version_lines.values().take(MAX_EVIDENCE).cloned().collect();
+            let lines = self
+                .version_lines
+                .values()
+                .take(MAX_EVIDENCE)
+                .cloned()
+                .collect();
             self.evidence.insert("nccl_versions_differ", lines);
         }
         // CUDA's minor version compatibility: a 12.8 driver runs a 12.9 runtime; only an
         // older major version cannot.
-        let newest_runtime = self.cuda_runtimes.values.iter().filter_map(|v| version_key(v)).map(|v| v.0).max();
-        let oldest_driver = self.cuda_drivers.values.iter().filter_map(|v| version_key(v)).map(|v| v.0).min();
+        let newest_runtime = self
+            .cuda_runtimes
+            .values
+            .iter()
+            .filter_map(|v| version_key(v))
+            .map(|v| v.0)
+            .max();
+        let oldest_driver = self
+            .cuda_drivers
+            .values
+            .iter()
+            .filter_map(|v| version_key(v))
+            .map(|v| v.0)
+            .min();
         if let (Some(runtime), Some(driver)) = (newest_runtime, oldest_driver)
             && driver < runtime
         {
@@ -404,9 +453,18 @@ impl Facts {
             lines.sort_by_key(|e| e.line);
         }
         let found: Vec<(String, u64)> = [
-            ("socket_despite_hca", "NCCL uses TCP sockets although the log lists RDMA devices"),
-            ("virtual_interface_chosen", "NCCL uses a loopback, bridge or veth interface between nodes"),
-            ("gdr_partial", "GPUDirect RDMA is used on some NIC connections only"),
+            (
+                "socket_despite_hca",
+                "NCCL uses TCP sockets although the log lists RDMA devices",
+            ),
+            (
+                "virtual_interface_chosen",
+                "NCCL uses a loopback, bridge or veth interface between nodes",
+            ),
+            (
+                "gdr_partial",
+                "GPUDirect RDMA is used on some NIC connections only",
+            ),
         ]
         .iter()
         .filter_map(|(fact, what)| {
@@ -421,7 +479,10 @@ impl Facts {
         }
         if self.gdr_disabled_lines > 0 {
             self.slow(
-                format!("GPUDirect RDMA is disabled ({} 'GPU Direct RDMA Disabled' lines)", self.gdr_disabled_lines),
+                format!(
+                    "GPUDirect RDMA is disabled ({} 'GPU Direct RDMA Disabled' lines)",
+                    self.gdr_disabled_lines
+                ),
                 self.first_gdr_disabled,
             );
         }
@@ -474,12 +535,25 @@ mod tests {
     #[test]
     fn hosts_after_launcher_prefixes() {
         for (line, host) in [
-            ("gpu2-ru7:2144:2556 [2] NCCL INFO Ring 00 : 2[3d000] -> 3[3e000]", "gpu2-ru7"),
-            ("[1,3]<stdout>:smc-gpu-03:29881:30401 [0] NCCL INFO init.cc:903 -> 5", "smc-gpu-03"),
-            ("node-1: node-1:2914:4490 [0] transport/nvls.cc:245 NCCL WARN x", "node-1"),
+            (
+                "gpu2-ru7:2144:2556 [2] NCCL INFO Ring 00 : 2[3d000] -> 3[3e000]",
+                "gpu2-ru7",
+            ),
+            (
+                "[1,3]<stdout>:smc-gpu-03:29881:30401 [0] NCCL INFO init.cc:903 -> 5",
+                "smc-gpu-03",
+            ),
+            (
+                "node-1: node-1:2914:4490 [0] transport/nvls.cc:245 NCCL WARN x",
+                "node-1",
+            ),
         ] {
             let f = facts(&[line]);
-            assert_eq!(f.hosts.values.iter().next().map(String::as_str), Some(host), "{line}");
+            assert_eq!(
+                f.hosts.values.iter().next().map(String::as_str),
+                Some(host),
+                "{line}"
+            );
         }
         assert!(facts(&["no host here NCCL INFO x"]).hosts.values.is_empty());
     }
@@ -509,10 +583,19 @@ mod tests {
         assert_eq!(f.transports.get("P2P"), Some(&1));
         assert_eq!(f.transports.get("NET"), Some(&1));
         assert!(f.trees && f.rings);
-        assert_eq!(f.environment.get("NCCL_IB_DISABLE").map(String::as_str), Some("1"));
+        assert_eq!(
+            f.environment.get("NCCL_IB_DISABLE").map(String::as_str),
+            Some("1")
+        );
         let slow: Vec<&str> = f.slowdowns.iter().map(|s| s.what.as_str()).collect();
-        assert!(slow.iter().any(|s| s.starts_with("NCCL_IB_DISABLE=1")), "{slow:?}");
-        assert!(slow.iter().any(|s| s.contains("TCP sockets although")), "{slow:?}");
+        assert!(
+            slow.iter().any(|s| s.starts_with("NCCL_IB_DISABLE=1")),
+            "{slow:?}"
+        );
+        assert!(
+            slow.iter().any(|s| s.contains("TCP sockets although")),
+            "{slow:?}"
+        );
         assert!(slow.iter().any(|s| s.contains("veth")), "{slow:?}");
         assert!(f.hcas.values.contains("mlx5_1:1/RoCE"));
         assert!(f.gpus.values.contains("NVIDIA GeForce RTX 4090"));

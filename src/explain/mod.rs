@@ -151,9 +151,22 @@ fn looks_like_error(text: &str) -> bool {
     if t.starts_with("File \"") || t.starts_with("frame #") || t.starts_with("Traceback") {
         return false;
     }
-    ["Error", "error:", "ERROR", " failed", "Failed", "FAILED", "Exception", "timed out", "Timeout", "Abort", "Segmentation fault", "Killed"]
-        .iter()
-        .any(|w| text.contains(w))
+    [
+        "Error",
+        "error:",
+        "ERROR",
+        " failed",
+        "Failed",
+        "FAILED",
+        "Exception",
+        "timed out",
+        "Timeout",
+        "Abort",
+        "Segmentation fault",
+        "Killed",
+    ]
+    .iter()
+    .any(|w| text.contains(w))
 }
 
 /// Reads the whole log once and explains it with `rules`.
@@ -188,9 +201,7 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
                 tally.vetoed = true;
             }
         }
-        if !understood
-            && looks_like_error(&text)
-            && !rules.context.iter().any(|p| p.matches(&text))
+        if !understood && looks_like_error(&text) && !rules.context.iter().any(|p| p.matches(&text))
         {
             analysis.not_understood_total += 1;
             if analysis.not_understood.len() < MAX_NOT_UNDERSTOOD {

@@ -5,8 +5,8 @@ use std::fmt::Write;
 
 use serde_json::json;
 
-use super::verify::{Check, Verdict};
 use super::Analysis;
+use super::verify::{Check, Verdict};
 
 /// Version of the JSON document's shape.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -26,7 +26,11 @@ pub fn summary(a: &Analysis) -> String {
         ),
     };
     if a.not_understood_total > 0 {
-        let _ = write!(s, "; {} error line(s) not understood", a.not_understood_total);
+        let _ = write!(
+            s,
+            "; {} error line(s) not understood",
+            a.not_understood_total
+        );
     }
     let _ = write!(s, " ({} lines read)", a.lines);
     s
@@ -136,9 +140,17 @@ pub fn text(a: &Analysis, checks: Option<&[Check]>) -> String {
             .collect();
         let _ = writeln!(out, "  Interfaces:  {}", list(&ifaces, false));
         if !f.hcas.values.is_empty() {
-            let _ = writeln!(out, "  HCAs:        {}", list(&f.hcas.values, f.hcas.truncated));
+            let _ = writeln!(
+                out,
+                "  HCAs:        {}",
+                list(&f.hcas.values, f.hcas.truncated)
+            );
         }
-        let gdr = match (f.net_channels_gdr, f.net_channels_no_gdr, f.gdr_disabled_lines) {
+        let gdr = match (
+            f.net_channels_gdr,
+            f.net_channels_no_gdr,
+            f.gdr_disabled_lines,
+        ) {
             (0, 0, 0) => "not seen".to_string(),
             (g, 0, 0) => format!("on ({g} connections)"),
             (0, n, _) if n > 0 => format!("off ({n} NET/IB connections without it)"),
@@ -204,11 +216,7 @@ pub fn text(a: &Analysis, checks: Option<&[Check]>) -> String {
             let _ = writeln!(out, "     line {}: {}", e.line, e.text);
         }
         if p.matched_lines > p.evidence.len() as u64 {
-            let _ = writeln!(
-                out,
-                "     ... {} matching lines in all",
-                p.matched_lines
-            );
+            let _ = writeln!(out, "     ... {} matching lines in all", p.matched_lines);
         }
         if !p.checks.is_empty() {
             let _ = writeln!(out, "   Checks:   {}", p.checks.join(", "));

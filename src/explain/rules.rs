@@ -256,19 +256,15 @@ pub fn parse(file: &str, text: &str) -> Result<RuleSet, RuleError> {
             .ok()
             .filter(|p| *p <= 100)
             .ok_or_else(|| at(format!("priority {} is not 0 to 100", raw.priority)))?;
-        let fact = match &raw.fact {
-            None => None,
-            Some(name) => Some(*FACTS.iter().find(|f| **f == name).ok_or_else(|| {
-                at(format!(
-                    "fact {name:?} is not one of: {}",
-                    FACTS.join(", ")
-                ))
-            })?),
-        };
+        let fact =
+            match &raw.fact {
+                None => None,
+                Some(name) => Some(*FACTS.iter().find(|f| **f == name).ok_or_else(|| {
+                    at(format!("fact {name:?} is not one of: {}", FACTS.join(", ")))
+                })?),
+            };
         let patterns = |list: &[String]| -> Result<Vec<Pattern>, RuleError> {
-            list.iter()
-                .map(|p| Pattern::new(p).map_err(|m| at(m)))
-                .collect()
+            list.iter().map(|p| Pattern::new(p).map_err(&at)).collect()
         };
         let any = patterns(&raw.any)?;
         if any.is_empty() && fact.is_none() {
@@ -277,7 +273,12 @@ pub fn parse(file: &str, text: &str) -> Result<RuleSet, RuleError> {
         if raw.cause.trim().is_empty() || raw.fix.trim().is_empty() {
             return Err(at("cause and fix must not be empty".into()));
         }
-        if raw.cause.chars().chain(raw.fix.chars()).any(char::is_control) {
+        if raw
+            .cause
+            .chars()
+            .chain(raw.fix.chars())
+            .any(char::is_control)
+        {
             return Err(at("cause and fix must be one line each".into()));
         }
         for check in &raw.checks {
@@ -388,8 +389,19 @@ mod tests {
         let used: BTreeSet<&str> = set.rules.iter().map(|r| r.category).collect();
         // Every shipped rule is backed by a real log (tests/explain.rs); no public log was
         // found for these categories, so they have no shipped rule yet (site rules may add them).
-        let missing: Vec<&str> = CATEGORIES.iter().copied().filter(|c| !used.contains(c)).collect();
-        assert_eq!(missing, ["shm_permission", "nccl_version_mismatch", "ipv6_ipv4_mismatch"]);
+        let missing: Vec<&str> = CATEGORIES
+            .iter()
+            .copied()
+            .filter(|c| !used.contains(c))
+            .collect();
+        assert_eq!(
+            missing,
+            [
+                "shm_permission",
+                "nccl_version_mismatch",
+                "ipv6_ipv4_mismatch"
+            ]
+        );
     }
 
     #[test]
@@ -407,8 +419,15 @@ mod tests {
             assert!(e.to_string().contains(needle), "{body}: {e}");
             assert!(e.to_string().starts_with("explain rules site.toml:"), "{e}");
         }
-        let e = parse("s.toml", &rule("any = [\"x\"]").replace("shm_too_small", "slow")).unwrap_err();
-        assert!(e.to_string().contains("category \"slow\" is not one of"), "{e}");
+        let e = parse(
+            "s.toml",
+            &rule("any = [\"x\"]").replace("shm_too_small", "slow"),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("category \"slow\" is not one of"),
+            "{e}"
+        );
         let twice = format!("{}{}", rule("any = [\"x\"]"), rule("any = [\"y\"]"));
         let e = parse("s.toml", &twice).unwrap_err();
         assert_eq!(e.line, Some(8));
@@ -430,7 +449,10 @@ mod tests {
         assert!(check_matches("rdma.*.ports", "rdma.mlx5_0.ports"));
         assert!(check_matches("dev_shm.size", "dev_shm.size"));
         assert!(!check_matches("dev_shm.size", "dev_shm.sizes"));
-        assert!(check_matches("gpu*.ecc_uncorrected", "gpu3.ecc_uncorrected"));
+        assert!(check_matches(
+            "gpu*.ecc_uncorrected",
+            "gpu3.ecc_uncorrected"
+        ));
         assert!(!check_matches("rdma.*.ports", "rdma.ports"));
         assert!(check_matches("rdma.*.*.state", "rdma.mlx5_0.1.state"));
     }

@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
-use super::rules::check_matches;
 use super::Problem;
+use super::rules::check_matches;
 use crate::finding::{Finding, Status};
 
 /// What the node says about one problem.
@@ -95,10 +95,22 @@ mod tests {
         let fail = vec![size.fail("64 MiB", "mount")];
         let pass = vec![size.pass("8 GiB")];
         let skip = vec![size.skip("image")];
-        assert_eq!(judge(&problem(&["dev_shm.size"]), &fail).verdict, Verdict::Confirmed);
-        assert_eq!(judge(&problem(&["dev_shm.size"]), &pass).verdict, Verdict::Refuted);
-        assert_eq!(judge(&problem(&["dev_shm.size"]), &skip).verdict, Verdict::Unknown);
+        assert_eq!(
+            judge(&problem(&["dev_shm.size"]), &fail).verdict,
+            Verdict::Confirmed
+        );
+        assert_eq!(
+            judge(&problem(&["dev_shm.size"]), &pass).verdict,
+            Verdict::Refuted
+        );
+        assert_eq!(
+            judge(&problem(&["dev_shm.size"]), &skip).verdict,
+            Verdict::Unknown
+        );
         assert_eq!(judge(&problem(&[]), &fail).verdict, Verdict::Unknown);
-        assert_eq!(judge(&problem(&["dev_shm.*"]), &fail).findings[0].actual, "64 MiB");
+        assert_eq!(
+            judge(&problem(&["dev_shm.*"]), &fail).findings[0].actual,
+            "64 MiB"
+        );
     }
 }
