@@ -173,6 +173,8 @@ fn looks_like_error(text: &str) -> bool {
 pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis> {
     let mut analysis = Analysis::default();
     let mut tallies: Vec<Tally> = rules.rules.iter().map(|_| Tally::default()).collect();
+    let index = rules::Index::new(rules);
+    let mut hits = Vec::new();
     let mut buf = Vec::new();
     while let Some(long) = read_line(reader, &mut buf)? {
         analysis.lines += 1;
@@ -181,10 +183,19 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
         }
         let n = analysis.lines;
         let text = clean(&buf);
-        analysis.nccl.observe(n, &text);
+        // Only NCCL's own lines, nccl-tests' device lines and transport fragments carry facts.
+        if text.contains("NCCL") || text.contains(" via ") || text.starts_with('#') {
+            analysis.nccl.observe(n, &text);
+        }
+        index.scan(&text, &mut hits);
         let mut understood = false;
+        let mut at = 0;
         for (rule, tally) in rules.rules.iter().zip(tallies.iter_mut()) {
-            if rule.any.iter().any(|p| p.matches(&text)) {
+            let any = at..at + rule.any.len();
+            let also = any.end..any.end + rule.also_any.len();
+            let unless = also.end..also.end + rule.unless.len();
+            at = unless.end;
+            if hits[any].iter().any(|h| *h) {
                 understood = true;
                 tally.matched += 1;
                 if tally.evidence.len() < MAX_EVIDENCE {
@@ -194,15 +205,15 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
                     });
                 }
             }
-            if !tally.also && rule.also_any.iter().any(|p| p.matches(&text)) {
+            if hits[also].iter().any(|h| *h) {
                 tally.also = true;
             }
-            if !tally.vetoed && rule.unless.iter().any(|p| p.matches(&text)) {
+            if hits[unless].iter().any(|h| *h) {
                 tally.vetoed = true;
             }
         }
-        if !understood && looks_like_error(&text) && !rules.context.iter().any(|p| p.matches(&text))
-        {
+        let context = hits[at..].iter().any(|h| *h);
+        if !understood && !context && looks_like_error(&text) {
             analysis.not_understood_total += 1;
             if analysis.not_understood.len() < MAX_NOT_UNDERSTOOD {
                 analysis.not_understood.push(Evidence {

@@ -128,6 +128,60 @@ impl Pattern {
     pub fn as_str(&self) -> &str {
         &self.text
     }
+
+    /// The longest piece: a line without it cannot match, so [`Index`] looks for it first.
+    fn anchor(&self) -> &str {
+        self.pieces
+            .iter()
+            .max_by_key(|p| p.len())
+            .map_or("", String::as_str)
+    }
+}
+
+/// Which patterns of a rule set may match a line, found in one pass over the line (an
+/// Aho-Corasick automaton of every pattern's longest piece) instead of one search per
+/// pattern: a log of millions of lines is read at the speed of that one pass.
+pub struct Index {
+    /// `None` if it could not be built: then every pattern is tried on every line.
+    automaton: Option<aho_corasick::AhoCorasick>,
+    /// Every pattern, in [`RuleSet::patterns`] order; anchor `i` belongs to pattern `i`.
+    patterns: Vec<Pattern>,
+}
+
+impl Index {
+    pub fn new(set: &RuleSet) -> Index {
+        let patterns = set.patterns();
+        let anchors: Vec<&str> = patterns.iter().map(|p| p.anchor()).collect();
+        // A few hundred short literals stay far below the automaton's limits; should it
+        // still refuse, every pattern is tried on every line (slower, same answers).
+        let automaton = aho_corasick::AhoCorasick::new(&anchors).ok();
+        Index {
+            automaton,
+            patterns: patterns.into_iter().cloned().collect(),
+        }
+    }
+
+    /// Sets `hits[i]` for every pattern `i` that matches `line`; `hits` is reused per line.
+    pub fn scan(&self, line: &str, hits: &mut Vec<bool>) {
+        hits.clear();
+        hits.resize(self.patterns.len(), false);
+        let patterns = &self.patterns;
+        match &self.automaton {
+            Some(automaton) => {
+                for m in automaton.find_overlapping_iter(line) {
+                    let i = m.pattern().as_usize();
+                    if !hits[i] && patterns[i].matches(line) {
+                        hits[i] = true;
+                    }
+                }
+            }
+            None => {
+                for (hit, pattern) in hits.iter_mut().zip(patterns) {
+                    *hit = pattern.matches(line);
+                }
+            }
+        }
+    }
 }
 
 /// One cause explain knows.
@@ -156,6 +210,21 @@ pub struct Rule {
     pub sources: Vec<String>,
     /// Where the rule was defined, for messages.
     pub origin: String,
+}
+
+impl RuleSet {
+    /// Every pattern, in a fixed order: each rule's `any`, `also_any`, `unless`, then the
+    /// context phrases. [`Index::scan`] numbers its hits in this order.
+    pub fn patterns(&self) -> Vec<&Pattern> {
+        let mut out = Vec::new();
+        for r in &self.rules {
+            out.extend(r.any.iter());
+            out.extend(r.also_any.iter());
+            out.extend(r.unless.iter());
+        }
+        out.extend(self.context.iter());
+        out
+    }
 }
 
 /// Every rule in force, shipped ones overridden by site ones of the same id, and the line
