@@ -111,20 +111,39 @@ fn real_logs_get_the_cause_their_thread_established() {
         if f.category == "none" {
             assert!(problems.is_empty(), "{}: {problems:?}", f.name);
             assert_eq!(code, Some(0), "{}", f.name);
-        } else {
-            assert_eq!(code, Some(1), "{}", f.name);
-            if first != Some(f.category.as_str()) {
-                misses.push(format!("{}: {:?} instead of {}", f.name, first, f.category));
+            continue;
+        }
+        // Something failed in every thread's log: never "nothing wrong".
+        assert_eq!(code, Some(1), "{}", f.name);
+        match first {
+            Some(c) if c == f.category => {}
+            // No rule explains it: the lines are shown as not understood, no guess is made.
+            None => {
+                assert!(
+                    doc["not_understood_total"].as_u64().unwrap() > 0,
+                    "{}",
+                    f.name
+                );
+                misses.push(format!(
+                    "{}: not understood instead of {}",
+                    f.name, f.category
+                ));
             }
+            Some(c) => panic!(
+                "{}: guessed {c}, the thread established {}",
+                f.name, f.category
+            ),
         }
     }
     let judged = fixtures.iter().filter(|f| f.category != "none").count();
+    let rate = (judged - misses.len()) as f64 / judged as f64;
     println!(
-        "first problem's category = established cause: {}/{judged} ({:.0}%)",
+        "first problem's category = established cause: {}/{judged} ({:.0}%); not understood: {misses:#?}",
         judged - misses.len(),
-        100.0 * (judged - misses.len()) as f64 / judged as f64
+        100.0 * rate
     );
-    assert!(misses.is_empty(), "{misses:#?}");
+    // Issue 23: at least 75%, aim for 90%.
+    assert!(rate >= 0.9, "{misses:#?}");
     // Every shipped rule is backed by at least one real log that triggers it.
     let rules = gputune::explain::rules::parse("rules", gputune::explain::rules::BUILTIN).unwrap();
     let unfired: Vec<&str> = rules

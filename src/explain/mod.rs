@@ -176,6 +176,8 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
     let index = rules::Index::new(rules);
     let mut hits = Vec::new();
     let mut buf = Vec::new();
+    let mut wrappers: Vec<Evidence> = Vec::new();
+    let mut wrappers_total = 0u64;
     while let Some(long) = read_line(reader, &mut buf)? {
         analysis.lines += 1;
         if long {
@@ -213,7 +215,17 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
             }
         }
         let context = hits[at..].iter().any(|h| *h);
-        if !understood && !context && looks_like_error(&text) {
+        if !understood && context && looks_like_error(&text) {
+            // A wrapper ("unhandled system error") says that something failed but not what:
+            // shown as not understood if nothing else in the log explains it.
+            wrappers_total += 1;
+            if wrappers.len() < MAX_NOT_UNDERSTOOD {
+                wrappers.push(Evidence {
+                    line: n,
+                    text: shorten(text.trim()),
+                });
+            }
+        } else if !understood && !context && looks_like_error(&text) {
             analysis.not_understood_total += 1;
             if analysis.not_understood.len() < MAX_NOT_UNDERSTOOD {
                 analysis.not_understood.push(Evidence {
@@ -242,6 +254,12 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
     let mut seen = BTreeMap::new();
     problems.retain(|p| seen.insert(p.category, ()).is_none());
     analysis.problems = problems;
+    if analysis.problems.is_empty() && wrappers_total > 0 {
+        analysis.not_understood_total += wrappers_total;
+        analysis.not_understood.extend(wrappers);
+        analysis.not_understood.sort_by_key(|e| e.line);
+        analysis.not_understood.truncate(MAX_NOT_UNDERSTOOD);
+    }
     Ok(analysis)
 }
 
@@ -312,6 +330,18 @@ mod tests {
         assert!(a.problems.is_empty());
         assert_eq!(a.not_understood_total, 1);
         assert_eq!(a.not_understood[0].line, 2);
+    }
+
+    #[test]
+    fn a_failure_nothing_explains_is_not_understood_rather_than_fine() {
+        let a = run(
+            b"RuntimeError: NCCL error in: x.cpp:1, unhandled system error, NCCL version 2.7.8\n",
+        );
+        assert!(a.problems.is_empty());
+        assert_eq!(a.not_understood_total, 1);
+        let a = run(b"RuntimeError: NCCL error in: x.cpp:1, unhandled system error\nh:1:1 [0] NCCL WARN Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 0\n");
+        assert_eq!(a.problems[0].category, "user_code_device_mapping");
+        assert_eq!(a.not_understood_total, 0);
     }
 
     #[test]

@@ -463,14 +463,7 @@ mod tests {
             .copied()
             .filter(|c| !used.contains(c))
             .collect();
-        assert_eq!(
-            missing,
-            [
-                "shm_permission",
-                "nccl_version_mismatch",
-                "ipv6_ipv4_mismatch"
-            ]
-        );
+        assert_eq!(missing, ["nccl_version_mismatch", "ipv6_ipv4_mismatch"]);
     }
 
     #[test]
