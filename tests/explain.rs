@@ -221,6 +221,20 @@ fn reads_standard_input_and_says_what_nccl_did() {
 }
 
 #[test]
+fn a_failure_without_nccl_messages_asks_for_them_instead_of_guessing() {
+    let log = std::fs::read(common::fixture("explain/dekr-18.log")).unwrap();
+    let out = explain_stdin(&[], &log);
+    assert_eq!(out.status.code(), Some(1));
+    let shown = text(&out.stdout);
+    assert!(shown.contains("No rule explains this log."), "{shown}");
+    assert!(
+        shown.contains("run the job again with NCCL_DEBUG=INFO"),
+        "{shown}"
+    );
+    assert!(shown.contains("line 3: ncclSystemError"), "{shown}");
+}
+
+#[test]
 fn slowdowns_are_flagged_from_what_nccl_printed() {
     let log = "a:1:1 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1.\n\
                a:1:1 [0] NCCL INFO NCCL_P2P_DISABLE set by environment to 1\n\

@@ -91,6 +91,8 @@ pub struct Facts {
     /// CUDA driver versions (`cudaDriverVersion 12080` -> `12.8`).
     pub cuda_drivers: Bounded,
     pub hosts: Bounded,
+    /// Lines NCCL itself printed (`NCCL INFO` / `NCCL WARN`): none means NCCL_DEBUG was unset.
+    pub nccl_lines: u64,
     /// GPU names nccl-tests and NCCL printed.
     pub gpus: Bounded,
     /// The largest `nranks` any communicator reported.
@@ -209,6 +211,9 @@ impl Facts {
     /// Takes in one (already cleaned) line.
     pub fn observe(&mut self, line: u64, text: &str) {
         let nccl_at = text.find("NCCL INFO").or_else(|| text.find("NCCL WARN"));
+        if nccl_at.is_some() {
+            self.nccl_lines += 1;
+        }
         let host = nccl_at.and_then(|at| host_of(&text[..at]));
         if let Some(host) = host {
             self.hosts.insert(host);

@@ -14,6 +14,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// One sentence saying what was found.
 pub fn summary(a: &Analysis) -> String {
     let mut s = match a.problems.len() {
+        0 if a.not_understood_total > 0 => "no rule explains this log".to_string(),
         0 => "no known problem".to_string(),
         1 => format!("1 problem: {}", a.problems[0].category),
         n => format!(
@@ -192,8 +193,15 @@ pub fn text(a: &Analysis, checks: Option<&[Check]>) -> String {
         }
         out.push('\n');
     }
-    if a.problems.is_empty() {
+    if a.problems.is_empty() && a.not_understood_total == 0 {
         out.push_str("No known problem found.\n");
+    } else if a.problems.is_empty() {
+        out.push_str("No rule explains this log.\n");
+        if a.nccl.nccl_lines == 0 {
+            out.push_str(
+                "NCCL's own messages are missing: run the job again with NCCL_DEBUG=INFO (or WARN) and explain that log.\n",
+            );
+        }
     } else {
         let _ = writeln!(out, "Problems (most likely root cause first)");
     }

@@ -350,6 +350,9 @@ pub fn parse(file: &str, text: &str) -> Result<RuleSet, RuleError> {
         {
             return Err(at("cause and fix must be one line each".into()));
         }
+        if raw.sources.iter().any(|u| u.chars().any(char::is_control)) {
+            return Err(at("sources must not hold control characters".into()));
+        }
         for check in &raw.checks {
             if check.is_empty()
                 || !check
