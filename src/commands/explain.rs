@@ -86,7 +86,7 @@ pub fn run(args: &ExplainArgs, root: &Root) -> Result<ExitCode> {
             analysis
                 .problems
                 .iter()
-                .map(|p| verify::judge(p, &findings))
+                .map(|p| verify::judge(p, &findings, &profile.name))
                 .collect::<Vec<_>>(),
         )
     } else {

@@ -243,7 +243,10 @@ pub fn text(a: &Analysis, checks: Option<&[Check]>) -> String {
                 .map(|s| format!("{} is {} ({})", s.id, s.actual, s.status))
                 .collect();
             let why = if shown.is_empty() {
-                "no check for it ran here".to_string()
+                format!(
+                    "none of its checks is in profile {} or could run here",
+                    check.profile
+                )
             } else {
                 shown.join("; ")
             };

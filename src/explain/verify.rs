@@ -32,11 +32,13 @@ pub struct Seen {
 #[derive(Debug, Clone, Serialize)]
 pub struct Check {
     pub verdict: Verdict,
+    /// The profile the checks were judged against (the node's default).
+    pub profile: String,
     pub findings: Vec<Seen>,
 }
 
 /// Judges `problem` by the audit `findings` of this node.
-pub fn judge(problem: &Problem, findings: &[Finding]) -> Check {
+pub fn judge(problem: &Problem, findings: &[Finding], profile: &str) -> Check {
     let clean = |s: &str| super::clean(s.as_bytes());
     let seen: Vec<Seen> = findings
         .iter()
@@ -65,6 +67,7 @@ pub fn judge(problem: &Problem, findings: &[Finding]) -> Check {
     };
     Check {
         verdict,
+        profile: super::clean(profile.as_bytes()),
         findings: seen,
     }
 }
@@ -96,20 +99,20 @@ mod tests {
         let pass = vec![size.pass("8 GiB")];
         let skip = vec![size.skip("image")];
         assert_eq!(
-            judge(&problem(&["dev_shm.size"]), &fail).verdict,
+            judge(&problem(&["dev_shm.size"]), &fail, "p").verdict,
             Verdict::Confirmed
         );
         assert_eq!(
-            judge(&problem(&["dev_shm.size"]), &pass).verdict,
+            judge(&problem(&["dev_shm.size"]), &pass, "p").verdict,
             Verdict::Refuted
         );
         assert_eq!(
-            judge(&problem(&["dev_shm.size"]), &skip).verdict,
+            judge(&problem(&["dev_shm.size"]), &skip, "p").verdict,
             Verdict::Unknown
         );
-        assert_eq!(judge(&problem(&[]), &fail).verdict, Verdict::Unknown);
+        assert_eq!(judge(&problem(&[]), &fail, "p").verdict, Verdict::Unknown);
         assert_eq!(
-            judge(&problem(&["dev_shm.*"]), &fail).findings[0].actual,
+            judge(&problem(&["dev_shm.*"]), &fail, "p").findings[0].actual,
             "64 MiB"
         );
     }
