@@ -25,6 +25,9 @@ _gputune() {
             gputune,bench)
                 cmd="gputune__subcmd__bench"
                 ;;
+            gputune,explain)
+                cmd="gputune__subcmd__explain"
+                ;;
             gputune,fleet)
                 cmd="gputune__subcmd__fleet"
                 ;;
@@ -84,6 +87,9 @@ _gputune() {
                 ;;
             gputune__subcmd__help,bench)
                 cmd="gputune__subcmd__help__subcmd__bench"
+                ;;
+            gputune__subcmd__help,explain)
+                cmd="gputune__subcmd__help__subcmd__explain"
                 ;;
             gputune__subcmd__help,fleet)
                 cmd="gputune__subcmd__help__subcmd__fleet"
@@ -149,7 +155,7 @@ _gputune() {
 
     case "${cmd}" in
         gputune)
-            opts="-h -V --root --help --version audit apply rollback profiles topo pin bench health fleet help"
+            opts="-h -V --root --help --version audit apply rollback profiles topo pin bench health fleet explain help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -880,6 +886,28 @@ _gputune() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        gputune__subcmd__explain)
+            opts="-h --format --check --root --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         gputune__subcmd__fleet)
             opts="-h --format --failing --output --root --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -941,7 +969,7 @@ _gputune() {
             return 0
             ;;
         gputune__subcmd__help)
-            opts="audit apply rollback profiles topo pin bench health fleet help"
+            opts="audit apply rollback profiles topo pin bench health fleet explain help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1041,6 +1069,20 @@ _gputune() {
         gputune__subcmd__help__subcmd__bench__subcmd__reducescatter)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        gputune__subcmd__help__subcmd__explain)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::commands::{apply, audit, bench, fleet, health, pin, profiles, topo};
+use crate::commands::{apply, audit, bench, explain, fleet, health, pin, profiles, topo};
 
 /// Tune and validate Linux GPU training nodes for distributed PyTorch (DDP/FSDP over NCCL).
 #[derive(Debug, Parser)]
@@ -47,6 +47,8 @@ pub enum Command {
     Health(health::HealthArgs),
     /// Compare many nodes' audit reports: value groups per check and fact, nodes as hostlists.
     Fleet(fleet::FleetArgs),
+    /// Explain an NCCL/PyTorch log: what NCCL did, each problem's cause, fix and checks.
+    Explain(explain::ExplainArgs),
 }
 
 #[cfg(test)]

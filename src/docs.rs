@@ -161,6 +161,12 @@ fn exit_status(page: &str) -> Vec<(&'static str, &'static str)> {
         codes[1].1 = "A node fails or errs on a check, or a value that must be alike on every node of a job (kernel, gpu and nic values, host facts) differs.";
         codes[3].1 = "No audit report could be read (each file or document that could not is named on standard error and skipped).";
     }
+    if page == "gputune-explain" {
+        codes.push((
+            "explain",
+            "0: no problem and no error line left unexplained; 1: problems found (or error lines no rule explains); 2: bad flag or rules file (file:line named); 3: the log cannot be read.",
+        ));
+    }
     if page == "gputune-health" {
         codes.push((
             "npd",
@@ -228,6 +234,13 @@ fn files(page: &str) -> Vec<(&'static str, &'static str)> {
             files.extend(written);
             files
         }
+        "gputune-explain" => vec![
+            (
+                "/etc/gputune/explain/*.toml",
+                "Site rules for explain, read in name order; a rule replaces the built-in rule with its id.",
+            ),
+            profiles,
+        ],
         "gputune-health" => vec![
             profiles,
             site_default,
@@ -364,6 +377,20 @@ fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
             (
                 "Nodes passing and failing per check, for a fleet dashboard:",
                 "gputune fleet reports/ --format prometheus",
+            ),
+        ],
+        "gputune-explain" => &[
+            (
+                "What went wrong in a failed job, from its NCCL_DEBUG=INFO log:",
+                "gputune explain slurm-4711.out",
+            ),
+            (
+                "The same, and whether this node has the cause (run on the failing node):",
+                "gputune explain --check slurm-4711.out",
+            ),
+            (
+                "From a pipe, as JSON for a job-failure bot:",
+                "kubectl logs job/train --all-containers | gputune explain --format json -",
             ),
         ],
         "gputune-bench" | "gputune-bench-allreduce" => &[

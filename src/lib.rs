@@ -10,6 +10,7 @@ pub mod cli;
 pub mod commands;
 pub mod docs;
 pub mod error;
+pub mod explain;
 pub mod ffi;
 pub mod finding;
 pub mod fleet;

@@ -13,6 +13,7 @@ mod audit_persisted;
 mod audit_skip;
 mod audit_table;
 mod docs_examples;
+mod explain;
 mod file_modes;
 mod fleet;
 mod fuzz_parsers;

@@ -3,6 +3,7 @@
 pub mod apply;
 pub mod audit;
 pub mod bench;
+pub mod explain;
 pub mod fleet;
 pub mod health;
 pub mod pin;
@@ -39,6 +40,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Bench(args) => bench::run(&args, &root),
         Command::Health(args) => health::run(&args, &root),
         Command::Fleet(args) => fleet::run(&args),
+        Command::Explain(args) => explain::run(&args, &root),
     }
 }
 

@@ -1,0 +1,113 @@
+//! `gputune explain`: read a job's log and say what NCCL did, what went wrong, why, how to
+//! fix it and which checks detect it; `--check` runs those checks here.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+use crate::checks::{self, AuditOptions};
+use crate::error::{Error, ExitCode, Result};
+use crate::explain::{self, render, rules, verify};
+use crate::host::Root;
+use crate::image::Mode;
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// The log: NCCL_DEBUG=INFO/WARN output, PyTorch/torchrun errors, nccl-tests or Slurm
+    /// output; `-` or nothing reads standard input.
+    #[arg(value_name = "LOG|-")]
+    pub log: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: ExplainFormat,
+    /// Run the checks each problem names on this node (or --root) and say whether the node
+    /// confirms or refutes it.
+    #[arg(long)]
+    pub check: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExplainFormat {
+    Text,
+    Json,
+}
+
+/// How long `--check`'s audit may take, as `audit`'s.
+const CHECK_LIMITS: checks::TimeLimits = checks::TimeLimits {
+    per_area: std::time::Duration::from_secs(60),
+    total: std::time::Duration::from_secs(300),
+};
+
+fn open(path: Option<&PathBuf>) -> Result<Box<dyn BufRead>> {
+    let path = match path {
+        None => return Ok(Box::new(BufReader::new(std::io::stdin()))),
+        Some(p) if p.as_os_str() == "-" => return Ok(Box::new(BufReader::new(std::io::stdin()))),
+        Some(p) => p,
+    };
+    // The user named it: a FIFO or device is read as asked; a directory is not a log.
+    let file = std::fs::File::open(path).map_err(|e| {
+        Error::Runtime(format!(
+            "cannot read {}: {e}",
+            explain::clean(path.as_os_str().as_encoded_bytes())
+        ))
+    })?;
+    let meta = file.metadata().map_err(|e| {
+        Error::Runtime(format!(
+            "cannot read {}: {e}",
+            explain::clean(path.as_os_str().as_encoded_bytes())
+        ))
+    })?;
+    if meta.is_dir() {
+        return Err(Error::Runtime(format!(
+            "cannot read {}: it is a directory; name a log file or - for standard input",
+            explain::clean(path.as_os_str().as_encoded_bytes())
+        )));
+    }
+    Ok(Box::new(BufReader::with_capacity(1 << 16, file)))
+}
+
+pub fn run(args: &ExplainArgs, root: &Root) -> Result<ExitCode> {
+    let rules = rules::load(root).map_err(|e| Error::Usage(e.to_string()))?;
+    let mut reader = open(args.log.as_ref())?;
+    let analysis = explain::analyse(&mut reader, &rules)
+        .map_err(|e| Error::Runtime(format!("cannot read the log: {e}")))?;
+    let checks = if args.check {
+        crate::image::check_root(root).map_err(|e| Error::Runtime(e.to_string()))?;
+        let (profile, _) = super::audit::load_profile(None, root)?;
+        let mode = Mode::detect(root, false);
+        let options = AuditOptions {
+            persisted: mode != Mode::Live,
+            mode,
+            ..AuditOptions::default()
+        };
+        let findings = checks::run_limited(root, &profile, &options, &[], CHECK_LIMITS);
+        Some(
+            analysis
+                .problems
+                .iter()
+                .map(|p| verify::judge(p, &findings, &profile.name))
+                .collect::<Vec<_>>(),
+        )
+    } else {
+        None
+    };
+    let text = match args.format {
+        ExplainFormat::Text => render::text(&analysis, checks.as_deref()),
+        ExplainFormat::Json => {
+            let mut text =
+                serde_json::to_string_pretty(&render::json(&analysis, checks.as_deref()))
+                    .map_err(|e| Error::Runtime(format!("cannot render JSON: {e}")))?;
+            text.push('\n');
+            text
+        }
+    };
+    super::emit(&text, None)?;
+    Ok(
+        if analysis.problems.is_empty() && analysis.not_understood_total == 0 {
+            ExitCode::Ok
+        } else {
+            ExitCode::Findings
+        },
+    )
+}

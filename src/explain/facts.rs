@@ -1,0 +1,627 @@
+//! What NCCL did, read from its INFO lines: versions per host, hosts and GPUs, the network
+//! chosen, interfaces and HCAs, GPUDirect RDMA, transports, channels and algorithms. Every
+//! collection is bounded, so a log of millions of ranks' lines costs the same memory as one
+//! of ten.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use super::Evidence;
+
+/// The most distinct values kept per fact (hosts, interfaces, versions...).
+const MAX_VALUES: usize = 256;
+
+/// The most evidence lines kept per fact.
+const MAX_EVIDENCE: usize = 5;
+
+/// A set that stops growing at [`MAX_VALUES`] and says so.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Bounded {
+    pub values: BTreeSet<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+}
+
+impl Bounded {
+    fn insert(&mut self, value: &str) {
+        if self.values.contains(value) {
+            return;
+        }
+        if self.values.len() >= MAX_VALUES {
+            self.truncated = true;
+        } else {
+            self.values.insert(value.to_string());
+        }
+    }
+}
+
+/// One interface NCCL named, with the address it showed.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Interface {
+    pub name: String,
+    pub address: String,
+}
+
+/// One silent performance killer and the line that shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Slowdown {
+    pub what: String,
+    pub line: u64,
+}
+
+/// Environment settings that slow NCCL down, with what each does.
+const SLOW_SETTINGS: &[(&str, &str, &str)] = &[
+    (
+        "NCCL_P2P_DISABLE",
+        "1",
+        "GPU peer-to-peer is off: GPUs on a node exchange data through host memory",
+    ),
+    (
+        "NCCL_IB_DISABLE",
+        "1",
+        "InfiniBand/RoCE is off: inter-node traffic uses TCP sockets",
+    ),
+    (
+        "NCCL_SHM_DISABLE",
+        "1",
+        "the shared-memory transport is off",
+    ),
+    (
+        "NCCL_P2P_LEVEL",
+        "LOC",
+        "GPU peer-to-peer is limited to nothing (LOC)",
+    ),
+    (
+        "NCCL_NET_GDR_LEVEL",
+        "",
+        "GPUDirect RDMA is limited by NCCL_NET_GDR_LEVEL",
+    ),
+];
+
+const MAX_SLOWDOWNS: usize = 16;
+
+/// Everything the INFO lines said.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Facts {
+    /// NCCL version -> hosts that reported it (`?` when the line named no host).
+    pub nccl_versions: BTreeMap<String, Bounded>,
+    /// CUDA runtime versions NCCL was built for (`+cuda12.4`).
+    pub cuda_runtimes: Bounded,
+    /// CUDA driver versions (`cudaDriverVersion 12080` -> `12.8`).
+    pub cuda_drivers: Bounded,
+    pub hosts: Bounded,
+    /// Lines NCCL itself printed (`NCCL INFO` / `NCCL WARN`): none means NCCL_DEBUG was unset.
+    pub nccl_lines: u64,
+    /// GPU names nccl-tests and NCCL printed.
+    pub gpus: Bounded,
+    /// The largest `nranks` any communicator reported.
+    pub ranks: Option<u64>,
+    /// `Using network IB|Socket|...`.
+    pub networks: Bounded,
+    pub interfaces: BTreeSet<Interface>,
+    /// HCAs (`mlx5_0:1/IB`).
+    pub hcas: Bounded,
+    /// Channels through a NIC with GPUDirect RDMA, and without.
+    pub net_channels_gdr: u64,
+    pub net_channels_no_gdr: u64,
+    /// `GPU Direct RDMA Disabled|Enabled for ...` lines seen.
+    pub gdr_disabled_lines: u64,
+    pub gdr_enabled_lines: u64,
+    #[serde(skip)]
+    first_gdr_disabled: u64,
+    /// Connections per transport (`P2P`, `SHM`, `NET`, `NVLS`, `CollNet`).
+    pub transports: BTreeMap<String, u64>,
+    /// The largest channel count seen (`Channel 00/04` or `N coll channels`).
+    pub channels: Option<u64>,
+    pub rings: bool,
+    pub trees: bool,
+    /// `NCCL_X set by environment to Y` (first value kept).
+    pub environment: BTreeMap<String, String>,
+    /// Settings and choices that slow NCCL down without failing it (issue 23's "silent
+    /// performance killers"): NCCL_P2P_DISABLE, NCCL_IB_DISABLE, NCCL_NET_GDR_LEVEL, SHM off,
+    /// TCP sockets where RDMA devices exist, a virtual interface, GPUDirect RDMA off.
+    pub slowdowns: Vec<Slowdown>,
+    /// Evidence for the named facts rules can use.
+    #[serde(skip)]
+    pub evidence: BTreeMap<&'static str, Vec<Evidence>>,
+    /// One line per version, for `nccl_versions_differ`.
+    #[serde(skip)]
+    version_lines: BTreeMap<String, Evidence>,
+    #[serde(skip)]
+    driver_lines: Vec<Evidence>,
+    #[serde(skip)]
+    socket_lines: Vec<Evidence>,
+    #[serde(skip)]
+    hca_lines: Vec<Evidence>,
+    #[serde(skip)]
+    gdr_lines: Vec<Evidence>,
+    #[serde(skip)]
+    no_gdr_lines: Vec<Evidence>,
+}
+
+fn keep(list: &mut Vec<Evidence>, line: u64, text: &str) {
+    if list.len() < MAX_EVIDENCE {
+        list.push(Evidence {
+            line,
+            text: text.to_string(),
+        });
+    }
+}
+
+/// The host of an NCCL line (`host:pid:tid [dev] NCCL INFO ...`), after any launcher prefix
+/// (`[1,3]<stdout>:`, `node1: `).
+fn host_of(before_nccl: &str) -> Option<&str> {
+    let token = before_nccl
+        .split_whitespace()
+        .rev()
+        .find(|t| t.matches(':').count() >= 2)?;
+    let mut parts = token.rsplitn(3, ':');
+    let (tid, pid, rest) = (parts.next()?, parts.next()?, parts.next()?);
+    if tid.is_empty()
+        || pid.is_empty()
+        || !tid.bytes().all(|b| b.is_ascii_digit())
+        || !pid.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let host = rest.rsplit([':', '>', ']']).next()?;
+    (!host.is_empty()).then_some(host)
+}
+
+/// `[0]eth0:10.0.0.1<0>` or `eth0:10.0.0.1<0>` -> (`eth0`, `10.0.0.1`).
+fn interface_of(token: &str) -> Option<Interface> {
+    let token = match token.find(']') {
+        Some(at) if token.starts_with('[') => &token[at + 1..],
+        _ => token,
+    };
+    let (name, rest) = token.split_once(':')?;
+    let address = rest.split('<').next().unwrap_or("");
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-@".contains(c))
+    {
+        return None;
+    }
+    Some(Interface {
+        name: name.to_string(),
+        address: address.to_string(),
+    })
+}
+
+/// An interface a bootstrap or socket transport should never use between nodes.
+pub fn is_virtual(name: &str) -> bool {
+    name == "lo"
+        || ["docker", "virbr", "veth", "br-", "cni", "flannel", "cali"]
+            .iter()
+            .any(|p| name.starts_with(p))
+}
+
+fn number_after<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    let at = text.find(key)? + key.len();
+    let rest = text[at..].trim_start();
+    let end = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '.'))
+        .unwrap_or(rest.len());
+    Some(&rest[..end]).filter(|s| !s.is_empty())
+}
+
+impl Facts {
+    /// Takes in one (already cleaned) line.
+    pub fn observe(&mut self, line: u64, text: &str) {
+        let nccl_at = text.find("NCCL INFO").or_else(|| text.find("NCCL WARN"));
+        if nccl_at.is_some() {
+            self.nccl_lines += 1;
+        }
+        let host = nccl_at.and_then(|at| host_of(&text[..at]));
+        if let Some(host) = host {
+            self.hosts.insert(host);
+        }
+        let body = match nccl_at {
+            Some(at) => &text[at + "NCCL INFO".len()..],
+            None => text,
+        };
+        if let Some(at) = text.find("NCCL version ") {
+            let rest = &text[at + "NCCL version ".len()..];
+            let token: String = rest
+                .chars()
+                .take_while(|c| !c.is_whitespace() && *c != ',')
+                .collect();
+            let (version, cuda) = match token.split_once("+cuda") {
+                Some((v, c)) => (v.to_string(), Some(c.to_string())),
+                None => (token.clone(), None),
+            };
+            if !version.is_empty() && version.chars().next().is_some_and(|c| c.is_ascii_digit()) {
+                if let Some(cuda) = cuda {
+                    self.cuda_runtimes.insert(&cuda);
+                    if self.driver_lines.len() < MAX_EVIDENCE {
+                        keep(&mut self.driver_lines, line, text);
+                    }
+                }
+                if self.nccl_versions.len() < MAX_VALUES
+                    || self.nccl_versions.contains_key(&version)
+                {
+                    self.nccl_versions
+                        .entry(version.clone())
+                        .or_default()
+                        .insert(host.unwrap_or("?"));
+                    self.version_lines.entry(version).or_insert(Evidence {
+                        line,
+                        text: text.to_string(),
+                    });
+                }
+            }
+        }
+        if let Some(n) = number_after(body, "cudaDriverVersion").and_then(|v| v.parse::<u64>().ok())
+        {
+            self.cuda_drivers
+                .insert(&format!("{}.{}", n / 1000, (n % 1000) / 10));
+            keep(&mut self.driver_lines, line, text);
+        }
+        if let Some(n) = number_after(body, "nranks").and_then(|v| v.parse::<u64>().ok()) {
+            self.ranks = Some(self.ranks.map_or(n, |r| r.max(n)));
+        }
+        if let Some(at) = body.find("Using network ") {
+            let name = body[at + "Using network ".len()..].trim();
+            self.networks.insert(name);
+            if name == "Socket" {
+                keep(&mut self.socket_lines, line, text);
+            }
+        }
+        let using = [
+            "Bootstrap : Using ",
+            "Bootstrap: Using ",
+            "NET/Socket : Using ",
+            "NET : Using interface ",
+        ];
+        if let Some(prefix) = using.iter().find(|p| body.contains(**p)) {
+            let at = body.find(prefix).unwrap_or(0) + prefix.len();
+            for token in body[at..].split_whitespace() {
+                if let Some(iface) = interface_of(token) {
+                    if is_virtual(&iface.name) {
+                        let list = self.evidence.entry("virtual_interface_chosen").or_default();
+                        keep(list, line, text);
+                    }
+                    if iface.address.starts_with("172.17.") {
+                        let list = self.evidence.entry("docker_bridge_address").or_default();
+                        keep(list, line, text);
+                    }
+                    if self.interfaces.len() < MAX_VALUES {
+                        self.interfaces.insert(iface);
+                    }
+                }
+            }
+        }
+        if let Some(at) = body.find("NET/IB : Using ") {
+            let list = body[at + "NET/IB : Using ".len()..]
+                .split(';')
+                .next()
+                .unwrap_or("");
+            for token in list.split_whitespace() {
+                if token.starts_with('[') && token.contains(']') && token.len() > 3 {
+                    let name = token.split_once(']').map_or(token, |(_, n)| n);
+                    if !name.is_empty() {
+                        self.hcas.insert(name);
+                        keep(&mut self.hca_lines, line, text);
+                    }
+                }
+            }
+        }
+        if body.contains("Unable to open device") || body.contains("ibv_open_device failed") {
+            keep(&mut self.hca_lines, line, text);
+        }
+        if body.contains("GPU Direct RDMA Disabled") {
+            if self.gdr_disabled_lines == 0 {
+                self.first_gdr_disabled = line;
+            }
+            self.gdr_disabled_lines += 1;
+        } else if body.contains("GPU Direct RDMA Enabled") {
+            self.gdr_enabled_lines += 1;
+        }
+        if let Some(at) = text.find(" via ") {
+            let via = text[at + 5..].split_whitespace().next().unwrap_or("");
+            let transport = if via.starts_with("NET/") {
+                if via.contains("GDRDMA") {
+                    self.net_channels_gdr += 1;
+                    keep(&mut self.gdr_lines, line, text);
+                } else if via.starts_with("NET/IB") {
+                    self.net_channels_no_gdr += 1;
+                    keep(&mut self.no_gdr_lines, line, text);
+                }
+                "NET"
+            } else if via.starts_with("P2P") {
+                "P2P"
+            } else if via.starts_with("SHM") || text[at..].starts_with(" via direct shared memory")
+            {
+                "SHM"
+            } else if via.starts_with("CollNet") {
+                "CollNet"
+            } else {
+                ""
+            };
+            if !transport.is_empty() {
+                *self.transports.entry(transport.to_string()).or_default() += 1;
+            }
+        }
+        if body.contains("NVLS comm") {
+            *self.transports.entry("NVLS".into()).or_default() += 1;
+        }
+        if let Some(at) = body.find("Channel ") {
+            let rest = &body[at + "Channel ".len()..];
+            if let Some(n) = rest
+                .split_whitespace()
+                .next()
+                .and_then(|t| t.split_once('/'))
+                .and_then(|(_, total)| total.parse::<u64>().ok())
+            {
+                self.channels = Some(self.channels.map_or(n, |c| c.max(n)));
+            }
+        }
+        if let Some(at) = body.find(" coll channels") {
+            let n = body[..at]
+                .rsplit(|c: char| !c.is_ascii_digit())
+                .next()
+                .and_then(|v| v.parse::<u64>().ok());
+            if let Some(n) = n {
+                self.channels = Some(self.channels.map_or(n, |c| c.max(n)));
+            }
+        }
+        if body.contains("Trees [") || body.contains("Connected all trees") {
+            self.trees = true;
+        }
+        if body.contains("Ring 00 :")
+            || body.contains("Connected all rings")
+            || body.contains("Channel 00/")
+        {
+            self.rings = true;
+        }
+        if let Some(at) = body.find(" set by environment to ") {
+            let key = body[..at].split_whitespace().last().unwrap_or("");
+            let value = body[at + " set by environment to ".len()..]
+                .trim()
+                .trim_end_matches('.');
+            if let Some((_, _, what)) = SLOW_SETTINGS
+                .iter()
+                .find(|(k, v, _)| *k == key && (v.is_empty() || *v == value))
+                && !self.environment.contains_key(key)
+            {
+                self.slow(format!("{key}={value}: {what}"), line);
+            }
+            if key.starts_with("NCCL_") && self.environment.len() < 64 {
+                self.environment
+                    .entry(key.to_string())
+                    .or_insert_with(|| value.to_string());
+            }
+        }
+        if let Some(gpu) = gpu_of(text) {
+            self.gpus.insert(gpu);
+        }
+    }
+
+    fn slow(&mut self, what: String, line: u64) {
+        if self.slowdowns.len() < MAX_SLOWDOWNS && !self.slowdowns.iter().any(|s| s.what == what) {
+            self.slowdowns.push(Slowdown { what, line });
+        }
+    }
+
+    /// The named facts that hold for the whole log, each with its evidence lines.
+    pub fn conclude(&mut self) {
+        if self.nccl_versions.len() > 1 {
+            let lines = self
+                .version_lines
+                .values()
+                .take(MAX_EVIDENCE)
+                .cloned()
+                .collect();
+            self.evidence.insert("nccl_versions_differ", lines);
+        }
+        // CUDA's minor version compatibility: a 12.8 driver runs a 12.9 runtime; only an
+        // older major version cannot.
+        let newest_runtime = self
+            .cuda_runtimes
+            .values
+            .iter()
+            .filter_map(|v| version_key(v))
+            .map(|v| v.0)
+            .max();
+        let oldest_driver = self
+            .cuda_drivers
+            .values
+            .iter()
+            .filter_map(|v| version_key(v))
+            .map(|v| v.0)
+            .min();
+        if let (Some(runtime), Some(driver)) = (newest_runtime, oldest_driver)
+            && driver < runtime
+        {
+            self.evidence
+                .insert("cuda_driver_older_than_runtime", self.driver_lines.clone());
+        }
+        if self.networks.values.contains("Socket") && !self.hca_lines.is_empty() {
+            let mut lines = self.hca_lines.clone();
+            lines.extend(self.socket_lines.iter().take(2).cloned());
+            self.evidence.insert("socket_despite_hca", lines);
+        }
+        // A job on one host never leaves it: loopback or a bridge is then the right choice.
+        let one_host = self.hosts.values.len() == 1 && !self.hosts.truncated;
+        if one_host && !self.transports.contains_key("NET") {
+            self.evidence.remove("virtual_interface_chosen");
+            self.evidence.remove("docker_bridge_address");
+        }
+        if self.net_channels_gdr > 0 && self.net_channels_no_gdr > 0 {
+            let mut lines = self.gdr_lines.iter().take(2).cloned().collect::<Vec<_>>();
+            lines.extend(self.no_gdr_lines.iter().take(3).cloned());
+            self.evidence.insert("gdr_partial", lines);
+        }
+        for lines in self.evidence.values_mut() {
+            lines.sort_by_key(|e| e.line);
+        }
+        let found: Vec<(String, u64)> = [
+            (
+                "socket_despite_hca",
+                "NCCL uses TCP sockets although the log lists RDMA devices",
+            ),
+            (
+                "virtual_interface_chosen",
+                "NCCL uses a loopback, bridge or veth interface between nodes",
+            ),
+            (
+                "gdr_partial",
+                "GPUDirect RDMA is used on some NIC connections only",
+            ),
+        ]
+        .iter()
+        .filter_map(|(fact, what)| {
+            self.evidence
+                .get(fact)
+                .and_then(|l| l.first())
+                .map(|e| (what.to_string(), e.line))
+        })
+        .collect();
+        for (what, line) in found {
+            self.slow(what, line);
+        }
+        if self.gdr_disabled_lines > 0 {
+            self.slow(
+                format!(
+                    "GPUDirect RDMA is disabled ({} 'GPU Direct RDMA Disabled' lines)",
+                    self.gdr_disabled_lines
+                ),
+                self.first_gdr_disabled,
+            );
+        }
+        self.slowdowns.sort_by_key(|s| s.line);
+    }
+
+    /// True when NCCL said anything at all about itself.
+    pub fn any(&self) -> bool {
+        !self.nccl_versions.is_empty()
+            || !self.networks.values.is_empty()
+            || !self.interfaces.is_empty()
+            || !self.transports.is_empty()
+            || !self.hosts.values.is_empty()
+    }
+}
+
+/// `12.4` -> (12, 4).
+fn version_key(v: &str) -> Option<(u64, u64)> {
+    let mut parts = v.split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next().unwrap_or("0").parse().ok()?;
+    Some((major, minor))
+}
+
+/// The GPU name of an nccl-tests device line (`#  Rank  0 ... device  0 [0x07] NVIDIA A100`).
+fn gpu_of(text: &str) -> Option<&str> {
+    if !text.trim_start().starts_with('#') || !text.contains(" Rank ") {
+        return None;
+    }
+    let at = text.find(" device ")?;
+    let rest = &text[at..];
+    let close = rest.find(']')?;
+    let name = rest[close + 1..].trim();
+    (!name.is_empty() && name.len() < 100).then_some(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(lines: &[&str]) -> Facts {
+        let mut f = Facts::default();
+        for (n, l) in lines.iter().enumerate() {
+            f.observe(n as u64 + 1, l);
+        }
+        f.conclude();
+        f
+    }
+
+    #[test]
+    fn hosts_after_launcher_prefixes() {
+        for (line, host) in [
+            (
+                "gpu2-ru7:2144:2556 [2] NCCL INFO Ring 00 : 2[3d000] -> 3[3e000]",
+                "gpu2-ru7",
+            ),
+            (
+                "[1,3]<stdout>:smc-gpu-03:29881:30401 [0] NCCL INFO init.cc:903 -> 5",
+                "smc-gpu-03",
+            ),
+            (
+                "node-1: node-1:2914:4490 [0] transport/nvls.cc:245 NCCL WARN x",
+                "node-1",
+            ),
+        ] {
+            let f = facts(&[line]);
+            assert_eq!(
+                f.hosts.values.iter().next().map(String::as_str),
+                Some(host),
+                "{line}"
+            );
+        }
+        assert!(facts(&["no host here NCCL INFO x"]).hosts.values.is_empty());
+    }
+
+    #[test]
+    fn versions_networks_interfaces_and_channels() {
+        let f = facts(&[
+            "a:1:1 [0] NCCL INFO Bootstrap : Using [0]ens5:172.31.0.137<0> [1]veth75fa783:fe80::14ad%veth75fa783<0>",
+            "a:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_1:1/RoCE [1]mlx5_2:1/RoCE ; OOB ens5:172.31.0.137<0>",
+            "a:1:1 [0] NCCL INFO Using network Socket",
+            "NCCL version 2.7.8+cuda11.1",
+            "b:2:2 [0] NCCL INFO NCCL version 2.8.4+cuda11.1",
+            "b:2:2 [0] NCCL INFO cudaDriverVersion 10020",
+            "a:1:1 [0] NCCL INFO Channel 00/04 :    0   1",
+            "a:1:1 [0] NCCL INFO Channel 00 : 1[1e0] -> 0[1e0] [receive] via NET/Socket/0",
+            "a:1:1 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/IPC/read",
+            "a:1:1 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1.",
+            "a:1:1 [0] NCCL INFO Trees [0] 1/-1/-1->0->-1",
+            "#  Rank  0 Group  0 Pid   9822 on host device  0 [0000:2c:00] NVIDIA GeForce RTX 4090",
+        ]);
+        assert_eq!(f.nccl_versions.len(), 2);
+        assert!(f.evidence.contains_key("nccl_versions_differ"));
+        assert!(f.evidence.contains_key("virtual_interface_chosen"));
+        assert!(f.evidence.contains_key("socket_despite_hca"));
+        assert!(f.evidence.contains_key("cuda_driver_older_than_runtime"));
+        assert_eq!(f.channels, Some(4));
+        assert_eq!(f.transports.get("P2P"), Some(&1));
+        assert_eq!(f.transports.get("NET"), Some(&1));
+        assert!(f.trees && f.rings);
+        assert_eq!(
+            f.environment.get("NCCL_IB_DISABLE").map(String::as_str),
+            Some("1")
+        );
+        let slow: Vec<&str> = f.slowdowns.iter().map(|s| s.what.as_str()).collect();
+        assert!(
+            slow.iter().any(|s| s.starts_with("NCCL_IB_DISABLE=1")),
+            "{slow:?}"
+        );
+        assert!(
+            slow.iter().any(|s| s.contains("TCP sockets although")),
+            "{slow:?}"
+        );
+        assert!(slow.iter().any(|s| s.contains("veth")), "{slow:?}");
+        assert!(f.hcas.values.contains("mlx5_1:1/RoCE"));
+        assert!(f.gpus.values.contains("NVIDIA GeForce RTX 4090"));
+    }
+
+    #[test]
+    fn gdr_on_some_channels_only() {
+        let f = facts(&[
+            "NCCL INFO Channel 00 : 9[1a000] -> 2[6b000] [send] via NET/IB/0/GDRDMA",
+            "NCCL INFO Channel 00 : 9[1a000] -> 2[6b000] [receive] via NET/IB/1",
+        ]);
+        assert_eq!(f.evidence["gdr_partial"].len(), 2);
+    }
+
+    #[test]
+    fn bounded_sets_stop_growing() {
+        let mut f = Facts::default();
+        for n in 0..10_000u64 {
+            f.observe(n, &format!("h{n}:1:1 [0] NCCL INFO x"));
+        }
+        assert_eq!(f.hosts.values.len(), MAX_VALUES);
+        assert!(f.hosts.truncated);
+    }
+}

@@ -1,0 +1,353 @@
+//! `gputune explain`: a failing job's log (NCCL `NCCL_DEBUG=INFO|WARN` lines, PyTorch c10d,
+//! torchrun and elastic errors, nccl-tests output, Slurm output of many ranks at once) read
+//! once, streaming, into what NCCL did, the problems it shows (each with one category, its
+//! cause, fix, evidence lines and the gputune checks that detect it) and the error lines it
+//! did not understand, which it shows rather than guess about.
+//!
+//! Logs are hostile input: every line is stripped of control characters before it is kept,
+//! no line is held beyond [`MAX_LINE_BYTES`], and everything kept is bounded.
+
+pub mod facts;
+pub mod render;
+pub mod rules;
+pub mod verify;
+
+use std::collections::BTreeMap;
+use std::io::{self, BufRead};
+
+use serde::Serialize;
+
+use facts::Facts;
+use rules::{Rule, RuleSet};
+
+/// The most of one line that is looked at; the rest of a longer line is skipped unread
+/// into memory (a log that is one 10 GB line costs 64 KiB).
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+
+/// The most characters of a line kept as evidence.
+const MAX_EVIDENCE_CHARS: usize = 400;
+
+/// The most evidence lines kept per problem.
+const MAX_EVIDENCE: usize = 5;
+
+/// The most not-understood lines kept (all are counted).
+const MAX_NOT_UNDERSTOOD: usize = 20;
+
+/// A log line: its number (from 1) and its text, without control characters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Evidence {
+    pub line: u64,
+    pub text: String,
+}
+
+/// One problem the log shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct Problem {
+    pub category: &'static str,
+    pub node_config: bool,
+    pub cause: String,
+    pub fix: String,
+    pub evidence: Vec<Evidence>,
+    pub checks: Vec<String>,
+    /// The rule that found it, and how many lines matched in all.
+    pub rule: String,
+    pub matched_lines: u64,
+    pub sources: Vec<String>,
+    #[serde(skip)]
+    pub priority: u8,
+}
+
+/// Everything `explain` found in one log.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Analysis {
+    pub lines: u64,
+    /// Lines longer than [`MAX_LINE_BYTES`], judged by their beginning.
+    pub long_lines: u64,
+    pub nccl: Facts,
+    pub problems: Vec<Problem>,
+    pub not_understood: Vec<Evidence>,
+    pub not_understood_total: u64,
+}
+
+/// Text safe for a terminal or another program: control characters dropped, tabs as
+/// spaces, invalid UTF-8 replaced.
+pub fn clean(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .chars()
+        .filter_map(|c| match c {
+            '\t' => Some(' '),
+            c if c.is_control() => None,
+            // Bidirectional overrides reorder what a terminal shows.
+            '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => None,
+            c => Some(c),
+        })
+        .collect()
+}
+
+fn shorten(text: &str) -> String {
+    if text.chars().count() <= MAX_EVIDENCE_CHARS {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(MAX_EVIDENCE_CHARS).collect();
+    out.push('…');
+    out
+}
+
+/// Reads one line into `buf` (at most [`MAX_LINE_BYTES`], the rest skipped); `Ok(None)` at
+/// the end, `Ok(Some(long))` otherwise.
+fn read_line(reader: &mut dyn BufRead, buf: &mut Vec<u8>) -> io::Result<Option<bool>> {
+    buf.clear();
+    let mut long = false;
+    let mut any = false;
+    loop {
+        let available = match reader.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            return Ok(any.then_some(long));
+        }
+        any = true;
+        let (chunk, done) = match available.iter().position(|&b| b == b'\n') {
+            Some(at) => (&available[..at], Some(at + 1)),
+            None => (available, None),
+        };
+        let room = MAX_LINE_BYTES.saturating_sub(buf.len());
+        if chunk.len() > room {
+            long = true;
+        }
+        buf.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        let used = done.unwrap_or(available.len());
+        reader.consume(used);
+        if done.is_some() {
+            if buf.last() == Some(&b'\r') {
+                buf.pop();
+            }
+            return Ok(Some(long));
+        }
+    }
+}
+
+/// What one rule has seen so far.
+#[derive(Default)]
+struct Tally {
+    evidence: Vec<Evidence>,
+    matched: u64,
+    also: bool,
+    vetoed: bool,
+}
+
+/// A line that reads like a failure: worth explaining or admitting not to understand.
+fn looks_like_error(text: &str) -> bool {
+    if text.contains("NCCL WARN") {
+        return true;
+    }
+    if text.contains("NCCL INFO") {
+        // `NCCL INFO init.cc:1358 -> 3` propagates an error already reported by a WARN.
+        return false;
+    }
+    let t = text.trim_start();
+    if t.starts_with("File \"") || t.starts_with("frame #") || t.starts_with("Traceback") {
+        return false;
+    }
+    [
+        "Error",
+        "error:",
+        "ERROR",
+        " failed",
+        "Failed",
+        "FAILED",
+        "Exception",
+        "timed out",
+        "Timeout",
+        "Abort",
+        "Segmentation fault",
+        "Killed",
+    ]
+    .iter()
+    .any(|w| text.contains(w))
+}
+
+/// Reads the whole log once and explains it with `rules`.
+pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis> {
+    let mut analysis = Analysis::default();
+    let mut tallies: Vec<Tally> = rules.rules.iter().map(|_| Tally::default()).collect();
+    let index = rules::Index::new(rules);
+    let mut hits = Vec::new();
+    let mut buf = Vec::new();
+    let mut wrappers: Vec<Evidence> = Vec::new();
+    let mut wrappers_total = 0u64;
+    while let Some(long) = read_line(reader, &mut buf)? {
+        analysis.lines += 1;
+        if long {
+            analysis.long_lines += 1;
+        }
+        let n = analysis.lines;
+        let text = clean(&buf);
+        // Only NCCL's own lines, nccl-tests' device lines and transport fragments carry facts.
+        if text.contains("NCCL") || text.contains(" via ") || text.starts_with('#') {
+            analysis.nccl.observe(n, &text);
+        }
+        index.scan(&text, &mut hits);
+        let mut understood = false;
+        let mut at = 0;
+        for (rule, tally) in rules.rules.iter().zip(tallies.iter_mut()) {
+            let any = at..at + rule.any.len();
+            let also = any.end..any.end + rule.also_any.len();
+            let unless = also.end..also.end + rule.unless.len();
+            at = unless.end;
+            if hits[any].iter().any(|h| *h) {
+                understood = true;
+                tally.matched += 1;
+                if tally.evidence.len() < MAX_EVIDENCE {
+                    tally.evidence.push(Evidence {
+                        line: n,
+                        text: shorten(text.trim()),
+                    });
+                }
+            }
+            if hits[also].iter().any(|h| *h) {
+                tally.also = true;
+            }
+            if hits[unless].iter().any(|h| *h) {
+                tally.vetoed = true;
+            }
+        }
+        let context = hits[at..].iter().any(|h| *h);
+        if !understood && context && looks_like_error(&text) {
+            // A wrapper ("unhandled system error") says that something failed but not what:
+            // shown as not understood if nothing else in the log explains it.
+            wrappers_total += 1;
+            if wrappers.len() < MAX_NOT_UNDERSTOOD {
+                wrappers.push(Evidence {
+                    line: n,
+                    text: shorten(text.trim()),
+                });
+            }
+        } else if !understood && !context && looks_like_error(&text) {
+            analysis.not_understood_total += 1;
+            if analysis.not_understood.len() < MAX_NOT_UNDERSTOOD {
+                analysis.not_understood.push(Evidence {
+                    line: n,
+                    text: shorten(text.trim()),
+                });
+            }
+        }
+    }
+    analysis.nccl.conclude();
+    let mut problems: Vec<Problem> = Vec::new();
+    for (rule, tally) in rules.rules.iter().zip(tallies) {
+        if let Some(problem) = judge(rule, tally, &analysis.nccl) {
+            problems.push(problem);
+        }
+    }
+    problems.sort_by(|a, b| {
+        b.priority.cmp(&a.priority).then(
+            a.evidence
+                .first()
+                .map(|e| e.line)
+                .cmp(&b.evidence.first().map(|e| e.line)),
+        )
+    });
+    // Two rules of one category on one log are one problem, told by the stronger rule.
+    let mut seen = BTreeMap::new();
+    problems.retain(|p| seen.insert(p.category, ()).is_none());
+    analysis.problems = problems;
+    if analysis.problems.is_empty() && wrappers_total > 0 {
+        analysis.not_understood_total += wrappers_total;
+        analysis.not_understood.extend(wrappers);
+        analysis.not_understood.sort_by_key(|e| e.line);
+        analysis.not_understood.truncate(MAX_NOT_UNDERSTOOD);
+    }
+    Ok(analysis)
+}
+
+fn judge(rule: &Rule, tally: Tally, facts: &Facts) -> Option<Problem> {
+    if tally.vetoed || (!rule.also_any.is_empty() && !tally.also) {
+        return None;
+    }
+    let fact_evidence = rule.fact.and_then(|f| facts.evidence.get(f));
+    let mut evidence = tally.evidence;
+    let mut matched = tally.matched;
+    if let Some(lines) = fact_evidence {
+        matched += lines.len() as u64;
+        for e in lines {
+            if evidence.len() < MAX_EVIDENCE && !evidence.iter().any(|x| x.line == e.line) {
+                evidence.push(Evidence {
+                    line: e.line,
+                    text: shorten(e.text.trim()),
+                });
+            }
+        }
+        evidence.sort_by_key(|e| e.line);
+    }
+    if matched == 0 {
+        return None;
+    }
+    Some(Problem {
+        category: rule.category,
+        node_config: rule.node_config,
+        cause: rule.cause.clone(),
+        fix: rule.fix.clone(),
+        evidence,
+        checks: rule.checks.clone(),
+        rule: rule.id.clone(),
+        matched_lines: matched,
+        sources: rule.sources.clone(),
+        priority: rule.priority,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(text: &[u8]) -> Analysis {
+        let rules = rules::parse("builtin", rules::BUILTIN).unwrap();
+        analyse(&mut io::Cursor::new(text), &rules).unwrap()
+    }
+
+    #[test]
+    fn long_lines_are_cut_not_held() {
+        let mut log = vec![b'x'; 3 * MAX_LINE_BYTES];
+        log.extend_from_slice(b"\nsecond\r\nthird");
+        let a = run(&log);
+        assert_eq!((a.lines, a.long_lines), (3, 1));
+    }
+
+    #[test]
+    fn control_characters_never_survive() {
+        let a = run(b"h:1:1 [0] misc/shmutils.cc:71 NCCL WARN Error: failed to extend /dev/shm/nccl-x \x1b]0;pwned\x07\x1b[31m to 9637892 bytes\n");
+        let text = &a.problems[0].evidence[0].text;
+        assert!(!text.chars().any(char::is_control), "{text:?}");
+        assert_eq!(a.problems[0].category, "shm_too_small");
+    }
+
+    #[test]
+    fn unknown_error_lines_are_admitted_not_guessed() {
+        let a = run(b"fine\nh:1:1 [0] foo.cc:1 NCCL WARN Frobnicator exploded\n");
+        assert!(a.problems.is_empty());
+        assert_eq!(a.not_understood_total, 1);
+        assert_eq!(a.not_understood[0].line, 2);
+    }
+
+    #[test]
+    fn a_failure_nothing_explains_is_not_understood_rather_than_fine() {
+        let a = run(
+            b"RuntimeError: NCCL error in: x.cpp:1, unhandled system error, NCCL version 2.7.8\n",
+        );
+        assert!(a.problems.is_empty());
+        assert_eq!(a.not_understood_total, 1);
+        let a = run(b"RuntimeError: NCCL error in: x.cpp:1, unhandled system error\nh:1:1 [0] NCCL WARN Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 0\n");
+        assert_eq!(a.problems[0].category, "user_code_device_mapping");
+        assert_eq!(a.not_understood_total, 0);
+    }
+
+    #[test]
+    fn root_causes_rank_above_their_symptoms() {
+        let a = run(b"[rank0]:[E ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE) ran for 600013 milliseconds before timing out.\nh:1:1 [0] misc/shmutils.cc:71 NCCL WARN Error: failed to extend /dev/shm/nccl-x to 9637892 bytes\n");
+        assert_eq!(a.problems[0].category, "shm_too_small");
+        assert_eq!(a.problems[1].category, "straggler_or_dead_rank_timeout");
+    }
+}

@@ -1,0 +1,268 @@
+//! `explain`'s two formats: text for a person and JSON for programs. Every string in them
+//! came through [`super::clean`] (log lines, host and interface names) or from the rules.
+
+use std::fmt::Write;
+
+use serde_json::json;
+
+use super::Analysis;
+use super::verify::{Check, Verdict};
+
+/// Version of the JSON document's shape.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One sentence saying what was found.
+pub fn summary(a: &Analysis) -> String {
+    let mut s = match a.problems.len() {
+        0 if a.not_understood_total > 0 => "no rule explains this log".to_string(),
+        0 => "no known problem".to_string(),
+        1 => format!("1 problem: {}", a.problems[0].category),
+        n => format!(
+            "{n} problems, most likely root cause first: {}",
+            a.problems
+                .iter()
+                .map(|p| p.category)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    if a.not_understood_total > 0 {
+        let _ = write!(
+            s,
+            "; {} error line(s) not understood",
+            a.not_understood_total
+        );
+    }
+    let _ = write!(s, " ({} lines read)", a.lines);
+    s
+}
+
+/// The JSON document (issue 23's shape, plus what NCCL did and the `--check` verdicts).
+pub fn json(a: &Analysis, checks: Option<&[Check]>) -> serde_json::Value {
+    let problems: Vec<serde_json::Value> = a
+        .problems
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let mut v = json!({
+                "category": p.category,
+                "node_config": p.node_config,
+                "cause": p.cause,
+                "fix": p.fix,
+                "evidence": p.evidence,
+                "checks": p.checks,
+                "rule": p.rule,
+                "matched_lines": p.matched_lines,
+                "sources": p.sources,
+            });
+            if let Some(check) = checks.and_then(|c| c.get(i)) {
+                v["check"] = json!(check);
+            }
+            v
+        })
+        .collect();
+    json!({
+        "schema_version": SCHEMA_VERSION,
+        "summary": summary(a),
+        "problems": problems,
+        "not_understood": a.not_understood,
+        "not_understood_total": a.not_understood_total,
+        "lines": a.lines,
+        "long_lines": a.long_lines,
+        "nccl": a.nccl,
+    })
+}
+
+fn list<'a>(values: impl IntoIterator<Item = &'a String>, truncated: bool) -> String {
+    let mut v: Vec<&str> = values.into_iter().map(String::as_str).collect();
+    if v.is_empty() {
+        return "-".into();
+    }
+    if v.len() > 8 {
+        let more = v.len() - 8;
+        v.truncate(8);
+        return format!("{} and {more} more", v.join(", "));
+    }
+    let mut s = v.join(", ");
+    if truncated {
+        s.push_str(", ...");
+    }
+    s
+}
+
+/// The text report.
+pub fn text(a: &Analysis, checks: Option<&[Check]>) -> String {
+    let mut out = String::new();
+    let f = &a.nccl;
+    if f.any() {
+        out.push_str("What NCCL did\n");
+        if !f.nccl_versions.is_empty() {
+            let versions: Vec<String> = f
+                .nccl_versions
+                .iter()
+                .map(|(v, hosts)| {
+                    let named: Vec<&String> = hosts.values.iter().filter(|h| *h != "?").collect();
+                    if named.is_empty() {
+                        v.clone()
+                    } else {
+                        format!("{v} on {}", list(named, hosts.truncated))
+                    }
+                })
+                .collect();
+            let disagree = if f.nccl_versions.len() > 1 {
+                " (ranks disagree: they must all run one NCCL version)"
+            } else {
+                ""
+            };
+            let _ = writeln!(out, "  NCCL:        {}{disagree}", versions.join("; "));
+        }
+        if !f.cuda_runtimes.values.is_empty() || !f.cuda_drivers.values.is_empty() {
+            let _ = writeln!(
+                out,
+                "  CUDA:        runtime {}, driver {}",
+                list(&f.cuda_runtimes.values, false),
+                list(&f.cuda_drivers.values, false)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  Hosts:       {}{}",
+            list(&f.hosts.values, f.hosts.truncated),
+            f.ranks.map(|r| format!(" ({r} ranks)")).unwrap_or_default()
+        );
+        if !f.gpus.values.is_empty() {
+            let _ = writeln!(out, "  GPUs:        {}", list(&f.gpus.values, false));
+        }
+        let _ = writeln!(out, "  Network:     {}", list(&f.networks.values, false));
+        let ifaces: Vec<String> = f
+            .interfaces
+            .iter()
+            .map(|i| format!("{} {}", i.name, i.address))
+            .collect();
+        let _ = writeln!(out, "  Interfaces:  {}", list(&ifaces, false));
+        if !f.hcas.values.is_empty() {
+            let _ = writeln!(
+                out,
+                "  HCAs:        {}",
+                list(&f.hcas.values, f.hcas.truncated)
+            );
+        }
+        let gdr = match (
+            f.net_channels_gdr,
+            f.net_channels_no_gdr,
+            f.gdr_disabled_lines,
+        ) {
+            (0, 0, 0) => "not seen".to_string(),
+            (g, 0, 0) => format!("on ({g} connections)"),
+            (0, n, _) if n > 0 => format!("off ({n} NET/IB connections without it)"),
+            (g, n, d) => format!("{g} connections with, {n} without, {d} 'Disabled' lines"),
+        };
+        let _ = writeln!(out, "  GPUDirect:   {gdr}");
+        let transports: Vec<String> = f
+            .transports
+            .iter()
+            .map(|(t, n)| format!("{t} {n}"))
+            .collect();
+        let _ = writeln!(out, "  Transports:  {}", list(&transports, false));
+        let mut algos = Vec::new();
+        if f.rings {
+            algos.push("ring".to_string());
+        }
+        if f.trees {
+            algos.push("tree".to_string());
+        }
+        let _ = writeln!(
+            out,
+            "  Channels:    {}; algorithms: {}",
+            f.channels.map_or("-".into(), |c| c.to_string()),
+            list(&algos, false)
+        );
+        if !f.environment.is_empty() {
+            let env: Vec<String> = f
+                .environment
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            let _ = writeln!(out, "  Environment: {}", list(&env, false));
+        }
+        if !f.slowdowns.is_empty() {
+            out.push_str("  Slowing NCCL down:\n");
+            for s in &f.slowdowns {
+                let _ = writeln!(out, "    line {}: {}", s.line, s.what);
+            }
+        }
+        out.push('\n');
+    }
+    if a.problems.is_empty() && a.not_understood_total == 0 {
+        out.push_str("No known problem found.\n");
+    } else if a.problems.is_empty() {
+        out.push_str("No rule explains this log.\n");
+        if a.nccl.nccl_lines == 0 {
+            out.push_str(
+                "NCCL's own messages are missing: run the job again with NCCL_DEBUG=INFO (or WARN) and explain that log.\n",
+            );
+        }
+    } else {
+        let _ = writeln!(out, "Problems (most likely root cause first)");
+    }
+    for (i, p) in a.problems.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "{}. {} ({})",
+            i + 1,
+            p.category,
+            if p.node_config {
+                "node configuration"
+            } else {
+                "not node configuration"
+            }
+        );
+        let _ = writeln!(out, "   Cause:    {}", p.cause);
+        let _ = writeln!(out, "   Fix:      {}", p.fix);
+        out.push_str("   Evidence:\n");
+        for e in &p.evidence {
+            let _ = writeln!(out, "     line {}: {}", e.line, e.text);
+        }
+        if p.matched_lines > p.evidence.len() as u64 {
+            let _ = writeln!(out, "     ... {} matching lines in all", p.matched_lines);
+        }
+        if !p.checks.is_empty() {
+            let _ = writeln!(out, "   Checks:   {}", p.checks.join(", "));
+        }
+        if let Some(check) = checks.and_then(|c| c.get(i)) {
+            let verdict = match check.verdict {
+                Verdict::Confirmed => "confirmed",
+                Verdict::Refuted => "refuted",
+                Verdict::Unknown => "unknown",
+            };
+            let shown: Vec<String> = check
+                .findings
+                .iter()
+                .filter(|s| s.status != "skip")
+                .take(4)
+                .map(|s| format!("{} is {} ({})", s.id, s.actual, s.status))
+                .collect();
+            let why = if shown.is_empty() {
+                format!(
+                    "none of its checks is in profile {} or could run here",
+                    check.profile
+                )
+            } else {
+                shown.join("; ")
+            };
+            let _ = writeln!(out, "   Here:     {verdict}: {why}");
+        }
+    }
+    if a.not_understood_total > 0 {
+        let _ = writeln!(
+            out,
+            "\nNot understood ({} line(s); no rule explains them, so no guess is made):",
+            a.not_understood_total
+        );
+        for e in &a.not_understood {
+            let _ = writeln!(out, "  line {}: {}", e.line, e.text);
+        }
+    }
+    let _ = writeln!(out, "\nSummary: {}", summary(a));
+    out
+}
