@@ -18,11 +18,11 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{KillOnDrop, require, text};
+use crate::common::{KillOnDrop, fixture, require, text};
 
 /// Where a documented command runs.
 #[derive(Clone, Copy, Debug)]
@@ -380,6 +380,45 @@ const CASES: &[Case] = &[
         sandbox: Host("fleet"),
         exit: PASS_OR_FINDINGS,
     },
+    Case {
+        command: "gputune fleet reports/ --failing",
+        sandbox: Host("fleet"),
+        exit: PASS_OR_FINDINGS,
+    },
+    Case {
+        command: "gputune fleet reports/ --format prometheus",
+        sandbox: Host("fleet"),
+        exit: PASS_OR_FINDINGS,
+    },
+    // explain, on the log a failed job left (see WORLD).
+    Case {
+        command: "gputune explain slurm-4711.out",
+        sandbox: Host("explain"),
+        exit: &[1],
+    },
+    Case {
+        command: "gputune explain --check slurm-4711.out",
+        sandbox: Host("explain"),
+        exit: &[1],
+    },
+    Case {
+        command: "kubectl logs job/train | gputune explain --format json -",
+        sandbox: Elsewhere(
+            "explain",
+            "needs a Kubernetes job; tests/explain.rs reads logs from standard input",
+            None,
+        ),
+        exit: &[1],
+    },
+    Case {
+        command: "kubectl logs job/train --all-containers | gputune explain --format json -",
+        sandbox: Elsewhere(
+            "explain",
+            "needs a Kubernetes job; tests/explain.rs reads logs from standard input",
+            None,
+        ),
+        exit: &[1],
+    },
     // The golden-image bake, in order.
     Case {
         command: "debootstrap --variant=minbase --include=systemd,procps bookworm /mnt/image",
@@ -413,6 +452,15 @@ const CASES: &[Case] = &[
         exit: &[1],
     },
 ];
+
+/// What a user's world holds before a journey's first command, which no documented command
+/// makes: `(journey, shell command, why)`, run in the journey's work directory with the
+/// fixtures at `$FIXTURES`.
+const WORLD: &[(&str, &str, &str)] = &[(
+    "explain",
+    "cp \"$FIXTURES/explain/nccl-1837.log\" slurm-4711.out",
+    "a job failed and Slurm kept its output: a real NCCL log from NVIDIA/nccl#1837",
+)];
 
 /// Every documented command with where it is documented: the README's `sh` blocks (comment
 /// lines skipped, trailing comments cut, continuation lines joined) and the man pages'
@@ -665,6 +713,7 @@ impl Journey {
                 ),
             )
             .env("HOME", d.join("work/home"))
+            .env("FIXTURES", fixture(""))
             .env("LANG", "C.UTF-8")
             .env("USER", "root")
             .stdin(Stdio::null())
@@ -724,10 +773,19 @@ fn run_journeys(select: impl Fn(&Sandbox) -> bool) {
             continue;
         }
         let journey = Journey::new(image);
+        for (_, setup, why) in WORLD.iter().filter(|w| w.0 == name) {
+            let (code, _, stderr) = journey.run(setup);
+            assert_eq!(code, 0, "[{name}] setting up ({why}): {setup}: {stderr}");
+        }
         for case in cases {
             let command = match case.sandbox {
-                Elsewhere(_, _, Some(stand_in)) => stand_in,
-                Elsewhere(..) => continue,
+                Elsewhere(_, why, stand_in) => {
+                    eprintln!("[{name}] not run here: {} ({why})", case.command);
+                    match stand_in {
+                        Some(stand_in) => stand_in,
+                        None => continue,
+                    }
+                }
                 _ => case.command,
             };
             let (code, stdout, stderr) = journey.run(command);

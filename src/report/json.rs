@@ -165,6 +165,7 @@ mod tests {
             persisted: Vec::new(),
             findings: vec![check.fail("212992", "sysctl -w x=1"), check.skip("no")],
             strict: false,
+            verbose: false,
         };
         let text = render(&report);
         let parsed = Parsed::from_slice(text.as_bytes()).unwrap();

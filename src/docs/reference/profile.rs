@@ -103,6 +103,7 @@ fn set_by(profiles: &[Profile], area: Area, key: &KeySpec) -> Vec<String> {
                 match s.severity {
                     crate::profile::setting::Severity::Fail => "fail",
                     crate::profile::setting::Severity::Warn => "warn",
+                    crate::profile::setting::Severity::Off => "off",
                 }
             );
             match groups.iter_mut().find(|(r, _)| *r == rule) {
