@@ -15,6 +15,7 @@ mod audit_table;
 mod file_modes;
 mod fuzz_parsers;
 mod generated_docs;
+mod gpu_health;
 mod health_cli;
 mod health_fleet;
 mod hostile_root;

@@ -181,6 +181,77 @@ pub fn timestamp_usec(line: &str) -> Option<u64> {
     whole.checked_mul(1_000_000)?.checked_add(micros)
 }
 
+/// `--since`: a time the Xids are judged from, as seconds since the epoch. Takes
+/// `@SECONDS` (epoch), `N{s,m,h,d}` (that long ago) or a UTC date and time
+/// `YYYY-MM-DD[ T]HH:MM[:SS][Z]`.
+pub fn parse_since(text: &str) -> Result<u64, String> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    parse_since_at(text, now)
+}
+
+/// [`parse_since`] with `now` given (tests).
+pub fn parse_since_at(text: &str, now: u64) -> Result<u64, String> {
+    const FORMS: &str =
+        "expected @SECONDS, a duration ago (30m, 2h, 1d) or a UTC time (2026-11-25 14:00[:00])";
+    let t = text.trim();
+    if let Some(epoch) = t.strip_prefix('@') {
+        return epoch.parse().map_err(|_| FORMS.to_string());
+    }
+    if let Some(unit) = t.chars().last().filter(|c| "smhd".contains(*c)) {
+        let n: u64 = t[..t.len() - 1].parse().map_err(|_| FORMS.to_string())?;
+        let secs = match unit {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            _ => 86_400,
+        };
+        return n
+            .checked_mul(secs)
+            .and_then(|ago| now.checked_sub(ago))
+            .ok_or_else(|| format!("{t} ago is before 1970"));
+    }
+    let t = t.trim_end_matches('Z');
+    let (date, time) = t.split_once(['T', ' ']).ok_or_else(|| FORMS.to_string())?;
+    let num = |s: &str| s.parse::<i64>().map_err(|_| FORMS.to_string());
+    let d: Vec<&str> = date.split('-').collect();
+    let h: Vec<&str> = time.split(':').collect();
+    let ([y, mo, da], [hh, mm, rest @ ..]) = (d.as_slice(), h.as_slice()) else {
+        return Err(FORMS.into());
+    };
+    let (y, mo, da, hh, mm) = (num(y)?, num(mo)?, num(da)?, num(hh)?, num(mm)?);
+    let ss = match rest {
+        [] => 0,
+        [s] => num(s)?,
+        _ => return Err(FORMS.into()),
+    };
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&da) || hh > 23 || mm > 59 || ss > 60 {
+        return Err(format!("`{text}` is not a valid date and time; {FORMS}"));
+    }
+    if !(0..=59).contains(&mm) || hh < 0 || ss < 0 || y < 1970 {
+        return Err(FORMS.into());
+    }
+    // Days from the civil date (Howard Hinnant's algorithm), UTC.
+    let y2 = if mo <= 2 { y - 1 } else { y };
+    let era = y2.div_euclid(400);
+    let yoe = y2 - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + da - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    u64::try_from(days * 86_400 + hh * 3600 + mm * 60 + ss).map_err(|_| FORMS.to_string())
+}
+
+/// When the node booted, in seconds since the epoch (`btime` of `/proc/stat`), to place
+/// `--since` among the log's timestamps (microseconds since boot).
+pub fn boot_time(root: &Root) -> Option<u64> {
+    let stat = root.read_optional("/proc/stat").ok()??;
+    stat.lines()
+        .find_map(|l| l.strip_prefix("btime "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,6 +271,39 @@ mod tests {
         for (line, want) in cases {
             assert_eq!(timestamp_usec(line), *want, "{line:?}");
         }
+    }
+
+    #[test]
+    fn since_forms() {
+        let now = 1_764_080_000; // 2025-11-25 14:13:20 UTC
+        assert_eq!(parse_since_at("@1700000000", now), Ok(1_700_000_000));
+        assert_eq!(parse_since_at("2h", now), Ok(now - 7200));
+        assert_eq!(parse_since_at("30m", now), Ok(now - 1800));
+        assert_eq!(parse_since_at("1d", now), Ok(now - 86_400));
+        assert_eq!(parse_since_at("2025-11-25 14:13:20", now), Ok(now));
+        assert_eq!(parse_since_at("2025-11-25T14:13Z", now), Ok(now - 20));
+        assert_eq!(parse_since_at("1970-01-01 00:00", now), Ok(0));
+        assert_eq!(parse_since_at("2024-02-29 00:00", now), Ok(1_709_164_800));
+        for bad in [
+            "",
+            "yesterday",
+            "2h ago",
+            "2025-13-01 00:00",
+            "2025-11-25",
+            "@-1",
+            "99999999999999999d",
+            "2025-11-25 24:00",
+        ] {
+            assert!(parse_since_at(bad, now).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn boot_time_from_proc_stat() {
+        let tree = Tree::new();
+        assert_eq!(boot_time(&tree.root()), None);
+        tree.file("/proc/stat", "cpu  1 2 3\nbtime 1764000000\nprocesses 5\n");
+        assert_eq!(boot_time(&tree.root()), Some(1_764_000_000));
     }
 
     #[test]

@@ -190,9 +190,9 @@ pub fn info(xid: u32) -> Option<&'static XidInfo> {
     CATALOG.iter().find(|i| i.xid == xid)
 }
 
-/// The Xid findings for the node `ctx` describes: one per GPU (`gpuN.xid`), and `gpu.xid`
-/// for Xids of a GPU the node no longer lists (one that fell off the bus) or when the log
-/// cannot be read.
+/// The Xid findings for the node `ctx` describes: one per GPU (`gpuN.xid`), one per address
+/// the node no longer lists (`gpu.xid.0000:3b:00.0`: a GPU that fell off the bus), or one
+/// `gpu.xid` skip when the log cannot be read.
 pub fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
     let check = || Check::new("gpu.xid", Area::Gpu).expected("no Xid that needs action");
     if ctx.options.image() {
@@ -206,8 +206,20 @@ pub fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
         ];
     }
     let driver = ctx.root.exists("/sys/module/nvidia") || ctx.root.exists("/proc/driver/nvidia");
+    let since_usec =
+        match ctx.options.since {
+            None => None,
+            Some(since) => match kmsg::boot_time(ctx.root) {
+                Some(boot) => Some(since.saturating_sub(boot).saturating_mul(1_000_000)),
+                None => {
+                    return vec![check().skip(
+                        "--since cannot be placed in the kernel log: no `btime` in /proc/stat",
+                    )];
+                }
+            },
+        };
     match kmsg::read(ctx.root) {
-        Ok(log) => judge(inv, &log, None),
+        Ok(log) => judge(inv, &log, since_usec),
         Err(_) if inv.gpus.is_empty() && !driver => vec![],
         Err(e) => vec![check().skip(e.0)],
     }
@@ -245,14 +257,9 @@ pub fn judge(inv: &Inventory, log: &KernelLog, since_usec: Option<u64>) -> Vec<F
         out.push(verdict(&id, &g.pci_address, &events, &window, &read, true));
     }
     for (pci, events) in by_gpu {
-        out.push(verdict(
-            "gpu.xid",
-            &format!("{pci}.0"),
-            &events,
-            &window,
-            &read,
-            false,
-        ));
+        let address = format!("{pci}.0");
+        let id = format!("gpu.xid.{address}");
+        out.push(verdict(&id, &address, &events, &window, &read, false));
     }
     out
 }
