@@ -181,14 +181,22 @@ fn files(page: &str) -> Vec<(&'static str, &'static str)> {
             "The journal and lock of apply --root IMAGE, kept outside the image (KEY names the image's path); without root ~/.local/state/gputune/images/KEY/. Made 0700 on first use.",
         ),
     ];
+    let remembered = (
+        "/var/lib/gputune/gpus.json",
+        "The GPUs a live audit as root saw when gpu.count passed (PCI address, device id, model), so that a later audit or health run names a GPU that went missing. Delete it after removing a GPU on purpose.",
+    );
     match page {
         "gputune" | "gputune-apply" | "gputune-rollback" => {
             let mut files = vec![profiles];
             files.extend(written);
+            if page == "gputune" {
+                files.push(remembered);
+            }
             files
         }
         "gputune-health" => vec![
             profiles,
+            remembered,
             (
                 "/etc/security/limits.conf, /etc/security/limits.d/*.conf",
                 "The login session's limits: what a job run by slurmd takes for each limit slurm.conf propagates.",
@@ -198,10 +206,15 @@ fn files(page: &str) -> Vec<(&'static str, &'static str)> {
                 "PropagateResourceLimits and PropagateResourceLimitsExcept (Include files followed), read when slurmd runs health.",
             ),
         ],
-        "gputune-audit"
-        | "gputune-profiles"
-        | "gputune-profiles-list"
-        | "gputune-profiles-show" => vec![profiles],
+        "gputune-audit" => vec![
+            profiles,
+            remembered,
+            (
+                "/dev/kmsg",
+                "The kernel log, read for NVIDIA Xid events (journalctl -k when it cannot be opened); under --root only a regular file at ROOT/dev/kmsg.",
+            ),
+        ],
+        "gputune-profiles" | "gputune-profiles-list" | "gputune-profiles-show" => vec![profiles],
         _ => Vec::new(),
     }
 }

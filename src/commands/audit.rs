@@ -160,13 +160,7 @@ pub fn warn_unmatched_skips(skip: &[String], findings: &[crate::finding::Finding
 /// GPU is back or someone deletes the file. Rewritten only when the GPUs changed.
 fn remember_gpus(root: &Root, mode: Mode, findings: &[crate::finding::Finding]) {
     use crate::inventory::gpu;
-    if !root.is_live() || mode != Mode::Live || !nix::unistd::geteuid().is_root() {
-        return;
-    }
-    let healthy = findings
-        .iter()
-        .any(|f| f.id == "gpu.count" && f.status == crate::finding::Status::Pass);
-    if !healthy {
+    if !should_remember(root, mode, nix::unistd::geteuid().is_root(), findings) {
         return;
     }
     let Ok(gpus) = gpu::present(root) else {
@@ -186,6 +180,22 @@ fn remember_gpus(root: &Root, mode: Mode, findings: &[crate::finding::Finding]) 
     if let Err(e) = gpu::remember(root, &gpus, now) {
         eprintln!("gputune: cannot remember this node's GPUs: {e}");
     }
+}
+
+/// Whether this audit may remember the GPUs: the running node itself (never a `--root`),
+/// judged live, by root, with a `gpu.count` that passed.
+fn should_remember(
+    root: &Root,
+    mode: Mode,
+    is_root: bool,
+    findings: &[crate::finding::Finding],
+) -> bool {
+    root.is_live()
+        && mode == Mode::Live
+        && is_root
+        && findings
+            .iter()
+            .any(|f| f.id == "gpu.count" && f.status == crate::finding::Status::Pass)
 }
 
 /// The sysctl.d file and line behind each sysctl finding, for the JSON report.
@@ -225,6 +235,25 @@ pub fn load_profile(name: Option<&str>, root: &Root) -> Result<(Profile, Option<
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::finding::{Area, Check};
+
+    #[test]
+    fn only_a_healthy_live_count_as_root_is_remembered() {
+        let pass = vec![Check::new("gpu.count", Area::Gpu).pass("8")];
+        let fail = vec![Check::new("gpu.count", Area::Gpu).fail("7", "reseat")];
+        let skip = vec![Check::new("gpu.count", Area::Gpu).skip("no GPU")];
+        let live = Root::live();
+        assert!(should_remember(&live, Mode::Live, true, &pass));
+        assert!(!should_remember(&live, Mode::Live, false, &pass));
+        assert!(!should_remember(&live, Mode::Persisted, true, &pass));
+        assert!(!should_remember(&live, Mode::Live, true, &fail));
+        assert!(!should_remember(&live, Mode::Live, true, &skip));
+        assert!(!should_remember(&live, Mode::Live, true, &[]));
+        let snapshot = Root::new("/tmp/snapshot");
+        assert!(!should_remember(&snapshot, Mode::Live, true, &pass));
+    }
+
     #[test]
     fn peers() {
         for ok in [

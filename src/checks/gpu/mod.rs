@@ -435,6 +435,77 @@ mod tests {
     }
 
     #[test]
+    fn nvml_memory_nvlinks_and_memory_repairs_are_judged_per_gpu() {
+        use crate::ffi::nvml::RemappedRows;
+        use crate::inventory::nvml::{NvmlFacts, RetiredPages};
+        let tree = two_gpu_root();
+        tree.file(
+            "/etc/gputune/profiles/site.toml",
+            "[gpu]\n\"gpu.memory_mib\" = { min = 80000 }\n\"gpu.nvlink_count\" = { min = 12 }\n\"gpu.model\" = { equals = \"a100\" }\n\"gpu.count\" = { equals = 2 }\n",
+        );
+        let mut small = nvml_gpu("0000:18:00.0", "0000:2a:00.0", true, 0);
+        small.memory_bytes = Some(40 << 30);
+        small.nvlinks[5].active = false;
+        small.remapped_rows = Some(RemappedRows {
+            correctable: 1,
+            uncorrectable: 2,
+            pending: true,
+            failed: false,
+        });
+        small.retired_pages = Some(RetiredPages {
+            single_bit: 0,
+            double_bit: 0,
+            pending: false,
+        });
+        let mut worn = nvml_gpu("0000:2a:00.0", "0000:18:00.0", true, 0);
+        worn.remapped_rows = Some(RemappedRows {
+            correctable: 0,
+            uncorrectable: 8,
+            pending: false,
+            failed: true,
+        });
+        worn.retired_pages = Some(RetiredPages {
+            single_bit: 1,
+            double_bit: 2,
+            pending: true,
+        });
+        let root = tree.root();
+        let mut probes = crate::probes::Probes::absent("in a test");
+        probes.nvml = Box::new(crate::inventory::nvml::FixedNvml(NvmlFacts {
+            gpus: vec![small, worn],
+            ..Default::default()
+        }));
+        let options = crate::checks::AuditOptions::default();
+        let f = crate::testing::audit(&root, "site", &options, probes, Area::Gpu);
+        let get = |id: &str| f.get(id).unwrap_or_else(|| panic!("{id}: {f:#?}"));
+        assert_eq!(get("gpu.count").status, Status::Pass);
+        assert_eq!(get("gpu.memory_mib.gpu0").status, Status::Fail);
+        assert_eq!(get("gpu.memory_mib.gpu0").actual, "40960");
+        assert_eq!(get("gpu.memory_mib.gpu1").status, Status::Pass);
+        assert_eq!(get("gpu.nvlink_count.gpu0").status, Status::Fail);
+        assert_eq!(get("gpu.nvlink_count.gpu0").actual, "11");
+        assert_eq!(get("gpu.nvlink_count.gpu1").status, Status::Pass);
+        // NVML's name is the model when the driver's /proc listing is absent.
+        assert_eq!(get("gpu.model.gpu1").status, Status::Pass);
+        assert_eq!(get("gpu0.row_remap").status, Status::Fail);
+        assert_eq!(get("gpu0.row_remap").actual, "remapping pending");
+        assert!(
+            get("gpu0.row_remap")
+                .fix
+                .contains("nvidia-smi -r -i 0000:18:00.0")
+        );
+        assert_eq!(get("gpu1.row_remap").actual, "remapping failed");
+        assert!(get("gpu1.row_remap").fix.contains("RMA"));
+        assert_eq!(get("gpu0.retired_pages").status, Status::Pass);
+        assert_eq!(get("gpu1.retired_pages").status, Status::Fail);
+        assert!(
+            get("gpu1.retired_pages")
+                .message
+                .contains("2 page(s) retired after a double-bit error")
+        );
+    }
+
+    #[test]
     fn an_old_cuda_fails_the_profile() {
         use crate::inventory::nvml::NvmlFacts;
         let tree = two_gpu_root();
