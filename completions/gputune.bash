@@ -197,7 +197,7 @@ _gputune() {
             return 0
             ;;
         gputune__subcmd__audit)
-            opts="-v -h --profile --format --output --only --strict --persisted --cgroup --peer --skip --verbose --root --help"
+            opts="-v -h --profile --format --output --only --strict --persisted --cgroup --peer --skip --verbose --since --root --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -228,6 +228,10 @@ _gputune() {
                     return 0
                     ;;
                 --skip)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --since)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -907,7 +911,7 @@ _gputune() {
             return 0
             ;;
         gputune__subcmd__health)
-            opts="-h --profile --slurm --format --strict --timeout --skip --root --help"
+            opts="-h --profile --slurm --format --strict --as-job --timeout --skip --since --root --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -926,6 +930,10 @@ _gputune() {
                     return 0
                     ;;
                 --skip)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --since)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -55,6 +55,7 @@ firewall\t'Firewall rules for rendezvous and NCCL ports'"
 complete -c gputune -n "__fish_gputune_using_subcommand audit" -l cgroup -d 'Judge the limits of this cgroup [default: the current process\'s]' -r
 complete -c gputune -n "__fish_gputune_using_subcommand audit" -l peer -d 'Judge the NIC that routes to this peer node [default: the default route\'s], and connect to its rendezvous PORT [default: the profile\'s first rendezvous port]' -r
 complete -c gputune -n "__fish_gputune_using_subcommand audit" -l skip -d 'Report these checks as skipped, whatever they find (an ID covers its subjects: `ulimit.nofile` skips `ulimit.nofile.login` too)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand audit" -l since -d 'Judge NVIDIA Xid events in the kernel log from TIME instead of boot: @SECONDS, a duration ago (30m, 2h, 1d) or a UTC time (2026-11-25 14:00)' -r
 complete -c gputune -n "__fish_gputune_using_subcommand audit" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand audit" -l strict -d 'Treat warnings as failures (exit 1)'
 complete -c gputune -n "__fish_gputune_using_subcommand audit" -l persisted -d 'Judge what the node would have after a reboot, from its configuration files alone'
@@ -269,6 +270,7 @@ complete -c gputune -n "__fish_gputune_using_subcommand health" -l format -d 'Ou
 npd\t''"
 complete -c gputune -n "__fish_gputune_using_subcommand health" -l timeout -d 'The most seconds the checks may take in all; an area that hangs is reported as an error naming it' -r
 complete -c gputune -n "__fish_gputune_using_subcommand health" -l skip -d 'Do not judge these checks (an ID covers its subjects, as in `audit --skip`)' -r
+complete -c gputune -n "__fish_gputune_using_subcommand health" -l since -d 'Judge NVIDIA Xid events in the kernel log from TIME instead of boot: @SECONDS, a duration ago (30m, 2h, 1d) or a UTC time (2026-11-25 14:00)' -r
 complete -c gputune -n "__fish_gputune_using_subcommand health" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand health" -l slurm -d 'Drain the node in Slurm when a check fails (reason "gputune: ..."), and resume it once it passes if gputune drained it'
 complete -c gputune -n "__fish_gputune_using_subcommand health" -l strict -d 'Treat warnings as failures'
