@@ -344,7 +344,9 @@ mod tests {
     fn xid_lines_in_every_form() {
         // Lines quoted from public bug reports (see tests/fixtures/xid/README.md for the
         // thread of each) plus the forms the readers add around them.
-        let cases: &[(&str, Option<(u32, &str, Option<u64>)>)] = &[
+        /// The Xid, the GPU's address and the timestamp a line should give.
+        type Parsed = Option<(u32, &'static str, Option<u64>)>;
+        let cases: &[(&str, Parsed)] = &[
             (
                 "[22859.081860] NVRM: Xid (PCI:0000:01:00): 31, pid=14292, name=python, Ch 00000030, intr 00000000. MMU Fault: ENGINE HOST0 HUBCLIENT_ESC faulted @ 0x10_00200000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ",
                 Some((31, "0000:01:00", Some(22_859_081_860))),
