@@ -61,6 +61,76 @@ pub fn parse_line(line: &str) -> Option<XidEvent> {
     })
 }
 
+/// The Xids of a log's lines, in order, with the driver's "fallen off the bus" messages that
+/// carry no Xid number counted as Xid 79 (newer drivers print them alone, on one record or
+/// over three lines: `NVRM: The NVIDIA GPU 0000:b3:00.0` ... `NVRM: fallen off the bus and
+/// is not responding to commands.`), unless an Xid 79 of that GPU is logged too.
+pub fn events(lines: &[String]) -> Vec<XidEvent> {
+    let mut out: Vec<XidEvent> = Vec::new();
+    let mut fallen: Vec<XidEvent> = Vec::new();
+    // The address a multi-line message named, and how many lines ago.
+    let mut named: Option<(String, Option<u64>, usize)> = None;
+    for line in lines {
+        if let Some(e) = parse_line(line) {
+            out.push(e);
+            continue;
+        }
+        let address = gpu_address(line);
+        if line.contains("fallen off the bus") {
+            let found = address
+                .clone()
+                .map(|a| (a, kmsg::timestamp_usec(line)))
+                .or_else(|| named.take().map(|(a, u, _)| (a, u)));
+            if let Some((pci, usec)) = found {
+                fallen.push(XidEvent {
+                    xid: 79,
+                    pci,
+                    detail: "the driver says the GPU has fallen off the bus (a message without an Xid number)".into(),
+                    usec,
+                });
+            }
+            named = None;
+            continue;
+        }
+        named = match (address, named) {
+            (Some(a), _) => Some((a, kmsg::timestamp_usec(line), 0)),
+            (None, Some((a, u, n))) if n < 2 => Some((a, u, n + 1)),
+            _ => None,
+        };
+    }
+    for f in fallen {
+        if !out.iter().any(|e| e.xid == 79 && e.pci == f.pci) {
+            out.push(f);
+        }
+    }
+    out
+}
+
+/// The GPU a driver message names after `GPU` (`GPU at 0000:01:00.0`, `GPU 0000:b3:00.0`,
+/// `GPU at PCI:0000:01:00:`), in the Xid lines' short form `0000:01:00`.
+fn gpu_address(line: &str) -> Option<String> {
+    let at = line.find("NVRM:")?;
+    let mut words = line[at..].split_whitespace().skip_while(|w| *w != "GPU");
+    words.next()?;
+    let word = match words.next()? {
+        "at" => words.next()?,
+        w => w,
+    };
+    let word = word
+        .trim_start_matches("PCI:")
+        .trim_end_matches([':', '.', ','])
+        .to_ascii_lowercase();
+    let short = word.get(..10)?;
+    let hex = |s: &str| s.chars().all(|c| c.is_ascii_hexdigit());
+    let parts: Vec<&str> = short.split(':').collect();
+    match parts.as_slice() {
+        [d, b, s] if d.len() == 4 && b.len() == 2 && s.len() == 2 && hex(d) && hex(b) && hex(s) => {
+            Some(short.to_string())
+        }
+        _ => None,
+    }
+}
+
 /// What NVIDIA's Xid catalog says of an Xid, and whether it needs action on the node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct XidInfo {
@@ -228,7 +298,7 @@ pub fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
 /// Judges the Xids of `log` (those at or after `since_usec` since boot, when given).
 pub fn judge(inv: &Inventory, log: &KernelLog, since_usec: Option<u64>) -> Vec<Finding> {
     let mut by_gpu: BTreeMap<String, Vec<XidEvent>> = BTreeMap::new();
-    for event in log.lines.iter().filter_map(|l| parse_line(l)) {
+    for event in events(&log.lines) {
         if since_usec.is_some_and(|s| event.usec.is_some_and(|u| u < s)) {
             continue;
         }
@@ -387,6 +457,37 @@ mod tests {
         )
         .unwrap();
         assert_eq!(e.detail, "pid=1234, name=python3, Contained ECC error[2J");
+    }
+
+    #[test]
+    fn fallen_off_the_bus_without_an_xid_counts_as_xid_79() {
+        let lines = |text: &str| text.lines().map(str::to_string).collect::<Vec<_>>();
+        // https://github.com/NVIDIA/NVSentinel/issues/155: three dmesg lines, no Xid.
+        let split = lines(
+            "[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n               NVRM: (PCI ID: 10de:26b5) installed in this system has\n               NVRM: fallen off the bus and is not responding to commands.\n[ 1843.439662] NVRM: The NVIDIA probe routine failed for 1 device(s).",
+        );
+        let e = events(&split);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!((e[0].xid, e[0].pci.as_str()), (79, "0000:b3:00"));
+        assert_eq!(e[0].usec, Some(1_843_308_145));
+        // The same message as one /dev/kmsg record (the kernel escapes its newlines).
+        let record = lines(
+            "3,77,1843308145,-;NVRM: The NVIDIA GPU 0000:b3:00.0\\x0aNVRM: (PCI ID: 10de:26b5) installed in this system has\\x0aNVRM: fallen off the bus and is not responding to commands.",
+        );
+        assert_eq!(events(&record)[0].pci, "0000:b3:00");
+        // https://pastebin.com/xJaypMZt: the one-line form, beside an Xid of the same GPU.
+        let one = lines(
+            "[  269.516977] NVRM: GPU at 0000:01:00.0 has fallen off the bus.\n[  269.517039] NVRM: Xid (0000:01:00): 3, C 00000005 SC 00000007 M 00001ffc Data ffffffff",
+        );
+        let e = events(&one);
+        assert_eq!(e.iter().map(|e| e.xid).collect::<Vec<_>>(), [3, 79]);
+        // An Xid 79 of the GPU already says it: not counted twice.
+        let both = lines(
+            "NVRM: GPU at PCI:0000:44:00: GPU-1\nNVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus\nNVRM: GPU 0000:44:00.0: GPU has fallen off the bus.",
+        );
+        assert_eq!(events(&both).len(), 1);
+        // A message about the bus that names no GPU is no event.
+        assert!(events(&lines("NVRM: something fallen off the bus")).is_empty());
     }
 
     #[test]
