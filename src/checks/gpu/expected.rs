@@ -63,9 +63,9 @@ pub fn count(ctx: &Context, inv: &Inventory) -> Finding {
         });
         return check
             .why(format!(
-                "missing: {} — the audit of {} (seconds since the epoch, {}) found {} GPU(s) there; now {}.{note}",
+                "missing: {} — the audit of {} ({}) found {} GPU(s) there; now {}.{note}",
                 missing.join(", "),
-                when,
+                crate::host::kmsg::utc(when),
                 gpu::REMEMBERED,
                 missing.len() + listed.len(),
                 if listed.is_empty() { "none".to_string() } else { listed.join(", ") }

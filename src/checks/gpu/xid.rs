@@ -276,27 +276,30 @@ pub fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
         ];
     }
     let driver = ctx.root.exists("/sys/module/nvidia") || ctx.root.exists("/proc/driver/nvidia");
-    let since_usec =
-        match ctx.options.since {
-            None => None,
-            Some(since) => match kmsg::boot_time(ctx.root) {
-                Some(boot) => Some(since.saturating_sub(boot).saturating_mul(1_000_000)),
-                None => {
-                    return vec![check().skip(
-                        "--since cannot be placed in the kernel log: no `btime` in /proc/stat",
-                    )];
-                }
-            },
-        };
+    let boot = kmsg::boot_time(ctx.root);
+    if ctx.options.since.is_some() && boot.is_none() {
+        return vec![
+            check().skip("--since cannot be placed in the kernel log: no `btime` in /proc/stat"),
+        ];
+    }
     match kmsg::read(ctx.root) {
-        Ok(log) => judge(inv, &log, since_usec),
+        Ok(log) => judge(inv, &log, ctx.options.since, boot),
         Err(_) if inv.gpus.is_empty() && !driver => vec![],
         Err(e) => vec![check().skip(e.0)],
     }
 }
 
-/// Judges the Xids of `log` (those at or after `since_usec` since boot, when given).
-pub fn judge(inv: &Inventory, log: &KernelLog, since_usec: Option<u64>) -> Vec<Finding> {
+/// Judges the Xids of `log`: those logged at or after `since` (seconds since the epoch),
+/// when given, placed by the node's `boot` time; lines without a timestamp always count.
+pub fn judge(
+    inv: &Inventory,
+    log: &KernelLog,
+    since: Option<u64>,
+    boot: Option<u64>,
+) -> Vec<Finding> {
+    let since_usec = since
+        .zip(boot)
+        .map(|(s, b)| s.saturating_sub(b).saturating_mul(1_000_000));
     let mut by_gpu: BTreeMap<String, Vec<XidEvent>> = BTreeMap::new();
     for event in events(&log.lines) {
         if since_usec.is_some_and(|s| event.usec.is_some_and(|u| u < s)) {
@@ -304,8 +307,8 @@ pub fn judge(inv: &Inventory, log: &KernelLog, since_usec: Option<u64>) -> Vec<F
         }
         by_gpu.entry(event.pci.clone()).or_default().push(event);
     }
-    let window = match since_usec {
-        Some(s) => format!("since {:.0} s after boot", s as f64 / 1e6),
+    let window = match since {
+        Some(s) => format!("since {} (--since)", kmsg::utc(s)),
         None => "in the kernel log since boot".to_string(),
     };
     let read = format!(
@@ -324,24 +327,38 @@ pub fn judge(inv: &Inventory, log: &KernelLog, since_usec: Option<u64>) -> Vec<F
             .map_or(g.pci_address.as_str(), |s| s.0);
         let events = by_gpu.remove(short).unwrap_or_default();
         let id = format!("gpu{}.xid", g.index);
-        out.push(verdict(&id, &g.pci_address, &events, &window, &read, true));
+        out.push(verdict(
+            &id,
+            &g.pci_address,
+            &events,
+            (&window, &read, boot),
+            true,
+        ));
     }
     for (pci, events) in by_gpu {
         let address = format!("{pci}.0");
         let id = format!("gpu.xid.{address}");
-        out.push(verdict(&id, &address, &events, &window, &read, false));
+        out.push(verdict(
+            &id,
+            &address,
+            &events,
+            (&window, &read, boot),
+            false,
+        ));
     }
     out
 }
 
+/// The finding of one GPU's `events`; `about` is the window judged, where the log was read
+/// and when the node booted.
 fn verdict(
     id: &str,
     address: &str,
     events: &[XidEvent],
-    window: &str,
-    read: &str,
+    about: (&str, &str, Option<u64>),
     listed: bool,
 ) -> Finding {
+    let (window, read, boot) = about;
     let check = Check::new(id, Area::Gpu).expected("no Xid that needs action");
     if events.is_empty() {
         return check
@@ -371,9 +388,15 @@ fn verdict(
             "not in gputune's table: see NVIDIA's Xid catalog (docs.nvidia.com/deploy/xid-errors)",
             |i| i.meaning,
         );
-        let at = last.usec.map_or(String::new(), |u| {
-            format!(" at {:.1} s after boot", u as f64 / 1e6)
-        });
+        let at = match (last.usec, boot) {
+            (Some(u), Some(b)) => format!(
+                " at {} ({:.1} s after boot)",
+                kmsg::utc(b + u / 1_000_000),
+                u as f64 / 1e6
+            ),
+            (Some(u), None) => format!(" at {:.1} s after boot", u as f64 / 1e6),
+            (None, _) => String::new(),
+        };
         lines.push(format!(
             "Xid {xid} ({meaning}) x{n}; last{at}: \"{}\"",
             last.detail
