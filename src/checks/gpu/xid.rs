@@ -265,17 +265,20 @@ pub fn info(xid: u32) -> Option<&'static XidInfo> {
 /// `gpu.xid` skip when the log cannot be read.
 pub fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
     let check = || Check::new("gpu.xid", Area::Gpu).expected("no Xid that needs action");
-    if ctx.options.image() {
-        return vec![check().skip("Xids are events of a running node")];
-    }
-    if ctx.options.persisted {
-        return vec![
-            check().skip(
-                "--persisted judges configuration files; Xids are events of the running node",
-            ),
-        ];
-    }
     let driver = ctx.root.exists("/sys/module/nvidia") || ctx.root.exists("/proc/driver/nvidia");
+    let gpu_node = !inv.gpus.is_empty() || driver;
+    if ctx.options.image() || ctx.options.persisted {
+        // An image or a node's files hold no events; on a node without GPUs, nothing to say.
+        if !gpu_node {
+            return vec![];
+        }
+        let why = if ctx.options.image() {
+            "Xids are events of a running node"
+        } else {
+            "--persisted judges configuration files; Xids are events of the running node"
+        };
+        return vec![check().skip(why)];
+    }
     let boot = kmsg::boot_time(ctx.root);
     if ctx.options.since.is_some() && boot.is_none() {
         return vec![
@@ -284,7 +287,7 @@ pub fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
     }
     match kmsg::read(ctx.root) {
         Ok(log) => judge(inv, &log, ctx.options.since, boot),
-        Err(_) if inv.gpus.is_empty() && !driver => vec![],
+        Err(_) if !gpu_node => vec![],
         Err(e) => vec![check().skip(e.0)],
     }
 }
@@ -511,6 +514,44 @@ mod tests {
         assert_eq!(events(&both).len(), 1);
         // A message about the bus that names no GPU is no event.
         assert!(events(&lines("NVRM: something fallen off the bus")).is_empty());
+    }
+
+    #[test]
+    fn xids_are_not_judged_from_files_alone_and_not_at_all_without_gpus() {
+        use crate::checks::AuditOptions;
+        use crate::testing::Tree;
+        let run = |tree: &Tree, options: &AuditOptions| {
+            let probes = crate::probes::Probes::absent("in a test");
+            crate::testing::audit(&tree.root(), "base", options, probes, Area::Gpu)
+        };
+        let gpu = Tree::new();
+        for (f, v) in [
+            ("vendor", "0x10de"),
+            ("class", "0x030200"),
+            ("device", "0x2330"),
+        ] {
+            gpu.file(&format!("/sys/bus/pci/devices/0000:3b:00.0/{f}"), v);
+        }
+        gpu.file(
+            "/dev/kmsg",
+            "4,1,5,-;NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus\n",
+        );
+        let live = run(&gpu, &AuditOptions::default());
+        assert_eq!(live["gpu0.xid"].status, Status::Fail);
+        let persisted = AuditOptions {
+            persisted: true,
+            ..AuditOptions::default()
+        };
+        let f = run(&gpu, &persisted);
+        assert_eq!(f["gpu.xid"].status, Status::Skip, "{f:#?}");
+        assert!(!f.contains_key("gpu0.xid"));
+        // No GPU, no driver, no log: nothing to say, in any mode.
+        let plain = Tree::new();
+        plain.file("/proc/cpuinfo", "processor : 0\n");
+        for options in [AuditOptions::default(), persisted] {
+            let f = run(&plain, &options);
+            assert!(!f.keys().any(|id| id.contains("xid")), "{f:#?}");
+        }
     }
 
     #[test]
