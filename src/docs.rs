@@ -228,10 +228,17 @@ fn files(page: &str) -> Vec<(&'static str, &'static str)> {
         "/etc/gputune/default-profile",
         "The site's profile name, used when no --profile is given (an image needs it or --profile).",
     );
+    let remembered = (
+        "/var/lib/gputune/gpus.json",
+        "The GPUs a live audit as root saw when gpu.count passed (PCI address, device id, model), so that a later audit or health run names a GPU that went missing. Delete it after removing a GPU on purpose.",
+    );
     match page {
         "gputune" | "gputune-apply" | "gputune-rollback" => {
             let mut files = vec![profiles, site_default];
             files.extend(written);
+            if page == "gputune" {
+                files.push(remembered);
+            }
             files
         }
         "gputune-explain" => vec![
@@ -244,6 +251,7 @@ fn files(page: &str) -> Vec<(&'static str, &'static str)> {
         "gputune-health" => vec![
             profiles,
             site_default,
+            remembered,
             (
                 "/etc/security/limits.conf, /etc/security/limits.d/*.conf",
                 "The login session's limits: what a job run by slurmd takes for each limit slurm.conf propagates.",
@@ -253,9 +261,16 @@ fn files(page: &str) -> Vec<(&'static str, &'static str)> {
                 "PropagateResourceLimits and PropagateResourceLimitsExcept (Include files followed), read when slurmd runs health.",
             ),
         ],
-        "gputune-audit" | "gputune-profiles" | "gputune-profiles-list" => {
-            vec![profiles, site_default]
-        }
+        "gputune-audit" => vec![
+            profiles,
+            site_default,
+            remembered,
+            (
+                "/dev/kmsg",
+                "The kernel log, read for NVIDIA Xid events (journalctl -k when it cannot be opened); under --root only a regular file at ROOT/dev/kmsg.",
+            ),
+        ],
+        "gputune-profiles" | "gputune-profiles-list" => vec![profiles, site_default],
         "gputune-profiles-show" => vec![profiles],
         _ => Vec::new(),
     }

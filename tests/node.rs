@@ -18,6 +18,7 @@ mod file_modes;
 mod fleet;
 mod fuzz_parsers;
 mod generated_docs;
+mod gpu_health;
 mod health_cli;
 mod health_fleet;
 mod hostile_root;

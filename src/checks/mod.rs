@@ -47,6 +47,8 @@ pub struct AuditOptions {
     /// `--skip ID,...`: checks reported as skipped whatever they find (an ID names its
     /// subjects too: `ulimit.nofile` skips `ulimit.nofile.login`).
     pub skip: Vec<String>,
+    /// `--since`: Xids are judged from this time (seconds since the epoch), not from boot.
+    pub since: Option<u64>,
 }
 
 /// Parses one `--skip` ID: a check id as reports print it, no spaces or control characters.

@@ -48,6 +48,10 @@ pub struct AuditArgs {
     /// counts are shown).
     #[arg(long, short = 'v')]
     pub verbose: bool,
+    /// Judge NVIDIA Xid events in the kernel log from TIME instead of boot: @SECONDS, a
+    /// duration ago (30m, 2h, 1d) or a UTC time (2026-11-25 14:00).
+    #[arg(long, value_name = "TIME", value_parser = crate::host::kmsg::parse_since)]
+    pub since: Option<u64>,
 }
 
 /// `--peer`: an IP address or a host name (resolved later, on the node), with an optional
@@ -99,11 +103,13 @@ pub fn run(args: &AuditArgs, root: &Root) -> Result<ExitCode> {
         persisted: mode != Mode::Live,
         mode,
         skip: args.skip.clone(),
+        since: args.since,
         ..AuditOptions::default()
     };
     let (findings, boot_sysctls) =
         checks::run_limited_with_boot(root, &profile, &options, &args.only, AUDIT_LIMITS);
     warn_unmatched_skips(&args.skip, &findings);
+    remember_gpus(root, mode, &findings);
     let persisted = if mode == Mode::Live {
         Vec::new()
     } else {
@@ -148,6 +154,50 @@ pub fn warn_unmatched_skips(skip: &[String], findings: &[crate::finding::Finding
     }
 }
 
+/// After a live audit as root whose `gpu.count` passed, remembers the GPUs on the bus
+/// (`/var/lib/gputune/gpus.json`), so that a later audit that misses one names its address.
+/// Only a healthy count is remembered: a node that lost a GPU must keep failing until the
+/// GPU is back or someone deletes the file. Rewritten only when the GPUs changed.
+fn remember_gpus(root: &Root, mode: Mode, findings: &[crate::finding::Finding]) {
+    use crate::inventory::gpu;
+    if !should_remember(root, mode, nix::unistd::geteuid().is_root(), findings) {
+        return;
+    }
+    let Ok(gpus) = gpu::present(root) else {
+        return;
+    };
+    if gpus.is_empty() {
+        return;
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    if let Ok(Some(old)) = gpu::read_remembered(root)
+        && old.gpus == gpu::Remembered::of(&gpus, now).gpus
+    {
+        return;
+    }
+    if let Err(e) = gpu::remember(root, &gpus, now) {
+        eprintln!("gputune: cannot remember this node's GPUs: {e}");
+    }
+}
+
+/// Whether this audit may remember the GPUs: the running node itself (never a `--root`),
+/// judged live, by root, with a `gpu.count` that passed.
+fn should_remember(
+    root: &Root,
+    mode: Mode,
+    is_root: bool,
+    findings: &[crate::finding::Finding],
+) -> bool {
+    root.is_live()
+        && mode == Mode::Live
+        && is_root
+        && findings
+            .iter()
+            .any(|f| f.id == "gpu.count" && f.status == crate::finding::Status::Pass)
+}
+
 /// The sysctl.d file and line behind each sysctl finding, for the JSON report.
 fn persisted_values(
     boot: &checks::BootSysctls,
@@ -185,6 +235,25 @@ pub fn load_profile(name: Option<&str>, root: &Root) -> Result<(Profile, Option<
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::finding::{Area, Check};
+
+    #[test]
+    fn only_a_healthy_live_count_as_root_is_remembered() {
+        let pass = vec![Check::new("gpu.count", Area::Gpu).pass("8")];
+        let fail = vec![Check::new("gpu.count", Area::Gpu).fail("7", "reseat")];
+        let skip = vec![Check::new("gpu.count", Area::Gpu).skip("no GPU")];
+        let live = Root::live();
+        assert!(should_remember(&live, Mode::Live, true, &pass));
+        assert!(!should_remember(&live, Mode::Live, false, &pass));
+        assert!(!should_remember(&live, Mode::Persisted, true, &pass));
+        assert!(!should_remember(&live, Mode::Live, true, &fail));
+        assert!(!should_remember(&live, Mode::Live, true, &skip));
+        assert!(!should_remember(&live, Mode::Live, true, &[]));
+        let snapshot = Root::new("/tmp/snapshot");
+        assert!(!should_remember(&snapshot, Mode::Live, true, &pass));
+    }
+
     #[test]
     fn peers() {
         for ok in [

@@ -48,6 +48,10 @@ pub struct HealthArgs {
     /// Do not judge these checks (an ID covers its subjects, as in `audit --skip`).
     #[arg(long, value_delimiter = ',', value_name = "ID,...", value_parser = checks::parse_skip_id)]
     pub skip: Vec<String>,
+    /// Judge NVIDIA Xid events in the kernel log from TIME instead of boot: @SECONDS, a
+    /// duration ago (30m, 2h, 1d) or a UTC time (2026-11-25 14:00).
+    #[arg(long, value_name = "TIME", value_parser = crate::host::kmsg::parse_since)]
+    pub since: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -94,6 +98,7 @@ fn check(args: &HealthArgs, root: &Root) -> Result<ExitCode> {
         mode,
         limits_of: limits_of(args.as_job, &|name| std::env::var(name).ok()),
         skip: args.skip.clone(),
+        since: args.since,
         ..AuditOptions::default()
     };
     let findings = checks::run_limited(root, &profile, &options, &[], limits);

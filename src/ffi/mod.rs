@@ -1,5 +1,5 @@
 //! Every foreign call gputune makes, behind safe functions: one module per C library loaded
-//! at run time (`cuda`, `nccl`: each opens its library, resolves its symbols once and turns
+//! at run time (`cuda`, `nccl`, and `nvml` for what nvml-wrapper lacks: each opens its library, resolves its symbols once and turns
 //! every failure into a typed error) and `linux` for the few kernel calls that neither nix
 //! nor socket2 offers. Nothing outside this folder uses `unsafe`.
 
@@ -9,3 +9,4 @@ mod library;
 pub mod cuda;
 pub mod linux;
 pub mod nccl;
+pub mod nvml;

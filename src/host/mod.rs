@@ -9,6 +9,7 @@ pub mod confine;
 pub mod cpulist;
 pub mod cudnn;
 pub mod exec;
+pub mod kmsg;
 pub mod ldcache;
 pub mod libsearch;
 pub mod libversion;

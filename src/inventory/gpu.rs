@@ -1,7 +1,7 @@
 //! NVIDIA GPUs as the PCI bus sees them, whether or not the driver is loaded: the facts
 //! that decide placement (NUMA node, local CPUs) and bandwidth (PCIe link).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::nvml::NvmlGpu;
 use super::pci::{PciDevice, PciLink};
@@ -144,6 +144,103 @@ pub fn gpus(devices: &[PciDevice], listed: &[ProcGpu]) -> Vec<Gpu> {
     out
 }
 
+/// Where a live audit run as root remembers the node's GPUs, so that a later audit can name
+/// the one that went missing (fell off the bus, was not enumerated at boot) by its address.
+pub const REMEMBERED: &str = "/var/lib/gputune/gpus.json";
+
+/// The largest remembered inventory read (a few hundred bytes per GPU).
+const REMEMBERED_CAP: u64 = 1 << 20;
+
+/// The GPUs a healthy audit saw (`/var/lib/gputune/gpus.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Remembered {
+    pub schema_version: u32,
+    /// Seconds since the epoch when it was written.
+    pub written_at: u64,
+    pub gpus: Vec<RememberedGpu>,
+}
+
+/// One GPU of [`Remembered`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RememberedGpu {
+    pub pci_address: String,
+    pub device_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+impl Remembered {
+    pub const SCHEMA: u32 = 1;
+
+    pub fn of(gpus: &[Gpu], written_at: u64) -> Remembered {
+        Remembered {
+            schema_version: Self::SCHEMA,
+            written_at,
+            gpus: gpus
+                .iter()
+                .map(|g| RememberedGpu {
+                    pci_address: g.pci_address.clone(),
+                    device_id: g.device_id.clone(),
+                    model: g.model.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Parses the file, refusing what gputune would not have written (it may have been
+    /// edited by hand): another schema, an address that is no PCI address.
+    pub fn parse(text: &str) -> Result<Remembered, String> {
+        let r: Remembered = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        if r.schema_version != Self::SCHEMA {
+            return Err(format!(
+                "schema_version {} (this gputune writes {})",
+                r.schema_version,
+                Self::SCHEMA
+            ));
+        }
+        if let Some(bad) = r
+            .gpus
+            .iter()
+            .find(|g| !super::pci::is_pci_address(&g.pci_address))
+        {
+            return Err(format!(
+                "`{}` is not a PCI address",
+                crate::say::clean_line(&bad.pci_address)
+            ));
+        }
+        Ok(r)
+    }
+}
+
+/// The remembered GPUs under `root`, `None` when no audit wrote them; an unreadable or
+/// malformed file is the error, with its path.
+pub fn read_remembered(root: &Root) -> Result<Option<Remembered>, String> {
+    let shown = || root.path(REMEMBERED).display().to_string();
+    match root.read_capped(REMEMBERED, REMEMBERED_CAP) {
+        Ok(None) => Ok(None),
+        Ok(Some(bytes)) => Remembered::parse(&String::from_utf8_lossy(&bytes))
+            .map(Some)
+            .map_err(|e| format!("{}: {e}", shown())),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The GPUs on the bus now (the part of [`super::Inventory::read`] that finds them), for
+/// what the audit remembers.
+pub fn present(root: &Root) -> Result<Vec<Gpu>, HostError> {
+    Ok(gpus(&super::pci::devices(root)?, &proc_gpus(root)?))
+}
+
+/// Writes [`REMEMBERED`] atomically (temporary file, fsync, rename; never through a link).
+pub fn remember(root: &Root, gpus: &[Gpu], written_at: u64) -> Result<(), HostError> {
+    let doc = Remembered::of(gpus, written_at);
+    let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    text.push('\n');
+    root.write_file(REMEMBERED, text.as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,6 +298,41 @@ mod tests {
         assert_eq!(found[1].pci_address, "0004:04:00.0");
         assert_eq!(found[1].device_id, "10de:????");
         assert_eq!(found[1].index, 1);
+    }
+
+    #[test]
+    fn remembered_inventories_round_trip_and_hand_edits_are_refused() {
+        let tree = crate::testing::Tree::new();
+        let root = tree.root();
+        assert_eq!(read_remembered(&root), Ok(None));
+        let found = gpus(&[dev("0000:05:00.0", NVIDIA_VENDOR, 0x030200)], &[]);
+        remember(&root, &found, 1_700_000_000).unwrap();
+        let back = read_remembered(&root).unwrap().unwrap();
+        assert_eq!(back.gpus[0].pci_address, "0000:05:00.0");
+        assert_eq!(back.gpus[0].device_id, "10de:15f8");
+        assert_eq!(back.written_at, 1_700_000_000);
+        for (text, want) in [
+            ("{", "EOF"),
+            (
+                r#"{"schema_version":2,"written_at":0,"gpus":[]}"#,
+                "schema_version 2",
+            ),
+            (
+                r#"{"schema_version":1,"written_at":0,"gpus":[{"pci_address":"gpu\u001b0","device_id":"x"}]}"#,
+                "`gpu0` is not a PCI address",
+            ),
+            (
+                r#"{"schema_version":1,"written_at":0,"gpus":[],"x":1}"#,
+                "unknown field",
+            ),
+        ] {
+            tree.file(REMEMBERED, text);
+            let err = read_remembered(&root).unwrap_err();
+            assert!(
+                err.contains(want) && err.contains("gpus.json"),
+                "{text}: {err}"
+            );
+        }
     }
 
     #[test]

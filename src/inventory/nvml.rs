@@ -28,6 +28,25 @@ pub struct NvmlGpu {
     /// without NVLink have none.
     #[serde(default)]
     pub nvlinks: Vec<NvLink>,
+    /// The row remapper's state (A100 and later); `None` where NVML cannot say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remapped_rows: Option<crate::ffi::nvml::RemappedRows>,
+    /// Pages retired after ECC errors, and whether a retirement waits for the next driver
+    /// reload (GPUs before Ampere); `None` where NVML cannot say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retired_pages: Option<RetiredPages>,
+}
+
+/// Dynamic page retirement of one GPU (`nvmlDeviceGetRetiredPages`,
+/// `nvmlDeviceGetRetiredPagesPendingStatus`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RetiredPages {
+    /// Pages retired after multiple single-bit errors.
+    pub single_bit: u64,
+    /// Pages retired after a double-bit error.
+    pub double_bit: u64,
+    /// A retirement waits for the driver to reload (or the GPU to reset).
+    pub pending: bool,
 }
 
 /// One NVLink of a GPU.
@@ -74,6 +93,7 @@ impl NvmlProbe for RealNvml {
         use nvml_wrapper::error::NvmlError;
         use nvml_wrapper::{
             Nvml, enum_wrappers::device::EccCounter, enum_wrappers::device::MemoryError,
+            enum_wrappers::device::RetirementCause,
         };
         let nvml = Nvml::builder()
             .lib_path(OsStr::new(NVML_LIBRARY))
@@ -108,7 +128,23 @@ impl NvmlProbe for RealNvml {
                     nvlink_peers.push(normalise_bus_id(&remote.bus_id));
                 }
             }
+            // Each of these is its own call: a GPU or driver lacking one loses only that fact.
+            let retired = |cause| device.retired_pages(cause).map(|p| p.len() as u64);
+            let retired_pages = match (
+                retired(RetirementCause::MultipleSingleBitEccErrors),
+                retired(RetirementCause::DoubleBitEccError),
+                device.are_pages_pending_retired(),
+            ) {
+                (Ok(single_bit), Ok(double_bit), Ok(pending)) => Some(RetiredPages {
+                    single_bit,
+                    double_bit,
+                    pending,
+                }),
+                _ => None,
+            };
             gpus.push(NvmlGpu {
+                remapped_rows: crate::ffi::nvml::remapped_rows(&nvml, &device).ok(),
+                retired_pages,
                 pci_address: normalise_bus_id(&pci.bus_id),
                 name: device.name().unwrap_or_default(),
                 memory_bytes: device.memory_info().ok().map(|m| m.total),

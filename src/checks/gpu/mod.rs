@@ -1,19 +1,46 @@
-//! GPUs: that the node has them, that each PCIe link trained at full width and speed, what
-//! NVML says of their health, and which driver, CUDA and NCCL versions they would train with.
+//! GPUs: that the node has the ones the profile expects, that each PCIe link trained at
+//! full width and speed, what NVML and the kernel log (Xid) say of their health, and which
+//! driver, CUDA and NCCL versions they would train with.
 
+pub mod expected;
+pub mod memerr;
 pub mod stack;
 pub mod versions;
+pub mod xid;
 
 use crate::finding::{Area, Check, Finding, Status};
 use crate::host::libsearch::SearchEnv;
 use crate::inventory::Inventory;
 use crate::inventory::gpu::Gpu;
 use crate::inventory::nvml::NvmlGpu;
-use crate::profile::setting::{KeySpec, ValueKind::Version};
+use crate::profile::setting::{
+    KeySpec,
+    ValueKind::{Number, Text, Version},
+};
 
 use super::Context;
 
 pub const KEYS: &[KeySpec] = &[
+    KeySpec {
+        key: "gpu.count",
+        kind: Number,
+        why: "A node with fewer GPUs than its kind (one fell off the bus or was not enumerated at boot) fails every job that asks for all of them, or runs it slower on the rest (NHC's check_hw_gpu).",
+    },
+    KeySpec {
+        key: "gpu.model",
+        kind: Text,
+        why: "Jobs and their bandwidth baselines are sized for one GPU model; a node with another is a different node (matched as a case-insensitive substring: \"H100\" matches \"NVIDIA H100 80GB HBM3\").",
+    },
+    KeySpec {
+        key: "gpu.memory_mib",
+        kind: Number,
+        why: "A GPU showing less memory than its model (another SKU, MIG left on, memory disabled) makes jobs sized for the fleet run out of memory on this node.",
+    },
+    KeySpec {
+        key: "gpu.nvlink_count",
+        kind: Number,
+        why: "Each NVLink down takes its share of the GPU's NVLink bandwidth; NCCL's rings and NVLS over that GPU slow down or fall back to PCIe.",
+    },
     KeySpec {
         key: "driver.version",
         kind: Version,
@@ -38,16 +65,22 @@ pub const KEYS: &[KeySpec] = &[
 
 pub fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
     let probes = &ctx.probes;
-    let mut findings = vec![count(inv)];
+    let mut findings = vec![expected::count(ctx, inv)];
     findings.extend(inv.gpus.iter().map(pcie_link));
     findings.extend(nvml(inv));
+    findings.extend(xid::audit(ctx, inv));
     for (key, setting) in ctx.profile.area(Area::Gpu) {
-        findings.push(match key.as_str() {
-            "driver.version" => versions::driver(ctx, inv, setting),
-            "cuda.version" => versions::cuda(ctx, inv, probes, setting),
-            "nccl.version" => versions::nccl(ctx, inv, setting),
-            "cudnn.version" => stack::cudnn(ctx, inv, setting, &SearchEnv::from_process()),
-            other => Check::new(other, Area::Gpu).error("no check for this key"),
+        findings.extend(match key.as_str() {
+            // Judged by `expected::count` above, with what the last audit remembered.
+            "gpu.count" => vec![],
+            "gpu.model" => expected::model(ctx, inv, setting),
+            "gpu.memory_mib" => expected::memory(ctx, inv, setting),
+            "gpu.nvlink_count" => expected::nvlink_count(ctx, inv, setting),
+            "driver.version" => vec![versions::driver(ctx, inv, setting)],
+            "cuda.version" => vec![versions::cuda(ctx, inv, probes, setting)],
+            "nccl.version" => vec![versions::nccl(ctx, inv, setting)],
+            "cudnn.version" => vec![stack::cudnn(ctx, inv, setting, &SearchEnv::from_process())],
+            other => vec![Check::new(other, Area::Gpu).error("no check for this key")],
         });
     }
     if !inv.gpus.is_empty() {
@@ -59,21 +92,6 @@ pub fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
         ));
     }
     findings
-}
-
-fn count(inv: &Inventory) -> Finding {
-    let check = Check::new("gpu.count", Area::Gpu).expected(">= 1");
-    if inv.gpus.is_empty() {
-        return check.skip(
-            "no NVIDIA GPU on the PCI bus (vendor 0x10de, display class): GPU checks do not apply",
-        );
-    }
-    let list: Vec<String> = inv
-        .gpus
-        .iter()
-        .map(|g| format!("{} {}", g.pci_address, g.device_id))
-        .collect();
-    check.why(list.join(", ")).pass(inv.gpus.len().to_string())
 }
 
 /// A GPU whose link trained narrower or slower than it can: the commonest silent cause of
@@ -156,6 +174,8 @@ fn nvml(inv: &Inventory) -> Vec<Finding> {
         out.extend(persistence_mode(g, n));
         out.extend(nvlink(g, n));
         out.extend(ecc_uncorrected(g, n));
+        out.extend(memerr::row_remap(g, n));
+        out.extend(memerr::retired_pages(g, n));
     }
     out
 }
@@ -317,6 +337,8 @@ mod tests {
             nvlinks: (0..12)
                 .map(|link| crate::inventory::nvml::NvLink { link, active: true })
                 .collect(),
+            remapped_rows: None,
+            retired_pages: None,
         }
     }
 
@@ -410,6 +432,77 @@ mod tests {
             },
         );
         assert!(!f.contains_key("gpu0.nvlink"));
+    }
+
+    #[test]
+    fn nvml_memory_nvlinks_and_memory_repairs_are_judged_per_gpu() {
+        use crate::ffi::nvml::RemappedRows;
+        use crate::inventory::nvml::{NvmlFacts, RetiredPages};
+        let tree = two_gpu_root();
+        tree.file(
+            "/etc/gputune/profiles/site.toml",
+            "[gpu]\n\"gpu.memory_mib\" = { min = 80000 }\n\"gpu.nvlink_count\" = { min = 12 }\n\"gpu.model\" = { equals = \"a100\" }\n\"gpu.count\" = { equals = 2 }\n",
+        );
+        let mut small = nvml_gpu("0000:18:00.0", "0000:2a:00.0", true, 0);
+        small.memory_bytes = Some(40 << 30);
+        small.nvlinks[5].active = false;
+        small.remapped_rows = Some(RemappedRows {
+            correctable: 1,
+            uncorrectable: 2,
+            pending: true,
+            failed: false,
+        });
+        small.retired_pages = Some(RetiredPages {
+            single_bit: 0,
+            double_bit: 0,
+            pending: false,
+        });
+        let mut worn = nvml_gpu("0000:2a:00.0", "0000:18:00.0", true, 0);
+        worn.remapped_rows = Some(RemappedRows {
+            correctable: 0,
+            uncorrectable: 8,
+            pending: false,
+            failed: true,
+        });
+        worn.retired_pages = Some(RetiredPages {
+            single_bit: 1,
+            double_bit: 2,
+            pending: true,
+        });
+        let root = tree.root();
+        let mut probes = crate::probes::Probes::absent("in a test");
+        probes.nvml = Box::new(crate::inventory::nvml::FixedNvml(NvmlFacts {
+            gpus: vec![small, worn],
+            ..Default::default()
+        }));
+        let options = crate::checks::AuditOptions::default();
+        let f = crate::testing::audit(&root, "site", &options, probes, Area::Gpu);
+        let get = |id: &str| f.get(id).unwrap_or_else(|| panic!("{id}: {f:#?}"));
+        assert_eq!(get("gpu.count").status, Status::Pass);
+        assert_eq!(get("gpu.memory_mib.gpu0").status, Status::Fail);
+        assert_eq!(get("gpu.memory_mib.gpu0").actual, "40960");
+        assert_eq!(get("gpu.memory_mib.gpu1").status, Status::Pass);
+        assert_eq!(get("gpu.nvlink_count.gpu0").status, Status::Fail);
+        assert_eq!(get("gpu.nvlink_count.gpu0").actual, "11");
+        assert_eq!(get("gpu.nvlink_count.gpu1").status, Status::Pass);
+        // NVML's name is the model when the driver's /proc listing is absent.
+        assert_eq!(get("gpu.model.gpu1").status, Status::Pass);
+        assert_eq!(get("gpu0.row_remap").status, Status::Fail);
+        assert_eq!(get("gpu0.row_remap").actual, "remapping pending");
+        assert!(
+            get("gpu0.row_remap")
+                .fix
+                .contains("nvidia-smi -r -i 0000:18:00.0")
+        );
+        assert_eq!(get("gpu1.row_remap").actual, "remapping failed");
+        assert!(get("gpu1.row_remap").fix.contains("RMA"));
+        assert_eq!(get("gpu0.retired_pages").status, Status::Pass);
+        assert_eq!(get("gpu1.retired_pages").status, Status::Fail);
+        assert!(
+            get("gpu1.retired_pages")
+                .message
+                .contains("2 page(s) retired after a double-bit error")
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! should use. Which NICs are judged: the one routing to `--peer`, else the RDMA-capable
 //! ones, else the default route's, else the fastest one that is up.
 
+pub mod hcacount;
 pub mod irq;
 pub mod ncclconf;
 pub mod ncclenv;
@@ -43,6 +44,11 @@ pub const KEYS: &[KeySpec] = &[
         why: "NCCL's IB transport runs at the HCA port's rate; a port that trained down (4X SDR instead of 4X HDR, a bad cable or a narrower width) caps every inter-node step.",
     },
     KeySpec {
+        key: "rdma.hca_count",
+        kind: Number,
+        why: "NCCL stripes inter-node traffic over every HCA (one rail per GPU on HGX nodes); a node that lost one runs its collectives on fewer rails, and the whole job at that node's pace.",
+    },
+    KeySpec {
         key: "rdma.active_mtu",
         kind: Number,
         why: "RoCE carries at most the IB MTU that fits its Ethernet MTU: 1024 bytes per packet at MTU 1500, 4096 at 9000; a quarter of the payload per packet costs bandwidth and message rate.",
@@ -77,6 +83,9 @@ pub const KEYS: &[KeySpec] = &[
 pub fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
     let probes = &ctx.probes;
     let mut findings = peer::audit(ctx);
+    if let Some(setting) = ctx.profile.get(Area::Nic, "rdma.hca_count") {
+        findings.push(hcacount::count(ctx, inv, setting));
+    }
     let chosen = select::training(ctx, inv, probes, &mut findings);
     let nccl = ncclenv::NcclConfig::read(ctx.root);
     if chosen.nics.is_empty() && chosen.hcas.is_empty() {
