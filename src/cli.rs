@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::commands::{apply, audit, bench, fleet, health, pin, profiles, topo};
+use crate::commands::{apply, audit, bench, fleet, health, pin, preflight, profiles, topo};
 
 /// Tune and validate Linux GPU training nodes for distributed PyTorch (DDP/FSDP over NCCL).
 #[derive(Debug, Parser)]
@@ -47,6 +47,9 @@ pub enum Command {
     Health(health::HealthArgs),
     /// Compare many nodes' audit reports: the odd node out, per check and per fact.
     Fleet(fleet::FleetArgs),
+    /// Run by the job's launcher on every node: will this job start? Names, MASTER_ADDR,
+    /// NCCL's interface, versions that must agree, every pair's ports.
+    Preflight(preflight::PreflightArgs),
 }
 
 #[cfg(test)]

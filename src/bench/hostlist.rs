@@ -134,6 +134,61 @@ fn ranges(inside: &str) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
+/// The inverse of [`expand`]: names in Slurm's notation, `node[01-04,07],login`. Names that
+/// share a prefix and a number width fold into one bracket; order is by prefix, then number.
+pub fn compress(hosts: &[String]) -> String {
+    use std::collections::BTreeMap;
+    let mut groups: BTreeMap<(String, usize), Vec<u64>> = BTreeMap::new();
+    let mut plain: Vec<String> = Vec::new();
+    for h in hosts {
+        let digits = h.len() - h.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+        let (prefix, number) = h.split_at(h.len() - digits);
+        match number.parse::<u64>() {
+            Ok(n) if digits > 0 && digits <= 18 => {
+                let width = if number.starts_with('0') && digits > 1 {
+                    digits
+                } else {
+                    0
+                };
+                groups
+                    .entry((prefix.to_string(), width))
+                    .or_default()
+                    .push(n);
+            }
+            _ => plain.push(h.clone()),
+        }
+    }
+    let mut parts: Vec<String> = Vec::new();
+    for ((prefix, width), mut numbers) in groups {
+        numbers.sort_unstable();
+        numbers.dedup();
+        if numbers.len() == 1 {
+            parts.push(format!("{prefix}{:0width$}", numbers[0]));
+            continue;
+        }
+        let mut runs: Vec<String> = Vec::new();
+        let mut i = 0;
+        while i < numbers.len() {
+            let start = numbers[i];
+            while i + 1 < numbers.len() && numbers[i + 1] == numbers[i] + 1 {
+                i += 1;
+            }
+            let end = numbers[i];
+            runs.push(if start == end {
+                format!("{start:0width$}")
+            } else {
+                format!("{start:0width$}-{end:0width$}")
+            });
+            i += 1;
+        }
+        parts.push(format!("{prefix}[{}]", runs.join(",")));
+    }
+    plain.sort();
+    plain.dedup();
+    parts.extend(plain);
+    parts.join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,5 +236,15 @@ mod tests {
             let err = expand(list).unwrap_err().to_string();
             assert!(err.contains(want), "{list}: {err}");
         }
+    }
+
+    #[test]
+    fn compress_folds_what_expand_unfolds() {
+        let hosts = |l: &str| expand(l).unwrap();
+        for list in ["node[0-3,5]", "n[01-04,07],login", "a1,b2", "gpu[8-10]"] {
+            assert_eq!(compress(&hosts(list)), list);
+        }
+        assert_eq!(compress(&hosts("node3,node1,node2")), "node[1-3]");
+        assert_eq!(compress(&[]), "");
     }
 }

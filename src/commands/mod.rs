@@ -6,6 +6,7 @@ pub mod bench;
 pub mod fleet;
 pub mod health;
 pub mod pin;
+pub mod preflight;
 pub mod profiles;
 pub mod topo;
 
@@ -39,6 +40,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Bench(args) => bench::run(&args, &root),
         Command::Health(args) => health::run(&args, &root),
         Command::Fleet(args) => fleet::run(&args),
+        Command::Preflight(args) => preflight::run(&args, &root),
     }
 }
 
