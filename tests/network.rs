@@ -6,3 +6,4 @@ mod common;
 mod firewall;
 mod firewall_diff;
 mod firewall_nft;
+mod preflight_netns;

@@ -113,14 +113,14 @@ pub fn judge(ev: &Evidence) -> Vec<Problem> {
         // MASTER_ADDR as this node resolves it.
         match &f.master_resolved {
             Err(e) => out.push(problem(f, None, None, category::MASTER, e.clone())),
-            Ok(ips) if f.rank != 0 && !ips.iter().any(|i| rank0_addrs.contains(i)) => {
+            Ok(ips) if f.rank != 0 && !ips.first().is_some_and(|i| rank0_addrs.contains(i)) => {
                 out.push(problem(
                     f,
                     Some(host_of(ev.facts, 0)),
                     None,
                     category::MASTER,
                     format!(
-                        "{} resolves MASTER_ADDR={} to {}, which is not an address of rank 0 \
+                        "{} resolves MASTER_ADDR={} to {} (first), which is not an address of rank 0 \
                          ({}: {})",
                         f.host,
                         f.master_addr,
@@ -280,8 +280,9 @@ fn name_problems(ev: &Evidence, joined: &[&Facts], out: &mut Vec<Problem>) {
             };
             let message = match answer {
                 Err(e) => format!("{} cannot resolve peer {name}: {e}", f.host),
-                Ok(ips) if !ips.iter().any(|i| theirs.contains(i)) => format!(
-                    "{} resolves {name} to {}, but {name}'s addresses are {} (a stale \
+                // A connect (and NCCL's address parsing) takes the first answer.
+                Ok(ips) if !ips.first().is_some_and(|i| theirs.contains(i)) => format!(
+                    "{} resolves {name} to {} (first), but {name}'s addresses are {} (a stale \
                      /etc/hosts entry or DNS record on {})",
                     f.host,
                     list(ips),
