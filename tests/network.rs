@@ -6,4 +6,5 @@ mod common;
 mod firewall;
 mod firewall_diff;
 mod firewall_nft;
+mod preflight_html;
 mod preflight_netns;

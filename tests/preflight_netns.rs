@@ -19,14 +19,14 @@ const STALE_MASTER: usize = 2;
 const DEBIAN_NAME: usize = 3;
 const OTHER_NCCL: usize = 4;
 const JUMBO: usize = 5;
-const PORT: u16 = 29512;
+pub const PORT: u16 = 29512;
 
-fn addr(net: u8, node: usize) -> String {
+pub fn addr(net: u8, node: usize) -> String {
     format!("10.233.{net}.{}", node + 1)
 }
 
 /// The namespaces (bridge first) and the `/etc/netns` directories, removed on drop.
-struct Fabric {
+pub struct Fabric {
     namespaces: Namespaces,
     etc: Vec<PathBuf>,
 }
@@ -40,7 +40,7 @@ impl Drop for Fabric {
 }
 
 impl Fabric {
-    fn node(&self, i: usize) -> &str {
+    pub fn node(&self, i: usize) -> &str {
         &self.namespaces.0[i + 1]
     }
 }
@@ -48,7 +48,7 @@ impl Fabric {
 /// `nodes` namespaces on one bridge, `/24` net `10.233.NET.0`, each with an /etc/hosts that
 /// names every node, after the `extra` lines of that node (a stale entry replaces the
 /// name's line; Debian's `127.0.1.1` own-name line comes before the real one).
-fn fabric(tag: &str, net: u8, nodes: usize, extra: &dyn Fn(usize) -> String) -> Fabric {
+pub fn fabric(tag: &str, net: u8, nodes: usize, extra: &dyn Fn(usize) -> String) -> Fabric {
     let id = std::process::id();
     let br = format!("gpf{tag}b{id}");
     let names: Vec<String> = (0..nodes).map(|i| format!("gpf{tag}{i}x{id}")).collect();
@@ -81,6 +81,28 @@ fn fabric(tag: &str, net: u8, nodes: usize, extra: &dyn Fn(usize) -> String) -> 
     fabric
 }
 
+/// An nftables table in `ns` that drops new connections to the ephemeral range (NCCL's
+/// ports) and lets replies to the node's own connections through.
+pub fn drop_ephemeral(ns: &str) {
+    use std::io::Write;
+    let rules = "add table inet gpf\n\
+         add chain inet gpf input { type filter hook input priority 0; policy accept; }\n\
+         add rule inet gpf input ct state established,related accept\n\
+         add rule inet gpf input tcp dport 32768-60999 drop\n";
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns, "nft", "-f", "-"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(rules.as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success(), "nft in {ns}");
+}
+
 /// tests/fixtures/fake_libnccl.c built into `dir/libnccl.so.2`.
 fn fake_libnccl(dir: &Path) -> PathBuf {
     let lib = dir.join("libnccl.so.2");
@@ -97,7 +119,7 @@ fn fake_libnccl(dir: &Path) -> PathBuf {
 
 /// One rank, as torchrun would start it on node `i`: its namespace, its host name, RANK,
 /// WORLD_SIZE, MASTER_ADDR, MASTER_PORT, a fresh HOME and nothing else.
-fn rank(
+pub fn rank(
     ns: &str,
     i: usize,
     world: usize,
@@ -161,26 +183,7 @@ fn each_planted_fault_is_named_on_its_node_and_nothing_on_the_clean_ones() {
         _ => String::new(),
     });
     // NCCL's ephemeral ports dropped inbound (replies to its own connections still pass).
-    let fw = fabric.node(FIREWALLED);
-    let nft = format!(
-        "add table inet gpf\n\
-         add chain inet gpf input {{ type filter hook input priority 0; policy accept; }}\n\
-         add rule inet gpf input ct state established,related accept\n\
-         add rule inet gpf input tcp dport 32768-60999 drop\n"
-    );
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", fw, "nft", "-f", "-"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(nft.as_bytes())
-        .unwrap();
-    assert!(child.wait().unwrap().success(), "nft in {fw}");
+    drop_ephemeral(fabric.node(FIREWALLED));
     // Jumbo frames on one node's end of its link only.
     ip(&format!("-n {} link set eth0 mtu 9000", fabric.node(JUMBO)));
 
