@@ -37,6 +37,9 @@ _gputune() {
             gputune,pin)
                 cmd="gputune__subcmd__pin"
                 ;;
+            gputune,preflight)
+                cmd="gputune__subcmd__preflight"
+                ;;
             gputune,profiles)
                 cmd="gputune__subcmd__profiles"
                 ;;
@@ -97,6 +100,9 @@ _gputune() {
             gputune__subcmd__help,pin)
                 cmd="gputune__subcmd__help__subcmd__pin"
                 ;;
+            gputune__subcmd__help,preflight)
+                cmd="gputune__subcmd__help__subcmd__preflight"
+                ;;
             gputune__subcmd__help,profiles)
                 cmd="gputune__subcmd__help__subcmd__profiles"
                 ;;
@@ -149,7 +155,7 @@ _gputune() {
 
     case "${cmd}" in
         gputune)
-            opts="-h -V --root --help --version audit apply rollback profiles topo pin bench health fleet help"
+            opts="-h -V --root --help --version audit apply rollback profiles topo pin bench health fleet preflight help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -929,7 +935,7 @@ _gputune() {
             return 0
             ;;
         gputune__subcmd__help)
-            opts="audit apply rollback profiles topo pin bench health fleet help"
+            opts="audit apply rollback profiles topo pin bench health fleet preflight help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1096,6 +1102,20 @@ _gputune() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        gputune__subcmd__help__subcmd__preflight)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         gputune__subcmd__help__subcmd__profiles)
             opts="list show"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1174,6 +1194,40 @@ _gputune() {
             fi
             case "${prev}" in
                 --local-rank)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        gputune__subcmd__preflight)
+            opts="-h --timeout --format --output --pairs-report --root --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "table json html" -- "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pairs-report)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

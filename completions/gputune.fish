@@ -36,6 +36,7 @@ complete -c gputune -n "__fish_gputune_needs_command" -f -a "pin" -d 'Run a comm
 complete -c gputune -n "__fish_gputune_needs_command" -f -a "bench" -d 'Benchmark collectives across the node\'s GPUs and between nodes'
 complete -c gputune -n "__fish_gputune_needs_command" -f -a "health" -d 'Audit as a Slurm health check or node-problem-detector plugin; drain/resume with --slurm'
 complete -c gputune -n "__fish_gputune_needs_command" -f -a "fleet" -d 'Compare many nodes\' audit reports: the odd node out, per check and per fact'
+complete -c gputune -n "__fish_gputune_needs_command" -f -a "preflight" -d 'Run by the job\'s launcher on every node: will this job start? Names, MASTER_ADDR, NCCL\'s interface, versions that must agree, every pair\'s ports'
 complete -c gputune -n "__fish_gputune_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c gputune -n "__fish_gputune_using_subcommand audit" -l profile -d 'Profile name or TOML file [default: chosen from the node, see `gputune profiles list`]' -r
 complete -c gputune -n "__fish_gputune_using_subcommand audit" -l format -d 'Output format' -r -f -a "table\t''
@@ -274,16 +275,25 @@ json\t''"
 complete -c gputune -n "__fish_gputune_using_subcommand fleet" -l output -d 'Write the result to FILE (atomically) instead of stdout' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand fleet" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand fleet" -s h -l help -d 'Print help'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "audit" -d 'Check the node against a profile and report every finding with its fix'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "apply" -d 'Apply a profile: preview, journal, apply, verify and persist'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "rollback" -d 'Restore the values saved by the last apply'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "profiles" -d 'List profiles, or show one fully resolved'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "topo" -d 'Show GPUs, NICs, NUMA nodes, CPU lists, PCIe links and their affinity'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "pin" -d 'Run a command bound to the CPUs and memory local to its GPU'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "bench" -d 'Benchmark collectives across the node\'s GPUs and between nodes'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "health" -d 'Audit as a Slurm health check or node-problem-detector plugin; drain/resume with --slurm'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "fleet" -d 'Compare many nodes\' audit reports: the odd node out, per check and per fact'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c gputune -n "__fish_gputune_using_subcommand preflight" -l timeout -d 'Hard deadline in seconds for the whole check, on every rank: a rank that has not joined by then is reported missing' -r
+complete -c gputune -n "__fish_gputune_using_subcommand preflight" -l format -d 'Output format (rank 0\'s report; the other ranks print one line each)' -r -f -a "table\t''
+json\t''
+html\t'One self-contained page: the reachability matrix and, with --pairs-report, bandwidth'"
+complete -c gputune -n "__fish_gputune_using_subcommand preflight" -l output -d 'Write rank 0\'s report to FILE (atomically) instead of stdout' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand preflight" -l pairs-report -d '`bench allreduce --pairs --format json` output, drawn as a bandwidth heat map in the HTML page' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand preflight" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand preflight" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet preflight help" -f -a "audit" -d 'Check the node against a profile and report every finding with its fix'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet preflight help" -f -a "apply" -d 'Apply a profile: preview, journal, apply, verify and persist'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet preflight help" -f -a "rollback" -d 'Restore the values saved by the last apply'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet preflight help" -f -a "profiles" -d 'List profiles, or show one fully resolved'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet preflight help" -f -a "topo" -d 'Show GPUs, NICs, NUMA nodes, CPU lists, PCIe links and their affinity'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet preflight help" -f -a "pin" -d 'Run a command bound to the CPUs and memory local to its GPU'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet preflight help" -f -a "bench" -d 'Benchmark collectives across the node\'s GPUs and between nodes'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet preflight help" -f -a "health" -d 'Audit as a Slurm health check or node-problem-detector plugin; drain/resume with --slurm'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet preflight help" -f -a "fleet" -d 'Compare many nodes\' audit reports: the odd node out, per check and per fact'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet preflight help" -f -a "preflight" -d 'Run by the job\'s launcher on every node: will this job start? Names, MASTER_ADDR, NCCL\'s interface, versions that must agree, every pair\'s ports'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet preflight help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c gputune -n "__fish_gputune_using_subcommand help; and __fish_seen_subcommand_from profiles" -f -a "list" -d 'List built-in and site profiles (/etc/gputune/profiles wins on a name clash)'
 complete -c gputune -n "__fish_gputune_using_subcommand help; and __fish_seen_subcommand_from profiles" -f -a "show" -d 'Print a profile fully resolved (includes merged), each setting with its origin'
 complete -c gputune -n "__fish_gputune_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "allreduce" -d 'AllReduce bandwidth and latency, with nccl-tests-compatible numbers'

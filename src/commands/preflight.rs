@@ -29,6 +29,11 @@ pub struct PreflightArgs {
 }
 
 pub fn run(args: &PreflightArgs, root: &Root) -> Result<ExitCode> {
+    if !root.is_live() {
+        return Err(Error::Usage(
+            "preflight checks the running job on this node's network: --root does not apply".into(),
+        ));
+    }
     if !(2..=3600).contains(&args.timeout) {
         return Err(Error::Usage(format!(
             "--timeout {}: give 2 to 3600 seconds",
