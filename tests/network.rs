@@ -6,5 +6,6 @@ mod common;
 mod firewall;
 mod firewall_diff;
 mod firewall_nft;
+mod preflight_cli;
 mod preflight_html;
 mod preflight_netns;

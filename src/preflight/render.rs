@@ -222,8 +222,8 @@ pub fn table(r: &Report) -> String {
             if problems.len() == 1 { "" } else { "s" },
             clean(&hostlist::compress(&hosts))
         );
-        for p in problems {
-            let _ = writeln!(out, "  {}: {}", clean(&p.host), clean(&p.message));
+        for (hosts, message) in by_cause(problems) {
+            let _ = writeln!(out, "  {}: {}", clean(&hosts), clean(&message));
         }
     }
     if !r.silent.is_empty() {
@@ -274,6 +274,51 @@ pub fn table(r: &Report) -> String {
         if r.problems.len() == 1 { "" } else { "s" }
     );
     out
+}
+
+/// Problems with the same cause folded into one line: the same message once its own host
+/// and port are set aside, its nodes as a hostlist and its ports listed.
+fn by_cause(problems: &[&Problem]) -> Vec<(String, String)> {
+    let mut groups: Vec<(String, Vec<String>, Vec<u16>)> = Vec::new();
+    for p in problems {
+        let mut key = p.message.replace(&p.host, "\u{1}");
+        if let Some(port) = p.port {
+            key = key.replace(&format!("port {port}"), "port \u{2}");
+        }
+        match groups.iter_mut().find(|(k, _, _)| *k == key) {
+            Some((_, hosts, ports)) => {
+                hosts.push(p.host.clone());
+                ports.extend(p.port);
+            }
+            None => groups.push((key, vec![p.host.clone()], p.port.into_iter().collect())),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(key, hosts, mut ports)| {
+            let hosts = hostlist::compress(&hosts);
+            ports.sort_unstable();
+            ports.dedup();
+            let ports_text = match ports.len() {
+                0 | 1 => format!(
+                    "port {}",
+                    ports.first().map(u16::to_string).unwrap_or_default()
+                ),
+                _ => format!(
+                    "ports {}",
+                    ports
+                        .iter()
+                        .map(u16::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            let message = key
+                .replace('\u{1}', &hosts)
+                .replace("port \u{2}", &ports_text);
+            (hosts, message)
+        })
+        .collect()
 }
 
 /// `bench --pairs --format json`: the measured pairs.
@@ -481,4 +526,66 @@ fn heat_map(out: &mut String, pairs: &PairsReport) {
         out.push_str("</tr>\n");
     }
     out.push_str("</table>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(host: &str, port: Option<u16>, message: &str) -> Problem {
+        Problem {
+            rank: None,
+            host: host.into(),
+            peer: None,
+            port,
+            category: "port",
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn one_cause_is_one_line_with_its_nodes_and_ports() {
+        let problems = [
+            p(
+                "node2",
+                Some(32768),
+                "node2 does not accept nccl port 32768 from node[0-1]: timed out",
+            ),
+            p(
+                "node2",
+                Some(40000),
+                "node2 does not accept nccl port 40000 from node[0-1]: timed out",
+            ),
+            p("node3", None, "host name node3 resolves to 127.0.1.1"),
+            p("node4", None, "host name node4 resolves to 127.0.1.1"),
+            p("node5", None, "host name node5 resolves to 10.0.0.9"),
+        ];
+        let refs: Vec<&Problem> = problems.iter().collect();
+        assert_eq!(
+            by_cause(&refs),
+            vec![
+                (
+                    "node2".to_string(),
+                    "node2 does not accept nccl ports 32768, 40000 from node[0-1]: timed out"
+                        .to_string()
+                ),
+                (
+                    "node[3-4]".to_string(),
+                    "host name node[3-4] resolves to 127.0.1.1".to_string()
+                ),
+                (
+                    "node5".to_string(),
+                    "host name node5 resolves to 10.0.0.9".to_string()
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn html_escapes_what_hosts_sent() {
+        assert_eq!(
+            esc("<b>\u{1b}[31m\"x\"&'"),
+            "&lt;b&gt;[31m&quot;x&quot;&amp;&#39;"
+        );
+    }
 }
