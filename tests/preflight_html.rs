@@ -9,7 +9,7 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::common;
-use crate::preflight_netns::{addr, drop_ephemeral, fabric, rank};
+use crate::preflight_netns::{Launcher, addr, drop_ephemeral, fabric, rank};
 
 use common::{KillOnDrop, NetnsRank, text};
 
@@ -105,7 +105,11 @@ fn the_html_page_renders_in_chromium_with_the_failing_cells_where_the_json_says(
                     fabric.node(i),
                     i,
                     NODES,
-                    &master,
+                    // srun-style: no MASTER_*, rank 0 is the node list's first host.
+                    Launcher::Srun {
+                        nodelist: "node[0-3]",
+                        job: 77,
+                    },
                     &home,
                     Path::new(&real),
                     a,

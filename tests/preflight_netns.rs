@@ -117,13 +117,21 @@ fn fake_libnccl(dir: &Path) -> PathBuf {
     lib
 }
 
-/// One rank, as torchrun would start it on node `i`: its namespace, its host name, RANK,
-/// WORLD_SIZE, MASTER_ADDR, MASTER_PORT, a fresh HOME and nothing else.
+/// How a launcher tells a rank its place: torchrun's variables, or srun's (no `MASTER_*`:
+/// rank 0's host is the node list's first, the port comes from the job id).
+#[derive(Clone, Copy)]
+pub enum Launcher<'a> {
+    Torchrun { master: &'a str },
+    Srun { nodelist: &'a str, job: u32 },
+}
+
+/// One rank, as the launcher would start it on node `i`: its namespace, its host name, the
+/// launcher's variables, a fresh HOME and nothing else.
 pub fn rank(
     ns: &str,
     i: usize,
     world: usize,
-    master: &str,
+    launcher: Launcher,
     home: &Path,
     nccl: &Path,
     args: &str,
@@ -140,15 +148,25 @@ pub fn rank(
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", home)
-        .env("RANK", i.to_string())
-        .env("WORLD_SIZE", world.to_string())
-        .env("LOCAL_RANK", "0")
-        .env("MASTER_ADDR", master)
-        .env("MASTER_PORT", PORT.to_string())
         .env("GPUTUNE_NCCL_LIB", nccl)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    match launcher {
+        Launcher::Torchrun { master } => c
+            .env("RANK", i.to_string())
+            .env("WORLD_SIZE", world.to_string())
+            .env("LOCAL_RANK", "0")
+            .env("MASTER_ADDR", master)
+            .env("MASTER_PORT", PORT.to_string()),
+        Launcher::Srun { nodelist, job } => c
+            .env("SLURM_PROCID", i.to_string())
+            .env("SLURM_NTASKS", world.to_string())
+            .env("SLURM_LOCALID", "0")
+            .env("SLURM_JOB_ID", job.to_string())
+            .env("SLURM_STEP_ID", "0")
+            .env("SLURM_STEP_NODELIST", nodelist),
+    };
     KillOnDrop::spawn(&mut c)
 }
 
@@ -201,7 +219,15 @@ fn each_planted_fault_is_named_on_its_node_and_nothing_on_the_clean_ones() {
             } else {
                 "--timeout 20"
             };
-            rank(fabric.node(i), i, NODES, &master, &home, nccl, args)
+            rank(
+                fabric.node(i),
+                i,
+                NODES,
+                Launcher::Torchrun { master: &master },
+                &home,
+                nccl,
+                args,
+            )
         })
         .collect();
     let outs: Vec<_> = ranks
@@ -292,8 +318,9 @@ fn each_planted_fault_is_named_on_its_node_and_nothing_on_the_clean_ones() {
     assert!(text(&outs[3].stdout).contains("own-name"));
 }
 
-/// `MASTER_ADDR` given as a name that one node resolves to a stale address: that rank says
-/// itself which address it tried, and rank 0 names it missing when the deadline comes.
+/// `MASTER_ADDR` given as a name (torchrun's variable, or srun's node list) that one node
+/// resolves to a stale address: that rank says itself which address it tried, and rank 0
+/// names it missing when the deadline comes (under srun with its host, from the node list).
 #[test]
 fn a_rank_that_cannot_reach_rank_0_says_so_and_rank_0_names_it() {
     common::require(&["ip", "unshare"]);
@@ -304,39 +331,58 @@ fn a_rank_that_cannot_reach_rank_0_says_so_and_rank_0_names_it() {
         2 => format!("10.233.{net}.99 node0\n"),
         _ => String::new(),
     });
-    let ranks: Vec<KillOnDrop> = (0..3)
-        .map(|i| {
-            let home = dir.path().join(format!("home{i}"));
-            rank(
-                fabric.node(i),
-                i,
-                3,
-                "node0",
-                &home,
-                Path::new(&real),
-                "--timeout 6",
-            )
-        })
-        .collect();
-    let outs: Vec<_> = ranks
-        .into_iter()
-        .map(|r| r.wait_with_output().unwrap())
-        .collect();
-    let report = text(&outs[0].stdout);
-    assert_eq!(outs[0].status.code(), Some(1), "{report}");
-    assert!(report.contains("missing-rank: 1 problem"), "{report}");
-    assert!(report.contains("rank 2 did not join within 6s"), "{report}");
-    let own = text(&outs[2].stdout);
-    assert_eq!(
-        outs[2].status.code(),
-        Some(1),
-        "{own}{}",
-        text(&outs[2].stderr)
-    );
-    assert!(
-        own.contains("rank 2 (node2): cannot reach rank 0 at MASTER_ADDR=node0")
-            && own.contains(&format!("resolves here to 10.233.{net}.99")),
-        "{own}"
-    );
-    assert!(text(&outs[1].stdout).contains("rank 1 (node1): ok here"));
+    for (launcher, missing) in [
+        (
+            Launcher::Torchrun { master: "node0" },
+            "rank 2 did not join",
+        ),
+        (
+            Launcher::Srun {
+                nodelist: "node[0-2]",
+                job: 4242,
+            },
+            "rank 2 (node2) did not join",
+        ),
+    ] {
+        let ranks: Vec<KillOnDrop> = (0..3)
+            .map(|i| {
+                let home = dir.path().join(format!("home{i}"));
+                rank(
+                    fabric.node(i),
+                    i,
+                    3,
+                    launcher,
+                    &home,
+                    Path::new(&real),
+                    "--timeout 6",
+                )
+            })
+            .collect();
+        let outs: Vec<_> = ranks
+            .into_iter()
+            .map(|r| r.wait_with_output().unwrap())
+            .collect();
+        let report = text(&outs[0].stdout);
+        assert_eq!(
+            outs[0].status.code(),
+            Some(1),
+            "{report}{}",
+            text(&outs[0].stderr)
+        );
+        assert!(report.contains("missing-rank: 1 problem"), "{report}");
+        assert!(report.contains(&format!("{missing} within 6s")), "{report}");
+        let own = text(&outs[2].stdout);
+        assert_eq!(
+            outs[2].status.code(),
+            Some(1),
+            "{own}{}",
+            text(&outs[2].stderr)
+        );
+        assert!(
+            own.contains("rank 2 (node2): cannot reach rank 0 at MASTER_ADDR=node0")
+                && own.contains(&format!("resolves here to 10.233.{net}.99")),
+            "{own}"
+        );
+        assert!(text(&outs[1].stdout).contains("rank 1 (node1): ok here"));
+    }
 }

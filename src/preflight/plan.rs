@@ -43,16 +43,20 @@ pub fn job_ports(root: &Root) -> JobPorts {
     }
 }
 
-/// The ranks that answer probes: the first rank on each host that opened a port.
+/// The ranks that answer probes: on each host, the rank that opened the most ports (ranks
+/// sharing a host race for the same sampled ports; the first in rank order wins a tie).
 pub fn listeners(facts: &[Option<Facts>]) -> Vec<usize> {
-    let mut seen: Vec<&str> = Vec::new();
-    let mut out = Vec::new();
-    for f in facts.iter().flatten() {
-        if f.probe_addr.is_some() && !seen.contains(&f.host.as_str()) {
-            seen.push(&f.host);
-            out.push(f.rank);
+    let opened = |f: &Facts| f.listens.iter().filter(|l| l.error.is_none()).count();
+    let mut best: Vec<&Facts> = Vec::new();
+    for f in facts.iter().flatten().filter(|f| f.probe_addr.is_some()) {
+        match best.iter_mut().find(|b| b.host == f.host) {
+            Some(b) if opened(f) > opened(b) => *b = f,
+            Some(_) => {}
+            None => best.push(f),
         }
     }
+    let mut out: Vec<usize> = best.iter().map(|f| f.rank).collect();
+    out.sort_unstable();
     out
 }
 
