@@ -154,10 +154,15 @@ pub fn judge(ev: &Evidence) -> Vec<Problem> {
     }
     name_problems(ev, &joined, &mut out);
     agreement(&joined, category::VERSION, |f| f.versions.clone(), &mut out);
+    // Debug output settings may differ per node (a log file per host); the rest may not.
     agreement(
         &joined,
         category::NCCL_ENV,
-        |f| f.nccl_env.clone(),
+        |f| {
+            let mut env = f.nccl_env.clone();
+            env.retain(|k, _| !k.starts_with("NCCL_DEBUG"));
+            env
+        },
         &mut out,
     );
     port_problems(ev, &mut out);

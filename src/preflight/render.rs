@@ -45,6 +45,9 @@ pub struct Node {
     pub address: Option<String>,
     pub mtu: Option<u32>,
     pub rule: String,
+    /// `MASTER_ADDR` and this node's own name as it resolves them (or why not).
+    pub master_addr: String,
+    pub own_name: String,
     pub clock_offset_ms: Option<f64>,
 }
 
@@ -97,6 +100,20 @@ fn grouped(
             )
         })
         .collect()
+}
+
+/// `name -> a, b` or the lookup's error.
+fn answer(name: &str, resolved: &Result<Vec<std::net::IpAddr>, String>) -> String {
+    match resolved {
+        Ok(ips) => format!(
+            "{name} -> {}",
+            ips.iter()
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Err(e) => e.clone(),
+    }
 }
 
 impl Report {
@@ -160,6 +177,8 @@ impl Report {
                     address: f.nccl.chosen.as_ref().map(|c| c.addr.to_string()),
                     mtu: f.mtu,
                     rule: f.nccl.rule.clone(),
+                    master_addr: answer(&f.master_addr, &f.master_resolved),
+                    own_name: answer(&f.host, &f.own_name),
                     clock_offset_ms: probed.get(&f.rank).and_then(|p| p.clock_offset_ms),
                 })
                 .collect(),
