@@ -91,3 +91,25 @@ fn a_lone_rank_gives_up_within_its_timeout_and_says_where_it_looked() {
         "{stdout}"
     );
 }
+
+/// Rank 0 must listen where MASTER_ADDR points; an address of another host is exit 3 with
+/// what to do.
+#[test]
+fn rank_0_that_cannot_listen_at_master_addr_exits_3() {
+    let out = preflight(
+        &["--timeout", "2"],
+        &[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "192.0.2.222"),
+            ("MASTER_PORT", "29599"),
+        ],
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("cannot open the rendezvous at MASTER_ADDR=192.0.2.222"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty());
+}

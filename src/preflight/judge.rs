@@ -446,3 +446,114 @@ fn mtu_problems(ev: &Evidence, out: &mut Vec<Problem>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::preflight::ifaces::{IfAddr, Pick};
+
+    fn node(rank: usize, ip: &str) -> Facts {
+        let addr: IpAddr = ip.parse().unwrap();
+        Facts {
+            rank,
+            host: format!("n{rank}"),
+            launcher: "torchrun".into(),
+            master_addr: "n0".into(),
+            master_resolved: Ok(vec!["10.0.0.1".parse().unwrap()]),
+            own_name: Ok(vec![addr]),
+            addresses: vec!["127.0.0.1".parse().unwrap(), addr],
+            nccl: Pick {
+                chosen: Some(IfAddr {
+                    name: "eth0".into(),
+                    index: 2,
+                    addr,
+                }),
+                rule: "default".into(),
+            },
+            mtu: Some(1500),
+            versions: BTreeMap::from([("nccl".to_string(), "2.21.5".to_string())]),
+            nccl_env: BTreeMap::new(),
+            listens: Vec::new(),
+            probe_addr: Some(addr),
+            echo_port: None,
+            firewall_note: None,
+        }
+    }
+
+    fn judged(
+        facts: &[Option<Facts>],
+        probed: &BTreeMap<usize, Probed>,
+    ) -> Vec<(String, &'static str)> {
+        let hint = |rank: usize| (rank == 3).then(|| "n3".to_string());
+        judge(&Evidence {
+            world: facts.len(),
+            facts,
+            probed,
+            missing_hint: &hint,
+            timeout_s: 30,
+        })
+        .into_iter()
+        .map(|p| (p.host, p.category))
+        .collect()
+    }
+
+    #[test]
+    fn a_clean_job_has_no_problems() {
+        let facts: Vec<Option<Facts>> = (0..3)
+            .map(|r| Some(node(r, &format!("10.0.0.{}", r + 1))))
+            .collect();
+        assert!(judged(&facts, &BTreeMap::new()).is_empty());
+    }
+
+    #[test]
+    fn each_fault_is_named_on_its_node() {
+        let mut facts: Vec<Option<Facts>> = (0..5)
+            .map(|r| Some(node(r, &format!("10.0.0.{}", r + 1))))
+            .collect();
+        // n1 resolves MASTER_ADDR elsewhere; n2 would bootstrap over docker0; n3 never came;
+        // n4's clock is 2 s ahead and its NCCL_SOCKET_IFNAME differs (NCCL_DEBUG may).
+        facts[1].as_mut().unwrap().master_resolved = Ok(vec!["10.9.9.9".parse().unwrap()]);
+        facts[2]
+            .as_mut()
+            .unwrap()
+            .nccl
+            .chosen
+            .as_mut()
+            .unwrap()
+            .name = "docker0".into();
+        facts[3] = None;
+        let n4 = facts[4].as_mut().unwrap();
+        n4.nccl_env
+            .insert("NCCL_SOCKET_IFNAME".into(), "eth1".into());
+        n4.nccl_env.insert("NCCL_DEBUG".into(), "INFO".into());
+        let probed = BTreeMap::from([(
+            4,
+            Probed {
+                clock_offset_ms: Some(2000.0),
+                ..Probed::default()
+            },
+        )]);
+        assert_eq!(
+            judged(&facts, &probed),
+            vec![
+                ("n4".to_string(), category::CLOCK),
+                ("n2".to_string(), category::INTERFACE),
+                ("n1".to_string(), category::MASTER),
+                ("n3".to_string(), category::MISSING),
+                ("n4".to_string(), category::NCCL_ENV),
+            ]
+        );
+        // A one-host job: loopback answers reach every rank, nothing to report.
+        let mut alone = node(0, "10.0.0.1");
+        alone.own_name = Ok(vec!["127.0.1.1".parse().unwrap()]);
+        let mut second = alone.clone();
+        second.rank = 1;
+        assert!(judged(&[Some(alone.clone()), Some(second)], &BTreeMap::new()).is_empty());
+        // The same with a second host is a problem on the node whose name is loopback.
+        let other = node(1, "10.0.0.2");
+        assert_eq!(
+            judged(&[Some(alone), Some(other)], &BTreeMap::new()),
+            vec![("n0".to_string(), category::OWN_NAME)]
+        );
+    }
+}
