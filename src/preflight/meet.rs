@@ -48,6 +48,7 @@ fn send(stream: &mut TcpStream, w: &Wire) -> std::io::Result<()> {
 
 fn receive(stream: &TcpStream, deadline: Instant) -> std::result::Result<Wire, String> {
     match frame::read_by(stream, deadline) {
+        Ok(Message::Reject { reason }) => Err(format!("refused: {}", clean(&reason))),
         Ok(m) => Wire::from_message(m).ok_or_else(|| "an unexpected message".to_string()),
         Err(e) => Err(e.to_string()),
     }
@@ -69,6 +70,7 @@ pub fn rank0(
 ) -> Result<ExitCode> {
     let start = Instant::now();
     let timeout = options.timeout;
+    raise_open_files(env.world);
     let listener = rendezvous::listen(&env.master).map_err(|e| Error::Runtime(e.to_string()))?;
     listener
         .set_nonblocking(true)
@@ -160,24 +162,27 @@ pub fn rank0(
         .iter()
         .filter(|(r, _)| !lost.contains(r))
         .filter_map(|(rank, s)| Some((*rank, s.try_clone().ok()?)))
-        .map(|(rank, s)| {
-            thread::spawn(move || match receive(&s, report_by) {
-                Ok(Wire::Results {
-                    cells,
-                    mtus,
-                    names,
-                    clock_offset_ms,
-                }) => Some((
-                    rank,
-                    Probed {
-                        cells: cells.into_iter().filter(|c| c.from == rank).collect(),
+        .filter_map(|(rank, s)| {
+            let reader = thread::Builder::new().stack_size(256 << 10);
+            reader
+                .spawn(move || match receive(&s, report_by) {
+                    Ok(Wire::Results {
+                        cells,
                         mtus,
                         names,
                         clock_offset_ms,
-                    },
-                )),
-                _ => None,
-            })
+                    }) => Some((
+                        rank,
+                        Probed {
+                            cells: cells.into_iter().filter(|c| c.from == rank).collect(),
+                            mtus,
+                            names,
+                            clock_offset_ms,
+                        },
+                    )),
+                    _ => None,
+                })
+                .ok()
         })
         .collect();
     let mut probed: BTreeMap<usize, Probed> = BTreeMap::new();
@@ -227,6 +232,18 @@ pub fn rank0(
     };
     crate::commands::emit(&text, options.output.as_deref())?;
     Ok(code)
+}
+
+/// Rank 0 holds a connection per rank: a job of thousands needs more than the usual soft
+/// limit of 1024 open files, so the soft limit is raised towards the hard one.
+fn raise_open_files(world: usize) {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let want = (world as u64).saturating_mul(2).saturating_add(256);
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
+        && soft < want
+    {
+        let _ = setrlimit(Resource::RLIMIT_NOFILE, want.min(hard), hard);
+    }
 }
 
 /// One rank's line: its own problems, and the job's count.

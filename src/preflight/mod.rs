@@ -20,6 +20,10 @@ use std::time::Duration;
 use crate::error::{Error, ExitCode, Result};
 use crate::host::Root;
 
+/// The most ranks a preflight takes: rank 0 keeps one connection per rank (and raises its
+/// open-file limit for them), no thread.
+pub const MAX_WORLD: usize = 16384;
+
 /// How the report is written (`--format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -42,7 +46,7 @@ pub struct Options {
 /// Runs this rank's part of the check.
 pub fn run(options: &Options, root: &Root) -> Result<ExitCode> {
     let vars: std::collections::BTreeMap<String, String> = std::env::vars().collect();
-    let env = crate::bench::launch::from_vars(&vars)
+    let env = crate::bench::launch::from_vars_up_to(&vars, MAX_WORLD)
         .map_err(|e| Error::Usage(e.to_string()))?
         .ok_or_else(|| {
             Error::Usage(
