@@ -28,6 +28,8 @@ use super::{Format, Options, plan, probe};
 const HANDSHAKE: Duration = Duration::from_secs(3);
 /// Handshakes in progress at once on rank 0; more are dropped (a flood, not a job).
 const MAX_PENDING: usize = 512;
+/// The pause before a rank tries again after rank 0 dropped its connection.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// How long a rank waits for rank 0's verdict past the deadline.
 const VERDICT_GRACE: Duration = Duration::from_secs(3);
 
@@ -370,21 +372,34 @@ pub fn member(options: &Options, root: &Root, env: &JobEnv, ports: &JobPorts) ->
         }
         ExitCode::Findings
     };
-    let mut stream = match rendezvous::connect_retrying(&env.master, join_by, || {
-        "rank 0's preflight".to_string()
-    }) {
-        Ok(s) => s,
-        Err(e) => return Ok(unreachable(e.to_string())),
+    // Rank 0 drops connections past its handshake limit (thousands arriving at once): a
+    // connection closed before the token was proved is retried while the join lasts.
+    let mut stream = loop {
+        let mut stream = match rendezvous::connect_retrying(&env.master, join_by, || {
+            "rank 0's preflight".to_string()
+        }) {
+            Ok(s) => s,
+            Err(e) => return Ok(unreachable(e.to_string())),
+        };
+        let hello = Message::PreflightHello {
+            nonce: auth::nonce().map_err(|e| Error::Runtime(e.to_string()))?,
+            rank: env.rank,
+            world: env.world,
+            host: my_facts.host.clone(),
+        };
+        match auth::open(&mut stream, &env.token, &hello, Instant::now() + HANDSHAKE) {
+            Ok(()) => break stream,
+            Err(e @ auth::AuthError::WrongToken) => {
+                return Ok(unreachable(format!("the handshake failed: {e}")));
+            }
+            Err(e) if Instant::now() + RETRY_PAUSE >= join_by => {
+                return Ok(unreachable(format!("the handshake failed: {e}")));
+            }
+            Err(_) => thread::sleep(
+                RETRY_PAUSE + Duration::from_millis(u64::from(std::process::id() % 200)),
+            ),
+        }
     };
-    let hello = Message::PreflightHello {
-        nonce: auth::nonce().map_err(|e| Error::Runtime(e.to_string()))?,
-        rank: env.rank,
-        world: env.world,
-        host: my_facts.host.clone(),
-    };
-    if let Err(e) = auth::open(&mut stream, &env.token, &hello, Instant::now() + HANDSHAKE) {
-        return Ok(unreachable(format!("the handshake failed: {e}")));
-    }
     let t1 = now_ns();
     let sent = send(&mut stream, &Wire::Facts(Box::new(my_facts.clone())))
         .and_then(|_| send(&mut stream, &Wire::Ping { t1 }));
