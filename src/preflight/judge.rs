@@ -362,9 +362,65 @@ fn agreement(
 }
 
 /// Failed cells grouped on the target: the node that does not accept the port.
+/// A prober whose every connect failed, to at least two peers that others reached: the
+/// fault is its own way out (an egress filter, a wrong route), not every peer's firewall.
+fn cut_off_probers(ev: &Evidence) -> Vec<usize> {
+    let reached: Vec<usize> = ev
+        .probed
+        .values()
+        .flat_map(|p| p.cells.iter().filter(|c| c.ms.is_some()).map(|c| c.to))
+        .collect();
+    ev.probed
+        .iter()
+        .filter(|(_, p)| {
+            let tried: Vec<&Cell> = p
+                .cells
+                .iter()
+                .filter(|c| c.error.as_deref() != Some("not probed (deadline)"))
+                .collect();
+            let mut peers: Vec<usize> = tried.iter().map(|c| c.to).collect();
+            peers.dedup();
+            peers.len() >= 2
+                && tried.iter().all(|c| c.error.is_some())
+                && peers.iter().all(|t| reached.contains(t))
+        })
+        .map(|(r, _)| *r)
+        .collect()
+}
+
 fn port_problems(ev: &Evidence, out: &mut Vec<Problem>) {
+    let cut_off = cut_off_probers(ev);
+    for rank in &cut_off {
+        let Some(Some(f)) = ev.facts.get(*rank) else {
+            continue;
+        };
+        let mut words: Vec<String> = ev.probed[rank]
+            .cells
+            .iter()
+            .filter_map(|c| c.error.clone())
+            .collect();
+        words.sort();
+        words.dedup();
+        out.push(problem(
+            f,
+            None,
+            None,
+            category::PORT,
+            format!(
+                "{} cannot connect to any peer ({}), while the others reach them: check its \
+                 outgoing firewall rules and routes",
+                f.host,
+                words.join(", ")
+            ),
+        ));
+    }
     let mut failed: BTreeMap<(usize, u16), Vec<(usize, String)>> = BTreeMap::new();
-    for p in ev.probed.values() {
+    for p in ev
+        .probed
+        .iter()
+        .filter(|(r, _)| !cut_off.contains(r))
+        .map(|(_, p)| p)
+    {
         for c in &p.cells {
             if let Some(e) = &c.error
                 && e != "not probed (deadline)"
@@ -542,6 +598,44 @@ mod tests {
                 ("n3".to_string(), category::MISSING),
                 ("n4".to_string(), category::NCCL_ENV),
             ]
+        );
+        // A prober that reaches nobody is named itself, not on every peer it tried.
+        let facts: Vec<Option<Facts>> = (0..3)
+            .map(|r| Some(node(r, &format!("10.0.0.{}", r + 1))))
+            .collect();
+        let cell = |from: usize, to: usize, ok: bool| Cell {
+            from,
+            to,
+            port: 29500,
+            ms: ok.then_some(0.1),
+            error: (!ok).then(|| "timed out".to_string()),
+        };
+        let probed = BTreeMap::from([
+            (
+                0,
+                Probed {
+                    cells: vec![cell(0, 1, true), cell(0, 2, true)],
+                    ..Probed::default()
+                },
+            ),
+            (
+                1,
+                Probed {
+                    cells: vec![cell(1, 0, true), cell(1, 2, true)],
+                    ..Probed::default()
+                },
+            ),
+            (
+                2,
+                Probed {
+                    cells: vec![cell(2, 0, false), cell(2, 1, false)],
+                    ..Probed::default()
+                },
+            ),
+        ]);
+        assert_eq!(
+            judged(&facts, &probed),
+            vec![("n2".to_string(), category::PORT)]
         );
         // A one-host job: loopback answers reach every rank, nothing to report.
         let mut alone = node(0, "10.0.0.1");
