@@ -57,6 +57,8 @@ pub struct Evidence<'a> {
     pub probed: &'a BTreeMap<usize, Probed>,
     /// What is known of a rank that never joined (its host from the launcher, if any).
     pub missing_hint: &'a dyn Fn(usize) -> Option<String>,
+    /// What rank 0 found when it looked for a missing rank's host itself.
+    pub missing_seen: &'a BTreeMap<usize, String>,
     pub timeout_s: u64,
 }
 
@@ -99,10 +101,14 @@ pub fn judge(ev: &Evidence) -> Vec<Problem> {
                 port: None,
                 category: category::MISSING,
                 message: format!(
-                    "rank {rank}{} did not join within {}s: it was not started, or it cannot \
-                     reach rank 0 (its own output says which address it tried)",
+                    "rank {rank}{} did not join within {}s: {}",
                     hint.map(|h| format!(" ({h})")).unwrap_or_default(),
-                    ev.timeout_s
+                    ev.timeout_s,
+                    ev.missing_seen.get(&rank).map_or(
+                        "it was not started, or it cannot reach rank 0 (its own output says \
+                         which address it tried)",
+                        String::as_str
+                    )
                 ),
             });
         }
@@ -546,6 +552,7 @@ mod tests {
             facts,
             probed,
             missing_hint: &hint,
+            missing_seen: &BTreeMap::new(),
             timeout_s: 30,
         })
         .into_iter()

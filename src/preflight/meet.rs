@@ -28,6 +28,8 @@ use super::{Format, Options, plan, probe};
 const HANDSHAKE: Duration = Duration::from_secs(3);
 /// Handshakes in progress at once on rank 0; more are dropped (a flood, not a job).
 const MAX_PENDING: usize = 512;
+/// How long rank 0 tries to reach a missing rank's host.
+const LOOK_LIMIT: Duration = Duration::from_secs(1);
 /// The pause before a rank tries again after rank 0 dropped its connection.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// How long a rank waits for rank 0's verdict past the deadline.
@@ -198,11 +200,20 @@ pub fn rank0(
     }
     let vars: BTreeMap<String, String> = std::env::vars().collect();
     let hint = |rank: usize| slurm_host(&vars, rank, env.world);
+    let knock = facts::sample(&ports.rendezvous, facts::RENDEZVOUS_SAMPLE, &[env.master.1]);
+    let seen: BTreeMap<usize, String> = match knock.first() {
+        Some(&port) => (0..env.world)
+            .filter(|r| all[*r].is_none())
+            .filter_map(|r| Some((r, look_for(&hint(r)?, port))))
+            .collect(),
+        None => BTreeMap::new(),
+    };
     let problems = judge::judge(&Evidence {
         world: env.world,
         facts: &all,
         probed: &probed,
         missing_hint: &hint,
+        missing_seen: &seen,
         timeout_s: timeout.as_secs(),
     });
     let silent: Vec<usize> = streams
@@ -271,6 +282,29 @@ fn verdict_line(rank: usize, all: &[Option<Facts>], problems: &[Problem]) -> Str
             cats.join(", "),
             mine[0].message
         )
+    }
+}
+
+/// Rank 0 looks for a missing rank's host itself: a preflight listening there was started
+/// and cannot reach rank 0; no answer means the node is down or gputune never ran there.
+fn look_for(host: &str, port: u16) -> String {
+    let ip = match facts::resolve(host) {
+        Ok(ips) => match ips.first() {
+            Some(ip) => *ip,
+            None => return format!("{host} resolves to nothing on rank 0"),
+        },
+        Err(e) => return format!("rank 0 cannot look for it: {e}"),
+    };
+    match TcpStream::connect_timeout(&std::net::SocketAddr::new(ip, port), LOOK_LIMIT) {
+        Ok(_) => format!(
+            "{host} ({ip}) is up and its preflight listens on port {port}, so it was started \
+             but cannot reach rank 0 (its own output says which address it tried)"
+        ),
+        Err(e) => format!(
+            "{host} ({ip}) does not answer on port {port} ({}): the node is down or \
+             unreachable from rank 0, or gputune was not started there",
+            probe::classify(&e)
+        ),
     }
 }
 
@@ -370,6 +404,8 @@ pub fn member(options: &Options, root: &Root, env: &JobEnv, ports: &JobPorts) ->
                 env.rank, p.category, p.message
             ));
         }
+        // Listening a little longer lets rank 0 see that this node was started.
+        thread::sleep(part(start, timeout, 60).saturating_duration_since(Instant::now()));
         ExitCode::Findings
     };
     // Rank 0 drops connections past its handshake limit (thousands arriving at once): a
