@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::commands::{apply, audit, bench, explain, fleet, health, pin, profiles, topo};
+use crate::commands::{
+    apply, audit, bench, explain, fleet, health, pin, preflight, profiles, topo,
+};
 
 /// Tune and validate Linux GPU training nodes for distributed PyTorch (DDP/FSDP over NCCL).
 #[derive(Debug, Parser)]
@@ -49,6 +51,9 @@ pub enum Command {
     Fleet(fleet::FleetArgs),
     /// Explain an NCCL/PyTorch log: what NCCL did, each problem's cause, fix and checks.
     Explain(explain::ExplainArgs),
+    /// Run by the job's launcher on every node: will this job start? Names, MASTER_ADDR,
+    /// NCCL's interface, versions that must agree, every pair's ports.
+    Preflight(preflight::PreflightArgs),
 }
 
 #[cfg(test)]

@@ -65,6 +65,9 @@ fn render_man(cmd: clap::Command, page: &str) -> Vec<u8> {
     if !files.is_empty() {
         section(&mut out, "FILES", &files);
     }
+    if page == "gputune-preflight" {
+        section(&mut out, "COST PER NODE", PREFLIGHT_COST);
+    }
     let examples = examples(page);
     if !examples.is_empty() {
         examples_section(&mut out, examples);
@@ -79,6 +82,30 @@ fn render_man(cmd: clap::Command, page: &str) -> Vec<u8> {
     );
     out
 }
+
+/// What `gputune preflight` costs each node, so a site can run it before every job.
+const PREFLIGHT_COST: &[(&str, &str)] = &[
+    (
+        "Listening",
+        "3 ports sampled from the profile's [job] rendezvous range and 4 from the NCCL range (the kernel's ip_local_port_range unless the profile pins one), plus one UDP port answering path-MTU probes; all closed when the check ends.",
+    ),
+    (
+        "Up to 256 nodes",
+        "Every node probes every other: at most 255 peers x 7 TCP connects and one MTU probe each (at most 3 datagrams per size tried), and one name lookup per peer.",
+    ),
+    (
+        "Above 256 nodes",
+        "Each node probes its two ring neighbours and ceil(log2 n) others drawn at random (a 4,000-node job: 14 peers, 98 connects), and the report says so.",
+    ),
+    (
+        "Concurrency",
+        "At most 32 probes at once per node; a connect gives up after 1.5 s, and every round ends within --timeout (join by 45%, probe by 80%, report by 92% of it).",
+    ),
+    (
+        "Rank 0",
+        "One control connection, token handshake and facts frame per rank (under 1 MiB each), and the judging of the whole job.",
+    ),
+];
 
 /// `(term, text)` pairs as a roff tagged list; an empty term is a plain paragraph.
 fn section(out: &mut Vec<u8>, title: &str, items: &[(&str, &str)]) {
@@ -165,6 +192,12 @@ fn exit_status(page: &str) -> Vec<(&'static str, &'static str)> {
         codes.push((
             "explain",
             "0: no problem and no error line left unexplained; 1: problems found (or error lines no rule explains); 2: bad flag or rules file (file:line named); 3: the log cannot be read.",
+        ));
+    }
+    if page == "gputune-preflight" {
+        codes.push((
+            "preflight",
+            "1 also when a rank did not join in time or cannot reach rank 0 (that rank exits 1 itself, saying which address it tried); 3 when the check itself could not run (rank 0 cannot listen at MASTER_ADDR, or vanished).",
         ));
     }
     if page == "gputune-health" {
@@ -408,6 +441,24 @@ fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
                 "kubectl logs job/train --all-containers | gputune explain --format json -",
             ),
         ],
+        "gputune-preflight" => &[
+            (
+                "Before a Slurm job: one task per node, rank 0's report in the job's output:",
+                "srun -N 64 --ntasks-per-node=1 gputune preflight",
+            ),
+            (
+                "With torchrun's variables, on every node (node0 is rank 0):",
+                "RANK=$NODE_RANK WORLD_SIZE=4 MASTER_ADDR=node0 MASTER_PORT=29500 gputune preflight --timeout 60",
+            ),
+            (
+                "Under Open MPI, as JSON for a pipeline:",
+                "mpirun -np 8 --map-by ppr:1:node -x MASTER_ADDR=node0 gputune preflight --format json",
+            ),
+            (
+                "One HTML page with the reachability matrix and bench --pairs bandwidth as heat maps:",
+                "srun -N 16 gputune preflight --format html --output preflight.html --pairs-report pairs.json",
+            ),
+        ],
         "gputune-bench" | "gputune-bench-allreduce" => &[
             (
                 "AllReduce over TCP between two local ranks, no GPU needed:",
@@ -554,6 +605,8 @@ mod tests {
         assert!(page("gputune-apply.1").contains("/var/lib/gputune/journal.json"));
         assert!(page("gputune-bench-allreduce.1").contains("GPUTUNE_BENCH_TOKEN"));
         assert!(page("gputune-pin.1").contains("LOCAL_RANK"));
+        let preflight = page("gputune-preflight.1");
+        assert!(preflight.contains("COST PER NODE") && preflight.contains("MASTER_ADDR"));
         assert!(!page("gputune-topo.1").contains(".SH \"FILES\""));
     }
 

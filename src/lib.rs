@@ -17,6 +17,7 @@ pub mod fleet;
 pub mod host;
 pub mod image;
 pub mod inventory;
+pub mod preflight;
 pub mod probes;
 pub mod profile;
 pub mod report;

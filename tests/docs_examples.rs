@@ -135,6 +135,12 @@ const CASES: &[Case] = &[
         sandbox: Host("audit"),
         exit: &[1],
     },
+    Case {
+        command: "gputune audit --only gpu --since 2h",
+        sandbox: Host("audit"),
+        // No GPU here: the gpu area skips, and nothing fails.
+        exit: &[0],
+    },
     // profiles
     Case {
         command: "gputune profiles list",

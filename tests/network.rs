@@ -8,3 +8,6 @@ mod apply_readonly;
 mod firewall;
 mod firewall_diff;
 mod firewall_nft;
+mod preflight_cli;
+mod preflight_html;
+mod preflight_netns;

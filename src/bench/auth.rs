@@ -147,7 +147,9 @@ pub fn accept(
 ) -> Result<Message, AuthError> {
     let (body, opening) = frame::read_raw_by(stream, deadline)?;
     let theirs = match &opening {
-        Message::Hello { nonce, .. } | Message::DataHello { nonce, .. } => nonce,
+        Message::Hello { nonce, .. }
+        | Message::DataHello { nonce, .. }
+        | Message::PreflightHello { nonce, .. } => nonce,
         other => {
             return Err(AuthError::Unexpected {
                 expected: "a Hello",

@@ -73,6 +73,15 @@ pub enum Message {
     Abort { reason: String },
     /// The run is over; every rank exits with this code.
     Done { exit_code: u8 },
+    /// `gputune preflight`: a rank asks to join the check (its nonce, place and host name).
+    PreflightHello {
+        nonce: String,
+        rank: usize,
+        world: usize,
+        host: String,
+    },
+    /// `gputune preflight`'s own messages after the handshake (`crate::preflight::wire`).
+    Preflight { body: serde_json::Value },
 }
 
 /// Why a frame was refused.

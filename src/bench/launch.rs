@@ -40,6 +40,14 @@ pub struct EnvError(pub String);
 
 /// Reads the job from the environment, or `None` when no launcher's variables are set.
 pub fn from_vars(vars: &BTreeMap<String, String>) -> Result<Option<JobEnv>, EnvError> {
+    from_vars_up_to(vars, MAX_WORLD)
+}
+
+/// [`from_vars`] with another limit on the world size (`preflight` keeps no thread per rank).
+pub fn from_vars_up_to(
+    vars: &BTreeMap<String, String>,
+    max_world: usize,
+) -> Result<Option<JobEnv>, EnvError> {
     let get = |k: &str| vars.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
     let (launcher, rank_var, size_var, local_var) =
         if get("RANK").is_some() || get("WORLD_SIZE").is_some() {
@@ -77,9 +85,9 @@ pub fn from_vars(vars: &BTreeMap<String, String>) -> Result<Option<JobEnv>, EnvE
             "{size_var}=0: a job needs at least one rank"
         )));
     }
-    if world > MAX_WORLD {
+    if world > max_world {
         return Err(EnvError(format!(
-            "{size_var}={world} is over the limit of {MAX_WORLD} ranks"
+            "{size_var}={world} is over the limit of {max_world} ranks"
         )));
     }
     if rank >= world {

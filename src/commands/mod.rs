@@ -7,6 +7,7 @@ pub mod explain;
 pub mod fleet;
 pub mod health;
 pub mod pin;
+pub mod preflight;
 pub mod profiles;
 pub mod topo;
 
@@ -41,6 +42,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Health(args) => health::run(&args, &root),
         Command::Fleet(args) => fleet::run(&args),
         Command::Explain(args) => explain::run(&args, &root),
+        Command::Preflight(args) => preflight::run(&args, &root),
     }
 }
 
