@@ -7,6 +7,7 @@
 pub mod iptables;
 pub mod model;
 pub mod nft;
+pub mod node;
 pub mod source;
 
 use crate::finding::{Area, Check, Finding, Status};
@@ -106,6 +107,8 @@ pub struct Ruleset {
     pub tools: Vec<Tool>,
     /// Rules that may exist but could not be read (e.g. nft is not installed).
     pub blind_spot: Option<String>,
+    /// What the node's interfaces tell about a peer's packets.
+    pub facts: model::Facts,
 }
 
 /// Why the rules could not be read; the audit skips, warns or errs on the variant.
@@ -176,7 +179,19 @@ pub fn read_ruleset(runner: &dyn FirewallProbe) -> Result<Ruleset, RulesetError>
                     })
                 })
             };
-            tables = nft::parse_with(&out.stdout, &dormant).map_err(RulesetError::Unreadable)?;
+            // nft -j (1.0.6) leaves out the devices of ingress chains; its text listing
+            // names them.
+            let devices = |family: &str, name: &str| {
+                runner
+                    .run("nft", &["list", "table", family, name])
+                    .ok()
+                    .flatten()
+                    .filter(|out| out.success)
+                    .map(|out| nft::ingress_devices(&out.stdout))
+                    .unwrap_or_default()
+            };
+            tables = nft::parse_full(&out.stdout, &dormant, &devices)
+                .map_err(RulesetError::Unreadable)?;
             xt_tables = nft::tables_with_xt(&out.stdout)
                 .into_iter()
                 .filter(|name| tables.iter().any(|t| t.id == format!("ip {name}")))
@@ -270,11 +285,19 @@ pub fn read_ruleset(runner: &dyn FirewallProbe) -> Result<Ruleset, RulesetError>
         .collect();
     tools.sort();
     tools.dedup();
+    // The interfaces are read only when a rule's verdict turns on them.
+    let facts = match model::wants_facts(&tables)
+        .then(|| runner.run("ip", &["-d", "-j", "addr", "show"]))
+    {
+        Some(Ok(Some(out))) if out.success => node::facts(&out.stdout),
+        _ => model::Facts::default(),
+    };
     Ok(Ruleset {
         tables,
         frontend,
         tools,
         blind_spot,
+        facts,
     })
 }
 
@@ -406,7 +429,7 @@ fn judge(group: &Group, ranges: &[(u16, u16)], rs: &Ruleset) -> Finding {
     let mut fix_walk: Option<Walk> = None;
     for &(lo, hi) in ranges {
         for (a, b) in model::segments(&rs.tables, lo, hi) {
-            let (status, text) = match classify(model::evaluate(&rs.tables, a)) {
+            let (status, text) = match classify(model::evaluate_with(&rs.tables, a, &rs.facts)) {
                 Outcome::Accepted(w) => (Status::Pass, format!("accepted by {}", w.decided_by)),
                 Outcome::Blocked(w) => {
                     let text = format!("dropped by {}", w.decided_by);
@@ -527,5 +550,7 @@ fn fix_text(frontend: Option<&str>, at: Option<&Place>, ports: &str) -> String {
     }
 }
 
+#[cfg(test)]
+mod construct_tests;
 #[cfg(test)]
 mod tests;
