@@ -40,8 +40,9 @@ fn verdicts(walks: &[Walk]) -> Vec<Verdict> {
 fn node(addr: &str, bridged: Option<bool>) -> Facts {
     Facts {
         addresses: Some(vec![addr.parse::<Ipv4Addr>().unwrap()]),
-        marks_set: false,
+        mark_bits: 0,
         bridged,
+        interfaces: None,
     }
 }
 
@@ -206,7 +207,7 @@ fn the_server_ruleset_of_the_nftables_wiki_is_modelled() {
     // Marks: nothing sets one, so `meta mark & 0x10000 == 0x10000` never holds; with a
     // rule that sets marks, it cannot be told.
     let marked = Facts {
-        marks_set: true,
+        mark_bits: u32::MAX,
         ..Facts::default()
     };
     let walks = evaluate_with(&wiki, 29500, &marked);
@@ -373,4 +374,53 @@ fn fragments_source_types_and_negated_sets_read_plainly() {
         "{texts:?}"
     );
     assert!(texts.iter().all(|t| !t.contains("not !")), "{texts:?}");
+}
+
+#[test]
+fn interface_tests_are_decided_when_every_way_in_agrees() {
+    let facts = |devs: &[&str]| Facts {
+        interfaces: Some(devs.iter().map(|d| d.to_string()).collect()),
+        ..Facts::default()
+    };
+    let rules = input("DROP", &["-i eth+ -j ACCEPT"]);
+    assert_eq!(one(&rules, &facts(&["eth0", "eth1"])), Verdict::Accepted);
+    assert_eq!(one(&rules, &facts(&["ib0"])), Verdict::Dropped);
+    let walks = evaluate_with(&rules, 29500, &facts(&["eth0", "ib0"]));
+    assert_eq!(verdicts(&walks), [Verdict::Accepted, Verdict::Dropped]);
+}
+
+#[test]
+fn mark_tests_see_only_the_bits_rules_set() {
+    // Calico's INPUT clears its bits and tests 0x10000, which nothing sets to 1 here.
+    let calico = input(
+        "DROP",
+        &[
+            "-j MARK --set-xmark 0x0/0xf0000",
+            "-m mark --mark 0x10000/0x10000 -j ACCEPT",
+        ],
+    );
+    assert_eq!(calico[0].mark_bits, 0);
+    assert_eq!(one(&calico, &Facts::default()), Verdict::Dropped);
+    let set = input(
+        "DROP",
+        &[
+            "-j MARK --set-xmark 0x10000/0x10000",
+            "-m mark --mark 0x10000/0x10000 -j ACCEPT",
+        ],
+    );
+    assert!(matches!(one(&set, &Facts::default()), Verdict::CannotTell(t) if t.contains("mark")));
+    // Another bit set: this test still sees 0.
+    let other = input(
+        "ACCEPT",
+        &[
+            "-j MARK --set-mark 0x4",
+            "-m mark ! --mark 0x0/0x10000 -j DROP",
+        ],
+    );
+    assert_eq!(one(&other, &Facts::default()), Verdict::Accepted);
+    let restore = input(
+        "DROP",
+        &["-j CONNMARK --restore-mark", "-m mark --mark 0x1 -j ACCEPT"],
+    );
+    assert_eq!(restore[0].mark_bits, u32::MAX);
 }

@@ -190,7 +190,9 @@ pub fn parse(text: &str, tool: Tool) -> Result<Vec<Table>, String> {
             };
             let mut numbers: BTreeMap<String, usize> = BTreeMap::new();
             let conntrack = rules.iter().any(|(_, args, _)| tracks(args));
-            let sets_mark = rules.iter().any(|(_, args, _)| marks(args));
+            let mark_bits = rules
+                .iter()
+                .fold(0, |bits, (_, args, _)| bits | marks(args));
             for (chain, args, text) in rules {
                 let number = numbers.entry(chain.clone()).or_default();
                 *number += 1;
@@ -208,7 +210,7 @@ pub fn parse(text: &str, tool: Tool) -> Result<Vec<Table>, String> {
                 tool,
                 chains,
                 conntrack,
-                sets_mark,
+                mark_bits,
             });
         } else {
             return Err(err(format!("unexpected line `{line}`")));
@@ -397,12 +399,36 @@ fn tracks(args: &[String]) -> bool {
     })
 }
 
-/// Whether a rule's target sets the packet's or the connection's mark.
-fn marks(args: &[String]) -> bool {
-    args.windows(2).any(|w| {
+/// The mark bits a rule's target may set to 1 (`-j MARK --set-xmark 0x10000/0x10000`): the
+/// value's bits; every bit for a restore from the connection mark or an option not read.
+fn marks(args: &[String]) -> u32 {
+    let Some(at) = args.windows(2).position(|w| {
         matches!(w[0].as_str(), "-j" | "--jump" | "-g" | "--goto")
             && matches!(w[1].as_str(), "MARK" | "CONNMARK")
-    })
+    }) else {
+        return 0;
+    };
+    let opts = &args[at + 2..];
+    let mut bits = 0;
+    let mut i = 0;
+    while i < opts.len() {
+        let value = opts.get(i + 1).map(String::as_str).unwrap_or_default();
+        match opts[i].as_str() {
+            "--set-xmark" | "--set-mark" | "--or-mark" | "--xor-mark" => match mark_of(value) {
+                Some((v, _)) => bits |= v,
+                None => return u32::MAX,
+            },
+            "--and-mark" | "--mask" | "--nfmask" | "--ctmask" => {}
+            // Copies the packet's mark to the connection's: no new bit.
+            "--save-mark" => {
+                i += 1;
+                continue;
+            }
+            _ => return u32::MAX,
+        }
+        i += 2;
+    }
+    bits
 }
 
 /// `--mark value[/mask]` in hex or decimal.

@@ -70,9 +70,9 @@ pub struct Table {
     /// expression, a conntrack or state match, a nat statement or target): then nat chains
     /// run.
     pub conntrack: bool,
-    /// A rule of this table sets the packet's mark (`meta mark set`, `-j MARK`, a restore
-    /// from the connection mark): without any, every packet's mark is 0.
-    pub sets_mark: bool,
+    /// The mark bits a rule of this table may set to 1 (`meta mark set`, `-j MARK
+    /// --set-xmark`, a restore from the connection mark): the others stay 0.
+    pub mark_bits: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -222,11 +222,15 @@ pub struct Facts {
     /// The node's IPv4 addresses other than loopback ones (a peer connects to one of
     /// them); `None` when they could not be read.
     pub addresses: Option<Vec<std::net::Ipv4Addr>>,
-    /// Some rule sets packet marks: a mark test cannot be told.
-    pub marks_set: bool,
+    /// The mark bits some rule may set: a mark test of one of them cannot be told, one of
+    /// the others sees 0.
+    pub mark_bits: u32,
     /// Whether a peer's packets arrive through a bridge port; `None` when it cannot be
     /// told.
     pub bridged: Option<bool>,
+    /// The interfaces a peer's packet can arrive on (up, not loopback; a bridge and its
+    /// ports alike); `None` when they could not be read.
+    pub interfaces: Option<Vec<String>>,
 }
 
 /// Whether `addr` lies in `net` (`10.0.0.0/8`, `192.0.2.1`); `None` when `net` is no IPv4
@@ -390,6 +394,14 @@ fn iif_loopback_only(names: &[String]) -> bool {
     names.iter().all(|n| n == "lo")
 }
 
+/// Whether interface `dev` is one `names` matches (`eth*` and `eth+` are prefixes).
+fn iif_holds(names: &[String], dev: &str) -> bool {
+    names.iter().any(|n| match n.strip_suffix(['*', '+']) {
+        Some(prefix) => dev.starts_with(prefix),
+        None => n == dev,
+    })
+}
+
 fn net_loopback_only(nets: &[String]) -> bool {
     nets.iter()
         .all(|n| n.starts_with("127.") || n == "::1" || n == "::1/128")
@@ -415,6 +427,18 @@ fn judge(m: &Match, port: u16, conntrack: Conntrack, facts: &Facts) -> Tri {
         Match::DPort { ranges, negate } => flip(in_ranges(port, ranges), *negate),
         // Traffic from another node never arrives on loopback or from 127.0.0.0/8.
         Match::Iif { names, negate } if iif_loopback_only(names) => flip(false, *negate),
+        // A peer's packet arrives on one of the node's up interfaces other than loopback:
+        // a test all of them pass (or none does) is decided.
+        Match::Iif { names, negate }
+            if facts.interfaces.as_ref().is_some_and(|devs| {
+                !devs.is_empty()
+                    && (devs.iter().all(|d| iif_holds(names, d))
+                        || !devs.iter().any(|d| iif_holds(names, d)))
+            }) =>
+        {
+            let devs = facts.interfaces.as_deref().unwrap_or_default();
+            flip(devs.iter().any(|d| iif_holds(names, d)), *negate)
+        }
         Match::Saddr { nets, negate } if net_loopback_only(nets) => flip(false, *negate),
         Match::Saddr { nets, negate } if net_any(nets) => flip(true, *negate),
         Match::Daddr { nets, negate } => {
@@ -460,11 +484,11 @@ fn judge(m: &Match, port: u16, conntrack: Conntrack, facts: &Facts) -> Tri {
         // Unmarked, the masked mark is 0.
         Match::Mark {
             value,
+            mask,
             negate,
             text,
-            ..
         } => {
-            if facts.marks_set {
+            if mask & facts.mark_bits != 0 {
                 Tri::Unknown(format!("{text} (a rule of the ruleset sets marks)"))
             } else {
                 flip(*value == 0, *negate)
@@ -826,7 +850,9 @@ pub fn evaluate(tables: &[Table], port: u16) -> Vec<Walk> {
 /// is read from the tables.
 pub fn evaluate_with(tables: &[Table], port: u16, facts: &Facts) -> Vec<Walk> {
     let facts = Facts {
-        marks_set: facts.marks_set || tables.iter().any(|t| t.sets_mark),
+        mark_bits: tables
+            .iter()
+            .fold(facts.mark_bits, |bits, t| bits | t.mark_bits),
         ..facts.clone()
     };
     let facts = &facts;
@@ -901,7 +927,12 @@ pub fn evaluate_with(tables: &[Table], port: u16, facts: &Facts) -> Vec<Walk> {
 
 /// Whether some test turns on the node's addresses or bridges (see [`Facts`]).
 pub fn wants_facts(tables: &[Table]) -> bool {
-    let wanted = |m: &Match| matches!(m, Match::Daddr { .. } | Match::Bridged { .. });
+    let wanted = |m: &Match| {
+        matches!(
+            m,
+            Match::Daddr { .. } | Match::Bridged { .. } | Match::Iif { .. }
+        )
+    };
     tables
         .iter()
         .flat_map(|t| t.chains.values())

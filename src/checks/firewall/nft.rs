@@ -109,7 +109,7 @@ pub fn parse_full(
                         tool: Tool::Nftables,
                         chains: BTreeMap::new(),
                         conntrack: false,
-                        sets_mark: false,
+                        mark_bits: 0,
                     },
                 );
             }
@@ -184,9 +184,11 @@ pub fn parse_full(
         );
         rule.position = Some(handle);
         table.conntrack |= exprs.iter().any(tracks);
-        table.sets_mark |= exprs
+        table.mark_bits |= exprs
             .iter()
-            .any(|e| e.get("mangle").is_some_and(sets_a_mark));
+            .filter_map(|e| e.get("mangle"))
+            .map(mark_bits)
+            .fold(0, |a, b| a | b);
         if let Some(chain) = table.chains.get_mut(&chain_name) {
             chain.rules.push(rule);
         }
@@ -977,15 +979,23 @@ fn vmap(
     Some(Action::DPortMap(map))
 }
 
-/// A `mangle` statement that sets the packet's or the connection's mark.
-fn sets_a_mark(body: &Value) -> bool {
+/// The mark bits a `mangle` statement may set to 1: a constant's bits, every bit for a
+/// computed value; 0 when it sets no packet or connection mark.
+fn mark_bits(body: &Value) -> u32 {
     let key = body.get("key");
-    ["meta", "ct"].iter().any(|k| {
+    let marks = ["meta", "ct"].iter().any(|k| {
         key.and_then(|v| v.get(k))
             .and_then(|m| m.get("key"))
             .and_then(Value::as_str)
             == Some("mark")
-    })
+    });
+    if !marks {
+        return 0;
+    }
+    body.get("value")
+        .and_then(Value::as_u64)
+        .and_then(|v| u32::try_from(v).ok())
+        .unwrap_or(u32::MAX)
 }
 
 /// A `mangle` statement that sets a mark, priority or trace flag: the packet goes on

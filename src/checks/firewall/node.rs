@@ -52,10 +52,15 @@ pub fn facts(json: &str) -> Facts {
     } else {
         None
     };
+    let names: Vec<String> = reachable
+        .iter()
+        .filter_map(|l| l.get("ifname").and_then(Value::as_str).map(str::to_string))
+        .collect();
     Facts {
         addresses: (!addresses.is_empty()).then_some(addresses),
-        marks_set: false,
+        mark_bits: 0,
         bridged,
+        interfaces: (!names.is_empty()).then_some(names),
     }
 }
 
@@ -84,6 +89,7 @@ mod tests {
         let f = facts(&plain);
         assert_eq!(f.addresses, Some(vec!["10.0.0.5".parse().unwrap()]));
         assert_eq!(f.bridged, Some(false));
+        assert_eq!(f.interfaces, Some(vec!["eth0".to_string()]));
         let bridged = format!(
             "[{lo},{},{}]",
             link("eth0", "", "bridge", ""),
