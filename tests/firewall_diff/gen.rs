@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 pub const PEER: &str = "10.77.0.2";
 /// The server's veth device.
 pub const DEV: &str = "v0";
+/// The server's address, on its veth device (or on the bridge an `enslave` load makes).
+pub const SERVER: &str = "10.77.0.1";
 
 /// How a piece of a ruleset is loaded.
 #[derive(Debug, Clone)]
@@ -24,6 +26,8 @@ pub enum Load {
     IptNft(String),
     /// `ipset restore`.
     Ipset(String),
+    /// A shell script that sets the namespace's links up (a bridge over the NIC).
+    Sh(String),
 }
 
 #[derive(Debug, Clone)]
@@ -48,6 +52,7 @@ const P: u16 = 29500;
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Shapes {
+    #[serde(default)]
     templates: BTreeMap<String, String>,
     case: Vec<Shape>,
 }
@@ -70,7 +75,10 @@ fn fill(text: &str, params: &BTreeMap<String, String>) -> String {
     for (name, value) in params {
         out = out.replace(&format!("${{{name}}}"), value);
     }
-    let out = out.replace("${peer}", PEER).replace("${dev}", DEV);
+    let out = out
+        .replace("${peer}", PEER)
+        .replace("${server}", SERVER)
+        .replace("${dev}", DEV);
     assert!(!out.contains("${"), "a placeholder left unfilled in {out}");
     out
 }
@@ -97,24 +105,40 @@ fn load(spec: &BTreeMap<String, String>, templates: &BTreeMap<String, String>) -
         Some("legacy") => Load::Legacy(text),
         Some("iptnft") => Load::IptNft(text),
         Some("ipset") => Load::Ipset(text),
-        other => panic!("a load is via nft, legacy, iptnft or ipset, not {other:?}"),
+        Some("sh") => Load::Sh(text),
+        other => panic!("a load is via nft, legacy, iptnft, ipset or sh, not {other:?}"),
     }
 }
 
 /// The one shape meant to load nothing.
 const EMPTY: &str = "empty ruleset";
 
-/// Hand-written shapes, each found on real nodes or written by a real tool (shapes.toml).
+/// Hand-written shapes, each found on real nodes or written by a real tool (shapes.toml),
+/// and the rulesets real tools write by default (tools.toml).
 pub fn shapes() -> Vec<Case> {
-    let shapes: Shapes =
-        toml::from_str(include_str!("shapes.toml")).unwrap_or_else(|e| panic!("shapes.toml: {e}"));
+    let mut cases = shapes_of("shapes.toml", include_str!("shapes.toml"));
+    cases.extend(shapes_of("tools.toml", include_str!("tools.toml")));
+    let mut names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+    names.sort_unstable();
+    let total = names.len();
+    names.dedup();
+    assert_eq!(names.len(), total, "two shapes share a name");
+    cases
+}
+
+fn shapes_of(file: &str, text: &str) -> Vec<Case> {
+    let shapes: Shapes = toml::from_str(text).unwrap_or_else(|e| panic!("{file}: {e}"));
     let empty: Vec<&str> = shapes
         .case
         .iter()
         .filter(|shape| shape.load.is_empty())
         .map(|shape| shape.name.as_str())
         .collect();
-    assert_eq!(empty, [EMPTY], "shapes.toml: only `{EMPTY}` loads nothing");
+    if file == "shapes.toml" {
+        assert_eq!(empty, [EMPTY], "shapes.toml: only `{EMPTY}` loads nothing");
+    } else {
+        assert!(empty.is_empty(), "{file}: {empty:?} load nothing");
+    }
     shapes
         .case
         .iter()

@@ -43,6 +43,7 @@ fn node(addr: &str, bridged: Option<bool>) -> Facts {
         mark_bits: 0,
         bridged,
         interfaces: None,
+        links: None,
     }
 }
 

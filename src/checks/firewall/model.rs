@@ -228,9 +228,13 @@ pub struct Facts {
     /// Whether a peer's packets arrive through a bridge port; `None` when it cannot be
     /// told.
     pub bridged: Option<bool>,
-    /// The interfaces a peer's packet can arrive on (up, not loopback; a bridge and its
-    /// ports alike); `None` when they could not be read.
+    /// The interfaces the IP layer can see a peer's packet arrive on (up, not loopback,
+    /// not a bridge port: a port's packets reach IP as the bridge's); `None` when they
+    /// could not be read.
     pub interfaces: Option<Vec<String>>,
+    /// The devices a peer's frame can come in through, as netdev ingress and bridge
+    /// chains see it (bridge ports included).
+    pub links: Option<Vec<String>>,
 }
 
 /// Whether `addr` lies in `net` (`10.0.0.0/8`, `192.0.2.1`); `None` when `net` is no IPv4
@@ -412,7 +416,15 @@ fn net_any(nets: &[String]) -> bool {
     nets.iter().any(|n| n == "0.0.0.0/0")
 }
 
-fn judge(m: &Match, port: u16, conntrack: Conntrack, facts: &Facts) -> Tri {
+/// What one test says of the packet; `link` is set in ingress and bridge chains, which see
+/// the device the frame came in through (the IP layer sees a bridge port's packets as the
+/// bridge's).
+fn judge(m: &Match, port: u16, conntrack: Conntrack, facts: &Facts, link: bool) -> Tri {
+    let devices = if link {
+        &facts.links
+    } else {
+        &facts.interfaces
+    };
     let flip = |holds: bool, negate: bool| {
         if holds != negate {
             Tri::True
@@ -430,13 +442,13 @@ fn judge(m: &Match, port: u16, conntrack: Conntrack, facts: &Facts) -> Tri {
         // A peer's packet arrives on one of the node's up interfaces other than loopback:
         // a test all of them pass (or none does) is decided.
         Match::Iif { names, negate }
-            if facts.interfaces.as_ref().is_some_and(|devs| {
+            if devices.as_ref().is_some_and(|devs| {
                 !devs.is_empty()
                     && (devs.iter().all(|d| iif_holds(names, d))
                         || !devs.iter().any(|d| iif_holds(names, d)))
             }) =>
         {
-            let devs = facts.interfaces.as_deref().unwrap_or_default();
+            let devs = devices.as_deref().unwrap_or_default();
             flip(devs.iter().any(|d| iif_holds(names, d)), *negate)
         }
         Match::Saddr { nets, negate } if net_loopback_only(nets) => flip(false, *negate),
@@ -556,6 +568,8 @@ struct Walker<'a> {
     port: u16,
     /// Where the base chain of this walk runs relative to conntrack.
     conntrack: Conntrack,
+    /// An ingress or bridge chain (see [`judge`]).
+    link: bool,
     facts: &'a Facts,
     /// Forks so far: carried from one base chain to the next, so that many branching
     /// chains cannot make one evaluation exponential.
@@ -607,7 +621,7 @@ impl Walker<'_> {
         let mut forks: Vec<Cond> = Vec::new();
         let mut unknown = None;
         for m in matches {
-            let tri = match judge(m, self.port, self.conntrack, self.facts) {
+            let tri = match judge(m, self.port, self.conntrack, self.facts, self.link) {
                 // What this walk already assumed about the interface or source decides.
                 Tri::Maybe(c) => match state.assumes(&c) {
                     Some(true) => Tri::True,
@@ -882,6 +896,10 @@ pub fn evaluate_with(tables: &[Table], port: u16, facts: &Facts) -> Vec<Walk> {
                 table,
                 port,
                 conntrack: Conntrack::of(base),
+                link: matches!(
+                    base.hook,
+                    Hook::Ingress | Hook::BridgePrerouting | Hook::BridgeInput
+                ),
                 facts,
                 walks: forks,
             };

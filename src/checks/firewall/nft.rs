@@ -573,6 +573,14 @@ fn match_of(m: &Value, sets: &dyn Fn(&str) -> Option<Vec<Value>>) -> Match {
                 },
                 None => unknown(),
             },
+            // A peer's frame carries IPv4 (what a bridge or netdev chain sees).
+            ("ether", "type") => match words(right, sets) {
+                Some(types) => Match::Fixed {
+                    holds: types.iter().any(|t| t == "ip") != negate,
+                    text: text(),
+                },
+                None => unknown(),
+            },
             ("ip", "protocol") => {
                 words(right, sets).map_or_else(unknown, |protos| Match::Proto { protos, negate })
             }

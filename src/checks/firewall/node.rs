@@ -52,15 +52,19 @@ pub fn facts(json: &str) -> Facts {
     } else {
         None
     };
+    let name = |l: &&Value| l.get("ifname").and_then(Value::as_str).map(str::to_string);
+    let links: Vec<String> = reachable.iter().filter_map(name).collect();
     let names: Vec<String> = reachable
         .iter()
-        .filter_map(|l| l.get("ifname").and_then(Value::as_str).map(str::to_string))
+        .filter(|l| info(l, "info_slave_kind").as_deref() != Some("bridge"))
+        .filter_map(name)
         .collect();
     Facts {
         addresses: (!addresses.is_empty()).then_some(addresses),
         mark_bits: 0,
         bridged,
         interfaces: (!names.is_empty()).then_some(names),
+        links: (!links.is_empty()).then_some(links),
     }
 }
 
@@ -95,7 +99,10 @@ mod tests {
             link("eth0", "", "bridge", ""),
             link("br0", "bridge", "", "10.0.0.5")
         );
-        assert_eq!(facts(&bridged).bridged, Some(true));
+        let f = facts(&bridged);
+        assert_eq!(f.bridged, Some(true));
+        assert_eq!(f.interfaces, Some(vec!["br0".to_string()]));
+        assert_eq!(f.links, Some(vec!["eth0".to_string(), "br0".to_string()]));
         let mixed = format!(
             "[{lo},{},{},{}]",
             link("eth1", "", "", "192.0.2.1"),
