@@ -425,3 +425,36 @@ fn mark_tests_see_only_the_bits_rules_set() {
     );
     assert_eq!(restore[0].mark_bits, u32::MAX);
 }
+
+#[test]
+fn what_is_not_followed_names_the_rule_to_read() {
+    use crate::checks::firewall::source::{FirewallProbe, Output};
+    struct Save(String);
+    impl FirewallProbe for Save {
+        fn run(&self, program: &str, _: &[&str]) -> std::io::Result<Option<Output>> {
+            Ok((program == "iptables-legacy-save").then(|| Output {
+                success: true,
+                stdout: self.0.clone(),
+                stderr: String::new(),
+            }))
+        }
+    }
+    let save = "*filter\n:INPUT DROP [0:0]\n-A INPUT -p tcp --dport 29500 -m limit --limit 5/sec -j ACCEPT\nCOMMIT\n";
+    let tree = crate::testing::Tree::new();
+    let profile = tree.profile("/p.toml", "[job]\nrendezvous_ports = \"29500\"\n");
+    let mut probes = crate::probes::Probes::absent("in a test");
+    probes.firewall = Box::new(Save(save.into()));
+    let findings = crate::testing::audit(
+        &crate::host::Root::live(),
+        &profile,
+        &crate::checks::AuditOptions::default(),
+        probes,
+        crate::finding::Area::Firewall,
+    );
+    let f = &findings["firewall.rendezvous_ports"];
+    crate::testing::assert_contains(&f.actual, "cannot tell: `-m limit --limit 5/sec`");
+    crate::testing::assert_contains(
+        &f.message,
+        "Look at iptables-legacy filter chain INPUT rule 1:",
+    );
+}

@@ -427,6 +427,8 @@ fn judge(group: &Group, ranges: &[(u16, u16)], rs: &Ruleset) -> Finding {
     let mut parts: Vec<((u16, u16), String)> = Vec::new();
     let mut worst = Status::Pass;
     let mut fix_walk: Option<Walk> = None;
+    // The first rule that could not be followed: what a person must read by hand.
+    let mut unmodelled: Option<String> = None;
     for &(lo, hi) in ranges {
         for (a, b) in model::segments(&rs.tables, lo, hi) {
             let (status, text) = match classify(model::evaluate_with(&rs.tables, a, &rs.facts)) {
@@ -446,10 +448,11 @@ fn judge(group: &Group, ranges: &[(u16, u16)], rs: &Ruleset) -> Finding {
                     fix_walk.get_or_insert(drop);
                     (Status::Warn, text)
                 }
-                Outcome::CannotTell(w, why) => (
-                    Status::Warn,
-                    format!("cannot tell: {why} in {}", w.decided_by),
-                ),
+                Outcome::CannotTell(w, why) => {
+                    let text = format!("cannot tell: {why} in {}", w.decided_by);
+                    unmodelled.get_or_insert(w.decided_by);
+                    (Status::Warn, text)
+                }
             };
             let rank = |s: Status| match s {
                 Status::Fail => 2,
@@ -468,6 +471,12 @@ fn judge(group: &Group, ranges: &[(u16, u16)], rs: &Ruleset) -> Finding {
         }
     }
     let mut message = group.why.to_string();
+    if let Some(rule) = &unmodelled {
+        message = format!(
+            "Look at {rule}: gputune does not follow it, so whether a new TCP connection from \
+             another node to these ports gets past it must be checked by hand. {message}"
+        );
+    }
     if let Some(blind) = &rs.blind_spot
         && worst == Status::Pass
     {
