@@ -180,7 +180,58 @@ struct Tally {
     depends: usize,
     false_pass: usize,
     false_fail: usize,
+    /// "depends" verdicts whose stated conditions were checked against the peer.
+    conditions_checked: usize,
     wrong: Vec<String>,
+}
+
+/// Whether every condition of a "depends" verdict's accept (`accepted only when C1 and C2
+/// (by ...)`) holds for the peer: source networks, and ipsets whose members the case loads.
+/// `None` when one of them cannot be read off the case (an interface, a listener, ...).
+fn accept_conditions_hold(case: &Case, actual: &str) -> Option<bool> {
+    use gputune::checks::firewall::model::net_holds;
+    let peer: std::net::Ipv4Addr = generator::PEER.parse().ok()?;
+    let (_, rest) = actual.split_once("accepted only when ")?;
+    let (conditions, _) = rest.split_once(" (by ")?;
+    let members = |set: &str| -> Vec<String> {
+        case.loads
+            .iter()
+            .filter_map(|l| match l {
+                Load::Ipset(text) => Some(text),
+                _ => None,
+            })
+            .flat_map(|text| text.lines())
+            .filter_map(|line| {
+                let mut w = line.split_whitespace();
+                (w.next() == Some("add") && w.next() == Some(set)).then(|| w.next())?
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    let mut all = true;
+    for c in conditions.split(" and ") {
+        let (negated, c) = match c.strip_prefix("not ") {
+            Some(rest) => (true, rest),
+            None => (false, c),
+        };
+        let holds = if let Some(nets) = c.strip_prefix("saddr ") {
+            nets.split('|')
+                .map(|n| net_holds(n, peer))
+                .collect::<Option<Vec<bool>>>()?
+                .contains(&true)
+        } else if let Some(set) = c
+            .strip_prefix("in ipset ")
+            .and_then(|s| s.strip_suffix(" (src)"))
+        {
+            members(set)
+                .iter()
+                .any(|m| net_holds(m, peer) == Some(true))
+        } else {
+            return None;
+        };
+        all &= holds != negated;
+    }
+    Some(all)
 }
 
 fn describe(case: &Case) -> String {
@@ -214,7 +265,7 @@ fn judge(case: &Case, open: bool, said: Said, actual: &str, tally: &Mutex<Tally>
         }
         Said::CannotTell | Said::Depends => {
             println!("{}: {actual}", describe(case));
-            judge_unsure(case, said, actual, &mut t, wrong)
+            judge_unsure(case, said, actual, open, &mut t, wrong)
         }
     }
 }
@@ -224,6 +275,7 @@ fn judge_unsure(
     case: &Case,
     said: Said,
     actual: &str,
+    open: bool,
     t: &mut Tally,
     wrong: impl Fn(&str) -> String,
 ) {
@@ -239,7 +291,19 @@ fn judge_unsure(
                 .wrong
                 .push(wrong("cannot tell, with no unmodelled construct")),
         },
-        Said::Depends if case.depends => t.depends += 1,
+        Said::Depends if case.depends => {
+            t.depends += 1;
+            // The conditions it states for the accept, where the peer's side of each can be
+            // read off the case: when they all hold for the peer, the kernel must accept.
+            if let Some(holds) = accept_conditions_hold(case, actual) {
+                t.conditions_checked += 1;
+                if holds && !open {
+                    t.wrong.push(wrong(
+                        "says it accepts under conditions the peer meets, but the kernel drops",
+                    ));
+                }
+            }
+        }
         Said::Depends => t
             .wrong
             .push(wrong("says it depends, with nothing it depends on")),
@@ -298,12 +362,13 @@ fn verdicts_agree_with_the_kernel_on_generated_rulesets() {
     });
     let t = tally.into_inner().unwrap();
     println!(
-        "firewall differential: {total} rulesets in {:.1} s: {} agree, {} cannot tell, {} depends ({:.1}% of verdicts), {} false passes, {} false fails, {} wrong in all",
+        "firewall differential: {total} rulesets in {:.1} s: {} agree, {} cannot tell, {} depends ({:.1}% of verdicts; {} depends checked against the peer), {} false passes, {} false fails, {} wrong in all",
         started.elapsed().as_secs_f64(),
         t.agree,
         t.cannot_tell,
         t.depends,
         100.0 * (t.cannot_tell + t.depends) as f64 / total as f64,
+        t.conditions_checked,
         t.false_pass,
         t.false_fail,
         t.wrong.len()
