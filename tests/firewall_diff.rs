@@ -350,11 +350,11 @@ fn verdicts_agree_with_the_kernel_on_generated_rulesets() {
                     let open = pair.reachable(case.port);
                     match result {
                         Ok((said, actual)) => judge(&case, open, said, &actual, tally),
-                        Err(e) => tally
-                            .lock()
-                            .unwrap()
-                            .wrong
-                            .push(format!("{}: audit failed: {e}", describe(&case))),
+                        Err(e) => tally.lock().unwrap().wrong.push(format!(
+                            "{}: audit failed: {e}\nrules: {:#?}",
+                            describe(&case),
+                            case.loads
+                        )),
                     }
                 }
             });

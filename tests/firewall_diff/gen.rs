@@ -200,6 +200,14 @@ enum Test {
     Peer(bool),
     Syn,
     Limit,
+    /// Arrives on the server's veth, its only interface besides lo: decided.
+    Dev,
+    /// Addressed to the server's own address (or, false, to another): decided.
+    DaddrSelf(bool),
+    /// Source port from 1024 up, which every peer's connection uses.
+    SportHigh,
+    /// Addressed to this host (`pkttype host`, iptables' `unicast`).
+    PktHost,
 }
 
 #[derive(Clone, Copy)]
@@ -231,7 +239,7 @@ fn port_range(rng: &mut Rng, port: u16) -> (u16, u16) {
 fn rand_rule(rng: &mut Rng, port: u16, in_sub: bool, raw: bool) -> RandRule {
     let mut tests = Vec::new();
     for _ in 0..rng.below(3) {
-        let t = match rng.below(20) {
+        let t = match rng.below(24) {
             0..=7 => {
                 let (lo, hi) = port_range(rng, port);
                 Test::DPort(lo, hi, rng.chance(15))
@@ -250,6 +258,10 @@ fn rand_rule(rng: &mut Rng, port: u16, in_sub: bool, raw: bool) -> RandRule {
             14 => Test::Peer(rng.chance(50)),
             15 | 16 => Test::Syn,
             17 => Test::Limit,
+            18 => Test::Dev,
+            19 => Test::DaddrSelf(rng.chance(70)),
+            20 => Test::SportHigh,
+            21 => Test::PktHost,
             _ => {
                 let (lo, hi) = port_range(rng, port);
                 Test::DPort(lo, hi, false)
@@ -260,7 +272,7 @@ fn rand_rule(rng: &mut Rng, port: u16, in_sub: bool, raw: bool) -> RandRule {
             continue;
         }
         // udp excludes the tcp tests (nft and iptables refuse both in one rule).
-        let l4 = |x: &Test| matches!(x, Test::Udp | Test::Syn | Test::DPort(..));
+        let l4 = |x: &Test| matches!(x, Test::Udp | Test::Syn | Test::DPort(..) | Test::SportHigh);
         if l4(&t)
             && tests
                 .iter()
@@ -268,7 +280,16 @@ fn rand_rule(rng: &mut Rng, port: u16, in_sub: bool, raw: bool) -> RandRule {
         {
             continue;
         }
-        if matches!(t, Test::Syn) && tests.iter().any(|x| matches!(x, Test::Syn)) {
+        if matches!(t, Test::Syn | Test::SportHigh | Test::PktHost)
+            && tests
+                .iter()
+                .any(|x| std::mem::discriminant(x) == std::mem::discriminant(&t))
+        {
+            continue;
+        }
+        // One interface test per rule (iptables takes one -i).
+        let iif = |x: &Test| matches!(x, Test::Lo | Test::Dev);
+        if iif(&t) && tests.iter().any(iif) {
             continue;
         }
         tests.push(t);
@@ -322,6 +343,11 @@ fn spellings(t: Test) -> [String; 2] {
         Test::Peer(false) => both("ip saddr != 10.77.0.0/24", "! -s 10.77.0.0/24"),
         Test::Syn => both("tcp flags & (fin|syn|rst|ack) == syn", "--syn"),
         Test::Limit => both("limit rate 5/second", "-m limit --limit 5/sec"),
+        Test::Dev => [format!("iifname \"{DEV}\""), format!("-i {DEV}")],
+        Test::DaddrSelf(true) => [format!("ip daddr {SERVER}"), format!("-d {SERVER}")],
+        Test::DaddrSelf(false) => both("ip daddr 10.77.0.99", "-d 10.77.0.99"),
+        Test::SportHigh => both("tcp sport 1024-65535", "--sport 1024:65535"),
+        Test::PktHost => both("meta pkttype host", "-m pkttype --pkt-type unicast"),
     }
 }
 
@@ -346,7 +372,7 @@ fn rule_words(r: &RandRule, syntax: Syntax) -> String {
     let mut proto = false;
     for &t in &r.tests {
         let tcp_only = match t {
-            Test::DPort(..) => true,
+            Test::DPort(..) | Test::SportHigh => true,
             Test::Syn => matches!(syntax, Syntax::Ipt),
             _ => false,
         };

@@ -458,3 +458,41 @@ fn what_is_not_followed_names_the_rule_to_read() {
         "Look at iptables-legacy filter chain INPUT rule 1:",
     );
 }
+
+#[test]
+fn a_ruleset_json_cut_short_at_a_dormant_table_is_read_table_by_table() {
+    use crate::checks::firewall::source::{FirewallProbe, Output};
+    // What nft 1.0.6 prints when a dormant table follows: the document stops at its flags.
+    const CUT: &str = r#"{"nftables": [{"metainfo": {"version": "1.0.6"}}, {"table": {"family": "ip", "name": "d", "handle": 2, "flags": "#;
+    const T0: &str = r#"{"nftables": [{"metainfo": {"version": "1.0.6"}}, {"table": {"family": "ip", "name": "t0", "handle": 1}}, {"chain": {"family": "ip", "table": "t0", "name": "c", "handle": 1, "type": "filter", "hook": "input", "prio": 0, "policy": "accept"}}, {"rule": {"family": "ip", "table": "t0", "chain": "c", "handle": 2, "expr": [{"match": {"op": "==", "left": {"payload": {"protocol": "tcp", "field": "dport"}}, "right": 29500}}, {"drop": null}]}}]}"#;
+    struct Nft(bool);
+    impl FirewallProbe for Nft {
+        fn run(&self, program: &str, args: &[&str]) -> std::io::Result<Option<Output>> {
+            let stdout = match (program, args) {
+                ("nft", ["-j", "list", "ruleset"]) => CUT,
+                ("nft", ["list", "tables"]) => "table ip t0\ntable ip d\n",
+                ("nft", ["-j", "list", "table", "ip", "t0"]) => T0,
+                ("nft", ["-j", "list", "table", "ip", "d"]) => CUT,
+                ("nft", ["list", "table", "ip", "d"]) if self.0 => {
+                    "table ip d {\n\tflags dormant\n}\n"
+                }
+                ("nft", ["list", "table", "ip", "d"]) => "table ip d {\n}\n",
+                _ => return Ok(None),
+            };
+            Ok(Some(Output {
+                success: true,
+                stdout: stdout.into(),
+                stderr: String::new(),
+            }))
+        }
+        fn legacy_tables(&self) -> Option<String> {
+            Some(String::new())
+        }
+    }
+    let rs = super::read_ruleset(&Nft(true)).unwrap();
+    assert_eq!(rs.tables.len(), 1);
+    assert_eq!(one(&rs.tables, &Facts::default()), Verdict::Dropped);
+    // Not dormant, and unreadable: the error names the table.
+    let e = super::read_ruleset(&Nft(false)).err().unwrap().to_string();
+    assert!(e.contains("nft -j list table ip d is not JSON"), "{e}");
+}

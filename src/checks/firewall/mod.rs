@@ -190,9 +190,16 @@ pub fn read_ruleset(runner: &dyn FirewallProbe) -> Result<Ruleset, RulesetError>
                     .map(|out| nft::ingress_devices(&out.stdout))
                     .unwrap_or_default()
             };
-            tables = nft::parse_full(&out.stdout, &dormant, &devices)
-                .map_err(RulesetError::Unreadable)?;
-            xt_tables = nft::tables_with_xt(&out.stdout)
+            // nft 1.0.6 cuts its JSON short at a dormant table's flags: then each table is
+            // listed on its own and a dormant one that cannot be listed is left out.
+            let json = if serde_json::from_str::<serde_json::Value>(&out.stdout).is_ok() {
+                out.stdout.clone()
+            } else {
+                table_by_table(runner, &dormant).map_err(RulesetError::Unreadable)?
+            };
+            tables =
+                nft::parse_full(&json, &dormant, &devices).map_err(RulesetError::Unreadable)?;
+            xt_tables = nft::tables_with_xt(&json)
                 .into_iter()
                 .filter(|name| tables.iter().any(|t| t.id == format!("ip {name}")))
                 .collect();
@@ -299,6 +306,57 @@ pub fn read_ruleset(runner: &dyn FirewallProbe) -> Result<Ruleset, RulesetError>
         blind_spot,
         facts,
     })
+}
+
+/// The ruleset as one `nft -j` document made of each table's own listing, for when the
+/// whole one is not JSON; a table whose listing is not JSON either is skipped when
+/// `dormant` says the kernel never runs it, else the error names it.
+fn table_by_table(
+    runner: &dyn FirewallProbe,
+    dormant: &dyn Fn(&str, &str) -> Option<bool>,
+) -> Result<String, String> {
+    let list = runner
+        .run("nft", &["list", "tables"])
+        .map_err(|e| format!("nft list tables: {e}"))?
+        .filter(|out| out.success)
+        .ok_or("nft -j list ruleset is not JSON, and nft list tables failed")?;
+    let mut items = Vec::new();
+    let mut listed_tables = 0;
+    for line in list.stdout.lines() {
+        let mut words = line.split_whitespace();
+        let (Some("table"), Some(family), Some(name)) = (words.next(), words.next(), words.next())
+        else {
+            continue;
+        };
+        listed_tables += 1;
+        let listed = runner
+            .run("nft", &["-j", "list", "table", family, name])
+            .ok()
+            .flatten()
+            .filter(|out| out.success)
+            .and_then(|out| serde_json::from_str::<serde_json::Value>(&out.stdout).ok());
+        match listed {
+            Some(doc) => items.extend(
+                doc.get("nftables")
+                    .and_then(serde_json::Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter(|item| item.get("metainfo").is_none())
+                    .cloned(),
+            ),
+            None if dormant(family, name) == Some(true) => {}
+            None => {
+                return Err(format!(
+                    "nft -j list table {family} {name} is not JSON (nor is the whole ruleset's)"
+                ));
+            }
+        }
+    }
+    if listed_tables == 0 {
+        // A ruleset whose JSON is broken has tables: a listing without any is no answer.
+        return Err("nft -j list ruleset is not JSON, and nft list tables names no table".into());
+    }
+    Ok(serde_json::json!({ "nftables": items }).to_string())
 }
 
 /// A tool's complaint that the kernel lacks its subsystem (no nf_tables, no ip_tables):

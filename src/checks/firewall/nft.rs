@@ -64,12 +64,15 @@ pub fn parse_with(
     parse_full(json, dormant, &|_, _| BTreeMap::new())
 }
 
+/// Each ingress chain's devices (by chain name) of a table, given its family and name.
+pub type Devices<'a> = dyn Fn(&str, &str) -> BTreeMap<String, Vec<String>> + 'a;
+
 /// As [`parse_with`]; `devices(family, table)` names each ingress chain's devices where
 /// `nft -j` does not.
 pub fn parse_full(
     json: &str,
     dormant: &dyn Fn(&str, &str) -> Option<bool>,
-    devices: &dyn Fn(&str, &str) -> BTreeMap<String, Vec<String>>,
+    devices: &Devices<'_>,
 ) -> Result<Vec<Table>, String> {
     let doc: Value =
         serde_json::from_str(json).map_err(|e| format!("nft -j output is not JSON: {e}"))?;
