@@ -496,3 +496,24 @@ fn a_ruleset_json_cut_short_at_a_dormant_table_is_read_table_by_table() {
     let e = super::read_ruleset(&Nft(false)).err().unwrap().to_string();
     assert!(e.contains("nft -j list table ip d is not JSON"), "{e}");
 }
+
+#[test]
+fn a_port_ipset_is_a_port_test() {
+    let save = "create ports bitmap:port range 0-65535\nadd ports 22\nadd ports 29500\nadd ports 29501\nadd ports 29502\n";
+    assert_eq!(
+        iptables::port_set(save),
+        Some(vec![(22, 22), (29500, 29502)])
+    );
+    assert_eq!(
+        iptables::port_set("create f2b hash:ip family inet\nadd f2b 192.0.2.7\n"),
+        None
+    );
+    let mut tables = input("DROP", &["-p tcp -m set --match-set ports dst -j ACCEPT"]);
+    super::model::resolve_port_sets(&mut tables, &|name| {
+        (name == "ports")
+            .then(|| iptables::port_set(save))
+            .flatten()
+    });
+    assert_eq!(one(&tables, &Facts::default()), Verdict::Accepted);
+    assert_eq!(verdicts(&evaluate(&tables, 29503)), [Verdict::Dropped]);
+}

@@ -126,6 +126,31 @@ pub fn incompatible_tables(text: &str) -> Result<Vec<String>, String> {
     Ok(names)
 }
 
+/// The ports of a `bitmap:port` ipset from `ipset save NAME`, merged into ranges; `None`
+/// for a set of another type or output that cannot be read.
+pub fn port_set(save: &str) -> Option<Vec<(u16, u16)>> {
+    let mut lines = save.lines().map(str::trim).filter(|l| !l.is_empty());
+    let create: Vec<&str> = lines.next()?.split_whitespace().collect();
+    if create.first() != Some(&"create") || create.get(2) != Some(&"bitmap:port") {
+        return None;
+    }
+    let mut ports: Vec<(u16, u16)> = Vec::new();
+    for line in lines {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let (Some(&"add"), Some(elem)) = (words.first(), words.get(2)) else {
+            return None;
+        };
+        let elem = elem.rsplit(':').next()?;
+        let (lo, hi) = elem.split_once('-').unwrap_or((elem, elem));
+        let (lo, hi): (u16, u16) = (lo.parse().ok()?, hi.parse().ok()?);
+        match ports.last_mut() {
+            Some((_, end)) if u32::from(*end) + 1 == u32::from(lo) => *end = hi,
+            _ => ports.push((lo, hi)),
+        }
+    }
+    Some(ports)
+}
+
 /// Parses the whole output; errors name the line.
 pub fn parse(text: &str, tool: Tool) -> Result<Vec<Table>, String> {
     let mut tables: Vec<Table> = Vec::new();

@@ -292,6 +292,16 @@ pub fn read_ruleset(runner: &dyn FirewallProbe) -> Result<Ruleset, RulesetError>
         .collect();
     tools.sort();
     tools.dedup();
+    // A port ipset is a port test: its members decide.
+    let set_ports: std::collections::BTreeMap<String, Vec<(u16, u16)>> = model::set_names(&tables)
+        .into_iter()
+        .filter_map(|name| {
+            let out = runner.run("ipset", &["save", &name]).ok()??;
+            let ports = iptables::port_set(&out.stdout).filter(|_| out.success)?;
+            Some((name, ports))
+        })
+        .collect();
+    model::resolve_port_sets(&mut tables, &|name| set_ports.get(name).cloned());
     // The interfaces are read only when a rule's verdict turns on them.
     let facts = match model::wants_facts(&tables)
         .then(|| runner.run("ip", &["-d", "-j", "addr", "show"]))

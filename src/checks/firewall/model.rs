@@ -943,6 +943,46 @@ pub fn evaluate_with(tables: &[Table], port: u16, facts: &Facts) -> Vec<Walk> {
     walks.into_iter().map(|(walk, _)| walk).collect()
 }
 
+/// The ipsets the rules test, by name.
+pub fn set_names(tables: &[Table]) -> Vec<String> {
+    let mut names: Vec<String> = tables
+        .iter()
+        .flat_map(|t| t.chains.values())
+        .flat_map(|c| &c.rules)
+        .flat_map(|r| &r.matches)
+        .filter_map(|m| match m {
+            Match::Set { name, .. } => Some(name.clone()),
+            _ => None,
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Replaces a test of a port ipset (`-m set --match-set ports dst`) by the port test it
+/// is, where `ports(name)` gives the set's ports: decided, instead of "depends".
+pub fn resolve_port_sets(tables: &mut [Table], ports: &dyn Fn(&str) -> Option<Vec<(u16, u16)>>) {
+    for rule in tables
+        .iter_mut()
+        .flat_map(|t| t.chains.values_mut())
+        .flat_map(|c| c.rules.iter_mut())
+    {
+        for m in rule.matches.iter_mut() {
+            let Match::Set { name, dirs, negate } = m else {
+                continue;
+            };
+            let Some(ranges) = ports(name) else { continue };
+            let negate = *negate;
+            *m = match dirs.as_str() {
+                "dst" => Match::DPort { ranges, negate },
+                "src" => Match::SPort { ranges, negate },
+                _ => continue,
+            };
+        }
+    }
+}
+
 /// Whether some test turns on the node's addresses or bridges (see [`Facts`]).
 pub fn wants_facts(tables: &[Table]) -> bool {
     let wanted = |m: &Match| {
