@@ -960,9 +960,12 @@ pub fn set_names(tables: &[Table]) -> Vec<String> {
     names
 }
 
+/// The ports of an ipset by name, `None` for a set of other members.
+pub type PortsOf<'a> = dyn Fn(&str) -> Option<Vec<(u16, u16)>> + 'a;
+
 /// Replaces a test of a port ipset (`-m set --match-set ports dst`) by the port test it
 /// is, where `ports(name)` gives the set's ports: decided, instead of "depends".
-pub fn resolve_port_sets(tables: &mut [Table], ports: &dyn Fn(&str) -> Option<Vec<(u16, u16)>>) {
+pub fn resolve_port_sets(tables: &mut [Table], ports: &PortsOf<'_>) {
     for rule in tables
         .iter_mut()
         .flat_map(|t| t.chains.values_mut())
