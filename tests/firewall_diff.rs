@@ -4,7 +4,9 @@
 //! from the client to a listener on the tested port, and gputune's verdict (audited inside
 //! the server namespace) must agree. No false pass, no false fail; "cannot tell" only for a
 //! case holding a named unmodelled construct, "depends" only for one that matches on the
-//! interface, the source or an ipset. Needs root, iproute2, nftables, iptables and ipset:
+//! interface, the source or an ipset, and a "depends" whose stated accept conditions the
+//! peer meets (source networks, loaded ipsets) must be an accept in the kernel too. The
+//! summary line counts false passes, false fails and the "cannot tell"/"depends" share. Needs root, iproute2, nftables, iptables and ipset:
 //! `scripts/test` installs them.
 
 #[path = "firewall_diff/gen.rs"]
