@@ -6,8 +6,8 @@
 //! case holding a named unmodelled construct, "depends" only for one that matches on the
 //! interface, the source or an ipset, and a "depends" whose stated accept conditions the
 //! peer meets (source networks, loaded ipsets) must be an accept in the kernel too. The
-//! summary line counts false passes, false fails and the "cannot tell"/"depends" share. Needs root, iproute2, nftables, iptables and ipset:
-//! `scripts/test` installs them.
+//! summary line counts false passes, false fails and the "cannot tell"/"depends" share.
+//! Needs root, iproute2, nftables, iptables and ipset: `scripts/test` installs them.
 
 #[path = "firewall_diff/gen.rs"]
 mod generator;
