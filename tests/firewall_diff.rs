@@ -4,8 +4,10 @@
 //! from the client to a listener on the tested port, and gputune's verdict (audited inside
 //! the server namespace) must agree. No false pass, no false fail; "cannot tell" only for a
 //! case holding a named unmodelled construct, "depends" only for one that matches on the
-//! interface, the source or an ipset. Needs root, iproute2, nftables, iptables and ipset:
-//! `scripts/test` installs them.
+//! interface, the source or an ipset, and a "depends" whose stated accept conditions the
+//! peer meets (source networks, loaded ipsets) must be an accept in the kernel too. The
+//! summary line counts false passes, false fails and the "cannot tell"/"depends" share.
+//! Needs root, iproute2, nftables, iptables and ipset: `scripts/test` installs them.
 
 #[path = "firewall_diff/gen.rs"]
 mod generator;
@@ -61,7 +63,7 @@ fn sh(script: &str, stdin: &str) -> Result<String, String> {
 /// rule, set or conntrack entry of one case is seen by the next) and removed on drop.
 struct Pair(VethPair);
 
-const SERVER_ADDR: &str = "10.77.0.1";
+const SERVER_ADDR: &str = generator::SERVER;
 
 impl Pair {
     fn new(slot: usize) -> Pair {
@@ -93,6 +95,7 @@ impl Pair {
                 Load::Legacy(t) => ("iptables-legacy-restore --noflush", t),
                 Load::IptNft(t) => ("iptables-nft-restore --noflush", t),
                 Load::Ipset(t) => ("ipset restore", t),
+                Load::Sh(t) => ("sh -s", t),
             };
             sh(&format!("ip netns exec {s} {cmd}"), text)?;
         }
@@ -177,7 +180,60 @@ struct Tally {
     agree: usize,
     cannot_tell: usize,
     depends: usize,
+    false_pass: usize,
+    false_fail: usize,
+    /// "depends" verdicts whose stated conditions were checked against the peer.
+    conditions_checked: usize,
     wrong: Vec<String>,
+}
+
+/// Whether every condition of a "depends" verdict's accept (`accepted only when C1 and C2
+/// (by ...)`) holds for the peer: source networks, and ipsets whose members the case loads.
+/// `None` when one of them cannot be read off the case (an interface, a listener, ...).
+fn accept_conditions_hold(case: &Case, actual: &str) -> Option<bool> {
+    use gputune::checks::firewall::model::net_holds;
+    let peer: std::net::Ipv4Addr = generator::PEER.parse().ok()?;
+    let (_, rest) = actual.split_once("accepted only when ")?;
+    let (conditions, _) = rest.split_once(" (by ")?;
+    let members = |set: &str| -> Vec<String> {
+        case.loads
+            .iter()
+            .filter_map(|l| match l {
+                Load::Ipset(text) => Some(text),
+                _ => None,
+            })
+            .flat_map(|text| text.lines())
+            .filter_map(|line| {
+                let mut w = line.split_whitespace();
+                (w.next() == Some("add") && w.next() == Some(set)).then(|| w.next())?
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    let mut all = true;
+    for c in conditions.split(" and ") {
+        let (negated, c) = match c.strip_prefix("not ") {
+            Some(rest) => (true, rest),
+            None => (false, c),
+        };
+        let holds = if let Some(nets) = c.strip_prefix("saddr ") {
+            nets.split('|')
+                .map(|n| net_holds(n, peer))
+                .collect::<Option<Vec<bool>>>()?
+                .contains(&true)
+        } else if let Some(set) = c
+            .strip_prefix("in ipset ")
+            .and_then(|s| s.strip_suffix(" (src)"))
+        {
+            members(set)
+                .iter()
+                .any(|m| net_holds(m, peer) == Some(true))
+        } else {
+            return None;
+        };
+        all &= holds != negated;
+    }
+    Some(all)
 }
 
 fn describe(case: &Case) -> String {
@@ -201,8 +257,31 @@ fn judge(case: &Case, open: bool, said: Said, actual: &str, tally: &Mutex<Tally>
     match said {
         Said::Pass if open => t.agree += 1,
         Said::Fail if !open => t.agree += 1,
-        Said::Pass => t.wrong.push(wrong("passes (FALSE PASS)")),
-        Said::Fail => t.wrong.push(wrong("fails (false fail)")),
+        Said::Pass => {
+            t.false_pass += 1;
+            t.wrong.push(wrong("passes (FALSE PASS)"))
+        }
+        Said::Fail => {
+            t.false_fail += 1;
+            t.wrong.push(wrong("fails (false fail)"))
+        }
+        Said::CannotTell | Said::Depends => {
+            println!("{}: {actual}", describe(case));
+            judge_unsure(case, said, actual, open, &mut t, wrong)
+        }
+    }
+}
+
+/// A "cannot tell" or "depends": acceptable only for a case that holds what it names.
+fn judge_unsure(
+    case: &Case,
+    said: Said,
+    actual: &str,
+    open: bool,
+    t: &mut Tally,
+    wrong: impl Fn(&str) -> String,
+) {
+    match said {
         Said::CannotTell => match case.unmodelled.as_deref() {
             Some(what) if actual.to_lowercase().contains(&what.to_lowercase()) => {
                 t.cannot_tell += 1
@@ -214,10 +293,23 @@ fn judge(case: &Case, open: bool, said: Said, actual: &str, tally: &Mutex<Tally>
                 .wrong
                 .push(wrong("cannot tell, with no unmodelled construct")),
         },
-        Said::Depends if case.depends => t.depends += 1,
+        Said::Depends if case.depends => {
+            t.depends += 1;
+            // The conditions it states for the accept, where the peer's side of each can be
+            // read off the case: when they all hold for the peer, the kernel must accept.
+            if let Some(holds) = accept_conditions_hold(case, actual) {
+                t.conditions_checked += 1;
+                if holds && !open {
+                    t.wrong.push(wrong(
+                        "says it accepts under conditions the peer meets, but the kernel drops",
+                    ));
+                }
+            }
+        }
         Said::Depends => t
             .wrong
             .push(wrong("says it depends, with nothing it depends on")),
+        Said::Pass | Said::Fail => {}
     }
 }
 
@@ -260,11 +352,11 @@ fn verdicts_agree_with_the_kernel_on_generated_rulesets() {
                     let open = pair.reachable(case.port);
                     match result {
                         Ok((said, actual)) => judge(&case, open, said, &actual, tally),
-                        Err(e) => tally
-                            .lock()
-                            .unwrap()
-                            .wrong
-                            .push(format!("{}: audit failed: {e}", describe(&case))),
+                        Err(e) => tally.lock().unwrap().wrong.push(format!(
+                            "{}: audit failed: {e}\nrules: {:#?}",
+                            describe(&case),
+                            case.loads
+                        )),
                     }
                 }
             });
@@ -272,11 +364,15 @@ fn verdicts_agree_with_the_kernel_on_generated_rulesets() {
     });
     let t = tally.into_inner().unwrap();
     println!(
-        "firewall differential: {total} rulesets in {:.1} s: {} agree, {} cannot tell, {} depends, {} wrong",
+        "firewall differential: {total} rulesets in {:.1} s: {} agree, {} cannot tell, {} depends ({:.1}% of verdicts; {} depends checked against the peer), {} false passes, {} false fails, {} wrong in all",
         started.elapsed().as_secs_f64(),
         t.agree,
         t.cannot_tell,
         t.depends,
+        100.0 * (t.cannot_tell + t.depends) as f64 / total as f64,
+        t.conditions_checked,
+        t.false_pass,
+        t.false_fail,
         t.wrong.len()
     );
     assert!(t.wrong.is_empty(), "{}", t.wrong.join("\n\n"));

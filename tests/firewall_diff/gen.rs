@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 pub const PEER: &str = "10.77.0.2";
 /// The server's veth device.
 pub const DEV: &str = "v0";
+/// The server's address, on its veth device (or on the bridge an `enslave` load makes).
+pub const SERVER: &str = "10.77.0.1";
 
 /// How a piece of a ruleset is loaded.
 #[derive(Debug, Clone)]
@@ -24,6 +26,8 @@ pub enum Load {
     IptNft(String),
     /// `ipset restore`.
     Ipset(String),
+    /// A shell script that sets the namespace's links up (a bridge over the NIC).
+    Sh(String),
 }
 
 #[derive(Debug, Clone)]
@@ -48,6 +52,7 @@ const P: u16 = 29500;
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Shapes {
+    #[serde(default)]
     templates: BTreeMap<String, String>,
     case: Vec<Shape>,
 }
@@ -70,7 +75,10 @@ fn fill(text: &str, params: &BTreeMap<String, String>) -> String {
     for (name, value) in params {
         out = out.replace(&format!("${{{name}}}"), value);
     }
-    let out = out.replace("${peer}", PEER).replace("${dev}", DEV);
+    let out = out
+        .replace("${peer}", PEER)
+        .replace("${server}", SERVER)
+        .replace("${dev}", DEV);
     assert!(!out.contains("${"), "a placeholder left unfilled in {out}");
     out
 }
@@ -97,24 +105,40 @@ fn load(spec: &BTreeMap<String, String>, templates: &BTreeMap<String, String>) -
         Some("legacy") => Load::Legacy(text),
         Some("iptnft") => Load::IptNft(text),
         Some("ipset") => Load::Ipset(text),
-        other => panic!("a load is via nft, legacy, iptnft or ipset, not {other:?}"),
+        Some("sh") => Load::Sh(text),
+        other => panic!("a load is via nft, legacy, iptnft, ipset or sh, not {other:?}"),
     }
 }
 
 /// The one shape meant to load nothing.
 const EMPTY: &str = "empty ruleset";
 
-/// Hand-written shapes, each found on real nodes or written by a real tool (shapes.toml).
+/// Hand-written shapes, each found on real nodes or written by a real tool (shapes.toml),
+/// and the rulesets real tools write by default (tools.toml).
 pub fn shapes() -> Vec<Case> {
-    let shapes: Shapes =
-        toml::from_str(include_str!("shapes.toml")).unwrap_or_else(|e| panic!("shapes.toml: {e}"));
+    let mut cases = shapes_of("shapes.toml", include_str!("shapes.toml"));
+    cases.extend(shapes_of("tools.toml", include_str!("tools.toml")));
+    let mut names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+    names.sort_unstable();
+    let total = names.len();
+    names.dedup();
+    assert_eq!(names.len(), total, "two shapes share a name");
+    cases
+}
+
+fn shapes_of(file: &str, text: &str) -> Vec<Case> {
+    let shapes: Shapes = toml::from_str(text).unwrap_or_else(|e| panic!("{file}: {e}"));
     let empty: Vec<&str> = shapes
         .case
         .iter()
         .filter(|shape| shape.load.is_empty())
         .map(|shape| shape.name.as_str())
         .collect();
-    assert_eq!(empty, [EMPTY], "shapes.toml: only `{EMPTY}` loads nothing");
+    if file == "shapes.toml" {
+        assert_eq!(empty, [EMPTY], "shapes.toml: only `{EMPTY}` loads nothing");
+    } else {
+        assert!(empty.is_empty(), "{file}: {empty:?} load nothing");
+    }
     shapes
         .case
         .iter()
@@ -176,6 +200,14 @@ enum Test {
     Peer(bool),
     Syn,
     Limit,
+    /// Arrives on the server's veth, its only interface besides lo: decided.
+    Dev,
+    /// Addressed to the server's own address (or, false, to another): decided.
+    DaddrSelf(bool),
+    /// Source port from 1024 up, which every peer's connection uses.
+    SportHigh,
+    /// Addressed to this host (`pkttype host`, iptables' `unicast`).
+    PktHost,
 }
 
 #[derive(Clone, Copy)]
@@ -207,7 +239,7 @@ fn port_range(rng: &mut Rng, port: u16) -> (u16, u16) {
 fn rand_rule(rng: &mut Rng, port: u16, in_sub: bool, raw: bool) -> RandRule {
     let mut tests = Vec::new();
     for _ in 0..rng.below(3) {
-        let t = match rng.below(20) {
+        let t = match rng.below(24) {
             0..=7 => {
                 let (lo, hi) = port_range(rng, port);
                 Test::DPort(lo, hi, rng.chance(15))
@@ -226,6 +258,10 @@ fn rand_rule(rng: &mut Rng, port: u16, in_sub: bool, raw: bool) -> RandRule {
             14 => Test::Peer(rng.chance(50)),
             15 | 16 => Test::Syn,
             17 => Test::Limit,
+            18 => Test::Dev,
+            19 => Test::DaddrSelf(rng.chance(70)),
+            20 => Test::SportHigh,
+            21 => Test::PktHost,
             _ => {
                 let (lo, hi) = port_range(rng, port);
                 Test::DPort(lo, hi, false)
@@ -236,7 +272,7 @@ fn rand_rule(rng: &mut Rng, port: u16, in_sub: bool, raw: bool) -> RandRule {
             continue;
         }
         // udp excludes the tcp tests (nft and iptables refuse both in one rule).
-        let l4 = |x: &Test| matches!(x, Test::Udp | Test::Syn | Test::DPort(..));
+        let l4 = |x: &Test| matches!(x, Test::Udp | Test::Syn | Test::DPort(..) | Test::SportHigh);
         if l4(&t)
             && tests
                 .iter()
@@ -244,7 +280,16 @@ fn rand_rule(rng: &mut Rng, port: u16, in_sub: bool, raw: bool) -> RandRule {
         {
             continue;
         }
-        if matches!(t, Test::Syn) && tests.iter().any(|x| matches!(x, Test::Syn)) {
+        if matches!(t, Test::Syn | Test::SportHigh | Test::PktHost)
+            && tests
+                .iter()
+                .any(|x| std::mem::discriminant(x) == std::mem::discriminant(&t))
+        {
+            continue;
+        }
+        // One interface test per rule (iptables takes one -i).
+        let iif = |x: &Test| matches!(x, Test::Lo | Test::Dev);
+        if iif(&t) && tests.iter().any(iif) {
             continue;
         }
         tests.push(t);
@@ -298,6 +343,11 @@ fn spellings(t: Test) -> [String; 2] {
         Test::Peer(false) => both("ip saddr != 10.77.0.0/24", "! -s 10.77.0.0/24"),
         Test::Syn => both("tcp flags & (fin|syn|rst|ack) == syn", "--syn"),
         Test::Limit => both("limit rate 5/second", "-m limit --limit 5/sec"),
+        Test::Dev => [format!("iifname \"{DEV}\""), format!("-i {DEV}")],
+        Test::DaddrSelf(true) => [format!("ip daddr {SERVER}"), format!("-d {SERVER}")],
+        Test::DaddrSelf(false) => both("ip daddr 10.77.0.99", "-d 10.77.0.99"),
+        Test::SportHigh => both("tcp sport 1024-65535", "--sport 1024:65535"),
+        Test::PktHost => both("meta pkttype host", "-m pkttype --pkt-type unicast"),
     }
 }
 
@@ -322,7 +372,7 @@ fn rule_words(r: &RandRule, syntax: Syntax) -> String {
     let mut proto = false;
     for &t in &r.tests {
         let tcp_only = match t {
-            Test::DPort(..) => true,
+            Test::DPort(..) | Test::SportHigh => true,
             Test::Syn => matches!(syntax, Syntax::Ipt),
             _ => false,
         };

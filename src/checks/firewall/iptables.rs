@@ -126,6 +126,31 @@ pub fn incompatible_tables(text: &str) -> Result<Vec<String>, String> {
     Ok(names)
 }
 
+/// The ports of a `bitmap:port` ipset from `ipset save NAME`, merged into ranges; `None`
+/// for a set of another type or output that cannot be read.
+pub fn port_set(save: &str) -> Option<Vec<(u16, u16)>> {
+    let mut lines = save.lines().map(str::trim).filter(|l| !l.is_empty());
+    let create: Vec<&str> = lines.next()?.split_whitespace().collect();
+    if create.first() != Some(&"create") || create.get(2) != Some(&"bitmap:port") {
+        return None;
+    }
+    let mut ports: Vec<(u16, u16)> = Vec::new();
+    for line in lines {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let (Some(&"add"), Some(elem)) = (words.first(), words.get(2)) else {
+            return None;
+        };
+        let elem = elem.rsplit(':').next()?;
+        let (lo, hi) = elem.split_once('-').unwrap_or((elem, elem));
+        let (lo, hi): (u16, u16) = (lo.parse().ok()?, hi.parse().ok()?);
+        match ports.last_mut() {
+            Some((_, end)) if u32::from(*end) + 1 == u32::from(lo) => *end = hi,
+            _ => ports.push((lo, hi)),
+        }
+    }
+    Some(ports)
+}
+
 /// Parses the whole output; errors name the line.
 pub fn parse(text: &str, tool: Tool) -> Result<Vec<Table>, String> {
     let mut tables: Vec<Table> = Vec::new();
@@ -190,6 +215,9 @@ pub fn parse(text: &str, tool: Tool) -> Result<Vec<Table>, String> {
             };
             let mut numbers: BTreeMap<String, usize> = BTreeMap::new();
             let conntrack = rules.iter().any(|(_, args, _)| tracks(args));
+            let mark_bits = rules
+                .iter()
+                .fold(0, |bits, (_, args, _)| bits | marks(args));
             for (chain, args, text) in rules {
                 let number = numbers.entry(chain.clone()).or_default();
                 *number += 1;
@@ -207,6 +235,7 @@ pub fn parse(text: &str, tool: Tool) -> Result<Vec<Table>, String> {
                 tool,
                 chains,
                 conntrack,
+                mark_bits,
             });
         } else {
             return Err(err(format!("unexpected line `{line}`")));
@@ -382,10 +411,115 @@ fn tracks(args: &[String]) -> bool {
                 "conntrack" | "state" | "connmark" | "connlimit" | "helper" | "connbytes"
             ) | (
                 "-j" | "--jump",
-                "DNAT" | "SNAT" | "MASQUERADE" | "REDIRECT" | "CT" | "CONNMARK" | "NETMAP"
+                "DNAT"
+                    | "SNAT"
+                    | "MASQUERADE"
+                    | "REDIRECT"
+                    | "CT"
+                    | "CONNMARK"
+                    | "NETMAP"
+                    | "SYNPROXY"
             )
         )
     })
+}
+
+/// The mark bits a rule's target may set to 1 (`-j MARK --set-xmark 0x10000/0x10000`): the
+/// value's bits; every bit for a restore from the connection mark or an option not read.
+fn marks(args: &[String]) -> u32 {
+    let Some(at) = args.windows(2).position(|w| {
+        matches!(w[0].as_str(), "-j" | "--jump" | "-g" | "--goto")
+            && matches!(w[1].as_str(), "MARK" | "CONNMARK")
+    }) else {
+        return 0;
+    };
+    let opts = &args[at + 2..];
+    let mut bits = 0;
+    let mut i = 0;
+    while i < opts.len() {
+        let value = opts.get(i + 1).map(String::as_str).unwrap_or_default();
+        match opts[i].as_str() {
+            "--set-xmark" | "--set-mark" | "--or-mark" | "--xor-mark" => match mark_of(value) {
+                Some((v, _)) => bits |= v,
+                None => return u32::MAX,
+            },
+            "--and-mark" | "--mask" | "--nfmask" | "--ctmask" => {}
+            // Copies the packet's mark to the connection's: no new bit.
+            "--save-mark" => {
+                i += 1;
+                continue;
+            }
+            _ => return u32::MAX,
+        }
+        i += 2;
+    }
+    bits
+}
+
+/// `--mark value[/mask]` in hex or decimal.
+fn mark_of(text: &str) -> Option<(u32, u32)> {
+    let num = |t: &str| match t.strip_prefix("0x") {
+        Some(hex) => u32::from_str_radix(hex, 16).ok(),
+        None => t.parse().ok(),
+    };
+    match text.split_once('/') {
+        Some((v, m)) => Some((num(v)?, num(m)?)),
+        None => Some((num(text)?, u32::MAX)),
+    }
+}
+
+/// Modules whose options are all tests already judged one by one, so that given without
+/// options they hold for every packet (`-p tcp -m tcp`, `-m comment`).
+const NO_OPTION_MATCHES_ALL: &[&str] = &[
+    "tcp",
+    "udp",
+    "udplite",
+    "sctp",
+    "dccp",
+    "icmp",
+    "comment",
+    "conntrack",
+    "state",
+    "addrtype",
+    "multiport",
+];
+
+/// What `-m MODULE` given without any option tests, as a match (`None` for nothing at
+/// all). A module the model does not know is "cannot tell", never "every packet".
+fn bare_module(module: &str) -> Option<Match> {
+    if NO_OPTION_MATCHES_ALL.contains(&module) {
+        return None;
+    }
+    Some(match module {
+        // Without --nowildcard, `-m socket` ignores listeners bound to the wildcard
+        // address, so a new connection matches only when the job's listener is bound to
+        // one address.
+        "socket" => socket_match(false, false),
+        other => Match::Unknown {
+            text: format!("-m {other} without options"),
+        },
+    })
+}
+
+/// `-m socket` for a new connection to the job's listener: `--transparent` only matches
+/// transparent sockets (a job's are not), `--nowildcard` finds any listener.
+fn socket_match(transparent: bool, nowildcard: bool) -> Match {
+    let text = format!(
+        "-m socket{}{}",
+        if transparent { " --transparent" } else { "" },
+        if nowildcard { " --nowildcard" } else { "" }
+    );
+    if transparent {
+        Match::Fixed { holds: false, text }
+    } else if nowildcard {
+        Match::Fixed { holds: true, text }
+    } else {
+        Match::Unfixed {
+            text: "the job's listener is bound to one address, not the wildcard (`-m socket` \
+                   ignores wildcard listeners)"
+                .into(),
+        }
+    }
 }
 
 fn rule_of(args: &[String], chains: &BTreeMap<String, Chain>, label: String) -> Rule {
@@ -393,8 +527,20 @@ fn rule_of(args: &[String], chains: &BTreeMap<String, Chain>, label: String) -> 
     let mut action = Action::Continue;
     let mut negate = false;
     let mut module = "";
+    // Whether the last `-m` module had an option, and `-m socket`'s flags.
+    let mut module_used = true;
+    let mut socket = (false, false);
     let mut i = 0;
     let arg = |i: usize| args.get(i).map(String::as_str).unwrap_or_default();
+    // The module just left behind: given bare, it tests what `bare_module` says; socket's
+    // flags make one test of it.
+    let close = |module: &str, used: bool, socket: (bool, bool), matches: &mut Vec<Match>| {
+        if module == "socket" {
+            matches.push(socket_match(socket.0, socket.1));
+        } else if !used && !module.is_empty() {
+            matches.extend(bare_module(module));
+        }
+    };
     while i < args.len() {
         let opt = arg(i);
         let value = arg(i + 1);
@@ -405,6 +551,16 @@ fn rule_of(args: &[String], chains: &BTreeMap<String, Chain>, label: String) -> 
             negate = true;
             i += 1;
             continue;
+        }
+        if matches!(opt, "-m" | "--match" | "-j" | "--jump" | "-g" | "--goto") {
+            close(module, module_used, socket, &mut matches);
+            module = "";
+            module_used = true;
+            socket = (false, false);
+        } else if !opt.starts_with("--") || module.is_empty() {
+            // `-p`, `-s`, `-i`, ... belong to no module.
+        } else {
+            module_used = true;
         }
         if matches!(opt, "-j" | "--jump" | "-g" | "--goto") {
             action = match value {
@@ -470,12 +626,30 @@ fn rule_of(args: &[String], chains: &BTreeMap<String, Chain>, label: String) -> 
                 nets: value.split(',').map(str::to_string).collect(),
                 negate: n,
             }),
-            // Another node never addresses the node's loopback network.
-            "-d" | "--destination" if value.split(',').all(|a| a.starts_with("127.")) => {
-                matches.push(Match::Fixed { holds: n, text })
+            "-d" | "--destination" => matches.push(Match::Daddr {
+                nets: value.split(',').map(str::to_string).collect(),
+                negate: n,
+            }),
+            "-m" | "--match" => {
+                module = value;
+                module_used = false;
             }
-            "-d" | "--destination" => matches.push(Match::Unfixed { text }),
-            "-m" | "--match" => module = value,
+            "-f" | "--fragment" => matches.push(Match::Fixed {
+                holds: n,
+                text: format!("{not}-f (a later fragment)"),
+            }),
+            "--transparent" if module == "socket" => socket.0 = true,
+            "--nowildcard" if module == "socket" => socket.1 = true,
+            "--restore-skmark" if module == "socket" => {}
+            "--mark" if module == "mark" || module == "connmark" => match mark_of(value) {
+                Some((value, mask)) => matches.push(Match::Mark {
+                    value,
+                    mask,
+                    negate: n,
+                    text: format!("-m {module} {text}"),
+                }),
+                None => matches.push(Match::Unknown { text }),
+            },
             "--dport" | "--destination-port" | "--dports" | "--destination-ports" => {
                 match port_ranges(value) {
                     Some(ranges) => matches.push(Match::DPort { ranges, negate: n }),
@@ -483,7 +657,10 @@ fn rule_of(args: &[String], chains: &BTreeMap<String, Chain>, label: String) -> 
                 }
             }
             "--sport" | "--source-port" | "--sports" | "--source-ports" => {
-                matches.push(Match::Unfixed { text })
+                match port_ranges(value) {
+                    Some(ranges) => matches.push(Match::SPort { ranges, negate: n }),
+                    None => matches.push(Match::Unknown { text }),
+                }
             }
             "--ctstate" | "--state" => matches.push(Match::CtState {
                 states: value.split(',').map(|s| s.to_ascii_lowercase()).collect(),
@@ -495,8 +672,14 @@ fn rule_of(args: &[String], chains: &BTreeMap<String, Chain>, label: String) -> 
                 holds: value.split(',').any(|t| t == "LOCAL") != n,
                 text: format!("addrtype {text}"),
             }),
+            // A peer's address is unicast, and none of the node's own.
+            "--src-type" => matches.push(Match::Fixed {
+                holds: value.split(',').any(|t| t == "UNICAST") != n,
+                text: format!("addrtype {text}"),
+            }),
+            // iptables names a packet to this host `unicast` (`host` is its alias).
             "--pkt-type" => matches.push(Match::Fixed {
-                holds: (value == "host") != n,
+                holds: matches!(value.to_ascii_lowercase().as_str(), "unicast" | "host") != n,
                 text,
             }),
             // The packet is the connection's SYN: `--syn`, or the flags it is saved as.
@@ -517,8 +700,10 @@ fn rule_of(args: &[String], chains: &BTreeMap<String, Chain>, label: String) -> 
             },
             // An ipset of sources or destinations: whether the peer is in it depends on
             // who the peer is (and on the set's content at the time).
-            "--match-set" => matches.push(Match::Unfixed {
-                text: format!("{not}in ipset {} ({})", values[0], values[1]),
+            "--match-set" => matches.push(Match::Set {
+                name: values[0].to_string(),
+                dirs: values[1].to_string(),
+                negate: n,
             }),
             "--comment" => {}
             "--icmp-type" => matches.push(Match::Fixed { holds: n, text }),
@@ -531,6 +716,12 @@ fn rule_of(args: &[String], chains: &BTreeMap<String, Chain>, label: String) -> 
             }),
         }
         i += 1 + count;
+    }
+    if !args
+        .iter()
+        .any(|w| matches!(w.as_str(), "-j" | "--jump" | "-g" | "--goto"))
+    {
+        close(module, module_used, socket, &mut matches);
     }
     Rule {
         label,
@@ -774,8 +965,13 @@ mod tests {
         let tables = parse(text, Tool::IptablesLegacy).unwrap();
         let rule = &tables[0].chains["INPUT"].rules[0];
         assert_eq!(rule.action, Action::Reject);
-        assert!(
-            matches!(&rule.matches[2], Match::Unfixed { text } if text == "in ipset f2b-sshd (src)")
+        assert_eq!(
+            rule.matches[2],
+            Match::Set {
+                name: "f2b-sshd".into(),
+                dirs: "src".into(),
+                negate: false
+            }
         );
         let verdicts: Vec<_> = super::super::model::evaluate(&tables, 29500)
             .into_iter()

@@ -7,6 +7,7 @@
 pub mod iptables;
 pub mod model;
 pub mod nft;
+pub mod node;
 pub mod source;
 
 use crate::finding::{Area, Check, Finding, Status};
@@ -106,6 +107,8 @@ pub struct Ruleset {
     pub tools: Vec<Tool>,
     /// Rules that may exist but could not be read (e.g. nft is not installed).
     pub blind_spot: Option<String>,
+    /// What the node's interfaces tell about a peer's packets.
+    pub facts: model::Facts,
 }
 
 /// Why the rules could not be read; the audit skips, warns or errs on the variant.
@@ -176,8 +179,27 @@ pub fn read_ruleset(runner: &dyn FirewallProbe) -> Result<Ruleset, RulesetError>
                     })
                 })
             };
-            tables = nft::parse_with(&out.stdout, &dormant).map_err(RulesetError::Unreadable)?;
-            xt_tables = nft::tables_with_xt(&out.stdout)
+            // nft -j (1.0.6) leaves out the devices of ingress chains; its text listing
+            // names them.
+            let devices = |family: &str, name: &str| {
+                runner
+                    .run("nft", &["list", "table", family, name])
+                    .ok()
+                    .flatten()
+                    .filter(|out| out.success)
+                    .map(|out| nft::ingress_devices(&out.stdout))
+                    .unwrap_or_default()
+            };
+            // nft 1.0.6 cuts its JSON short at a dormant table's flags: then each table is
+            // listed on its own and a dormant one that cannot be listed is left out.
+            let json = if serde_json::from_str::<serde_json::Value>(&out.stdout).is_ok() {
+                out.stdout.clone()
+            } else {
+                table_by_table(runner, &dormant).map_err(RulesetError::Unreadable)?
+            };
+            tables =
+                nft::parse_full(&json, &dormant, &devices).map_err(RulesetError::Unreadable)?;
+            xt_tables = nft::tables_with_xt(&json)
                 .into_iter()
                 .filter(|name| tables.iter().any(|t| t.id == format!("ip {name}")))
                 .collect();
@@ -270,12 +292,81 @@ pub fn read_ruleset(runner: &dyn FirewallProbe) -> Result<Ruleset, RulesetError>
         .collect();
     tools.sort();
     tools.dedup();
+    // A port ipset is a port test: its members decide.
+    let set_ports: std::collections::BTreeMap<String, Vec<(u16, u16)>> = model::set_names(&tables)
+        .into_iter()
+        .filter_map(|name| {
+            let out = runner.run("ipset", &["save", &name]).ok()??;
+            let ports = iptables::port_set(&out.stdout).filter(|_| out.success)?;
+            Some((name, ports))
+        })
+        .collect();
+    model::resolve_port_sets(&mut tables, &|name| set_ports.get(name).cloned());
+    // The interfaces are read only when a rule's verdict turns on them.
+    let facts = match model::wants_facts(&tables)
+        .then(|| runner.run("ip", &["-d", "-j", "addr", "show"]))
+    {
+        Some(Ok(Some(out))) if out.success => node::facts(&out.stdout),
+        _ => model::Facts::default(),
+    };
     Ok(Ruleset {
         tables,
         frontend,
         tools,
         blind_spot,
+        facts,
     })
+}
+
+/// The ruleset as one `nft -j` document made of each table's own listing, for when the
+/// whole one is not JSON; a table whose listing is not JSON either is skipped when
+/// `dormant` says the kernel never runs it, else the error names it.
+fn table_by_table(
+    runner: &dyn FirewallProbe,
+    dormant: &dyn Fn(&str, &str) -> Option<bool>,
+) -> Result<String, String> {
+    let list = runner
+        .run("nft", &["list", "tables"])
+        .map_err(|e| format!("nft list tables: {e}"))?
+        .filter(|out| out.success)
+        .ok_or("nft -j list ruleset is not JSON, and nft list tables failed")?;
+    let mut items = Vec::new();
+    let mut listed_tables = 0;
+    for line in list.stdout.lines() {
+        let mut words = line.split_whitespace();
+        let (Some("table"), Some(family), Some(name)) = (words.next(), words.next(), words.next())
+        else {
+            continue;
+        };
+        listed_tables += 1;
+        let listed = runner
+            .run("nft", &["-j", "list", "table", family, name])
+            .ok()
+            .flatten()
+            .filter(|out| out.success)
+            .and_then(|out| serde_json::from_str::<serde_json::Value>(&out.stdout).ok());
+        match listed {
+            Some(doc) => items.extend(
+                doc.get("nftables")
+                    .and_then(serde_json::Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter(|item| item.get("metainfo").is_none())
+                    .cloned(),
+            ),
+            None if dormant(family, name) == Some(true) => {}
+            None => {
+                return Err(format!(
+                    "nft -j list table {family} {name} is not JSON (nor is the whole ruleset's)"
+                ));
+            }
+        }
+    }
+    if listed_tables == 0 {
+        // A ruleset whose JSON is broken has tables: a listing without any is no answer.
+        return Err("nft -j list ruleset is not JSON, and nft list tables names no table".into());
+    }
+    Ok(serde_json::json!({ "nftables": items }).to_string())
 }
 
 /// A tool's complaint that the kernel lacks its subsystem (no nf_tables, no ip_tables):
@@ -404,9 +495,11 @@ fn judge(group: &Group, ranges: &[(u16, u16)], rs: &Ruleset) -> Finding {
     let mut parts: Vec<((u16, u16), String)> = Vec::new();
     let mut worst = Status::Pass;
     let mut fix_walk: Option<Walk> = None;
+    // The first rule that could not be followed: what a person must read by hand.
+    let mut unmodelled: Option<String> = None;
     for &(lo, hi) in ranges {
         for (a, b) in model::segments(&rs.tables, lo, hi) {
-            let (status, text) = match classify(model::evaluate(&rs.tables, a)) {
+            let (status, text) = match classify(model::evaluate_with(&rs.tables, a, &rs.facts)) {
                 Outcome::Accepted(w) => (Status::Pass, format!("accepted by {}", w.decided_by)),
                 Outcome::Blocked(w) => {
                     let text = format!("dropped by {}", w.decided_by);
@@ -423,10 +516,11 @@ fn judge(group: &Group, ranges: &[(u16, u16)], rs: &Ruleset) -> Finding {
                     fix_walk.get_or_insert(drop);
                     (Status::Warn, text)
                 }
-                Outcome::CannotTell(w, why) => (
-                    Status::Warn,
-                    format!("cannot tell: {why} in {}", w.decided_by),
-                ),
+                Outcome::CannotTell(w, why) => {
+                    let text = format!("cannot tell: {why} in {}", w.decided_by);
+                    unmodelled.get_or_insert(w.decided_by);
+                    (Status::Warn, text)
+                }
             };
             let rank = |s: Status| match s {
                 Status::Fail => 2,
@@ -445,6 +539,12 @@ fn judge(group: &Group, ranges: &[(u16, u16)], rs: &Ruleset) -> Finding {
         }
     }
     let mut message = group.why.to_string();
+    if let Some(rule) = &unmodelled {
+        message = format!(
+            "Look at {rule}: gputune does not follow it, so whether a new TCP connection from \
+             another node to these ports gets past it must be checked by hand. {message}"
+        );
+    }
     if let Some(blind) = &rs.blind_spot
         && worst == Status::Pass
     {
@@ -527,5 +627,7 @@ fn fix_text(frontend: Option<&str>, at: Option<&Place>, ports: &str) -> String {
     }
 }
 
+#[cfg(test)]
+mod construct_tests;
 #[cfg(test)]
 mod tests;

@@ -13,7 +13,12 @@ use std::collections::BTreeMap;
 /// Where a base chain hooks, in the order a received packet meets them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Hook {
+    /// A `netdev` (or `inet`) ingress chain: packets of its devices only.
     Ingress,
+    /// `bridge` family chains: packets that arrive through a bridge port only, before the
+    /// bridge hands them to the IP stack.
+    BridgePrerouting,
+    BridgeInput,
     Prerouting,
     Input,
 }
@@ -65,6 +70,9 @@ pub struct Table {
     /// expression, a conntrack or state match, a nat statement or target): then nat chains
     /// run.
     pub conntrack: bool,
+    /// The mark bits a rule of this table may set to 1 (`meta mark set`, `-j MARK
+    /// --set-xmark`, a restore from the connection mark): the others stay 0.
+    pub mark_bits: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -98,6 +106,30 @@ pub enum Match {
     Iif { names: Vec<String>, negate: bool },
     /// Source address in one of these (`10.0.0.0/8`, `192.0.2.1`).
     Saddr { nets: Vec<String>, negate: bool },
+    /// Destination address in one of these: decided by the node's own addresses when
+    /// they are known (a peer connects to one of them), else it depends on which one.
+    Daddr { nets: Vec<String>, negate: bool },
+    /// Source port in one of the ranges: a peer's ephemeral port is 1024 or above.
+    SPort {
+        ranges: Vec<(u16, u16)>,
+        negate: bool,
+    },
+    /// The packet's mark, masked, equals `value` (`meta mark & mask == value`,
+    /// `-m mark --mark value/mask`): 0 unless a rule of the ruleset sets marks.
+    Mark {
+        value: u32,
+        mask: u32,
+        negate: bool,
+        text: String,
+    },
+    /// The packet arrives through a bridge port (what a `bridge` family chain sees).
+    Bridged { negate: bool },
+    /// The source (or destination) address is in an ipset: it depends on the peer.
+    Set {
+        name: String,
+        dirs: String,
+        negate: bool,
+    },
     /// Conntrack state is one of these (`new`, `established`, ...).
     CtState { states: Vec<String>, negate: bool },
     /// A test of the connection's conntrack status (`ct status dnat`, `--ctstatus`): once
@@ -131,6 +163,10 @@ pub enum Action {
     /// the entry holding the state the packet has in this chain decides, else the walk goes
     /// on.
     CtStateMap(Vec<(Vec<String>, Action)>),
+    /// Any other verdict map (`meta protocol vmap`, `ip saddr vmap`, kube-proxy's
+    /// `ip daddr . meta l4proto . th dport vmap`): each entry as the tests its key and
+    /// element make; the first entry whose tests hold decides, else the walk goes on.
+    Map(Vec<(Vec<Match>, Action)>),
     /// A verdict this model does not understand (queue to user space, ...).
     Unknown(String),
 }
@@ -179,6 +215,44 @@ const MAX_WALKS: usize = 64;
 /// Jump depth beyond which a ruleset loops (the kernel's own limit is 16 for nft).
 const MAX_DEPTH: usize = 32;
 
+/// What is known of the node beyond the ruleset, for tests a peer's packet answers by
+/// the node it arrives at.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// The node's IPv4 addresses other than loopback ones (a peer connects to one of
+    /// them); `None` when they could not be read.
+    pub addresses: Option<Vec<std::net::Ipv4Addr>>,
+    /// The mark bits some rule may set: a mark test of one of them cannot be told, one of
+    /// the others sees 0.
+    pub mark_bits: u32,
+    /// Whether a peer's packets arrive through a bridge port; `None` when it cannot be
+    /// told.
+    pub bridged: Option<bool>,
+    /// The interfaces the IP layer can see a peer's packet arrive on (up, not loopback,
+    /// not a bridge port: a port's packets reach IP as the bridge's); `None` when they
+    /// could not be read.
+    pub interfaces: Option<Vec<String>>,
+    /// The devices a peer's frame can come in through, as netdev ingress and bridge
+    /// chains see it (bridge ports included).
+    pub links: Option<Vec<String>>,
+}
+
+/// Whether `addr` lies in `net` (`10.0.0.0/8`, `192.0.2.1`); `None` when `net` is no IPv4
+/// network.
+pub fn net_holds(net: &str, addr: std::net::Ipv4Addr) -> Option<bool> {
+    let (base, len) = match net.split_once('/') {
+        Some((b, l)) => (b, l.parse::<u32>().ok().filter(|l| *l <= 32)?),
+        None => (net, 32),
+    };
+    let base: std::net::Ipv4Addr = base.parse().ok()?;
+    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+    Some(u32::from(base) & mask == u32::from(addr) & mask)
+}
+
+/// The lowest source port a peer's connection uses: Linux hands out ephemeral ports from
+/// `ip_local_port_range` (32768-60999 by default), and only root binds below 1024.
+const EPHEMERAL_LOW: u16 = 1024;
+
 enum Tri {
     True,
     False,
@@ -213,6 +287,22 @@ impl Cond {
                 },
                 *negate,
             ),
+            Match::Daddr { nets, negate } => (
+                Match::Daddr {
+                    nets: nets.clone(),
+                    negate: false,
+                },
+                *negate,
+            ),
+            Match::Bridged { negate } => (Match::Bridged { negate: false }, *negate),
+            Match::Set { name, dirs, negate } => (
+                Match::Set {
+                    name: name.clone(),
+                    dirs: dirs.clone(),
+                    negate: false,
+                },
+                *negate,
+            ),
             other => (other.clone(), false),
         };
         Cond {
@@ -233,7 +323,23 @@ impl Cond {
         match &self.test {
             Match::Iif { names, .. } => format!("{not}iif {}", names.join("|")),
             Match::Saddr { nets, .. } => format!("{not}saddr {}", nets.join("|")),
+            Match::Daddr { nets, .. } => {
+                format!(
+                    "the peer connects to {}{}",
+                    if self.holds {
+                        ""
+                    } else {
+                        "an address other than "
+                    },
+                    nets.join("|")
+                )
+            }
             Match::Unfixed { text } => format!("{not}{text}"),
+            Match::Bridged { .. } => format!(
+                "the peer's packets arrive {}through a bridge port",
+                if self.holds { "" } else { "not " }
+            ),
+            Match::Set { name, dirs, .. } => format!("{not}in ipset {name} ({dirs})"),
             other => format!("{not}{other:?}"),
         }
     }
@@ -250,6 +356,8 @@ enum Conntrack {
     NotYet,
     /// At conntrack's own priority: the order between the two is not defined.
     Unsure,
+    /// In a bridge chain: tracked only where the bridge conntrack module is loaded.
+    Bridge,
 }
 
 impl Conntrack {
@@ -259,6 +367,7 @@ impl Conntrack {
     fn of(base: &Base) -> Conntrack {
         match base.hook {
             Hook::Ingress => Conntrack::NotYet,
+            Hook::BridgePrerouting | Hook::BridgeInput => Conntrack::Bridge,
             Hook::Input => Conntrack::Tracked,
             Hook::Prerouting if base.priority < Conntrack::PRIORITY => Conntrack::NotYet,
             Hook::Prerouting if base.priority == Conntrack::PRIORITY => Conntrack::Unsure,
@@ -276,6 +385,7 @@ impl Conntrack {
                  itself runs",
                 Conntrack::PRIORITY
             )),
+            Conntrack::Bridge => Err("the conntrack state in a bridge family chain".into()),
         }
     }
 }
@@ -288,6 +398,14 @@ fn iif_loopback_only(names: &[String]) -> bool {
     names.iter().all(|n| n == "lo")
 }
 
+/// Whether interface `dev` is one `names` matches (`eth*` and `eth+` are prefixes).
+fn iif_holds(names: &[String], dev: &str) -> bool {
+    names.iter().any(|n| match n.strip_suffix(['*', '+']) {
+        Some(prefix) => dev.starts_with(prefix),
+        None => n == dev,
+    })
+}
+
 fn net_loopback_only(nets: &[String]) -> bool {
     nets.iter()
         .all(|n| n.starts_with("127.") || n == "::1" || n == "::1/128")
@@ -298,7 +416,15 @@ fn net_any(nets: &[String]) -> bool {
     nets.iter().any(|n| n == "0.0.0.0/0")
 }
 
-fn judge(m: &Match, port: u16, conntrack: Conntrack) -> Tri {
+/// What one test says of the packet; `link` is set in ingress and bridge chains, which see
+/// the device the frame came in through (the IP layer sees a bridge port's packets as the
+/// bridge's).
+fn judge(m: &Match, port: u16, conntrack: Conntrack, facts: &Facts, link: bool) -> Tri {
+    let devices = if link {
+        &facts.links
+    } else {
+        &facts.interfaces
+    };
     let flip = |holds: bool, negate: bool| {
         if holds != negate {
             Tri::True
@@ -313,9 +439,80 @@ fn judge(m: &Match, port: u16, conntrack: Conntrack) -> Tri {
         Match::DPort { ranges, negate } => flip(in_ranges(port, ranges), *negate),
         // Traffic from another node never arrives on loopback or from 127.0.0.0/8.
         Match::Iif { names, negate } if iif_loopback_only(names) => flip(false, *negate),
+        // A peer's packet arrives on one of the node's up interfaces other than loopback:
+        // a test all of them pass (or none does) is decided.
+        Match::Iif { names, negate }
+            if devices.as_ref().is_some_and(|devs| {
+                !devs.is_empty()
+                    && (devs.iter().all(|d| iif_holds(names, d))
+                        || !devs.iter().any(|d| iif_holds(names, d)))
+            }) =>
+        {
+            let devs = devices.as_deref().unwrap_or_default();
+            flip(devs.iter().any(|d| iif_holds(names, d)), *negate)
+        }
         Match::Saddr { nets, negate } if net_loopback_only(nets) => flip(false, *negate),
         Match::Saddr { nets, negate } if net_any(nets) => flip(true, *negate),
-        Match::Iif { .. } | Match::Saddr { .. } | Match::Unfixed { .. } => Tri::Maybe(Cond::of(m)),
+        Match::Daddr { nets, negate } => {
+            if nets.iter().all(|n| n.starts_with("127.")) {
+                return flip(false, *negate);
+            }
+            let Some(addrs) = facts.addresses.as_ref().filter(|a| !a.is_empty()) else {
+                return Tri::Maybe(Cond::of(m));
+            };
+            let hits = |a: &std::net::Ipv4Addr| nets.iter().any(|n| net_holds(n, *a) == Some(true));
+            let readable = nets
+                .iter()
+                .all(|n| net_holds(n, std::net::Ipv4Addr::UNSPECIFIED).is_some());
+            if !readable {
+                Tri::Maybe(Cond::of(m))
+            } else if addrs.iter().all(hits) {
+                flip(true, *negate)
+            } else if !addrs.iter().any(hits) {
+                flip(false, *negate)
+            } else {
+                Tri::Maybe(Cond::of(m))
+            }
+        }
+        Match::SPort { ranges, negate } => {
+            if in_ranges(EPHEMERAL_LOW, ranges)
+                && ranges
+                    .iter()
+                    .any(|&(lo, hi)| lo <= EPHEMERAL_LOW && hi == u16::MAX)
+            {
+                flip(true, *negate)
+            } else if ranges.iter().all(|&(_, hi)| hi < EPHEMERAL_LOW) {
+                flip(false, *negate)
+            } else {
+                let ports = crate::profile::job::format_ports(ranges).replace(' ', "");
+                Tri::Maybe(Cond {
+                    test: Match::Unfixed {
+                        text: format!("the peer's source port is in {ports}"),
+                    },
+                    holds: !negate,
+                })
+            }
+        }
+        // Unmarked, the masked mark is 0.
+        Match::Mark {
+            value,
+            mask,
+            negate,
+            text,
+        } => {
+            if mask & facts.mark_bits != 0 {
+                Tri::Unknown(format!("{text} (a rule of the ruleset sets marks)"))
+            } else {
+                flip(*value == 0, *negate)
+            }
+        }
+        Match::Bridged { negate } => match facts.bridged {
+            Some(bridged) => flip(bridged, *negate),
+            None => Tri::Maybe(Cond::of(m)),
+        },
+        Match::Iif { .. } | Match::Saddr { .. } | Match::Set { .. } | Match::Unfixed { .. } => {
+            Tri::Maybe(Cond::of(m))
+        }
         // A new connection's first packet, as this chain sees it.
         Match::CtState { states, negate } => match conntrack.state() {
             Ok(state) => flip(states.iter().any(|s| s == state), *negate),
@@ -328,6 +525,7 @@ fn judge(m: &Match, port: u16, conntrack: Conntrack) -> Tri {
                 "{text} in a prerouting chain of priority {}, where conntrack itself runs",
                 Conntrack::PRIORITY
             )),
+            Conntrack::Bridge => Tri::Unknown(format!("{text} in a bridge family chain")),
         },
         Match::Fixed { holds, .. } => flip(*holds, false),
         Match::Unknown { text } => Tri::Unknown(text.clone()),
@@ -370,6 +568,11 @@ struct Walker<'a> {
     port: u16,
     /// Where the base chain of this walk runs relative to conntrack.
     conntrack: Conntrack,
+    /// An ingress or bridge chain (see [`judge`]).
+    link: bool,
+    facts: &'a Facts,
+    /// Forks so far: carried from one base chain to the next, so that many branching
+    /// chains cannot make one evaluation exponential.
     walks: usize,
 }
 
@@ -412,6 +615,33 @@ impl Walker<'_> {
         self.rules(chain, 0, state, depth)
     }
 
+    /// Whether every test holds (false when one fails), the interface/source conditions
+    /// it holds under, and the first test that cannot be told.
+    fn test(&self, matches: &[Match], state: &State) -> (bool, Vec<Cond>, Option<String>) {
+        let mut forks: Vec<Cond> = Vec::new();
+        let mut unknown = None;
+        for m in matches {
+            let tri = match judge(m, self.port, self.conntrack, self.facts, self.link) {
+                // What this walk already assumed about the interface or source decides.
+                Tri::Maybe(c) => match state.assumes(&c) {
+                    Some(true) => Tri::True,
+                    Some(false) => Tri::False,
+                    None if forks.contains(&c) => Tri::True,
+                    None if forks.contains(&c.opposite()) => Tri::False,
+                    None => Tri::Maybe(c),
+                },
+                other => other,
+            };
+            match tri {
+                Tri::True => {}
+                Tri::False => return (false, Vec::new(), None),
+                Tri::Maybe(c) => forks.push(c),
+                Tri::Unknown(t) => unknown = unknown.or(Some(t)),
+            }
+        }
+        (true, forks, unknown)
+    }
+
     fn rules(&mut self, chain: &Chain, from: usize, state: State, depth: usize) -> Vec<Step> {
         for (index, rule) in chain.rules.iter().enumerate().skip(from) {
             // A rule that only counts or logs changes nothing, whatever it matches. (A
@@ -419,31 +649,7 @@ impl Walker<'_> {
             if rule.action == Action::Continue {
                 continue;
             }
-            let mut forks: Vec<Cond> = Vec::new();
-            let mut unknown = None;
-            let mut holds = true;
-            for m in &rule.matches {
-                let tri = match judge(m, self.port, self.conntrack) {
-                    // What this walk already assumed about the interface or source decides.
-                    Tri::Maybe(c) => match state.assumes(&c) {
-                        Some(true) => Tri::True,
-                        Some(false) => Tri::False,
-                        None if forks.contains(&c) => Tri::True,
-                        None if forks.contains(&c.opposite()) => Tri::False,
-                        None => Tri::Maybe(c),
-                    },
-                    other => other,
-                };
-                match tri {
-                    Tri::True => {}
-                    Tri::False => {
-                        holds = false;
-                        break;
-                    }
-                    Tri::Maybe(c) => forks.push(c),
-                    Tri::Unknown(t) => unknown = unknown.or(Some(t)),
-                }
-            }
+            let (holds, forks, unknown) = self.test(&rule.matches, &state);
             if !holds {
                 continue;
             }
@@ -512,6 +718,9 @@ impl Walker<'_> {
                 },
             )]
         };
+        if let Action::Map(entries) = &rule.action {
+            return self.map(chain, index, rule, entries, 0, state, depth);
+        }
         let action = match &rule.action {
             Action::DPortMap(entries) => entries
                 .iter()
@@ -552,10 +761,78 @@ impl Walker<'_> {
                 }
                 steps
             }
-            Action::DPortMap(_) | Action::CtStateMap(_) => {
+            Action::DPortMap(_) | Action::CtStateMap(_) | Action::Map(_) => {
                 end(Verdict::CannotTell("nested verdict map".into()), state)
             }
         }
+    }
+
+    /// A verdict map from entry `from` on: the first entry whose tests hold acts as the
+    /// rule would with that verdict; an entry that holds only for some interface or source
+    /// forks like a rule; none holding goes on after the rule.
+    #[allow(clippy::too_many_arguments)]
+    fn map(
+        &mut self,
+        chain: &Chain,
+        index: usize,
+        rule: &Rule,
+        entries: &[(Vec<Match>, Action)],
+        from: usize,
+        state: State,
+        depth: usize,
+    ) -> Vec<Step> {
+        let as_rule = |action: &Action| Rule {
+            action: action.clone(),
+            ..rule.clone()
+        };
+        for (at, (tests, action)) in entries.iter().enumerate().skip(from) {
+            let (holds, forks, unknown) = self.test(tests, &state);
+            if !holds {
+                continue;
+            }
+            if let Some(text) = unknown {
+                return vec![Step::End(
+                    state.conditions.clone(),
+                    Walk {
+                        conditions: state.texts(),
+                        verdict: Verdict::CannotTell(format!("`{text}` is not modelled")),
+                        decided_by: rule.label.clone(),
+                        decided_at: Some(self.place(chain, rule)),
+                    },
+                )];
+            }
+            if matches!(action, Action::Map(_)) {
+                return self.act(chain, index, &as_rule(action), state, depth);
+            }
+            if forks.is_empty() {
+                return self.act(chain, index, &as_rule(action), state, depth);
+            }
+            self.walks += 1;
+            if self.walks > MAX_WALKS {
+                return vec![Step::End(
+                    state.conditions.clone(),
+                    Walk {
+                        conditions: state.texts(),
+                        verdict: Verdict::CannotTell(
+                            "too many interface/source-dependent branches to follow".into(),
+                        ),
+                        decided_by: rule.label.clone(),
+                        decided_at: Some(self.place(chain, rule)),
+                    },
+                )];
+            }
+            let mut taken = state.clone();
+            taken.conditions.extend(forks.iter().cloned());
+            let mut steps = self.act(chain, index, &as_rule(action), taken, depth);
+            for (i, c) in forks.iter().enumerate() {
+                let mut skipped = state.clone();
+                skipped.conditions.extend(forks[..i].iter().cloned());
+                skipped.conditions.push(c.opposite());
+                steps.extend(self.map(chain, index, rule, entries, at + 1, skipped, depth));
+            }
+            return steps;
+        }
+        self.rules(chain, index + 1, state, depth)
     }
 }
 
@@ -580,6 +857,20 @@ pub fn base_chains(tables: &[Table]) -> Vec<(&Table, &Chain, &Base)> {
 /// Every way a new TCP connection to `port` from another node can go through the ruleset.
 /// An accept ends one base chain only; the packet must be accepted by all of them.
 pub fn evaluate(tables: &[Table], port: u16) -> Vec<Walk> {
+    evaluate_with(tables, port, &Facts::default())
+}
+
+/// As [`evaluate`], with what is known of the node (its addresses); whether marks are set
+/// is read from the tables.
+pub fn evaluate_with(tables: &[Table], port: u16, facts: &Facts) -> Vec<Walk> {
+    let facts = Facts {
+        mark_bits: tables
+            .iter()
+            .fold(facts.mark_bits, |bits, t| bits | t.mark_bits),
+        ..facts.clone()
+    };
+    let facts = &facts;
+    let mut forks = 0;
     let tracking = tables.iter().any(|t| t.conntrack);
     // Each walk with the conditions it assumed, structured, for the next base chain.
     let mut walks = vec![(
@@ -605,10 +896,17 @@ pub fn evaluate(tables: &[Table], port: u16) -> Vec<Walk> {
                 table,
                 port,
                 conntrack: Conntrack::of(base),
-                walks: 0,
+                link: matches!(
+                    base.hook,
+                    Hook::Ingress | Hook::BridgePrerouting | Hook::BridgeInput
+                ),
+                facts,
+                walks: forks,
             };
             let start = State { conditions };
-            for step in walker.chain(&chain.name, start, 0) {
+            let steps = walker.chain(&chain.name, start, 0);
+            forks = walker.walks;
+            for step in steps {
                 let (walk, conditions) = match step {
                     Step::End(conditions, w) => (w, conditions),
                     Step::Return(state) => (
@@ -645,6 +943,68 @@ pub fn evaluate(tables: &[Table], port: u16) -> Vec<Walk> {
     walks.into_iter().map(|(walk, _)| walk).collect()
 }
 
+/// The ipsets the rules test, by name.
+pub fn set_names(tables: &[Table]) -> Vec<String> {
+    let mut names: Vec<String> = tables
+        .iter()
+        .flat_map(|t| t.chains.values())
+        .flat_map(|c| &c.rules)
+        .flat_map(|r| &r.matches)
+        .filter_map(|m| match m {
+            Match::Set { name, .. } => Some(name.clone()),
+            _ => None,
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The ports of an ipset by name, `None` for a set of other members.
+pub type PortsOf<'a> = dyn Fn(&str) -> Option<Vec<(u16, u16)>> + 'a;
+
+/// Replaces a test of a port ipset (`-m set --match-set ports dst`) by the port test it
+/// is, where `ports(name)` gives the set's ports: decided, instead of "depends".
+pub fn resolve_port_sets(tables: &mut [Table], ports: &PortsOf<'_>) {
+    for rule in tables
+        .iter_mut()
+        .flat_map(|t| t.chains.values_mut())
+        .flat_map(|c| c.rules.iter_mut())
+    {
+        for m in rule.matches.iter_mut() {
+            let Match::Set { name, dirs, negate } = m else {
+                continue;
+            };
+            let Some(ranges) = ports(name) else { continue };
+            let negate = *negate;
+            *m = match dirs.as_str() {
+                "dst" => Match::DPort { ranges, negate },
+                "src" => Match::SPort { ranges, negate },
+                _ => continue,
+            };
+        }
+    }
+}
+
+/// Whether some test turns on the node's addresses or bridges (see [`Facts`]).
+pub fn wants_facts(tables: &[Table]) -> bool {
+    let wanted = |m: &Match| {
+        matches!(
+            m,
+            Match::Daddr { .. } | Match::Bridged { .. } | Match::Iif { .. }
+        )
+    };
+    tables
+        .iter()
+        .flat_map(|t| t.chains.values())
+        .flat_map(|c| &c.rules)
+        .any(|r| {
+            r.matches.iter().any(wanted)
+                || matches!(&r.action, Action::Map(entries)
+                    if entries.iter().flat_map(|(tests, _)| tests).any(wanted))
+        })
+}
+
 /// Ports where some rule's port match changes, so one port stands for each stretch between.
 pub fn segments(tables: &[Table], lo: u16, hi: u16) -> Vec<(u16, u16)> {
     let mut cuts: Vec<u32> = vec![u32::from(lo), u32::from(hi) + 1];
@@ -668,6 +1028,13 @@ pub fn segments(tables: &[Table], lo: u16, hi: u16) -> Vec<(u16, u16)> {
                 if let Action::DPortMap(entries) = &rule.action {
                     let ranges: Vec<(u16, u16)> = entries.iter().map(|(r, _)| *r).collect();
                     add(&ranges);
+                }
+                if let Action::Map(entries) = &rule.action {
+                    for m in entries.iter().flat_map(|(tests, _)| tests) {
+                        if let Match::DPort { ranges, .. } = m {
+                            add(ranges);
+                        }
+                    }
                 }
             }
         }

@@ -8,11 +8,51 @@ use serde_json::Value;
 
 use super::model::{Action, Base, Chain, ChainKind, Hook, Match, Policy, Rule, Table, Tool};
 
-/// Parses the JSON document; only `ip`, `inet` and `netdev` tables can filter IPv4 input
-/// (an `arp` table that filters is named as "cannot tell"). A table whose flags `nft -j`
-/// prints unreadably is kept, which can only make the verdict stricter.
+/// Parses the JSON document; only `ip`, `inet`, `netdev` and `bridge` tables can filter
+/// IPv4 input (an `arp` table that filters is named as "cannot tell"). A table whose flags
+/// `nft -j` prints unreadably is kept, which can only make the verdict stricter.
 pub fn parse(json: &str) -> Result<Vec<Table>, String> {
     parse_with(json, &|_, _| None)
+}
+
+/// The devices of each ingress chain in `nft list table netdev NAME`'s text (`nft -j`
+/// 1.0.6 leaves them out): `hook ingress device "eth0"` or `devices = { eth0, eth1 }`.
+pub fn ingress_devices(text: &str) -> BTreeMap<String, Vec<String>> {
+    let mut out = BTreeMap::new();
+    let mut chain = None;
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("chain ") {
+            chain = rest
+                .split_whitespace()
+                .next()
+                .map(|n| n.trim_matches('"').to_string());
+            continue;
+        }
+        let Some((_, after)) = line.split_once("hook ingress ") else {
+            continue;
+        };
+        let Some(name) = chain.clone() else { continue };
+        let names: Vec<String> = if let Some(rest) = after.strip_prefix("devices = {") {
+            let list = rest.split('}').next().unwrap_or_default();
+            list.split(',')
+                .map(|d| d.trim().trim_matches('"').to_string())
+                .filter(|d| !d.is_empty())
+                .collect()
+        } else if let Some(rest) = after.strip_prefix("device ") {
+            rest.split_whitespace()
+                .next()
+                .map(|d| d.trim_end_matches(';').trim_matches('"').to_string())
+                .into_iter()
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if !names.is_empty() {
+            out.insert(name, names);
+        }
+    }
+    out
 }
 
 /// As [`parse`]; `dormant(family, name)` says whether a table whose JSON `flags` cannot be
@@ -20,6 +60,19 @@ pub fn parse(json: &str) -> Result<Vec<Table>, String> {
 pub fn parse_with(
     json: &str,
     dormant: &dyn Fn(&str, &str) -> Option<bool>,
+) -> Result<Vec<Table>, String> {
+    parse_full(json, dormant, &|_, _| BTreeMap::new())
+}
+
+/// Each ingress chain's devices (by chain name) of a table, given its family and name.
+pub type Devices<'a> = dyn Fn(&str, &str) -> BTreeMap<String, Vec<String>> + 'a;
+
+/// As [`parse_with`]; `devices(family, table)` names each ingress chain's devices where
+/// `nft -j` does not.
+pub fn parse_full(
+    json: &str,
+    dormant: &dyn Fn(&str, &str) -> Option<bool>,
+    devices: &Devices<'_>,
 ) -> Result<Vec<Table>, String> {
     let doc: Value =
         serde_json::from_str(json).map_err(|e| format!("nft -j output is not JSON: {e}"))?;
@@ -36,7 +89,8 @@ pub fn parse_with(
             o.get("table")?.as_str()?.to_string(),
         ))
     };
-    let relevant = |family: &str| matches!(family, "ip" | "inet" | "netdev");
+    let relevant = |family: &str| matches!(family, "ip" | "inet" | "netdev" | "bridge");
+    let mut chain_devices: BTreeMap<(String, String, String), Vec<String>> = BTreeMap::new();
 
     for item in items {
         if let Some(t) = item.get("table") {
@@ -58,6 +112,7 @@ pub fn parse_with(
                         tool: Tool::Nftables,
                         chains: BTreeMap::new(),
                         conntrack: false,
+                        mark_bits: 0,
                     },
                 );
             }
@@ -84,6 +139,15 @@ pub fn parse_with(
             let Some(name) = c.get("name").and_then(Value::as_str) else {
                 return Err(format!("nft chain without a name: {c}"));
             };
+            // Newer nft prints an ingress chain's devices as `dev` (one or a list).
+            let dev: Option<Vec<String>> = match c.get("dev") {
+                Some(Value::String(d)) => Some(vec![d.clone()]),
+                Some(Value::Array(a)) => a.iter().map(|d| d.as_str().map(str::to_string)).collect(),
+                _ => None,
+            };
+            if let Some(dev) = dev.filter(|d| !d.is_empty()) {
+                chain_devices.insert((k.0.clone(), k.1.clone(), name.to_string()), dev);
+            }
             table.chains.insert(
                 name.into(),
                 Chain {
@@ -123,33 +187,77 @@ pub fn parse_with(
         );
         rule.position = Some(handle);
         table.conntrack |= exprs.iter().any(tracks);
+        table.mark_bits |= exprs
+            .iter()
+            .filter_map(|e| e.get("mangle"))
+            .map(mark_bits)
+            .fold(0, |a, b| a | b);
         if let Some(chain) = table.chains.get_mut(&chain_name) {
             chain.rules.push(rule);
         }
     }
-    // An ingress chain sees only its device's packets, and `nft -j` does not say which
-    // device: whether it applies to a peer's connection depends on the interface.
-    for table in tables.values_mut() {
+    // An ingress chain sees only its devices' packets: those of another device pass it.
+    // A bridge family chain sees only packets that arrive through a bridge port.
+    for ((family, table_name), table) in tables.iter_mut() {
+        let mut listed: Option<BTreeMap<String, Vec<String>>> = None;
         for chain in table.chains.values_mut() {
-            if chain.base.as_ref().is_some_and(|b| b.hook == Hook::Ingress) {
-                chain.rules.insert(
-                    0,
-                    Rule {
-                        label: format!(
-                            "{} chain {} (ingress: only packets of its device)",
-                            table.name, chain.name
-                        ),
-                        position: None,
-                        matches: vec![Match::Unfixed {
-                            text: format!(
-                                "arrives on a device other than that of ingress chain {}",
-                                chain.name
+            let Some(hook) = chain.base.as_ref().map(|b| b.hook) else {
+                continue;
+            };
+            let gate = match hook {
+                Hook::Ingress => {
+                    let key = (family.clone(), table_name.clone(), chain.name.clone());
+                    let names = chain_devices.get(&key).cloned().or_else(|| {
+                        listed
+                            .get_or_insert_with(|| devices(family, table_name))
+                            .get(&chain.name)
+                            .cloned()
+                    });
+                    match names {
+                        Some(names) => (
+                            format!(
+                                "{} chain {} (ingress on {})",
+                                table.name,
+                                chain.name,
+                                names.join(",")
                             ),
-                        }],
-                        action: Action::Accept,
-                    },
-                );
-            }
+                            Match::Iif {
+                                names,
+                                negate: true,
+                            },
+                        ),
+                        None => (
+                            format!(
+                                "{} chain {} (ingress: only packets of its device)",
+                                table.name, chain.name
+                            ),
+                            Match::Unfixed {
+                                text: format!(
+                                    "arrives on a device other than that of ingress chain {}",
+                                    chain.name
+                                ),
+                            },
+                        ),
+                    }
+                }
+                Hook::BridgePrerouting | Hook::BridgeInput => (
+                    format!(
+                        "{} chain {} (bridge: only packets through a bridge port)",
+                        table.name, chain.name
+                    ),
+                    Match::Bridged { negate: true },
+                ),
+                _ => continue,
+            };
+            chain.rules.insert(
+                0,
+                Rule {
+                    label: gate.0,
+                    position: None,
+                    matches: vec![gate.1],
+                    action: Action::Accept,
+                },
+            );
         }
     }
     let mut out: Vec<Table> = Vec::new();
@@ -213,10 +321,11 @@ fn is_dormant(table: &Value, unreadable: &dyn Fn() -> Option<bool>) -> bool {
 /// answering, which the model does not follow: it stands as one rule that says so, met
 /// first on the way in.
 fn arp_filter(table: Table) -> Option<Table> {
+    // Rules that only count change nothing.
     let chain = table.chains.values().find(|c| {
-        c.base
-            .as_ref()
-            .is_some_and(|b| b.policy == Policy::Drop || !c.rules.is_empty())
+        c.base.as_ref().is_some_and(|b| {
+            b.policy == Policy::Drop || c.rules.iter().any(|r| r.action != Action::Continue)
+        })
     })?;
     let name = "arp".to_string();
     let text = format!(
@@ -260,7 +369,13 @@ fn tracks(v: &Value) -> bool {
         Value::Object(o) => o.iter().any(|(k, body)| {
             matches!(
                 k.as_str(),
-                "ct" | "dnat" | "snat" | "masquerade" | "redirect" | "ct helper" | "ct count"
+                "ct" | "dnat"
+                    | "snat"
+                    | "masquerade"
+                    | "redirect"
+                    | "ct helper"
+                    | "ct count"
+                    | "synproxy"
             ) || (k == "xt"
                 && body.get("name").and_then(Value::as_str).is_some_and(|n| {
                     matches!(
@@ -276,6 +391,7 @@ fn tracks(v: &Value) -> bool {
                             | "REDIRECT"
                             | "CT"
                             | "CONNMARK"
+                            | "SYNPROXY"
                     )
                 }))
                 || tracks(body)
@@ -300,6 +416,9 @@ fn base_of(c: &Value) -> Result<Option<Base>, String> {
     let hook = match (family, hook) {
         ("arp", "input") => Hook::Input,
         ("arp", _) => return Ok(None),
+        ("bridge", "prerouting") => Hook::BridgePrerouting,
+        ("bridge", "input") => Hook::BridgeInput,
+        ("bridge", _) => return Ok(None),
         (_, "input") => Hook::Input,
         ("ip" | "inet", "prerouting") => Hook::Prerouting,
         ("netdev" | "inet", "ingress") => Hook::Ingress,
@@ -353,7 +472,7 @@ fn words(right: &Value, sets: &dyn Fn(&str) -> Option<Vec<Value>>) -> Option<Vec
         if let Some(name) = s.strip_prefix('@') {
             return sets(name)?
                 .iter()
-                .map(|v| v.as_str().map(str::to_string))
+                .map(|v| element(v).as_str().map(str::to_string))
                 .collect();
         }
         return Some(vec![s.to_string()]);
@@ -380,7 +499,8 @@ fn nets(right: &Value, sets: &dyn Fn(&str) -> Option<Vec<Value>>) -> Option<Vec<
         ))
     };
     if let Some(name) = right.as_str().and_then(|s| s.strip_prefix('@')) {
-        return sets(name)?.iter().map(one).collect();
+        // Elements may carry a time-out, expiry or comment (fail2ban, crowdsec, sshguard).
+        return sets(name)?.iter().map(|e| one(element(e))).collect();
     }
     if let Some(items) = right.get("set").and_then(Value::as_array) {
         return items.iter().map(one).collect();
@@ -399,14 +519,33 @@ fn match_of(m: &Value, sets: &dyn Fn(&str) -> Option<Vec<Value>>) -> Match {
     };
     let unknown = || Match::Unknown { text: text() };
     let op = m.get("op").and_then(Value::as_str).unwrap_or("==");
+    let (Some(left), Some(right)) = (m.get("left"), m.get("right")) else {
+        return unknown();
+    };
+    // `tcp flags ! syn`, `tcp flags ! fin,syn,rst,psh,ack,urg` (what iptables-nft writes for
+    // `--tcp-flags ALL NONE`): none of these bits set. A SYN has only SYN.
+    if op == "!" {
+        return match (left.get("payload"), flag_names(right)) {
+            (Some(p), Some(flags))
+                if p.get("protocol").and_then(Value::as_str) == Some("tcp")
+                    && p.get("field").and_then(Value::as_str) == Some("flags") =>
+            {
+                Match::Fixed {
+                    holds: !flags.iter().any(|f| f == "syn"),
+                    text: text(),
+                }
+            }
+            _ => unknown(),
+        };
+    }
     let negate = match op {
         "==" | "in" => false,
         "!=" => true,
         _ => return unknown(),
     };
-    let (Some(left), Some(right)) = (m.get("left"), m.get("right")) else {
-        return unknown();
-    };
+    if let Some(m) = masked(left, right, negate, &text) {
+        return m;
+    }
     if let Some(m) = tcp_flags(left, right, negate, op) {
         return m;
     }
@@ -420,27 +559,30 @@ fn match_of(m: &Value, sets: &dyn Fn(&str) -> Option<Vec<Value>>) -> Match {
             ("tcp" | "th", "dport") => {
                 ports(right, sets).map_or_else(unknown, |ranges| Match::DPort { ranges, negate })
             }
-            ("tcp" | "th", "sport") => Match::Unfixed {
-                text: format!(
-                    "{protocol} sport {}{right}",
-                    if negate { "!= " } else { "" }
-                ),
-            },
+            ("tcp" | "th", "sport") => {
+                ports(right, sets).map_or_else(unknown, |ranges| Match::SPort { ranges, negate })
+            }
             ("ip", "saddr") => {
                 nets(right, sets).map_or_else(unknown, |nets| Match::Saddr { nets, negate })
             }
-            // Another node never addresses the node's loopback network.
-            ("ip", "daddr")
-                if nets(right, sets)
-                    .is_some_and(|n| !n.is_empty() && n.iter().all(|a| a.starts_with("127."))) =>
-            {
-                Match::Fixed {
-                    holds: negate,
-                    text: text(),
-                }
+            ("ip", "daddr") => {
+                nets(right, sets).map_or_else(unknown, |nets| Match::Daddr { nets, negate })
             }
-            ("ip", "daddr") => Match::Unfixed {
-                text: format!("ip daddr {}{right}", if negate { "!= " } else { "" }),
+            // A peer's connection is IPv4.
+            ("ip", "version") => match right.as_u64() {
+                Some(v) => Match::Fixed {
+                    holds: (v == 4) != negate,
+                    text: text(),
+                },
+                None => unknown(),
+            },
+            // A peer's frame carries IPv4 (what a bridge or netdev chain sees).
+            ("ether", "type") => match words(right, sets) {
+                Some(types) => Match::Fixed {
+                    holds: types.iter().any(|t| t == "ip") != negate,
+                    text: text(),
+                },
+                None => unknown(),
             },
             ("ip", "protocol") => {
                 words(right, sets).map_or_else(unknown, |protos| Match::Proto { protos, negate })
@@ -474,6 +616,15 @@ fn match_of(m: &Value, sets: &dyn Fn(&str) -> Option<Vec<Value>>) -> Match {
                 holds: v.iter().any(|f| f == "host") != negate,
                 text: text(),
             },
+            ("mark", _) => match right.as_u64().and_then(|v| u32::try_from(v).ok()) {
+                Some(value) => Match::Mark {
+                    value,
+                    mask: u32::MAX,
+                    negate,
+                    text: text(),
+                },
+                None => unknown(),
+            },
             _ => unknown(),
         };
     }
@@ -485,6 +636,16 @@ fn match_of(m: &Value, sets: &dyn Fn(&str) -> Option<Vec<Value>>) -> Match {
             ("status", Some(_)) => Match::CtStatus {
                 holds: negate,
                 text: text(),
+            },
+            // A connection's mark is 0 unless a rule sets it (which `sets_mark` records).
+            ("mark", _) => match right.as_u64().and_then(|v| u32::try_from(v).ok()) {
+                Some(value) => Match::Mark {
+                    value,
+                    mask: u32::MAX,
+                    negate,
+                    text: text(),
+                },
+                None => unknown(),
             },
             _ => unknown(),
         };
@@ -511,9 +672,45 @@ fn match_of(m: &Value, sets: &dyn Fn(&str) -> Option<Vec<Value>>) -> Match {
     unknown()
 }
 
-/// TCP flag names of a flags value: `"syn"`, `["fin","syn"]`, `{"|": [...]}`.
+/// A masked test (`left & mask == value`) of a field whose value for a peer's connection
+/// is known: `meta mark`/`ct mark` (0 unless set) and `ip frag-off` (a SYN is no fragment,
+/// though it may carry DF, 0x4000).
+fn masked(left: &Value, right: &Value, negate: bool, text: &dyn Fn() -> String) -> Option<Match> {
+    let pair = left.get("&")?.as_array()?;
+    let (field, mask) = (pair.first()?, pair.get(1)?.as_u64()?);
+    let value = right.as_u64()?;
+    let key = |k: &str| {
+        field
+            .get(k)
+            .and_then(|m| m.get("key"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    if key("meta").as_deref() == Some("mark") || key("ct").as_deref() == Some("mark") {
+        return Some(Match::Mark {
+            value: u32::try_from(value).ok()?,
+            mask: u32::try_from(mask).ok()?,
+            negate,
+            text: text(),
+        });
+    }
+    let p = field.get("payload")?;
+    if p.get("protocol")?.as_str()? == "ip" && p.get("field")?.as_str()? == "frag-off" {
+        if mask & 0x4000 != 0 {
+            return Some(Match::Unknown { text: text() });
+        }
+        return Some(Match::Fixed {
+            holds: (value == 0) != negate,
+            text: text(),
+        });
+    }
+    None
+}
+
+/// TCP flag names of a flags value: `"syn"`, `["fin","syn"]`, `{"|": [...]}`, `0` (none).
 fn flag_names(v: &Value) -> Option<Vec<String>> {
     let mut out = match v {
+        Value::Number(n) if n.as_u64() == Some(0) => Vec::new(),
         Value::String(s) => vec![s.clone()],
         Value::Array(a) => a
             .iter()
@@ -617,7 +814,9 @@ fn rule_of(
                 // A map that cannot be read is "cannot tell", never an empty map.
                 action = map_entries(&data, sets)
                     .and_then(|entries| {
-                        vmap(&key, &entries, sets).or_else(|| ct_state_vmap(&key, &entries))
+                        vmap(&key, &entries, sets)
+                            .or_else(|| ct_state_vmap(&key, &entries))
+                            .or_else(|| any_vmap(&key, &entries, sets))
                     })
                     .unwrap_or_else(|| {
                         Action::Unknown(format!("vmap on {} {}", short(&key), map_name(&data)))
@@ -731,6 +930,43 @@ fn ct_state_vmap(key: &Value, entries: &[Value]) -> Option<Action> {
     Some(Action::CtStateMap(map))
 }
 
+/// Any other verdict map: each entry becomes the tests `key == element` (one per part of a
+/// concatenation, `ip daddr . meta l4proto . th dport` as kube-proxy writes), read as a
+/// rule's match would be; what the model does not understand stays "cannot tell".
+fn any_vmap(
+    key: &Value,
+    entries: &[Value],
+    sets: &dyn Fn(&str) -> Option<Vec<Value>>,
+) -> Option<Action> {
+    let keys: Vec<Value> = match key.get("concat") {
+        Some(parts) => parts.as_array()?.clone(),
+        None => vec![key.clone()],
+    };
+    let mut map = Vec::new();
+    for pair in entries {
+        let pair = pair.as_array()?;
+        let elem = element(pair.first()?);
+        let values: Vec<Value> = match (keys.len(), elem.get("concat")) {
+            (1, _) => vec![elem.clone()],
+            (_, Some(parts)) => parts.as_array()?.clone(),
+            _ => return None,
+        };
+        if values.len() != keys.len() {
+            return None;
+        }
+        let tests = keys
+            .iter()
+            .zip(values)
+            .map(|(left, right)| {
+                let test = serde_json::json!({"op": "==", "left": left, "right": right});
+                match_of(&test, sets)
+            })
+            .collect();
+        map.push((tests, verdict_of(pair.get(1)?)?));
+    }
+    Some(Action::Map(map))
+}
+
 /// `tcp dport vmap { 22 : accept, 29500-29550 : drop }`.
 fn vmap(
     key: &Value,
@@ -752,6 +988,25 @@ fn vmap(
         }
     }
     Some(Action::DPortMap(map))
+}
+
+/// The mark bits a `mangle` statement may set to 1: a constant's bits, every bit for a
+/// computed value; 0 when it sets no packet or connection mark.
+fn mark_bits(body: &Value) -> u32 {
+    let key = body.get("key");
+    let marks = ["meta", "ct"].iter().any(|k| {
+        key.and_then(|v| v.get(k))
+            .and_then(|m| m.get("key"))
+            .and_then(Value::as_str)
+            == Some("mark")
+    });
+    if !marks {
+        return 0;
+    }
+    body.get("value")
+        .and_then(Value::as_u64)
+        .and_then(|v| u32::try_from(v).ok())
+        .unwrap_or(u32::MAX)
 }
 
 /// A `mangle` statement that sets a mark, priority or trace flag: the packet goes on
@@ -794,6 +1049,11 @@ fn describe(m: &Match) -> String {
         Match::DPort { ranges, negate } => format!("tcp dport {}{}", not(negate), ports(ranges)),
         Match::Iif { names, negate } => format!("iifname {}{}", not(negate), names.join(",")),
         Match::Saddr { nets, negate } => format!("ip saddr {}{}", not(negate), nets.join(",")),
+        Match::Daddr { nets, negate } => format!("ip daddr {}{}", not(negate), nets.join(",")),
+        Match::SPort { ranges, negate } => format!("tcp sport {}{}", not(negate), ports(ranges)),
+        Match::Bridged { negate } => format!("{}bridged", not(negate)),
+        Match::Set { name, dirs, negate } => format!("{}@{name} ({dirs})", not(negate)),
+        Match::Mark { text, .. } => text.clone(),
         Match::CtState { states, negate } => {
             format!("ct state {}{}", not(negate), states.join(","))
         }

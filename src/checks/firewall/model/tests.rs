@@ -33,6 +33,7 @@ fn table(name: &str, chains: Vec<(String, Chain)>) -> Table {
         tool: Tool::Nftables,
         chains: chains.into_iter().collect(),
         conntrack: false,
+        mark_bits: 0,
     }
 }
 
