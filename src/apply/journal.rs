@@ -114,10 +114,7 @@ impl Event {
         };
         let mut who = name(&self.user, self.uid);
         if let Some(login) = self.login_uid.filter(|l| *l != self.uid) {
-            who.push_str(&format!(
-                ", logged in as {}",
-                name(&self.login_user, login)
-            ));
+            who.push_str(&format!(", logged in as {}", name(&self.login_user, login)));
         }
         who
     }
@@ -294,7 +291,10 @@ mod tests {
         assert_eq!(j.steps[0].before, State::Present("60\n".into()));
         save(&root, &j).unwrap();
         let text = std::fs::read_to_string(root.path(PATH)).unwrap();
-        assert!(!text.contains("applies") && !text.contains("rolled_back"), "{text}");
+        assert!(
+            !text.contains("applies") && !text.contains("rolled_back"),
+            "{text}"
+        );
 
         let mut j = j;
         let by = Event::now();

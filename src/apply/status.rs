@@ -128,7 +128,11 @@ struct Boot {
 
 /// Who sets a sysctl last at boot.
 enum Winner<'a> {
-    Tuned { profile: &'a str, file: &'a str, value: &'a str },
+    Tuned {
+        profile: &'a str,
+        file: &'a str,
+        value: &'a str,
+    },
     File(&'a Assignment),
     Nothing,
 }
@@ -324,10 +328,7 @@ fn knob_drift(
         },
     };
     let at_boot = match boot.winner(key) {
-        Err(e) => format!(
-            "what wins at boot is unknown: {}",
-            clean_line(&e)
-        ),
+        Err(e) => format!("what wins at boot is unknown: {}", clean_line(&e)),
         Ok(w) => {
             let whose = match persisted.get(key) {
                 Some(ours) if w.agrees(&ours.value) && w.is_ours() => {
@@ -428,7 +429,8 @@ mod tests {
     use crate::apply::journal::Phase;
     use crate::testing::Tree;
 
-    const OURS: &str = "# Written by gputune apply; x\nnet.core.somaxconn = 8192\nvm.swappiness = 10\n";
+    const OURS: &str =
+        "# Written by gputune apply; x\nnet.core.somaxconn = 8192\nvm.swappiness = 10\n";
     const KNOB: &str = "/proc/sys/net/core/somaxconn";
 
     fn journal() -> Journal {
@@ -476,7 +478,10 @@ mod tests {
         let tree = Tree::with(&[(KNOB, "8192\n"), (GPUTUNE_CONF, OURS)]);
         let items = judge(&tree, true);
         assert_eq!(items.len(), 4, "{items:#?}");
-        assert!(items.iter().all(|i| i.status == Verdict::Holds), "{items:#?}");
+        assert!(
+            items.iter().all(|i| i.status == Verdict::Holds),
+            "{items:#?}"
+        );
         let boot = find(&items, "net.core.somaxconn at boot");
         assert_eq!(boot.now, "8192");
         assert!(boot.message.contains("90-gputune.conf:2 sets"), "{boot:?}");
@@ -491,7 +496,9 @@ mod tests {
         assert_eq!((live.applied.as_str(), live.now.as_str()), ("8192", "1024"));
         assert!(live.message.contains("by hand"), "{live:?}");
         assert!(
-            live.message.contains("90-gputune.conf:2 sets net.core.somaxconn = 8192, so gputune's value comes back"),
+            live.message.contains(
+                "90-gputune.conf:2 sets net.core.somaxconn = 8192, so gputune's value comes back"
+            ),
             "{live:?}"
         );
     }
@@ -501,7 +508,10 @@ mod tests {
         let tree = Tree::with(&[
             (KNOB, "8192\n"),
             (GPUTUNE_CONF, OURS),
-            ("/usr/lib/sysctl.d/99-pkg.conf", "net.core.somaxconn = 1024\n"),
+            (
+                "/usr/lib/sysctl.d/99-pkg.conf",
+                "net.core.somaxconn = 1024\n",
+            ),
         ]);
         let items = judge(&tree, true);
         assert_eq!(find(&items, "net.core.somaxconn").status, Verdict::Holds);
@@ -509,7 +519,9 @@ mod tests {
         assert_eq!(boot.status, Verdict::Drifted);
         assert_eq!(boot.now, "1024");
         assert!(
-            boot.message.starts_with("/usr/lib/sysctl.d/99-pkg.conf:1 sets net.core.somaxconn = 1024 and wins at boot"),
+            boot.message.starts_with(
+                "/usr/lib/sysctl.d/99-pkg.conf:1 sets net.core.somaxconn = 1024 and wins at boot"
+            ),
             "{boot:?}"
         );
         assert_eq!(find(&items, "vm.swappiness at boot").status, Verdict::Holds);
@@ -517,24 +529,39 @@ mod tests {
         let tree = Tree::with(&[
             (KNOB, "8192\n"),
             (GPUTUNE_CONF, OURS),
-            ("/etc/systemd/system/multi-user.target.wants/tuned.service", ""),
+            (
+                "/etc/systemd/system/multi-user.target.wants/tuned.service",
+                "",
+            ),
             ("/etc/tuned/active_profile", "hpc\n"),
-            ("/usr/lib/tuned/hpc/tuned.conf", "[sysctl]\nvm.swappiness=30\nnet.core.somaxconn=>4096\n"),
+            (
+                "/usr/lib/tuned/hpc/tuned.conf",
+                "[sysctl]\nvm.swappiness=30\nnet.core.somaxconn=>4096\n",
+            ),
         ]);
         let items = judge(&tree, false);
         let boot = find(&items, "vm.swappiness at boot");
         assert_eq!(boot.status, Verdict::Drifted);
         assert!(boot.message.contains("tuned profile `hpc`"), "{boot:?}");
         // `>4096` only raises: 8192 stays.
-        assert_eq!(find(&items, "net.core.somaxconn at boot").status, Verdict::Holds);
+        assert_eq!(
+            find(&items, "net.core.somaxconn at boot").status,
+            Verdict::Holds
+        );
     }
 
     #[test]
     fn files_edited_removed_or_taken_over_drift() {
         let edited = OURS.replace("= 10", "= 60");
         let cases = [
-            (edited.as_str(), "edited since apply: -vm.swappiness = 10; +vm.swappiness = 60"),
-            ("net.core.somaxconn = 8192\n", "replaced by a file gputune did not write"),
+            (
+                edited.as_str(),
+                "edited since apply: -vm.swappiness = 10; +vm.swappiness = 60",
+            ),
+            (
+                "net.core.somaxconn = 8192\n",
+                "replaced by a file gputune did not write",
+            ),
         ];
         for (text, says) in cases {
             let tree = Tree::with(&[(KNOB, "8192\n"), (GPUTUNE_CONF, text)]);
@@ -545,7 +572,11 @@ mod tests {
         }
         let tree = Tree::with(&[(KNOB, "8192\n")]);
         let items = judge(&tree, true);
-        assert!(find(&items, GPUTUNE_CONF).message.starts_with("removed since apply"));
+        assert!(
+            find(&items, GPUTUNE_CONF)
+                .message
+                .starts_with("removed since apply")
+        );
         let boot = find(&items, "net.core.somaxconn at boot");
         assert_eq!(boot.status, Verdict::Drifted);
         assert_eq!(boot.now, "(unset)");
@@ -558,7 +589,10 @@ mod tests {
         let live = find(&items, "net.core.somaxconn");
         assert_eq!(live.status, Verdict::Unknown);
         assert_eq!(live.now, "?");
-        let tree = Tree::with(&[(KNOB, "8192\n"), (GPUTUNE_CONF, "# Written by gputune\n\u{1b}[2Jx = 1\n")]);
+        let tree = Tree::with(&[
+            (KNOB, "8192\n"),
+            (GPUTUNE_CONF, "# Written by gputune\n\u{1b}[2Jx = 1\n"),
+        ]);
         let items = judge(&tree, true);
         let file = find(&items, GPUTUNE_CONF);
         assert!(!file.message.contains('\u{1b}'), "{file:?}");
