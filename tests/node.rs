@@ -23,4 +23,5 @@ mod monitoring;
 mod pin;
 mod profiles_cli;
 mod slurm;
+mod status_cli;
 mod topo;
