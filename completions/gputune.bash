@@ -43,6 +43,9 @@ _gputune() {
             gputune,rollback)
                 cmd="gputune__subcmd__rollback"
                 ;;
+            gputune,status)
+                cmd="gputune__subcmd__status"
+                ;;
             gputune,topo)
                 cmd="gputune__subcmd__topo"
                 ;;
@@ -103,6 +106,9 @@ _gputune() {
             gputune__subcmd__help,rollback)
                 cmd="gputune__subcmd__help__subcmd__rollback"
                 ;;
+            gputune__subcmd__help,status)
+                cmd="gputune__subcmd__help__subcmd__status"
+                ;;
             gputune__subcmd__help,topo)
                 cmd="gputune__subcmd__help__subcmd__topo"
                 ;;
@@ -149,7 +155,7 @@ _gputune() {
 
     case "${cmd}" in
         gputune)
-            opts="-h -V --root --help --version audit apply rollback profiles topo pin bench health fleet help"
+            opts="-h -V --root --help --version audit apply rollback status profiles topo pin bench health fleet help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -907,7 +913,7 @@ _gputune() {
             return 0
             ;;
         gputune__subcmd__health)
-            opts="-h --profile --slurm --format --strict --timeout --skip --root --help"
+            opts="-h --profile --slurm --format --strict --as-job --timeout --skip --root --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -941,7 +947,7 @@ _gputune() {
             return 0
             ;;
         gputune__subcmd__help)
-            opts="audit apply rollback profiles topo pin bench health fleet help"
+            opts="audit apply rollback status profiles topo pin bench health fleet help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1164,6 +1170,20 @@ _gputune() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        gputune__subcmd__help__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         gputune__subcmd__help__subcmd__topo)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1311,12 +1331,34 @@ _gputune() {
             return 0
             ;;
         gputune__subcmd__rollback)
-            opts="-h --root --help"
+            opts="-h --dry-run --root --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        gputune__subcmd__status)
+            opts="-h --format --root --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --format)
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    return 0
+                    ;;
                 --root)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

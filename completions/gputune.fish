@@ -30,6 +30,7 @@ complete -c gputune -n "__fish_gputune_needs_command" -s V -l version -d 'Print 
 complete -c gputune -n "__fish_gputune_needs_command" -f -a "audit" -d 'Check the node against a profile and report every finding with its fix'
 complete -c gputune -n "__fish_gputune_needs_command" -f -a "apply" -d 'Apply a profile: preview, journal, apply, verify and persist'
 complete -c gputune -n "__fish_gputune_needs_command" -f -a "rollback" -d 'Restore the values saved by the last apply'
+complete -c gputune -n "__fish_gputune_needs_command" -f -a "status" -d 'What gputune applied here, when and by whom, and whether it still holds (exit 1 when something drifted)'
 complete -c gputune -n "__fish_gputune_needs_command" -f -a "profiles" -d 'List profiles, or show one fully resolved'
 complete -c gputune -n "__fish_gputune_needs_command" -f -a "topo" -d 'Show GPUs, NICs, NUMA nodes, CPU lists, PCIe links and their affinity'
 complete -c gputune -n "__fish_gputune_needs_command" -f -a "pin" -d 'Run a command bound to the CPUs and memory local to its GPU'
@@ -78,7 +79,12 @@ complete -c gputune -n "__fish_gputune_using_subcommand apply" -l no-persist -d 
 complete -c gputune -n "__fish_gputune_using_subcommand apply" -l live -d 'Write live kernel values even though --root has a mounted /proc (the running kernel\'s)'
 complete -c gputune -n "__fish_gputune_using_subcommand apply" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c gputune -n "__fish_gputune_using_subcommand rollback" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand rollback" -l dry-run -d 'Print what rollback would restore (before -> after per target, files removed or restored) and change nothing'
 complete -c gputune -n "__fish_gputune_using_subcommand rollback" -s h -l help -d 'Print help'
+complete -c gputune -n "__fish_gputune_using_subcommand status" -l format -d 'Output format' -r -f -a "table\t''
+json\t''"
+complete -c gputune -n "__fish_gputune_using_subcommand status" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
+complete -c gputune -n "__fish_gputune_using_subcommand status" -s h -l help -d 'Print help'
 complete -c gputune -n "__fish_gputune_using_subcommand profiles; and not __fish_seen_subcommand_from list show help" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand profiles; and not __fish_seen_subcommand_from list show help" -s h -l help -d 'Print help'
 complete -c gputune -n "__fish_gputune_using_subcommand profiles; and not __fish_seen_subcommand_from list show help" -f -a "list" -d 'List built-in and site profiles (/etc/gputune/profiles wins on a name clash)'
@@ -279,16 +285,17 @@ json\t''"
 complete -c gputune -n "__fish_gputune_using_subcommand fleet" -l output -d 'Write the result to FILE (atomically; missing directories are created) instead of stdout' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand fleet" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
 complete -c gputune -n "__fish_gputune_using_subcommand fleet" -s h -l help -d 'Print help'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "audit" -d 'Check the node against a profile and report every finding with its fix'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "apply" -d 'Apply a profile: preview, journal, apply, verify and persist'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "rollback" -d 'Restore the values saved by the last apply'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "profiles" -d 'List profiles, or show one fully resolved'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "topo" -d 'Show GPUs, NICs, NUMA nodes, CPU lists, PCIe links and their affinity'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "pin" -d 'Run a command bound to the CPUs and memory local to its GPU'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "bench" -d 'Benchmark collectives across the node\'s GPUs and between nodes'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "health" -d 'Audit as a Slurm health check or node-problem-detector plugin; drain/resume with --slurm'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "fleet" -d 'Compare many nodes\' audit reports: the odd node out, per check and per fact'
-complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback profiles topo pin bench health fleet help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback status profiles topo pin bench health fleet help" -f -a "audit" -d 'Check the node against a profile and report every finding with its fix'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback status profiles topo pin bench health fleet help" -f -a "apply" -d 'Apply a profile: preview, journal, apply, verify and persist'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback status profiles topo pin bench health fleet help" -f -a "rollback" -d 'Restore the values saved by the last apply'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback status profiles topo pin bench health fleet help" -f -a "status" -d 'What gputune applied here, when and by whom, and whether it still holds (exit 1 when something drifted)'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback status profiles topo pin bench health fleet help" -f -a "profiles" -d 'List profiles, or show one fully resolved'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback status profiles topo pin bench health fleet help" -f -a "topo" -d 'Show GPUs, NICs, NUMA nodes, CPU lists, PCIe links and their affinity'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback status profiles topo pin bench health fleet help" -f -a "pin" -d 'Run a command bound to the CPUs and memory local to its GPU'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback status profiles topo pin bench health fleet help" -f -a "bench" -d 'Benchmark collectives across the node\'s GPUs and between nodes'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback status profiles topo pin bench health fleet help" -f -a "health" -d 'Audit as a Slurm health check or node-problem-detector plugin; drain/resume with --slurm'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback status profiles topo pin bench health fleet help" -f -a "fleet" -d 'Compare many nodes\' audit reports: the odd node out, per check and per fact'
+complete -c gputune -n "__fish_gputune_using_subcommand help; and not __fish_seen_subcommand_from audit apply rollback status profiles topo pin bench health fleet help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c gputune -n "__fish_gputune_using_subcommand help; and __fish_seen_subcommand_from profiles" -f -a "list" -d 'List built-in and site profiles (/etc/gputune/profiles wins on a name clash)'
 complete -c gputune -n "__fish_gputune_using_subcommand help; and __fish_seen_subcommand_from profiles" -f -a "show" -d 'Print a profile fully resolved (includes merged), each setting with its origin'
 complete -c gputune -n "__fish_gputune_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "allreduce" -d 'AllReduce bandwidth and latency, with nccl-tests-compatible numbers'

@@ -132,6 +132,12 @@ fn exit_status(page: &str) -> Vec<(&'static str, &'static str)> {
             "Runtime error that stopped the job: host unreadable, required library missing, permission denied, a rank died, a path escaping --root, an invalid journal.",
         ),
     ];
+    if page == "gputune-status" {
+        codes.push((
+            "status",
+            "For status: 0 everything gputune applied still holds, or nothing is applied; 1 a setting drifted (changed since apply, or overridden at boot), could not be read, or an apply was interrupted; 3 the journal cannot be read or is invalid (it is validated as rollback validates it), or --root is no root.",
+        ));
+    }
     if page == "gputune-health" {
         codes.push((
             "npd",
@@ -182,7 +188,7 @@ fn files(page: &str) -> Vec<(&'static str, &'static str)> {
         ),
     ];
     match page {
-        "gputune" | "gputune-apply" | "gputune-rollback" => {
+        "gputune" | "gputune-apply" | "gputune-rollback" | "gputune-status" => {
             let mut files = vec![profiles];
             files.extend(written);
             files
@@ -243,10 +249,30 @@ fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
                 "sudo gputune apply --profile ddp-10gbe --yes --only network,memory",
             ),
         ],
-        "gputune-rollback" => &[(
-            "Restore the node as it was before the last apply:",
-            "sudo gputune rollback",
-        )],
+        "gputune-rollback" => &[
+            (
+                "See what rollback would restore, changing nothing:",
+                "gputune rollback --dry-run",
+            ),
+            (
+                "Restore the node as it was before the last apply:",
+                "sudo gputune rollback",
+            ),
+        ],
+        "gputune-status" => &[
+            (
+                "What was applied here, when, by whom, and whether it still holds:",
+                "gputune status",
+            ),
+            (
+                "The same for a golden image, as JSON for CI (exit 1 when something drifted):",
+                "gputune status --root /mnt/image --format json",
+            ),
+            (
+                "A Slurm health check or cron job that notices drift:",
+                "gputune status >/dev/null || logger -t gputune \"settings drifted since apply\"",
+            ),
+        ],
         "gputune-profiles" | "gputune-profiles-list" => &[(
             "List built-in and site profiles and this node's default:",
             "gputune profiles list",
@@ -459,6 +485,8 @@ mod tests {
     #[test]
     fn pages_name_the_files_and_variables_of_their_command() {
         assert!(page("gputune-apply.1").contains("/var/lib/gputune/journal.json"));
+        assert!(page("gputune-status.1").contains("/var/lib/gputune/journal.json"));
+        assert!(page("gputune-status.1").contains("GPUTUNE_STATE_DIR"));
         assert!(page("gputune-bench-allreduce.1").contains("GPUTUNE_BENCH_TOKEN"));
         assert!(page("gputune-pin.1").contains("LOCAL_RANK"));
         assert!(!page("gputune-topo.1").contains(".SH \"FILES\""));
