@@ -247,11 +247,7 @@ fn status_names_drift_by_hand_and_a_package_file_that_wins_at_boot() {
         serde_json::from_slice(&fs::read(node.path(JOURNAL)).unwrap()).unwrap();
     let before = node.snapshot();
     let said = node.exits(&["rollback", "--dry-run"], 0);
-    assert_eq!(
-        node.snapshot(),
-        before,
-        "rollback --dry-run changed something"
-    );
+    assert_same(&node.snapshot(), &before);
     for step in journal["steps"].as_array().unwrap() {
         let path = step["target"]["path"].as_str().unwrap();
         assert!(
