@@ -281,3 +281,89 @@ fn render(doc: &Document, style: &TableStyle) -> String {
     });
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apply::target::{State, Step, Target};
+
+    fn plain() -> TableStyle {
+        TableStyle {
+            width: None,
+            ascii: true,
+            colour: false,
+        }
+    }
+
+    fn journal(phase: Phase) -> Journal {
+        let mut j = Journal::begin(
+            None,
+            "base",
+            &[Step {
+                what: "vm.swappiness".into(),
+                target: Target::Knob("/proc/sys/vm/swappiness".into()),
+                before: State::Present("60\n".into()),
+                after: State::Present("10".into()),
+            }],
+        );
+        j.phase = phase;
+        j
+    }
+
+    fn status_of(record: Option<&Journal>, items: Vec<Item>) -> (bool, String) {
+        let root = Root::new("/srv/image");
+        let doc = document(
+            Mode::Image,
+            &root,
+            std::path::Path::new("/state/journal.json"),
+            record,
+            items,
+        );
+        (doc.holds, render(&doc, &plain()))
+    }
+
+    #[test]
+    fn nothing_applied_holds_and_says_so() {
+        let (holds, text) = status_of(None, Vec::new());
+        assert!(holds);
+        assert!(
+            text.contains("of the image /srv/image (mode image)"),
+            "{text}"
+        );
+        assert!(text.contains("nothing was ever applied here"), "{text}");
+    }
+
+    #[test]
+    fn an_interrupted_apply_does_not_hold_and_names_rollback() {
+        let (holds, text) = status_of(Some(&journal(Phase::Applying)), Vec::new());
+        assert!(!holds);
+        assert!(text.contains("state: interrupted"), "{text}");
+        assert!(text.contains("run `gputune rollback`"), "{text}");
+        assert!(
+            text.contains("applied profile base: when and by whom not recorded"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_rolled_back_journal_owns_nothing() {
+        let mut j = journal(Phase::RolledBack);
+        j.rolled_back = Some(Event {
+            at: "2026-11-25T14:23:02Z".into(),
+            uid: 0,
+            user: Some("root\u{1b}]0;x\u{7}".into()),
+            login_uid: None,
+            login_user: None,
+            command: vec!["gputune".into(), "rollback".into()],
+            gputune_version: "0.1.0".into(),
+        });
+        let (holds, text) = status_of(Some(&j), Vec::new());
+        assert!(holds);
+        assert!(text.contains("state: rolled back"), "{text}");
+        assert!(
+            text.contains("rolled back at 2026-11-25T14:23:02Z by root]0;x (uid 0)"),
+            "{text}"
+        );
+        assert!(!text.contains('\u{1b}'), "{text}");
+    }
+}
