@@ -60,7 +60,13 @@ pub fn run(args: &ApplyArgs, root: &Root) -> Result<ExitCode> {
 /// `gputune rollback`: restores what the journal recorded before the last applies.
 pub fn rollback(args: &RollbackArgs, root: &Root) -> Result<ExitCode> {
     if args.dry_run {
-        return rollback_preview(root, &Console, &NftCommand);
+        // A preview changed nothing: a closed stdout ends it quietly, as for every
+        // read-only command (`rollback --dry-run | head`), not as an unseen transaction.
+        let result = rollback_preview(root, &Console, &NftCommand);
+        return match crate::say::take_failure() {
+            Some(e) => Err(Error::Stdout(e)),
+            None => result,
+        };
     }
     rollback_with(root, &Console, &NftCommand)
 }

@@ -210,12 +210,13 @@ fn render(doc: &Document, style: &TableStyle) -> String {
     }
     for a in &doc.applies {
         out.push_str(&format!(
-            "applied profile {} at {} by {} with gputune {}: {} changes\n  command: {}\n",
+            "applied profile {} at {} by {} with gputune {}: {} change{}\n  command: {}\n",
             a.profile,
             a.by.at,
             a.by.who(),
             a.by.gputune_version,
             a.changes,
+            if a.changes == 1 { "" } else { "s" },
             a.by.command.join(" ")
         ));
     }
