@@ -583,6 +583,44 @@ mod tests {
     }
 
     #[test]
+    fn a_running_tuned_is_named_as_who_changed_a_value() {
+        let tree = Tree::with(&[
+            (KNOB, "1024\n"),
+            (GPUTUNE_CONF, OURS),
+            ("/run/tuned/tuned.pid", "1\n"),
+            ("/etc/tuned/active_profile", "hpc\n"),
+            (
+                "/usr/lib/tuned/hpc/tuned.conf",
+                "[sysctl]\nnet.core.somaxconn=1024\n",
+            ),
+        ]);
+        let live = judge(&tree, true);
+        let live = find(&live, "net.core.somaxconn");
+        assert!(
+            live.message.starts_with(
+                "changed since apply (tuned (profile `hpc`, running) sets this value in /usr/lib/tuned/hpc/tuned.conf)"
+            ),
+            "{live:?}"
+        );
+    }
+
+    #[test]
+    fn a_value_applied_live_only_holds_and_says_it_is_lost_at_reboot() {
+        let tree = Tree::with(&[(KNOB, "8192\n")]);
+        let root = tree.root();
+        let io = HostIo {
+            root: &root,
+            nft: None,
+        };
+        let mut j = journal();
+        j.steps.truncate(1);
+        let items = check(&j, &root, &io, true);
+        assert_eq!(items.len(), 1, "{items:#?}");
+        assert_eq!(items[0].status, Verdict::Holds);
+        assert!(items[0].message.contains("--no-persist"), "{items:?}");
+    }
+
+    #[test]
     fn an_unreadable_knob_is_unknown_and_strings_are_clean() {
         let tree = Tree::with(&[(GPUTUNE_CONF, OURS)]);
         let items = judge(&tree, true);
