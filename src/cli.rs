@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    apply, audit, bench, explain, fleet, health, pin, preflight, profiles, topo,
+    apply, audit, bench, explain, fleet, health, pin, preflight, profiles, status, topo,
 };
 
 /// Tune and validate Linux GPU training nodes for distributed PyTorch (DDP/FSDP over NCCL).
@@ -37,6 +37,9 @@ pub enum Command {
     Apply(apply::ApplyArgs),
     /// Restore the values saved by the last apply.
     Rollback(apply::RollbackArgs),
+    /// What gputune applied here, when and by whom, and whether it still holds (exit 1 when
+    /// something drifted).
+    Status(status::StatusArgs),
     /// List profiles, or show one fully resolved.
     Profiles(profiles::ProfilesArgs),
     /// Show GPUs, NICs, NUMA nodes, CPU lists, PCIe links and their affinity.

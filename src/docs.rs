@@ -200,6 +200,12 @@ fn exit_status(page: &str) -> Vec<(&'static str, &'static str)> {
             "1 also when a rank did not join in time or cannot reach rank 0 (that rank exits 1 itself, saying which address it tried); 3 when the check itself could not run (rank 0 cannot listen at MASTER_ADDR, or vanished).",
         ));
     }
+    if page == "gputune-status" {
+        codes.push((
+            "status",
+            "For status: 0 everything gputune applied still holds, or nothing is applied; 1 a setting drifted (changed since apply, or overridden at boot), could not be read, or an apply was interrupted; 3 the journal cannot be read or is invalid (it is validated as rollback validates it), or --root is no root.",
+        ));
+    }
     if page == "gputune-health" {
         codes.push((
             "npd",
@@ -266,7 +272,7 @@ fn files(page: &str) -> Vec<(&'static str, &'static str)> {
         "The GPUs a live audit as root saw when gpu.count passed (PCI address, device id, model), so that a later audit or health run names a GPU that went missing. Delete it after removing a GPU on purpose.",
     );
     match page {
-        "gputune" | "gputune-apply" | "gputune-rollback" => {
+        "gputune" | "gputune-apply" | "gputune-rollback" | "gputune-status" => {
             let mut files = vec![profiles, site_default];
             files.extend(written);
             if page == "gputune" {
@@ -346,10 +352,30 @@ fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
                 "sudo gputune apply --profile ddp-10gbe --yes --only network,memory",
             ),
         ],
-        "gputune-rollback" => &[(
-            "Restore the node as it was before the last apply:",
-            "sudo gputune rollback",
-        )],
+        "gputune-rollback" => &[
+            (
+                "See what rollback would restore, changing nothing:",
+                "gputune rollback --dry-run",
+            ),
+            (
+                "Restore the node as it was before the last apply:",
+                "sudo gputune rollback",
+            ),
+        ],
+        "gputune-status" => &[
+            (
+                "What was applied here, when, by whom, and whether it still holds:",
+                "gputune status",
+            ),
+            (
+                "The same for a golden image, as JSON for CI (exit 1 when something drifted):",
+                "gputune status --root /mnt/image --format json",
+            ),
+            (
+                "A Slurm health check or cron job that notices drift:",
+                "gputune status >/dev/null || logger -t gputune \"settings drifted since apply\"",
+            ),
+        ],
         "gputune-profiles" | "gputune-profiles-list" => &[(
             "List built-in and site profiles and this node's default:",
             "gputune profiles list",
@@ -603,6 +629,8 @@ mod tests {
     #[test]
     fn pages_name_the_files_and_variables_of_their_command() {
         assert!(page("gputune-apply.1").contains("/var/lib/gputune/journal.json"));
+        assert!(page("gputune-status.1").contains("/var/lib/gputune/journal.json"));
+        assert!(page("gputune-status.1").contains("GPUTUNE_STATE_DIR"));
         assert!(page("gputune-bench-allreduce.1").contains("GPUTUNE_BENCH_TOKEN"));
         assert!(page("gputune-pin.1").contains("LOCAL_RANK"));
         let preflight = page("gputune-preflight.1");

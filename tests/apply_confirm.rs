@@ -168,7 +168,7 @@ fn global_settings_roll_back_byte_for_byte_on_a_fixture_root() {
         "9223372036854775807\n"
     );
     assert!(!node.path("etc/sysctl.d/90-gputune.conf").exists());
-    let _ = RollbackArgs {};
+    let _ = RollbackArgs { dry_run: false };
 }
 
 #[test]

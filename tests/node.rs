@@ -28,4 +28,5 @@ mod monitoring;
 mod pin;
 mod profiles_cli;
 mod slurm;
+mod status_cli;
 mod topo;

@@ -34,6 +34,120 @@ pub struct Journal {
     /// Profiles applied since the node was last as it started, oldest first.
     pub profiles: Vec<String>,
     pub steps: Vec<Step>,
+    /// When, by whom and with which gputune each of `profiles` was applied, oldest first.
+    /// Added after version 1 shipped: a journal without it still reads (and rolls back), so
+    /// `status` says the older gputune did not record it; older gputunes ignore the field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub applies: Vec<Applied>,
+    /// Who rolled the applies back, and when (phase `rolled_back`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_back: Option<Event>,
+}
+
+/// One apply as `gputune status` reports it, the way `tuned-adm active` names the profile.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Applied {
+    pub profile: String,
+    /// How many writes this apply made.
+    pub changes: usize,
+    #[serde(flatten)]
+    pub by: Event,
+}
+
+/// When an apply or rollback ran, who ran it and what they typed: the audit trail an
+/// administrator asks for when a node behaves differently from its neighbours. Read from a
+/// file on disk, so every string is shown only after [`crate::say::clean_line`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// UTC, RFC 3339 to the second (`2026-11-25T14:23:02Z`).
+    pub at: String,
+    /// The process's real user id and its name on the invoking host.
+    pub uid: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// The user who logged in (the kernel's audit login uid, kept across `sudo` and `su`),
+    /// when the login set one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login_uid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login_user: Option<String>,
+    /// The command line, one argument per entry.
+    #[serde(default)]
+    pub command: Vec<String>,
+    pub gputune_version: String,
+}
+
+impl Event {
+    /// This process, now.
+    pub fn now() -> Event {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let uid = nix::unistd::getuid().as_raw();
+        // The invoking process's own login uid, wherever --root points; 4294967295 (-1)
+        // means the login set none (a daemon, a container).
+        let login_uid = Root::live()
+            .read_optional("/proc/self/loginuid")
+            .ok()
+            .flatten()
+            .and_then(|t| t.trim().parse::<u32>().ok())
+            .filter(|l| *l != u32::MAX);
+        Event {
+            at: rfc3339(secs),
+            uid,
+            user: user_name(uid),
+            login_uid,
+            login_user: login_uid.and_then(user_name),
+            command: std::env::args_os()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            gputune_version: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+
+    /// `alice (uid 1000)`, and the login behind it when that is someone else
+    /// (`root (uid 0), logged in as alice (uid 1000)`); cleaned for a terminal.
+    pub fn who(&self) -> String {
+        let name = |user: &Option<String>, uid: u32| match user {
+            Some(u) => format!("{} (uid {uid})", crate::say::clean_line(u)),
+            None => format!("uid {uid}"),
+        };
+        let mut who = name(&self.user, self.uid);
+        if let Some(login) = self.login_uid.filter(|l| *l != self.uid) {
+            who.push_str(&format!(", logged in as {}", name(&self.login_user, login)));
+        }
+        who
+    }
+}
+
+/// The name of `uid` in the invoking host's user database.
+fn user_name(uid: u32) -> Option<String> {
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+}
+
+/// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (the proleptic Gregorian calendar,
+/// Howard Hinnant's `civil_from_days`), so no date library is needed for one timestamp.
+pub fn rfc3339(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 impl Journal {
@@ -48,6 +162,8 @@ impl Journal {
                 phase: Phase::Applying,
                 profiles: Vec::new(),
                 steps: Vec::new(),
+                applies: Vec::new(),
+                rolled_back: None,
             },
         };
         journal.phase = Phase::Applying;
@@ -146,6 +262,69 @@ mod tests {
         let mut rolled = second.clone();
         rolled.phase = Phase::RolledBack;
         assert_eq!(Journal::begin(Some(&rolled), "base", &[]).steps, vec![]);
+    }
+
+    #[test]
+    fn timestamps_are_utc_rfc3339() {
+        let cases = [
+            (0, "1970-01-01T00:00:00Z"),
+            (951_782_400, "2000-02-29T00:00:00Z"),
+            (1_709_251_199, "2024-02-29T23:59:59Z"),
+            (1_795_616_582, "2026-11-25T14:23:02Z"),
+            (4_102_444_799, "2099-12-31T23:59:59Z"),
+        ];
+        crate::testing::assert_cases(cases, rfc3339);
+    }
+
+    /// A journal written before `applies` and `rolled_back` existed still loads (rollback
+    /// must work after an upgrade), and a journal without them is written as before.
+    #[test]
+    fn journals_of_the_first_format_still_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        std::fs::create_dir_all(dir.path().join("var/lib/gputune")).unwrap();
+        let old = r#"{"version":1,"phase":"applied","profiles":["base"],"steps":[{"what":"vm.swappiness","target":{"kind":"knob","path":"/proc/sys/vm/swappiness"},"before":{"state":"present","value":"60\n"},"after":{"state":"present","value":"10"}}]}"#;
+        std::fs::write(root.path(PATH), old).unwrap();
+        let j = load(&root).unwrap().unwrap();
+        assert_eq!(j.applies, vec![]);
+        assert_eq!(j.rolled_back, None);
+        assert_eq!(j.steps[0].before, State::Present("60\n".into()));
+        save(&root, &j).unwrap();
+        let text = std::fs::read_to_string(root.path(PATH)).unwrap();
+        assert!(
+            !text.contains("applies") && !text.contains("rolled_back"),
+            "{text}"
+        );
+
+        let mut j = j;
+        let by = Event::now();
+        assert_eq!(by.gputune_version, env!("CARGO_PKG_VERSION"));
+        assert!(by.at.ends_with('Z') && by.at.len() == 20, "{}", by.at);
+        j.applies.push(Applied {
+            profile: "base".into(),
+            changes: 1,
+            by: by.clone(),
+        });
+        j.rolled_back = Some(by);
+        save(&root, &j).unwrap();
+        assert_eq!(load(&root).unwrap(), Some(j));
+    }
+
+    #[test]
+    fn who_names_the_login_behind_sudo() {
+        let mut by = Event {
+            at: "2026-11-25T14:23:02Z".into(),
+            uid: 0,
+            user: Some("root".into()),
+            login_uid: Some(1000),
+            login_user: Some("al\u{1b}[2Jice".into()),
+            command: vec![],
+            gputune_version: "0.1.0".into(),
+        };
+        assert_eq!(by.who(), "root (uid 0), logged in as al[2Jice (uid 1000)");
+        by.login_uid = Some(0);
+        by.user = None;
+        assert_eq!(by.who(), "uid 0");
     }
 
     #[test]

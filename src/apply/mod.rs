@@ -15,6 +15,7 @@ pub mod nft;
 pub mod operator;
 pub mod owned;
 pub mod plan;
+pub mod status;
 pub mod target;
 pub mod transaction;
 pub mod validate;

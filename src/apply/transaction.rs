@@ -81,26 +81,36 @@ pub fn restore(steps: &[Step], io: &dyn Io) -> Vec<Result<Restored, ApplyError>>
             let current = io
                 .read(&step.target)
                 .map_err(|e| ApplyError::during(format!("restoring {label}"), e))?;
-            if holds(&step.target, &step.before, &current) {
-                return Ok(Restored::Unchanged { target: label });
+            let decided = decide(step, &current);
+            if let Restored::Changed { .. } = decided {
+                write_verified(io, step, &step.before)
+                    .map_err(|e| ApplyError::during(format!("restoring {label}"), e))?;
             }
-            // A file without gputune's header is someone else's now, unless it still holds
-            // exactly what apply wrote (a system file edited in place, /etc/kernel/cmdline).
-            if let (Target::File(_), State::Present(text)) = (&step.target, &current)
-                && !owned::is_ours(text)
-                && current != step.after
-            {
-                return Ok(Restored::LeftAlone { target: label });
-            }
-            write_verified(io, step, &step.before)
-                .map_err(|e| ApplyError::during(format!("restoring {label}"), e))?;
-            Ok(Restored::Changed {
-                target: label,
-                from: current.summary(),
-                to: step.before.summary(),
-            })
+            Ok(decided)
         })
         .collect()
+}
+
+/// What restoring `step` does to a target that holds `current` (shared by rollback and
+/// `rollback --dry-run`, so the preview is what rollback would do).
+pub fn decide(step: &Step, current: &State) -> Restored {
+    let target = step.target.label();
+    if holds(&step.target, &step.before, current) {
+        return Restored::Unchanged { target };
+    }
+    // A file without gputune's header is someone else's now, unless it still holds exactly
+    // what apply wrote (a system file edited in place, /etc/kernel/cmdline).
+    if let (Target::File(_), State::Present(text)) = (&step.target, current)
+        && !owned::is_ours(text)
+        && *current != step.after
+    {
+        return Restored::LeftAlone { target };
+    }
+    Restored::Changed {
+        target,
+        from: current.summary(),
+        to: step.before.summary(),
+    }
 }
 
 fn write_verified(io: &dyn Io, step: &Step, want: &State) -> Result<(), ApplyError> {

@@ -4,7 +4,7 @@
 use clap::Args;
 
 use crate::apply::io::{HostIo, has_live_kernel};
-use crate::apply::journal::{self, Journal, Phase};
+use crate::apply::journal::{self, Applied, Event, Journal, Phase};
 use crate::apply::lock;
 use crate::apply::nft::{Nft, NftCommand};
 use crate::apply::operator::{Console, Operator};
@@ -45,7 +45,12 @@ pub struct ApplyArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct RollbackArgs {}
+pub struct RollbackArgs {
+    /// Print what rollback would restore (before -> after per target, files removed or
+    /// restored) and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
 
 /// `gputune apply`: as the user running it, with the real `nft`.
 pub fn run(args: &ApplyArgs, root: &Root) -> Result<ExitCode> {
@@ -53,7 +58,16 @@ pub fn run(args: &ApplyArgs, root: &Root) -> Result<ExitCode> {
 }
 
 /// `gputune rollback`: restores what the journal recorded before the last applies.
-pub fn rollback(_args: &RollbackArgs, root: &Root) -> Result<ExitCode> {
+pub fn rollback(args: &RollbackArgs, root: &Root) -> Result<ExitCode> {
+    if args.dry_run {
+        // A preview changed nothing: a closed stdout ends it quietly, as for every
+        // read-only command (`rollback --dry-run | head`), not as an unseen transaction.
+        let result = rollback_preview(root, &Console, &NftCommand);
+        return match crate::say::take_failure() {
+            Some(e) => Err(Error::Stdout(e)),
+            None => result,
+        };
+    }
     rollback_with(root, &Console, &NftCommand)
 }
 
@@ -186,6 +200,11 @@ pub fn apply_with(
         ))
     })?;
     let mut record = Journal::begin(previous.as_ref(), &profile.name, &plan.steps);
+    record.applies.push(Applied {
+        profile: profile.name.clone(),
+        changes: plan.steps.len(),
+        by: Event::now(),
+    });
     journal::save(&state, &record).map_err(|e| {
         Error::Runtime(format!(
             "cannot write the journal, nothing was changed: {e}"
@@ -310,6 +329,7 @@ pub fn rollback_with(root: &Root, operator: &dyn Operator, nft: &dyn Nft) -> Res
     }
     created_dirs::remove(&state, root);
     record.phase = Phase::RolledBack;
+    record.rolled_back = Some(Event::now());
     journal::save(&state, &record).map_err(runtime)?;
     crate::say!(
         "rolled back {} targets changed by profile {}",
@@ -317,6 +337,108 @@ pub fn rollback_with(root: &Root, operator: &dyn Operator, nft: &dyn Nft) -> Res
         record.profiles.join(", ")
     );
     Ok(ExitCode::Ok)
+}
+
+/// `rollback --dry-run`: what rollback would do to each target, last applied first (the
+/// order rollback restores in), and the directories it would remove; changes nothing, takes
+/// no lock and needs no root, as `apply --dry-run`.
+pub fn rollback_preview(root: &Root, operator: &dyn Operator, nft: &dyn Nft) -> Result<ExitCode> {
+    use crate::apply::target::Target;
+    use crate::say::clean_line;
+    crate::image::check_root(root).map_err(|e| Error::Runtime(e.to_string()))?;
+    let image = Mode::detect(root, false) == Mode::Image;
+    let state = state_root(root, image, operator);
+    let journal_path = state.path(journal::PATH);
+    let record = if image
+        && std::fs::symlink_metadata(state.dir())
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+    {
+        None
+    } else {
+        journal::load(&state).map_err(runtime)?
+    };
+    let Some(record) = record else {
+        crate::say!(
+            "nothing to roll back: there is no {}",
+            journal_path.display()
+        );
+        return Ok(ExitCode::Ok);
+    };
+    if record.phase == Phase::RolledBack {
+        crate::say!("nothing to roll back: the last apply was already rolled back");
+        return Ok(ExitCode::Ok);
+    }
+    let io = HostIo {
+        root,
+        nft: has_live_kernel(root).then_some(nft),
+    };
+    let mut out = format!(
+        "rollback plan for profile {}: {} targets, from {}\n",
+        clean_line(&record.profiles.join(", ")),
+        record.steps.len(),
+        journal_path.display()
+    );
+    let mut unreadable = Vec::new();
+    for step in record.steps.iter().rev() {
+        let label = clean_line(&step.target.label());
+        let current = match crate::apply::io::Io::read(&io, &step.target) {
+            Ok(state) => state,
+            Err(e) => {
+                unreadable.push(format!("{label}: {}", clean_line(&e.to_string())));
+                out.push_str(&format!(
+                    "  {label}: cannot read it ({})\n",
+                    clean_line(&e.to_string())
+                ));
+                continue;
+            }
+        };
+        let file = matches!(step.target, Target::File(_));
+        match transaction::decide(step, &current) {
+            Restored::Unchanged { .. } => {
+                out.push_str(&format!("  unchanged {label}: already as before\n"))
+            }
+            Restored::LeftAlone { .. } => out.push_str(&format!(
+                "  left alone {label}: it no longer carries gputune's header, so it is someone else's file now\n"
+            )),
+            Restored::Changed { from, to, .. } => {
+                let verb = match (&step.before, file) {
+                    (crate::apply::target::State::Absent, true) => "remove",
+                    (_, true) => "restore file",
+                    _ => "restore",
+                };
+                out.push_str(&format!(
+                    "  {verb} {label}: {} -> {}\n",
+                    clean_line(&from),
+                    clean_line(&to)
+                ));
+                if file {
+                    out.push_str(&clean_diff(&diff(&current, &step.before)));
+                }
+            }
+        }
+    }
+    for dir in created_dirs::pending(&state, root) {
+        out.push_str(&format!(
+            "  remove directory {}: apply created it (kept if anything else is in it)\n",
+            clean_line(&dir)
+        ));
+    }
+    crate::say::write(&out);
+    if !unreadable.is_empty() {
+        return Err(Error::Runtime(format!(
+            "cannot read what rollback would restore: {}\nnothing was changed",
+            unreadable.join("; ")
+        )));
+    }
+    crate::say!("dry run: nothing was changed");
+    Ok(ExitCode::Ok)
+}
+
+/// A diff of file content from a journal or the node, safe for a terminal.
+fn clean_diff(diff: &str) -> String {
+    diff.lines()
+        .map(|l| format!("{}\n", crate::say::clean_line(l)))
+        .collect()
 }
 
 /// A file's change as lines people review: `-` removed, `+` added, ` ` kept.
@@ -366,7 +488,7 @@ fn may_write(root: &Root, image: bool, operator: &dyn Operator) -> Result<()> {
 /// Where the journal and lock live: the node's own `/var/lib/gputune` and `/run`, or, for an
 /// image, a directory outside it keyed by the image path, so nothing of gputune's state is
 /// baked into the image and rolled back on every node booted from it.
-fn state_root(root: &Root, image: bool, operator: &dyn Operator) -> Root {
+pub(crate) fn state_root(root: &Root, image: bool, operator: &dyn Operator) -> Root {
     if image {
         Root::new(crate::image::state_dir(root.dir(), operator.is_root()))
     } else {

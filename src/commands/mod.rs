@@ -9,6 +9,7 @@ pub mod health;
 pub mod pin;
 pub mod preflight;
 pub mod profiles;
+pub mod status;
 pub mod topo;
 
 use std::io::Write;
@@ -35,6 +36,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         // Their transaction completes whatever happens to stdout; a report nobody saw is exit 3.
         Command::Apply(args) => crate::say::finish(apply::run(&args, &root)),
         Command::Rollback(args) => crate::say::finish(apply::rollback(&args, &root)),
+        Command::Status(args) => status::run(&args, &root),
         Command::Profiles(args) => profiles::run(&args, &root),
         Command::Topo(args) => topo::run(&args, &root),
         Command::Pin(args) => pin::run(&args, &root),

@@ -49,8 +49,8 @@ pub const VARS: &[Var] = &[
     },
     Var {
         names: &["HOME"],
-        pages: &["audit", "apply", "rollback", "health", "bench"],
-        text: "~/.nccl.conf is judged as NCCL reads it, ~/.local is searched for NCCL's Python wheel, and ~/.local/state/gputune keeps the journal of an image applied without root.",
+        pages: &["audit", "apply", "rollback", "status", "health", "bench"],
+        text: "~/.nccl.conf is judged as NCCL reads it, ~/.local is searched for NCCL's Python wheel, and ~/.local/state/gputune keeps the journal of an image applied without root (where status and rollback look for it).",
     },
     Var {
         names: &["NCCL_CONF_FILE", "NCCL_*"],
@@ -64,12 +64,12 @@ pub const VARS: &[Var] = &[
     },
     Var {
         names: &["GPUTUNE_STATE_DIR"],
-        pages: &["apply", "rollback"],
+        pages: &["apply", "rollback", "status"],
         text: "The directory for an image's journal and lock (apply --root IMAGE), instead of /var/lib/gputune/images/KEY as root or the user's state directory. Made on first use, 0700; refused when it is a link, another user's, or writable by others.",
     },
     Var {
         names: &["XDG_STATE_HOME"],
-        pages: &["apply", "rollback"],
+        pages: &["apply", "rollback", "status"],
         text: "Without root, an image's journal and lock are kept in $XDG_STATE_HOME/gputune/images/KEY (default ~/.local/state).",
     },
     Var {
@@ -374,6 +374,11 @@ mod tests {
         );
         assert!(
             names("gputune-rollback")
+                .iter()
+                .any(|n| n == "GPUTUNE_STATE_DIR")
+        );
+        assert!(
+            names("gputune-status")
                 .iter()
                 .any(|n| n == "GPUTUNE_STATE_DIR")
         );

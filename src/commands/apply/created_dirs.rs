@@ -53,6 +53,14 @@ pub fn remove(state: &Root, root: &Root) {
     let _ = state.remove_file(PATH);
 }
 
+/// The recorded directories that exist under `root` now: what [`remove`] would try to remove.
+pub fn pending(state: &Root, root: &Root) -> Vec<String> {
+    let mut dirs = load(state);
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.matches('/').count()));
+    dirs.retain(|d| root.is_dir(d));
+    dirs
+}
+
 /// The list; only absolute paths under `/etc` without `..` are taken from it, since it is a
 /// file on disk and rollback must not be steered elsewhere.
 fn load(state: &Root) -> Vec<String> {
