@@ -40,11 +40,17 @@ _gputune() {
             gputune,pin)
                 cmd="gputune__subcmd__pin"
                 ;;
+            gputune,preflight)
+                cmd="gputune__subcmd__preflight"
+                ;;
             gputune,profiles)
                 cmd="gputune__subcmd__profiles"
                 ;;
             gputune,rollback)
                 cmd="gputune__subcmd__rollback"
+                ;;
+            gputune,status)
+                cmd="gputune__subcmd__status"
                 ;;
             gputune,topo)
                 cmd="gputune__subcmd__topo"
@@ -103,11 +109,17 @@ _gputune() {
             gputune__subcmd__help,pin)
                 cmd="gputune__subcmd__help__subcmd__pin"
                 ;;
+            gputune__subcmd__help,preflight)
+                cmd="gputune__subcmd__help__subcmd__preflight"
+                ;;
             gputune__subcmd__help,profiles)
                 cmd="gputune__subcmd__help__subcmd__profiles"
                 ;;
             gputune__subcmd__help,rollback)
                 cmd="gputune__subcmd__help__subcmd__rollback"
+                ;;
+            gputune__subcmd__help,status)
+                cmd="gputune__subcmd__help__subcmd__status"
                 ;;
             gputune__subcmd__help,topo)
                 cmd="gputune__subcmd__help__subcmd__topo"
@@ -155,7 +167,7 @@ _gputune() {
 
     case "${cmd}" in
         gputune)
-            opts="-h -V --root --help --version audit apply rollback profiles topo pin bench health fleet explain help"
+            opts="-h -V --root --help --version audit apply rollback status profiles topo pin bench health fleet explain preflight help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -203,7 +215,7 @@ _gputune() {
             return 0
             ;;
         gputune__subcmd__audit)
-            opts="-v -h --profile --format --output --only --strict --persisted --cgroup --peer --skip --verbose --root --help"
+            opts="-v -h --profile --format --output --only --strict --persisted --cgroup --peer --skip --verbose --since --root --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -234,6 +246,10 @@ _gputune() {
                     return 0
                     ;;
                 --skip)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --since)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -935,7 +951,7 @@ _gputune() {
             return 0
             ;;
         gputune__subcmd__health)
-            opts="-h --profile --slurm --format --strict --as-job --timeout --skip --root --help"
+            opts="-h --profile --slurm --format --strict --as-job --timeout --skip --since --root --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -957,6 +973,10 @@ _gputune() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --since)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --root)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -969,7 +989,7 @@ _gputune() {
             return 0
             ;;
         gputune__subcmd__help)
-            opts="audit apply rollback profiles topo pin bench health fleet explain help"
+            opts="audit apply rollback status profiles topo pin bench health fleet explain preflight help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1150,6 +1170,20 @@ _gputune() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        gputune__subcmd__help__subcmd__preflight)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         gputune__subcmd__help__subcmd__profiles)
             opts="list show"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1206,6 +1240,20 @@ _gputune() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        gputune__subcmd__help__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         gputune__subcmd__help__subcmd__topo)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1228,6 +1276,40 @@ _gputune() {
             fi
             case "${prev}" in
                 --local-rank)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        gputune__subcmd__preflight)
+            opts="-h --timeout --format --output --pairs-report --root --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "table json html" -- "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pairs-report)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1353,12 +1435,34 @@ _gputune() {
             return 0
             ;;
         gputune__subcmd__rollback)
-            opts="-h --root --help"
+            opts="-h --dry-run --root --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        gputune__subcmd__status)
+            opts="-h --format --root --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --format)
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    return 0
+                    ;;
                 --root)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

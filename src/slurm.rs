@@ -182,7 +182,7 @@ pub fn parse_node(node: &str, answer: &str) -> Result<NodeState, SlurmError> {
         .filter(|s| !s.is_empty())
         .ok_or_else(|| SlurmError::Unparsed {
             node: node.to_string(),
-            answer: say::clean_line(&line.chars().take(200).collect::<String>()).into_owned(),
+            answer: say::clean_line(&line.chars().take(200).collect::<String>()),
         })?;
     Ok(NodeState {
         state: state.to_string(),
@@ -261,8 +261,7 @@ impl RealScontrol {
         if !out.success {
             return Err(SlurmError::Refused {
                 args: args.join(" "),
-                stderr: say::clean_line(&out.stderr.trim().chars().take(500).collect::<String>())
-                    .into_owned(),
+                stderr: say::clean_line(&out.stderr.trim().chars().take(500).collect::<String>()),
             });
         }
         Ok(out.stdout)

@@ -2,12 +2,13 @@
 //! user would: a clean environment (no `GPUTUNE_*` variable, a fresh `HOME`, no directory made
 //! in advance) inside a sandbox that fits the command, asserting the documented exit code.
 //!
-//! The sandbox is this machine seen through fresh mount and network namespaces: `/etc` is an
-//! overlay whose writes stay in the sandbox, `/var/lib`, `/run` and `/mnt` are empty tmpfs,
-//! the kernel knobs that are global to the machine (`vm.swappiness`, THP, ...) are regular
-//! files bind-mounted over the real ones, and an image journey finds a fresh copy of the
-//! Debian test image where the example names it. `sudo` is the identity (the suite runs as
-//! root). Commands of one block run in order in one sandbox, as a user types them. The
+//! The sandbox is this machine seen through a network namespace of the journey's own and a
+//! fresh mount namespace for each command: `/etc` is an overlay whose writes stay in the
+//! sandbox; `/var/lib`, `/run` and `/mnt` are directories of the journey's, empty at its
+//! start; the kernel knobs that are global to the machine (`vm.swappiness`, THP, ...) are
+//! regular files bind-mounted over the real ones; and an image journey finds a fresh copy of
+//! the Debian test image where the example names it. `sudo` is the identity (the suite runs
+//! as root). Commands of one block run in order in one sandbox, as a user types them. The
 //! binary is the release build users install (`GPUTUNE_TEST_RELEASE_BIN`, which
 //! `scripts/test` builds): the README's benchmark sizes are too slow for a debug build.
 //!
@@ -180,6 +181,22 @@ const CASES: &[Case] = &[
         sandbox: Host("apply"),
         // No terminal to ask: a script is refused (tests/apply_confirm.rs answers a terminal).
         exit: &[2],
+    },
+    Case {
+        command: "gputune status",
+        sandbox: Host("apply"),
+        // Everything apply changed still holds.
+        exit: &[0],
+    },
+    Case {
+        command: "gputune status >/dev/null || logger -t gputune \"settings drifted since apply\"",
+        sandbox: Host("apply"),
+        exit: &[0],
+    },
+    Case {
+        command: "gputune rollback --dry-run",
+        sandbox: Host("apply"),
+        exit: &[0],
     },
     Case {
         command: "sudo gputune rollback",
@@ -407,6 +424,52 @@ const CASES: &[Case] = &[
         sandbox: Host("explain"),
         exit: &[1],
     },
+    // preflight: every node of a job.
+    Case {
+        command: "srun -N 64 --ntasks-per-node=1 gputune preflight",
+        sandbox: Elsewhere(
+            "preflight",
+            "needs 64 Slurm nodes; tests/preflight_netns.rs runs srun-style ranks in network namespaces",
+            None,
+        ),
+        exit: PASS_OR_FINDINGS,
+    },
+    Case {
+        command: "RANK=$NODE_RANK WORLD_SIZE=4 MASTER_ADDR=node0 gputune preflight --timeout 60",
+        sandbox: Elsewhere(
+            "preflight",
+            "needs 4 nodes; tests/preflight_netns.rs starts ranks with these variables in network namespaces",
+            None,
+        ),
+        exit: PASS_OR_FINDINGS,
+    },
+    Case {
+        command: "RANK=$NODE_RANK WORLD_SIZE=4 MASTER_ADDR=node0 MASTER_PORT=29500 gputune preflight --timeout 60",
+        sandbox: Elsewhere(
+            "preflight",
+            "needs 4 nodes; tests/preflight_netns.rs starts ranks with these variables in network namespaces",
+            None,
+        ),
+        exit: PASS_OR_FINDINGS,
+    },
+    Case {
+        command: "mpirun -np 8 --map-by ppr:1:node -x MASTER_ADDR=node0 gputune preflight --format json",
+        sandbox: Elsewhere(
+            "preflight",
+            "needs 8 nodes and Open MPI; tests/preflight_netns.rs covers the launchers' variables",
+            None,
+        ),
+        exit: PASS_OR_FINDINGS,
+    },
+    Case {
+        command: "srun -N 16 gputune preflight --format html --output preflight.html --pairs-report pairs.json",
+        sandbox: Elsewhere(
+            "preflight",
+            "needs 16 nodes; tests/preflight_html.rs renders the page with a real bench --pairs report in Chromium",
+            None,
+        ),
+        exit: PASS_OR_FINDINGS,
+    },
     Case {
         command: "kubectl logs job/train | gputune explain --format json -",
         sandbox: Elsewhere(
@@ -442,6 +505,11 @@ const CASES: &[Case] = &[
     },
     Case {
         command: "gputune audit --root /mnt/image --profile ddp-25gbe --strict --format junit --output audit.xml",
+        sandbox: Image("bake", "/mnt/image"),
+        exit: &[0],
+    },
+    Case {
+        command: "gputune status --root /mnt/image --format json",
         sandbox: Image("bake", "/mnt/image"),
         exit: &[0],
     },
@@ -624,6 +692,16 @@ fn the_readme_parser_reads_blocks_comments_and_continuations() {
 /// knobs' stand-ins.
 struct Journey {
     dir: tempfile::TempDir,
+    /// The journey's network namespace: what apply changes in it, the next command sees.
+    netns: String,
+}
+
+impl Drop for Journey {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.netns])
+            .status();
+    }
 }
 
 /// The kernel knobs global to the machine that apply may write: inside the sandbox each is a
@@ -683,7 +761,20 @@ impl Journey {
                 .unwrap();
             assert!(status.success(), "copying the test image failed");
         }
-        Journey { dir }
+        static COUNT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let netns = format!(
+            "gputune-docs-{}-{}",
+            std::process::id(),
+            COUNT.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+        );
+        for args in [
+            vec!["netns", "add", netns.as_str()],
+            vec!["-n", netns.as_str(), "link", "set", "lo", "up"],
+        ] {
+            let status = Command::new("ip").args(&args).status().unwrap();
+            assert!(status.success(), "ip {args:?}");
+        }
+        Journey { dir, netns }
     }
 
     /// The shell script that enters the sandbox and runs `command` in it.
@@ -699,7 +790,7 @@ impl Journey {
         for (i, knob) in GLOBAL_KNOBS.iter().enumerate() {
             s += &format!("if [ -f {d}/knobs/{i} ]; then mount --bind {d}/knobs/{i} {knob}; fi\n");
         }
-        s += &format!("ip link set lo up\ncd {d}/work\nset +e\n{command}\n");
+        s += &format!("cd {d}/work\nset +e\n{command}\n");
         s
     }
 
@@ -707,8 +798,9 @@ impl Journey {
     fn run(&self, command: &str) -> (i32, String, String) {
         let d = self.dir.path();
         let (out, err) = (d.join("out/stdout"), d.join("out/stderr"));
-        let mut cmd = Command::new("unshare");
-        cmd.args(["--mount", "--net", "--uts", "--", "sh", "-c"])
+        let mut cmd = Command::new("nsenter");
+        cmd.arg(format!("--net=/run/netns/{}", self.netns))
+            .args(["--", "unshare", "--mount", "--uts", "--", "sh", "-c"])
             .arg(self.script(command))
             .env_clear()
             .env(
@@ -761,7 +853,7 @@ fn readme_profile() -> String {
 /// Runs every case of the journeys `select` picks, each journey in its own sandbox, and
 /// reports every command whose exit code is not the documented one.
 fn run_journeys(select: impl Fn(&Sandbox) -> bool) {
-    require(&["unshare", "ip", "mount"]);
+    require(&["unshare", "nsenter", "ip", "mount"]);
     let mut journeys: BTreeMap<&str, (Option<&'static str>, Vec<&Case>)> = BTreeMap::new();
     for case in CASES.iter().filter(|c| select(&c.sandbox)) {
         let (name, image) = match case.sandbox {

@@ -86,7 +86,7 @@ pub fn run(args: &FleetArgs) -> Result<ExitCode> {
              *.json, or `-`, holding `gputune audit --format json` output",
             args.reports
                 .iter()
-                .map(|p| crate::say::clean_line(&p.display().to_string()).into_owned())
+                .map(|p| crate::say::cleaned_line(&p.display().to_string()).into_owned())
                 .collect::<Vec<_>>()
                 .join(", "),
             reading.skipped

@@ -161,7 +161,7 @@ pub fn error_line(f: &Finding) -> String {
         Status::Error if !f.message.is_empty() => format!("{line}: {}", f.message),
         _ => line,
     };
-    clean_line(&line).into_owned()
+    clean_line(&line)
 }
 
 /// The Slurm drain reason: the first failing check and how many more.
@@ -183,7 +183,7 @@ fn drain_reason(first: &Finding, failing: usize) -> String {
 fn npd_message(text: &str) -> String {
     let text = clean_line(text);
     if text.chars().count() <= NPD_MESSAGE_MAX {
-        text.into_owned()
+        text
     } else {
         let cut: String = text.chars().take(NPD_MESSAGE_MAX - 3).collect();
         format!("{cut}...")
@@ -258,7 +258,7 @@ fn slurm_act(scontrol: &dyn Scontrol, node: &str, reason: Option<&str>) -> Resul
 fn node_name() -> Result<String> {
     if let Some(name) = std::env::var("SLURMD_NODENAME")
         .ok()
-        .map(|n| clean_line(n.trim()).into_owned())
+        .map(|n| clean_line(n.trim()))
         .filter(|n| !n.is_empty())
     {
         return Ok(name);
@@ -274,7 +274,7 @@ fn node_name() -> Result<String> {
             "slurm: no host name and SLURMD_NODENAME is not set".into(),
         ));
     }
-    Ok(short.into_owned())
+    Ok(short)
 }
 
 #[cfg(test)]

@@ -79,12 +79,12 @@ pub const VARS: &[Var] = &[
     },
     Var {
         names: &["GPUTUNE_BENCH_TOKEN"],
-        pages: &["bench"],
+        pages: &["bench", "preflight"],
         text: "The secret every rank of a benchmark job proves to the others (never sent). Set it on networks you do not trust.",
     },
     Var {
         names: &["RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"],
-        pages: &["bench"],
+        pages: &["bench", "preflight"],
         text: "torchrun's launcher variables: each rank joins rank 0 at MASTER_ADDR:MASTER_PORT (default port 29500).",
     },
     Var {
@@ -95,17 +95,17 @@ pub const VARS: &[Var] = &[
             "SLURM_JOB_NODELIST",
             "SLURM_NODELIST",
         ],
-        pages: &["bench", "health"],
+        pages: &["bench", "health", "preflight"],
         text: "Slurm's launcher variables (srun); rank 0 is the first node of the step's node list. In health, SLURM_PROCID set means gputune runs as the job and judges its own resource limits (as --as-job does).",
     },
     Var {
         names: &["OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"],
-        pages: &["bench"],
+        pages: &["bench", "preflight"],
         text: "Open MPI's launcher variables (mpirun).",
     },
     Var {
         names: &["LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"],
-        pages: &["bench", "pin"],
+        pages: &["bench", "pin", "preflight"],
         text: "A rank's GPU on its node: the GPU bench uses, and the one pin binds to when --local-rank is not given.",
     },
     Var {
@@ -116,7 +116,7 @@ pub const VARS: &[Var] = &[
             "OMPI_MCA_ess_base_jobid",
             "PMIX_NAMESPACE",
         ],
-        pages: &["bench"],
+        pages: &["bench", "preflight"],
         text: "The launcher's job ids: without GPUTUNE_BENCH_TOKEN they go into the token the ranks derive, so a rank of another job is kept out.",
     },
     Var {
@@ -182,6 +182,36 @@ mod tests {
         (
             "src/commands/pin.rs",
             &["LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"],
+        ),
+        (
+            "src/preflight/meet.rs",
+            &["SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"],
+        ),
+        (
+            // bench::launch judges the map preflight reads, as for job.rs below.
+            "src/preflight/mod.rs",
+            &[
+                "RANK",
+                "WORLD_SIZE",
+                "LOCAL_RANK",
+                "MASTER_ADDR",
+                "MASTER_PORT",
+                "SLURM_PROCID",
+                "SLURM_NTASKS",
+                "SLURM_LOCALID",
+                "SLURM_STEP_NODELIST",
+                "SLURM_JOB_NODELIST",
+                "SLURM_NODELIST",
+                "OMPI_COMM_WORLD_RANK",
+                "OMPI_COMM_WORLD_SIZE",
+                "OMPI_COMM_WORLD_LOCAL_RANK",
+                "TORCHELASTIC_RUN_ID",
+                "SLURM_JOB_ID",
+                "SLURM_STEP_ID",
+                "OMPI_MCA_ess_base_jobid",
+                "PMIX_NAMESPACE",
+                "GPUTUNE_BENCH_TOKEN",
+            ],
         ),
         (
             // bench::launch judges the map job.rs reads.

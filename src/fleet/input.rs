@@ -101,7 +101,7 @@ pub fn produce(args: &[PathBuf], stdin: &mut dyn Read, send: &mut dyn FnMut(Batc
             stream("<stdin>", &mut *stdin, &mut out);
             continue;
         }
-        let shown = crate::say::clean_line(&arg.display().to_string()).into_owned();
+        let shown = crate::say::cleaned_line(&arg.display().to_string()).into_owned();
         match std::fs::metadata(arg) {
             Err(e) => out.problem(format!("{shown}: {e}")),
             Ok(meta) if meta.is_dir() => directory(arg, &shown, &mut out),
@@ -148,7 +148,7 @@ fn directory(dir: &Path, shown: &str, out: &mut Batcher) {
         if !out.open {
             return;
         }
-        let shown = crate::say::clean_line(&file.display().to_string()).into_owned();
+        let shown = crate::say::cleaned_line(&file.display().to_string()).into_owned();
         match open_regular(&file, &shown, true) {
             Ok(f) => regular(&shown, f, out),
             Err(problem) => out.problem(problem),
@@ -242,7 +242,7 @@ fn stream(origin: &str, input: impl Read, out: &mut Batcher) {
                     Some((last, origin)) if *last == host => origin.clone(),
                     _ => {
                         let origin: Arc<str> =
-                            Arc::from(format!("{origin} ({})", crate::say::clean_line(&host)));
+                            Arc::from(format!("{origin} ({})", crate::say::cleaned_line(&host)));
                         prefixed = Some((host, origin.clone()));
                         origin
                     }

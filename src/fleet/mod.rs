@@ -123,7 +123,7 @@ fn parse_batch(items: Vec<Item>) -> Vec<Result<NodeDoc, String>> {
                         prefix: Some(host),
                         bytes,
                     } => {
-                        let origin = format!("{origin} ({})", crate::say::clean_line(&host));
+                        let origin = format!("{origin} ({})", crate::say::cleaned_line(&host));
                         parse::node_doc(&origin, offset, &bytes)
                     }
                     split::Piece::Problem { offset, problem } => {

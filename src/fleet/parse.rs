@@ -5,7 +5,7 @@
 
 use crate::finding::Status;
 use crate::report::json::{Parsed, SCHEMA_VERSION};
-use crate::say::clean_line as clean;
+use crate::say::cleaned_line as clean;
 
 /// One check of one node.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -22,7 +22,7 @@ pub const GRUB_DROP_INS: &str = "/etc/default/grub.d";
 pub const GRUB_DROP_IN: &str = "/etc/default/grub.d/90-gputune.cfg";
 
 /// The GRUB variable gputune's drop-in extends (normal boot entries, not recovery ones).
-const GRUB_VAR: &str = "GRUB_CMDLINE_LINUX_DEFAULT";
+const GRUB_CMDLINE_KEY: &str = "GRUB_CMDLINE_LINUX_DEFAULT";
 
 /// How the root boots, as far as its files tell, and so where command-line settings go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,7 +154,7 @@ pub fn grub_words(files: &[(String, String)]) -> Vec<Word> {
             let Some((name, value)) = line.split_once('=') else {
                 continue;
             };
-            if name != "GRUB_CMDLINE_LINUX" && name != GRUB_VAR {
+            if name != "GRUB_CMDLINE_LINUX" && name != GRUB_CMDLINE_KEY {
                 continue;
             }
             let value = unquote(value);
@@ -173,7 +173,7 @@ pub fn grub_words(files: &[(String, String)]) -> Vec<Word> {
                     }),
                 }
             }
-            if name == GRUB_VAR {
+            if name == GRUB_CMDLINE_KEY {
                 default = words;
             } else {
                 linux = words;
@@ -241,8 +241,11 @@ pub fn drop_in_params(text: &str) -> Vec<(String, String)> {
 pub fn drop_in_line(params: &[(String, String)]) -> (String, String) {
     let words: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
     (
-        GRUB_VAR.to_string(),
-        format!("{GRUB_VAR}=\"${GRUB_VAR} {}\"", words.join(" ")),
+        GRUB_CMDLINE_KEY.to_string(),
+        format!(
+            "{GRUB_CMDLINE_KEY}=\"${GRUB_CMDLINE_KEY} {}\"",
+            words.join(" ")
+        ),
     )
 }
 

@@ -148,7 +148,7 @@ fn read_journal() -> Result<KernelLog, String> {
     let out = super::exec::run(cmd, MAX_TIME).map_err(|e| e.to_string())?;
     if !out.success {
         let why = out.stderr.lines().next().unwrap_or("failed").to_string();
-        return Err(crate::say::clean_line(&why).into_owned());
+        return Err(crate::say::clean_line(&why));
     }
     Ok(KernelLog {
         lines: out

@@ -56,7 +56,7 @@ pub fn parse_line(line: &str) -> Option<XidEvent> {
     Some(XidEvent {
         xid,
         pci,
-        detail: crate::say::clean_line(&detail).into_owned(),
+        detail: crate::say::clean_line(&detail),
         usec: kmsg::timestamp_usec(line),
     })
 }

@@ -102,6 +102,31 @@ const KEY_CHECKS: &[(&str, &[&str], &str)] = &[
         "cpuset.cpus.effective and cpuset.mems.effective of the cgroup, against each GPU's NUMA-local CPUs and memory.",
     ),
     (
+        "gpu.count",
+        &["gpu.count"],
+        "NVIDIA GPUs on the PCI bus (or /proc/driver/nvidia/gpus), against the rule and against /var/lib/gputune/gpus.json, the GPUs the last passing live audit saw, naming one that went missing.",
+    ),
+    (
+        "gpu.model",
+        &["gpu.model.gpuN"],
+        "NVML's device name, else /proc/driver/nvidia/gpus/BDF/information.",
+    ),
+    (
+        "gpu.memory_mib",
+        &["gpu.memory_mib.gpuN"],
+        "NVML's total memory of GPU N.",
+    ),
+    (
+        "gpu.nvlink_count",
+        &["gpu.nvlink_count.gpuN"],
+        "NVML's active NVLinks of GPU N.",
+    ),
+    (
+        "rdma.hca_count",
+        &["rdma.hca_count"],
+        "The RDMA devices in /sys/class/infiniband.",
+    ),
+    (
         "driver.version",
         &["driver.version"],
         "NVML (live), or the driver's version file (images).",
@@ -169,6 +194,31 @@ pub const CHECKS: &[CheckDoc] = &[
         id: "gpuN.nvlink",
         area: Area::Gpu,
         reads: "NVML's NVLink state per link.",
+    },
+    CheckDoc {
+        id: "gpuN.xid",
+        area: Area::Gpu,
+        reads: "NVIDIA Xid events of GPU N in the kernel log (/dev/kmsg, else journalctl -k; under --root only a regular file ROOT/dev/kmsg), since boot or --since.",
+    },
+    CheckDoc {
+        id: "gpu.xid",
+        area: Area::Gpu,
+        reads: "The kernel log's Xid events, when there is no log to read or no GPU to judge them by.",
+    },
+    CheckDoc {
+        id: "gpu.xid.BDF",
+        area: Area::Gpu,
+        reads: "Xid events of a GPU at PCI address BDF that the node no longer lists.",
+    },
+    CheckDoc {
+        id: "gpuN.row_remap",
+        area: Area::Gpu,
+        reads: "NVML's remapped rows of GPU N (pending or failed remapping).",
+    },
+    CheckDoc {
+        id: "gpuN.retired_pages",
+        area: Area::Gpu,
+        reads: "NVML's retired pages of GPU N (a retirement pending).",
     },
     CheckDoc {
         id: "torch.cuda",
