@@ -112,7 +112,7 @@ const CASES: &[Case] = &[
         exit: &[1],
     },
     Case {
-        command: "gputune audit --root /mnt/golden-image",
+        command: "gputune audit --root /mnt/golden-image --profile ddp-25gbe",
         sandbox: Image("golden", "/mnt/golden-image"),
         exit: &[1],
     },
