@@ -1,9 +1,9 @@
 //! gputune under a real single-node Slurm (Debian's slurmctld, slurmd, slurm-client and
-//! munge, installed by scripts/test): `srun` with nothing exported, `health --slurm` as
-//! the `HealthCheckProgram` draining and resuming the node, and every node state an
-//! administrator (or Slurm) can set left exactly as it was by failing and passing runs. One
-//! test function runs the scenarios in order, as the daemons are one per machine. Every
-//! daemon is stopped by its pid when the test ends, passing or not.
+//! munge, installed by scripts/test): `srun` with nothing exported (bench and preflight),
+//! `health --slurm` as the `HealthCheckProgram` draining and resuming the node, and every
+//! node state an administrator (or Slurm) can set left exactly as it was by failing and
+//! passing runs. One test function runs the scenarios in order, as the daemons are one per
+//! machine. Every daemon is stopped by its pid when the test ends, passing or not.
 
 use crate::common;
 
@@ -304,6 +304,41 @@ fn gputune_under_a_real_slurm() {
     assert!(ok, "srun bench failed:\n{stdout}\n{stderr}");
     assert!(stdout.contains("# Avg bus bandwidth"), "{stdout}\n{stderr}");
     eprintln!("srun bench:\n{stdout}");
+
+    // 3b. preflight as srun starts it, nothing exported: both ranks join rank 0 from Slurm's
+    // variables; rank 0 prints the report, rank 1 its one-line verdict.
+    let (ok, stdout, stderr) = output(
+        Command::new("srun")
+            .env("SLURM_CONF", &conf)
+            .env_remove("MASTER_ADDR")
+            .env_remove("MASTER_PORT")
+            .env_remove("RANK")
+            .env_remove("WORLD_SIZE")
+            .args(["-N1", "-n2", "--time=2", "--label"])
+            .arg(&gputune)
+            .args(["preflight", "--timeout", "20", "--format", "json"]),
+    );
+    assert!(ok, "srun preflight failed:\n{stdout}\n{stderr}");
+    let report: String = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("0: "))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let report: serde_json::Value = serde_json::from_str(&report)
+        .unwrap_or_else(|e| panic!("rank 0's preflight JSON: {e}\n{stdout}\n{stderr}"));
+    assert_eq!(report["world"], 2, "{report:#}");
+    assert_eq!(report["joined"], 2, "{report:#}");
+    assert_eq!(
+        report["problems"].as_array().map(Vec::len),
+        Some(0),
+        "{report:#}"
+    );
+    assert!(
+        stdout.lines().any(|l| l.starts_with("1: ")
+            && l.contains("preflight: rank 1")
+            && l.contains("ok here")),
+        "rank 1's verdict:\n{stdout}\n{stderr}"
+    );
 
     // 4. A drain someone else set is never lifted, though the node passes.
     let (ok, _, stderr) = output(Command::new("scontrol").env("SLURM_CONF", &conf).args([
