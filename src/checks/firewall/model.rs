@@ -144,6 +144,13 @@ pub enum Match {
     Unfixed { text: String },
     /// A match this model does not understand.
     Unknown { text: String },
+    /// Not a test a ruleset holds: the mark a walk carries of the unmodelled test `text` of
+    /// the rule `label` (at `at`) it forked on, so that a "cannot tell" names that rule.
+    Forked {
+        text: String,
+        label: String,
+        at: Option<Place>,
+    },
 }
 
 /// What a rule does when every match holds.
@@ -528,7 +535,7 @@ fn judge(m: &Match, port: u16, conntrack: Conntrack, facts: &Facts, link: bool) 
             Conntrack::Bridge => Tri::Unknown(format!("{text} in a bridge family chain")),
         },
         Match::Fixed { holds, .. } => flip(*holds, false),
-        Match::Unknown { text } => Tri::Unknown(text.clone()),
+        Match::Unknown { text } | Match::Forked { text, .. } => Tri::Unknown(text.clone()),
     }
 }
 
@@ -555,17 +562,17 @@ impl State {
     fn texts(&self) -> Vec<String> {
         self.conditions
             .iter()
-            .filter(|c| !matches!(c.test, Match::Unknown { .. }))
+            .filter(|c| !matches!(c.test, Match::Forked { .. }))
             .map(Cond::text)
             .collect()
     }
 
-    /// The first unmodelled test this walk forked on.
-    fn unmodelled(conditions: &[Cond]) -> Option<&str> {
-        conditions.iter().find_map(|c| match &c.test {
-            Match::Unknown { text } => Some(text.as_str()),
-            _ => None,
-        })
+    /// The first unmodelled test this walk forked on (a [`Match::Forked`]).
+    fn unmodelled(conditions: &[Cond]) -> Option<&Match> {
+        conditions
+            .iter()
+            .map(|c| &c.test)
+            .find(|t| matches!(t, Match::Forked { .. }))
     }
 }
 
@@ -680,7 +687,11 @@ impl Walker<'_> {
                 },
             )]);
         }
-        let test = Match::Unknown { text };
+        let test = Match::Forked {
+            text,
+            label: rule.label.clone(),
+            at: Some(self.place(chain, rule)),
+        };
         let mut taken = state.clone();
         taken.conditions.extend(forks.iter().cloned());
         taken.conditions.push(Cond {
@@ -993,9 +1004,13 @@ pub fn evaluate_with(tables: &[Table], port: u16, facts: &Facts) -> Vec<Walk> {
     walks
         .into_iter()
         .map(|(mut walk, conditions)| {
-            if let Some(text) = State::unmodelled(&conditions).filter(|_| !same) {
+            if let Some(Match::Forked { text, label, at }) =
+                State::unmodelled(&conditions).filter(|_| !same)
+            {
                 if !matches!(walk.verdict, Verdict::CannotTell(_)) {
                     walk.verdict = Verdict::CannotTell(format!("`{text}` is not modelled"));
+                    walk.decided_by = label.clone();
+                    walk.decided_at = at.clone();
                 }
             }
             walk

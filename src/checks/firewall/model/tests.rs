@@ -337,13 +337,15 @@ fn an_unmodelled_test_that_changes_nothing_is_decided() {
         )]),
         [Verdict::Dropped, Verdict::Dropped]
     );
-    // A rate-limited accept before the policy drop: it depends on the rate, never told.
-    let told = verdicts(vec![rule("limited", vec![limit()], Action::Accept)]);
+    // A rate-limited accept before the policy drop: it depends on the rate, never told,
+    // and each way names the rule of the limit.
+    let limited = vec![rule("limited", vec![limit()], Action::Accept)];
+    let cannot = || Verdict::CannotTell("`limit rate 5/second` is not modelled".into());
     assert_eq!(
-        told,
+        outcome(&[input_chain(INPUT_DROP, limited)], 29500),
         [
-            Verdict::CannotTell("`limit rate 5/second` is not modelled".into()),
-            Verdict::CannotTell("`limit rate 5/second` is not modelled".into()),
+            (cannot(), "limited".into(), vec![]),
+            (cannot(), "limited".into(), vec![]),
         ]
     );
     // Nor when the other way depends on the source: "cannot tell", not "depends".
