@@ -1006,12 +1006,11 @@ pub fn evaluate_with(tables: &[Table], port: u16, facts: &Facts) -> Vec<Walk> {
         .map(|(mut walk, conditions)| {
             if let Some(Match::Forked { text, label, at }) =
                 State::unmodelled(&conditions).filter(|_| !same)
+                && !matches!(walk.verdict, Verdict::CannotTell(_))
             {
-                if !matches!(walk.verdict, Verdict::CannotTell(_)) {
-                    walk.verdict = Verdict::CannotTell(format!("`{text}` is not modelled"));
-                    walk.decided_by = label.clone();
-                    walk.decided_at = at.clone();
-                }
+                walk.verdict = Verdict::CannotTell(format!("`{text}` is not modelled"));
+                walk.decided_by = label.clone();
+                walk.decided_at = at.clone();
             }
             walk
         })
