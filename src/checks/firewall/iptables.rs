@@ -878,9 +878,7 @@ mod tests {
     fn verdict_of(policy: &str, rule: &str) -> super::super::model::Verdict {
         let text = format!("*filter\n:INPUT {policy} [0:0]\n-A INPUT {rule}\nCOMMIT\n");
         let tables = parse(&text, Tool::IptablesLegacy).unwrap();
-        let walks = super::super::model::evaluate(&tables, 29500);
-        assert_eq!(walks.len(), 1, "{walks:#?}");
-        walks[0].verdict.clone()
+        super::super::model::tests::one_verdict(&super::super::model::evaluate(&tables, 29500))
     }
 
     #[test]

@@ -144,6 +144,13 @@ pub enum Match {
     Unfixed { text: String },
     /// A match this model does not understand.
     Unknown { text: String },
+    /// Not a test a ruleset holds: the mark a walk carries of the unmodelled test `text` of
+    /// the rule `label` (at `at`) it forked on, so that a "cannot tell" names that rule.
+    Forked {
+        text: String,
+        label: String,
+        at: Option<Place>,
+    },
 }
 
 /// What a rule does when every match holds.
@@ -528,7 +535,7 @@ fn judge(m: &Match, port: u16, conntrack: Conntrack, facts: &Facts, link: bool) 
             Conntrack::Bridge => Tri::Unknown(format!("{text} in a bridge family chain")),
         },
         Match::Fixed { holds, .. } => flip(*holds, false),
-        Match::Unknown { text } => Tri::Unknown(text.clone()),
+        Match::Unknown { text } | Match::Forked { text, .. } => Tri::Unknown(text.clone()),
     }
 }
 
@@ -550,8 +557,22 @@ impl State {
         }
     }
 
+    /// The interface/source conditions, as findings show them (an unmodelled test the
+    /// walk forked on is no condition a user can meet).
     fn texts(&self) -> Vec<String> {
-        self.conditions.iter().map(Cond::text).collect()
+        self.conditions
+            .iter()
+            .filter(|c| !matches!(c.test, Match::Forked { .. }))
+            .map(Cond::text)
+            .collect()
+    }
+
+    /// The first unmodelled test this walk forked on (a [`Match::Forked`]).
+    fn unmodelled(conditions: &[Cond]) -> Option<&Match> {
+        conditions
+            .iter()
+            .map(|c| &c.test)
+            .find(|t| matches!(t, Match::Forked { .. }))
     }
 }
 
@@ -642,6 +663,46 @@ impl Walker<'_> {
         (true, forks, unknown)
     }
 
+    /// The two ways on from a rule (or map entry) whose other tests hold but one test is
+    /// not modelled: taken (that test holds, with the interface/source `forks`) and skipped
+    /// (it fails). Each way is marked with the test, so that [`evaluate_with`] says "cannot
+    /// tell" when the ways end differently. Past the fork budget, "cannot tell" at once.
+    fn unknown_fork(
+        &mut self,
+        chain: &Chain,
+        rule: &Rule,
+        state: &State,
+        forks: &[Cond],
+        text: String,
+    ) -> Result<(State, State), Vec<Step>> {
+        self.walks += 1;
+        if self.walks > MAX_WALKS {
+            return Err(vec![Step::End(
+                state.conditions.clone(),
+                Walk {
+                    conditions: state.texts(),
+                    verdict: Verdict::CannotTell(format!("`{text}` is not modelled")),
+                    decided_by: rule.label.clone(),
+                    decided_at: Some(self.place(chain, rule)),
+                },
+            )]);
+        }
+        let test = Match::Forked {
+            text,
+            label: rule.label.clone(),
+            at: Some(self.place(chain, rule)),
+        };
+        let mut taken = state.clone();
+        taken.conditions.extend(forks.iter().cloned());
+        taken.conditions.push(Cond {
+            test: test.clone(),
+            holds: true,
+        });
+        let mut skipped = state.clone();
+        skipped.conditions.push(Cond { test, holds: false });
+        Ok((taken, skipped))
+    }
+
     fn rules(&mut self, chain: &Chain, from: usize, state: State, depth: usize) -> Vec<Step> {
         for (index, rule) in chain.rules.iter().enumerate().skip(from) {
             // A rule that only counts or logs changes nothing, whatever it matches. (A
@@ -654,15 +715,14 @@ impl Walker<'_> {
                 continue;
             }
             if let Some(text) = unknown {
-                return vec![Step::End(
-                    state.conditions.clone(),
-                    Walk {
-                        conditions: state.texts(),
-                        verdict: Verdict::CannotTell(format!("`{text}` is not modelled")),
-                        decided_by: rule.label.clone(),
-                        decided_at: Some(self.place(chain, rule)),
-                    },
-                )];
+                // Follow both ways: when every way ends the same, the test did not matter.
+                let (taken, skipped) = match self.unknown_fork(chain, rule, &state, &forks, text) {
+                    Ok(ways) => ways,
+                    Err(end) => return end,
+                };
+                let mut steps = self.act(chain, index, rule, taken, depth);
+                steps.extend(self.rules(chain, index + 1, skipped, depth));
+                return steps;
             }
             if forks.is_empty() {
                 return self.act(chain, index, rule, state, depth);
@@ -791,15 +851,13 @@ impl Walker<'_> {
                 continue;
             }
             if let Some(text) = unknown {
-                return vec![Step::End(
-                    state.conditions.clone(),
-                    Walk {
-                        conditions: state.texts(),
-                        verdict: Verdict::CannotTell(format!("`{text}` is not modelled")),
-                        decided_by: rule.label.clone(),
-                        decided_at: Some(self.place(chain, rule)),
-                    },
-                )];
+                let (taken, skipped) = match self.unknown_fork(chain, rule, &state, &forks, text) {
+                    Ok(ways) => ways,
+                    Err(end) => return end,
+                };
+                let mut steps = self.act(chain, index, &as_rule(action), taken, depth);
+                steps.extend(self.map(chain, index, rule, entries, at + 1, skipped, depth));
+                return steps;
             }
             if matches!(action, Action::Map(_)) {
                 return self.act(chain, index, &as_rule(action), state, depth);
@@ -940,7 +998,23 @@ pub fn evaluate_with(tables: &[Table], port: u16, facts: &Facts) -> Vec<Walk> {
         }
         walks = next;
     }
-    walks.into_iter().map(|(walk, _)| walk).collect()
+    // A walk that forked on an unmodelled test is decided only when every way through
+    // the ruleset ends the same: then the test's truth does not matter.
+    let same = walks.iter().all(|(w, _)| w.verdict == walks[0].0.verdict);
+    walks
+        .into_iter()
+        .map(|(mut walk, conditions)| {
+            if let Some(Match::Forked { text, label, at }) =
+                State::unmodelled(&conditions).filter(|_| !same)
+                && !matches!(walk.verdict, Verdict::CannotTell(_))
+            {
+                walk.verdict = Verdict::CannotTell(format!("`{text}` is not modelled"));
+                walk.decided_by = label.clone();
+                walk.decided_at = at.clone();
+            }
+            walk
+        })
+        .collect()
 }
 
 /// The ipsets the rules test, by name.
@@ -1047,4 +1121,4 @@ pub fn segments(tables: &[Table], lo: u16, hi: u16) -> Vec<(u16, u16)> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -1060,6 +1060,7 @@ fn describe(m: &Match) -> String {
         Match::Fixed { text, .. }
         | Match::CtStatus { text, .. }
         | Match::Unfixed { text }
-        | Match::Unknown { text } => text.clone(),
+        | Match::Unknown { text }
+        | Match::Forked { text, .. } => text.clone(),
     }
 }

@@ -66,6 +66,22 @@ fn input_chain(base: Option<(Hook, i32, Policy)>, rules: Vec<Rule>) -> Table {
 const INPUT_DROP: Option<(Hook, i32, Policy)> = Some((Hook::Input, 0, Policy::Drop));
 const INPUT_ACCEPT: Option<(Hook, i32, Policy)> = Some((Hook::Input, 0, Policy::Accept));
 
+/// The one verdict of walks that fork on nothing but unmodelled tests: a "cannot tell" of
+/// one of them, else the verdict every walk agrees on.
+pub(crate) fn one_verdict(walks: &[Walk]) -> Verdict {
+    if let Some(w) = walks
+        .iter()
+        .find(|w| matches!(w.verdict, Verdict::CannotTell(_)))
+    {
+        return w.verdict.clone();
+    }
+    assert!(
+        !walks.is_empty() && walks.iter().all(|w| w.verdict == walks[0].verdict),
+        "{walks:#?}"
+    );
+    walks[0].verdict.clone()
+}
+
 /// The verdicts of every walk, with what decided each.
 fn outcome(tables: &[Table], port: u16) -> Vec<(Verdict, String, Vec<String>)> {
     evaluate(tables, port)
@@ -259,19 +275,88 @@ fn what_is_not_modelled_is_never_guessed() {
         ],
     );
     let tables = [t];
+    // Both ways (the mystery test holding: accepted; failing: the policy drops) differ, so
+    // every way is "cannot tell", the first naming the rule.
+    let told = outcome(&tables, 29500);
     assert_eq!(
-        outcome(&tables, 29500),
-        [(
+        told[0],
+        (
             Verdict::CannotTell("`meta skuid 0` is not modelled".into()),
             "mystery".into(),
             vec![]
-        )]
+        )
+    );
+    assert!(
+        told.iter()
+            .all(|(v, ..)| matches!(v, Verdict::CannotTell(_))),
+        "{told:?}"
     );
     assert!(matches!(
         outcome(&tables, 29501)[0].0,
         Verdict::CannotTell(_)
     ));
     assert_eq!(outcome(&tables, 29502)[0].0, Verdict::Dropped);
+}
+
+#[test]
+fn an_unmodelled_test_that_changes_nothing_is_decided() {
+    let limit = || Match::Unknown {
+        text: "limit rate 5/second".into(),
+    };
+    let verdicts = |rules: Vec<Rule>| -> Vec<Verdict> {
+        outcome(&[input_chain(INPUT_DROP, rules)], 29500)
+            .into_iter()
+            .map(|(v, ..)| v)
+            .collect()
+    };
+    // A rate-limited drop ahead of a drop of the same port: dropped whatever the limit.
+    assert_eq!(
+        verdicts(vec![
+            rule("limited", vec![limit(), dport(29500, 29500)], Action::Drop),
+            rule("port", vec![dport(29500, 29500)], Action::Drop),
+        ]),
+        [Verdict::Dropped, Verdict::Dropped]
+    );
+    // A rate-limited accept ahead of an accept of every port: accepted either way.
+    assert_eq!(
+        verdicts(vec![
+            rule("limited", vec![limit()], Action::Accept),
+            rule("all", vec![], Action::Accept),
+        ]),
+        [Verdict::Accepted, Verdict::Accepted]
+    );
+    // The same in a verdict map entry.
+    assert_eq!(
+        verdicts(vec![rule(
+            "map",
+            vec![],
+            Action::Map(vec![
+                (vec![limit()], Action::Drop),
+                (vec![dport(29500, 29500)], Action::Drop),
+            ]),
+        )]),
+        [Verdict::Dropped, Verdict::Dropped]
+    );
+    // A rate-limited accept before the policy drop: it depends on the rate, never told,
+    // and each way names the rule of the limit.
+    let limited = vec![rule("limited", vec![limit()], Action::Accept)];
+    let cannot = || Verdict::CannotTell("`limit rate 5/second` is not modelled".into());
+    assert_eq!(
+        outcome(&[input_chain(INPUT_DROP, limited)], 29500),
+        [
+            (cannot(), "limited".into(), vec![]),
+            (cannot(), "limited".into(), vec![]),
+        ]
+    );
+    // Nor when the other way depends on the source: "cannot tell", not "depends".
+    let told = verdicts(vec![
+        rule("limited", vec![limit()], Action::Drop),
+        rule("source", vec![saddr("10.0.0.0/8")], Action::Accept),
+    ]);
+    assert!(
+        told.iter().any(|v| matches!(v, Verdict::CannotTell(_))),
+        "{told:?}"
+    );
 }
 
 #[test]
@@ -392,7 +477,7 @@ fn ct_state_is_invalid_before_conntrack_and_new_after() {
     for rules in [drop_invalid(), vmap()] {
         assert!(matches!(
             verdicts_at(Prerouting, -200, Accept, rules)[..],
-            [Verdict::CannotTell(_)]
+            [Verdict::CannotTell(_), ..]
         ));
     }
     // A chain jumped to sees the state of the base chain that jumped.
