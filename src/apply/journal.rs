@@ -93,7 +93,7 @@ impl Event {
             .and_then(|t| t.trim().parse::<u32>().ok())
             .filter(|l| *l != u32::MAX);
         Event {
-            at: rfc3339(secs),
+            at: crate::host::clock::rfc3339(secs),
             uid,
             user: user_name(uid),
             login_uid,
@@ -126,28 +126,6 @@ fn user_name(uid: u32) -> Option<String> {
         .ok()
         .flatten()
         .map(|u| u.name)
-}
-
-/// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (the proleptic Gregorian calendar,
-/// Howard Hinnant's `civil_from_days`), so no date library is needed for one timestamp.
-pub fn rfc3339(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
 }
 
 impl Journal {
@@ -273,7 +251,7 @@ mod tests {
             (1_795_616_582, "2026-11-25T14:23:02Z"),
             (4_102_444_799, "2099-12-31T23:59:59Z"),
         ];
-        crate::testing::assert_cases(cases, rfc3339);
+        crate::testing::assert_cases(cases, crate::host::clock::rfc3339);
     }
 
     /// A journal written before `applies` and `rolled_back` existed still loads (rollback

@@ -165,6 +165,30 @@ mod tests {
     /// Files that read the environment through a variable or all of it at once
     /// (`env::var(name)`, `env::vars()`), and the variables each reads that way (whatever
     /// file spells the names). A new such reader fails the test until it is listed here.
+    /// What bench and preflight read through the launcher's variables (`bench::launch`).
+    const LAUNCHER: &[&str] = &[
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "SLURM_PROCID",
+        "SLURM_NTASKS",
+        "SLURM_LOCALID",
+        "SLURM_STEP_NODELIST",
+        "SLURM_JOB_NODELIST",
+        "SLURM_NODELIST",
+        "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_SIZE",
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "TORCHELASTIC_RUN_ID",
+        "SLURM_JOB_ID",
+        "SLURM_STEP_ID",
+        "OMPI_MCA_ess_base_jobid",
+        "PMIX_NAMESPACE",
+        "GPUTUNE_BENCH_TOKEN",
+    ];
+
     const INDIRECT: &[(&str, &[&str])] = &[
         (
             "src/report/terminal.rs",
@@ -187,59 +211,11 @@ mod tests {
             "src/preflight/meet.rs",
             &["SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"],
         ),
-        (
-            // bench::launch judges the map preflight reads, as for job.rs below.
-            "src/preflight/mod.rs",
-            &[
-                "RANK",
-                "WORLD_SIZE",
-                "LOCAL_RANK",
-                "MASTER_ADDR",
-                "MASTER_PORT",
-                "SLURM_PROCID",
-                "SLURM_NTASKS",
-                "SLURM_LOCALID",
-                "SLURM_STEP_NODELIST",
-                "SLURM_JOB_NODELIST",
-                "SLURM_NODELIST",
-                "OMPI_COMM_WORLD_RANK",
-                "OMPI_COMM_WORLD_SIZE",
-                "OMPI_COMM_WORLD_LOCAL_RANK",
-                "TORCHELASTIC_RUN_ID",
-                "SLURM_JOB_ID",
-                "SLURM_STEP_ID",
-                "OMPI_MCA_ess_base_jobid",
-                "PMIX_NAMESPACE",
-                "GPUTUNE_BENCH_TOKEN",
-            ],
-        ),
-        (
-            // bench::launch judges the map job.rs reads.
-            "src/bench/job.rs",
-            &[
-                "RANK",
-                "WORLD_SIZE",
-                "LOCAL_RANK",
-                "MASTER_ADDR",
-                "MASTER_PORT",
-                "SLURM_PROCID",
-                "SLURM_NTASKS",
-                "SLURM_LOCALID",
-                "SLURM_STEP_NODELIST",
-                "SLURM_JOB_NODELIST",
-                "SLURM_NODELIST",
-                "OMPI_COMM_WORLD_RANK",
-                "OMPI_COMM_WORLD_SIZE",
-                "OMPI_COMM_WORLD_LOCAL_RANK",
-                "TORCHELASTIC_RUN_ID",
-                "SLURM_JOB_ID",
-                "SLURM_STEP_ID",
-                "OMPI_MCA_ess_base_jobid",
-                "PMIX_NAMESPACE",
-                "GPUTUNE_BENCH_TOKEN",
-                "GPUTUNE_BENCH_CHILD",
-            ],
-        ),
+        // bench::launch judges the map preflight reads, as for job.rs below.
+        ("src/preflight/mod.rs", LAUNCHER),
+        // bench::launch judges the map job.rs reads; GPUTUNE_BENCH_CHILD is job.rs's own.
+        ("src/bench/job.rs", LAUNCHER),
+        ("src/bench/job.rs", &["GPUTUNE_BENCH_CHILD"]),
     ];
 
     fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -243,26 +243,7 @@ pub fn parse_since_at(text: &str, now: u64) -> Result<u64, String> {
     u64::try_from(days * 86_400 + hh * 3600 + mm * 60 + ss).map_err(|_| FORMS.to_string())
 }
 
-/// `secs` since the epoch as `2026-11-25 14:00:00 UTC` (Howard Hinnant's civil-from-days).
-pub fn utc(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
+pub use super::clock::utc;
 
 /// When the node booted, in seconds since the epoch (`btime` of `/proc/stat`), to place
 /// `--since` among the log's timestamps (microseconds since boot).

@@ -4,6 +4,7 @@
 
 pub mod atomic;
 pub mod bind;
+pub mod clock;
 pub mod cmdline;
 pub mod confine;
 pub mod cpulist;

@@ -368,25 +368,10 @@ fn parse_int(v: &str) -> Option<i64> {
 pub fn closest(name: &str) -> Option<&'static str> {
     KNOWN
         .iter()
-        .map(|(k, _)| (*k, distance(name, k)))
+        .map(|(k, _)| (*k, crate::profile::suggest::distance(name, k)))
         .filter(|(_, d)| *d <= 3)
         .min_by_key(|(_, d)| *d)
         .map(|(k, _)| k)
-}
-
-/// Levenshtein distance, for suggestions.
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != *cb);
-            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 /// The fix for a setting, by where it came from.
