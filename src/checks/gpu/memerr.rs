@@ -16,7 +16,7 @@ pub fn row_remap(g: &Gpu, n: &NvmlGpu) -> Option<Finding> {
         "{} row(s) remapped after uncorrectable errors, {} after correctable ones",
         r.uncorrectable, r.correctable
     );
-    let who = format!("{} ({})", n.name, g.pci_address);
+    let who = who(g, n);
     Some(if r.failed {
         check
             .why(format!("{who}: a row remapping failed (the bank has no spare row left); {counts}"))
@@ -27,13 +27,7 @@ pub fn row_remap(g: &Gpu, n: &NvmlGpu) -> Option<Finding> {
     } else if r.pending {
         check
             .why(format!("{who}: a row remapping waits for the next GPU reset; until then the failing row stays in use; {counts}"))
-            .fail(
-                "remapping pending",
-                format!(
-                    "drain the node, then reset the GPU (`nvidia-smi -r -i {}`) or reboot",
-                    g.pci_address
-                ),
-            )
+            .fail("remapping pending", reset_fix(g))
     } else {
         check
             .why(format!("{who}: {counts}"))
@@ -51,20 +45,27 @@ pub fn retired_pages(g: &Gpu, n: &NvmlGpu) -> Option<Finding> {
         "{} page(s) retired after a double-bit error, {} after repeated single-bit errors",
         p.double_bit, p.single_bit
     );
-    let who = format!("{} ({})", n.name, g.pci_address);
+    let who = who(g, n);
     Some(if p.pending {
         check
             .why(format!("{who}: a page retirement waits for the driver to reload; until then the bad page can be handed to jobs; {counts}"))
-            .fail(
-                "retirement pending",
-                format!(
-                    "drain the node, then reset the GPU (`nvidia-smi -r -i {}`) or reboot",
-                    g.pci_address
-                ),
-            )
+            .fail("retirement pending", reset_fix(g))
     } else {
         check
             .why(format!("{who}: {counts}"))
             .pass(format!("{} retired", p.double_bit + p.single_bit))
     })
+}
+
+/// The GPU as its findings name it: NVML's name and the PCI address.
+fn who(g: &Gpu, n: &NvmlGpu) -> String {
+    format!("{} ({})", n.name, g.pci_address)
+}
+
+/// The fix for a repair that waits for a reset: both repairs take effect the same way.
+fn reset_fix(g: &Gpu) -> String {
+    format!(
+        "drain the node, then reset the GPU (`nvidia-smi -r -i {}`) or reboot",
+        g.pci_address
+    )
 }
