@@ -4,13 +4,14 @@
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, RandomState};
 use std::io::{IsTerminal, Write};
-use std::net::{Ipv4Addr, TcpListener};
+use std::net::{IpAddr, Ipv4Addr, TcpListener};
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::context::{self, Judged, Reference};
 use super::control::Group;
 use super::harness;
 use super::launch::{self, JobEnv, Launcher};
@@ -23,6 +24,7 @@ use super::{Backend, BenchError, Settings};
 
 use crate::error::ExitCode;
 use crate::host::Root;
+use crate::profile::{Baseline, Threshold};
 
 /// Marks the ranks `--ranks` started, so they join instead of starting ranks of their own.
 pub const CHILD_VAR: &str = "GPUTUNE_BENCH_CHILD";
@@ -52,7 +54,9 @@ pub struct Job {
     pub choice: Choice,
     pub format: Format,
     /// The threshold and where it came from (`--min-busbw`, or a profile).
-    pub min_busbw: Option<(f64, String)>,
+    pub min_busbw: Option<(Threshold, String)>,
+    /// Expected bus bandwidth per size and where it came from (a profile's baseline).
+    pub baseline: Option<(Baseline, String)>,
     pub timeout: Duration,
     pub ranks: Option<usize>,
     /// `--output FILE`: the JSON or Prometheus document, written atomically.
@@ -316,6 +320,16 @@ fn run_rank(
         None => (Group::alone(vec![member], job.timeout), None),
         Some(j) => (j.group, Some((j.data_listener, j.data_addrs, j.nccl_id))),
     };
+    // Rank 0 puts the figures against the NICs it routes to the other hosts through.
+    let peers: Vec<IpAddr> = match (&data, group.members.first()) {
+        (Some((_, addrs, _)), Some(first)) => group
+            .members
+            .iter()
+            .filter(|m| m.host != first.host)
+            .filter_map(|m| addrs.get(m.rank).map(|a| a.ip()))
+            .collect(),
+        _ => Vec::new(),
+    };
 
     if job.pairs {
         let Some((listener, addrs, _)) = data else {
@@ -418,7 +432,37 @@ fn run_rank(
             _ => ExitCode::Runtime,
         });
     }
-    rank0(job, info, backend.as_mut(), &mut group)
+    rank0(job, info, backend.as_mut(), &mut group, root, &peers)
+}
+
+/// How long the loopback reference's memcpy probe may take.
+const COPY_BUDGET: Duration = Duration::from_millis(250);
+
+/// What the path of this run can carry ([`context`]): the NICs across hosts, the GPUs'
+/// interconnect for NCCL on one host, the memory copy rate for TCP on one host.
+fn reference(root: &Root, info: &RunInfo, peers: &[IpAddr]) -> Result<Reference, String> {
+    let hosts = info.hosts();
+    if hosts.len() > 1 {
+        let nics = context::nics_to(root, peers, &crate::inventory::route::Netlink)?;
+        let why = format!(
+            "the interface{} rank 0 routes to {} through",
+            if nics.len() == 1 { "" } else { "s" },
+            hosts[1..].join(", ")
+        );
+        return context::of_nics(&nics, &why)
+            .ok_or_else(|| "no interface carries the traffic to the other hosts".to_string());
+    }
+    if info.backend == "nccl" {
+        let gpus = crate::inventory::gpu::present(root).map_err(|e| e.to_string())?;
+        let used: Vec<_> = gpus.into_iter().take(info.members.len()).collect();
+        let nvml = crate::probes::Probes::for_root(root)
+            .nvml
+            .probe()
+            .map(|f| f.gpus)
+            .unwrap_or_default();
+        return context::of_gpus(&used, &nvml);
+    }
+    Ok(context::loopback_copy(COPY_BUDGET))
 }
 
 fn print(text: &str) -> Result<(), BenchError> {
@@ -433,7 +477,16 @@ fn rank0(
     info: RunInfo,
     backend: &mut dyn Backend,
     group: &mut Group,
+    root: &Root,
+    peers: &[IpAddr],
 ) -> Result<ExitCode, BenchError> {
+    // Before the sweep: a percentage that cannot be resolved is a usage error, found early.
+    let reference = reference(root, &info, peers);
+    if let (Some((Threshold::Fraction(_), source)), Err(why)) = (&job.min_busbw, &reference) {
+        return Err(group.fail(BenchError::Usage(format!(
+            "{source}: a percentage needs the rate the path can carry, and none could be              determined ({why}); give the minimum in GB/s instead"
+        ))));
+    }
     let table = job.format == Format::Table;
     if table {
         print(&output::table_header(&info))?;
@@ -478,29 +531,66 @@ fn rank0(
         ));
     }
     let avg = average_busbw(&rows);
-    if let Some((min, source)) = &job.min_busbw
+    let min_busbw = job.min_busbw.as_ref().map(|(threshold, source)| {
+        let gbps = match (threshold, &reference) {
+            (Threshold::Gbps(g), _) => *g,
+            (Threshold::Fraction(f), Ok(r)) => f * r.gbps(),
+            // Refused before the sweep.
+            (Threshold::Fraction(_), Err(_)) => 0.0,
+        };
+        (gbps, *threshold, source)
+    });
+    if let Some((min, threshold, source)) = &min_busbw
         && avg < *min
     {
-        failures.push(format!(
-            "average bus bandwidth {avg:.3} GB/s is below the minimum {min} GB/s ({source})"
-        ));
+        let of = match (threshold, &reference) {
+            (Threshold::Fraction(_), Ok(r)) => format!(
+                " = {threshold} of {} ({:.3} GB/s); the average is {:.1}% of it",
+                r.label,
+                r.gbps(),
+                r.fraction(avg) * 100.0
+            ),
+            _ => String::new(),
+        };
+        failures.push(crate::say::clean(&format!(
+            "average bus bandwidth {avg:.3} GB/s is below the minimum {min:.3} GB/s{of} ({source})"
+        )));
     }
+    let baseline = job.baseline.as_ref().map(|(b, source)| {
+        let checks = context::judge_baseline(b, &rows);
+        for c in checks.iter().filter(|c| !c.passed) {
+            failures.push(format!(
+                "at {} B the bus bandwidth {:.3} GB/s is below {:.3} GB/s, the baseline {} GB/s \
+                 less the {}% tolerance ({source})",
+                c.size,
+                c.measured,
+                c.floor,
+                c.expected,
+                crate::profile::bandwidth::percent(b.tolerance)
+            ));
+        }
+        (b.clone(), source.clone(), checks)
+    });
+    let judged = Judged {
+        reference,
+        min_busbw: min_busbw.map(|(g, t, _)| (g, t)),
+        baseline,
+    };
     let code = if failures.is_empty() { 0 } else { 1 };
     group.finish(code)?;
-    let min_busbw = job.min_busbw.as_ref().map(|m| m.0);
     let document = match job.format {
         Format::Table => None,
-        Format::Json => Some(output::json(&info, &rows, min_busbw)),
+        Format::Json => Some(output::json(&info, &rows, &judged)),
         Format::Prometheus => Some(super::prometheus::render(
             job.settings.sweep.collective.name(),
             &info,
             &rows,
-            min_busbw,
+            &judged,
             failures.is_empty(),
         )),
     };
     match (document, &job.output) {
-        (None, _) => print(&output::table_footer(&rows))?,
+        (None, _) => print(&output::table_footer(&rows, &judged))?,
         (Some(text), None) => print(&text)?,
         (Some(text), Some(path)) => crate::host::atomic::write_output(path, text.as_bytes())
             .map_err(|e| BenchError::Runtime(format!("cannot write {}: {e}", path.display())))?,

@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod collective;
+pub mod context;
 pub mod control;
 pub mod data;
 pub mod figures;

@@ -5,6 +5,8 @@
 use serde::Serialize;
 
 use super::Settings;
+use super::context::{Judged, Reference};
+use crate::profile::Threshold;
 use super::stats::{Half, Row, average_busbw, total_wrong};
 
 /// One rank of the job as the header lists it.
@@ -151,17 +153,18 @@ pub fn table_row(row: &Row) -> String {
     )
 }
 
-/// The closing lines.
-pub fn table_footer(rows: &[Row]) -> String {
+/// The closing lines: nccl-tests' two, then the run in context ([`Judged::lines`]).
+pub fn table_footer(rows: &[Row], judged: &Judged) -> String {
     format!(
-        "# Out of bounds values : {} {}\n# Avg bus bandwidth    : {:.6}\n#\n",
+        "# Out of bounds values : {} {}\n# Avg bus bandwidth    : {:.6}\n#\n{}#\n",
         total_wrong(rows),
         if total_wrong(rows) == 0 {
             "OK"
         } else {
             "FAILED"
         },
-        average_busbw(rows)
+        average_busbw(rows),
+        judged.lines(average_busbw(rows), rows)
     )
 }
 
@@ -175,22 +178,128 @@ struct Document<'a> {
     results: &'a [Row],
     average_bus_bandwidth: f64,
     out_of_bounds_values: u64,
+    /// The threshold in GB/s, as before schema 2.
     #[serde(skip_serializing_if = "Option::is_none")]
     min_busbw: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    min_busbw_bytes_per_second: Option<f64>,
+    /// Set when the threshold was a percentage of the reference (0.8 for `80%`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    min_busbw_fraction: Option<f64>,
+    /// What the path can carry; null with `reference_unavailable` saying why.
+    reference: Option<ReferenceDoc<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reference_unavailable: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    baseline: Option<BaselineDoc<'a>>,
+}
+
+/// Bumped when a field is renamed or removed, or one scripts should know about is added.
+/// 2: `reference` (rate, source, how, fractions), `min_busbw_bytes_per_second`,
+/// `min_busbw_fraction`, `baseline`.
+pub const SCHEMA_VERSION: u32 = 2;
+
+#[derive(Serialize)]
+struct ReferenceDoc<'a> {
+    #[serde(flatten)]
+    reference: &'a Reference,
+    /// The average bus bandwidth as a fraction of the rate.
+    average_fraction: f64,
+    peak_fraction: Option<f64>,
+    /// Each size's bus bandwidth as a fraction of the rate.
+    fractions: Vec<SizeFraction>,
+    /// With several NICs: each one's even share of the average as a fraction of its rate.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    nics: Vec<NicFraction>,
+}
+
+#[derive(Serialize)]
+struct SizeFraction {
+    size: u64,
+    out_of_place: f64,
+    in_place: f64,
+}
+
+#[derive(Serialize)]
+struct NicFraction {
+    name: String,
+    fraction: f64,
+}
+
+#[derive(Serialize)]
+struct BaselineDoc<'a> {
+    source: &'a str,
+    tolerance_fraction: f64,
+    passed: bool,
+    sizes: Vec<BaselineSize>,
+}
+
+#[derive(Serialize)]
+struct BaselineSize {
+    size: u64,
+    expected_bytes_per_second: f64,
+    floor_bytes_per_second: f64,
+    bus_bw_bytes_per_second: f64,
+    passed: bool,
 }
 
 /// The JSON document (one object, a trailing newline).
-pub fn json(info: &RunInfo, rows: &[Row], min_busbw: Option<f64>) -> String {
+pub fn json(info: &RunInfo, rows: &[Row], judged: &Judged) -> String {
     let command = format!("bench {}", info.settings.sweep.collective.name());
+    let avg = average_busbw(rows);
+    let reference = judged.reference.as_ref().ok().map(|r| ReferenceDoc {
+        reference: r,
+        average_fraction: r.fraction(avg),
+        peak_fraction: Judged::peak(rows).map(|(p, _)| r.fraction(p)),
+        fractions: rows
+            .iter()
+            .map(|row| SizeFraction {
+                size: row.size,
+                out_of_place: r.fraction(row.out_of_place.bus_bw),
+                in_place: r.fraction(row.in_place.bus_bw),
+            })
+            .collect(),
+        nics: r
+            .per_nic(avg)
+            .into_iter()
+            .filter(|_| r.parts.len() > 1)
+            .map(|(name, fraction)| NicFraction { name, fraction })
+            .collect(),
+    });
     let doc = Document {
-        schema_version: 1,
+        schema_version: SCHEMA_VERSION,
         command: &command,
         info,
         hosts: info.hosts(),
         results: rows,
-        average_bus_bandwidth: average_busbw(rows),
+        average_bus_bandwidth: avg,
         out_of_bounds_values: total_wrong(rows),
-        min_busbw,
+        min_busbw: judged.min_busbw.map(|m| m.0),
+        min_busbw_bytes_per_second: judged.min_busbw.map(|m| m.0 * 1e9),
+        min_busbw_fraction: judged.min_busbw.and_then(|m| match m.1 {
+            Threshold::Fraction(f) => Some(f),
+            Threshold::Gbps(_) => None,
+        }),
+        reference,
+        reference_unavailable: judged.reference.as_ref().err().map(String::as_str),
+        baseline: judged
+            .baseline
+            .as_ref()
+            .map(|(b, source, checks)| BaselineDoc {
+                source,
+                tolerance_fraction: b.tolerance,
+                passed: checks.iter().all(|c| c.passed),
+                sizes: checks
+                    .iter()
+                    .map(|c| BaselineSize {
+                        size: c.size,
+                        expected_bytes_per_second: c.expected * 1e9,
+                        floor_bytes_per_second: c.floor * 1e9,
+                        bus_bw_bytes_per_second: c.measured * 1e9,
+                        passed: c.passed,
+                    })
+                    .collect(),
+            }),
     };
     let mut text =
         serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
@@ -295,14 +404,28 @@ mod tests {
         assert!(h.contains("#wrong"));
     }
 
+    fn judged() -> Judged {
+        let reference = crate::bench::context::of_nics(&[("eth9".into(), 20_000)], "test route");
+        let baseline = crate::profile::Baseline {
+            tolerance: 0.1,
+            sizes: [(8, 1.0)].into(),
+        };
+        let checks = crate::bench::context::judge_baseline(&baseline, &[row(8, Some(0))]);
+        Judged {
+            reference: reference.ok_or_else(String::new),
+            min_busbw: Some((2.0, Threshold::Fraction(0.8))),
+            baseline: Some((baseline, "profile p [bench.baseline]".into(), checks)),
+        }
+    }
+
     #[test]
     fn footer_and_json_carry_the_average() {
         let rows = [row(8, Some(0)), row(16, Some(0))];
-        let f = table_footer(&rows);
+        let f = table_footer(&rows, &Judged::nothing("test"));
         assert!(f.contains("# Out of bounds values : 0 OK"));
         assert!(f.contains("# Avg bus bandwidth    : 1.000000"), "{f}");
         let doc: serde_json::Value =
-            serde_json::from_str(&json(&info(), &rows, Some(2.0))).unwrap();
+            serde_json::from_str(&json(&info(), &rows, &judged())).unwrap();
         assert_eq!(doc["average_bus_bandwidth"], 1.0);
         assert_eq!(doc["results"][1]["size"], 16);
         assert_eq!(doc["results"][1]["in_place"]["bus_bw"], 1.5);
@@ -312,6 +435,32 @@ mod tests {
         assert_eq!(doc["hosts"], serde_json::json!(["a", "b"]));
         assert_eq!(doc["settings"]["iters"], 20);
         assert_eq!(doc["min_busbw"], 2.0);
+        assert_eq!(doc["schema_version"], 2);
+        assert_eq!(doc["min_busbw_bytes_per_second"], 2e9);
+        assert_eq!(doc["min_busbw_fraction"], 0.8);
+        assert_eq!(doc["reference"]["source"], "nic");
+        assert_eq!(doc["reference"]["rate_bytes_per_second"], 2.5e9);
+        assert_eq!(doc["reference"]["average_fraction"], 0.4);
+        assert_eq!(doc["reference"]["peak_fraction"], 0.6);
+        assert_eq!(doc["reference"]["fractions"][1]["in_place"], 0.6);
+        assert_eq!(doc["baseline"]["passed"], false);
+        assert_eq!(doc["baseline"]["sizes"][0]["expected_bytes_per_second"], 1e9);
+        assert!(doc.get("reference_unavailable").is_none());
+        let none: serde_json::Value =
+            serde_json::from_str(&json(&info(), &rows, &Judged::nothing("why"))).unwrap();
+        assert!(none["reference"].is_null());
+        assert_eq!(none["reference_unavailable"], "why");
+        let footer = table_footer(&rows, &judged());
+        for line in [
+            "# Reference: 2.500 GB/s per direction, 20 Gb/s link (eth9): /sys/class/net/eth9/speed 20000 Mb/s, ÷ 8 bits per byte; test route\n",
+            "# busbw 1.000 GB/s (average) = 40.0% of 20 Gb/s link (eth9)\n",
+            "# busbw 1.500 GB/s (peak, 16 B) = 60.0% of 20 Gb/s link (eth9)\n",
+            "# Minimum busbw : 2.000 GB/s (80%)\n",
+            "# Baseline (profile p [bench.baseline], tolerance 10%): 1 of 1 sizes measured\n",
+            "#              8 B: busbw 0.500 GB/s < 0.900 GB/s (baseline 1 GB/s) FAILED\n",
+        ] {
+            assert!(footer.contains(line), "{line}\n{footer}");
+        }
         assert!(doc.get("env").is_none());
     }
 }

@@ -10,6 +10,7 @@
 
 use std::fmt::Write as _;
 
+use super::context::{BaselineCheck, Judged, Source};
 use super::output::RunInfo;
 use super::stats::{Row, average_busbw, total_wrong};
 use crate::report::prometheus::label;
@@ -19,9 +20,10 @@ pub fn render(
     collective: &str,
     info: &RunInfo,
     rows: &[Row],
-    min_busbw: Option<f64>,
+    judged: &Judged,
     passed: bool,
 ) -> String {
+    let min_busbw = judged.min_busbw.map(|m| m.0);
     let base = format!(
         "collective=\"{}\",backend=\"{}\",ranks=\"{}\"",
         label(collective),
@@ -87,6 +89,37 @@ pub fn render(
             &[(base.clone(), bytes_per_second(min))],
         );
     }
+    if let Ok(r) = &judged.reference {
+        let labels = format!("{base},source=\"{}\"", label(source_name(r.source)));
+        gauge(
+            "gputune_bench_reference_bytes_per_second",
+            "What the path can carry per direction (NIC link rate, NVLink or PCIe rate, or the memory copy rate over loopback).",
+            &[(labels.clone(), r.rate_bytes_per_second)],
+        );
+        gauge(
+            "gputune_bench_avg_busbw_ratio",
+            "The average bus bandwidth as a fraction of the reference rate.",
+            &[(labels, r.fraction(average_busbw(rows)))],
+        );
+    }
+    if let Some((_, _, checks)) = &judged.baseline {
+        let per_size = |value: fn(&BaselineCheck) -> f64| -> Vec<(String, f64)> {
+            checks
+                .iter()
+                .map(|c| (format!("{base},size=\"{}\"", c.size), value(c)))
+                .collect()
+        };
+        gauge(
+            "gputune_bench_baseline_busbw_bytes_per_second",
+            "The profile's expected bus bandwidth at this size, in bytes per second.",
+            &per_size(|c| bytes_per_second(c.expected)),
+        );
+        gauge(
+            "gputune_bench_baseline_passed",
+            "1 when the size's out-of-place bus bandwidth met its baseline less the tolerance.",
+            &per_size(|c| f64::from(u8::from(c.passed))),
+        );
+    }
     gauge(
         "gputune_bench_passed",
         "1 when the run passed: results exact and the average at or above the threshold.",
@@ -101,6 +134,16 @@ pub fn render(
         &[(base.clone(), now)],
     );
     out
+}
+
+/// The `source` label of a reference.
+fn source_name(source: Source) -> &'static str {
+    match source {
+        Source::Nic => "nic",
+        Source::Nvlink => "nvlink",
+        Source::Pcie => "pcie",
+        Source::LoopbackCopy => "loopback_copy",
+    }
 }
 
 /// GB/s (the table's and `--min-busbw`'s unit, 1e9 bytes per second) as bytes per second.
@@ -176,7 +219,18 @@ mod tests {
             out_of_place: half(12.5, 6.25),
             in_place: half(2.5, 1.25),
         };
-        let text = render("allreduce", &info(), &[row], Some(3.0), true);
+        let reference = crate::bench::context::of_nics(&[("eth0".into(), 100_000)], "r");
+        let baseline = crate::profile::Baseline {
+            tolerance: 0.1,
+            sizes: [(1 << 20, 20.0)].into(),
+        };
+        let checks = crate::bench::context::judge_baseline(&baseline, std::slice::from_ref(&row));
+        let judged = Judged {
+            reference: reference.ok_or_else(String::new),
+            min_busbw: Some((3.0, crate::profile::Threshold::Gbps(3.0))),
+            baseline: Some((baseline, "p".into(), checks)),
+        };
+        let text = render("allreduce", &info(), &[row], &judged, true);
         let s = samples(&text);
         let base = "collective=\"allreduce\",backend=\"tcp\",ranks=\"1\"";
         let sized = |placement: &str| {
@@ -195,6 +249,12 @@ mod tests {
         assert_eq!(at("gputune_bench_avg_busbw_bytes_per_second", base), 7.5e9);
         assert_eq!(at("gputune_bench_min_busbw_bytes_per_second", base), 3e9);
         assert_eq!(at("gputune_bench_passed", base), 1.0);
+        let nic = format!("{base},source=\"nic\"");
+        assert_eq!(at("gputune_bench_reference_bytes_per_second", &nic), 12.5e9);
+        assert_eq!(at("gputune_bench_avg_busbw_ratio", &nic), 0.6);
+        let size = format!("{base},size=\"1048576\"");
+        assert_eq!(at("gputune_bench_baseline_busbw_bytes_per_second", &size), 20e9);
+        assert_eq!(at("gputune_bench_baseline_passed", &size), 0.0, "12.5 < 18");
         assert!(text.contains("# TYPE gputune_bench_busbw_bytes_per_second gauge"));
         assert!(!text.contains("gbps"), "{text}");
     }

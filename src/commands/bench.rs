@@ -15,6 +15,7 @@ use crate::bench::size::{self, SizeStep};
 use crate::bench::{Algo, Settings};
 use crate::error::{ExitCode, Result};
 use crate::host::Root;
+use crate::profile::Threshold;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -115,12 +116,18 @@ pub struct CollectiveArgs {
     /// missing directories are created).
     #[arg(long, value_name = "FILE")]
     pub output: Option<std::path::PathBuf>,
-    /// Fail (exit 1) when the average bus bandwidth is below this, in GB/s (1e9 bytes/s).
-    #[arg(long = "min-busbw", value_name = "GBPS", allow_negative_numbers = true)]
-    pub min_busbw: Option<f64>,
+    /// Fail (exit 1) when the average bus bandwidth is below this: GB/s (1e9 bytes/s), or a
+    /// percentage of what the path can carry (`80%`: of the NICs' link rate across hosts, the
+    /// GPUs' NVLink or PCIe rate for NCCL on one host, the memory copy rate over loopback).
+    #[arg(
+        long = "min-busbw",
+        value_name = "GBPS|PCT%",
+        allow_negative_numbers = true
+    )]
+    pub min_busbw: Option<String>,
     /// Take the threshold from this profile's `[bench]` (`min_busbw` for allreduce,
     /// `allgather_min_busbw`, `reducescatter_min_busbw`, `broadcast_min_busbw`; `--min-busbw`
-    /// wins).
+    /// wins) and judge each size against its `[bench.baseline]`.
     #[arg(long, value_name = "NAME|FILE")]
     pub profile: Option<String>,
     /// Seconds any rank may wait for another (rendezvous, a transfer, a barrier) before the
@@ -202,13 +209,10 @@ pub fn validate(
     if !(1..=64).contains(&args.streams) {
         return Err(usage("--streams must be between 1 and 64".into()));
     }
-    if let Some(m) = args.min_busbw
-        && (!m.is_finite() || m < 0.0)
-    {
-        return Err(usage(format!(
-            "--min-busbw must be a non-negative number of GB/s, not {m}"
-        )));
-    }
+    let min_busbw = match &args.min_busbw {
+        Some(m) => Some(Threshold::parse(m).map_err(|e| usage(format!("--min-busbw: {e}")))?),
+        None => None,
+    };
     if args.output.is_some() && args.format == Format::Table {
         return Err(usage(
             "--output needs --format json or prometheus (the table is printed as it runs)".into(),
@@ -259,7 +263,8 @@ pub fn validate(
         output: args.output.clone(),
         pairs: args.pairs,
         pairs_fraction: args.pairs_threshold,
-        min_busbw: args.min_busbw.map(|m| (m, "--min-busbw".to_string())),
+        min_busbw: min_busbw.map(|m| (m, "--min-busbw".to_string())),
+        baseline: None,
         timeout: Duration::from_secs(args.timeout),
         ranks: args.ranks,
     })
@@ -268,18 +273,20 @@ pub fn validate(
 pub fn run(args: &BenchArgs, root: &Root) -> Result<ExitCode> {
     let (collective, a) = args.command.collective();
     let mut job = validate(collective, a)?;
-    if job.min_busbw.is_none()
-        && let Some(name) = &a.profile
-    {
+    if let Some(name) = &a.profile {
         let (profile, _) = super::audit::load_profile(Some(name), root)?;
-        let bench = &profile.bench;
-        let (key, min) = match collective {
-            Collective::AllReduce => ("min_busbw", bench.min_busbw),
-            Collective::AllGather => ("allgather_min_busbw", bench.allgather_min_busbw),
-            Collective::ReduceScatter => ("reducescatter_min_busbw", bench.reducescatter_min_busbw),
-            Collective::Broadcast => ("broadcast_min_busbw", bench.broadcast_min_busbw),
+        let index = match collective {
+            Collective::AllReduce => 0,
+            Collective::AllGather => 1,
+            Collective::ReduceScatter => 2,
+            Collective::Broadcast => 3,
         };
-        job.min_busbw = min.map(|m| (m, format!("profile {name} [bench] {key}")));
+        let (key, min) = profile.bench.thresholds()[index];
+        if job.min_busbw.is_none() {
+            job.min_busbw = min.map(|m| (*m, format!("profile {name} [bench] {key}")));
+        }
+        let (key, baseline) = profile.bench.baselines()[index];
+        job.baseline = baseline.map(|b| (b.clone(), format!("profile {name} [bench.{key}]")));
     }
     job::run(&job, root).map_err(|e| match e {
         // The one error type knows how to keep a broken pipe quiet.
@@ -340,7 +347,9 @@ mod tests {
             (job.settings.sweep.dtype, job.settings.sweep.op),
             (DType::Bf16, Op::Avg)
         );
-        assert_eq!(job.min_busbw.unwrap().0, 1.5);
+        assert_eq!(job.min_busbw.unwrap().0, Threshold::Gbps(1.5));
+        let pct = parse(&["--min-busbw", "80%"]).unwrap();
+        assert_eq!(pct.min_busbw.unwrap().0, Threshold::Fraction(0.8));
         let stepped = parse(&["-b", "1K", "-e", "4K", "-i", "1K"]).unwrap();
         assert_eq!(stepped.settings.sweep.sizes(), [1024, 2048, 3072, 4096]);
     }
@@ -358,6 +367,8 @@ mod tests {
             (&["--ranks", "0"], "--ranks"),
             (&["--streams", "0"], "--streams"),
             (&["--min-busbw", "-1"], "--min-busbw"),
+            (&["--min-busbw", "120%"], "--min-busbw"),
+            (&["--min-busbw", "fast"], "--min-busbw"),
             (&["--sockbuf", "2G"], "--sockbuf"),
             (&["--output", "/tmp/x.prom"], "--output needs --format"),
             (&["--pairs-threshold", "1.5"], "--pairs-threshold"),

@@ -91,17 +91,29 @@ impl Loader<'_> {
             }
         }
         if let Some(bench) = raw.bench {
-            for (key, min) in bench.thresholds() {
-                let Some(min) = min else { continue };
-                if !(min.get_ref().is_finite() && *min.get_ref() >= 0.0) {
-                    return Err(err(
-                        Some(line_of(&source.text, min.span().start)),
-                        Some(format!("[bench] {key}")),
-                        format!("{} is not a bandwidth in GB/s", min.get_ref()),
-                    ));
-                }
-            }
-            merged.bench = bench.map(Spanned::into_inner).or(merged.bench);
+            let text = &source.text;
+            let bench = bench
+                .try_map(
+                    |key, min| {
+                        Threshold::from_toml(min.get_ref()).map_err(|m| {
+                            err(
+                                Some(line_of(text, min.span().start)),
+                                Some(format!("[bench] {key}")),
+                                m,
+                            )
+                        })
+                    },
+                    |key, table| {
+                        Baseline::from_raw(table).map_err(|(at, inner, m)| {
+                            err(
+                                Some(line_of(text, at)),
+                                Some(format!("[bench.{key}] {inner}")),
+                                m,
+                            )
+                        })
+                    },
+                )?;
+            merged.bench = bench.or(std::mem::take(&mut merged.bench));
         }
         if let Some(raw_job) = raw.job {
             let job = job::Job::from_raw(raw_job).map_err(|(offset, key, message)| {

@@ -3,6 +3,7 @@
 //! clash; a path loads a file. `include = ["base"]` inherits, the child overriding per key.
 
 pub mod amount;
+pub mod bandwidth;
 pub mod default;
 pub mod job;
 pub mod setting;
@@ -24,6 +25,7 @@ use toml::Spanned;
 use crate::finding::Area;
 use crate::host::Root;
 use amount::Amount;
+pub use bandwidth::{Baseline, Threshold};
 use setting::{KeySpec, Rule, Setting, Severity, ValueKind};
 use version::VersionReq;
 
@@ -81,13 +83,14 @@ impl fmt::Display for ProfileError {
     }
 }
 
-/// Knobs of the benchmark a profile may set: each threshold as resolved (`f64`) or as the file
-/// writes it, with its place (`RawBench`), so the keys are listed once for both.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, serde::Serialize)]
+/// Knobs of the benchmark a profile may set: each threshold and baseline as resolved or as
+/// the file writes it, with its place (`RawBench`), so the keys are listed once for both.
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 // A `[bench]` that is not a table is still refused as `expected struct RawBench`.
 #[serde(deny_unknown_fields, expecting = "struct RawBench")]
-pub struct Bench<T = f64> {
-    /// AllReduce bus bandwidth below which `bench allreduce` fails, in GB/s (1e9 bytes/s).
+pub struct Bench<T = Threshold, B = Baseline> {
+    /// AllReduce bus bandwidth below which `bench allreduce` fails: GB/s (1e9 bytes/s), or a
+    /// percentage of the reference rate (`"80%"`).
     pub min_busbw: Option<T>,
     /// The same for `bench allgather`.
     pub allgather_min_busbw: Option<T>,
@@ -95,27 +98,61 @@ pub struct Bench<T = f64> {
     pub reducescatter_min_busbw: Option<T>,
     /// The same for `bench broadcast`.
     pub broadcast_min_busbw: Option<T>,
+    /// `[bench.baseline]`: AllReduce bus bandwidth expected per size, with a tolerance.
+    pub baseline: Option<B>,
+    /// The same for `bench allgather`.
+    pub allgather_baseline: Option<B>,
+    /// The same for `bench reducescatter`.
+    pub reducescatter_baseline: Option<B>,
+    /// The same for `bench broadcast`.
+    pub broadcast_baseline: Option<B>,
 }
 
-impl<T> Bench<T> {
+impl<T, B> Default for Bench<T, B> {
+    fn default() -> Self {
+        Bench {
+            min_busbw: None,
+            allgather_min_busbw: None,
+            reducescatter_min_busbw: None,
+            broadcast_min_busbw: None,
+            baseline: None,
+            allgather_baseline: None,
+            reducescatter_baseline: None,
+            broadcast_baseline: None,
+        }
+    }
+}
+
+impl<T, B> Bench<T, B> {
     /// The keys of `[bench]`, each with its threshold, in the order `profiles show` writes them.
     pub fn thresholds(&self) -> [(&'static str, Option<&T>); 4] {
-        let Bench {
-            min_busbw,
-            allgather_min_busbw,
-            reducescatter_min_busbw,
-            broadcast_min_busbw,
-        } = self;
         [
-            ("min_busbw", min_busbw.as_ref()),
-            ("allgather_min_busbw", allgather_min_busbw.as_ref()),
-            ("reducescatter_min_busbw", reducescatter_min_busbw.as_ref()),
-            ("broadcast_min_busbw", broadcast_min_busbw.as_ref()),
+            ("min_busbw", self.min_busbw.as_ref()),
+            ("allgather_min_busbw", self.allgather_min_busbw.as_ref()),
+            (
+                "reducescatter_min_busbw",
+                self.reducescatter_min_busbw.as_ref(),
+            ),
+            ("broadcast_min_busbw", self.broadcast_min_busbw.as_ref()),
         ]
     }
 
-    /// Every threshold this sets, else `base`'s: a profile's over its includes'.
-    pub fn or(self, base: Bench<T>) -> Bench<T> {
+    /// The baseline tables of `[bench]`, in the order `profiles show` writes them.
+    pub fn baselines(&self) -> [(&'static str, Option<&B>); 4] {
+        [
+            ("baseline", self.baseline.as_ref()),
+            ("allgather_baseline", self.allgather_baseline.as_ref()),
+            (
+                "reducescatter_baseline",
+                self.reducescatter_baseline.as_ref(),
+            ),
+            ("broadcast_baseline", self.broadcast_baseline.as_ref()),
+        ]
+    }
+
+    /// Every key this sets, else `base`'s: a profile's over its includes'. A baseline table
+    /// is taken whole (its sizes were measured together), never merged size by size.
+    pub fn or(self, base: Bench<T, B>) -> Bench<T, B> {
         Bench {
             min_busbw: self.min_busbw.or(base.min_busbw),
             allgather_min_busbw: self.allgather_min_busbw.or(base.allgather_min_busbw),
@@ -123,17 +160,38 @@ impl<T> Bench<T> {
                 .reducescatter_min_busbw
                 .or(base.reducescatter_min_busbw),
             broadcast_min_busbw: self.broadcast_min_busbw.or(base.broadcast_min_busbw),
+            baseline: self.baseline.or(base.baseline),
+            allgather_baseline: self.allgather_baseline.or(base.allgather_baseline),
+            reducescatter_baseline: self
+                .reducescatter_baseline
+                .or(base.reducescatter_baseline),
+            broadcast_baseline: self.broadcast_baseline.or(base.broadcast_baseline),
         }
     }
 
-    /// Every threshold passed through `f`.
-    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> Bench<U> {
-        Bench {
-            min_busbw: self.min_busbw.map(&mut f),
-            allgather_min_busbw: self.allgather_min_busbw.map(&mut f),
-            reducescatter_min_busbw: self.reducescatter_min_busbw.map(&mut f),
-            broadcast_min_busbw: self.broadcast_min_busbw.map(&mut f),
-        }
+    /// Every threshold passed through `f` and every baseline through `g`; the first error
+    /// stops it.
+    pub fn try_map<U, C, E>(
+        self,
+        mut f: impl FnMut(&'static str, T) -> Result<U, E>,
+        mut g: impl FnMut(&'static str, B) -> Result<C, E>,
+    ) -> Result<Bench<U, C>, E> {
+        let mut t = |key, v: Option<T>| v.map(|v| f(key, v)).transpose();
+        let min_busbw = t("min_busbw", self.min_busbw)?;
+        let allgather_min_busbw = t("allgather_min_busbw", self.allgather_min_busbw)?;
+        let reducescatter_min_busbw = t("reducescatter_min_busbw", self.reducescatter_min_busbw)?;
+        let broadcast_min_busbw = t("broadcast_min_busbw", self.broadcast_min_busbw)?;
+        let mut b = |key, v: Option<B>| v.map(|v| g(key, v)).transpose();
+        Ok(Bench {
+            min_busbw,
+            allgather_min_busbw,
+            reducescatter_min_busbw,
+            broadcast_min_busbw,
+            baseline: b("baseline", self.baseline)?,
+            allgather_baseline: b("allgather_baseline", self.allgather_baseline)?,
+            reducescatter_baseline: b("reducescatter_baseline", self.reducescatter_baseline)?,
+            broadcast_baseline: b("broadcast_baseline", self.broadcast_baseline)?,
+        })
     }
 }
 
@@ -195,10 +253,15 @@ impl Profile {
             .bench
             .thresholds()
             .iter()
-            .filter_map(|(key, min)| min.map(|m| format!("{key} = {m:?}\n")))
+            .filter_map(|(key, min)| min.map(|m| format!("{key} = {}\n", m.to_toml())))
             .collect();
         if !set.is_empty() {
             out.push_str(&format!("\n[bench]\n{}", set.concat()));
+        }
+        for (key, baseline) in self.bench.baselines() {
+            if let Some(b) = baseline {
+                out.push_str(&b.to_toml(key));
+            }
         }
         out.push_str(&self.job.to_toml());
         out

@@ -27,7 +27,7 @@ pub(super) struct RawProfile {
 }
 
 /// `[bench]` as written, with the span of each value for error messages.
-pub(super) type RawBench = super::Bench<Spanned<f64>>;
+pub(super) type RawBench = super::Bench<Spanned<toml::Value>, super::bandwidth::RawBaseline>;
 
 /// A top-level key of a profile file.
 enum TopKey {

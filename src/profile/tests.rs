@@ -243,7 +243,47 @@ fn bad_profiles_name_file_line_and_key() {
             "p.toml",
             Some(4),
             Some("[bench] min_busbw"),
+            "neither a non-negative number of GB/s nor a percentage",
+        ),
+        (
+            &[("p", "[bench]\nmin_busbw = \"180%\"\n")],
+            "p",
+            "p.toml",
+            Some(2),
+            Some("[bench] min_busbw"),
+            "at most 100%",
+        ),
+        (
+            &[("p", "[bench]\nmin_busbw = true\n")],
+            "p",
+            "p.toml",
+            Some(2),
+            Some("[bench] min_busbw"),
             "not a bandwidth",
+        ),
+        (
+            &[("p", "description = \"x\"\n\n[bench.baseline]\ntolerance = \"10%\"\n\"1M\" = 2.0\n\"1X\" = 3.0\n")],
+            "p",
+            "p.toml",
+            Some(6),
+            Some("[bench.baseline] 1X"),
+            "message size",
+        ),
+        (
+            &[("p", "[bench.allgather_baseline]\n\"1M\" = 2.0\n")],
+            "p",
+            "p.toml",
+            Some(1),
+            Some("[bench.allgather_baseline] tolerance"),
+            "missing",
+        ),
+        (
+            &[("p", "[bench.baselines]\ntolerance = \"1%\"\n")],
+            "p",
+            "p.toml",
+            Some(1),
+            None,
+            "unknown field `baselines`",
         ),
         (
             &[],
@@ -296,7 +336,7 @@ fn resolved_profiles_print_as_loadable_toml() {
             );
         }
     }
-    assert_eq!(again.bench.min_busbw, Some(2.5));
+    assert_eq!(again.bench.min_busbw, Some(Threshold::Gbps(2.5)));
 }
 
 #[test]
@@ -312,12 +352,37 @@ fn every_bench_threshold_is_inherited_and_the_child_wins() {
     assert_eq!(
         profile.bench.thresholds(),
         [
-            ("min_busbw", Some(&40.0)),
-            ("allgather_min_busbw", Some(&30.0)),
-            ("reducescatter_min_busbw", Some(&25.0)),
-            ("broadcast_min_busbw", Some(&10.0)),
+            ("min_busbw", Some(&Threshold::Gbps(40.0))),
+            ("allgather_min_busbw", Some(&Threshold::Gbps(30.0))),
+            ("reducescatter_min_busbw", Some(&Threshold::Gbps(25.0))),
+            ("broadcast_min_busbw", Some(&Threshold::Gbps(10.0))),
         ]
     );
+}
+
+/// Percentages and baselines load, inherit (a baseline table whole) and print back as a
+/// loadable profile.
+#[test]
+fn percentages_and_baselines_inherit_and_round_trip() {
+    let profile = load(
+        &[
+            ("parent", "[bench]\nmin_busbw = \"80%\"\nbroadcast_min_busbw = 3\n[bench.baseline]\ntolerance = \"10%\"\n\"1M\" = 2.1\n\"128M\" = 9.4\n[bench.allgather_baseline]\ntolerance = \"5%\"\n\"64K\" = 0.5\n"),
+            ("child", "include = [\"parent\"]\n[bench.baseline]\ntolerance = \"20%\"\n\"8M\" = 5\n"),
+        ],
+        "child",
+    )
+    .unwrap();
+    assert_eq!(profile.bench.min_busbw, Some(Threshold::Fraction(0.8)));
+    assert_eq!(profile.bench.broadcast_min_busbw, Some(Threshold::Gbps(3.0)));
+    let baseline = profile.bench.baseline.clone().unwrap();
+    assert_eq!(baseline.tolerance, 0.2);
+    assert_eq!(baseline.sizes, [(8 << 20, 5.0)].into(), "the child's table, whole");
+    let gather = profile.bench.allgather_baseline.clone().unwrap();
+    assert_eq!(gather.sizes, [(64 << 10, 0.5)].into());
+    let text = profile.to_toml();
+    assert!(text.contains("min_busbw = \"80%\"\n"), "{text}");
+    let again = load_by_path("/again.toml", &text).unwrap();
+    assert_eq!(again.bench, profile.bench);
 }
 
 #[test]

@@ -184,7 +184,7 @@ pub(super) fn page() -> String {
         }
     }
     out.push_str(".SS \"[bench]\"\n");
-    for (key, _) in crate::profile::Bench::<f64>::default().thresholds() {
+    for (key, _) in crate::profile::Bench::<()>::default().thresholds() {
         let set: Vec<String> = profiles
             .iter()
             .filter_map(|p| {
@@ -196,7 +196,7 @@ pub(super) fn page() -> String {
             &mut out,
             key,
             &[
-                "Type: number. Unit: GB/s (1e9 bytes per second), the bus bandwidth of nccl-tests."
+                "Type: number or string. Unit: GB/s (1e9 bytes per second), the bus bandwidth of nccl-tests; or a percentage (\"80%\") of what the path can carry: the link rate of the NICs across hosts, the GPUs' NVLink or PCIe rate for NCCL on one host, the memory copy rate for TCP over loopback (see gputune-bench(1)). A percentage with no rate to resolve it against is a usage error (exit 2)."
                     .into(),
                 format!(
                     "The threshold below which gputune bench {} fails (exit 1); --min-busbw overrides it. Default: no threshold.",
@@ -207,6 +207,19 @@ pub(super) fn page() -> String {
                 } else {
                     format!("Built-in profiles: {}.", set.join(", "))
                 },
+            ],
+        );
+    }
+    for (key, _) in crate::profile::Bench::<(), ()>::default().baselines() {
+        term(
+            &mut out,
+            &format!("[bench.{key}]"),
+            &[
+                "Type: table. A key tolerance = \"10%\" (required: how far below its baseline a size may fall) and one key per message size (\"1M\", \"128M\", \"131072\"; K/M/G are powers of two) whose value is the bus bandwidth expected at that size, in GB/s.".into(),
+                format!(
+                    "gputune bench {} --profile judges each measured size that has a baseline by its out-of-place busbw: below baseline × (1 − tolerance) fails (exit 1) naming the size and both figures; sizes without a baseline, and baseline sizes not measured, are not judged. A child profile's table replaces an included one's whole. These are the figures Azure's node health checks keep per VM SKU and nccl-tests users keep by hand (nccl-tests issue 293): measure a known-good node once and write them down.",
+                    bench_of(key)
+                ),
             ],
         );
     }
@@ -268,9 +281,9 @@ fn kernel_default(key: &str) -> Option<String> {
 
 fn bench_of(key: &str) -> &'static str {
     match key {
-        "allgather_min_busbw" => "allgather",
-        "reducescatter_min_busbw" => "reducescatter",
-        "broadcast_min_busbw" => "broadcast",
+        "allgather_min_busbw" | "allgather_baseline" => "allgather",
+        "reducescatter_min_busbw" | "reducescatter_baseline" => "reducescatter",
+        "broadcast_min_busbw" | "broadcast_baseline" => "broadcast",
         _ => "allreduce",
     }
 }
