@@ -5,6 +5,7 @@ mod common;
 
 mod bench_allreduce;
 mod bench_collectives;
+mod bench_context;
 mod bench_flood;
 mod bench_netns;
 mod bench_rendezvous;

@@ -211,12 +211,8 @@ pub fn gpu_rate(gpu: &Gpu, nvml: Option<&NvmlGpu>) -> Result<(Source, f64, Strin
             }
         ));
     };
-    let (lane, code) = pcie_lane(gts).ok_or_else(|| {
-        format!(
-            "GPU {}: {gts} GT/s is no PCIe generation",
-            gpu.pci_address
-        )
-    })?;
+    let (lane, code) = pcie_lane(gts)
+        .ok_or_else(|| format!("GPU {}: {gts} GT/s is no PCIe generation", gpu.pci_address))?;
     Ok((
         Source::Pcie,
         lane * f64::from(width),
@@ -234,10 +230,8 @@ pub fn of_gpus(gpus: &[Gpu], nvml: &[NvmlGpu]) -> Result<Reference, String> {
         let facts = nvml.iter().find(|n| n.pci_address == g.pci_address);
         rated.push((g, gpu_rate(g, facts)?));
     }
-    let Some((slowest, (source, rate, how))) = rated
-        .iter()
-        .min_by(|a, b| a.1.1.total_cmp(&b.1.1))
-        .cloned()
+    let Some((slowest, (source, rate, how))) =
+        rated.iter().min_by(|a, b| a.1.1.total_cmp(&b.1.1)).cloned()
     else {
         return Err("no GPU found under /sys/bus/pci/devices".into());
     };
@@ -486,7 +480,11 @@ mod tests {
         assert_eq!(r.gbps(), 12.5);
         assert!((r.fraction(9.125) - 0.73).abs() < 1e-12);
         assert_eq!(r.label, "100 Gb/s link (ens1f0)");
-        assert!(r.how.contains("/sys/class/net/ens1f0/speed 100000 Mb/s"), "{}", r.how);
+        assert!(
+            r.how.contains("/sys/class/net/ens1f0/speed 100000 Mb/s"),
+            "{}",
+            r.how
+        );
     }
 
     #[test]
@@ -586,7 +584,11 @@ mod tests {
         let r = of_gpus(&gpus, &h100).unwrap();
         assert_eq!(r.source, Source::Nvlink);
         assert_eq!(r.rate_bytes_per_second, 400e9, "16 links × 25 GB/s");
-        assert!(r.label.starts_with("NVLink4 of GPU 0000:2a:00.0"), "{}", r.label);
+        assert!(
+            r.label.starts_with("NVLink4 of GPU 0000:2a:00.0"),
+            "{}",
+            r.label
+        );
         assert!(r.how.contains("16 active links × 25 GB/s"), "{}", r.how);
 
         // No NVML (or no active link): the PCIe links, Gen4 x16 and a downtrained Gen4 x8.

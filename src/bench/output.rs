@@ -6,8 +6,8 @@ use serde::Serialize;
 
 use super::Settings;
 use super::context::{Judged, Reference};
-use crate::profile::Threshold;
 use super::stats::{Half, Row, average_busbw, total_wrong};
+use crate::profile::Threshold;
 
 /// One rank of the job as the header lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -444,7 +444,10 @@ mod tests {
         assert_eq!(doc["reference"]["peak_fraction"], 0.6);
         assert_eq!(doc["reference"]["fractions"][1]["in_place"], 0.6);
         assert_eq!(doc["baseline"]["passed"], false);
-        assert_eq!(doc["baseline"]["sizes"][0]["expected_bytes_per_second"], 1e9);
+        assert_eq!(
+            doc["baseline"]["sizes"][0]["expected_bytes_per_second"],
+            1e9
+        );
         assert!(doc.get("reference_unavailable").is_none());
         let none: serde_json::Value =
             serde_json::from_str(&json(&info(), &rows, &Judged::nothing("why"))).unwrap();

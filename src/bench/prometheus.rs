@@ -253,7 +253,10 @@ mod tests {
         assert_eq!(at("gputune_bench_reference_bytes_per_second", &nic), 12.5e9);
         assert_eq!(at("gputune_bench_avg_busbw_ratio", &nic), 0.6);
         let size = format!("{base},size=\"1048576\"");
-        assert_eq!(at("gputune_bench_baseline_busbw_bytes_per_second", &size), 20e9);
+        assert_eq!(
+            at("gputune_bench_baseline_busbw_bytes_per_second", &size),
+            20e9
+        );
         assert_eq!(at("gputune_bench_baseline_passed", &size), 0.0, "12.5 < 18");
         assert!(text.contains("# TYPE gputune_bench_busbw_bytes_per_second gauge"));
         assert!(!text.contains("gbps"), "{text}");

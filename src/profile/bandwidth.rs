@@ -166,10 +166,7 @@ impl Baseline {
                 (
                     value.span().start,
                     name.clone(),
-                    format!(
-                        "{} is not a bus bandwidth in GB/s above 0",
-                        value.get_ref()
-                    ),
+                    format!("{} is not a bus bandwidth in GB/s above 0", value.get_ref()),
                 )
             })?;
             sizes.insert(size, gbps);
@@ -228,7 +225,9 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(Threshold::parse(text), Ok(*want), "{text}");
         }
-        for bad in ["-1", "NaN", "inf", "0%", "101%", "-5%", "x%", "%", "80 %%", "", "1e400"] {
+        for bad in [
+            "-1", "NaN", "inf", "0%", "101%", "-5%", "x%", "%", "80 %%", "", "1e400",
+        ] {
             assert!(Threshold::parse(bad).is_err(), "{bad}");
         }
         assert_eq!(Threshold::Fraction(0.07).to_string(), "7%");
@@ -247,8 +246,8 @@ mod tests {
 
     #[test]
     fn baselines_read_sizes_and_a_tolerance() {
-        let b = baseline("[b]\ntolerance = \"10%\"\n\"1M\" = 2.1\n\"128M\" = 9\n4096 = 0.5\n")
-            .unwrap();
+        let b =
+            baseline("[b]\ntolerance = \"10%\"\n\"1M\" = 2.1\n\"128M\" = 9\n4096 = 0.5\n").unwrap();
         assert_eq!(b.tolerance, 0.1);
         assert_eq!(
             b.sizes,
@@ -263,10 +262,26 @@ mod tests {
             ("[b]\n\"1M\" = 2.0\n", "tolerance", "missing"),
             ("[b]\ntolerance = \"10%\"\n", "tolerance", "no sizes"),
             ("[b]\ntolerance = 10\n\"1M\" = 2.0\n", "tolerance", "string"),
-            ("[b]\ntolerance = \"100%\"\n\"1M\" = 2.0\n", "tolerance", "below 100%"),
-            ("[b]\ntolerance = \"ten\"\n\"1M\" = 2.0\n", "tolerance", "not a percentage"),
-            ("[b]\ntolerance = \"5%\"\n\"1Q\" = 2.0\n", "1Q", "message size"),
-            ("[b]\ntolerance = \"5%\"\n\"0\" = 2.0\n", "0", "message size"),
+            (
+                "[b]\ntolerance = \"100%\"\n\"1M\" = 2.0\n",
+                "tolerance",
+                "below 100%",
+            ),
+            (
+                "[b]\ntolerance = \"ten\"\n\"1M\" = 2.0\n",
+                "tolerance",
+                "not a percentage",
+            ),
+            (
+                "[b]\ntolerance = \"5%\"\n\"1Q\" = 2.0\n",
+                "1Q",
+                "message size",
+            ),
+            (
+                "[b]\ntolerance = \"5%\"\n\"0\" = 2.0\n",
+                "0",
+                "message size",
+            ),
             ("[b]\ntolerance = \"5%\"\n\"1M\" = -2.0\n", "1M", "above 0"),
             ("[b]\ntolerance = \"5%\"\n\"1M\" = \"fast\"\n", "1M", "GB/s"),
             (

@@ -92,27 +92,26 @@ impl Loader<'_> {
         }
         if let Some(bench) = raw.bench {
             let text = &source.text;
-            let bench = bench
-                .try_map(
-                    |key, min| {
-                        Threshold::from_toml(min.get_ref()).map_err(|m| {
-                            err(
-                                Some(line_of(text, min.span().start)),
-                                Some(format!("[bench] {key}")),
-                                m,
-                            )
-                        })
-                    },
-                    |key, table| {
-                        Baseline::from_raw(table).map_err(|(at, inner, m)| {
-                            err(
-                                Some(line_of(text, at)),
-                                Some(format!("[bench.{key}] {inner}")),
-                                m,
-                            )
-                        })
-                    },
-                )?;
+            let bench = bench.try_map(
+                |key, min| {
+                    Threshold::from_toml(min.get_ref()).map_err(|m| {
+                        err(
+                            Some(line_of(text, min.span().start)),
+                            Some(format!("[bench] {key}")),
+                            m,
+                        )
+                    })
+                },
+                |key, table| {
+                    Baseline::from_raw(table).map_err(|(at, inner, m)| {
+                        err(
+                            Some(line_of(text, at)),
+                            Some(format!("[bench.{key}] {inner}")),
+                            m,
+                        )
+                    })
+                },
+            )?;
             merged.bench = bench.or(std::mem::take(&mut merged.bench));
         }
         if let Some(raw_job) = raw.job {

@@ -162,9 +162,7 @@ impl<T, B> Bench<T, B> {
             broadcast_min_busbw: self.broadcast_min_busbw.or(base.broadcast_min_busbw),
             baseline: self.baseline.or(base.baseline),
             allgather_baseline: self.allgather_baseline.or(base.allgather_baseline),
-            reducescatter_baseline: self
-                .reducescatter_baseline
-                .or(base.reducescatter_baseline),
+            reducescatter_baseline: self.reducescatter_baseline.or(base.reducescatter_baseline),
             broadcast_baseline: self.broadcast_baseline.or(base.broadcast_baseline),
         }
     }

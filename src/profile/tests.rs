@@ -262,7 +262,10 @@ fn bad_profiles_name_file_line_and_key() {
             "not a bandwidth",
         ),
         (
-            &[("p", "description = \"x\"\n\n[bench.baseline]\ntolerance = \"10%\"\n\"1M\" = 2.0\n\"1X\" = 3.0\n")],
+            &[(
+                "p",
+                "description = \"x\"\n\n[bench.baseline]\ntolerance = \"10%\"\n\"1M\" = 2.0\n\"1X\" = 3.0\n",
+            )],
             "p",
             "p.toml",
             Some(6),
@@ -373,10 +376,17 @@ fn percentages_and_baselines_inherit_and_round_trip() {
     )
     .unwrap();
     assert_eq!(profile.bench.min_busbw, Some(Threshold::Fraction(0.8)));
-    assert_eq!(profile.bench.broadcast_min_busbw, Some(Threshold::Gbps(3.0)));
+    assert_eq!(
+        profile.bench.broadcast_min_busbw,
+        Some(Threshold::Gbps(3.0))
+    );
     let baseline = profile.bench.baseline.clone().unwrap();
     assert_eq!(baseline.tolerance, 0.2);
-    assert_eq!(baseline.sizes, [(8 << 20, 5.0)].into(), "the child's table, whole");
+    assert_eq!(
+        baseline.sizes,
+        [(8 << 20, 5.0)].into(),
+        "the child's table, whole"
+    );
     let gather = profile.bench.allgather_baseline.clone().unwrap();
     assert_eq!(gather.sizes, [(64 << 10, 0.5)].into());
     let text = profile.to_toml();
