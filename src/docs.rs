@@ -498,6 +498,14 @@ fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
                 "One rank per GPU through NCCL, failing below 40 GB/s:",
                 "gputune bench allreduce --backend nccl --ranks 8 --min-busbw 40",
             ),
+            (
+                "Two nodes, failing below 80% of the link rate of the NICs between them:",
+                "srun -N 2 --ntasks-per-node=1 gputune bench allreduce --backend tcp --min-busbw 80%",
+            ),
+            (
+                "Each size against the site profile's [bench.baseline] (expected GB/s per size, with a tolerance):",
+                "gputune bench allreduce --backend nccl --ranks 8 --profile site",
+            ),
         ],
         _ => &[],
     }

@@ -268,6 +268,24 @@ const CASES: &[Case] = &[
         exit: PASS_OR_FINDINGS,
     },
     Case {
+        command: "srun -N 2 --ntasks-per-node=1 gputune bench allreduce --backend tcp --min-busbw 80%",
+        sandbox: Elsewhere(
+            "launchers",
+            "needs two nodes under Slurm; tests/bench_context.rs runs two hosts in network namespaces over a shaped link with --min-busbw 80%",
+            None,
+        ),
+        exit: PASS_OR_FINDINGS,
+    },
+    Case {
+        command: "gputune bench allreduce --backend nccl --ranks 8 --profile site",
+        sandbox: Elsewhere(
+            "baselines",
+            "needs GPUs and a site profile with [bench.baseline]; tests/bench_context.rs judges a profile's baselines over TCP",
+            None,
+        ),
+        exit: PASS_OR_FINDINGS,
+    },
+    Case {
         command: "gputune bench allgather --ranks 4 --format json",
         sandbox: Host("bench"),
         exit: &[0],
