@@ -552,8 +552,13 @@ fn rank0(
             ),
             _ => String::new(),
         };
+        // A minimum given in GB/s is quoted as given.
+        let min = match threshold {
+            Threshold::Gbps(g) => g.to_string(),
+            Threshold::Fraction(_) => format!("{min:.3}"),
+        };
         failures.push(crate::say::clean(&format!(
-            "average bus bandwidth {avg:.3} GB/s is below the minimum {min:.3} GB/s{of} ({source})"
+            "average bus bandwidth {avg:.3} GB/s is below the minimum {min} GB/s{of} ({source})"
         )));
     }
     let baseline = job.baseline.as_ref().map(|(b, source)| {
