@@ -19,6 +19,7 @@ use crate::host::Root;
 use crate::inventory::gpu::Gpu;
 use crate::inventory::nvml::NvmlGpu;
 use crate::inventory::pci::PciLink;
+use crate::inventory::rdma::RdmaDevice;
 use crate::inventory::route::RouteProbe;
 use crate::profile::bandwidth::percent;
 use crate::profile::{Baseline, Threshold};
@@ -139,40 +140,110 @@ pub fn nvlink_link(generation: u32) -> Option<f64> {
     }
 }
 
-/// The sum of the NICs' link rates: `(name, Mb/s)` each, `route` saying why these NICs.
-pub fn of_nics(nics: &[(String, u64)], route: &str) -> Option<Reference> {
-    if nics.is_empty() {
+/// One NIC (or RDMA port) behind a multi-host reference.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Link {
+    /// `ens1f0`, or an RDMA port as NCCL names it (`mlx5_0:1`).
+    pub name: String,
+    pub mbps: u64,
+    /// Where the speed was read and what it said, for the `how` text.
+    pub read: String,
+}
+
+impl Link {
+    /// A network interface whose `/sys/class/net/NAME/speed` said `mbps`.
+    pub fn netdev(name: &str, mbps: u64) -> Link {
+        Link {
+            name: name.to_string(),
+            mbps,
+            read: format!("/sys/class/net/{name}/speed {mbps} Mb/s"),
+        }
+    }
+}
+
+/// The sum of the links' rates, `route` saying why these links.
+pub fn of_nics(links: &[Link], route: &str) -> Option<Reference> {
+    if links.is_empty() {
         return None;
     }
-    let parts: Vec<Part> = nics
+    let parts: Vec<Part> = links
         .iter()
-        .map(|(name, mbps)| Part {
-            name: name.clone(),
-            rate_bytes_per_second: nic_bytes_per_second(*mbps),
+        .map(|l| Part {
+            name: l.name.clone(),
+            rate_bytes_per_second: nic_bytes_per_second(l.mbps),
         })
         .collect();
-    let total: u64 = nics.iter().map(|(_, m)| m).sum();
-    let names: Vec<&str> = nics.iter().map(|(n, _)| n.as_str()).collect();
-    let speeds: Vec<String> = nics
-        .iter()
-        .map(|(n, m)| format!("/sys/class/net/{n}/speed {m} Mb/s"))
-        .collect();
+    let total: u64 = links.iter().map(|l| l.mbps).sum();
+    let names: Vec<&str> = links.iter().map(|l| l.name.as_str()).collect();
+    let reads: Vec<&str> = links.iter().map(|l| l.read.as_str()).collect();
     Some(Reference {
         source: Source::Nic,
         rate_bytes_per_second: nic_bytes_per_second(total),
         label: format!(
             "{} link{} ({})",
             link_speed(total),
-            if nics.len() == 1 { "" } else { "s" },
+            if links.len() == 1 { "" } else { "s" },
             names.join(" + ")
         ),
         how: format!(
             "{}{}, ÷ 8 bits per byte; {route}",
-            speeds.join(" + "),
-            if nics.len() == 1 { "" } else { " summed" },
+            reads.join(" + "),
+            if links.len() == 1 { "" } else { " summed" },
         ),
         parts,
     })
+}
+
+/// The active RDMA ports NCCL's IB transport would use, as `NCCL_IB_HCA` selects them
+/// (`mlx5_0:1,mlx5_1` by prefix, `=mlx5_0` exactly, `^mlx5_2` all but), each with its rate.
+pub fn ib_ports(devices: &[RdmaDevice], spec: Option<&str>) -> Vec<Link> {
+    let spec = spec.map(str::trim).filter(|s| !s.is_empty());
+    let (exclude, rest) = match spec {
+        Some(s) => match s.strip_prefix('^') {
+            Some(r) => (true, r),
+            None => (false, s),
+        },
+        None => (false, ""),
+    };
+    let (exact, rest) = match rest.strip_prefix('=') {
+        Some(r) => (true, r),
+        None => (false, rest),
+    };
+    let entries: Vec<(&str, Option<u32>)> = rest
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(|e| match e.split_once(':') {
+            Some((name, port)) => (name, port.trim().parse().ok()),
+            None => (e, None),
+        })
+        .collect();
+    let mut out = Vec::new();
+    for d in devices {
+        for p in d.ports.iter().filter(|p| p.is_active()) {
+            let named = entries.iter().any(|(name, port)| {
+                let by_name = if exact {
+                    d.name == *name
+                } else {
+                    d.name.starts_with(name)
+                };
+                by_name && port.is_none_or(|n| n == p.port)
+            });
+            let chosen = spec.is_none() || named != exclude;
+            if let (true, Some(mbps)) = (chosen, p.rate_mbps) {
+                let name = crate::say::clean_line(&d.name);
+                out.push(Link {
+                    name: format!("{name}:{}", p.port),
+                    mbps,
+                    read: crate::say::clean_line(&format!(
+                        "/sys/class/infiniband/{name}/ports/{}/rate {}",
+                        p.port, p.rate
+                    )),
+                });
+            }
+        }
+    }
+    out
 }
 
 /// One GPU's interconnect rate per direction and how it was derived: active NVLinks when
@@ -298,7 +369,7 @@ pub fn nics_to(
     root: &Root,
     peers: &[IpAddr],
     routes: &dyn RouteProbe,
-) -> Result<Vec<(String, u64)>, String> {
+) -> Result<Vec<Link>, String> {
     let mut indexes = BTreeSet::new();
     for peer in peers {
         indexes.insert(
@@ -335,7 +406,7 @@ pub fn nics_to(
                      or down interface"
                 )
             })?;
-        out.push((name, speed));
+        out.push(Link::netdev(&name, speed));
     }
     Ok(out)
 }
@@ -476,7 +547,7 @@ mod tests {
         assert_eq!(nic_bytes_per_second(100_000), 12.5e9);
         assert_eq!(nic_bytes_per_second(25_000), 3.125e9);
         assert_eq!(nic_bytes_per_second(100), 12.5e6);
-        let r = of_nics(&[("ens1f0".into(), 100_000)], "route").unwrap();
+        let r = of_nics(&[Link::netdev("ens1f0", 100_000)], "route").unwrap();
         assert_eq!(r.gbps(), 12.5);
         assert!((r.fraction(9.125) - 0.73).abs() < 1e-12);
         assert_eq!(r.label, "100 Gb/s link (ens1f0)");
@@ -489,7 +560,11 @@ mod tests {
 
     #[test]
     fn several_nics_sum_and_each_carries_its_share() {
-        let r = of_nics(&[("a".into(), 100_000), ("b".into(), 25_000)], "r").unwrap();
+        let r = of_nics(
+            &[Link::netdev("a", 100_000), Link::netdev("b", 25_000)],
+            "r",
+        )
+        .unwrap();
         assert_eq!(r.rate_bytes_per_second, 15.625e9);
         assert_eq!(r.label, "125 Gb/s links (a + b)");
         // 10 GB/s over two NICs: 5 GB/s each, 40% of a and 160% of b (b is the bottleneck).
@@ -498,6 +573,74 @@ mod tests {
         assert!((per[0].1 - 0.4).abs() < 1e-12);
         assert!((per[1].1 - 1.6).abs() < 1e-12);
         assert!(of_nics(&[], "r").is_none());
+    }
+
+    fn hca(name: &str, ports: &[(u32, &str, Option<u64>)]) -> RdmaDevice {
+        RdmaDevice {
+            name: name.into(),
+            pci_address: None,
+            numa_node: None,
+            driver: None,
+            firmware: None,
+            hca_type: None,
+            netdevs: Vec::new(),
+            ports: ports
+                .iter()
+                .map(|(port, state, mbps)| crate::inventory::rdma::RdmaPort {
+                    port: *port,
+                    state: state.to_string(),
+                    phys_state: None,
+                    rate: "400 Gb/sec (4X NDR)".into(),
+                    rate_mbps: *mbps,
+                    width: Some(4),
+                    signalling: Some("NDR".into()),
+                    link_layer: Some("InfiniBand".into()),
+                    active_mtu: None,
+                    gids: Vec::new(),
+                })
+                .collect(),
+            relaxed_ordering: None,
+            bridges: Vec::new(),
+            host_bridge: None,
+        }
+    }
+
+    /// NCCL_IB_HCA's three forms pick the ports NCCL would, and only active ports count.
+    #[test]
+    fn rdma_ports_as_nccl_ib_hca_selects_them() {
+        let devices = [
+            hca("mlx5_0", &[(1, "ACTIVE", Some(400_000))]),
+            hca(
+                "mlx5_1",
+                &[(1, "ACTIVE", Some(400_000)), (2, "DOWN", Some(400_000))],
+            ),
+            hca("mlx5_10", &[(1, "ACTIVE", Some(200_000))]),
+            hca("mlx5_2", &[(1, "ACTIVE", None)]),
+        ];
+        let names = |spec: Option<&str>| -> Vec<String> {
+            ib_ports(&devices, spec)
+                .into_iter()
+                .map(|l| l.name)
+                .collect()
+        };
+        assert_eq!(names(None), ["mlx5_0:1", "mlx5_1:1", "mlx5_10:1"]);
+        assert_eq!(names(Some("mlx5_1")), ["mlx5_1:1", "mlx5_10:1"], "a prefix");
+        assert_eq!(names(Some("=mlx5_1")), ["mlx5_1:1"]);
+        assert_eq!(names(Some("^mlx5_1")), ["mlx5_0:1"]);
+        assert_eq!(names(Some("^=mlx5_1")), ["mlx5_0:1", "mlx5_10:1"]);
+        assert_eq!(
+            names(Some("mlx5_0:1,mlx5_1:2")),
+            ["mlx5_0:1"],
+            "port 2 is down"
+        );
+        let r = of_nics(&ib_ports(&devices, Some("=mlx5_0,mlx5_10")), "r").unwrap();
+        assert_eq!(r.rate_bytes_per_second, 75e9, "400 + 200 Gb/s");
+        assert!(
+            r.how
+                .starts_with("/sys/class/infiniband/mlx5_0/ports/1/rate 400 Gb/sec (4X NDR) + "),
+            "{}",
+            r.how
+        );
     }
 
     #[test]

@@ -435,6 +435,11 @@ fn run_rank(
     rank0(job, info, backend.as_mut(), &mut group, root, &peers)
 }
 
+/// Whether environment variable `name` is `value`.
+fn env_is(name: &str, value: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| v.trim() == value)
+}
+
 /// How long the loopback reference's memcpy probe may take.
 const COPY_BUDGET: Duration = Duration::from_millis(250);
 
@@ -442,6 +447,25 @@ const COPY_BUDGET: Duration = Duration::from_millis(250);
 /// interconnect for NCCL on one host, the memory copy rate for TCP on one host.
 fn reference(root: &Root, info: &RunInfo, peers: &[IpAddr]) -> Result<Reference, String> {
     let hosts = info.hosts();
+    if hosts.len() > 1 && info.backend == "nccl" && !env_is("NCCL_IB_DISABLE", "1") {
+        // NCCL's IB transport (InfiniBand, RoCE) takes the RDMA ports, not the IP route.
+        let devices = crate::inventory::rdma::devices(root).map_err(|e| e.to_string())?;
+        let spec = std::env::var("NCCL_IB_HCA").ok();
+        let ports = context::ib_ports(&devices, spec.as_deref());
+        if let Some(r) = context::of_nics(
+            &ports,
+            &format!(
+                "the active RDMA ports NCCL's IB transport uses (NCCL_IB_HCA {})",
+                spec.as_deref()
+                    .map_or("unset: all".to_string(), |s| format!(
+                        "`{}`",
+                        crate::say::clean_line(s)
+                    ))
+            ),
+        ) {
+            return Ok(r);
+        }
+    }
     if hosts.len() > 1 {
         let nics = context::nics_to(root, peers, &crate::inventory::route::Netlink)?;
         let why = format!(

@@ -405,7 +405,10 @@ mod tests {
     }
 
     fn judged() -> Judged {
-        let reference = crate::bench::context::of_nics(&[("eth9".into(), 20_000)], "test route");
+        let reference = crate::bench::context::of_nics(
+            &[crate::bench::context::Link::netdev("eth9", 20_000)],
+            "test route",
+        );
         let baseline = crate::profile::Baseline {
             tolerance: 0.1,
             sizes: [(8, 1.0)].into(),

@@ -219,7 +219,10 @@ mod tests {
             out_of_place: half(12.5, 6.25),
             in_place: half(2.5, 1.25),
         };
-        let reference = crate::bench::context::of_nics(&[("eth0".into(), 100_000)], "r");
+        let reference = crate::bench::context::of_nics(
+            &[crate::bench::context::Link::netdev("eth0", 100_000)],
+            "r",
+        );
         let baseline = crate::profile::Baseline {
             tolerance: 0.1,
             sizes: [(1 << 20, 20.0)].into(),

@@ -118,7 +118,8 @@ pub struct CollectiveArgs {
     pub output: Option<std::path::PathBuf>,
     /// Fail (exit 1) when the average bus bandwidth is below this: GB/s (1e9 bytes/s), or a
     /// percentage of what the path can carry, per direction (`80%`: of the link rate of the
-    /// NICs rank 0 routes to the other hosts through, summed; for NCCL on one host, the
+    /// NICs rank 0 routes to the other hosts through, summed, or for NCCL of the active RDMA
+    /// ports NCCL_IB_HCA selects; for NCCL on one host, the
     /// slowest GPU's active NVLinks × the generation's rate, else its PCIe link as trained;
     /// for TCP on one host, the memory copy rate measured in the run). The table's footer and
     /// the JSON `reference` say which and how; a percentage with no rate to resolve it
