@@ -411,6 +411,26 @@ pub fn nics_to(
     Ok(out)
 }
 
+/// The minimum in GB/s `threshold` stands for: as given, or its share of the reference
+/// (`None` for a percentage without one).
+pub fn minimum(threshold: Threshold, reference: Option<&Reference>) -> Option<f64> {
+    match threshold {
+        Threshold::Gbps(g) => Some(g),
+        Threshold::Fraction(f) => reference.map(|r| f * r.gbps()),
+    }
+}
+
+/// Whether the average `avg` (GB/s) is below `threshold`. A percentage is compared as a
+/// fraction of the reference, so a run at exactly 80% passes `80%` (the product `0.8 ×
+/// rate` may round above it); without a reference it cannot pass.
+pub fn below(threshold: Threshold, avg: f64, reference: Option<&Reference>) -> bool {
+    match (threshold, reference) {
+        (Threshold::Gbps(g), _) => avg < g,
+        (Threshold::Fraction(f), Some(r)) => r.fraction(avg) < f,
+        (Threshold::Fraction(_), None) => true,
+    }
+}
+
 /// One size judged against its baseline (bus bandwidths in GB/s).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BaselineCheck {
@@ -556,6 +576,38 @@ mod tests {
             "{}",
             r.how
         );
+    }
+
+    /// `80%` fails exactly below 80% of the reference, at any rate.
+    #[test]
+    fn a_percentage_fails_exactly_below_its_share() {
+        let pct = Threshold::Fraction(0.8);
+        for mbps in [100, 1000, 25_000, 100_000, 400_000, 3_200_000] {
+            let r = of_nics(&[Link::netdev("x", mbps)], "r").unwrap();
+            let at = r.gbps() * 0.8;
+            assert!(!below(pct, at, Some(&r)), "{mbps}: exactly 80%");
+            assert!(
+                below(pct, at * (1.0 - 1e-9), Some(&r)),
+                "{mbps}: just below"
+            );
+            assert!(
+                !below(pct, at * (1.0 + 1e-9), Some(&r)),
+                "{mbps}: just above"
+            );
+            assert_eq!(minimum(pct, Some(&r)), Some(0.8 * r.gbps()));
+        }
+        // 10 GB/s is 80% of a 100 Gb/s link (12.5 GB/s), 0.01 GB/s of a 100 Mb/s one, where
+        // 0.8 × 0.0125 rounds to 0.010000000000000002: judged on the product, it would fail.
+        let r = of_nics(&[Link::netdev("x", 100_000)], "r").unwrap();
+        assert!(!below(pct, 10.0, Some(&r)));
+        assert!(below(pct, 9.999, Some(&r)));
+        let slow = of_nics(&[Link::netdev("x", 100)], "r").unwrap();
+        assert!(!below(pct, 0.01, Some(&slow)));
+        assert!(below(pct, 0.0099, Some(&slow)));
+        assert!(below(pct, 1.0, None), "no reference: cannot pass");
+        assert_eq!(minimum(pct, None), None);
+        assert!(below(Threshold::Gbps(2.0), 1.999, None));
+        assert!(!below(Threshold::Gbps(2.0), 2.0, None));
     }
 
     #[test]

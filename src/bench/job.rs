@@ -471,7 +471,7 @@ fn reference(root: &Root, info: &RunInfo, peers: &[IpAddr]) -> Result<Reference,
         let why = format!(
             "the interface{} rank 0 routes to {} through",
             if nics.len() == 1 { "" } else { "s" },
-            hosts[1..].join(", ")
+            crate::say::clean_line(&hosts[1..].join(", "))
         );
         return context::of_nics(&nics, &why)
             .ok_or_else(|| "no interface carries the traffic to the other hosts".to_string());
@@ -555,20 +555,17 @@ fn rank0(
         ));
     }
     let avg = average_busbw(&rows);
+    let reference_ok = reference.as_ref().ok();
     let min_busbw = job.min_busbw.as_ref().map(|(threshold, source)| {
-        let gbps = match (threshold, &reference) {
-            (Threshold::Gbps(g), _) => *g,
-            (Threshold::Fraction(f), Ok(r)) => f * r.gbps(),
-            // Refused before the sweep.
-            (Threshold::Fraction(_), Err(_)) => 0.0,
-        };
+        // Refused before the sweep when a percentage has no reference.
+        let gbps = context::minimum(*threshold, reference_ok).unwrap_or(0.0);
         (gbps, *threshold, source)
     });
     if let Some((min, threshold, source)) = &min_busbw
-        && avg < *min
+        && context::below(*threshold, avg, reference_ok)
     {
-        let of = match (threshold, &reference) {
-            (Threshold::Fraction(_), Ok(r)) => format!(
+        let of = match (threshold, reference_ok) {
+            (Threshold::Fraction(_), Some(r)) => format!(
                 " = {threshold} of {} ({:.3} GB/s); the average is {:.1}% of it",
                 r.label,
                 r.gbps(),
