@@ -140,6 +140,7 @@ fn two_hosts_are_judged_against_the_link_rate() {
         (fraction - avg * 1e9 / rate).abs() < 1e-9,
         "{fraction} {avg}"
     );
+    eprintln!("shaped to {SHAPED_MBPS} Mb/s: busbw {avg} GB/s = {fraction} of the link");
     // tc holds each direction to the rate: a 2-rank AllReduce's busbw is what one direction
     // carries, so the fraction is close to (and never far above) 1.
     assert!(
@@ -161,6 +162,27 @@ fn two_hosts_are_judged_against_the_link_rate() {
         "{}",
         text(&o1.stderr)
     );
+
+    // The link said to be half as fast as it is shaped: the fraction is about twice the
+    // first, above 80% under any load a test meets, and the run passes.
+    let a = host_root(
+        "host-a",
+        &s.dev_a,
+        index_a,
+        Some(&(SHAPED_MBPS / 2).to_string()),
+    );
+    let (o0, o1) = job(
+        &s,
+        a.root(),
+        b.root(),
+        &format!("{SIZES} --format json --min-busbw 80%"),
+        29535,
+    );
+    let doc = stdout_json(&o0);
+    let fraction = doc["reference"]["average_fraction"].as_f64().unwrap();
+    assert!(fraction >= 0.8, "{doc}");
+    assert_success(&o0);
+    assert_success(&o1);
 
     // The same link said to be 10 times faster: the fraction is a tenth, 80% fails, and the
     // message gives both figures. The threshold comes from a profile this time.
