@@ -508,7 +508,8 @@ fn rank0(
     let reference = reference(root, &info, peers);
     if let (Some((Threshold::Fraction(_), source)), Err(why)) = (&job.min_busbw, &reference) {
         return Err(group.fail(BenchError::Usage(format!(
-            "{source}: a percentage needs the rate the path can carry, and none could be              determined ({why}); give the minimum in GB/s instead"
+            "{source}: a percentage needs the rate the path can carry, and none could be \
+             determined ({why}); give the minimum in GB/s instead"
         ))));
     }
     let table = job.format == Format::Table;
