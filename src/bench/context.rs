@@ -372,11 +372,8 @@ pub fn nics_to(
 ) -> Result<Vec<Link>, String> {
     let mut indexes = BTreeSet::new();
     for peer in peers {
-        indexes.insert(
-            routes
-                .route_to(*peer)
-                .map_err(|e| format!("no route to {peer}: {e}"))?,
-        );
+        // The probe's error names the peer.
+        indexes.insert(routes.route_to(*peer)?);
     }
     let names = root
         .list_dir("/sys/class/net")
@@ -693,6 +690,50 @@ mod tests {
             "{}",
             r.how
         );
+    }
+
+    /// The route names an index; the root's sysfs names the interface and its speed. Two
+    /// peers behind two NICs sum; one behind a NIC without a speed is no reference.
+    #[test]
+    fn nics_are_found_by_the_routes_index_under_the_root() {
+        use crate::inventory::route::FixedRoutes;
+        let tree = crate::testing::Tree::with(&[
+            ("sys/class/net/lo/ifindex", "1\n"),
+            ("sys/class/net/ens1f0/ifindex", "4\n"),
+            ("sys/class/net/ens1f0/speed", "100000\n"),
+            ("sys/class/net/ens2f0/ifindex", "7\n"),
+            ("sys/class/net/ens2f0/speed", "25000\n"),
+            ("sys/class/net/veth0/ifindex", "9\n"),
+            ("sys/class/net/veth0/speed", "-1\n"),
+        ]);
+        let (p1, p2, p3) = (
+            "10.0.0.2".parse().unwrap(),
+            "10.1.0.2".parse().unwrap(),
+            "10.9.0.2".parse().unwrap(),
+        );
+        let routes = FixedRoutes {
+            default: vec![],
+            peers: vec![(p1, 4), (p2, 7), (p3, 9)],
+        };
+        let root = tree.root();
+        let links = nics_to(&root, &[p1, p1, p2], &routes).unwrap();
+        assert_eq!(
+            links,
+            [
+                Link::netdev("ens1f0", 100_000),
+                Link::netdev("ens2f0", 25_000)
+            ]
+        );
+        let err = nics_to(&root, &[p1, p3], &routes).unwrap_err();
+        assert!(err.starts_with("veth0 reports no link speed"), "{err}");
+        let err = nics_to(&root, &["10.5.0.1".parse().unwrap()], &routes).unwrap_err();
+        assert_eq!(err, "no route to 10.5.0.1");
+        let routes = FixedRoutes {
+            default: vec![],
+            peers: vec![(p1, 12)],
+        };
+        let err = nics_to(&root, &[p1], &routes).unwrap_err();
+        assert_eq!(err, "no interface with index 12 under /sys/class/net");
     }
 
     #[test]
