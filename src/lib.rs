@@ -13,23 +13,23 @@ pub mod checks;
 pub mod cli;
 pub mod commands;
 pub mod docs;
-pub mod error;
+pub(crate) mod error;
 pub mod explain;
 #[allow(unsafe_code)] // the one home of foreign calls; every block there has a SAFETY note
-pub mod ffi;
+pub(crate) mod ffi;
 pub mod finding;
-pub mod fleet;
+pub(crate) mod fleet;
 pub mod host;
 pub mod image;
-pub mod inventory;
-pub mod preflight;
-pub mod probes;
+pub(crate) mod inventory;
+pub(crate) mod preflight;
+pub(crate) mod probes;
 pub mod profile;
-pub mod report;
-pub mod say;
-pub mod slurm;
+pub(crate) mod report;
+pub(crate) mod say;
+pub(crate) mod slurm;
 #[cfg(test)]
-pub mod testing;
+pub(crate) mod testing;
 
 pub use error::{Error, ExitCode, Result};
 

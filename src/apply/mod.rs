@@ -5,20 +5,20 @@
 //! Flow: `plan::build` (reads only) → `journal::save` (fsynced) → `transaction::execute`
 //! (write, read back, verify; restore in reverse on failure) → journal marked applied.
 
-pub mod cgroup;
-pub mod error;
+pub(crate) mod cgroup;
+pub(crate) mod error;
 pub mod firewall;
 pub mod io;
-pub mod journal;
-pub mod lock;
+pub(crate) mod journal;
+pub(crate) mod lock;
 pub mod nft;
 pub mod operator;
-pub mod owned;
+pub(crate) mod owned;
 pub mod plan;
-pub mod status;
+pub(crate) mod status;
 pub mod target;
 pub mod transaction;
-pub mod validate;
+pub(crate) mod validate;
 
 #[cfg(test)]
 mod tests;

@@ -25,7 +25,7 @@ use crate::error::ExitCode;
 use crate::host::Root;
 
 /// Marks the ranks `--ranks` started, so they join instead of starting ranks of their own.
-pub const CHILD_VAR: &str = "GPUTUNE_BENCH_CHILD";
+pub(crate) const CHILD_VAR: &str = "GPUTUNE_BENCH_CHILD";
 
 /// Which transport was asked for (`--backend`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -95,7 +95,7 @@ fn resolve(choice: Choice, root: &Root, say: bool) -> Result<Resolved, BenchErro
 }
 
 /// Runs the job: as the launcher of `--ranks` local ranks, or as one rank of a job.
-pub fn run(job: &Job, root: &Root) -> Result<ExitCode, BenchError> {
+pub(crate) fn run(job: &Job, root: &Root) -> Result<ExitCode, BenchError> {
     let vars: BTreeMap<String, String> = std::env::vars().collect();
     let is_child = vars.contains_key(CHILD_VAR);
     if (is_child || job.ranks.is_none())

@@ -20,10 +20,10 @@ use crate::error::ExitCode;
 
 /// At most this many rounds: each node meets this many partners, enough for a median that
 /// one other bad node cannot sway, and bounded on a large job.
-pub const MAX_ROUNDS: usize = 7;
+pub(crate) const MAX_ROUNDS: usize = 7;
 
 /// The pairs of each round: circle method over `world` ranks (a bye for an odd count).
-pub fn schedule(world: usize) -> Vec<Vec<(usize, usize)>> {
+pub(crate) fn schedule(world: usize) -> Vec<Vec<(usize, usize)>> {
     let n = world + world % 2;
     let rounds = (n - 1).min(MAX_ROUNDS);
     (0..rounds)
@@ -45,7 +45,7 @@ pub fn schedule(world: usize) -> Vec<Vec<(usize, usize)>> {
 
 /// One measured pair.
 #[derive(Debug, Clone, Serialize)]
-pub struct PairResult {
+pub(crate) struct PairResult {
     pub round: usize,
     pub ranks: (usize, usize),
     pub hosts: (String, String),
@@ -58,7 +58,7 @@ pub struct PairResult {
 
 /// A node whose pairs are slow.
 #[derive(Debug, Clone, Serialize)]
-pub struct SlowNode {
+pub(crate) struct SlowNode {
     pub rank: usize,
     pub host: String,
     pub median_bus_bw: f64,
@@ -66,7 +66,7 @@ pub struct SlowNode {
 
 /// What rank 0 concludes.
 #[derive(Debug, Clone, Serialize)]
-pub struct Verdict {
+pub(crate) struct Verdict {
     pub size: u64,
     pub pairs: Vec<PairResult>,
     /// The median over nodes of each node's median pair bandwidth.
@@ -85,7 +85,7 @@ fn median(values: &mut [f64]) -> f64 {
 }
 
 /// Names the nodes whose median pair bandwidth is below `fraction` of the job's median.
-pub fn judge(size: u64, pairs: Vec<PairResult>, hosts: &[String], fraction: f64) -> Verdict {
+pub(crate) fn judge(size: u64, pairs: Vec<PairResult>, hosts: &[String], fraction: f64) -> Verdict {
     let per_node: Vec<f64> = (0..hosts.len())
         .map(|rank| {
             let mut mine: Vec<f64> = pairs
@@ -118,7 +118,7 @@ pub fn judge(size: u64, pairs: Vec<PairResult>, hosts: &[String], fraction: f64)
 
 /// This rank's part: every round, a barrier, then a two-rank AllReduce with its partner,
 /// its time reported to rank 0, which prints the table of pairs and the slow nodes.
-pub fn run(
+pub(crate) fn run(
     job: &Job,
     group: &mut Group,
     listener: TcpListener,
@@ -254,7 +254,7 @@ pub fn run(
 }
 
 /// The table of pairs, then the verdict.
-pub fn render(v: &Verdict) -> String {
+pub(crate) fn render(v: &Verdict) -> String {
     let mut out = format!(
         "# gputune bench allreduce --pairs: {} bytes per AllReduce, {} pairs\n#\n",
         v.size,

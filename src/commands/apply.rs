@@ -53,12 +53,12 @@ pub struct RollbackArgs {
 }
 
 /// `gputune apply`: as the user running it, with the real `nft`.
-pub fn run(args: &ApplyArgs, root: &Root) -> Result<ExitCode> {
+pub(crate) fn run(args: &ApplyArgs, root: &Root) -> Result<ExitCode> {
     apply_with(args, root, &Console, &NftCommand)
 }
 
 /// `gputune rollback`: restores what the journal recorded before the last applies.
-pub fn rollback(args: &RollbackArgs, root: &Root) -> Result<ExitCode> {
+pub(crate) fn rollback(args: &RollbackArgs, root: &Root) -> Result<ExitCode> {
     if args.dry_run {
         // A preview changed nothing: a closed stdout ends it quietly, as for every
         // read-only command (`rollback --dry-run | head`), not as an unseen transaction.
@@ -342,7 +342,11 @@ pub fn rollback_with(root: &Root, operator: &dyn Operator, nft: &dyn Nft) -> Res
 /// `rollback --dry-run`: what rollback would do to each target, last applied first (the
 /// order rollback restores in), and the directories it would remove; changes nothing, takes
 /// no lock and needs no root, as `apply --dry-run`.
-pub fn rollback_preview(root: &Root, operator: &dyn Operator, nft: &dyn Nft) -> Result<ExitCode> {
+pub(crate) fn rollback_preview(
+    root: &Root,
+    operator: &dyn Operator,
+    nft: &dyn Nft,
+) -> Result<ExitCode> {
     use crate::apply::target::Target;
     use crate::say::clean_line;
     crate::image::check_root(root).map_err(|e| Error::Runtime(e.to_string()))?;
@@ -508,7 +512,7 @@ fn runtime(e: crate::apply::error::ApplyError) -> Error {
 }
 
 /// The plan as people read it: one line per write, `before -> after`, then the notes.
-pub fn render_plan(profile: &str, plan: &Plan) -> String {
+pub(crate) fn render_plan(profile: &str, plan: &Plan) -> String {
     let mut out = format!("plan for profile {profile}: {} changes\n", plan.steps.len());
     for step in &plan.steps {
         // Name the target only where the step's own name does not already say it.

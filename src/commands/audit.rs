@@ -88,7 +88,7 @@ const AUDIT_LIMITS: checks::TimeLimits = checks::TimeLimits {
     total: std::time::Duration::from_secs(300),
 };
 
-pub fn run(args: &AuditArgs, root: &Root) -> Result<ExitCode> {
+pub(crate) fn run(args: &AuditArgs, root: &Root) -> Result<ExitCode> {
     crate::image::check_root(root).map_err(|e| crate::Error::Runtime(e.to_string()))?;
     let mode = Mode::detect(root, args.persisted);
     let (profile, chosen_by) = load_profile(args.profile.as_deref(), root)?;
@@ -145,7 +145,7 @@ pub fn run(args: &AuditArgs, root: &Root) -> Result<ExitCode> {
 
 /// Says on stderr which `--skip` ids named no check, and the id likely meant: a typo must
 /// not pass for a skipped check. (Not an error: ids of NICs or slices differ by node.)
-pub fn warn_unmatched_skips(skip: &[String], findings: &[crate::finding::Finding]) {
+pub(crate) fn warn_unmatched_skips(skip: &[String], findings: &[crate::finding::Finding]) {
     for (id, closest) in checks::unmatched_skips(skip, findings) {
         let hint = closest.map_or(String::new(), |c| {
             format!(" (did you mean {}?)", crate::report::table::clean(&c))
@@ -222,7 +222,7 @@ fn persisted_values(
 }
 
 /// The named profile, or the one the node's hardware calls for and why.
-pub fn load_profile(name: Option<&str>, root: &Root) -> Result<(Profile, Option<String>)> {
+pub(crate) fn load_profile(name: Option<&str>, root: &Root) -> Result<(Profile, Option<String>)> {
     let loader = Loader::new(root, &checks::keys);
     match name {
         Some(name) => Ok((loader.load(name)?, None)),

@@ -265,7 +265,7 @@ pub fn validate(
     })
 }
 
-pub fn run(args: &BenchArgs, root: &Root) -> Result<ExitCode> {
+pub(crate) fn run(args: &BenchArgs, root: &Root) -> Result<ExitCode> {
     let (collective, a) = args.command.collective();
     let mut job = validate(collective, a)?;
     if job.min_busbw.is_none()

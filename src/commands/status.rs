@@ -73,7 +73,7 @@ struct Summary {
 }
 
 /// `gputune status`.
-pub fn run(args: &StatusArgs, root: &Root) -> Result<ExitCode> {
+pub(crate) fn run(args: &StatusArgs, root: &Root) -> Result<ExitCode> {
     crate::image::check_root(root).map_err(|e| Error::Runtime(e.to_string()))?;
     let mode = Mode::detect(root, false);
     let image = mode == Mode::Image;

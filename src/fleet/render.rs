@@ -13,7 +13,7 @@ use crate::report::prometheus::label;
 
 /// The fleet JSON's own version: 2 replaced version 1's `drift` and `failures` lists with
 /// value groups and hostlists.
-pub const SCHEMA_VERSION: u32 = 2;
+pub(crate) const SCHEMA_VERSION: u32 = 2;
 
 /// Value groups shown per check in the table; the rest are counted (JSON lists them all).
 const GROUPS_SHOWN: usize = 6;
@@ -45,7 +45,7 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 
 /// The table: a summary line, the failing hostlist, then each check or fact that fails,
 /// differs or varies, with its value groups (failing first).
-pub fn table(a: &Analysis, reading: &Reading) -> String {
+pub(crate) fn table(a: &Analysis, reading: &Reading) -> String {
     let count = |v: KeyVerdict, views: &[KeyView]| views.iter().filter(|k| k.verdict == v).count();
     let mut out = format!(
         "gputune fleet: {}, {} failing",
@@ -182,7 +182,7 @@ pub fn table(a: &Analysis, reading: &Reading) -> String {
 
 /// `--failing`: the hostlist of the nodes that fail or err on a check, for `scontrol update
 /// nodename=…` or `pdsh -w`; nothing when none does.
-pub fn failing(a: &Analysis) -> String {
+pub(crate) fn failing(a: &Analysis) -> String {
     if a.failing.is_empty() {
         String::new()
     } else {
@@ -279,7 +279,7 @@ fn json_key<'a>(a: &Analysis, view: &KeyView<'a>) -> JsonKey<'a> {
 }
 
 /// Every check and fact with all its groups, hostlists and node counts.
-pub fn json(a: &Analysis, reading: &Reading) -> String {
+pub(crate) fn json(a: &Analysis, reading: &Reading) -> String {
     let doc = JsonFleet {
         schema_version: SCHEMA_VERSION,
         passed: a.passed,
@@ -311,7 +311,7 @@ pub fn json(a: &Analysis, reading: &Reading) -> String {
 
 /// node_exporter textfile format: per check the nodes in each verdict, per fact its number
 /// of values, and the fleet's totals.
-pub fn prometheus(a: &Analysis, reading: &Reading) -> String {
+pub(crate) fn prometheus(a: &Analysis, reading: &Reading) -> String {
     let mut out = String::new();
     let mut gauge = |name: &str, help: &str, lines: Vec<String>| {
         out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} gauge\n"));

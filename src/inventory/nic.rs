@@ -14,7 +14,7 @@ use crate::host::{HostError, Root};
 
 /// One physical (device-backed) interface.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Nic {
+pub(crate) struct Nic {
     pub name: String,
     pub pci_address: Option<String>,
     pub driver: Option<String>,
@@ -43,14 +43,14 @@ pub struct Nic {
 }
 
 impl Nic {
-    pub fn is_up(&self) -> bool {
+    pub(crate) fn is_up(&self) -> bool {
         self.operstate == "up"
     }
 }
 
 /// An interface left out of the inventory, with why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SkippedNic {
+pub(crate) struct SkippedNic {
     pub name: String,
     pub reason: String,
 }
@@ -58,7 +58,7 @@ pub struct SkippedNic {
 /// The device behind an interface: its `device` link, else the directory its
 /// `/sys/class/net` link points into (`.../0000:3b:00.0/net/eth0` → the PCI function),
 /// for trimmed snapshots and drivers that leave `device` out.
-pub fn device_path(root: &Root, name: &str) -> Option<PathBuf> {
+pub(crate) fn device_path(root: &Root, name: &str) -> Option<PathBuf> {
     let dir = format!("/sys/class/net/{name}");
     if let Some(real) = root.canonicalize(&format!("{dir}/device")) {
         return Some(real);
@@ -69,7 +69,7 @@ pub fn device_path(root: &Root, name: &str) -> Option<PathBuf> {
 }
 
 /// Why an interface is software-only, or `None` when a device backs it.
-pub fn virtual_reason(root: &Root, name: &str) -> Option<String> {
+pub(crate) fn virtual_reason(root: &Root, name: &str) -> Option<String> {
     let dir = format!("/sys/class/net/{name}");
     let real = root.canonicalize(&dir).unwrap_or_default();
     let is_virtual =
@@ -94,7 +94,7 @@ pub fn virtual_reason(root: &Root, name: &str) -> Option<String> {
 }
 
 /// Maps ARP hardware type to a name (`type` file: 1 Ethernet, 32 InfiniBand).
-pub fn link_kind(arp_type: Option<&str>) -> &'static str {
+pub(crate) fn link_kind(arp_type: Option<&str>) -> &'static str {
     match arp_type.map(str::trim) {
         Some("32") => "infiniband",
         _ => "ethernet",
@@ -103,7 +103,7 @@ pub fn link_kind(arp_type: Option<&str>) -> &'static str {
 
 /// The PCI function behind a device link: the device itself (`0000:3b:00.0`) or, for
 /// virtio and similar buses, its parent (`.../0000:00:03.0/virtio2`).
-pub fn pci_function(real_device: &Path) -> Option<&Path> {
+pub(crate) fn pci_function(real_device: &Path) -> Option<&Path> {
     let is_pci = |p: &Path| {
         p.file_name()
             .and_then(|n| n.to_str())
@@ -116,7 +116,7 @@ pub fn pci_function(real_device: &Path) -> Option<&Path> {
 }
 
 /// Reads every interface; physical ones fully, virtual ones only named with the reason.
-pub fn nics(
+pub(crate) fn nics(
     root: &Root,
     ethtool: &dyn EthtoolProbe,
     rdma: &[RdmaDevice],

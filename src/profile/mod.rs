@@ -2,12 +2,12 @@
 //! embedded in the binary; `/etc/gputune/profiles/NAME.toml` (under the root) wins on a name
 //! clash; a path loads a file. `include = ["base"]` inherits, the child overriding per key.
 
-pub mod amount;
-pub mod default;
-pub mod job;
-pub mod setting;
-pub mod suggest;
-pub mod version;
+pub(crate) mod amount;
+pub(crate) mod default;
+pub(crate) mod job;
+pub(crate) mod setting;
+pub(crate) mod suggest;
+pub(crate) mod version;
 
 mod find;
 mod merge;
@@ -32,7 +32,7 @@ use raw::*;
 use rules::*;
 
 /// The profiles shipped inside the binary, parents first.
-pub const BUILTIN: &[(&str, &str)] = &[
+pub(crate) const BUILTIN: &[(&str, &str)] = &[
     ("base", include_str!("../../profiles/base.toml")),
     (
         "single-node",
@@ -49,15 +49,15 @@ pub const BUILTIN: &[(&str, &str)] = &[
 ];
 
 /// Where site profiles live on the node (under the root).
-pub const SITE_DIR: &str = "/etc/gputune/profiles";
+pub(crate) const SITE_DIR: &str = "/etc/gputune/profiles";
 
 /// How deep includes may nest. Shipped profiles use two levels; a deeper chain is a
 /// mistake or an attack (a chain of thousands would overflow the stack).
-pub const MAX_INCLUDE_DEPTH: usize = 32;
+pub(crate) const MAX_INCLUDE_DEPTH: usize = 32;
 
 /// The most a profile file may hold (1 MiB; shipped ones are a few KiB). A profile naming
 /// `/dev/zero` or a FIFO is refused rather than read without end.
-pub const MAX_PROFILE_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_PROFILE_BYTES: u64 = 1 << 20;
 
 /// A profile that cannot be used, naming the file, line and key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -99,7 +99,7 @@ pub struct Bench<T = f64> {
 
 impl<T> Bench<T> {
     /// The keys of `[bench]`, each with its threshold, in the order `profiles show` writes them.
-    pub fn thresholds(&self) -> [(&'static str, Option<&T>); 4] {
+    pub(crate) fn thresholds(&self) -> [(&'static str, Option<&T>); 4] {
         let Bench {
             min_busbw,
             allgather_min_busbw,
@@ -115,7 +115,7 @@ impl<T> Bench<T> {
     }
 
     /// Every threshold this sets, else `base`'s: a profile's over its includes'.
-    pub fn or(self, base: Bench<T>) -> Bench<T> {
+    pub(crate) fn or(self, base: Bench<T>) -> Bench<T> {
         Bench {
             min_busbw: self.min_busbw.or(base.min_busbw),
             allgather_min_busbw: self.allgather_min_busbw.or(base.allgather_min_busbw),
@@ -127,7 +127,7 @@ impl<T> Bench<T> {
     }
 
     /// Every threshold passed through `f`.
-    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> Bench<U> {
+    pub(crate) fn map<U>(self, mut f: impl FnMut(T) -> U) -> Bench<U> {
         Bench {
             min_busbw: self.min_busbw.map(&mut f),
             allgather_min_busbw: self.allgather_min_busbw.map(&mut f),
@@ -154,17 +154,17 @@ pub struct Profile {
 
 impl Profile {
     /// The settings of one area, by key.
-    pub fn area(&self, area: Area) -> impl Iterator<Item = (&String, &Setting)> {
+    pub(crate) fn area(&self, area: Area) -> impl Iterator<Item = (&String, &Setting)> {
         self.settings.get(&area).into_iter().flatten()
     }
 
-    pub fn get(&self, area: Area, key: &str) -> Option<&Setting> {
+    pub(crate) fn get(&self, area: Area, key: &str) -> Option<&Setting> {
         self.settings.get(&area)?.get(key)
     }
 
     /// The setting behind check `id` of `area`: the key that names it, the most specific
     /// when several do (`ulimit.nofile` governs `ulimit.nofile.login`).
-    pub fn governing(&self, area: Area, id: &str) -> Option<&Setting> {
+    pub(crate) fn governing(&self, area: Area, id: &str) -> Option<&Setting> {
         self.area(area)
             .filter(|(key, _)| names_check(key, id))
             .max_by_key(|(key, _)| key.len())
@@ -172,7 +172,7 @@ impl Profile {
     }
 
     /// The resolved profile as a loadable TOML file, each setting annotated with its origin.
-    pub fn to_toml(&self) -> String {
+    pub(crate) fn to_toml(&self) -> String {
         let mut out = format!(
             "# Resolved profile `{}` ({}), merged from: {}\ndescription = {}\n",
             self.name,
@@ -208,7 +208,7 @@ impl Profile {
 /// Whether `pattern` (a profile key or a `--skip` id) names check `id`: the id itself, or
 /// the same check of one of its subjects (`link.speed_mbps` names `link.speed_mbps.eth0`,
 /// `cpu.max` names `cpu.max@training.slice`).
-pub fn names_check(pattern: &str, id: &str) -> bool {
+pub(crate) fn names_check(pattern: &str, id: &str) -> bool {
     id.strip_prefix(pattern)
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('.') || rest.starts_with('@'))
 }
@@ -219,7 +219,7 @@ fn severity_name(s: Severity) -> &'static str {
 
 /// One profile a user can name, for `gputune profiles list`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Listing {
+pub(crate) struct Listing {
     pub name: String,
     pub source: String,
     pub description: String,
@@ -262,7 +262,7 @@ impl<'a> Loader<'a> {
     }
 
     /// Every profile a name can reach: site profiles first, then built-in ones they do not shadow.
-    pub fn list(&self) -> Result<Vec<Listing>, ProfileError> {
+    pub(crate) fn list(&self) -> Result<Vec<Listing>, ProfileError> {
         let mut listings = Vec::new();
         let site = self.root.list_dir(SITE_DIR).map_err(|e| ProfileError {
             file: SITE_DIR.into(),

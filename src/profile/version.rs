@@ -6,7 +6,7 @@ use std::fmt;
 
 /// A dotted version; missing trailing parts count as zero (`2.14` == `2.14.0`).
 #[derive(Debug, Clone)]
-pub struct Version(pub Vec<u64>);
+pub(crate) struct Version(pub Vec<u64>);
 
 impl PartialEq for Version {
     fn eq(&self, other: &Self) -> bool {
@@ -18,7 +18,7 @@ impl Eq for Version {}
 
 impl Version {
     /// Parses the leading dotted number of `text` (`"535.104.05"`, `"2.21.5+cuda12.2"`).
-    pub fn parse(text: &str) -> Option<Version> {
+    pub(crate) fn parse(text: &str) -> Option<Version> {
         let t = text.trim().trim_start_matches('v');
         let end = t
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -76,7 +76,7 @@ pub struct VersionReq {
 }
 
 impl VersionReq {
-    pub fn parse(text: &str) -> Result<VersionReq, String> {
+    pub(crate) fn parse(text: &str) -> Result<VersionReq, String> {
         let mut terms = Vec::new();
         for term in text.split(',') {
             let term = term.trim();
@@ -102,7 +102,7 @@ impl VersionReq {
         })
     }
 
-    pub fn matches(&self, version: &Version) -> bool {
+    pub(crate) fn matches(&self, version: &Version) -> bool {
         self.terms.iter().all(|(op, want)| {
             let o = version.cmp(want);
             match op {
