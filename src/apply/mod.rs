@@ -3,9 +3,11 @@
 //! target's state first, executing all or nothing, and restoring from the journal.
 //!
 //! Flow: `plan::build` (reads only) → `journal::save` (fsynced) → `transaction::execute`
-//! (write, read back, verify; restore in reverse on failure) → journal marked applied.
+//! (write, read back, verify; restore in reverse on failure) → journal marked applied;
+//! [`run`] holds the policy around that flow (who may write, when to refuse).
 
 pub(crate) mod cgroup;
+pub(crate) mod created_dirs;
 pub(crate) mod error;
 pub mod firewall;
 pub mod io;
@@ -15,6 +17,8 @@ pub mod nft;
 pub mod operator;
 pub(crate) mod owned;
 pub mod plan;
+pub(crate) mod render;
+pub mod run;
 pub(crate) mod status;
 pub mod target;
 pub mod transaction;

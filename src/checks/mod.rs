@@ -3,6 +3,7 @@
 //! [`Change`](crate::finding::Change) that would fix a failure.
 
 pub(crate) mod cgroup;
+pub(crate) mod chosen;
 pub mod firewall;
 pub(crate) mod gpu;
 pub mod limits;
