@@ -64,75 +64,14 @@ pub(crate) fn assert_cases<I: Debug, T: Debug + PartialEq<W>, W: Debug>(
     assert!(checked > 0, "no cases");
 }
 
-/// A node tree in a temporary directory, removed when dropped.
-pub(crate) struct Tree {
-    dir: tempfile::TempDir,
-}
+mod tree;
+
+pub(crate) use tree::Tree;
 
 impl Tree {
-    pub(crate) fn new() -> Self {
-        Tree {
-            dir: tempfile::tempdir().expect("a temporary directory"),
-        }
-    }
-
-    /// A tree holding `files`: (path inside the tree, text).
-    pub(crate) fn with(files: &[(&str, &str)]) -> Self {
-        let tree = Tree::new();
-        for (path, text) in files {
-            tree.file(path, text);
-        }
-        tree
-    }
-
-    /// Writes `text` at `path` (absolute inside the tree), creating its directories.
-    pub(crate) fn file(&self, path: &str, text: &str) -> &Self {
-        let full = self.path(path);
-        std::fs::create_dir_all(full.parent().expect("a file has a parent"))
-            .expect("fixture directories are created");
-        std::fs::write(&full, text).expect("fixture files are written");
-        self
-    }
-
-    /// A symbolic link at `path` pointing at `target` (taken as is).
-    pub(crate) fn link(&self, path: &str, target: &str) -> &Self {
-        let full = self.path(path);
-        std::fs::create_dir_all(full.parent().expect("a link has a parent"))
-            .expect("fixture directories are created");
-        std::os::unix::fs::symlink(target, &full).expect("fixture links are made");
-        self
-    }
-
-    /// An empty directory at `path`.
-    pub(crate) fn dir(&self, path: &str) -> &Self {
-        std::fs::create_dir_all(self.path(path)).expect("fixture directories are created");
-        self
-    }
-
-    /// Where `path` (absolute inside the tree) lies on this machine.
-    pub(crate) fn path(&self, path: &str) -> PathBuf {
-        self.dir.path().join(path.trim_start_matches('/'))
-    }
-
     /// The tree as gputune's root.
     pub(crate) fn root(&self) -> Root {
-        Root::new(self.dir.path())
-    }
-
-    /// Writes profile `text` at `path` and returns where it lies on this machine, the way a
-    /// user names a profile file.
-    pub(crate) fn profile(&self, path: &str, text: &str) -> String {
-        self.file(path, text);
-        self.path(path)
-            .to_str()
-            .expect("a UTF-8 temporary path")
-            .to_string()
-    }
-}
-
-impl Default for Tree {
-    fn default() -> Self {
-        Tree::new()
+        Root::new(self.base())
     }
 }
 
