@@ -29,8 +29,8 @@ pub(crate) struct Nic {
     pub firmware: Option<String>,
     /// The driver's version from `ETHTOOL_GDRVINFO` (`ethtool -i`); live node only.
     pub driver_version: Option<String>,
-    /// `ethernet` or `infiniband` (IPoIB), from the ARP hardware `type`.
-    pub kind: String,
+    /// Ethernet or InfiniBand (IPoIB), from the ARP hardware `type`.
+    pub kind: LinkKind,
     pub link: Option<PciLink>,
     /// RDMA devices on the same PCI function (`mlx5_0`).
     pub rdma: Vec<String>,
@@ -93,11 +93,20 @@ pub(crate) fn virtual_reason(root: &Root, name: &str) -> Option<String> {
     Some(format!("virtual: {kind}, no device behind it"))
 }
 
-/// Maps ARP hardware type to a name (`type` file: 1 Ethernet, 32 InfiniBand).
-pub(crate) fn link_kind(arp_type: Option<&str>) -> &'static str {
+/// What a NIC's link carries; serialised as the words reports have always used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum LinkKind {
+    Ethernet,
+    /// IPoIB: checks that tune Ethernet settings do not apply.
+    Infiniband,
+}
+
+/// Maps ARP hardware type to a link kind (`type` file: 1 Ethernet, 32 InfiniBand).
+pub(crate) fn link_kind(arp_type: Option<&str>) -> LinkKind {
     match arp_type.map(str::trim) {
-        Some("32") => "infiniband",
-        _ => "ethernet",
+        Some("32") => LinkKind::Infiniband,
+        _ => LinkKind::Ethernet,
     }
 }
 
@@ -161,7 +170,7 @@ pub(crate) fn nics(
                 .and_then(crate::host::net::parse_speed),
             mtu: file("mtu").and_then(|m| m.parse().ok()),
             operstate: file("operstate").unwrap_or_else(|| "unknown".into()),
-            kind: link_kind(file("type").as_deref()).to_string(),
+            kind: link_kind(file("type").as_deref()),
             ifindex: file("ifindex").and_then(|i| i.parse().ok()),
             numa_node: pci_dev.as_ref().and_then(|p| p.numa_node),
             local_cpus: pci_dev.as_ref().and_then(|p| p.local_cpus.clone()),
@@ -184,9 +193,18 @@ mod tests {
 
     #[test]
     fn kinds_and_pci_functions() {
-        assert_eq!(link_kind(Some("32\n")), "infiniband");
-        assert_eq!(link_kind(Some("1")), "ethernet");
-        assert_eq!(link_kind(None), "ethernet");
+        assert_eq!(link_kind(Some("32\n")), LinkKind::Infiniband);
+        assert_eq!(link_kind(Some("1")), LinkKind::Ethernet);
+        assert_eq!(link_kind(None), LinkKind::Ethernet);
+        // Reports keep their words.
+        assert_eq!(
+            serde_json::to_string(&LinkKind::Infiniband).unwrap(),
+            "\"infiniband\""
+        );
+        assert_eq!(
+            serde_json::to_string(&LinkKind::Ethernet).unwrap(),
+            "\"ethernet\""
+        );
         let virtio = Path::new("/sys/devices/pci0000:00/0000:00:03.0/virtio2");
         assert_eq!(
             pci_function(virtio),
