@@ -326,7 +326,14 @@ fn run_rank(
                 "--pairs measures over TCP: add --backend tcp".into(),
             )));
         }
-        return super::pairs::run(job, &mut group, listener, &addrs, &env.token)
+        let request = super::pairs::Request {
+            settings: &job.settings,
+            timeout: job.timeout,
+            fraction: job.pairs_fraction,
+            json: matches!(job.format, Format::Json),
+            output: job.output.as_deref(),
+        };
+        return super::pairs::run(&request, &mut group, listener, &addrs, &env.token)
             .map_err(|e| group.fail(e));
     }
     let backend: Result<Box<dyn Backend>, BenchError> = match resolved {

@@ -13,9 +13,8 @@ use serde::Serialize;
 use super::collective::{Collective, Shape};
 use super::control::Group;
 use super::data;
-use super::job::{Format, Job};
 use super::tcp::{self, TcpBackend};
-use super::{Backend, BenchError};
+use super::{Backend, BenchError, Settings};
 use crate::error::ExitCode;
 
 /// At most this many rounds: each node meets this many partners, enough for a median that
@@ -116,10 +115,23 @@ pub(crate) fn judge(size: u64, pairs: Vec<PairResult>, hosts: &[String], fractio
     }
 }
 
+/// What a pairs run takes from the job's command line (handed over by [`super::job`], so
+/// this module needs nothing back from it).
+pub(crate) struct Request<'a> {
+    pub settings: &'a Settings,
+    pub timeout: std::time::Duration,
+    /// `--pairs-threshold`: a node below this fraction of the job's median is slow.
+    pub fraction: f64,
+    /// `--format json`; anything else prints the table.
+    pub json: bool,
+    /// `--output FILE`.
+    pub output: Option<&'a std::path::Path>,
+}
+
 /// This rank's part: every round, a barrier, then a two-rank AllReduce with its partner,
 /// its time reported to rank 0, which prints the table of pairs and the slow nodes.
 pub(crate) fn run(
-    job: &Job,
+    job: &Request,
     group: &mut Group,
     listener: TcpListener,
     addrs: &[SocketAddr],
@@ -210,20 +222,19 @@ pub(crate) fn run(
             _ => ExitCode::Runtime,
         });
     }
-    let verdict = judge(bytes as u64, results, &hosts, job.pairs_fraction);
+    let verdict = judge(bytes as u64, results, &hosts, job.fraction);
     let wrong: u64 = verdict.pairs.iter().map(|p| p.nwrong).sum();
     let failed = !verdict.slow.is_empty() || wrong > 0;
     group.finish(u8::from(failed))?;
-    let text = match job.format {
-        Format::Json => {
-            let mut t = serde_json::to_string_pretty(&verdict)
-                .map_err(|e| BenchError::Runtime(e.to_string()))?;
-            t.push('\n');
-            t
-        }
-        _ => render(&verdict),
+    let text = if job.json {
+        let mut t = serde_json::to_string_pretty(&verdict)
+            .map_err(|e| BenchError::Runtime(e.to_string()))?;
+        t.push('\n');
+        t
+    } else {
+        render(&verdict)
     };
-    match &job.output {
+    match job.output {
         Some(path) => crate::host::atomic::write_output(path, text.as_bytes())
             .map_err(|e| BenchError::Runtime(format!("cannot write {}: {e}", path.display())))?,
         None => {

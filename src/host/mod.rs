@@ -19,6 +19,7 @@ pub(crate) mod nccl;
 pub(crate) mod net;
 pub mod sysctl;
 pub(crate) mod torch;
+pub(crate) mod version;
 
 use std::ffi::OsStr;
 use std::fs::File;

@@ -78,7 +78,7 @@ const DRIVER_MINIMUMS: &[(&str, &str)] = &[
 
 /// The newest CUDA version a driver version supports, by the release notes' table.
 pub(crate) fn cuda_for_driver(driver: &str) -> Option<&'static str> {
-    use crate::profile::version::Version;
+    use super::version::Version;
     let d = Version::parse(driver)?;
     DRIVER_MINIMUMS
         .iter()

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::ethtool::EthtoolProbe;
-use super::pci::{self, PciLink};
+use super::pci::{self, PciLink, pci_function};
 use super::rdma::RdmaDevice;
 use crate::host::cpulist::CpuList;
 use crate::host::{HostError, Root};
@@ -108,20 +108,6 @@ pub(crate) fn link_kind(arp_type: Option<&str>) -> LinkKind {
         Some("32") => LinkKind::Infiniband,
         _ => LinkKind::Ethernet,
     }
-}
-
-/// The PCI function behind a device link: the device itself (`0000:3b:00.0`) or, for
-/// virtio and similar buses, its parent (`.../0000:00:03.0/virtio2`).
-pub(crate) fn pci_function(real_device: &Path) -> Option<&Path> {
-    let is_pci = |p: &Path| {
-        p.file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(pci::is_pci_address)
-    };
-    if is_pci(real_device) {
-        return Some(real_device);
-    }
-    real_device.parent().filter(|p| is_pci(p))
 }
 
 /// Reads every interface; physical ones fully, virtual ones only named with the reason.

@@ -213,6 +213,20 @@ pub(crate) fn host_path(root: &Root, real: &Path) -> PathBuf {
     }
 }
 
+/// The PCI function behind a device link: the device itself (`0000:3b:00.0`) or, for
+/// virtio and similar buses, its parent (`.../0000:00:03.0/virtio2`).
+pub(crate) fn pci_function(real_device: &Path) -> Option<&Path> {
+    let is_pci = |p: &Path| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(is_pci_address)
+    };
+    if is_pci(real_device) {
+        return Some(real_device);
+    }
+    real_device.parent().filter(|p| is_pci(p))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,8 +4,8 @@
 
 use serde::Serialize;
 
-use super::nic::pci_function;
-use super::{attribute, pci};
+use super::attribute;
+use super::pci::{self, pci_function};
 use crate::host::{HostError, Root};
 
 /// An RDMA device and its ports.

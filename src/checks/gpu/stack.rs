@@ -4,11 +4,11 @@
 
 use crate::finding::{Area, Check, Finding};
 use crate::host::libsearch::SearchEnv;
+use crate::host::version::Version;
 use crate::host::{cudnn, torch};
 use crate::inventory::Inventory;
 use crate::probes::Probes;
 use crate::profile::setting::Setting;
-use crate::profile::version::Version;
 
 use super::super::{Context, by_rule_found, setting_check};
 use super::versions::library_not_found;
