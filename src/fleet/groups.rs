@@ -77,12 +77,30 @@ pub(crate) struct Group {
     pub nodes: NodeSet,
 }
 
+/// What a key is: a check of the area its reports name, or a fact. (A check whose report
+/// names its area `fact` is still a check.)
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Of {
+    Check(String),
+    Fact,
+}
+
+impl Of {
+    /// The word the report shows in parentheses: the check's area, or `fact`.
+    pub(crate) fn name(&self) -> &str {
+        match self {
+            Of::Check(area) => area,
+            Of::Fact => "fact",
+        }
+    }
+}
+
 /// One check or fact across the fleet.
 #[derive(Debug, Clone)]
 pub(crate) struct Key {
     pub name: String,
-    /// The check's area; `fact` for a fact.
-    pub area: String,
+    /// A check and its area, or a fact.
+    pub of: Of,
     pub groups: Vec<Group>,
     /// Group numbers by the hash of their `(status, expected, value)`.
     index: HashMap<u64, Vec<usize>>,
@@ -139,7 +157,8 @@ impl Fleet {
             let k = match self.check_order.get(i) {
                 Some(&k) if self.checks[k].name == c.id => k,
                 _ => {
-                    let k = entry(&mut self.checks, &mut self.check_index, &c.id, &c.area);
+                    let of = Of::Check(c.area.clone());
+                    let k = entry(&mut self.checks, &mut self.check_index, &c.id, of);
                     match self.check_order.get_mut(i) {
                         Some(slot) => *slot = k,
                         None => self.check_order.push(k),
@@ -157,7 +176,7 @@ impl Fleet {
             );
         }
         for (name, value) in doc.facts {
-            let k = entry(&mut self.facts, &mut self.fact_index, &name, "fact");
+            let k = entry(&mut self.facts, &mut self.fact_index, &name, Of::Fact);
             add(&mut self.facts[k], &self.hasher, node, None, "", value);
         }
     }
@@ -168,13 +187,13 @@ impl Fleet {
 }
 
 /// The number of the key `name`, made when it is new.
-fn entry(keys: &mut Vec<Key>, index: &mut HashMap<String, usize>, name: &str, area: &str) -> usize {
+fn entry(keys: &mut Vec<Key>, index: &mut HashMap<String, usize>, name: &str, of: Of) -> usize {
     match index.get(name) {
         Some(&n) => n,
         None => {
             keys.push(Key {
                 name: name.to_string(),
-                area: area.to_string(),
+                of,
                 groups: Vec::new(),
                 index: HashMap::new(),
                 last_node: None,

@@ -103,7 +103,7 @@ fn judge<'a>(key: &'a Key, fact: bool, nodes: u32) -> KeyView<'a> {
     let values = measured.len() + usize::from(fact && !absent.is_empty());
     let verdict = if failing_nodes > 0 {
         KeyVerdict::Fail
-    } else if values > 1 && (fact || ALIKE_AREAS.contains(&key.area.as_str())) {
+    } else if values > 1 && (fact || ALIKE_AREAS.contains(&key.of.name())) {
         KeyVerdict::Differs
     } else if values > 1 {
         KeyVerdict::Varies
