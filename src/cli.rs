@@ -23,7 +23,7 @@ pub struct Cli {
 }
 
 /// Exit codes, shown under `--help` and in the man pages.
-pub const EXIT_CODES: &str = "Exit codes:
+pub(crate) const EXIT_CODES: &str = "Exit codes:
   0  everything checked passed (warnings allowed unless --strict), or the action succeeded
   1  at least one check failed, or a benchmark fell below its threshold
   2  usage or configuration error (unknown flag, bad profile, bad size string)

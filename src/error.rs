@@ -94,7 +94,7 @@ pub enum BenchError {
 }
 
 impl BenchError {
-    pub fn exit_code(&self) -> ExitCode {
+    pub(crate) fn exit_code(&self) -> ExitCode {
         match self {
             BenchError::Usage(_) => ExitCode::Usage,
             BenchError::Runtime(_) | BenchError::Transfer { .. } | BenchError::Stdout(_) => {

@@ -17,9 +17,9 @@ macro_rules! areas {
 
         impl Area {
             /// Every area, in report order.
-            pub const ALL: &'static [Area] = &[$(Area::$variant),*];
+            pub(crate) const ALL: &'static [Area] = &[$(Area::$variant),*];
 
-            pub fn name(self) -> &'static str {
+            pub(crate) fn name(self) -> &'static str {
                 match self {
                     $(Area::$variant => $name,)*
                 }
@@ -68,7 +68,7 @@ pub enum Status {
 }
 
 impl Status {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Status::Pass => "pass",
             Status::Warn => "warn",
@@ -117,14 +117,14 @@ pub enum Change {
 /// What makes a failing check pass: the fix people follow and, where `apply` can make it, the
 /// [`Change`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Remedy {
+pub(crate) struct Remedy {
     pub fix: String,
     pub change: Option<Change>,
 }
 
 impl Remedy {
     /// A fix people make by hand: `apply` has no change for it.
-    pub fn by_hand(fix: impl Into<String>) -> Self {
+    pub(crate) fn by_hand(fix: impl Into<String>) -> Self {
         Remedy {
             fix: fix.into(),
             change: None,
@@ -132,7 +132,7 @@ impl Remedy {
     }
 
     /// A fix `apply` makes with `change`.
-    pub fn applied(fix: impl Into<String>, change: Change) -> Self {
+    pub(crate) fn applied(fix: impl Into<String>, change: Change) -> Self {
         Remedy {
             fix: fix.into(),
             change: Some(change),
@@ -181,7 +181,7 @@ pub struct Finding {
 /// assert_eq!(check.pass("1").fix, "");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Check {
+pub(crate) struct Check {
     id: String,
     area: Area,
     expected: String,
@@ -190,7 +190,7 @@ pub struct Check {
 
 impl Check {
     /// A check with nothing expected (`-`) and no reason yet.
-    pub fn new(id: impl Into<String>, area: Area) -> Self {
+    pub(crate) fn new(id: impl Into<String>, area: Area) -> Self {
         Check {
             id: id.into(),
             area,
@@ -200,58 +200,58 @@ impl Check {
     }
 
     /// What the profile wants, as shown in the report.
-    pub fn expected(mut self, expected: impl Into<String>) -> Self {
+    pub(crate) fn expected(mut self, expected: impl Into<String>) -> Self {
         self.expected = expected.into();
         self
     }
 
     /// Why it matters: the message of a judged finding.
-    pub fn why(mut self, why: impl Into<String>) -> Self {
+    pub(crate) fn why(mut self, why: impl Into<String>) -> Self {
         self.why = why.into();
         self
     }
 
     /// Puts what the check found before its reason, `sep` between them: `eth0 runs at 25000
     /// Mb/s; <why>`.
-    pub fn found(mut self, found: impl std::fmt::Display, sep: &str) -> Self {
+    pub(crate) fn found(mut self, found: impl std::fmt::Display, sep: &str) -> Self {
         self.why = format!("{found}{sep}{}", self.why);
         self
     }
 
     /// Adds a note after the reason: `<why> Note: <note>.`
-    pub fn noted(mut self, note: impl std::fmt::Display) -> Self {
+    pub(crate) fn noted(mut self, note: impl std::fmt::Display) -> Self {
         self.why = format!("{} Note: {note}.", self.why);
         self
     }
 
     /// The same check of one more subject (`.login`, `@training.slice`): the id gains `suffix`.
-    pub fn suffixed(mut self, suffix: &str) -> Self {
+    pub(crate) fn suffixed(mut self, suffix: &str) -> Self {
         self.id.push_str(suffix);
         self
     }
 
-    pub fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &str {
         &self.id
     }
 
     /// The check holds.
-    pub fn pass(&self, actual: impl Into<String>) -> Finding {
+    pub(crate) fn pass(&self, actual: impl Into<String>) -> Finding {
         self.judged(Status::Pass, actual.into(), String::new())
     }
 
     /// The check holds, but something deserves attention; `fix` says what.
-    pub fn warn(&self, actual: impl Into<String>, fix: impl Into<String>) -> Finding {
+    pub(crate) fn warn(&self, actual: impl Into<String>, fix: impl Into<String>) -> Finding {
         self.judged(Status::Warn, actual.into(), fix.into())
     }
 
     /// The check fails; `fix` is the exact command or edit that makes it pass.
-    pub fn fail(&self, actual: impl Into<String>, fix: impl Into<String>) -> Finding {
+    pub(crate) fn fail(&self, actual: impl Into<String>, fix: impl Into<String>) -> Finding {
         self.judged(Status::Fail, actual.into(), fix.into())
     }
 
     /// A verdict reached elsewhere (a profile setting's severity, say); `fix` is dropped
     /// when it passes.
-    pub fn judge(
+    pub(crate) fn judge(
         &self,
         status: Status,
         actual: impl Into<String>,
@@ -267,7 +267,7 @@ impl Check {
 
     /// A verdict reached elsewhere whose fix is worked out from it: `remedy` is asked only
     /// when the check fails or warns, and gives `None` when no one value makes it pass.
-    pub fn judge_with(
+    pub(crate) fn judge_with(
         &self,
         status: Status,
         actual: impl Into<String>,
@@ -284,13 +284,13 @@ impl Check {
     }
 
     /// It could not be judged on this node; `reason` says why.
-    pub fn skip(&self, reason: impl Into<String>) -> Finding {
+    pub(crate) fn skip(&self, reason: impl Into<String>) -> Finding {
         self.unjudged(Status::Skip, "-", reason.into())
     }
 
     /// The fact could not be read or parsed: never a panic, always a finding; `problem` says
     /// which and why.
-    pub fn error(&self, problem: impl Into<String>) -> Finding {
+    pub(crate) fn error(&self, problem: impl Into<String>) -> Finding {
         self.unjudged(Status::Error, "?", problem.into())
     }
 
@@ -321,13 +321,13 @@ impl Check {
 
 impl Finding {
     /// The change `apply` makes to fix this finding.
-    pub fn with_change(mut self, change: Change) -> Self {
+    pub(crate) fn with_change(mut self, change: Change) -> Self {
         self.change = Some(change);
         self
     }
 
     /// Not judged after all: a skip saying why (`skipped by --skip`), with nothing to fix.
-    pub fn skipped(self, reason: impl Into<String>) -> Self {
+    pub(crate) fn skipped(self, reason: impl Into<String>) -> Self {
         Finding {
             status: Status::Skip,
             actual: "-".into(),
@@ -341,7 +341,7 @@ impl Finding {
     }
 
     /// Replaces the message (a verdict that says more than the check's reason).
-    pub fn with_message(mut self, message: impl Into<String>) -> Self {
+    pub(crate) fn with_message(mut self, message: impl Into<String>) -> Self {
         self.message = message.into();
         self
     }

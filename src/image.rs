@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::host::Root;
 
-pub mod state;
+pub(crate) mod state;
 
 pub use state::{StateDirError, key_of, state_dir};
 
@@ -27,7 +27,7 @@ pub enum Mode {
 
 impl Mode {
     /// The mode an audit of `root` runs in; `--persisted` wins over live, never over image.
-    pub fn detect(root: &Root, persisted: bool) -> Mode {
+    pub(crate) fn detect(root: &Root, persisted: bool) -> Mode {
         if is_image(root) {
             Mode::Image
         } else if persisted {
@@ -37,7 +37,7 @@ impl Mode {
         }
     }
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Mode::Live => "live",
             Mode::Persisted => "persisted",
@@ -47,13 +47,13 @@ impl Mode {
 }
 
 /// The reason facts only a running node has are skipped in an image.
-pub const NO_KERNEL: &str = "image: no running kernel";
+pub(crate) const NO_KERNEL: &str = "image: no running kernel";
 
 /// True for a root other than `/` whose `proc` and `sys` are absent or empty (an image's
 /// mount points): nothing there describes a running kernel. A root with anything under
 /// `proc` (`sys`, `mounts`, `meminfo`) or `sys` (a captured sysfs, as hwloc and ghw take
 /// them) is a snapshot of a running node, judged as one.
-pub fn is_image(root: &Root) -> bool {
+pub(crate) fn is_image(root: &Root) -> bool {
     let empty = |dir: &str| {
         root.list_dir(dir)
             .ok()
@@ -65,7 +65,7 @@ pub fn is_image(root: &Root) -> bool {
 
 /// Why a `--root` cannot be judged at all.
 #[derive(Debug, thiserror::Error)]
-pub enum RootError {
+pub(crate) enum RootError {
     #[error("--root {0}: no such directory (is the image mounted?)")]
     Missing(PathBuf),
     #[error("--root {0}: {1}")]
@@ -83,7 +83,7 @@ pub enum RootError {
 /// Refuses a root that is missing, empty, or (as an image) not a Linux root file system, so a
 /// failed mount never passes an audit. A root with its own `proc/sys` (a node snapshot) only
 /// has to exist and hold something.
-pub fn check_root(root: &Root) -> Result<(), RootError> {
+pub(crate) fn check_root(root: &Root) -> Result<(), RootError> {
     if root.is_live() {
         return Ok(());
     }
@@ -115,7 +115,7 @@ pub fn check_root(root: &Root) -> Result<(), RootError> {
 /// build): its `sys` files are the running kernel's, so writing them changes this machine.
 /// A `proc` that is a symbolic link to `/proc` is someone's explicit choice of the live kernel
 /// (see `apply::io::has_live_kernel`), not an accident, and is not counted.
-pub fn has_mounted_proc(root: &Root) -> bool {
+pub(crate) fn has_mounted_proc(root: &Root) -> bool {
     if root.is_live() {
         return false;
     }

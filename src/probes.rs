@@ -25,11 +25,11 @@ pub struct Probes {
 }
 
 /// Why live-only facts are missing under `--root`.
-pub const NOT_LIVE: &str = "describes the running node only, not --root";
+pub(crate) const NOT_LIVE: &str = "describes the running node only, not --root";
 
 impl Probes {
     /// Real probes on the live node, absent ones with the reason under `--root`.
-    pub fn for_root(root: &Root) -> Probes {
+    pub(crate) fn for_root(root: &Root) -> Probes {
         if root.is_live() {
             Probes {
                 nvml: Box::new(nvml::RealNvml),
@@ -45,7 +45,7 @@ impl Probes {
     }
 
     /// Probes that all answer `reason`.
-    pub fn absent(reason: &str) -> Probes {
+    pub(crate) fn absent(reason: &str) -> Probes {
         Probes {
             nvml: Box::new(nvml::NoNvml(format!("NVML {reason}"))),
             cuda: Box::new(cuda::NoCuda(format!("libcuda {reason}"))),

@@ -18,7 +18,7 @@ use std::sync::Mutex;
 static FAILED: Mutex<Option<io::Error>> = Mutex::new(None);
 
 /// Writes `text` to stdout; the first failure is kept for [`finish`].
-pub fn write(text: &str) {
+pub(crate) fn write(text: &str) {
     let result = {
         let mut out = io::stdout().lock();
         out.write_all(text.as_bytes()).and_then(|()| out.flush())
@@ -32,13 +32,13 @@ pub fn write(text: &str) {
 }
 
 /// Takes the first stdout failure since the last call.
-pub fn take_failure() -> Option<io::Error> {
+pub(crate) fn take_failure() -> Option<io::Error> {
     FAILED.lock().ok().and_then(|mut slot| slot.take())
 }
 
 /// The command's result, unless its report could not be written: then exit 3 saying the
 /// work itself is complete.
-pub fn finish(result: crate::Result<crate::ExitCode>) -> crate::Result<crate::ExitCode> {
+pub(crate) fn finish(result: crate::Result<crate::ExitCode>) -> crate::Result<crate::ExitCode> {
     match (result, take_failure()) {
         (Ok(_), Some(e)) => Err(crate::Error::Unseen(e)),
         (result, _) => result,
@@ -57,7 +57,7 @@ macro_rules! say {
 /// without the Unicode format characters that reorder or hide text (bidirectional overrides
 /// and isolates, zero-width characters, the BOM); newlines are kept and tabs become spaces,
 /// for multi-line report cells.
-pub fn clean(text: &str) -> String {
+pub(crate) fn clean(text: &str) -> String {
     text.chars()
         .filter_map(|c| match c {
             '\n' => Some('\n'),
@@ -70,13 +70,13 @@ pub fn clean(text: &str) -> String {
 
 /// [`clean`] for one line: newlines, carriage returns and tabs become spaces too (greppable
 /// log lines, a Slurm reason, an argument to another program).
-pub fn clean_line(text: &str) -> String {
+pub(crate) fn clean_line(text: &str) -> String {
     cleaned_line(text).into_owned()
 }
 
 /// [`clean_line`], borrowed when there is nothing to strip: the usual case, which fleet
 /// meets for every field of every report.
-pub fn cleaned_line(text: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn cleaned_line(text: &str) -> std::borrow::Cow<'_, str> {
     // Printable ASCII is answered without decoding a character.
     if text.bytes().all(|b| (0x20..0x7f).contains(&b)) || !text.chars().any(hostile) {
         return std::borrow::Cow::Borrowed(text);

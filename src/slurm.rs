@@ -11,14 +11,14 @@ use crate::host::exec::{self, ExecError};
 use crate::say;
 
 /// Every drain reason gputune sets starts with this; only such drains are lifted.
-pub const REASON_PREFIX: &str = "gputune:";
+pub(crate) const REASON_PREFIX: &str = "gputune:";
 /// How long one `scontrol` call may take: slurmctld answers in milliseconds, and its own
 /// message timeout is 10 s.
-pub const SCONTROL_LIMIT: Duration = Duration::from_secs(15);
+pub(crate) const SCONTROL_LIMIT: Duration = Duration::from_secs(15);
 
 /// slurmctld could not be asked or refused; the health check must say so, never pass.
 #[derive(Debug, thiserror::Error)]
-pub enum SlurmError {
+pub(crate) enum SlurmError {
     #[error("cannot run scontrol: {0}")]
     Exec(#[from] ExecError),
     #[error("scontrol {args} failed: {stderr}")]
@@ -29,7 +29,7 @@ pub enum SlurmError {
 
 /// A node as slurmctld sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeState {
+pub(crate) struct NodeState {
     /// `IDLE+DRAIN`, `MIXED`, `DOWN*+DRAIN`, `IDLE+MAINTENANCE+RESERVED`…
     pub state: String,
     /// The drain or down reason, `[user@time]` suffix included; empty when none.
@@ -42,7 +42,7 @@ pub struct NodeState {
 /// `node_states[]` and `node_state_flags[]` of `slurm_protocol_defs.c`; the one-character
 /// suffixes (`*`, `~`, `$`…) of `node_state_string()` say the same as a flag.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Word {
+pub(crate) enum Word {
     Idle,
     Allocated,
     Mixed,
@@ -129,7 +129,7 @@ impl Word {
 
 impl NodeState {
     /// Every word of the state: `DOWN*+DRAIN` is Down, NotResponding, Drain.
-    pub fn words(&self) -> Vec<Word> {
+    pub(crate) fn words(&self) -> Vec<Word> {
         let mut words = Vec::new();
         for part in self.state.split('+') {
             let name = part.trim_end_matches(|c: char| Word::from_suffix(c).is_some());
@@ -147,22 +147,22 @@ impl NodeState {
     }
 
     /// Drained or draining (the `DRAIN` flag; `DRAINED`/`DRAINING` in older outputs).
-    pub fn drained(&self) -> bool {
+    pub(crate) fn drained(&self) -> bool {
         self.words().contains(&Word::Drain)
     }
 
     /// The reason was written by gputune (its prefix), so gputune may lift its drain.
-    pub fn reason_is_ours(&self) -> bool {
+    pub(crate) fn reason_is_ours(&self) -> bool {
         self.reason.starts_with(REASON_PREFIX)
     }
 
     /// Drained by gputune itself, so gputune may lift it.
-    pub fn drained_by_us(&self) -> bool {
+    pub(crate) fn drained_by_us(&self) -> bool {
         self.drained() && self.reason_is_ours()
     }
 
     /// Why the node's state is someone else's decision, when it is.
-    pub fn held(&self) -> Option<String> {
+    pub(crate) fn held(&self) -> Option<String> {
         let why: Vec<String> = self.words().iter().filter_map(Word::held).collect();
         (!why.is_empty()).then(|| why.join(", "))
     }
@@ -170,7 +170,7 @@ impl NodeState {
 
 /// Parses `scontrol show node -o NAME`: space-separated `Key=Value` fields, `Reason=` last
 /// with spaces of its own.
-pub fn parse_node(node: &str, answer: &str) -> Result<NodeState, SlurmError> {
+pub(crate) fn parse_node(node: &str, answer: &str) -> Result<NodeState, SlurmError> {
     let line = answer.lines().next().unwrap_or("");
     let (fields, reason) = match line.find(" Reason=") {
         Some(at) => (&line[..at], line[at + " Reason=".len()..].trim()),
@@ -192,7 +192,7 @@ pub fn parse_node(node: &str, answer: &str) -> Result<NodeState, SlurmError> {
 
 /// What the health check does to the node.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     Drain(String),
     Resume,
     /// The node is left as it is, and why (shown to the person reading the log).
@@ -206,7 +206,7 @@ pub enum Action {
 /// know is never touched; a drain goes only onto a node with no reason at all; a resume only
 /// lifts a drain whose reason gputune wrote. `scontrol update state=drain` would replace an
 /// administrator's reason, and `state=resume` clears DOWN and FAIL as well as DRAIN.
-pub fn decide(node: &NodeState, failing_reason: Option<&str>) -> Action {
+pub(crate) fn decide(node: &NodeState, failing_reason: Option<&str>) -> Action {
     let reason = || say::clean_line(&node.reason);
     let state = || say::clean_line(&node.state);
     if let Some(held) = node.held() {
@@ -245,13 +245,13 @@ pub fn decide(node: &NodeState, failing_reason: Option<&str>) -> Action {
 }
 
 /// The `scontrol` calls, behind a trait so the decision can be tested without slurmctld.
-pub trait Scontrol {
+pub(crate) trait Scontrol {
     fn show_node(&self, node: &str) -> Result<NodeState, SlurmError>;
     fn update(&self, node: &str, action: &Action) -> Result<(), SlurmError>;
 }
 
 /// The real `scontrol` from `PATH`, each call within [`SCONTROL_LIMIT`].
-pub struct RealScontrol;
+pub(crate) struct RealScontrol;
 
 impl RealScontrol {
     fn call(&self, args: &[&str]) -> Result<String, SlurmError> {

@@ -12,7 +12,7 @@ use crate::probes::Probes;
 use crate::profile::{Loader, Profile};
 
 /// A path under `tests/fixtures`.
-pub fn fixture(name: &str) -> PathBuf {
+pub(crate) fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(name)
@@ -20,7 +20,7 @@ pub fn fixture(name: &str) -> PathBuf {
 
 /// Asserts that `text` starts with `prefix`, showing the text when it does not.
 #[track_caller]
-pub fn assert_starts(text: &str, prefix: &str) {
+pub(crate) fn assert_starts(text: &str, prefix: &str) {
     assert!(
         text.starts_with(prefix),
         "{text:?}\ndoes not start with {prefix:?}"
@@ -29,14 +29,14 @@ pub fn assert_starts(text: &str, prefix: &str) {
 
 /// Asserts that `text` contains `part`, showing the text when it does not.
 #[track_caller]
-pub fn assert_contains(text: &str, part: &str) {
+pub(crate) fn assert_contains(text: &str, part: &str) {
     assert!(text.contains(part), "{text:?}\ndoes not contain {part:?}");
 }
 
 /// The finding `id` of `findings`, asserted to have `status`; either failure shows what
 /// was found.
 #[track_caller]
-pub fn expect<'a>(
+pub(crate) fn expect<'a>(
     findings: &'a BTreeMap<String, Finding>,
     id: &str,
     status: Status,
@@ -51,7 +51,7 @@ pub fn expect<'a>(
 /// A table test: asserts `f(input) == want` for every `(input, want)` of `cases`, naming the
 /// input that fails; an empty table fails too (a test that checks nothing).
 #[track_caller]
-pub fn assert_cases<I: Debug, T: Debug + PartialEq<W>, W: Debug>(
+pub(crate) fn assert_cases<I: Debug, T: Debug + PartialEq<W>, W: Debug>(
     cases: impl IntoIterator<Item = (I, W)>,
     f: impl Fn(I) -> T,
 ) {
@@ -64,80 +64,19 @@ pub fn assert_cases<I: Debug, T: Debug + PartialEq<W>, W: Debug>(
     assert!(checked > 0, "no cases");
 }
 
-/// A node tree in a temporary directory, removed when dropped.
-pub struct Tree {
-    dir: tempfile::TempDir,
-}
+mod tree;
+
+pub(crate) use tree::Tree;
 
 impl Tree {
-    pub fn new() -> Self {
-        Tree {
-            dir: tempfile::tempdir().expect("a temporary directory"),
-        }
-    }
-
-    /// A tree holding `files`: (path inside the tree, text).
-    pub fn with(files: &[(&str, &str)]) -> Self {
-        let tree = Tree::new();
-        for (path, text) in files {
-            tree.file(path, text);
-        }
-        tree
-    }
-
-    /// Writes `text` at `path` (absolute inside the tree), creating its directories.
-    pub fn file(&self, path: &str, text: &str) -> &Self {
-        let full = self.path(path);
-        std::fs::create_dir_all(full.parent().expect("a file has a parent"))
-            .expect("fixture directories are created");
-        std::fs::write(&full, text).expect("fixture files are written");
-        self
-    }
-
-    /// A symbolic link at `path` pointing at `target` (taken as is).
-    pub fn link(&self, path: &str, target: &str) -> &Self {
-        let full = self.path(path);
-        std::fs::create_dir_all(full.parent().expect("a link has a parent"))
-            .expect("fixture directories are created");
-        std::os::unix::fs::symlink(target, &full).expect("fixture links are made");
-        self
-    }
-
-    /// An empty directory at `path`.
-    pub fn dir(&self, path: &str) -> &Self {
-        std::fs::create_dir_all(self.path(path)).expect("fixture directories are created");
-        self
-    }
-
-    /// Where `path` (absolute inside the tree) lies on this machine.
-    pub fn path(&self, path: &str) -> PathBuf {
-        self.dir.path().join(path.trim_start_matches('/'))
-    }
-
     /// The tree as gputune's root.
-    pub fn root(&self) -> Root {
-        Root::new(self.dir.path())
-    }
-
-    /// Writes profile `text` at `path` and returns where it lies on this machine, the way a
-    /// user names a profile file.
-    pub fn profile(&self, path: &str, text: &str) -> String {
-        self.file(path, text);
-        self.path(path)
-            .to_str()
-            .expect("a UTF-8 temporary path")
-            .to_string()
-    }
-}
-
-impl Default for Tree {
-    fn default() -> Self {
-        Tree::new()
+    pub(crate) fn root(&self) -> Root {
+        Root::new(self.base())
     }
 }
 
 /// Profile `profile` (a name or a path) as `audit` loads it for `root`.
-pub fn profile(root: &Root, profile: &str) -> Profile {
+pub(crate) fn profile(root: &Root, profile: &str) -> Profile {
     Loader::new(root, &crate::checks::keys)
         .load(profile)
         .unwrap_or_else(|e| panic!("profile {profile}: {e}"))
@@ -145,7 +84,7 @@ pub fn profile(root: &Root, profile: &str) -> Profile {
 
 /// Runs `area`'s checks on `root` with `profile` (a name or a path) and `probes` the way
 /// `audit` runs them ([`crate::checks::run`]), and returns the findings by id.
-pub fn audit(
+pub(crate) fn audit(
     root: &Root,
     profile: &str,
     options: &AuditOptions,
@@ -157,7 +96,7 @@ pub fn audit(
 
 /// [`audit`] of several areas in one context, as one audit runs them (every area when
 /// `areas` is empty).
-pub fn audit_areas(
+pub(crate) fn audit_areas(
     root: &Root,
     profile: &str,
     options: &AuditOptions,

@@ -1,13 +1,13 @@
-//! Who may apply and how they confirm, through `apply_with` and a stand-in operator, on a
-//! fixture root holding global settings (vm.swappiness, fs.file-max) that tests must never
-//! change on this machine.
+//! Who may apply and how they confirm, through `apply::run::apply_with` and a stand-in
+//! operator, on a fixture root holding global settings (vm.swappiness, fs.file-max) that
+//! tests must never change on this machine.
 
 use std::cell::RefCell;
 use std::fs;
 
 use gputune::apply::nft::NftCommand;
 use gputune::apply::operator::Operator;
-use gputune::commands::apply::{ApplyArgs, RollbackArgs, apply_with, rollback_with};
+use gputune::apply::run::{Request, apply_with, rollback_with};
 use gputune::host::Root;
 use gputune::{ExitCode, Result};
 
@@ -85,14 +85,11 @@ impl Node {
 
     /// `gputune apply` of the node's profile, confirmed as `confirm` says, by `who`.
     fn apply(&self, confirm: Confirm, who: &Person) -> Result<ExitCode> {
-        let args = ApplyArgs {
+        let args = Request {
             profile: self.path("profile.toml").display().to_string(),
             dry_run: matches!(confirm, Confirm::DryRun),
             yes: matches!(confirm, Confirm::Yes),
-            no_persist: false,
-            only: vec![],
-            live: false,
-            skip: vec![],
+            ..Request::default()
         };
         apply_with(&args, &self.root, who, &NftCommand)
     }
@@ -168,7 +165,6 @@ fn global_settings_roll_back_byte_for_byte_on_a_fixture_root() {
         "9223372036854775807\n"
     );
     assert!(!node.path("etc/sysctl.d/90-gputune.conf").exists());
-    let _ = RollbackArgs { dry_run: false };
 }
 
 #[test]

@@ -138,7 +138,7 @@ fn healthy_hgx_node_passes_and_reports_the_real_nccls_version_and_path() {
 #[test]
 fn nccl_conf_that_selects_the_nic_passes() {
     let t = common::hgx(Default::default());
-    t.write("/etc/nccl.conf", "# by hand\nNCCL_SOCKET_IFNAME=ens\n");
+    t.file("/etc/nccl.conf", "# by hand\nNCCL_SOCKET_IFNAME=ens\n");
     let f = audit(Some(t.root()), "--profile ddp-infiniband --only nic")
         .nccl()
         .findings(0);
@@ -183,7 +183,7 @@ fn irqbalance_is_named_when_it_would_undo_the_steering() {
         remote_irqs: true,
         ..Default::default()
     });
-    t.write("/proc/1234/comm", "irqbalance\n");
+    t.file("/proc/1234/comm", "irqbalance\n");
     let f = audit(Some(t.root()), "--profile ddp-100gbe --only nic")
         .nccl()
         .findings(0);
@@ -314,7 +314,7 @@ fn infiniband_node_is_judged_on_its_hca_not_its_management_port() {
 fn downtrained_and_down_hca_ports_fail_with_their_rate() {
     let t = common::hgx(Default::default());
     let port = |hca: &str, file: &str, text: &str| {
-        t.write(&format!("/sys/class/infiniband/{hca}/ports/1/{file}"), text)
+        t.file(&format!("/sys/class/infiniband/{hca}/ports/1/{file}"), text)
     };
     port("mlx5_3", "rate", "10 Gb/sec (4X SDR)\n");
     port("mlx5_5", "state", "1: DOWN\n");
@@ -329,7 +329,7 @@ fn downtrained_and_down_hca_ports_fail_with_their_rate() {
     expect(&f, "rdma.mlx5_0.1.gid", "pass");
 
     // Under ddp-roce: the RoCE netdev of mlx5_2 left at MTU 1500 runs IB MTU 1024.
-    t.write(
+    t.file(
         "/sys/devices/pci0000:50/0000:50:01.0/0000:51:00.0/0000:52:01.0/0000:54:00.0/net/ens2np0/mtu",
         "1500\n",
     );
@@ -344,7 +344,7 @@ fn downtrained_and_down_hca_ports_fail_with_their_rate() {
 #[test]
 fn firmware_rules_are_matched_by_driver_name() {
     let t = common::hgx(Default::default());
-    t.write("/sys/class/infiniband/mlx5_2/fw_ver", "22.31.1014\n");
+    t.file("/sys/class/infiniband/mlx5_2/fw_ver", "22.31.1014\n");
     let (_site, file) = common::temp_file(
         "fleet.toml",
         "include = [\"ddp-infiniband\"]\n[nic]\n\"firmware.mlx5_core\" = { version = \">=28.39\" }\n\"firmware.bnxt_en\" = { version = \">=230\" }\n",
@@ -362,12 +362,12 @@ fn firmware_rules_are_matched_by_driver_name() {
 #[test]
 fn nccl_configuration_is_read_as_nccl_reads_it_and_validated() {
     let t = common::hgx(Default::default());
-    t.write(
+    t.file(
         "/etc/nccl.conf",
         "NCCL_SOCKET_IFNAME=ens\nNCCL_IB_TIMEOUT=22\n",
     );
     // ~/.nccl.conf of the audit's $HOME, resolved under the root like every host path.
-    t.write("/root/.nccl.conf", "NCCL_IB_TIMOUT=22\n");
+    t.file("/root/.nccl.conf", "NCCL_IB_TIMOUT=22\n");
     let f = audit(Some(t.root()), "--profile ddp-infiniband --only nic")
         .env("HOME", "/root")
         .env("NCCL_SOCKET_NTHREADS", "32")
@@ -406,7 +406,7 @@ fn multi_homed() -> common::Tree {
         t.pci(&path, &nic);
         t.netdev(&path, name, speed, 9000, true, i);
     }
-    t.write(
+    t.file(
         "/proc/net/route",
         "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\neth0\t00000000\t0102A8C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n",
     );
@@ -450,19 +450,19 @@ fn cudnn_and_torchs_cuda_are_found_and_judged() {
     let site = t.root().join("usr/local/lib/python3.11/dist-packages");
     std::fs::remove_dir_all(site.join("nvidia")).unwrap();
     std::fs::remove_dir_all(site.join("nvidia_cudnn_cu12-9.1.0.70.dist-info")).unwrap();
-    t.write(
+    t.file(
         "/usr/lib/x86_64-linux-gnu/libcudnn.so.8.6.0",
         "\x7fELF placeholder\n",
     );
-    t.link(
+    t.sys_link(
         "/usr/lib/x86_64-linux-gnu/libcudnn.so.8",
         "/usr/lib/x86_64-linux-gnu/libcudnn.so.8.6.0",
     );
-    t.write(
+    t.file(
         "/usr/include/x86_64-linux-gnu/cudnn_version_v8.h",
         "#define CUDNN_MAJOR 8\n#define CUDNN_MINOR 6\n#define CUDNN_PATCHLEVEL 0\n",
     );
-    t.write(
+    t.file(
         "/usr/local/lib/python3.11/dist-packages/torch/version.py",
         "__version__ = '2.7.0+cu128'\ncuda: Optional[str] = '12.8'\n",
     );
@@ -609,13 +609,13 @@ fn relaxed_ordering_is_judged_against_the_root_port() {
     let t = common::hgx(Default::default());
     // mlx5_0's function: relaxed ordering on; its root port an Intel Broadwell-EP one,
     // which Linux distrusts. mlx5_4's: on, below a root port that handles it.
-    t.write_bytes(
+    t.bytes(
         "/sys/devices/pci0000:10/0000:10:01.0/0000:11:00.0/0000:12:01.0/0000:14:00.0/config",
         &config_with_devctl(0x2810),
     );
-    t.write("/sys/devices/pci0000:10/0000:10:01.0/vendor", "0x8086\n");
-    t.write("/sys/devices/pci0000:10/0000:10:01.0/device", "0x6f02\n");
-    t.write_bytes(
+    t.file("/sys/devices/pci0000:10/0000:10:01.0/vendor", "0x8086\n");
+    t.file("/sys/devices/pci0000:10/0000:10:01.0/device", "0x6f02\n");
+    t.bytes(
         "/sys/devices/pci0000:90/0000:90:01.0/0000:91:00.0/0000:92:01.0/0000:94:00.0/config",
         &config_with_devctl(0x2810),
     );
@@ -635,14 +635,14 @@ fn efa_needs_the_aws_ofi_nccl_plugin() {
         .on(0, "0-1")
         .link(("16.0", "16.0"), (8, 8));
     t.pci(efa, &adapter);
-    t.link("/sys/class/infiniband/efa_0/device", efa);
+    t.sys_link("/sys/class/infiniband/efa_0/device", efa);
     for (file, text) in [
         ("state", "4: ACTIVE\n"),
         ("phys_state", "5: LinkUp\n"),
         ("rate", "100 Gb/sec (4X EDR)\n"),
         ("link_layer", "Unspecified\n"),
     ] {
-        t.write(&format!("/sys/class/infiniband/efa_0/ports/1/{file}"), text);
+        t.file(&format!("/sys/class/infiniband/efa_0/ports/1/{file}"), text);
     }
     let f = audit(Some(t.root()), "--profile ddp-infiniband --only nic").findings(1);
     expect(&f, "nccl.net.plugin", "fail").has("message", "aws-ofi-nccl");
@@ -652,7 +652,7 @@ fn efa_needs_the_aws_ofi_nccl_plugin() {
     );
     expect(&f, "rdma.efa_0.1.state", "pass");
 
-    t.write(
+    t.file(
         "/opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so",
         "\x7fELF placeholder\n",
     );

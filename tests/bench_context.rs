@@ -35,13 +35,13 @@ fn ifindex(ns: &str, dev: &str) -> u32 {
 /// its veth end (under its real index, as the kernel's route answer names it).
 fn host_root(host: &str, dev: &str, index: u32, speed: Option<&str>) -> Tree {
     let tree = Tree::new();
-    tree.write("/proc/sys/kernel/hostname", &format!("{host}\n"));
-    tree.write(
+    tree.file("/proc/sys/kernel/hostname", &format!("{host}\n"));
+    tree.file(
         &format!("/sys/class/net/{dev}/ifindex"),
         &format!("{index}\n"),
     );
     if let Some(s) = speed {
-        tree.write(&format!("/sys/class/net/{dev}/speed"), &format!("{s}\n"));
+        tree.file(&format!("/sys/class/net/{dev}/speed"), &format!("{s}\n"));
     }
     tree
 }
@@ -195,7 +195,7 @@ fn two_hosts_are_judged_against_the_link_rate() {
     );
     // Every rank loads the profile it is given.
     for root in [&a, &b] {
-        root.write(
+        root.file(
             "/etc/gputune/profiles/site.toml",
             "description = \"d\"\n[bench]\nmin_busbw = \"80%\"\n",
         );

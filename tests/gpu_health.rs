@@ -36,13 +36,13 @@ fn node() -> Tree {
             &format!("/sys/devices/pci0000:00/{bdf}"),
             &Pci::h100().on(0, "0-1"),
         );
-        t.write(
+        t.file(
             &format!("/proc/driver/nvidia/gpus/{bdf}/information"),
             "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 83\n",
         );
     }
-    t.write("/sys/module/nvidia/version", "550.54.15\n");
-    t.write("/proc/stat", &format!("cpu  1 2 3 4\nbtime {BOOT}\n"));
+    t.file("/sys/module/nvidia/version", "550.54.15\n");
+    t.file("/proc/stat", &format!("cpu  1 2 3 4\nbtime {BOOT}\n"));
     t
 }
 
@@ -104,7 +104,7 @@ fn a_gpu_that_fell_off_the_bus_fails_the_count_naming_its_address() {
 
     // The last healthy audit saw a fifth GPU at 0000:b3:00.0: it is named, even though the
     // profile's count holds.
-    t.write(
+    t.file(
         "/var/lib/gputune/gpus.json",
         &remembered(&[
             "0000:01:00.0",
@@ -136,7 +136,7 @@ fn a_gpu_that_fell_off_the_bus_fails_the_count_naming_its_address() {
         .is("expected", "= 4");
 
     // A hand-edited inventory is named and ignored, never trusted or a crash.
-    t.write("/var/lib/gputune/gpus.json", "{\"schema_version\": 9}");
+    t.file("/var/lib/gputune/gpus.json", "{\"schema_version\": 9}");
     let (_, f) = audit(t.root(), &p, "gpu", &[]);
     expect(&f, "gpu.count", "fail").has("message", "remembered inventory was not used");
 }
@@ -170,7 +170,7 @@ fn xids_that_need_action_fail_with_the_gpus_address_and_nvidias_meaning() {
     assert_eq!(code, 0);
     expect(&f, "gpu.xid", "skip").has("message", "no kernel log under --root");
 
-    t.write("/dev/kmsg", &kmsg());
+    t.file("/dev/kmsg", &kmsg());
     let (code, f) = audit(t.root(), &p, "gpu", &[]);
     assert_eq!(code, 1);
     // 0000:01:00.0: an MMU fault, the application's: a warning.
@@ -215,7 +215,7 @@ fn xids_that_need_action_fail_with_the_gpus_address_and_nvidias_meaning() {
 #[test]
 fn health_fails_the_node_on_an_xid_and_a_log_that_is_no_file_is_refused() {
     let t = node();
-    t.write("/dev/kmsg", &kmsg());
+    t.file("/dev/kmsg", &kmsg());
     let (_d, p) = profile("[gpu]\n\"gpu.count\" = { min = 4 }\n");
     let home = tempfile::tempdir().unwrap();
     let out = gputune()

@@ -14,40 +14,37 @@ use std::time::{Duration, Instant};
 
 const SENTINEL: &str = "sentinel: must never change\n";
 
-/// An outer directory holding a sentinel and the hostile root `root/`.
+/// An outer directory holding a sentinel and the hostile root `root/`, built with the one
+/// fixture builder ([`crate::common::Tree`]) as its outer directory.
 struct Tree {
-    outer: tempfile::TempDir,
+    outer: crate::common::Tree,
 }
 
 impl Tree {
     fn new() -> Tree {
-        let outer = tempfile::tempdir().unwrap();
-        fs::write(outer.path().join("sentinel"), SENTINEL).unwrap();
-        fs::create_dir_all(outer.path().join("root/etc/sysctl.d")).unwrap();
-        fs::create_dir_all(outer.path().join("root/proc/sys/vm")).unwrap();
-        fs::create_dir_all(outer.path().join("root/proc/sys/kernel")).unwrap();
-        fs::write(outer.path().join("root/proc/sys/kernel/hostname"), "node\n").unwrap();
-        fs::write(
-            outer.path().join("root/proc/sys/kernel/osrelease"),
-            "6.1.0\n",
-        )
-        .unwrap();
+        let outer = crate::common::Tree::new();
+        outer
+            .file("sentinel", SENTINEL)
+            .dir("root/etc/sysctl.d")
+            .dir("root/proc/sys/vm")
+            .file("root/proc/sys/kernel/hostname", "node\n")
+            .file("root/proc/sys/kernel/osrelease", "6.1.0\n");
         Tree { outer }
     }
 
     fn outer(&self) -> &Path {
-        self.outer.path()
+        self.outer.base()
     }
 
     fn sentinel(&self) -> PathBuf {
-        self.outer().join("sentinel")
+        self.outer.path("sentinel")
     }
 
     fn root(&self) -> PathBuf {
-        self.outer().join("root")
+        self.outer.path("root")
     }
 
-    /// A path inside the root.
+    /// A path inside the root (its directories made).
     fn at(&self, host_path: &str) -> PathBuf {
         let p = self.root().join(host_path.trim_start_matches('/'));
         fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -55,7 +52,8 @@ impl Tree {
     }
 
     fn write(&self, host_path: &str, text: &str) {
-        fs::write(self.at(host_path), text).unwrap();
+        self.outer
+            .file(&format!("root/{}", host_path.trim_start_matches('/')), text);
     }
 
     fn fifo(&self, host_path: &str) {

@@ -130,11 +130,11 @@ fn offline_cpus_of_the_gpus_node_are_never_bound() {
     let t = common::pin_fixture();
     // Node 0 and GPU0 list CPUs 0-1, but CPU 0 is offline: only CPU 1 is local.
     t.numa_node(0, "0-1", Some(4_000_000));
-    t.write(
+    t.file(
         "/sys/devices/pci0000:00/0000:00:04.0/local_cpulist",
         "0-1\n",
     );
-    t.write("/sys/devices/system/cpu/online", "1\n");
+    t.file("/sys/devices/system/cpu/online", "1\n");
     let out = pin(t.root())
         .args(["--local-rank", "0", "--", "cat", "/proc/self/status"])
         .output()

@@ -234,7 +234,7 @@ fn offline_cpus_are_shown_apart_and_never_local() {
     let t = common::Tree::new();
     t.numa_node(0, "0-11", Some(4_000_000));
     t.numa_node(1, "12-23", Some(4_000_000));
-    t.write("/sys/devices/system/cpu/online", "0,2,4-20,22\n");
+    t.file("/sys/devices/system/cpu/online", "0,2,4-20,22\n");
     t.pci(
         "/sys/devices/pci0000:00/0000:00:04.0",
         &common::Pci::h100().on(0, "0-11"),
@@ -304,37 +304,37 @@ fn trimmed_and_unusual_sysfs() {
     let t = common::Tree::new();
     t.numa_node(0, "0-87", Some(256_000_000));
     t.numa_node(255, "", Some(16_000_000));
-    t.write("/sys/devices/system/cpu/online", "0-15\n");
+    t.file("/sys/devices/system/cpu/online", "0-15\n");
     let gpu = "/sys/devices/pci0004:00/0004:00:00.0/0004:04:00.0";
-    t.write(&format!("{gpu}/numa_node"), "0\n");
-    t.write(&format!("{gpu}/local_cpulist"), "0-87\n");
-    t.link("/sys/bus/pci/devices/0004:04:00.0", gpu);
+    t.file(&format!("{gpu}/numa_node"), "0\n");
+    t.file(&format!("{gpu}/local_cpulist"), "0-87\n");
+    t.sys_link("/sys/bus/pci/devices/0004:04:00.0", gpu);
     let proc_gpu = "/proc/driver/nvidia/gpus/0004:04:00.0";
-    t.write(
+    t.file(
         &format!("{proc_gpu}/information"),
         "Model: \t\t Tesla V100-SXM2-16GB\nIRQ:   \t\t 83\nBus Location: \t 0004:04:00.0\n",
     );
-    t.write(
+    t.file(
         &format!("{proc_gpu}/numa_status"),
         "Node: 255\nStatus: online_movable\n",
     );
     // VMD: the NIC's domain is 10000, its functions under the VMD controller 0000:00:0e.0.
     let vmd_nic = "/sys/devices/pci0000:00/0000:00:0e.0/pci10000:e0/10000:e0:06.0/10000:e1:00.0";
-    t.write(&format!("{vmd_nic}/vendor"), "0x8086\n");
-    t.write(&format!("{vmd_nic}/class"), "0x020000\n");
-    t.write(&format!("{vmd_nic}/numa_node"), "0\n");
-    t.write(&format!("{vmd_nic}/local_cpus"), "00000000,0000ffff\n");
-    t.link("/sys/bus/pci/devices/10000:e1:00.0", vmd_nic);
+    t.file(&format!("{vmd_nic}/vendor"), "0x8086\n");
+    t.file(&format!("{vmd_nic}/class"), "0x020000\n");
+    t.file(&format!("{vmd_nic}/numa_node"), "0\n");
+    t.file(&format!("{vmd_nic}/local_cpus"), "00000000,0000ffff\n");
+    t.sys_link("/sys/bus/pci/devices/10000:e1:00.0", vmd_nic);
     t.netdev(vmd_nic, "ens9", 25_000, 9000, true, 5);
     // A NIC without a `device` link.
     let plain = "/sys/devices/pci0000:00/0000:00:03.0";
-    t.write(&format!("{plain}/vendor"), "0x15b3\n");
-    t.write(&format!("{plain}/class"), "0x020000\n");
-    t.link("/sys/bus/pci/devices/0000:00:03.0", plain);
+    t.file(&format!("{plain}/vendor"), "0x15b3\n");
+    t.file(&format!("{plain}/class"), "0x020000\n");
+    t.sys_link("/sys/bus/pci/devices/0000:00:03.0", plain);
     let dir = format!("{plain}/net/eth1");
-    t.write(&format!("{dir}/operstate"), "up\n");
-    t.write(&format!("{dir}/speed"), "100000\n");
-    t.link("/sys/class/net/eth1", &dir);
+    t.file(&format!("{dir}/operstate"), "up\n");
+    t.file(&format!("{dir}/speed"), "100000\n");
+    t.sys_link("/sys/class/net/eth1", &dir);
 
     let v = topo_json(t.root());
     assert_eq!(

@@ -3,7 +3,7 @@
 
 /// The cgroupfs directory of a systemd slice: `a-b.slice` → `a.slice/a-b.slice` (systemd
 /// nests slices by their dash-separated prefixes).
-pub fn slice_dir(slice: &str) -> String {
+pub(crate) fn slice_dir(slice: &str) -> String {
     let name = unit_name(slice);
     let stem = name.trim_end_matches(".slice");
     let parts: Vec<&str> = stem.split('-').collect();
@@ -14,7 +14,7 @@ pub fn slice_dir(slice: &str) -> String {
 }
 
 /// The slice's unit name, `.slice` added when missing.
-pub fn unit_name(slice: &str) -> String {
+pub(crate) fn unit_name(slice: &str) -> String {
     if slice.ends_with(".slice") {
         slice.to_string()
     } else {
@@ -25,7 +25,7 @@ pub fn unit_name(slice: &str) -> String {
 /// The systemd directives equivalent to writing `value` to the cgroup v2 file `key`;
 /// keys already in systemd form (`MemoryMax`) pass through. `None` for keys systemd has
 /// no directive for.
-pub fn directives(key: &str, value: &str) -> Option<Vec<(String, String)>> {
+pub(crate) fn directives(key: &str, value: &str) -> Option<Vec<(String, String)>> {
     let value = value.trim();
     let infinity = |v: &str| {
         if v == "max" {
@@ -75,7 +75,7 @@ pub fn directives(key: &str, value: &str) -> Option<Vec<(String, String)>> {
 }
 
 /// True for keys that name a cgroupfs file (as opposed to a systemd directive).
-pub fn is_cgroupfs_key(key: &str) -> bool {
+pub(crate) fn is_cgroupfs_key(key: &str) -> bool {
     key.contains('.')
 }
 

@@ -42,7 +42,7 @@ pub enum ApplyError {
 
 impl ApplyError {
     /// Wraps an error with what was being done when it happened.
-    pub fn during(what: impl Into<String>, source: ApplyError) -> ApplyError {
+    pub(crate) fn during(what: impl Into<String>, source: ApplyError) -> ApplyError {
         ApplyError::During {
             what: what.into(),
             source: Box::new(source),

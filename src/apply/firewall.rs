@@ -19,12 +19,12 @@ pub const UNIT_FILE: &str = "/etc/systemd/system/gputune-firewall.service";
 pub const UNIT_LINK: &str = "/etc/systemd/system/sysinit.target.wants/gputune-firewall.service";
 
 /// The rules file: the same atomic replace-table script apply runs live.
-pub fn rules_file(table: &str) -> String {
+pub(crate) fn rules_file(table: &str) -> String {
     format!("{HEADER}{}", super::nft::replace_script(Some(table)))
 }
 
 /// The unit that loads the rules file at boot and removes the table when stopped.
-pub fn unit_file() -> String {
+pub(crate) fn unit_file() -> String {
     format!(
         "{HEADER}[Unit]
 Description=gputune firewall rules (nftables table inet gputune)

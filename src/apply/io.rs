@@ -112,7 +112,7 @@ pub fn has_live_kernel(root: &Root) -> bool {
 /// Whether a target read back as `got` holds what apply wrote (`want`). Knobs compare the
 /// way the kernel echoes them: white space folded (`4096 131072 16777216`), CPU lists by
 /// their CPUs (`0,1,2` reads back as `0-2`); the nftables table by the ports it accepts.
-pub fn holds(target: &Target, want: &State, got: &State) -> bool {
+pub(crate) fn holds(target: &Target, want: &State, got: &State) -> bool {
     match (target, want, got) {
         (Target::Knob(_), State::Present(w), State::Present(g)) => {
             let (w, g) = (

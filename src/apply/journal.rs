@@ -9,15 +9,15 @@ use super::target::Step;
 use crate::host::Root;
 
 /// Where the journal lives (under the root).
-pub const PATH: &str = "/var/lib/gputune/journal.json";
+pub(crate) const PATH: &str = "/var/lib/gputune/journal.json";
 
 /// The journal format this build reads and writes.
-pub const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 1;
 
 /// Where an apply got to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Phase {
+pub(crate) enum Phase {
     /// Changes are being written; a journal left in this phase means apply was interrupted.
     Applying,
     /// Every change was written and verified.
@@ -28,7 +28,7 @@ pub enum Phase {
 
 /// The journal: for each target, its state before gputune first changed it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Journal {
+pub(crate) struct Journal {
     pub version: u32,
     pub phase: Phase,
     /// Profiles applied since the node was last as it started, oldest first.
@@ -46,7 +46,7 @@ pub struct Journal {
 
 /// One apply as `gputune status` reports it, the way `tuned-adm active` names the profile.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Applied {
+pub(crate) struct Applied {
     pub profile: String,
     /// How many writes this apply made.
     pub changes: usize,
@@ -58,7 +58,7 @@ pub struct Applied {
 /// administrator asks for when a node behaves differently from its neighbours. Read from a
 /// file on disk, so every string is shown only after [`crate::say::clean_line`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Event {
+pub(crate) struct Event {
     /// UTC, RFC 3339 to the second (`2026-11-25T14:23:02Z`).
     pub at: String,
     /// The process's real user id and its name on the invoking host.
@@ -79,7 +79,7 @@ pub struct Event {
 
 impl Event {
     /// This process, now.
-    pub fn now() -> Event {
+    pub(crate) fn now() -> Event {
         let secs = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -107,7 +107,7 @@ impl Event {
 
     /// `alice (uid 1000)`, and the login behind it when that is someone else
     /// (`root (uid 0), logged in as alice (uid 1000)`); cleaned for a terminal.
-    pub fn who(&self) -> String {
+    pub(crate) fn who(&self) -> String {
         let name = |user: &Option<String>, uid: u32| match user {
             Some(u) => format!("{} (uid {uid})", crate::say::clean_line(u)),
             None => format!("uid {uid}"),
@@ -132,7 +132,7 @@ impl Journal {
     /// The journal for `steps` on top of an earlier applied one: a target already changed
     /// by an earlier apply keeps its original `before`, so rollback goes back to the node
     /// as it was before gputune.
-    pub fn begin(previous: Option<&Journal>, profile: &str, steps: &[Step]) -> Journal {
+    pub(crate) fn begin(previous: Option<&Journal>, profile: &str, steps: &[Step]) -> Journal {
         let mut journal = match previous {
             Some(p) if p.phase == Phase::Applied => p.clone(),
             _ => Journal {
@@ -157,7 +157,7 @@ impl Journal {
 }
 
 /// Reads and validates the journal; `None` when there is none.
-pub fn load(root: &Root) -> Result<Option<Journal>, ApplyError> {
+pub(crate) fn load(root: &Root) -> Result<Option<Journal>, ApplyError> {
     match root.read_optional(PATH)? {
         None => Ok(None),
         Some(text) => {
@@ -189,7 +189,7 @@ pub fn load(root: &Root) -> Result<Option<Journal>, ApplyError> {
 }
 
 /// Writes the journal atomically and durably (temp + fsync + rename + directory fsync).
-pub fn save(root: &Root, journal: &Journal) -> Result<(), ApplyError> {
+pub(crate) fn save(root: &Root, journal: &Journal) -> Result<(), ApplyError> {
     let path = root.path(PATH);
     let mut text = serde_json::to_string_pretty(journal).map_err(|e| ApplyError::Journal {
         path: path.clone(),
@@ -201,7 +201,7 @@ pub fn save(root: &Root, journal: &Journal) -> Result<(), ApplyError> {
 
 /// Puts back the journal an apply started from (or removes it when there was none), after
 /// that apply failed and restored the node.
-pub fn restore(root: &Root, previous: Option<&Journal>) -> Result<(), ApplyError> {
+pub(crate) fn restore(root: &Root, previous: Option<&Journal>) -> Result<(), ApplyError> {
     match previous {
         Some(p) => save(root, p),
         None => Ok(root.remove_file(PATH)?),

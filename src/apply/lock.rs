@@ -11,19 +11,19 @@ use super::error::ApplyError;
 use crate::host::{HostError, Root};
 
 /// The lock file (under the root).
-pub const PATH: &str = "/run/gputune.lock";
+pub(crate) const PATH: &str = "/run/gputune.lock";
 
 /// How long a second apply waits for the first before giving up.
-pub const WAIT: Duration = Duration::from_secs(5);
+pub(crate) const WAIT: Duration = Duration::from_secs(5);
 
 /// A held lock; released when dropped.
 #[derive(Debug)]
-pub struct Lock {
+pub(crate) struct Lock {
     _held: Flock<File>,
 }
 
 /// Takes the lock, retrying until `wait` has passed; the error says who to wait for.
-pub fn acquire(root: &Root, wait: Duration) -> Result<Lock, ApplyError> {
+pub(crate) fn acquire(root: &Root, wait: Duration) -> Result<Lock, ApplyError> {
     let path = root.path(PATH);
     if let Some(dir) = std::path::Path::new(PATH).parent().and_then(|d| d.to_str()) {
         root.create_dirs(dir)?;

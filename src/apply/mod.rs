@@ -3,22 +3,26 @@
 //! target's state first, executing all or nothing, and restoring from the journal.
 //!
 //! Flow: `plan::build` (reads only) → `journal::save` (fsynced) → `transaction::execute`
-//! (write, read back, verify; restore in reverse on failure) → journal marked applied.
+//! (write, read back, verify; restore in reverse on failure) → journal marked applied;
+//! [`run`] holds the policy around that flow (who may write, when to refuse).
 
-pub mod cgroup;
-pub mod error;
+pub(crate) mod cgroup;
+pub(crate) mod created_dirs;
+pub(crate) mod error;
 pub mod firewall;
 pub mod io;
-pub mod journal;
-pub mod lock;
+pub(crate) mod journal;
+pub(crate) mod lock;
 pub mod nft;
 pub mod operator;
-pub mod owned;
+pub(crate) mod owned;
 pub mod plan;
-pub mod status;
+pub(crate) mod render;
+pub mod run;
+pub(crate) mod status;
 pub mod target;
 pub mod transaction;
-pub mod validate;
+pub(crate) mod validate;
 
 #[cfg(test)]
 mod tests;

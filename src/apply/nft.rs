@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use super::error::ApplyError;
 
 /// The table gputune owns; it never touches another table.
-pub const TABLE: &str = "inet gputune";
+pub(crate) const TABLE: &str = "inet gputune";
 
 /// Runs nftables commands. The real one is [`NftCommand`]; tests use an in-memory table.
 pub trait Nft {
@@ -90,7 +90,7 @@ fn has_own_table(json: &str) -> Result<bool, ApplyError> {
 
 /// The script that makes the table exactly `definition` (or removes it when `None`) in
 /// one transaction: declaring the table first lets `delete` succeed when it is absent.
-pub fn replace_script(definition: Option<&str>) -> String {
+pub(crate) fn replace_script(definition: Option<&str>) -> String {
     let mut script = format!("table {TABLE}\ndelete table {TABLE}\n");
     if let Some(def) = definition {
         script.push_str(def);
@@ -101,7 +101,7 @@ pub fn replace_script(definition: Option<&str>) -> String {
 /// The table accepting inbound TCP to `ports`, in the form `nft list table` prints. Its
 /// input chain runs just before the usual filter priority; note that in nftables an accept
 /// ends only this table's chain, so a drop in another table at the same hook still drops.
-pub fn render_table(ports: &[(u16, u16)]) -> String {
+pub(crate) fn render_table(ports: &[(u16, u16)]) -> String {
     let set = crate::profile::job::format_ports(&normalize_ports(ports));
     let mut out = format!(
         "table {TABLE} {{\n\tchain input {{\n\t\ttype filter hook input priority filter - 1; policy accept;\n"
@@ -114,7 +114,7 @@ pub fn render_table(ports: &[(u16, u16)]) -> String {
 }
 
 /// Sorted, merged port ranges, so the same ports always render and compare the same.
-pub fn normalize_ports(ports: &[(u16, u16)]) -> Vec<(u16, u16)> {
+pub(crate) fn normalize_ports(ports: &[(u16, u16)]) -> Vec<(u16, u16)> {
     let mut sorted: Vec<(u16, u16)> = ports.iter().map(|&(a, b)| (a.min(b), a.max(b))).collect();
     sorted.sort_unstable();
     let mut merged: Vec<(u16, u16)> = Vec::new();

@@ -15,7 +15,7 @@ pub trait Operator {
 
 /// The process's own user, standard input and standard error.
 #[derive(Debug, Default)]
-pub struct Console;
+pub(crate) struct Console;
 
 impl Operator for Console {
     fn is_root(&self) -> bool {
@@ -37,7 +37,7 @@ impl Operator for Console {
 }
 
 /// `y` or `yes` in any case, surrounding white space ignored.
-pub fn is_yes(answer: &str) -> bool {
+pub(crate) fn is_yes(answer: &str) -> bool {
     matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
 }
 

@@ -3,24 +3,24 @@
 //! keyed lines, so applying again replaces a key's line instead of adding another.
 
 /// The first line of every file gputune writes: how it recognises its own files.
-pub const HEADER: &str = "# Written by gputune apply; `gputune rollback` restores what was here before.\n# gputune rewrites this file: do not edit it, override in a later file instead.\n";
+pub(crate) const HEADER: &str = "# Written by gputune apply; `gputune rollback` restores what was here before.\n# gputune rewrites this file: do not edit it, override in a later file instead.\n";
 
 /// True when `text` is a file gputune wrote.
-pub fn is_ours(text: &str) -> bool {
+pub(crate) fn is_ours(text: &str) -> bool {
     text.starts_with("# Written by gputune")
 }
 
 /// How a line of a file names the setting it sets.
-pub type KeyOf = fn(&str) -> Option<String>;
+pub(crate) type KeyOf = fn(&str) -> Option<String>;
 
 /// `key = value` and `KEY=VALUE` lines (sysctl.d, nccl.conf, systemd directives).
-pub fn key_before_equals(line: &str) -> Option<String> {
+pub(crate) fn key_before_equals(line: &str) -> Option<String> {
     let (key, _) = line.split_once('=')?;
     Some(key.trim().to_string()).filter(|k| !k.is_empty())
 }
 
 /// `domain type item value` lines of limits.conf: the first three fields.
-pub fn limits_key(line: &str) -> Option<String> {
+pub(crate) fn limits_key(line: &str) -> Option<String> {
     let fields: Vec<&str> = line.split_whitespace().collect();
     (fields.len() == 4).then(|| fields[..3].join(" "))
 }
@@ -28,7 +28,7 @@ pub fn limits_key(line: &str) -> Option<String> {
 /// The new content of an owned file: its current lines with `entries` replacing the lines
 /// of the same key and new keys appended, after the header and `preamble` (e.g. `[Slice]`).
 /// `existing` not ours is an error naming `path`.
-pub fn merge(
+pub(crate) fn merge(
     path: &str,
     existing: Option<&str>,
     preamble: &str,

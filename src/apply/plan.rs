@@ -14,9 +14,9 @@ use super::{cgroup, firewall, nft};
 use crate::host::cpulist::CpuList;
 
 /// Persisted limits.
-pub const LIMITS_CONF: &str = "/etc/security/limits.d/90-gputune.conf";
+pub(crate) const LIMITS_CONF: &str = "/etc/security/limits.d/90-gputune.conf";
 /// System-wide NCCL settings (NCCL reads it at initialisation).
-pub const NCCL_CONF: &str = "/etc/nccl.conf";
+pub(crate) const NCCL_CONF: &str = "/etc/nccl.conf";
 
 /// The writes of one apply, in order, and what people should know about them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -37,10 +37,10 @@ pub struct PlanOptions {
 }
 
 /// systemd-logind's drop-in for the `[Login]` settings gputune persists.
-pub const LOGIND_CONF: &str = "/etc/systemd/logind.conf.d/90-gputune.conf";
+pub(crate) const LOGIND_CONF: &str = "/etc/systemd/logind.conf.d/90-gputune.conf";
 
 /// Changes in first-seen order with duplicates removed (two checks may ask for the same).
-pub fn dedup(changes: impl IntoIterator<Item = Change>) -> Vec<Change> {
+pub(crate) fn dedup(changes: impl IntoIterator<Item = Change>) -> Vec<Change> {
     let mut out: Vec<Change> = Vec::new();
     for c in changes {
         if !out.contains(&c) {
@@ -131,7 +131,7 @@ impl Builder {
 
 /// The kernel command-line parameter that sets a `/sys` knob at boot, for the knobs that
 /// have one (`transparent_hugepage=` for THP `enabled`; `defrag` has none).
-pub fn boot_param(path: &str) -> Option<&'static str> {
+pub(crate) fn boot_param(path: &str) -> Option<&'static str> {
     (path == "/sys/kernel/mm/transparent_hugepage/enabled").then_some("transparent_hugepage")
 }
 

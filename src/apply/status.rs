@@ -20,7 +20,7 @@ use crate::say::clean_line;
 /// Whether a target still holds what apply made it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Holds,
     /// Changed since apply, or overridden at boot.
     Drifted,
@@ -29,7 +29,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Verdict::Holds => "holds",
             Verdict::Drifted => "drifted",
@@ -41,7 +41,7 @@ impl Verdict {
 /// What an item judges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Kind {
+pub(crate) enum Kind {
     /// A kernel knob's value now (`/proc/sys`, `/sys`, `/proc/irq`).
     Live,
     /// A file gputune wrote.
@@ -57,7 +57,7 @@ pub enum Kind {
 /// One owned target or persisted setting and whether it holds. Every string is clean for a
 /// terminal (journal and host files are not trusted).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Item {
+pub(crate) struct Item {
     /// What people look for: the sysctl (`net.core.somaxconn`), the file, the knob.
     pub setting: String,
     pub kind: Kind,
@@ -75,7 +75,7 @@ pub struct Item {
 /// Every owned target of `journal` and every sysctl it persisted, judged on the node behind
 /// `io` (whose files are under `root`). `live`: the root is a running node (its knobs and a
 /// running tuned are read); an image has only files, judged at boot.
-pub fn check(journal: &Journal, root: &Root, io: &dyn Io, live: bool) -> Vec<Item> {
+pub(crate) fn check(journal: &Journal, root: &Root, io: &dyn Io, live: bool) -> Vec<Item> {
     let boot = Boot::read(root);
     let persisted = persisted(&journal.steps);
     let tuned_now = if live {

@@ -21,7 +21,7 @@ pub enum Target {
 
 impl Target {
     /// The name people see in the plan and in rollback messages.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         match self {
             Target::Knob(p) | Target::File(p) => p.clone(),
             Target::Link(p) => format!("{p} (link)"),
@@ -41,7 +41,7 @@ pub enum State {
 
 impl State {
     /// A one-line rendering for the plan (`before -> after`).
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         match self {
             State::Absent => "(absent)".into(),
             State::Present(v) => {
@@ -60,7 +60,7 @@ impl State {
 /// selectors (`always [madvise] never` → `madvise`), else the text as read (the kernel
 /// accepts its own output, newline included), so writing it back restores the knob byte
 /// for byte.
-pub fn knob_value(raw: &str) -> String {
+pub(crate) fn knob_value(raw: &str) -> String {
     match crate::checks::memory::parse_bracketed(raw) {
         Some(choice) => choice.to_string(),
         None => raw.to_string(),

@@ -18,7 +18,7 @@ use crate::testing::Tree;
 
 /// An nftables that keeps the table in memory, interpreting the scripts apply sends.
 #[derive(Default)]
-struct MemoryNft {
+pub(super) struct MemoryNft {
     table: RefCell<Option<String>>,
 }
 

@@ -93,7 +93,7 @@ pub fn restore(steps: &[Step], io: &dyn Io) -> Vec<Result<Restored, ApplyError>>
 
 /// What restoring `step` does to a target that holds `current` (shared by rollback and
 /// `rollback --dry-run`, so the preview is what rollback would do).
-pub fn decide(step: &Step, current: &State) -> Restored {
+pub(crate) fn decide(step: &Step, current: &State) -> Restored {
     let target = step.target.label();
     if holds(&step.target, &step.before, current) {
         return Restored::Unchanged { target };

@@ -16,7 +16,7 @@ use crate::finding::Area;
 const MAX_PATH: usize = 4096;
 
 /// Checks every step; the error names the first bad entry (1-based) and why.
-pub fn steps(steps: &[Step]) -> Result<(), String> {
+pub(crate) fn steps(steps: &[Step]) -> Result<(), String> {
     for (i, step) in steps.iter().enumerate() {
         target(&step.target)
             .and_then(|()| states(step))
@@ -27,7 +27,7 @@ pub fn steps(steps: &[Step]) -> Result<(), String> {
 
 /// Whether apply can write `target`: a clean absolute path to a knob the checks know or a
 /// file gputune owns.
-pub fn target(target: &Target) -> Result<(), String> {
+pub(crate) fn target(target: &Target) -> Result<(), String> {
     let path = match target {
         Target::NftTable => return Ok(()),
         Target::Knob(p) | Target::File(p) | Target::Link(p) => p,
@@ -127,7 +127,7 @@ fn is_known_knob(path: &str) -> bool {
 }
 
 /// The files gputune owns at fixed paths (DESIGN.md "Files gputune writes").
-pub const OWNED: &[&str] = &[
+pub(crate) const OWNED: &[&str] = &[
     checks::sysctl::boot::GPUTUNE_CONF,
     plan::LIMITS_CONF,
     plan::NCCL_CONF,
@@ -139,7 +139,7 @@ pub const OWNED: &[&str] = &[
 
 /// Files of the system apply edits in place (they cannot carry gputune's header): only
 /// kernel-install's command line.
-pub const EDITED: &[&str] = &[crate::host::cmdline::KERNEL_CMDLINE];
+pub(crate) const EDITED: &[&str] = &[crate::host::cmdline::KERNEL_CMDLINE];
 
 /// The owned files, and the drop-ins of slices and services (a job's cgroup limits).
 fn is_owned_file(path: &str) -> bool {

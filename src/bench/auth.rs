@@ -25,14 +25,14 @@ use sha2::Sha256;
 use super::frame::{self, FrameError, Message};
 
 /// Nonce length in bytes (hex on the wire).
-pub const NONCE_BYTES: usize = 32;
+pub(crate) const NONCE_BYTES: usize = 32;
 /// Domain separation: the version of this exchange and each side's role.
 const ACCEPTOR: &[u8] = b"gputune-bench/1 acceptor\0";
 const OPENER: &[u8] = b"gputune-bench/1 opener\0";
 
 /// Why a handshake did not complete.
 #[derive(Debug, thiserror::Error)]
-pub enum AuthError {
+pub(crate) enum AuthError {
     /// The peer's proof does not match this side's token.
     #[error("wrong job token (it could not prove GPUTUNE_BENCH_TOKEN)")]
     WrongToken,
@@ -52,14 +52,14 @@ pub enum AuthError {
 
 impl AuthError {
     /// The peer failed the handshake (as opposed to this host failing).
-    pub fn is_peer_fault(&self) -> bool {
+    pub(crate) fn is_peer_fault(&self) -> bool {
         !matches!(self, AuthError::Random(_) | AuthError::Send(_))
     }
 }
 
 /// Which side of the exchange a proof is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
+pub(crate) enum Role {
     /// The side that accepted the connection (rank 0, or a ring neighbour's data port).
     Acceptor,
     /// The side that opened it.
@@ -67,15 +67,10 @@ pub enum Role {
 }
 
 /// A fresh nonce from the OS's randomness, as hex.
-pub fn nonce() -> Result<String, AuthError> {
+pub(crate) fn nonce() -> Result<String, AuthError> {
     let mut bytes = [0u8; NONCE_BYTES];
     getrandom::fill(&mut bytes).map_err(|e| AuthError::Random(e.to_string()))?;
     Ok(hex(&bytes))
-}
-
-/// A random secret (hex) for jobs this process starts itself (`--ranks`).
-pub fn random_token() -> Result<String, AuthError> {
-    nonce()
 }
 
 fn mac(token: &str, role: Role, opening: &[u8], acceptor_nonce: &[u8]) -> Hmac<Sha256> {
@@ -93,14 +88,20 @@ fn mac(token: &str, role: Role, opening: &[u8], acceptor_nonce: &[u8]) -> Hmac<S
 }
 
 /// The proof `role` gives over `opening` (the opening frame's body) and the acceptor's nonce.
-pub fn prove(token: &str, role: Role, opening: &[u8], acceptor_nonce: &str) -> String {
+pub(crate) fn prove(token: &str, role: Role, opening: &[u8], acceptor_nonce: &str) -> String {
     hex(&mac(token, role, opening, acceptor_nonce.as_bytes())
         .finalize()
         .into_bytes())
 }
 
 /// Whether `proof` is `role`'s proof of `token`, compared in constant time.
-pub fn verify(token: &str, role: Role, opening: &[u8], acceptor_nonce: &str, proof: &str) -> bool {
+pub(crate) fn verify(
+    token: &str,
+    role: Role,
+    opening: &[u8],
+    acceptor_nonce: &str,
+    proof: &str,
+) -> bool {
     match unhex(proof) {
         Some(bytes) => mac(token, role, opening, acceptor_nonce.as_bytes())
             .verify_slice(&bytes)
@@ -111,7 +112,7 @@ pub fn verify(token: &str, role: Role, opening: &[u8], acceptor_nonce: &str, pro
 
 /// The opening side: sends `opening` (which carries a nonce from [`nonce`]), checks the
 /// acceptor's proof, then proves its own knowledge of the token. Every read ends by `deadline`.
-pub fn open(
+pub(crate) fn open(
     stream: &mut TcpStream,
     token: &str,
     opening: &Message,
@@ -140,7 +141,7 @@ pub fn open(
 
 /// The accepting side: reads an opening, challenges it, and returns it once the opener has
 /// proved the token. The whole exchange ends by `deadline`, however slowly bytes arrive.
-pub fn accept(
+pub(crate) fn accept(
     stream: &mut TcpStream,
     token: &str,
     deadline: Instant,

@@ -30,7 +30,7 @@ pub struct Shape {
 impl Shape {
     /// `count` elements of `dtype` requested between `ranks` ranks (see
     /// [`Collective::counts`]).
-    pub fn new(collective: Collective, dtype: DType, count: usize, ranks: usize) -> Shape {
+    pub(crate) fn new(collective: Collective, dtype: DType, count: usize, ranks: usize) -> Shape {
         Shape {
             collective,
             dtype,
@@ -39,18 +39,18 @@ impl Shape {
     }
 
     /// Bytes of each rank's receive buffer.
-    pub fn recv_bytes(&self) -> usize {
+    pub(crate) fn recv_bytes(&self) -> usize {
         self.counts.recv.saturating_mul(self.dtype.size())
     }
 
     /// Bytes of the count the library call takes: one rank's block for AllGather and
     /// ReduceScatter.
-    pub fn block_bytes(&self) -> usize {
+    pub(crate) fn block_bytes(&self) -> usize {
         self.counts.param.saturating_mul(self.dtype.size())
     }
 
     /// Bytes of the larger buffer, the one an in-place operation works in.
-    pub fn whole_bytes(&self) -> usize {
+    pub(crate) fn whole_bytes(&self) -> usize {
         (self.counts.send.max(self.counts.recv)).saturating_mul(self.dtype.size())
     }
 }
@@ -70,7 +70,8 @@ pub struct Counts {
 }
 
 impl Collective {
-    pub const ALL: [Collective; 4] = [
+    #[cfg(test)]
+    pub(crate) const ALL: [Collective; 4] = [
         Collective::AllReduce,
         Collective::AllGather,
         Collective::ReduceScatter,
@@ -78,7 +79,7 @@ impl Collective {
     ];
 
     /// The subcommand's name.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Collective::AllReduce => "allreduce",
             Collective::AllGather => "allgather",
@@ -89,7 +90,7 @@ impl Collective {
 
     /// nccl-tests' bus-bandwidth factor: AllReduce 2(n−1)/n, AllGather and ReduceScatter
     /// (n−1)/n, Broadcast 1.
-    pub fn busbw_factor(self, ranks: usize) -> f64 {
+    pub(crate) fn busbw_factor(self, ranks: usize) -> f64 {
         if ranks == 0 {
             return 0.0;
         }
@@ -102,18 +103,18 @@ impl Collective {
     }
 
     /// Whether the reduction operation matters (the redop column shows `none` otherwise).
-    pub fn reduces(self) -> bool {
+    pub(crate) fn reduces(self) -> bool {
         matches!(self, Collective::AllReduce | Collective::ReduceScatter)
     }
 
     /// The root column: Broadcast from rank 0, the others have none (-1).
-    pub fn root(self) -> i32 {
+    pub(crate) fn root(self) -> i32 {
         if self == Collective::Broadcast { 0 } else { -1 }
     }
 
     /// Buffer sizes for `count` elements requested between `ranks` ranks (at least one
     /// element per rank).
-    pub fn counts(self, count: usize, ranks: usize) -> Counts {
+    pub(crate) fn counts(self, count: usize, ranks: usize) -> Counts {
         let n = ranks.max(1);
         let per = (count / n).max(1);
         match self {
@@ -139,7 +140,14 @@ impl Collective {
     }
 
     /// This rank's send buffer.
-    pub fn fill_input(self, dtype: DType, op: Op, rank: usize, ranks: usize, out: &mut [u8]) {
+    pub(crate) fn fill_input(
+        self,
+        dtype: DType,
+        op: Op,
+        rank: usize,
+        ranks: usize,
+        out: &mut [u8],
+    ) {
         let es = dtype.size();
         let per = out.len() / es;
         for (i, element) in out.chunks_exact_mut(es).enumerate() {
@@ -155,7 +163,7 @@ impl Collective {
     }
 
     /// How many elements of this rank's result differ from the exact answer.
-    pub fn count_wrong(
+    pub(crate) fn count_wrong(
         self,
         dtype: DType,
         op: Op,

@@ -196,7 +196,7 @@ pub fn of_nics(links: &[Link], route: &str) -> Option<Reference> {
 
 /// The active RDMA ports NCCL's IB transport would use, as `NCCL_IB_HCA` selects them
 /// (`mlx5_0:1,mlx5_1` by prefix, `=mlx5_0` exactly, `^mlx5_2` all but), each with its rate.
-pub fn ib_ports(devices: &[RdmaDevice], spec: Option<&str>) -> Vec<Link> {
+pub(crate) fn ib_ports(devices: &[RdmaDevice], spec: Option<&str>) -> Vec<Link> {
     let spec = spec.map(str::trim).filter(|s| !s.is_empty());
     let (exclude, rest) = match spec {
         Some(s) => match s.strip_prefix('^') {
@@ -248,7 +248,7 @@ pub fn ib_ports(devices: &[RdmaDevice], spec: Option<&str>) -> Vec<Link> {
 
 /// One GPU's interconnect rate per direction and how it was derived: active NVLinks when
 /// NVML reports them and the generation is known from the model, else its PCIe link.
-pub fn gpu_rate(gpu: &Gpu, nvml: Option<&NvmlGpu>) -> Result<(Source, f64, String), String> {
+pub(crate) fn gpu_rate(gpu: &Gpu, nvml: Option<&NvmlGpu>) -> Result<(Source, f64, String), String> {
     let model = crate::say::clean_line(
         &nvml
             .map(|n| n.name.clone())
@@ -295,7 +295,7 @@ pub fn gpu_rate(gpu: &Gpu, nvml: Option<&NvmlGpu>) -> Result<(Source, f64, Strin
 }
 
 /// The slowest GPU's interconnect: a ring through every GPU runs at its slowest link.
-pub fn of_gpus(gpus: &[Gpu], nvml: &[NvmlGpu]) -> Result<Reference, String> {
+pub(crate) fn of_gpus(gpus: &[Gpu], nvml: &[NvmlGpu]) -> Result<Reference, String> {
     let mut rated = Vec::new();
     for g in gpus {
         let facts = nvml.iter().find(|n| n.pci_address == g.pci_address);

@@ -49,7 +49,7 @@ pub struct JobStop {
 
 impl JobStop {
     /// Records the reason (unless one is recorded) and interrupts data transfers.
-    pub fn raise(&self, reason: String) -> bool {
+    pub(crate) fn raise(&self, reason: String) -> bool {
         if self.finished.load(Ordering::SeqCst) {
             return false;
         }
@@ -67,12 +67,12 @@ impl JobStop {
         true
     }
 
-    pub fn reason(&self) -> Option<String> {
+    pub(crate) fn reason(&self) -> Option<String> {
         lock(&self.reason).clone()
     }
 
     /// Cheap check for polling loops (the NCCL backend's wait).
-    pub fn is_raised(&self) -> bool {
+    pub(crate) fn is_raised(&self) -> bool {
         self.raised.load(Ordering::SeqCst)
     }
 
@@ -86,7 +86,7 @@ impl JobStop {
     }
 
     /// Registers a data socket to shut when the job stops.
-    pub fn register(&self, socket: &TcpStream) {
+    pub(crate) fn register(&self, socket: &TcpStream) {
         if let Ok(clone) = socket.try_clone() {
             lock(&self.sockets).push(clone);
         }
@@ -105,7 +105,7 @@ fn left_the_job(rank: usize, host: &str, e: FrameError) -> String {
 /// How long a failing rank waits for rank 0's verdict: a quarter of `--timeout` (1-3 s), so
 /// a stall detected after `--timeout` ends the job soon after it, not a fixed 3 s later
 /// (the README promises `--timeout` plus a few seconds).
-pub fn verdict_grace(timeout: Duration) -> Duration {
+pub(crate) fn verdict_grace(timeout: Duration) -> Duration {
     (timeout / 4).clamp(MIN_VERDICT_GRACE, VERDICT_GRACE)
 }
 
@@ -165,7 +165,7 @@ pub struct Group {
 
 impl Group {
     /// A job of one rank: nothing to talk to.
-    pub fn alone(members: Vec<Member>, timeout: Duration) -> Group {
+    pub(crate) fn alone(members: Vec<Member>, timeout: Duration) -> Group {
         let (_tx, events) = mpsc::channel();
         Group {
             rank: 0,
@@ -439,7 +439,7 @@ impl Group {
     }
 
     /// Every rank waits here until all have arrived.
-    pub fn barrier(&mut self) -> Result<(), BenchError> {
+    pub(crate) fn barrier(&mut self) -> Result<(), BenchError> {
         self.seq += 1;
         let seq = self.seq;
         if self.world == 1 {
@@ -466,7 +466,7 @@ impl Group {
     /// each checked ([`figures::check`]; `max_wrong` is the most wrong elements a rank can
     /// find): an impossible report stops the job naming its rank.
     #[allow(clippy::type_complexity)]
-    pub fn report(
+    pub(crate) fn report(
         &mut self,
         seq: u64,
         times: [f64; 2],
@@ -522,7 +522,7 @@ impl Group {
 
     /// Turns this rank's error into the job's verdict: the reason rank 0 settles on when it
     /// has one (naming the rank that is missing), else this rank's own.
-    pub fn fail(&mut self, err: BenchError) -> BenchError {
+    pub(crate) fn fail(&mut self, err: BenchError) -> BenchError {
         if self.world == 1 || !matches!(err, BenchError::Runtime(_) | BenchError::Transfer { .. }) {
             self.abort(err.to_string());
             return err;
@@ -567,7 +567,7 @@ impl Group {
 
 /// One rank's first-hand error, as rank 0 collects them to decide whom to blame.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Report {
+pub(crate) struct Report {
     pub rank: usize,
     /// The rank at the other end of the failed transfer, when it was one.
     pub suspect: Option<usize>,
@@ -576,7 +576,7 @@ pub struct Report {
 
 impl Report {
     /// `rank`'s report of `err`.
-    pub fn of(rank: usize, err: &BenchError) -> Report {
+    pub(crate) fn of(rank: usize, err: &BenchError) -> Report {
         Report {
             rank,
             suspect: match err {
@@ -591,7 +591,7 @@ impl Report {
 /// Who stopped the job, from every rank's first-hand error: a stalled rank reports nothing,
 /// while its neighbours (and, down the ring, theirs) each blame the rank next to them. The
 /// culprit is the rank that is blamed but reported nothing itself (the most blamed such rank).
-pub fn diagnose(reports: &[Report], hosts: &[String]) -> Option<String> {
+pub(crate) fn diagnose(reports: &[Report], hosts: &[String]) -> Option<String> {
     let reporters: Vec<usize> = reports.iter().map(|r| r.rank).collect();
     let mut best: Option<(usize, usize, &str)> = None;
     for report in reports {

@@ -19,9 +19,11 @@ pub enum DType {
 }
 
 impl DType {
-    pub const ALL: [DType; 5] = [DType::F32, DType::F16, DType::Bf16, DType::F64, DType::I32];
+    #[cfg(test)]
+    pub(crate) const ALL: [DType; 5] =
+        [DType::F32, DType::F16, DType::Bf16, DType::F64, DType::I32];
 
-    pub fn size(self) -> usize {
+    pub(crate) fn size(self) -> usize {
         match self {
             DType::F16 | DType::Bf16 => 2,
             DType::F32 | DType::I32 => 4,
@@ -30,7 +32,7 @@ impl DType {
     }
 
     /// nccl-tests' name for the type column.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             DType::F32 => "float",
             DType::F16 => "half",
@@ -45,7 +47,7 @@ impl DType {
     }
 
     /// The value of one element (`bytes` is exactly one element long).
-    pub fn decode(self, bytes: &[u8]) -> f64 {
+    pub(crate) fn decode(self, bytes: &[u8]) -> f64 {
         let mut b = [0u8; 8];
         b[..bytes.len().min(8)].copy_from_slice(&bytes[..bytes.len().min(8)]);
         match self {
@@ -58,7 +60,7 @@ impl DType {
     }
 
     /// Writes `value` rounded to this type into `out` (exactly one element long).
-    pub fn encode(self, value: f64, out: &mut [u8]) {
+    pub(crate) fn encode(self, value: f64, out: &mut [u8]) {
         match self {
             DType::F32 => out.copy_from_slice(&(value as f32).to_ne_bytes()),
             DType::F16 => out.copy_from_slice(&f16::from_f64(value).to_ne_bytes()),
@@ -81,9 +83,10 @@ pub enum Op {
 }
 
 impl Op {
-    pub const ALL: [Op; 5] = [Op::Sum, Op::Prod, Op::Min, Op::Max, Op::Avg];
+    #[cfg(test)]
+    pub(crate) const ALL: [Op; 5] = [Op::Sum, Op::Prod, Op::Min, Op::Max, Op::Avg];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Op::Sum => "sum",
             Op::Prod => "prod",
@@ -95,7 +98,7 @@ impl Op {
 }
 
 /// The value rank `rank` of `ranks` contributes at element `index`.
-pub fn input_value(op: Op, rank: usize, ranks: usize, index: usize) -> f64 {
+pub(crate) fn input_value(op: Op, rank: usize, ranks: usize, index: usize) -> f64 {
     match op {
         // Partial sums stay within ±2·ranks: exact in bf16 up to 128 ranks, f16 up to 1024.
         Op::Sum | Op::Avg => ((index + 2 * rank) % 5) as f64 - 2.0,
@@ -114,7 +117,7 @@ pub fn input_value(op: Op, rank: usize, ranks: usize, index: usize) -> f64 {
 }
 
 /// The exact reduced value at `index`, before rounding to the element type.
-pub fn expected_value(op: Op, dtype: DType, ranks: usize, index: usize) -> f64 {
+pub(crate) fn expected_value(op: Op, dtype: DType, ranks: usize, index: usize) -> f64 {
     let values = (0..ranks).map(|r| input_value(op, r, ranks, index));
     match op {
         Op::Sum => values.sum(),
@@ -134,19 +137,25 @@ pub fn expected_value(op: Op, dtype: DType, ranks: usize, index: usize) -> f64 {
 }
 
 /// Fills `out` (a whole number of elements) with this rank's input.
-pub fn fill_input(dtype: DType, op: Op, rank: usize, ranks: usize, out: &mut [u8]) {
+pub(crate) fn fill_input(dtype: DType, op: Op, rank: usize, ranks: usize, out: &mut [u8]) {
     for (index, element) in out.chunks_exact_mut(dtype.size()).enumerate() {
         dtype.encode(input_value(op, rank, ranks, index), element);
     }
 }
 
 /// How many elements of `result` differ from the exact answer.
-pub fn count_wrong(dtype: DType, op: Op, ranks: usize, result: &[u8]) -> u64 {
+pub(crate) fn count_wrong(dtype: DType, op: Op, ranks: usize, result: &[u8]) -> u64 {
     count_wrong_from(dtype, op, ranks, 0, result)
 }
 
 /// [`count_wrong`] for a part of the reduced whole that starts at element `first`.
-pub fn count_wrong_from(dtype: DType, op: Op, ranks: usize, first: usize, result: &[u8]) -> u64 {
+pub(crate) fn count_wrong_from(
+    dtype: DType,
+    op: Op,
+    ranks: usize,
+    first: usize,
+    result: &[u8],
+) -> u64 {
     let mut expected = [0u8; 8];
     let size = dtype.size();
     let mut wrong = 0;
@@ -181,7 +190,7 @@ fn avg_tolerance(dtype: DType) -> f64 {
 
 /// `acc[i] = acc[i] ∘ incoming[i]`, element by element (both the same length). For `avg`
 /// this sums; [`finish_avg`] divides once every rank is in.
-pub fn reduce(dtype: DType, op: Op, acc: &mut [u8], incoming: &[u8]) {
+pub(crate) fn reduce(dtype: DType, op: Op, acc: &mut [u8], incoming: &[u8]) {
     match dtype {
         DType::F32 => reduce_typed::<f32>(op, acc, None, incoming),
         DType::F64 => reduce_typed::<f64>(op, acc, None, incoming),
@@ -192,7 +201,7 @@ pub fn reduce(dtype: DType, op: Op, acc: &mut [u8], incoming: &[u8]) {
 }
 
 /// `out[i] = local[i] ∘ incoming[i]`: the out-of-place reduction, one pass over memory.
-pub fn reduce_from(dtype: DType, op: Op, out: &mut [u8], local: &[u8], incoming: &[u8]) {
+pub(crate) fn reduce_from(dtype: DType, op: Op, out: &mut [u8], local: &[u8], incoming: &[u8]) {
     match dtype {
         DType::F32 => reduce_typed::<f32>(op, out, Some(local), incoming),
         DType::F64 => reduce_typed::<f64>(op, out, Some(local), incoming),
@@ -297,7 +306,7 @@ fn apply<T: Element>(out: &mut [u8], local: Option<&[u8]>, incoming: &[u8], f: i
 }
 
 /// Divides every element by `ranks`: the last step of `avg`.
-pub fn finish_avg(dtype: DType, ranks: usize, data: &mut [u8]) {
+pub(crate) fn finish_avg(dtype: DType, ranks: usize, data: &mut [u8]) {
     let n = ranks.max(1);
     let size = dtype.size();
     for element in data.chunks_exact_mut(size) {

@@ -14,9 +14,9 @@ use super::output::Member;
 /// Marks a gputune bench frame; anything else on the port is refused at once.
 pub const MAGIC: [u8; 4] = *b"GTB1";
 /// Largest frame accepted (a Welcome for a few thousand ranks fits).
-pub const MAX_FRAME: usize = 1 << 20;
+pub(crate) const MAX_FRAME: usize = 1 << 20;
 /// Header: magic and a big-endian u32 length.
-pub const HEADER: usize = 8;
+pub(crate) const HEADER: usize = 8;
 
 /// Every message ranks exchange.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -101,24 +101,24 @@ pub enum FrameError {
 
 impl FrameError {
     /// A read that gave up because the socket's timeout passed.
-    pub fn is_timeout(&self) -> bool {
+    pub(crate) fn is_timeout(&self) -> bool {
         matches!(self, FrameError::Io(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut))
     }
 }
 
 /// The body of the frame carrying `message` (what a handshake's proof covers).
-pub fn body(message: &Message) -> Vec<u8> {
+pub(crate) fn body(message: &Message) -> Vec<u8> {
     // Serialising plain data to a Vec cannot fail.
     serde_json::to_vec(message).unwrap_or_default()
 }
 
 /// The frame carrying `message`.
-pub fn encode(message: &Message) -> Vec<u8> {
+pub(crate) fn encode(message: &Message) -> Vec<u8> {
     framed(&body(message))
 }
 
 /// A frame around an already encoded body.
-pub fn framed(body: &[u8]) -> Vec<u8> {
+pub(crate) fn framed(body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER + body.len());
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&(body.len() as u32).to_be_bytes());
@@ -127,7 +127,7 @@ pub fn framed(body: &[u8]) -> Vec<u8> {
 }
 
 /// The body length a header announces, checked against the limit.
-pub fn parse_header(header: &[u8; HEADER]) -> Result<usize, FrameError> {
+pub(crate) fn parse_header(header: &[u8; HEADER]) -> Result<usize, FrameError> {
     if header[..4] != MAGIC {
         return Err(FrameError::BadMagic);
     }
@@ -139,7 +139,7 @@ pub fn parse_header(header: &[u8; HEADER]) -> Result<usize, FrameError> {
 }
 
 /// Decodes a frame body.
-pub fn parse_body(body: &[u8]) -> Result<Message, FrameError> {
+pub(crate) fn parse_body(body: &[u8]) -> Result<Message, FrameError> {
     serde_json::from_slice(body).map_err(|e| FrameError::Malformed(e.to_string()))
 }
 
@@ -149,7 +149,7 @@ pub fn read(from: &mut impl Read) -> Result<Message, FrameError> {
 }
 
 /// Reads one frame and keeps its body's bytes, which a handshake's proof covers.
-pub fn read_raw(from: &mut impl Read) -> Result<(Vec<u8>, Message), FrameError> {
+pub(crate) fn read_raw(from: &mut impl Read) -> Result<(Vec<u8>, Message), FrameError> {
     let mut header = [0u8; HEADER];
     read_exact(from, &mut header)?;
     let len = parse_header(&header)?;
@@ -162,12 +162,12 @@ pub fn read_raw(from: &mut impl Read) -> Result<(Vec<u8>, Message), FrameError> 
 /// Reads one frame that must be complete by `deadline`. A socket timeout alone bounds each
 /// `read()`, so a peer dripping one byte at a time would never be timed out; here the timeout
 /// is re-armed before each read with what is left of the one deadline.
-pub fn read_by(stream: &TcpStream, deadline: Instant) -> Result<Message, FrameError> {
+pub(crate) fn read_by(stream: &TcpStream, deadline: Instant) -> Result<Message, FrameError> {
     read(&mut ByDeadline { stream, deadline })
 }
 
 /// [`read_by`], keeping the body's bytes.
-pub fn read_raw_by(
+pub(crate) fn read_raw_by(
     stream: &TcpStream,
     deadline: Instant,
 ) -> Result<(Vec<u8>, Message), FrameError> {
@@ -204,7 +204,7 @@ fn read_exact(from: &mut impl Read, buf: &mut [u8]) -> Result<(), FrameError> {
 }
 
 /// Writes one frame.
-pub fn write(to: &mut impl Write, message: &Message) -> io::Result<()> {
+pub(crate) fn write(to: &mut impl Write, message: &Message) -> io::Result<()> {
     to.write_all(&encode(message))?;
     to.flush()
 }

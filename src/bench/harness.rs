@@ -31,13 +31,13 @@ pub struct Sweep {
 
 impl Sweep {
     /// The sizes, `min_bytes` to `max_bytes` by `step` (validated by the command).
-    pub fn sizes(&self) -> Vec<u64> {
+    pub(crate) fn sizes(&self) -> Vec<u64> {
         size::sizes(self.min_bytes, self.max_bytes, self.step)
     }
 }
 
 /// Elements for a requested size: whole elements, at least one.
-pub fn element_count(size: u64, dtype: DType) -> u64 {
+pub(crate) fn element_count(size: u64, dtype: DType) -> u64 {
     (size / dtype.size() as u64).max(1)
 }
 

@@ -3,18 +3,18 @@
 
 /// The most hosts one list may expand to: Slurm's own clusters stay far below it, and a
 /// typo like `n[0-999999999]` must not exhaust memory.
-pub const MAX_HOSTS: usize = 65_536;
+pub(crate) const MAX_HOSTS: usize = 65_536;
 
 /// The list is not valid hostlist syntax; the message says where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("hostlist {list:?}: {problem}")]
-pub struct HostlistError {
+pub(crate) struct HostlistError {
     pub list: String,
     pub problem: String,
 }
 
 /// Every host of `list`, in order (duplicates kept, as Slurm keeps them).
-pub fn expand(list: &str) -> Result<Vec<String>, HostlistError> {
+pub(crate) fn expand(list: &str) -> Result<Vec<String>, HostlistError> {
     let fail = |problem: String| HostlistError {
         list: list.to_string(),
         problem,
@@ -69,7 +69,7 @@ pub fn expand(list: &str) -> Result<Vec<String>, HostlistError> {
 }
 
 /// The first host of `list`: rank 0's under Slurm's default block distribution.
-pub fn first(list: &str) -> Result<String, HostlistError> {
+pub(crate) fn first(list: &str) -> Result<String, HostlistError> {
     // Only the first item needs expanding; a long list costs nothing more.
     let items = split_top_level(list).map_err(|problem| HostlistError {
         list: list.to_string(),
@@ -259,7 +259,7 @@ fn split_number(host: &str) -> (&str, &str) {
 /// The order [`compress`] lists hosts in, and the order a caller sorts names in before
 /// [`compress_sorted`]: by the text before the trailing number, then by that number's value
 /// (`gpu9` before `gpu10`), then by its width (`n1` before `n01`).
-pub fn order(a: &str, b: &str) -> std::cmp::Ordering {
+pub(crate) fn order(a: &str, b: &str) -> std::cmp::Ordering {
     let ((pa, da), (pb, db)) = (split_number(a), split_number(b));
     let value = |d: &str| d.parse::<u64>().ok();
     pa.cmp(pb)
@@ -271,7 +271,7 @@ pub fn order(a: &str, b: &str) -> std::cmp::Ordering {
 /// ignored: what `expand` (and `scontrol show hostnames`, `pdsh -w`) turn back into the same
 /// set, so a group of ten thousand nodes is one short line. Names must not contain `[`, `]`
 /// or `,` (they cannot be told apart from the notation); host names never do.
-pub fn compress<'a>(hosts: impl IntoIterator<Item = &'a str>) -> String {
+pub(crate) fn compress<'a>(hosts: impl IntoIterator<Item = &'a str>) -> String {
     let mut names: Vec<&str> = hosts.into_iter().collect();
     names.sort_unstable_by(|a, b| order(a, b));
     compress_sorted(names)
@@ -279,7 +279,7 @@ pub fn compress<'a>(hosts: impl IntoIterator<Item = &'a str>) -> String {
 
 /// [`compress`] of names already sorted by [`order`] (repeats allowed): one pass, no sorting,
 /// for callers that sort many lists of the same names once.
-pub fn compress_sorted<'a>(sorted: impl IntoIterator<Item = &'a str>) -> String {
+pub(crate) fn compress_sorted<'a>(sorted: impl IntoIterator<Item = &'a str>) -> String {
     /// Consecutive numbers after one prefix that expand back at the first one's width.
     struct Run<'a> {
         prefix: &'a str,

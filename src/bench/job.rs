@@ -27,7 +27,7 @@ use crate::host::Root;
 use crate::profile::{Baseline, Threshold};
 
 /// Marks the ranks `--ranks` started, so they join instead of starting ranks of their own.
-pub const CHILD_VAR: &str = "GPUTUNE_BENCH_CHILD";
+pub(crate) const CHILD_VAR: &str = "GPUTUNE_BENCH_CHILD";
 
 /// Which transport was asked for (`--backend`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -99,7 +99,7 @@ fn resolve(choice: Choice, root: &Root, say: bool) -> Result<Resolved, BenchErro
 }
 
 /// Runs the job: as the launcher of `--ranks` local ranks, or as one rank of a job.
-pub fn run(job: &Job, root: &Root) -> Result<ExitCode, BenchError> {
+pub(crate) fn run(job: &Job, root: &Root) -> Result<ExitCode, BenchError> {
     let vars: BTreeMap<String, String> = std::env::vars().collect();
     let is_child = vars.contains_key(CHILD_VAR);
     if (is_child || job.ranks.is_none())
@@ -340,7 +340,14 @@ fn run_rank(
                 "--pairs measures over TCP: add --backend tcp".into(),
             )));
         }
-        return super::pairs::run(job, &mut group, listener, &addrs, &env.token)
+        let request = super::pairs::Request {
+            settings: &job.settings,
+            timeout: job.timeout,
+            fraction: job.pairs_fraction,
+            json: matches!(job.format, Format::Json),
+            output: job.output.as_deref(),
+        };
+        return super::pairs::run(&request, &mut group, listener, &addrs, &env.token)
             .map_err(|e| group.fail(e));
     }
     let backend: Result<Box<dyn Backend>, BenchError> = match resolved {

@@ -5,16 +5,16 @@
 use std::collections::BTreeMap;
 
 /// torchrun's default rendezvous port, used when only `MASTER_ADDR` is set.
-pub const DEFAULT_PORT: u16 = 29500;
+pub(crate) const DEFAULT_PORT: u16 = 29500;
 /// The most ranks a job may have, from `--ranks` or a launcher's world size alike: rank 0
 /// keeps a connection and a thread per rank, so a typo'd size must not reach it.
-pub const MAX_WORLD: usize = 1024;
+pub(crate) const MAX_WORLD: usize = 1024;
 /// Set by `--ranks` in the ranks it starts, and by users who want an explicit job secret.
-pub const TOKEN_VAR: &str = "GPUTUNE_BENCH_TOKEN";
+pub(crate) const TOKEN_VAR: &str = "GPUTUNE_BENCH_TOKEN";
 
 /// Which launcher's variables were read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Launcher {
+pub(crate) enum Launcher {
     /// `RANK`/`WORLD_SIZE` (torchrun, and `--ranks` itself).
     Torchrun,
     Slurm,
@@ -23,7 +23,7 @@ pub enum Launcher {
 
 /// This process's place in a job.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobEnv {
+pub(crate) struct JobEnv {
     pub launcher: Launcher,
     pub rank: usize,
     pub world: usize,
@@ -36,15 +36,15 @@ pub struct JobEnv {
 /// A variable is missing or malformed; the message names it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct EnvError(pub String);
+pub(crate) struct EnvError(pub String);
 
 /// Reads the job from the environment, or `None` when no launcher's variables are set.
-pub fn from_vars(vars: &BTreeMap<String, String>) -> Result<Option<JobEnv>, EnvError> {
+pub(crate) fn from_vars(vars: &BTreeMap<String, String>) -> Result<Option<JobEnv>, EnvError> {
     from_vars_up_to(vars, MAX_WORLD)
 }
 
 /// [`from_vars`] with another limit on the world size (`preflight` keeps no thread per rank).
-pub fn from_vars_up_to(
+pub(crate) fn from_vars_up_to(
     vars: &BTreeMap<String, String>,
     max_world: usize,
 ) -> Result<Option<JobEnv>, EnvError> {
@@ -135,8 +135,8 @@ pub fn from_vars_up_to(
 /// Under Slurm, the ports rank 0 listens on when `MASTER_PORT` is not set:
 /// `SLURM_PORT_BASE + (job id × 131 + step id) mod SLURM_PORT_SPAN`, so two steps of one job
 /// and most concurrent jobs differ, and the range is the one the profiles open (29500–29549).
-pub const SLURM_PORT_BASE: u16 = 29500;
-pub const SLURM_PORT_SPAN: u16 = 50;
+pub(crate) const SLURM_PORT_BASE: u16 = 29500;
+pub(crate) const SLURM_PORT_SPAN: u16 = 50;
 
 /// Rank 0's host and port from Slurm's own variables: the first host of the step's node list
 /// (rank 0 runs there under every distribution Slurm has, as task 0 is placed first), and a

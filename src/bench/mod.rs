@@ -3,27 +3,27 @@
 //! and a control plane ([`control`]) that joins the ranks, synchronises them and makes every
 //! rank stop within the timeout when one of them dies or stalls.
 
-pub mod auth;
+pub(crate) mod auth;
 pub mod collective;
 pub mod context;
 pub mod control;
 pub mod data;
-pub mod figures;
+pub(crate) mod figures;
 pub mod frame;
-pub mod gate;
+pub(crate) mod gate;
 pub mod harness;
-pub mod hostlist;
-pub mod job;
-pub mod launch;
-pub mod nccl;
+pub(crate) mod hostlist;
+pub(crate) mod job;
+pub(crate) mod launch;
+pub(crate) mod nccl;
 pub mod output;
-pub mod pairs;
-pub mod prometheus;
+pub(crate) mod pairs;
+pub(crate) mod prometheus;
 pub mod rendezvous;
-pub mod size;
-pub mod stats;
+pub(crate) mod size;
+pub(crate) mod stats;
 pub mod tcp;
-pub mod wait;
+pub(crate) mod wait;
 
 use serde::{Deserialize, Serialize};
 
@@ -67,7 +67,7 @@ impl Algo {
     /// Up to this many bytes, `auto` takes recursive doubling: on loopback (2 ranks) it
     /// stays ahead of Rabenseifner up to about 512 KiB, the whole message per step costing
     /// less than a second round of wake-ups.
-    pub const RD_MAX: usize = 256 << 10;
+    pub(crate) const RD_MAX: usize = 256 << 10;
     /// Below this many bytes (and above `RD_MAX`), `auto` takes Rabenseifner; from here the
     /// pipelined ring wins. Measured on loopback with 2, 3 and 4 ranks (minimum of 3 runs,
     /// at real-time priority so that other work on the 2-core VM stayed out of the figures):
@@ -75,9 +75,9 @@ impl Algo {
     /// (0.30 against 0.49 ms with 2 ranks, 0.85 against 1.12 with 3, 1.46 against 1.62 with
     /// 4): its separate connection per direction keeps streaming where one connection used
     /// both ways slows down.
-    pub const RABENSEIFNER_MAX: usize = 2 << 20;
+    pub(crate) const RABENSEIFNER_MAX: usize = 2 << 20;
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Algo::Auto => "auto",
             Algo::Ring => "ring",
@@ -87,7 +87,7 @@ impl Algo {
     }
 
     /// The algorithm that runs a message of `bytes` between `world` ranks.
-    pub fn resolve(self, bytes: usize, world: usize) -> Algo {
+    pub(crate) fn resolve(self, bytes: usize, world: usize) -> Algo {
         match self {
             Algo::Auto if world <= 1 => Algo::Ring,
             Algo::Auto if bytes <= Algo::RD_MAX => Algo::Rd,

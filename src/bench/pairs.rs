@@ -13,17 +13,16 @@ use serde::Serialize;
 use super::collective::{Collective, Shape};
 use super::control::Group;
 use super::data;
-use super::job::{Format, Job};
 use super::tcp::{self, TcpBackend};
-use super::{Backend, BenchError};
+use super::{Backend, BenchError, Settings};
 use crate::error::ExitCode;
 
 /// At most this many rounds: each node meets this many partners, enough for a median that
 /// one other bad node cannot sway, and bounded on a large job.
-pub const MAX_ROUNDS: usize = 7;
+pub(crate) const MAX_ROUNDS: usize = 7;
 
 /// The pairs of each round: circle method over `world` ranks (a bye for an odd count).
-pub fn schedule(world: usize) -> Vec<Vec<(usize, usize)>> {
+pub(crate) fn schedule(world: usize) -> Vec<Vec<(usize, usize)>> {
     let n = world + world % 2;
     let rounds = (n - 1).min(MAX_ROUNDS);
     (0..rounds)
@@ -45,7 +44,7 @@ pub fn schedule(world: usize) -> Vec<Vec<(usize, usize)>> {
 
 /// One measured pair.
 #[derive(Debug, Clone, Serialize)]
-pub struct PairResult {
+pub(crate) struct PairResult {
     pub round: usize,
     pub ranks: (usize, usize),
     pub hosts: (String, String),
@@ -58,7 +57,7 @@ pub struct PairResult {
 
 /// A node whose pairs are slow.
 #[derive(Debug, Clone, Serialize)]
-pub struct SlowNode {
+pub(crate) struct SlowNode {
     pub rank: usize,
     pub host: String,
     pub median_bus_bw: f64,
@@ -66,7 +65,7 @@ pub struct SlowNode {
 
 /// What rank 0 concludes.
 #[derive(Debug, Clone, Serialize)]
-pub struct Verdict {
+pub(crate) struct Verdict {
     pub size: u64,
     pub pairs: Vec<PairResult>,
     /// The median over nodes of each node's median pair bandwidth.
@@ -85,7 +84,7 @@ fn median(values: &mut [f64]) -> f64 {
 }
 
 /// Names the nodes whose median pair bandwidth is below `fraction` of the job's median.
-pub fn judge(size: u64, pairs: Vec<PairResult>, hosts: &[String], fraction: f64) -> Verdict {
+pub(crate) fn judge(size: u64, pairs: Vec<PairResult>, hosts: &[String], fraction: f64) -> Verdict {
     let per_node: Vec<f64> = (0..hosts.len())
         .map(|rank| {
             let mut mine: Vec<f64> = pairs
@@ -116,10 +115,23 @@ pub fn judge(size: u64, pairs: Vec<PairResult>, hosts: &[String], fraction: f64)
     }
 }
 
+/// What a pairs run takes from the job's command line (handed over by [`super::job`], so
+/// this module needs nothing back from it).
+pub(crate) struct Request<'a> {
+    pub settings: &'a Settings,
+    pub timeout: std::time::Duration,
+    /// `--pairs-threshold`: a node below this fraction of the job's median is slow.
+    pub fraction: f64,
+    /// `--format json`; anything else prints the table.
+    pub json: bool,
+    /// `--output FILE`.
+    pub output: Option<&'a std::path::Path>,
+}
+
 /// This rank's part: every round, a barrier, then a two-rank AllReduce with its partner,
 /// its time reported to rank 0, which prints the table of pairs and the slow nodes.
-pub fn run(
-    job: &Job,
+pub(crate) fn run(
+    job: &Request,
     group: &mut Group,
     listener: TcpListener,
     addrs: &[SocketAddr],
@@ -210,20 +222,19 @@ pub fn run(
             _ => ExitCode::Runtime,
         });
     }
-    let verdict = judge(bytes as u64, results, &hosts, job.pairs_fraction);
+    let verdict = judge(bytes as u64, results, &hosts, job.fraction);
     let wrong: u64 = verdict.pairs.iter().map(|p| p.nwrong).sum();
     let failed = !verdict.slow.is_empty() || wrong > 0;
     group.finish(u8::from(failed))?;
-    let text = match job.format {
-        Format::Json => {
-            let mut t = serde_json::to_string_pretty(&verdict)
-                .map_err(|e| BenchError::Runtime(e.to_string()))?;
-            t.push('\n');
-            t
-        }
-        _ => render(&verdict),
+    let text = if job.json {
+        let mut t = serde_json::to_string_pretty(&verdict)
+            .map_err(|e| BenchError::Runtime(e.to_string()))?;
+        t.push('\n');
+        t
+    } else {
+        render(&verdict)
     };
-    match &job.output {
+    match job.output {
         Some(path) => crate::host::atomic::write_output(path, text.as_bytes())
             .map_err(|e| BenchError::Runtime(format!("cannot write {}: {e}", path.display())))?,
         None => {
@@ -254,7 +265,7 @@ pub fn run(
 }
 
 /// The table of pairs, then the verdict.
-pub fn render(v: &Verdict) -> String {
+pub(crate) fn render(v: &Verdict) -> String {
     let mut out = format!(
         "# gputune bench allreduce --pairs: {} bytes per AllReduce, {} pairs\n#\n",
         v.size,

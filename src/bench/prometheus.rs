@@ -16,7 +16,7 @@ use super::stats::{Row, average_busbw, total_wrong};
 use crate::report::prometheus::label;
 
 /// The rendered text; `collective` names the benchmark (`allreduce`).
-pub fn render(
+pub(crate) fn render(
     collective: &str,
     info: &RunInfo,
     rows: &[Row],

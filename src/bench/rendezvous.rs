@@ -43,7 +43,7 @@ pub struct Identity {
 
 /// Rank 0's rendezvous socket, bound to the address `MASTER_ADDR` names and no other: a job
 /// told to meet on 127.0.0.1 is not reachable from the network.
-pub fn listen(master: &(String, u16)) -> Result<TcpListener, BenchError> {
+pub(crate) fn listen(master: &(String, u16)) -> Result<TcpListener, BenchError> {
     let addrs: Vec<SocketAddr> = (master.0.as_str(), master.1)
         .to_socket_addrs()
         .map_err(|e| runtime(format!("cannot resolve MASTER_ADDR={}: {e}", master.0)))?
@@ -77,7 +77,7 @@ pub fn listen(master: &(String, u16)) -> Result<TcpListener, BenchError> {
 
 /// Rank 0's side of the rendezvous: waits until every other rank has joined with the job's
 /// token, or `timeout` has passed (naming the ranks still missing, and strangers if any).
-pub fn serve(
+pub(crate) fn serve(
     listener: TcpListener,
     me: Identity,
     nccl_id: Option<Vec<u8>>,
@@ -396,7 +396,10 @@ pub(crate) fn dropped_unanswered(e: &FrameError) -> bool {
 
 /// Connects to `target`, retrying failed attempts (each recorded in `wait`) until its time
 /// is up; then fails with its verdict.
-pub fn connect_retrying(target: &(String, u16), wait: &mut Wait) -> Result<TcpStream, BenchError> {
+pub(crate) fn connect_retrying(
+    target: &(String, u16),
+    wait: &mut Wait,
+) -> Result<TcpStream, BenchError> {
     loop {
         let remaining = wait.remaining();
         if remaining.is_zero() {
@@ -424,7 +427,7 @@ pub fn connect_retrying(target: &(String, u16), wait: &mut Wait) -> Result<TcpSt
 }
 
 /// Ranks in ascending order, runs written as ranges: `1-4, 7, 9-10`.
-pub fn rank_ranges(ranks: &[usize]) -> String {
+pub(crate) fn rank_ranges(ranks: &[usize]) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut i = 0;
     while i < ranks.len() {

@@ -3,7 +3,7 @@
 
 /// Why a size string or a size range was refused; the caller adds the flag's name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SizeError {
+pub(crate) enum SizeError {
     #[error("`{0}` is not a size (a whole number of bytes, optionally with K, M or G)")]
     Malformed(String),
     #[error("`{0}` is too large")]
@@ -11,7 +11,7 @@ pub enum SizeError {
 }
 
 /// Parses `8`, `64K`, `1M`, `2G` (also `kb`/`KiB`-style spellings, any case) into bytes.
-pub fn parse_size(text: &str) -> Result<u64, SizeError> {
+pub(crate) fn parse_size(text: &str) -> Result<u64, SizeError> {
     let trimmed = text.trim();
     let digits_end = trimmed
         .find(|c: char| !c.is_ascii_digit())
@@ -47,7 +47,7 @@ pub enum SizeStep {
 
 /// The sizes of a run, `min` to `max` inclusive. A factor of 1 or increment of 0 would never
 /// end, so callers validate the step first; `max < min` gives no sizes.
-pub fn sizes(min: u64, max: u64, step: SizeStep) -> Vec<u64> {
+pub(crate) fn sizes(min: u64, max: u64, step: SizeStep) -> Vec<u64> {
     let mut out = Vec::new();
     let mut size = min;
     while size <= max {

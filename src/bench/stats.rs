@@ -4,7 +4,8 @@
 use serde::Serialize;
 
 /// AllReduce's bus-bandwidth factor for `ranks` ranks.
-pub fn busbw_factor(ranks: usize) -> f64 {
+#[cfg(test)]
+pub(crate) fn busbw_factor(ranks: usize) -> f64 {
     if ranks == 0 {
         return 0.0;
     }
@@ -26,12 +27,18 @@ pub struct Half {
 
 impl Half {
     /// From every rank's time per operation (µs) and wrong-element count.
-    pub fn from_ranks(bytes: u64, times_us: &[f64], wrong: &[Option<u64>]) -> Half {
+    #[cfg(test)]
+    pub(crate) fn from_ranks(bytes: u64, times_us: &[f64], wrong: &[Option<u64>]) -> Half {
         Half::with_factor(bytes, busbw_factor(times_us.len()), times_us, wrong)
     }
 
     /// [`Half::from_ranks`] for a collective whose bus-bandwidth factor is `factor`.
-    pub fn with_factor(bytes: u64, factor: f64, times_us: &[f64], wrong: &[Option<u64>]) -> Half {
+    pub(crate) fn with_factor(
+        bytes: u64,
+        factor: f64,
+        times_us: &[f64],
+        wrong: &[Option<u64>],
+    ) -> Half {
         let ranks = times_us.len();
         let time = if ranks == 0 {
             0.0
@@ -70,7 +77,7 @@ pub struct Row {
 }
 
 /// The closing `# Avg bus bandwidth`: the plain mean of every busbw printed (both halves).
-pub fn average_busbw(rows: &[Row]) -> f64 {
+pub(crate) fn average_busbw(rows: &[Row]) -> f64 {
     if rows.is_empty() {
         return 0.0;
     }
@@ -82,7 +89,7 @@ pub fn average_busbw(rows: &[Row]) -> f64 {
 }
 
 /// Wrong elements over the whole run.
-pub fn total_wrong(rows: &[Row]) -> u64 {
+pub(crate) fn total_wrong(rows: &[Row]) -> u64 {
     rows.iter()
         .map(|r| r.out_of_place.nwrong.unwrap_or(0) + r.in_place.nwrong.unwrap_or(0))
         .sum()

@@ -7,13 +7,13 @@ use std::time::{Duration, Instant};
 
 /// How long a rank waits quietly: a launcher starts ranks within moments of each other, so
 /// a first refused attempt is normal, not news.
-pub const QUIET: Duration = Duration::from_secs(1);
+pub(crate) const QUIET: Duration = Duration::from_secs(1);
 /// How often a rank still waiting says so.
-pub const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+pub(crate) const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 /// Why an attempt failed, as far as this side can tell; each has its own advice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cause {
+pub(crate) enum Cause {
     /// Nothing listens there (connection refused).
     Refused,
     /// The connection opened, then closed or reset without an answer.
@@ -26,7 +26,7 @@ pub enum Cause {
 
 impl Cause {
     /// What usually lies behind it, for a person to check.
-    pub fn hint(self) -> &'static str {
+    pub(crate) fn hint(self) -> &'static str {
         match self {
             Cause::Refused => {
                 "nothing listens there yet: the rank has not started, or the address or port \
@@ -48,7 +48,7 @@ impl Cause {
     }
 
     /// The cause of a failed connect(2).
-    pub fn of_connect(e: &std::io::Error) -> Cause {
+    pub(crate) fn of_connect(e: &std::io::Error) -> Cause {
         match e.kind() {
             std::io::ErrorKind::ConnectionRefused => Cause::Refused,
             std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionAborted => {
@@ -61,7 +61,7 @@ impl Cause {
 
 /// One rank's wait for one target.
 #[derive(Debug)]
-pub struct Wait {
+pub(crate) struct Wait {
     /// The part this is, as lines start: `rendezvous`, `data port`.
     part: &'static str,
     /// What is waited for: `rank 0 at 10.0.0.1:29500`.
@@ -75,7 +75,7 @@ pub struct Wait {
 }
 
 impl Wait {
-    pub fn new(part: &'static str, target: String, deadline: Instant) -> Wait {
+    pub(crate) fn new(part: &'static str, target: String, deadline: Instant) -> Wait {
         Wait {
             part,
             target,
@@ -88,12 +88,12 @@ impl Wait {
     }
 
     /// The time left to wait (zero once it is up).
-    pub fn remaining(&self) -> Duration {
+    pub(crate) fn remaining(&self) -> Duration {
         self.deadline.saturating_duration_since(Instant::now())
     }
 
     /// Records a failed attempt and prints what [`Wait::line_at`] says to.
-    pub fn failed(&mut self, why: String, cause: Cause) {
+    pub(crate) fn failed(&mut self, why: String, cause: Cause) {
         if let Some(line) = self.line_at(Instant::now(), why, cause) {
             eprintln!("{line}");
         }
@@ -102,7 +102,7 @@ impl Wait {
     /// Records a failed attempt at `now`; returns the line to print, if any: the first past
     /// [`QUIET`] says what is waited for and why, later ones the time left, each at most
     /// every [`PROGRESS_EVERY`].
-    pub fn line_at(&mut self, now: Instant, why: String, cause: Cause) -> Option<String> {
+    pub(crate) fn line_at(&mut self, now: Instant, why: String, cause: Cause) -> Option<String> {
         self.attempts += 1;
         let line = match self.said_at {
             None if now.saturating_duration_since(self.started) >= QUIET => format!(
@@ -131,7 +131,7 @@ impl Wait {
 
     /// The verdict once the time is up: what was not reached, how often it was tried, the
     /// last failure and what usually lies behind it.
-    pub fn verdict(&self) -> String {
+    pub(crate) fn verdict(&self) -> String {
         let waited = secs(self.deadline.saturating_duration_since(self.started));
         match &self.last {
             None => format!("cannot reach {} within {waited}s", self.target),

@@ -10,7 +10,7 @@ use super::{Context, by_rule, by_rule_with, setting_check};
 const THP_ENABLED: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
 const THP_DEFRAG: &str = "/sys/kernel/mm/transparent_hugepage/defrag";
 
-pub const KEYS: &[KeySpec] = &[
+pub(crate) const KEYS: &[KeySpec] = &[
     KeySpec {
         key: "vm.swappiness",
         kind: Number,
@@ -48,7 +48,7 @@ pub const KEYS: &[KeySpec] = &[
     },
 ];
 
-pub fn audit(ctx: &Context) -> Vec<Finding> {
+pub(crate) fn audit(ctx: &Context) -> Vec<Finding> {
     let mut findings = super::sysctl::audit(ctx, Area::Memory, |key| !is_special(key));
     for (key, setting) in ctx.profile.area(Area::Memory) {
         match key.as_str() {
@@ -77,13 +77,13 @@ fn is_special(key: &str) -> bool {
 
 /// One active swap area from `/proc/swaps`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SwapArea {
+pub(crate) struct SwapArea {
     pub name: String,
     pub size_kib: u64,
 }
 
 /// Parses `/proc/swaps`: a header line, then `Filename Type Size Used Priority` rows.
-pub fn parse_swaps(text: &str) -> Result<Vec<SwapArea>, String> {
+pub(crate) fn parse_swaps(text: &str) -> Result<Vec<SwapArea>, String> {
     let mut lines = text.lines();
     match lines.next() {
         Some(header) if header.starts_with("Filename") => {}
@@ -137,7 +137,7 @@ fn swap(ctx: &Context, setting: &Setting) -> Finding {
 
 /// The swap areas `/etc/fstab` activates at boot (`swap` entries without `noauto`), with
 /// their 1-based lines.
-pub fn parse_fstab_swaps(text: &str) -> Vec<(usize, String)> {
+pub(crate) fn parse_fstab_swaps(text: &str) -> Vec<(usize, String)> {
     text.lines()
         .enumerate()
         .filter_map(|(i, line)| {
@@ -239,7 +239,7 @@ fn thp_at_boot(ctx: &Context, key: &str, setting: &Setting) -> Finding {
 }
 
 /// The selected word of a THP knob: `always [madvise] never` → `madvise`.
-pub fn parse_bracketed(text: &str) -> Option<&str> {
+pub(crate) fn parse_bracketed(text: &str) -> Option<&str> {
     let start = text.find('[')?;
     let end = text[start..].find(']')? + start;
     Some(text[start + 1..end].trim()).filter(|s| !s.is_empty())

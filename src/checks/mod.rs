@@ -2,17 +2,18 @@
 //! keys it understands, reading the facts, judging them against the profile and the
 //! [`Change`](crate::finding::Change) that would fix a failure.
 
-pub mod cgroup;
+pub(crate) mod cgroup;
+pub(crate) mod chosen;
 pub mod firewall;
-pub mod gpu;
+pub(crate) mod gpu;
 pub mod limits;
-pub mod memory;
-pub mod network;
-pub mod nic;
-pub mod numa;
-pub mod platform;
+pub(crate) mod memory;
+pub(crate) mod network;
+pub(crate) mod nic;
+pub(crate) mod numa;
+pub(crate) mod platform;
 pub mod sysctl;
-pub mod tuned;
+pub(crate) mod tuned;
 mod typed;
 
 use crate::finding::{Area, Check, Finding, Remedy};
@@ -52,7 +53,7 @@ pub struct AuditOptions {
 }
 
 /// Parses one `--skip` ID: a check id as reports print it, no spaces or control characters.
-pub fn parse_skip_id(text: &str) -> Result<String, String> {
+pub(crate) fn parse_skip_id(text: &str) -> Result<String, String> {
     let id = text.trim();
     if id.is_empty() {
         return Err("an empty check id (ids look like net.core.rmem_max)".into());
@@ -65,7 +66,10 @@ pub fn parse_skip_id(text: &str) -> Result<String, String> {
 
 /// The `--skip` ids that named no check of `findings`, each with the closest id there is,
 /// so a typo does not silently skip nothing.
-pub fn unmatched_skips(skip: &[String], findings: &[Finding]) -> Vec<(String, Option<String>)> {
+pub(crate) fn unmatched_skips(
+    skip: &[String],
+    findings: &[Finding],
+) -> Vec<(String, Option<String>)> {
     skip.iter()
         .filter(|p| {
             !findings
@@ -84,7 +88,7 @@ pub fn unmatched_skips(skip: &[String], findings: &[Finding]) -> Vec<(String, Op
 
 impl AuditOptions {
     /// True when the root has no running kernel: live-only facts are skipped, never guessed.
-    pub fn image(&self) -> bool {
+    pub(crate) fn image(&self) -> bool {
         self.mode == crate::image::Mode::Image
     }
 }
@@ -107,10 +111,10 @@ pub struct Context<'a> {
 
 /// The sysctl each key gets at boot and where from (systemd-sysctl order), or why the files
 /// could not be read.
-pub type BootSysctls = Result<BTreeMap<String, Assignment>, String>;
+pub(crate) type BootSysctls = Result<BTreeMap<String, Assignment>, String>;
 
 /// Reads what the sysctl configuration files under `root` set at boot.
-pub fn read_boot_sysctls(root: &Root) -> BootSysctls {
+pub(crate) fn read_boot_sysctls(root: &Root) -> BootSysctls {
     boot::assignments(root)
         .map(|a| boot::effective(&a))
         .map_err(|e| e.to_string())
@@ -122,7 +126,7 @@ impl<'a> Context<'a> {
     }
 
     /// A context whose non-file facts come from `probes` (tests hand in fixed ones).
-    pub fn with_probes(
+    pub(crate) fn with_probes(
         root: &'a Root,
         profile: &'a Profile,
         options: &'a AuditOptions,
@@ -141,21 +145,21 @@ impl<'a> Context<'a> {
 
     /// The inventory, read with this context's probes the first time it is asked for, so
     /// every area sees the same facts.
-    pub fn inventory(&self) -> &Result<Inventory, HostError> {
+    pub(crate) fn inventory(&self) -> &Result<Inventory, HostError> {
         self.inventory
             .get_or_init(|| Inventory::read(self.root, &self.probes))
     }
 
     /// The sysctl each key gets at boot and where from (systemd-sysctl order), or why the
     /// files could not be read; read once per audit.
-    pub fn boot_sysctls(&self) -> &BootSysctls {
+    pub(crate) fn boot_sysctls(&self) -> &BootSysctls {
         self.boot_sysctls
             .get_or_init(|| read_boot_sysctls(self.root))
     }
 
     /// The tuned profile that applies (running, on the live node; enabled at boot with
     /// `--persisted`), or why it could not be read; read once per audit.
-    pub fn tuned(&self) -> &Result<Option<tuned::Tuned>, String> {
+    pub(crate) fn tuned(&self) -> &Result<Option<tuned::Tuned>, String> {
         self.tuned.get_or_init(|| {
             tuned::read(self.root, !self.options.persisted).map_err(|e| e.to_string())
         })
@@ -163,14 +167,14 @@ impl<'a> Context<'a> {
 }
 
 /// One area's checks: the keys a profile may set for it, and the function that runs them.
-pub struct AreaChecks {
+pub(crate) struct AreaChecks {
     pub area: Area,
     pub keys: &'static [KeySpec],
     pub audit: Audit,
 }
 
 /// The function that runs an area's checks.
-pub enum Audit {
+pub(crate) enum Audit {
     /// Reads what it judges itself.
     Node(fn(&Context) -> Vec<Finding>),
     /// Judges the hardware inventory, read once per audit; when a file of it cannot be
@@ -180,7 +184,7 @@ pub enum Audit {
 
 impl AreaChecks {
     /// The area's findings on the node `ctx` describes.
-    pub fn run(&self, ctx: &Context) -> Vec<Finding> {
+    pub(crate) fn run(&self, ctx: &Context) -> Vec<Finding> {
         match self.audit {
             Audit::Node(audit) => audit(ctx),
             Audit::Hardware(audit) => match ctx.inventory() {
@@ -195,7 +199,7 @@ impl AreaChecks {
 }
 
 /// Every area that has checks, in report order.
-pub const AREAS: &[AreaChecks] = &[
+pub(crate) const AREAS: &[AreaChecks] = &[
     AreaChecks {
         area: Area::Network,
         keys: network::KEYS,
@@ -319,7 +323,7 @@ fn conclude(ctx: &Context, f: &mut Finding) {
 /// How long a [`run_limited`] audit may take: a health check that hangs loses the node
 /// without saying why (NHC's "Script timed out"), so each area and the whole run are bounded.
 #[derive(Debug, Clone, Copy)]
-pub struct TimeLimits {
+pub(crate) struct TimeLimits {
     pub per_area: Duration,
     pub total: Duration,
 }
@@ -329,7 +333,7 @@ pub struct TimeLimits {
 /// run on a fresh worker; once the total is spent, the areas not yet run are `error` findings
 /// too. A hung worker is left behind (a thread stuck in a syscall cannot be killed); the
 /// process exits soon after, which ends it.
-pub fn run_limited(
+pub(crate) fn run_limited(
     root: &Root,
     profile: &Profile,
     options: &AuditOptions,
@@ -342,7 +346,7 @@ pub fn run_limited(
 /// [`run_limited`], handing back as well what the sysctl files set at boot when the worker
 /// that ran the last area read them (`None` when it did not), so that the caller need not
 /// read them again.
-pub fn run_limited_with_boot(
+pub(crate) fn run_limited_with_boot(
     root: &Root,
     profile: &Profile,
     options: &AuditOptions,

@@ -6,7 +6,7 @@ use crate::profile::setting::{KeySpec, ValueKind::Number};
 
 use super::Context;
 
-pub const KEYS: &[KeySpec] = &[
+pub(crate) const KEYS: &[KeySpec] = &[
     KeySpec {
         key: "net.core.rmem_max",
         kind: Number,
@@ -109,6 +109,6 @@ pub const KEYS: &[KeySpec] = &[
     },
 ];
 
-pub fn audit(ctx: &Context) -> Vec<Finding> {
+pub(crate) fn audit(ctx: &Context) -> Vec<Finding> {
     super::sysctl::audit(ctx, Area::Network, |_| true)
 }

@@ -11,10 +11,10 @@ use crate::profile::setting::KeySpec;
 use super::Context;
 
 /// NUMA checks follow from the hardware; profiles have nothing to set here.
-pub const KEYS: &[KeySpec] = &[];
+pub(crate) const KEYS: &[KeySpec] = &[];
 
 /// NUMA facts are all in the inventory; the training fabric is the nic area's choice.
-pub fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
+pub(crate) fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
     let mut out = vec![nodes(inv)];
     // A `--peer` without a route is the nic area's finding; here the rule's choice stands.
     let (fabric, _) = select::fabric(ctx.root, inv, &ctx.probes, ctx.options.peer.as_deref());

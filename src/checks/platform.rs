@@ -13,7 +13,7 @@ use super::{Context, setting_check, value_by_rule};
 /// Why a check of the path to GPUs is skipped on a node without any.
 const NO_GPU: &str = "no NVIDIA GPU on the PCI bus";
 
-pub const KEYS: &[KeySpec] = &[
+pub(crate) const KEYS: &[KeySpec] = &[
     KeySpec {
         key: "iommu.mode",
         kind: Text,
@@ -26,7 +26,7 @@ pub const KEYS: &[KeySpec] = &[
     },
 ];
 
-pub fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
+pub(crate) fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
     let mut out = acs(ctx, inv);
     for (key, setting) in ctx.profile.area(Area::Platform) {
         match key.as_str() {
@@ -41,7 +41,7 @@ pub fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
 /// `ACS Control` of a PCI function from its config space (`/sys/bus/pci/devices/X/config`):
 /// `Ok(None)` when it has no ACS capability, `Err` when the extended space (past 256 bytes,
 /// readable by root only) is missing.
-pub fn acs_control(config: &[u8]) -> Result<Option<u16>, String> {
+pub(crate) fn acs_control(config: &[u8]) -> Result<Option<u16>, String> {
     if config.len() < 0x104 {
         return Err(format!(
             "only {} bytes of config space readable (extended capabilities need root)",
@@ -73,7 +73,7 @@ pub fn acs_control(config: &[u8]) -> Result<Option<u16>, String> {
 }
 
 /// `ACSCtl` flags as lspci shows the enabled ones.
-pub fn acs_flags(control: u16) -> String {
+pub(crate) fn acs_flags(control: u16) -> String {
     let names = [
         "SrcValid",
         "TransBlk",
@@ -97,7 +97,7 @@ pub fn acs_flags(control: u16) -> String {
 }
 
 /// True when `/proc/cpuinfo` carries the `hypervisor` flag (a VM).
-pub fn is_virtual_machine(cpuinfo: &str) -> bool {
+pub(crate) fn is_virtual_machine(cpuinfo: &str) -> bool {
     cpuinfo
         .lines()
         .filter(|l| l.starts_with("flags"))
@@ -191,7 +191,7 @@ fn acs(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
 
 /// The IOMMU's mode from the kernel command line and the IOMMU groups: `off`,
 /// `passthrough` or `translated`.
-pub fn iommu_mode(cmdline: &str, groups: usize, group_types: &[String]) -> &'static str {
+pub(crate) fn iommu_mode(cmdline: &str, groups: usize, group_types: &[String]) -> &'static str {
     let words: Vec<&str> = cmdline.split_whitespace().collect();
     let has = |w: &str| words.contains(&w);
     if has("intel_iommu=off") || has("amd_iommu=off") || groups == 0 {

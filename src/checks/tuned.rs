@@ -25,21 +25,21 @@ const MAX_DEPTH: usize = 8;
 
 /// One `[sysctl]` value of a tuned profile and the file that set it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TunedValue {
+pub(crate) struct TunedValue {
     pub value: String,
     pub file: String,
 }
 
 /// The tuned profile that applies on this root, and its merged `[sysctl]` section.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Tuned {
+pub(crate) struct Tuned {
     pub profile: String,
     pub sysctl: BTreeMap<String, TunedValue>,
 }
 
 /// Why tuned's profile could not be read.
 #[derive(Debug, thiserror::Error)]
-pub enum TunedError {
+pub(crate) enum TunedError {
     #[error(transparent)]
     Host(#[from] HostError),
     #[error("tuned profile `{0}` not found under {dirs}", dirs = PROFILE_DIRS.join(", "))]
@@ -49,7 +49,7 @@ pub enum TunedError {
 }
 
 /// True when tuned will apply its profile: running now (live), or enabled at boot.
-pub fn in_effect(root: &Root, live: bool) -> bool {
+pub(crate) fn in_effect(root: &Root, live: bool) -> bool {
     if live {
         root.exists("/run/tuned/tuned.pid")
     } else {
@@ -61,7 +61,7 @@ pub fn in_effect(root: &Root, live: bool) -> bool {
 
 /// The active tuned profile(s) (`/etc/tuned/active_profile`, space-separated, later wins),
 /// merged; `None` when tuned is not in effect or no profile is active.
-pub fn read(root: &Root, live: bool) -> Result<Option<Tuned>, TunedError> {
+pub(crate) fn read(root: &Root, live: bool) -> Result<Option<Tuned>, TunedError> {
     if !in_effect(root, live) {
         return Ok(None);
     }
@@ -121,13 +121,13 @@ fn merge(
 
 /// What gputune needs of one tuned.conf: its `include=` parents and `[sysctl]` values.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Parsed {
+pub(crate) struct Parsed {
     pub includes: Vec<String>,
     pub sysctl: Vec<(String, String)>,
 }
 
 /// Parses tuned's INI: `[section]`, `key=value`, `#` comments; values may be quoted.
-pub fn parse(text: &str) -> Parsed {
+pub(crate) fn parse(text: &str) -> Parsed {
     let mut parsed = Parsed::default();
     let mut section = String::new();
     for line in text.lines() {
@@ -162,7 +162,11 @@ pub fn parse(text: &str) -> Parsed {
 
 /// Findings `tuned.KEY` for the profile's sysctl settings of `area` that tuned sets to a
 /// value the profile fails; a tuned profile that cannot be read is an error finding.
-pub fn conflicts(ctx: &Context, area: Area, settings: &[(&String, &Setting)]) -> Vec<Finding> {
+pub(crate) fn conflicts(
+    ctx: &Context,
+    area: Area,
+    settings: &[(&String, &Setting)],
+) -> Vec<Finding> {
     let tuned = match ctx.tuned() {
         Ok(Some(t)) => t,
         Ok(None) => return Vec::new(),

@@ -45,7 +45,7 @@ fn amount(a: Amount, id: &str) -> Value {
 }
 
 /// A value as the node gave it, typed.
-pub fn value(text: &str, id: &str) -> Option<Value> {
+pub(crate) fn value(text: &str, id: &str) -> Option<Value> {
     let text = text.trim();
     if text.is_empty() {
         return None;
@@ -68,7 +68,7 @@ pub fn value(text: &str, id: &str) -> Option<Value> {
 /// A value shown undecorated (one word, or a number), typed; `None` for text that says
 /// more than the value (`soft 20000, hard 20000 (this process)`), which only the check
 /// that judged it can type.
-pub fn bare(text: &str, id: &str) -> Option<Value> {
+pub(crate) fn bare(text: &str, id: &str) -> Option<Value> {
     let text = text.trim();
     if text.is_empty() || text.contains(char::is_whitespace) || matches!(text, "-" | "?") {
         return None;
@@ -78,7 +78,7 @@ pub fn bare(text: &str, id: &str) -> Option<Value> {
 
 /// A rule's bounds, typed: `{"min": 16777216}`, `{"one_of": ["madvise", "never"]}`,
 /// `{"version": ">=2.14"}`.
-pub fn rule(rule: &Rule, id: &str) -> Option<Value> {
+pub(crate) fn rule(rule: &Rule, id: &str) -> Option<Value> {
     let mut out = Map::new();
     if let Some(want) = &rule.equals {
         out.insert("equals".into(), value(want, id)?);

@@ -9,8 +9,9 @@ use crate::error::{ExitCode, Result};
 use crate::finding::Area;
 use crate::host::Root;
 use crate::image::Mode;
-use crate::profile::{Loader, Profile, default};
 use crate::report::{Format, HostFacts, PersistedValue, Report};
+
+pub(crate) use crate::checks::chosen::{load_profile, warn_unmatched_skips};
 
 #[derive(Debug, Args)]
 pub struct AuditArgs {
@@ -88,7 +89,7 @@ const AUDIT_LIMITS: checks::TimeLimits = checks::TimeLimits {
     total: std::time::Duration::from_secs(300),
 };
 
-pub fn run(args: &AuditArgs, root: &Root) -> Result<ExitCode> {
+pub(crate) fn run(args: &AuditArgs, root: &Root) -> Result<ExitCode> {
     crate::image::check_root(root).map_err(|e| crate::Error::Runtime(e.to_string()))?;
     let mode = Mode::detect(root, args.persisted);
     let (profile, chosen_by) = load_profile(args.profile.as_deref(), root)?;
@@ -141,17 +142,6 @@ pub fn run(args: &AuditArgs, root: &Root) -> Result<ExitCode> {
     } else {
         ExitCode::Ok
     })
-}
-
-/// Says on stderr which `--skip` ids named no check, and the id likely meant: a typo must
-/// not pass for a skipped check. (Not an error: ids of NICs or slices differ by node.)
-pub fn warn_unmatched_skips(skip: &[String], findings: &[crate::finding::Finding]) {
-    for (id, closest) in checks::unmatched_skips(skip, findings) {
-        let hint = closest.map_or(String::new(), |c| {
-            format!(" (did you mean {}?)", crate::report::table::clean(&c))
-        });
-        eprintln!("gputune: --skip {id}: no check of this run has this id{hint}");
-    }
 }
 
 /// After a live audit as root whose `gpu.count` passed, remembers the GPUs on the bus
@@ -219,18 +209,6 @@ fn persisted_values(
             })
         })
         .collect()
-}
-
-/// The named profile, or the one the node's hardware calls for and why.
-pub fn load_profile(name: Option<&str>, root: &Root) -> Result<(Profile, Option<String>)> {
-    let loader = Loader::new(root, &checks::keys);
-    match name {
-        Some(name) => Ok((loader.load(name)?, None)),
-        None => {
-            let (name, reason) = default::choose(root)?;
-            Ok((loader.load(&name)?, Some(reason)))
-        }
-    }
 }
 
 #[cfg(test)]

@@ -275,7 +275,7 @@ pub fn validate(
     })
 }
 
-pub fn run(args: &BenchArgs, root: &Root) -> Result<ExitCode> {
+pub(crate) fn run(args: &BenchArgs, root: &Root) -> Result<ExitCode> {
     let (collective, a) = args.command.collective();
     let mut job = validate(collective, a)?;
     if let Some(name) = &a.profile {

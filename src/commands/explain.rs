@@ -67,7 +67,7 @@ fn open(path: Option<&PathBuf>) -> Result<Box<dyn BufRead>> {
     Ok(Box::new(BufReader::with_capacity(1 << 16, file)))
 }
 
-pub fn run(args: &ExplainArgs, root: &Root) -> Result<ExitCode> {
+pub(crate) fn run(args: &ExplainArgs, root: &Root) -> Result<ExitCode> {
     let rules = rules::load(root).map_err(|e| Error::Usage(e.to_string()))?;
     let mut reader = open(args.log.as_ref())?;
     let analysis = explain::analyse(&mut reader, &rules)

@@ -11,7 +11,7 @@ use crate::error::{Error, ExitCode, Result};
 use crate::fleet::{self, render, verdict};
 
 /// What the table looks like at scale: `--help` ends with it, the man page's OUTPUT shows it.
-pub const SAMPLE_OUTPUT: &str = "\
+pub(crate) const SAMPLE_OUTPUT: &str = "\
 Output (the table) for 10,000 nodes that fail the same checks, with eleven odd nodes and one
 other kernel:
 
@@ -64,7 +64,7 @@ pub enum FleetFormat {
     Prometheus,
 }
 
-pub fn run(args: &FleetArgs) -> Result<ExitCode> {
+pub(crate) fn run(args: &FleetArgs) -> Result<ExitCode> {
     let reading = fleet::read(&args.reports, &mut std::io::stdin());
     // What could not be read is named on stderr (never fatal while anything else was read).
     {

@@ -72,7 +72,7 @@ const NPD_MESSAGE_MAX: usize = 80;
 /// One area may use at most this much of the run, so one hung area leaves time for the rest.
 const PER_AREA_MAX: Duration = Duration::from_secs(30);
 
-pub fn run(args: &HealthArgs, root: &Root) -> Result<ExitCode> {
+pub(crate) fn run(args: &HealthArgs, root: &Root) -> Result<ExitCode> {
     match (args.format, check(args, root)) {
         (HealthFormat::Text, result) => result,
         (HealthFormat::Npd, Ok(code)) => Ok(code),
@@ -152,7 +152,7 @@ fn check(args: &HealthArgs, root: &Root) -> Result<ExitCode> {
 }
 
 /// `ERROR: gputune: <id>: <actual> (want <expected>)`, NHC's shape, one line.
-pub fn error_line(f: &Finding) -> String {
+pub(crate) fn error_line(f: &Finding) -> String {
     let line = format!(
         "ERROR: gputune: {}: {} (want {})",
         f.id, f.actual, f.expected

@@ -1,16 +1,16 @@
 //! One module per subcommand: its arguments and what it does.
 
 pub mod apply;
-pub mod audit;
+pub(crate) mod audit;
 pub mod bench;
-pub mod explain;
-pub mod fleet;
-pub mod health;
-pub mod pin;
-pub mod preflight;
-pub mod profiles;
-pub mod status;
-pub mod topo;
+pub(crate) mod explain;
+pub(crate) mod fleet;
+pub(crate) mod health;
+pub(crate) mod pin;
+pub(crate) mod preflight;
+pub(crate) mod profiles;
+pub(crate) mod status;
+pub(crate) mod topo;
 
 use std::io::Write;
 use std::path::Path;
@@ -19,7 +19,7 @@ use crate::cli::{Cli, Command};
 use crate::error::{Error, ExitCode, Result};
 use crate::host::Root;
 
-pub fn run(cli: Cli) -> Result<ExitCode> {
+pub(crate) fn run(cli: Cli) -> Result<ExitCode> {
     let root = match cli.root {
         // A missing root is a failed mount or unpack, not a typo to correct: exit 3, so a
         // pipeline never mistakes it for a usage problem of its own.
@@ -49,7 +49,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 /// Writes a rendered report to `--output` atomically, or to stdout.
-pub fn emit(text: &str, output: Option<&Path>) -> Result<()> {
+pub(crate) fn emit(text: &str, output: Option<&Path>) -> Result<()> {
     match output {
         Some(path) => crate::host::atomic::write_output(path, text.as_bytes()).map_err(|source| {
             Error::Write {

@@ -26,10 +26,11 @@ pub struct PinArgs {
 }
 
 /// Environment variables launchers set to the rank's index on its node, in the order read.
-pub const RANK_VARS: [&str; 3] = ["LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"];
+pub(crate) const RANK_VARS: [&str; 3] =
+    ["LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"];
 
 /// The local rank: the flag, else the first launcher variable that is set.
-pub fn local_rank(flag: Option<u32>, env: &dyn Fn(&str) -> Option<String>) -> Result<u32> {
+pub(crate) fn local_rank(flag: Option<u32>, env: &dyn Fn(&str) -> Option<String>) -> Result<u32> {
     if let Some(rank) = flag {
         return Ok(rank);
     }
@@ -50,7 +51,7 @@ pub fn local_rank(flag: Option<u32>, env: &dyn Fn(&str) -> Option<String>) -> Re
 
 /// Where a rank goes: its GPU, that GPU's NUMA node, the CPUs and the memory policy.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Binding {
+pub(crate) struct Binding {
     pub gpu_index: u32,
     pub pci_address: String,
     pub node: u32,
@@ -60,7 +61,7 @@ pub struct Binding {
 }
 
 /// Works out the binding of GPU `rank` from the root's topology.
-pub fn plan(root: &Root, rank: u32) -> Result<Binding> {
+pub(crate) fn plan(root: &Root, rank: u32) -> Result<Binding> {
     let gpus = gpu::gpus(&pci::devices(root)?, &gpu::proc_gpus(root)?);
     if gpus.is_empty() {
         return Err(Error::Runtime(format!(
@@ -125,7 +126,7 @@ pub fn plan(root: &Root, rank: u32) -> Result<Binding> {
     })
 }
 
-pub fn run(args: &PinArgs, root: &Root) -> Result<ExitCode> {
+pub(crate) fn run(args: &PinArgs, root: &Root) -> Result<ExitCode> {
     let rank = local_rank(args.local_rank, &|v| std::env::var(v).ok())?;
     let binding = plan(root, rank)?;
     bind::set_cpu_affinity(&binding.cpus).map_err(|e| {

@@ -28,7 +28,7 @@ pub struct PreflightArgs {
     pub pairs_report: Option<PathBuf>,
 }
 
-pub fn run(args: &PreflightArgs, root: &Root) -> Result<ExitCode> {
+pub(crate) fn run(args: &PreflightArgs, root: &Root) -> Result<ExitCode> {
     if !root.is_live() {
         return Err(Error::Usage(
             "preflight checks the running job on this node's network: --root does not apply".into(),

@@ -30,7 +30,7 @@ pub enum ProfilesCommand {
     },
 }
 
-pub fn run(args: &ProfilesArgs, root: &Root) -> Result<ExitCode> {
+pub(crate) fn run(args: &ProfilesArgs, root: &Root) -> Result<ExitCode> {
     let loader = Loader::new(root, &checks::keys);
     let text = match &args.command {
         ProfilesCommand::List { names: true } => {

@@ -73,11 +73,11 @@ struct Summary {
 }
 
 /// `gputune status`.
-pub fn run(args: &StatusArgs, root: &Root) -> Result<ExitCode> {
+pub(crate) fn run(args: &StatusArgs, root: &Root) -> Result<ExitCode> {
     crate::image::check_root(root).map_err(|e| Error::Runtime(e.to_string()))?;
     let mode = Mode::detect(root, false);
     let image = mode == Mode::Image;
-    let state = super::apply::state_root(root, image, &Console);
+    let state = crate::apply::run::state_root(root, image, &Console);
     let journal_path = state.path(journal::PATH);
     // An image's state directory is made by its first apply; status never makes it.
     let never = image

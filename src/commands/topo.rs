@@ -25,7 +25,7 @@ pub struct TopoArgs {
     pub format: TopoFormat,
 }
 
-pub fn run(args: &TopoArgs, root: &Root) -> Result<ExitCode> {
+pub(crate) fn run(args: &TopoArgs, root: &Root) -> Result<ExitCode> {
     let probes = Probes::for_root(root);
     let inventory = Inventory::read(root, &probes)?;
     // The NIC columns are the training fabric the nic and numa areas judge, never every
@@ -55,7 +55,7 @@ struct TopoJson<'a> {
     nvml_skipped: Option<&'a str>,
 }
 
-pub fn json(inv: &Inventory, affinity: Matrix) -> String {
+pub(crate) fn json(inv: &Inventory, affinity: Matrix) -> String {
     let doc = TopoJson {
         schema_version: 1,
         numa_nodes: &inv.numa_nodes,
@@ -90,7 +90,7 @@ fn gib(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
-pub fn table(inv: &Inventory, m: &Matrix) -> String {
+pub(crate) fn table(inv: &Inventory, m: &Matrix) -> String {
     let mut out = String::new();
     let mut nodes = new_table(&["NODE", "CPUS", "OFFLINE CPUS", "MEMORY", "GPU MEMORY OF"]);
     for n in &inv.numa_nodes {

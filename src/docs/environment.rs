@@ -4,7 +4,7 @@
 //! but not listed here, or listed but no longer read.
 
 /// Variables read together, the pages that list them, and what they do.
-pub struct Var {
+pub(crate) struct Var {
     pub names: &'static [&'static str],
     /// The commands whose pages list it (`bench` covers `bench allreduce` and the others);
     /// empty for every page. `gputune(1)` lists every variable.
@@ -16,7 +16,7 @@ pub struct Var {
 const CHECKS: &[&str] = &["audit", "apply", "health"];
 const LIBRARIES: &[&str] = &["audit", "apply", "health", "bench"];
 
-pub const VARS: &[Var] = &[
+pub(crate) const VARS: &[Var] = &[
     Var {
         names: &["GPUTUNE_ROOT"],
         pages: &[],
@@ -137,7 +137,7 @@ pub const VARS: &[Var] = &[
 ];
 
 /// `(names, text)` of the variables the man page `page` (`gputune-bench-allreduce`) lists.
-pub fn for_page(page: &str) -> Vec<(String, &'static str)> {
+pub(crate) fn for_page(page: &str) -> Vec<(String, &'static str)> {
     let command = page.strip_prefix("gputune-");
     VARS.iter()
         .filter(|v| match command {

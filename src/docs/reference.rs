@@ -14,7 +14,7 @@ use crate::finding::Area;
 use super::roff_escape;
 
 /// `(file name, content)` of the reference pages.
-pub fn pages() -> Vec<(String, Vec<u8>)> {
+pub(crate) fn pages() -> Vec<(String, Vec<u8>)> {
     vec![
         ("gputune-profile.5".into(), profile::page().into_bytes()),
         ("gputune-checks.7".into(), checks::page().into_bytes()),

@@ -18,10 +18,10 @@ use super::library::{LoadError, Loaded, Missing, Symbol, symbol_table};
 
 mod types;
 use types::check_range;
-pub use types::{CuResult, OutOfBounds};
+pub(crate) use types::{CuResult, OutOfBounds};
 
 /// The driver library's file name.
-pub const LIBCUDA: &str = "libcuda.so.1";
+pub(crate) const LIBCUDA: &str = "libcuda.so.1";
 
 type CuDevice = c_int;
 type CuContext = *mut c_void;
@@ -34,7 +34,7 @@ const STREAM_NON_BLOCKING: c_uint = 1;
 
 /// Why CUDA cannot be used.
 #[derive(Debug, thiserror::Error)]
-pub enum CudaError {
+pub(crate) enum CudaError {
     #[error("no CUDA driver: {0}")]
     NoDriver(LoadError),
     #[error("no GPU: the CUDA driver found no device ({0})")]
@@ -88,22 +88,22 @@ symbol_table! {
 
 /// The loaded driver: cheap to clone (every handle made from it holds a clone).
 #[derive(Clone)]
-pub struct Cuda(Arc<Loaded<Api>>);
+pub(crate) struct Cuda(Arc<Loaded<Api>>);
 
 /// The driver's CUDA version (`cuDriverGetVersion`, e.g. 12040), which needs neither
 /// `cuInit` nor a GPU: loads `libcuda.so.1` by its soname.
-pub fn driver_version() -> Result<c_int, CudaError> {
+pub(crate) fn driver_version() -> Result<c_int, CudaError> {
     Cuda::load(Path::new(LIBCUDA))?.driver_version()
 }
 
 /// A device ordinal the driver gave (`CUdevice`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Device(CuDevice);
+pub(crate) struct Device(CuDevice);
 
 impl Cuda {
     /// Opens the driver from `$GPUTUNE_CUDA_LIB` (a file) or the linker's search, and
     /// initialises it.
-    pub fn open() -> Result<Cuda, CudaError> {
+    pub(crate) fn open() -> Result<Cuda, CudaError> {
         let path = std::env::var_os("GPUTUNE_CUDA_LIB")
             .map_or_else(|| PathBuf::from(LIBCUDA), PathBuf::from);
         Cuda::open_at(&path)
@@ -181,7 +181,7 @@ impl Cuda {
             .into_owned()
     }
 
-    pub fn driver_version(&self) -> Result<c_int, CudaError> {
+    pub(crate) fn driver_version(&self) -> Result<c_int, CudaError> {
         let mut version: c_int = 0;
         // SAFETY: `version` is a valid out-pointer for the call.
         self.call(self.api().driver_get_version, |f| unsafe {
@@ -191,7 +191,7 @@ impl Cuda {
     }
 
     /// How many GPUs the driver sees; none is [`CudaError::NoDevice`].
-    pub fn device_count(&self) -> Result<usize, CudaError> {
+    pub(crate) fn device_count(&self) -> Result<usize, CudaError> {
         let mut count: c_int = 0;
         // SAFETY: `count` is a valid out-pointer for the call.
         self.call(self.api().device_get_count, |f| unsafe { f(&mut count) })?;
@@ -203,7 +203,7 @@ impl Cuda {
         }
     }
 
-    pub fn device(&self, ordinal: usize) -> Result<Device, CudaError> {
+    pub(crate) fn device(&self, ordinal: usize) -> Result<Device, CudaError> {
         let ordinal = c_int::try_from(ordinal).map_err(|_| CudaError::Call {
             function: "cuDeviceGet",
             code: CuResult::INVALID_DEVICE,
@@ -217,7 +217,7 @@ impl Cuda {
         Ok(Device(device))
     }
 
-    pub fn device_name(&self, device: Device) -> Result<String, CudaError> {
+    pub(crate) fn device_name(&self, device: Device) -> Result<String, CudaError> {
         let mut name = [0 as c_char; 256];
         // SAFETY: `name` holds 256 writable bytes and the driver writes at most `len`,
         // NUL included.
@@ -233,7 +233,7 @@ impl Cuda {
     }
 
     /// Retains the device's primary context and makes it current on this thread.
-    pub fn primary_context(&self, device: Device) -> Result<Context, CudaError> {
+    pub(crate) fn primary_context(&self, device: Device) -> Result<Context, CudaError> {
         let mut raw: CuContext = std::ptr::null_mut();
         // SAFETY: `raw` is a valid out-pointer for the call.
         self.call(self.api().primary_ctx_retain, |f| unsafe {
@@ -253,7 +253,7 @@ impl Cuda {
 /// A device's primary context, retained: released when the last clone is dropped, and every
 /// stream and buffer made from it holds a clone, so it outlives them.
 #[derive(Clone)]
-pub struct Context(Arc<Retained>);
+pub(crate) struct Context(Arc<Retained>);
 
 struct Retained {
     cuda: Cuda,
@@ -290,7 +290,7 @@ impl Context {
     }
 
     /// A stream that does not synchronise with the NULL stream (`CU_STREAM_NON_BLOCKING`).
-    pub fn stream(&self) -> Result<Stream, CudaError> {
+    pub(crate) fn stream(&self) -> Result<Stream, CudaError> {
         let mut raw: CuStream = std::ptr::null_mut();
         // SAFETY: `raw` is a valid out-pointer for the call.
         self.cuda()
@@ -304,7 +304,7 @@ impl Context {
     }
 
     /// `bytes` of device memory; failing (out of memory) is an error, never an abort.
-    pub fn alloc(&self, bytes: usize) -> Result<DeviceBuffer, CudaError> {
+    pub(crate) fn alloc(&self, bytes: usize) -> Result<DeviceBuffer, CudaError> {
         let mut ptr: CuDevicePtr = 0;
         // SAFETY: `ptr` is a valid out-pointer; cuMemAlloc refuses 0 bytes, so ask for 1.
         self.cuda().call(self.cuda().api().mem_alloc, |f| unsafe {
@@ -319,7 +319,7 @@ impl Context {
 }
 
 /// A stream of the context, destroyed on Drop.
-pub struct Stream {
+pub(crate) struct Stream {
     context: Context,
     raw: CuStream,
 }
@@ -332,7 +332,7 @@ impl Stream {
     /// True once everything queued on the stream has completed (`cuStreamQuery`).
     /// Polled in the timed loop, so "not yet" is a plain answer, not an error with the
     /// driver's message looked up and allocated.
-    pub fn is_idle(&self) -> Result<bool, CudaError> {
+    pub(crate) fn is_idle(&self) -> Result<bool, CudaError> {
         let (raw, cuda) = (self.raw, self.cuda());
         let query = cuda.api().stream_query;
         // SAFETY: `raw` came from cuStreamCreate and lives as long as `self`.
@@ -368,7 +368,7 @@ impl Drop for Stream {
 /// Device memory, freed on Drop. Every access names a byte range that is checked against
 /// the allocation first. Reads and writes take `&self`: the memory is the device's, reached
 /// through the driver like a file through its descriptor, never through a Rust reference.
-pub struct DeviceBuffer {
+pub(crate) struct DeviceBuffer {
     context: Context,
     ptr: CuDevicePtr,
     len: usize,
@@ -380,12 +380,8 @@ impl DeviceBuffer {
     }
 
     /// The size asked for, in bytes.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// The device address of `offset..offset + len`, once checked to lie inside the buffer
@@ -399,7 +395,12 @@ impl DeviceBuffer {
     /// queued before it and the work queued after it reads the new data (a copy on the NULL
     /// stream would not order with a non-blocking stream); when this returns, `src` is no
     /// longer read.
-    pub fn write(&self, offset: usize, src: &[u8], stream: &Stream) -> Result<(), CudaError> {
+    pub(crate) fn write(
+        &self,
+        offset: usize,
+        src: &[u8],
+        stream: &Stream,
+    ) -> Result<(), CudaError> {
         let dst = self.address(offset, src.len())?;
         let raw = stream.raw;
         // SAFETY: `src` is readable for its length and `dst` has that many bytes (checked).
@@ -414,7 +415,12 @@ impl DeviceBuffer {
 
     /// Copies from `offset` into `dst` on `stream` (after the work queued before it) and
     /// waits for the copy.
-    pub fn read(&self, offset: usize, dst: &mut [u8], stream: &Stream) -> Result<(), CudaError> {
+    pub(crate) fn read(
+        &self,
+        offset: usize,
+        dst: &mut [u8],
+        stream: &Stream,
+    ) -> Result<(), CudaError> {
         let src = self.address(offset, dst.len())?;
         let raw = stream.raw;
         // SAFETY: `dst` is writable for its length and `src` has that many bytes (checked).
@@ -429,7 +435,12 @@ impl DeviceBuffer {
 
     /// Zeroes `len` bytes at `offset`, queued on `stream` (nothing on the host is involved,
     /// so it need not be waited for).
-    pub fn clear(&self, offset: usize, len: usize, stream: &Stream) -> Result<(), CudaError> {
+    pub(crate) fn clear(
+        &self,
+        offset: usize,
+        len: usize,
+        stream: &Stream,
+    ) -> Result<(), CudaError> {
         let dst = self.address(offset, len)?;
         let raw = stream.raw;
         // SAFETY: `dst` has `len` bytes (checked); the stream is live.

@@ -10,22 +10,19 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 
 /// A CPU or NUMA node set as the kernel takes it: a bitmask of unsigned longs, bit `n % 64`
 /// of word `n / 64` for CPU or node `n`.
-pub type Mask = [libc::c_ulong];
+pub(crate) type Mask = [libc::c_ulong];
 
-/// How [`set_mempolicy`] places memory (`MPOL_BIND` and `MPOL_PREFERRED`).
+/// How [`set_mempolicy`] places memory (`MPOL_BIND`; `pin` binds and never merely prefers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MemPolicy {
+pub(crate) enum MemPolicy {
     /// Allocate from these nodes only (OOM rather than spill to another socket).
     Bind,
-    /// Prefer the first node, fall back to others when it is full.
-    Preferred,
 }
 
 impl MemPolicy {
     fn mode(self) -> libc::c_int {
         match self {
             MemPolicy::Bind => libc::MPOL_BIND,
-            MemPolicy::Preferred => libc::MPOL_PREFERRED,
         }
     }
 }
@@ -41,7 +38,7 @@ fn syscall_result(rc: libc::c_long) -> io::Result<()> {
 
 /// `sched_setaffinity(0, …)`: restricts the calling thread (and what it execs) to the CPUs
 /// in `cpus`.
-pub fn sched_setaffinity(cpus: &Mask) -> io::Result<()> {
+pub(crate) fn sched_setaffinity(cpus: &Mask) -> io::Result<()> {
     // SAFETY: the kernel reads `size_of_val(cpus)` bytes from `cpus`, a live slice of that
     // size; pid 0 is the calling thread.
     let rc = unsafe {
@@ -56,7 +53,7 @@ pub fn sched_setaffinity(cpus: &Mask) -> io::Result<()> {
 }
 
 /// `set_mempolicy(2)`: the calling thread's NUMA memory policy over `nodes`.
-pub fn set_mempolicy(policy: MemPolicy, nodes: &Mask) -> io::Result<()> {
+pub(crate) fn set_mempolicy(policy: MemPolicy, nodes: &Mask) -> io::Result<()> {
     // The kernel reads `maxnode - 1` bits (its historical off-by-one): one more than the
     // mask holds, so it reads all of them and no further.
     let maxnode = size_of_val(nodes) as libc::c_ulong * 8 + 1;
@@ -79,7 +76,7 @@ const ETHTOOL_GDRVINFO: u32 = 0x0000_0003;
 /// `struct ethtool_drvinfo` of `<linux/ethtool.h>`: what `ethtool -i` shows, as
 /// NUL-terminated fixed-size fields.
 #[repr(C)]
-pub struct EthtoolDrvinfo {
+pub(crate) struct EthtoolDrvinfo {
     cmd: u32,
     driver: [c_char; 32],
     version: [c_char; 32],
@@ -96,22 +93,22 @@ pub struct EthtoolDrvinfo {
 
 impl EthtoolDrvinfo {
     /// The kernel driver's name (`mlx5_core`).
-    pub fn driver(&self) -> String {
+    pub(crate) fn driver(&self) -> String {
         c_field(&self.driver)
     }
 
     /// The driver's version.
-    pub fn version(&self) -> String {
+    pub(crate) fn version(&self) -> String {
         c_field(&self.version)
     }
 
     /// The device's firmware version.
-    pub fn firmware(&self) -> String {
+    pub(crate) fn firmware(&self) -> String {
         c_field(&self.fw_version)
     }
 
     /// The bus address (`0000:3b:00.0`).
-    pub fn bus_info(&self) -> String {
+    pub(crate) fn bus_info(&self) -> String {
         c_field(&self.bus_info)
     }
 }
@@ -140,7 +137,7 @@ struct IfreqData {
 /// The `ETHTOOL_GDRVINFO` ioctl for interface `name`, on `socket` (any `AF_INET` socket).
 /// A name an `ifreq` cannot hold (empty, `IFNAMSIZ` bytes or more, or with a NUL) is
 /// `InvalidInput` without a call.
-pub fn ethtool_drvinfo(socket: BorrowedFd<'_>, name: &str) -> io::Result<EthtoolDrvinfo> {
+pub(crate) fn ethtool_drvinfo(socket: BorrowedFd<'_>, name: &str) -> io::Result<EthtoolDrvinfo> {
     if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains('\0') {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -182,7 +179,7 @@ pub fn ethtool_drvinfo(socket: BorrowedFd<'_>, name: &str) -> io::Result<Ethtool
 /// The kernel's `TCP_INFO` for a TCP socket. nix offers no such option (and its generic
 /// struct getter panics when the kernel answers with fewer bytes); fields a kernel older
 /// than libc's struct does not fill stay zero.
-pub fn tcp_info(socket: BorrowedFd<'_>) -> io::Result<libc::tcp_info> {
+pub(crate) fn tcp_info(socket: BorrowedFd<'_>) -> io::Result<libc::tcp_info> {
     let mut info = MaybeUninit::<libc::tcp_info>::zeroed();
     let mut len = size_of::<libc::tcp_info>() as libc::socklen_t;
     // SAFETY: the kernel writes at most `len` bytes into `info`, which is that large and

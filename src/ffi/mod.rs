@@ -6,7 +6,7 @@
 mod codes;
 mod library;
 
-pub mod cuda;
-pub mod linux;
-pub mod nccl;
-pub mod nvml;
+pub(crate) mod cuda;
+pub(crate) mod linux;
+pub(crate) mod nccl;
+pub(crate) mod nvml;

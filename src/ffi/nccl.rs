@@ -14,11 +14,11 @@ use super::cuda::{Context, CudaError, DeviceBuffer, OutOfBounds, Stream};
 use super::library::{LoadError, Loaded, Missing, Symbol, symbol_table};
 
 mod types;
-pub use types::{CollectiveCall, Config, DataType, NcclResult, NcclVersion, RedOp};
+pub(crate) use types::{CollectiveCall, Config, DataType, NcclResult, NcclVersion, RedOp};
 
 /// Why NCCL could not be used.
 #[derive(Debug, thiserror::Error)]
-pub enum NcclError {
+pub(crate) enum NcclError {
     #[error(transparent)]
     Load(#[from] LoadError),
     #[error("{} has no symbol {symbol} (too old or not NCCL)", path.display())]
@@ -47,7 +47,7 @@ pub enum NcclError {
 }
 
 /// The opaque 128-byte id rank 0 creates and every rank needs to join a communicator.
-pub const UNIQUE_ID_BYTES: usize = 128;
+pub(crate) const UNIQUE_ID_BYTES: usize = 128;
 
 // nccl.h's NCCL_UNIQUE_ID_BYTES, passed by value: checked when the crate compiles.
 const _: () = assert!(std::mem::size_of::<UniqueId>() == 128);
@@ -98,7 +98,7 @@ symbol_table! {
 
 /// An opened NCCL library: cheap to clone (every communicator holds a clone).
 #[derive(Clone)]
-pub struct Nccl(Arc<Loaded<Api>>);
+pub(crate) struct Nccl(Arc<Loaded<Api>>);
 
 impl Nccl {
     /// Loads the library at `path`, which must be NCCL: callers pass only what
@@ -113,7 +113,7 @@ impl Nccl {
         Ok(Nccl(Arc::new(loaded)))
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.0.path()
     }
 
@@ -144,7 +144,7 @@ impl Nccl {
     }
 
     /// `function` failed with `code`, in NCCL's words.
-    pub fn failure(&self, function: &'static str, code: NcclResult) -> NcclError {
+    pub(crate) fn failure(&self, function: &'static str, code: NcclResult) -> NcclError {
         NcclError::Call {
             function,
             code,
@@ -152,7 +152,7 @@ impl Nccl {
         }
     }
 
-    pub fn version(&self) -> Result<NcclVersion, NcclError> {
+    pub(crate) fn version(&self) -> Result<NcclVersion, NcclError> {
         let mut code: c_int = 0;
         // SAFETY: `code` is a valid out-pointer for the call.
         self.call(self.api().get_version, |f| unsafe { f(&mut code) })?;
@@ -160,7 +160,7 @@ impl Nccl {
     }
 
     /// A fresh communicator id (works without a GPU): the bytes rank 0 sends every rank.
-    pub fn unique_id(&self) -> Result<[u8; UNIQUE_ID_BYTES], NcclError> {
+    pub(crate) fn unique_id(&self) -> Result<[u8; UNIQUE_ID_BYTES], NcclError> {
         let mut id = UniqueId {
             internal: [0; UNIQUE_ID_BYTES],
         };
@@ -170,7 +170,7 @@ impl Nccl {
     }
 
     /// NCCL's own text for a result code, else the code's name.
-    pub fn error_string(&self, code: NcclResult) -> String {
+    pub(crate) fn error_string(&self, code: NcclResult) -> String {
         let Ok(get) = self.api().get_error_string.get() else {
             return code.to_string();
         };
@@ -189,14 +189,14 @@ impl Nccl {
 /// Whether a call finished, or a non-blocking communicator still works on it (then
 /// [`Communicator::state`] says when it is done; NCCL refuses the next call until then).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Progress {
+pub(crate) enum Progress {
     Done,
     InProgress,
 }
 
 /// A device buffer and a byte offset into it: one side of a collective.
 #[derive(Clone, Copy)]
-pub struct At<'a> {
+pub(crate) struct At<'a> {
     pub buffer: &'a DeviceBuffer,
     pub offset: usize,
 }
@@ -204,7 +204,7 @@ pub struct At<'a> {
 /// This rank's member of a communicator. Dropped, it is destroyed (or aborted, when it is
 /// busy or broken and NCCL would refuse a destroy); [`Communicator::abort`] ends it at once.
 /// It holds its device's context, which NCCL needs until the communicator is gone.
-pub struct Communicator {
+pub(crate) struct Communicator {
     nccl: Nccl,
     /// Null once aborted.
     raw: Comm,
@@ -221,7 +221,7 @@ impl Communicator {
     /// and later): returns at once; [`Communicator::state`] turns from
     /// [`NcclResult::IN_PROGRESS`] to [`NcclResult::SUCCESS`] once every rank has joined.
     /// Makes `context` current on this thread first, since NCCL takes the device from it.
-    pub fn start(
+    pub(crate) fn start(
         nccl: &Nccl,
         context: &Context,
         ranks: usize,
@@ -258,7 +258,7 @@ impl Communicator {
     /// Joins with the blocking `ncclCommInitRank` (every NCCL): returns once every rank has
     /// joined, so callers run it on a thread of their own. Makes `context` current on the
     /// calling thread first, since NCCL takes the device from it.
-    pub fn join(
+    pub(crate) fn join(
         nccl: &Nccl,
         context: &Context,
         ranks: usize,
@@ -287,7 +287,7 @@ impl Communicator {
     /// The communicator's state (`ncclCommGetAsyncError`): success when idle,
     /// [`NcclResult::IN_PROGRESS`] while a non-blocking call runs, else the error that
     /// broke it. `Err` only when the state cannot be read.
-    pub fn state(&self) -> Result<NcclResult, NcclError> {
+    pub(crate) fn state(&self) -> Result<NcclResult, NcclError> {
         let mut state = NcclResult::IN_PROGRESS;
         let raw = self.raw;
         // SAFETY: `raw` is a live communicator; `state` is a valid out-pointer.
@@ -299,7 +299,7 @@ impl Communicator {
     }
 
     /// The error the communicator reported, in NCCL's words.
-    pub fn reported(&self, code: NcclResult) -> NcclError {
+    pub(crate) fn reported(&self, code: NcclResult) -> NcclError {
         NcclError::Reported {
             code,
             message: self.nccl.error_string(code),
@@ -308,7 +308,7 @@ impl Communicator {
 
     /// Ends the communicator now (`ncclCommAbort`), also while a call or a join is still
     /// running; the kernels it queued stop.
-    pub fn abort(mut self) {
+    pub(crate) fn abort(mut self) {
         self.abort_raw();
     }
 
@@ -326,7 +326,7 @@ impl Communicator {
 
     /// Queues `call` on `stream`, reading `send` and writing `recv`, each first checked to
     /// hold what the call touches.
-    pub fn launch(
+    pub(crate) fn launch(
         &self,
         call: CollectiveCall,
         dtype: DataType,

@@ -25,7 +25,7 @@ const NOT_SUPPORTED: u32 = 3;
 
 /// Why the remapper could not be asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RemapError {
+pub(crate) enum RemapError {
     #[error("the GPU has no row remapper (pre-Ampere GPUs retire pages instead)")]
     NotSupported,
     #[error("the driver's NVML lacks nvmlDeviceGetRemappedRows (older than R450)")]
@@ -35,7 +35,7 @@ pub enum RemapError {
 }
 
 /// The row remapper's state of `device`.
-pub fn remapped_rows(nvml: &Nvml, device: &Device) -> Result<RemappedRows, RemapError> {
+pub(crate) fn remapped_rows(nvml: &Nvml, device: &Device) -> Result<RemappedRows, RemapError> {
     let call = *nvml
         .lib()
         .nvmlDeviceGetRemappedRows

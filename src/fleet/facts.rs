@@ -11,7 +11,7 @@ use crate::inventory::ethtool::NoEthtool;
 use crate::inventory::{nic, rdma};
 
 /// `name → value`, dotted names (`nic.eth0.speed_mbps`); what cannot be read is left out.
-pub fn read(root: &Root) -> BTreeMap<String, String> {
+pub(crate) fn read(root: &Root) -> BTreeMap<String, String> {
     let mut facts = BTreeMap::new();
     let probe = NoEthtool("not needed for fleet facts".into());
     let hcas = rdma::devices(root).unwrap_or_default();

@@ -12,13 +12,13 @@ use crate::finding::Status;
 /// Nodes as ascending ranges of their numbers (numbers are given in fold order, so a node is
 /// always added after every node already in the set).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NodeSet {
+pub(crate) struct NodeSet {
     ranges: Vec<(u32, u32)>,
 }
 
 impl NodeSet {
     /// Adds `node`, which is above every node already in the set.
-    pub fn push(&mut self, node: u32) {
+    pub(crate) fn push(&mut self, node: u32) {
         match self.ranges.last_mut() {
             Some((_, hi)) if *hi + 1 == node => *hi = node,
             Some((_, hi)) if *hi >= node => {}
@@ -26,23 +26,26 @@ impl NodeSet {
         }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.ranges
             .iter()
             .map(|(lo, hi)| (hi - lo) as usize + 1)
             .sum()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.ranges.is_empty()
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = u32> + '_ {
         self.ranges.iter().flat_map(|&(lo, hi)| lo..=hi)
     }
 
     /// The nodes `0..nodes` that are in none of `sets`.
-    pub fn complement<'a>(sets: impl IntoIterator<Item = &'a NodeSet>, nodes: u32) -> NodeSet {
+    pub(crate) fn complement<'a>(
+        sets: impl IntoIterator<Item = &'a NodeSet>,
+        nodes: u32,
+    ) -> NodeSet {
         let mut all: Vec<(u32, u32)> = sets
             .into_iter()
             .flat_map(|s| s.ranges.iter().copied())
@@ -65,7 +68,7 @@ impl NodeSet {
 
 /// One value of one check or fact, and who has it.
 #[derive(Debug, Clone)]
-pub struct Group {
+pub(crate) struct Group {
     /// The check's verdict; `None` for a fact.
     pub status: Option<Status>,
     pub value: String,
@@ -74,12 +77,30 @@ pub struct Group {
     pub nodes: NodeSet,
 }
 
+/// What a key is: a check of the area its reports name, or a fact. (A check whose report
+/// names its area `fact` is still a check.)
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Of {
+    Check(String),
+    Fact,
+}
+
+impl Of {
+    /// The word the report shows in parentheses: the check's area, or `fact`.
+    pub(crate) fn name(&self) -> &str {
+        match self {
+            Of::Check(area) => area,
+            Of::Fact => "fact",
+        }
+    }
+}
+
 /// One check or fact across the fleet.
 #[derive(Debug, Clone)]
-pub struct Key {
+pub(crate) struct Key {
     pub name: String,
-    /// The check's area; `fact` for a fact.
-    pub area: String,
+    /// A check and its area, or a fact.
+    pub of: Of,
     pub groups: Vec<Group>,
     /// Group numbers by the hash of their `(status, expected, value)`.
     index: HashMap<u64, Vec<usize>>,
@@ -91,7 +112,7 @@ pub struct Key {
 
 /// A node reported more than once: the first report is counted, the others named.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Duplicate {
+pub(crate) struct Duplicate {
     pub host: String,
     pub counted: String,
     pub ignored: String,
@@ -99,7 +120,7 @@ pub struct Duplicate {
 
 /// Every report folded so far.
 #[derive(Debug, Default)]
-pub struct Fleet {
+pub(crate) struct Fleet {
     /// Node names by number, in fold order, and where each came from.
     pub hosts: Vec<String>,
     pub origins: Vec<String>,
@@ -117,7 +138,7 @@ pub struct Fleet {
 
 impl Fleet {
     /// Folds one node's report in; a node already folded is recorded as a duplicate instead.
-    pub fn fold(&mut self, doc: NodeDoc) {
+    pub(crate) fn fold(&mut self, doc: NodeDoc) {
         if let Some(&first) = self.numbers.get(&doc.host) {
             self.duplicates.push(Duplicate {
                 counted: self.origins[first as usize].clone(),
@@ -136,7 +157,8 @@ impl Fleet {
             let k = match self.check_order.get(i) {
                 Some(&k) if self.checks[k].name == c.id => k,
                 _ => {
-                    let k = entry(&mut self.checks, &mut self.check_index, &c.id, &c.area);
+                    let of = Of::Check(c.area.clone());
+                    let k = entry(&mut self.checks, &mut self.check_index, &c.id, of);
                     match self.check_order.get_mut(i) {
                         Some(slot) => *slot = k,
                         None => self.check_order.push(k),
@@ -154,24 +176,24 @@ impl Fleet {
             );
         }
         for (name, value) in doc.facts {
-            let k = entry(&mut self.facts, &mut self.fact_index, &name, "fact");
+            let k = entry(&mut self.facts, &mut self.fact_index, &name, Of::Fact);
             add(&mut self.facts[k], &self.hasher, node, None, "", value);
         }
     }
 
-    pub fn nodes(&self) -> u32 {
+    pub(crate) fn nodes(&self) -> u32 {
         self.hosts.len() as u32
     }
 }
 
 /// The number of the key `name`, made when it is new.
-fn entry(keys: &mut Vec<Key>, index: &mut HashMap<String, usize>, name: &str, area: &str) -> usize {
+fn entry(keys: &mut Vec<Key>, index: &mut HashMap<String, usize>, name: &str, of: Of) -> usize {
     match index.get(name) {
         Some(&n) => n,
         None => {
             keys.push(Key {
                 name: name.to_string(),
-                area: area.to_string(),
+                of,
                 groups: Vec::new(),
                 index: HashMap::new(),
                 last_node: None,

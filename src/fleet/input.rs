@@ -15,14 +15,14 @@ use super::split::{self, Piece};
 
 /// One unit of work for a parsing thread: documents (and problems, kept in order with them).
 #[derive(Debug)]
-pub struct Batch {
+pub(crate) struct Batch {
     /// Batches are numbered in input order, so reports fold in the order they were given.
     pub seq: u64,
     pub items: Vec<Item>,
 }
 
 #[derive(Debug)]
-pub enum Item {
+pub(crate) enum Item {
     Document {
         /// The file or stream (with the pdsh host when prefixed).
         origin: Arc<str>,
@@ -85,7 +85,7 @@ impl Batcher<'_> {
 
 /// Reads every argument in order (`-` is `stdin`) and hands on its documents in batches;
 /// `send` returns false when no one takes them any more.
-pub fn produce(args: &[PathBuf], stdin: &mut dyn Read, send: &mut dyn FnMut(Batch) -> bool) {
+pub(crate) fn produce(args: &[PathBuf], stdin: &mut dyn Read, send: &mut dyn FnMut(Batch) -> bool) {
     let mut out = Batcher {
         seq: 0,
         items: Vec::new(),

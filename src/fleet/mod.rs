@@ -6,13 +6,13 @@
 //! many threads as there are cores, and folded in input order by the caller's thread, so a
 //! hundred thousand reports pass through in bounded memory with every core busy.
 
-pub mod facts;
-pub mod groups;
-pub mod input;
-pub mod parse;
-pub mod render;
-pub mod split;
-pub mod verdict;
+pub(crate) mod facts;
+pub(crate) mod groups;
+pub(crate) mod input;
+pub(crate) mod parse;
+pub(crate) mod render;
+pub(crate) mod split;
+pub(crate) mod verdict;
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -25,11 +25,11 @@ use parse::NodeDoc;
 
 /// How many problems (unreadable files, malformed documents) are kept to be named one by
 /// one; the rest are counted.
-pub const PROBLEMS_NAMED: usize = 20;
+pub(crate) const PROBLEMS_NAMED: usize = 20;
 
 /// Every report read: the folded fleet and what could not be read.
 #[derive(Debug, Default)]
-pub struct Reading {
+pub(crate) struct Reading {
     pub fleet: Fleet,
     /// The first [`PROBLEMS_NAMED`] problems, in input order.
     pub problems: Vec<String>,
@@ -50,7 +50,7 @@ impl Reading {
 type Parsed = (u64, Vec<Result<NodeDoc, String>>);
 
 /// Reads every argument (`-` is `stdin`) and folds every report in, in input order.
-pub fn read(args: &[PathBuf], stdin: &mut (dyn Read + Send)) -> Reading {
+pub(crate) fn read(args: &[PathBuf], stdin: &mut (dyn Read + Send)) -> Reading {
     let workers = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .clamp(1, 16);

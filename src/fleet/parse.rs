@@ -9,7 +9,7 @@ use crate::say::cleaned_line as clean;
 
 /// One check of one node.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Verdict {
+pub(crate) struct Verdict {
     pub id: String,
     pub area: String,
     pub status: Status,
@@ -19,7 +19,7 @@ pub struct Verdict {
 
 /// One node's report, as compared.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeDoc {
+pub(crate) struct NodeDoc {
     /// Canonical: see [`canonical_host`].
     pub host: String,
     /// `FILE: byte N` (with the pdsh host when the stream was prefixed).
@@ -32,7 +32,7 @@ pub struct NodeDoc {
 /// The name a node is known by across reports: one node written `GPU01.`, ` gpu01` or
 /// `gpu01` is one node. `None` when it is no host name (empty, or holding what a hostlist
 /// or a terminal would take for something else).
-pub fn canonical_host(raw: &str) -> Option<String> {
+pub(crate) fn canonical_host(raw: &str) -> Option<String> {
     let host = raw.trim().trim_end_matches('.').to_ascii_lowercase();
     let valid = !host.is_empty()
         && host.len() <= 253
@@ -43,7 +43,7 @@ pub fn canonical_host(raw: &str) -> Option<String> {
 }
 
 /// Reads one document. The error is the message naming it: `ORIGIN: byte N: problem`.
-pub fn node_doc(origin: &str, offset: u64, bytes: &[u8]) -> Result<NodeDoc, String> {
+pub(crate) fn node_doc(origin: &str, offset: u64, bytes: &[u8]) -> Result<NodeDoc, String> {
     let at = format!("{origin}: byte {offset}");
     let parsed = Parsed::from_slice(bytes).map_err(|e| {
         let inner = byte_of(bytes, e.line(), e.column());

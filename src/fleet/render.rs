@@ -6,14 +6,14 @@
 use serde::Serialize;
 
 use super::Reading;
-use super::groups::Group;
+use super::groups::{Group, Of};
 use super::verdict::{Analysis, KeyVerdict, KeyView};
 use crate::finding::Status;
 use crate::report::prometheus::label;
 
 /// The fleet JSON's own version: 2 replaced version 1's `drift` and `failures` lists with
 /// value groups and hostlists.
-pub const SCHEMA_VERSION: u32 = 2;
+pub(crate) const SCHEMA_VERSION: u32 = 2;
 
 /// Value groups shown per check in the table; the rest are counted (JSON lists them all).
 const GROUPS_SHOWN: usize = 6;
@@ -45,7 +45,7 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 
 /// The table: a summary line, the failing hostlist, then each check or fact that fails,
 /// differs or varies, with its value groups (failing first).
-pub fn table(a: &Analysis, reading: &Reading) -> String {
+pub(crate) fn table(a: &Analysis, reading: &Reading) -> String {
     let count = |v: KeyVerdict, views: &[KeyView]| views.iter().filter(|k| k.verdict == v).count();
     let mut out = format!(
         "gputune fleet: {}, {} failing",
@@ -81,14 +81,18 @@ pub fn table(a: &Analysis, reading: &Reading) -> String {
     let mut shown_sorted = shown.clone();
     shown_sorted.sort_by_key(|v| v.verdict);
     for view in shown_sorted {
-        let fact = view.key.area == "fact";
+        let fact = view.key.of == Of::Fact;
         let tag = match view.verdict {
             KeyVerdict::Fail => "FAIL",
             KeyVerdict::Differs => "DIFFERS",
             KeyVerdict::Varies => "VARIES",
             KeyVerdict::Alike => "ALIKE",
         };
-        out.push_str(&format!("\n{tag} {} ({})\n", view.key.name, view.key.area));
+        out.push_str(&format!(
+            "\n{tag} {} ({})\n",
+            view.key.name,
+            view.key.of.name()
+        ));
         let mut rows: Vec<(String, &str, String, String)> = view
             .groups
             .iter()
@@ -182,7 +186,7 @@ pub fn table(a: &Analysis, reading: &Reading) -> String {
 
 /// `--failing`: the hostlist of the nodes that fail or err on a check, for `scontrol update
 /// nodename=…` or `pdsh -w`; nothing when none does.
-pub fn failing(a: &Analysis) -> String {
+pub(crate) fn failing(a: &Analysis) -> String {
     if a.failing.is_empty() {
         String::new()
     } else {
@@ -244,7 +248,7 @@ struct JsonDuplicate<'a> {
 }
 
 fn json_key<'a>(a: &Analysis, view: &KeyView<'a>) -> JsonKey<'a> {
-    let fact = view.key.area == "fact";
+    let fact = view.key.of == Of::Fact;
     let mut groups: Vec<JsonGroup> = view
         .groups
         .iter()
@@ -271,7 +275,7 @@ fn json_key<'a>(a: &Analysis, view: &KeyView<'a>) -> JsonKey<'a> {
     }
     JsonKey {
         name: &view.key.name,
-        area: (!fact).then_some(view.key.area.as_str()),
+        area: (!fact).then_some(view.key.of.name()),
         verdict: view.verdict,
         groups,
         not_reported: absent,
@@ -279,7 +283,7 @@ fn json_key<'a>(a: &Analysis, view: &KeyView<'a>) -> JsonKey<'a> {
 }
 
 /// Every check and fact with all its groups, hostlists and node counts.
-pub fn json(a: &Analysis, reading: &Reading) -> String {
+pub(crate) fn json(a: &Analysis, reading: &Reading) -> String {
     let doc = JsonFleet {
         schema_version: SCHEMA_VERSION,
         passed: a.passed,
@@ -311,7 +315,7 @@ pub fn json(a: &Analysis, reading: &Reading) -> String {
 
 /// node_exporter textfile format: per check the nodes in each verdict, per fact its number
 /// of values, and the fleet's totals.
-pub fn prometheus(a: &Analysis, reading: &Reading) -> String {
+pub(crate) fn prometheus(a: &Analysis, reading: &Reading) -> String {
     let mut out = String::new();
     let mut gauge = |name: &str, help: &str, lines: Vec<String>| {
         out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} gauge\n"));
@@ -353,7 +357,7 @@ pub fn prometheus(a: &Analysis, reading: &Reading) -> String {
             checks.push(format!(
                 "{{id=\"{}\",area=\"{}\",status=\"{}\"}} {n}",
                 label(&view.key.name),
-                label(&view.key.area),
+                label(view.key.of.name()),
                 status.name()
             ));
         }
@@ -387,4 +391,38 @@ pub fn prometheus(a: &Analysis, reading: &Reading) -> String {
         vec![format!(" {}", reading.skipped)],
     );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fleet::groups::Fleet;
+    use crate::fleet::parse::{NodeDoc, Verdict};
+    use crate::fleet::verdict::analyse;
+
+    /// A report is foreign input: a check whose area is spelt `fact` is still a check, with
+    /// its area and what the profile expected, not taken for one of the node's facts.
+    #[test]
+    fn a_check_whose_area_reads_fact_is_still_a_check() {
+        let mut fleet = Fleet::default();
+        for (host, value) in [("n1", "1"), ("n2", "2")] {
+            fleet.fold(NodeDoc {
+                host: host.into(),
+                origin: host.into(),
+                checks: vec![Verdict {
+                    id: "x.y".into(),
+                    area: "fact".into(),
+                    status: Status::Pass,
+                    expected: "any".into(),
+                    actual: value.into(),
+                }],
+                facts: vec![],
+            });
+        }
+        let a = analyse(&fleet);
+        let view = a.checks.iter().find(|v| v.key.name == "x.y").unwrap();
+        let key = json_key(&a, view);
+        assert_eq!(key.area, Some("fact"));
+        assert_eq!(key.groups[0].expected, Some("any"));
+    }
 }

@@ -10,11 +10,11 @@ use std::io::{self, BufRead, Read};
 
 /// The most one document may hold: an audit report is a few tens of KiB. A larger one is
 /// named and skipped (the stream itself may be any length).
-pub const MAX_DOCUMENT: usize = 64 << 20;
+pub(crate) const MAX_DOCUMENT: usize = 64 << 20;
 
 /// What the splitter finds.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Piece {
+pub(crate) enum Piece {
     /// One document's bytes: from its `{` to the matching `}`.
     Document {
         /// Byte offset of the `{` in the input.
@@ -176,7 +176,7 @@ const MAX_LINE: u64 = MAX_DOCUMENT as u64 + 4096;
 
 /// Every document of `input`, in order, to `out`; an I/O error ends the stream (what was
 /// found before it is kept).
-pub fn split(mut input: impl Read, out: &mut dyn FnMut(Piece)) -> io::Result<()> {
+pub(crate) fn split(mut input: impl Read, out: &mut dyn FnMut(Piece)) -> io::Result<()> {
     // Enough of the start to see the first line whole, however a pipe delivers it.
     let mut head = Vec::new();
     loop {
@@ -213,7 +213,7 @@ pub fn split(mut input: impl Read, out: &mut dyn FnMut(Piece)) -> io::Result<()>
 
 /// [`split`] of input already in memory (a report file read whole), without copying it
 /// through a buffer first.
-pub fn split_bytes(input: &[u8], out: &mut dyn FnMut(Piece)) {
+pub(crate) fn split_bytes(input: &[u8], out: &mut dyn FnMut(Piece)) {
     if prefixed(input) {
         // Reading from a slice cannot fail.
         let _ = demultiplex(input, out);

@@ -19,7 +19,7 @@ const ALIKE_AREAS: &[&str] = &["gpu", "nic"];
 /// What a check or fact across the fleet comes to, worst first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum KeyVerdict {
+pub(crate) enum KeyVerdict {
     /// Some nodes fail or err on it: the profile says they are wrong.
     Fail,
     /// Its value differs between nodes where it must be alike: fails the fleet.
@@ -32,7 +32,7 @@ pub enum KeyVerdict {
 
 /// One check or fact, judged.
 #[derive(Debug)]
-pub struct KeyView<'a> {
+pub(crate) struct KeyView<'a> {
     pub key: &'a Key,
     pub verdict: KeyVerdict,
     /// Its groups, failing first, then by node count.
@@ -46,7 +46,7 @@ pub struct KeyView<'a> {
 
 /// The whole fleet, judged.
 #[derive(Debug)]
-pub struct Analysis<'a> {
+pub(crate) struct Analysis<'a> {
     pub fleet: &'a Fleet,
     pub checks: Vec<KeyView<'a>>,
     pub facts: Vec<KeyView<'a>>,
@@ -103,7 +103,7 @@ fn judge<'a>(key: &'a Key, fact: bool, nodes: u32) -> KeyView<'a> {
     let values = measured.len() + usize::from(fact && !absent.is_empty());
     let verdict = if failing_nodes > 0 {
         KeyVerdict::Fail
-    } else if values > 1 && (fact || ALIKE_AREAS.contains(&key.area.as_str())) {
+    } else if values > 1 && (fact || ALIKE_AREAS.contains(&key.of.name())) {
         KeyVerdict::Differs
     } else if values > 1 {
         KeyVerdict::Varies
@@ -120,7 +120,7 @@ fn judge<'a>(key: &'a Key, fact: bool, nodes: u32) -> KeyView<'a> {
 }
 
 /// Judges every check and fact of `fleet`.
-pub fn analyse(fleet: &Fleet) -> Analysis<'_> {
+pub(crate) fn analyse(fleet: &Fleet) -> Analysis<'_> {
     let nodes = fleet.nodes();
     let order = |views: &mut Vec<KeyView>| {
         views.sort_by(|a, b| {
@@ -176,7 +176,7 @@ pub fn analyse(fleet: &Fleet) -> Analysis<'_> {
 
 impl Analysis<'_> {
     /// The Slurm hostlist of `set`.
-    pub fn hostlist(&self, set: &NodeSet) -> String {
+    pub(crate) fn hostlist(&self, set: &NodeSet) -> String {
         let mut places: Vec<u32> = set.iter().map(|n| self.names.rank[n as usize]).collect();
         places.sort_unstable();
         hostlist::compress_sorted(
@@ -186,7 +186,7 @@ impl Analysis<'_> {
         )
     }
 
-    pub fn nodes(&self) -> usize {
+    pub(crate) fn nodes(&self) -> usize {
         self.fleet.hosts.len()
     }
 }

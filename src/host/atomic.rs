@@ -25,10 +25,10 @@ use super::confine::{self, Refusal};
 
 mod output;
 
-pub use output::write_output;
+pub(crate) use output::write_output;
 
 /// Removes `name` from `dir` (not a directory); a missing one is fine.
-pub fn unlink_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<()> {
+pub(crate) fn unlink_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<()> {
     match unistd::unlinkat(dir, name, UnlinkatFlags::NoRemoveDir) {
         Ok(()) | Err(Errno::ENOENT | Errno::ENOTDIR) => Ok(()),
         Err(e) => Err(e.into()),
@@ -37,7 +37,7 @@ pub fn unlink_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<()> {
 
 /// Removes the empty directory `name` from `dir`; a missing one is fine, a non-empty one
 /// is an error (`ENOTEMPTY`) the caller may ignore.
-pub fn rmdir_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<()> {
+pub(crate) fn rmdir_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<()> {
     match unistd::unlinkat(dir, name, UnlinkatFlags::RemoveDir) {
         Ok(()) | Err(Errno::ENOENT) => Ok(()),
         Err(e) => Err(e.into()),
@@ -53,7 +53,7 @@ fn rename_at(dir: BorrowedFd<'_>, from: &[u8], to: &[u8]) -> io::Result<()> {
 /// it replaces, else gets 0644 whatever the umask (`/etc/nccl.conf` and limits.d are read
 /// by unprivileged users). `dir` must be opened for reading (not `O_PATH`) so it can be
 /// fsynced.
-pub fn write_at(dir: BorrowedFd<'_>, name: &OsStr, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_at(dir: BorrowedFd<'_>, name: &OsStr, bytes: &[u8]) -> io::Result<()> {
     let mode = match confine::lstat_at(dir, name)? {
         Some(st) if st.st_mode & libc::S_IFMT == libc::S_IFREG => st.st_mode & 0o7777,
         _ => 0o644,
@@ -81,13 +81,13 @@ pub fn write_at(dir: BorrowedFd<'_>, name: &OsStr, bytes: &[u8]) -> io::Result<(
 }
 
 /// fsync of a directory handle (so a rename or unlink in it survives a crash).
-pub fn fsync(dir: BorrowedFd<'_>) -> io::Result<()> {
+pub(crate) fn fsync(dir: BorrowedFd<'_>) -> io::Result<()> {
     Ok(unistd::fsync(dir)?)
 }
 
 /// Makes `name` in `dir` a symbolic link to `dest` through an unpredictable temporary link
 /// and a rename, then fsyncs the directory.
-pub fn symlink_at(dir: BorrowedFd<'_>, name: &OsStr, dest: &str) -> io::Result<()> {
+pub(crate) fn symlink_at(dir: BorrowedFd<'_>, name: &OsStr, dest: &str) -> io::Result<()> {
     let tmp = confine::temp_name(name)?;
     unistd::symlinkat(dest, dir, &tmp[..])?;
     if let Err(e) = rename_at(dir, &tmp, name.as_bytes()) {
@@ -99,7 +99,7 @@ pub fn symlink_at(dir: BorrowedFd<'_>, name: &OsStr, dest: &str) -> io::Result<(
 
 /// Removes the temporary files gputune left for `name` in `dir` (a run killed between
 /// create and rename); only regular files and links are touched. Returns how many.
-pub fn remove_stale_temps(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<usize> {
+pub(crate) fn remove_stale_temps(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<usize> {
     let mut removed = 0;
     for entry in list_fd(dir)? {
         if !confine::is_temp_for(&entry, name.as_bytes()) {
@@ -119,7 +119,7 @@ pub fn remove_stale_temps(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<usize
 }
 
 /// The names in a directory handle (not `.` and `..`), unsorted.
-pub fn list_fd(dir: BorrowedFd<'_>) -> io::Result<Vec<Vec<u8>>> {
+pub(crate) fn list_fd(dir: BorrowedFd<'_>) -> io::Result<Vec<Vec<u8>>> {
     // A stream of its own, opened for reading (an O_PATH handle cannot be read).
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
     let mut stream = Dir::openat(dir, ".", flags, Mode::empty())?;
@@ -141,7 +141,7 @@ pub fn list_fd(dir: BorrowedFd<'_>) -> io::Result<Vec<Vec<u8>>> {
 }
 
 /// Opens a real directory for `*at` calls and fsync.
-pub fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
+pub(crate) fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
     Ok(fcntl::open(dir, flags, Mode::empty())?)
 }

@@ -7,10 +7,10 @@ use std::io;
 use super::cpulist::CpuList;
 use crate::ffi::linux;
 
-pub use crate::ffi::linux::MemPolicy;
+pub(crate) use crate::ffi::linux::MemPolicy;
 
 /// A CPU or node set as the kernel's bitmask of unsigned longs.
-pub fn mask_words(set: &CpuList) -> Vec<libc::c_ulong> {
+pub(crate) fn mask_words(set: &CpuList) -> Vec<libc::c_ulong> {
     let bits = libc::c_ulong::BITS;
     let top = set.0.iter().next_back().copied().unwrap_or(0);
     let mut words = vec![0 as libc::c_ulong; (top / bits + 1) as usize];
@@ -33,12 +33,12 @@ fn nonempty_mask(set: &CpuList, what: &str) -> io::Result<Vec<libc::c_ulong>> {
 }
 
 /// Restricts the calling thread (and what it execs) to `cpus`.
-pub fn set_cpu_affinity(cpus: &CpuList) -> io::Result<()> {
+pub(crate) fn set_cpu_affinity(cpus: &CpuList) -> io::Result<()> {
     linux::sched_setaffinity(&nonempty_mask(cpus, "CPU")?)
 }
 
 /// Sets the calling thread's NUMA memory policy over `nodes`.
-pub fn set_memory_policy(policy: MemPolicy, nodes: &CpuList) -> io::Result<()> {
+pub(crate) fn set_memory_policy(policy: MemPolicy, nodes: &CpuList) -> io::Result<()> {
     linux::set_mempolicy(policy, &nonempty_mask(nodes, "node")?)
 }
 

@@ -19,13 +19,13 @@ fn civil(secs: u64) -> (i64, i64, i64, u64, u64, u64) {
 }
 
 /// `secs` as RFC 3339 in UTC: `2026-11-25T14:23:02Z`.
-pub fn rfc3339(secs: u64) -> String {
+pub(crate) fn rfc3339(secs: u64) -> String {
     let (y, mo, d, h, mi, s) = civil(secs);
     format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
 }
 
 /// `secs` for people: `2026-11-25 14:00:00 UTC`.
-pub fn utc(secs: u64) -> String {
+pub(crate) fn utc(secs: u64) -> String {
     let (y, mo, d, h, mi, s) = civil(secs);
     format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02} UTC")
 }

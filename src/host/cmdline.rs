@@ -13,20 +13,20 @@
 use super::{HostError, Root};
 
 /// kernel-install's command line (systemd-boot, UKIs).
-pub const KERNEL_CMDLINE: &str = "/etc/kernel/cmdline";
+pub(crate) const KERNEL_CMDLINE: &str = "/etc/kernel/cmdline";
 /// GRUB's main settings.
-pub const GRUB_DEFAULT: &str = "/etc/default/grub";
+pub(crate) const GRUB_DEFAULT: &str = "/etc/default/grub";
 /// The directory of GRUB drop-ins Debian's grub-mkconfig sources.
-pub const GRUB_DROP_INS: &str = "/etc/default/grub.d";
+pub(crate) const GRUB_DROP_INS: &str = "/etc/default/grub.d";
 /// gputune's GRUB drop-in.
-pub const GRUB_DROP_IN: &str = "/etc/default/grub.d/90-gputune.cfg";
+pub(crate) const GRUB_DROP_IN: &str = "/etc/default/grub.d/90-gputune.cfg";
 
 /// The GRUB variable gputune's drop-in extends (normal boot entries, not recovery ones).
 const GRUB_CMDLINE_KEY: &str = "GRUB_CMDLINE_LINUX_DEFAULT";
 
 /// How the root boots, as far as its files tell, and so where command-line settings go.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Loader {
+pub(crate) enum Loader {
     /// `/etc/kernel/cmdline` exists: kernel-install builds the boot entry or UKI from it.
     KernelInstall,
     /// Nothing is written, the text says why: systemd-boot or a UKI layout without
@@ -41,7 +41,7 @@ pub enum Loader {
 
 impl Loader {
     /// Where this loader's command line is written, when apply may write it.
-    pub fn file(&self) -> Option<&'static str> {
+    pub(crate) fn file(&self) -> Option<&'static str> {
         match self {
             Loader::KernelInstall => Some(KERNEL_CMDLINE),
             Loader::Grub(_) => Some(GRUB_DROP_IN),
@@ -51,7 +51,7 @@ impl Loader {
 }
 
 /// Which boot loader configuration the root carries.
-pub fn loader(root: &Root) -> Loader {
+pub(crate) fn loader(root: &Root) -> Loader {
     if root.exists(KERNEL_CMDLINE) {
         return Loader::KernelInstall;
     }
@@ -89,14 +89,14 @@ pub fn loader(root: &Root) -> Loader {
 
 /// One word of the command line and the file that put it there.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Word {
+pub(crate) struct Word {
     pub text: String,
     pub origin: String,
 }
 
 /// The words of the command line the root boots with, in order (the last `param=` wins);
 /// `None` when the root has no command-line configuration at all.
-pub fn words(root: &Root) -> Result<Option<Vec<Word>>, HostError> {
+pub(crate) fn words(root: &Root) -> Result<Option<Vec<Word>>, HostError> {
     if let Some(text) = root.read_optional(KERNEL_CMDLINE)? {
         return Ok(Some(kernel_cmdline_words(&text, KERNEL_CMDLINE)));
     }
@@ -124,7 +124,7 @@ pub fn words(root: &Root) -> Result<Option<Vec<Word>>, HostError> {
 }
 
 /// The value of the last `param=` among `words`, with the file that set it.
-pub fn param<'a>(words: &'a [Word], param: &str) -> Option<(&'a str, &'a str)> {
+pub(crate) fn param<'a>(words: &'a [Word], param: &str) -> Option<(&'a str, &'a str)> {
     let prefix = format!("{param}=");
     words
         .iter()
@@ -133,7 +133,7 @@ pub fn param<'a>(words: &'a [Word], param: &str) -> Option<(&'a str, &'a str)> {
 }
 
 /// The words of a `/etc/kernel/cmdline` (kernel-install folds its lines into one).
-pub fn kernel_cmdline_words(text: &str, origin: &str) -> Vec<Word> {
+pub(crate) fn kernel_cmdline_words(text: &str, origin: &str) -> Vec<Word> {
     text.split_whitespace()
         .map(|w| Word {
             text: w.to_string(),
@@ -145,7 +145,7 @@ pub fn kernel_cmdline_words(text: &str, origin: &str) -> Vec<Word> {
 /// GRUB's `GRUB_CMDLINE_LINUX` then `GRUB_CMDLINE_LINUX_DEFAULT` after sourcing `files` in
 /// order. Only assignments of those two variables are understood, with `$VAR` and `${VAR}`
 /// of either expanded (what drop-ins use to extend them); other shell is ignored.
-pub fn grub_words(files: &[(String, String)]) -> Vec<Word> {
+pub(crate) fn grub_words(files: &[(String, String)]) -> Vec<Word> {
     let mut linux: Vec<Word> = Vec::new();
     let mut default: Vec<Word> = Vec::new();
     for (origin, text) in files {
@@ -197,7 +197,7 @@ fn unquote(value: &str) -> &str {
 
 /// `/etc/kernel/cmdline` with every `param=` of `params` set: an existing word replaced in
 /// place (all of them, so none later overrides it), else appended to the last line.
-pub fn edit_kernel_cmdline(text: &str, params: &[(String, String)]) -> String {
+pub(crate) fn edit_kernel_cmdline(text: &str, params: &[(String, String)]) -> String {
     let mut lines: Vec<Vec<String>> = text
         .lines()
         .map(|l| l.split_whitespace().map(str::to_string).collect())
@@ -227,7 +227,7 @@ pub fn edit_kernel_cmdline(text: &str, params: &[(String, String)]) -> String {
 }
 
 /// The parameters gputune's GRUB drop-in already appends (a later apply keeps them).
-pub fn drop_in_params(text: &str) -> Vec<(String, String)> {
+pub(crate) fn drop_in_params(text: &str) -> Vec<(String, String)> {
     grub_words(&[(GRUB_DROP_IN.to_string(), text.to_string())])
         .into_iter()
         .filter_map(|w| {
@@ -238,7 +238,7 @@ pub fn drop_in_params(text: &str) -> Vec<(String, String)> {
 }
 
 /// The drop-in's one line: `GRUB_CMDLINE_LINUX_DEFAULT` extended by `params`.
-pub fn drop_in_line(params: &[(String, String)]) -> (String, String) {
+pub(crate) fn drop_in_line(params: &[(String, String)]) -> (String, String) {
     let words: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
     (
         GRUB_CMDLINE_KEY.to_string(),

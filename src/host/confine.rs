@@ -20,11 +20,11 @@ use nix::sys::stat::{self, FileStat, Mode};
 /// The most a configuration or kernel file may hold before gputune refuses to read it
 /// (16 MiB): far above any real sysctl.d, profile, limits.conf or `/proc` file, far below
 /// what would hurt the node's memory.
-pub const READ_CAP: u64 = 16 << 20;
+pub(crate) const READ_CAP: u64 = 16 << 20;
 
 /// The most entries a directory may have before gputune refuses to list it: far above any
 /// real sysfs or configuration directory, far below what would exhaust memory.
-pub const MAX_DIR_ENTRIES: usize = 1 << 20;
+pub(crate) const MAX_DIR_ENTRIES: usize = 1 << 20;
 
 /// How many symbolic links one resolution may follow (the kernel's own limit, MAXSYMLINKS).
 const MAX_LINKS: usize = 40;
@@ -33,7 +33,7 @@ const MAX_LINKS: usize = 40;
 /// `io::Error` (kind `Other`) so every reader keeps its `HostError`; ask
 /// [`super::HostError::refusal`] to decide on it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// `..` would climb above the root.
     #[error("the path climbs above the root")]
     Escapes,
@@ -58,14 +58,15 @@ impl From<Refusal> for io::Error {
 }
 
 /// The refusal inside an `io::Error`, if it is one.
-pub fn refusal_of(e: &io::Error) -> Option<&Refusal> {
+#[cfg(test)]
+pub(crate) fn refusal_of(e: &io::Error) -> Option<&Refusal> {
     e.get_ref()
         .and_then(|inner| inner.downcast_ref::<Refusal>())
 }
 
 /// Reads a file of the invoking host (a profile path the user gave, not a path under the
 /// root): opened non-blocking, it must be a regular file of at most `cap` bytes.
-pub fn read_regular(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
+pub(crate) fn read_regular(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
@@ -87,7 +88,7 @@ pub fn read_regular(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
 /// The components of `host_path` relative to the root; a `..` that would climb above the
 /// root (lexically) is refused rather than clamped, so a journal or include naming
 /// `/../../tmp/x` is reported instead of silently meaning something else.
-pub fn relative(host_path: &str) -> io::Result<String> {
+pub(crate) fn relative(host_path: &str) -> io::Result<String> {
     let mut depth: usize = 0;
     for c in Path::new(host_path).components() {
         match c {
@@ -107,7 +108,7 @@ pub fn relative(host_path: &str) -> io::Result<String> {
 }
 
 /// Opens a directory of the real file system (the root itself) as a handle to resolve in.
-pub fn open_root(dir: &Path) -> io::Result<OwnedFd> {
+pub(crate) fn open_root(dir: &Path) -> io::Result<OwnedFd> {
     let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
     Ok(fcntl::open(dir, flags, Mode::empty())?)
 }
@@ -121,7 +122,11 @@ const OPENAT2_TRIES: usize = 8;
 
 /// Opens `host_path` under `root` (a handle from [`open_root`]) with `flags`, resolving it as
 /// if `root` were `/`.
-pub fn open(root: BorrowedFd<'_>, host_path: &str, flags: libc::c_int) -> io::Result<OwnedFd> {
+pub(crate) fn open(
+    root: BorrowedFd<'_>,
+    host_path: &str,
+    flags: libc::c_int,
+) -> io::Result<OwnedFd> {
     let rel = relative(host_path)?;
     match open_kernel(root, &rel, flags) {
         // EAGAIN: openat2 with RESOLVE_IN_ROOT gives up when any rename or mount anywhere on
@@ -157,12 +162,12 @@ fn openat(dir: BorrowedFd<'_>, name: &OsStr, flags: libc::c_int) -> io::Result<O
 }
 
 /// `fstat` on an open handle.
-pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<FileStat> {
+pub(crate) fn fstat(fd: BorrowedFd<'_>) -> io::Result<FileStat> {
     Ok(stat::fstat(fd)?)
 }
 
 /// `fstatat` without following a final link; `None` when the name does not exist.
-pub fn lstat_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<FileStat>> {
+pub(crate) fn lstat_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<FileStat>> {
     match stat::fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
         Ok(st) => Ok(Some(st)),
         Err(Errno::ENOENT | Errno::ENOTDIR) => Ok(None),
@@ -171,12 +176,12 @@ pub fn lstat_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<FileStat
 }
 
 /// The target of the link `name` in `dir`.
-pub fn readlink_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Vec<u8>> {
+pub(crate) fn readlink_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Vec<u8>> {
     Ok(fcntl::readlinkat(dir, name)?.into_vec())
 }
 
 /// What kind of file a `stat` mode is, in words for messages.
-pub fn kind_name(mode: libc::mode_t) -> &'static str {
+pub(crate) fn kind_name(mode: libc::mode_t) -> &'static str {
     match mode & libc::S_IFMT {
         libc::S_IFREG => "regular file",
         libc::S_IFDIR => "directory",
@@ -194,7 +199,11 @@ pub fn kind_name(mode: libc::mode_t) -> &'static str {
 /// the root (absolute) or the current directory (relative); `..` at the root stays there.
 /// The final open adds `O_NOFOLLOW`, so a link swapped in after the check fails with ELOOP
 /// instead of being followed.
-pub fn open_walk(root: BorrowedFd<'_>, rel: &str, flags: libc::c_int) -> io::Result<OwnedFd> {
+pub(crate) fn open_walk(
+    root: BorrowedFd<'_>,
+    rel: &str,
+    flags: libc::c_int,
+) -> io::Result<OwnedFd> {
     let dup = |fd: BorrowedFd<'_>| fd.try_clone_to_owned();
     let mut stack: Vec<OwnedFd> = vec![dup(root)?];
     let mut todo: std::collections::VecDeque<Vec<u8>> = split(rel.as_bytes());
@@ -263,7 +272,7 @@ fn split(path: &[u8]) -> std::collections::VecDeque<Vec<u8>> {
 }
 
 /// Sixteen hex digits from the kernel's random pool, for temporary names nobody can predict.
-pub fn random_suffix() -> io::Result<String> {
+pub(crate) fn random_suffix() -> io::Result<String> {
     let mut buf = [0u8; 8];
     getrandom::fill(&mut buf).map_err(io::Error::other)?;
     Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
@@ -271,10 +280,10 @@ pub fn random_suffix() -> io::Result<String> {
 
 /// The marker in every temporary name gputune makes, so a later run can recognise (and
 /// remove) what a killed one left behind.
-pub const TEMP_MARK: &str = ".gputune-";
+pub(crate) const TEMP_MARK: &str = ".gputune-";
 
 /// The temporary name for `name`: `.NAME.gputune-<16 hex>.tmp`.
-pub fn temp_name(name: &OsStr) -> io::Result<Vec<u8>> {
+pub(crate) fn temp_name(name: &OsStr) -> io::Result<Vec<u8>> {
     let mut t = b".".to_vec();
     t.extend_from_slice(name.as_bytes());
     t.extend_from_slice(TEMP_MARK.as_bytes());
@@ -285,7 +294,7 @@ pub fn temp_name(name: &OsStr) -> io::Result<Vec<u8>> {
 
 /// True when `entry` is a temporary file gputune made for `name`: today's
 /// `.NAME.gputune-HEX.tmp`, or the `.NAME.PID.tmp` earlier versions made.
-pub fn is_temp_for(entry: &[u8], name: &[u8]) -> bool {
+pub(crate) fn is_temp_for(entry: &[u8], name: &[u8]) -> bool {
     let Some(rest) = entry.strip_prefix(b".").and_then(|r| r.strip_prefix(name)) else {
         return false;
     };

@@ -13,7 +13,7 @@ pub struct CpuList(pub BTreeSet<u32>);
 pub const MAX_CPU_ID: u32 = 65535;
 
 /// The highest NUMA node number (`MAX_NUMNODES` is at most 1 << 10 on x86; 4096 anywhere).
-pub const MAX_NODE_ID: u32 = 4095;
+pub(crate) const MAX_NODE_ID: u32 = 4095;
 
 /// How many numbers one list may name in all, counting repeats (`0-65535` repeated a
 /// thousand times): parsing stays linear in what a real kernel could write.
@@ -33,7 +33,7 @@ impl CpuList {
 
     /// Parses with ids capped at `max_id`, into a bitmap first so repeated ranges cost no
     /// more than their length.
-    pub fn parse_capped(text: &str, max_id: u32) -> Result<CpuList, String> {
+    pub(crate) fn parse_capped(text: &str, max_id: u32) -> Result<CpuList, String> {
         let text = text.trim();
         if text.is_empty() {
             return Ok(CpuList(BTreeSet::new()));
@@ -96,7 +96,7 @@ impl CpuList {
     /// (`00000000,0000ffff`: 32-bit words, most significant first), for kernels and
     /// snapshots without the list form. `None` when malformed or naming a CPU above
     /// [`MAX_CPU_ID`].
-    pub fn parse_mask(text: &str) -> Option<CpuList> {
+    pub(crate) fn parse_mask(text: &str) -> Option<CpuList> {
         let words: Vec<&str> = text.trim().split(',').collect();
         let max_words = (MAX_CPU_ID as usize + 1) / 32;
         if words.len() > max_words || words.iter().any(|w| w.is_empty() || w.len() > 8) {
@@ -111,15 +111,16 @@ impl CpuList {
         Some(CpuList(set))
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.0.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
-    pub fn contains_all(&self, other: &CpuList) -> bool {
+    pub(crate) fn contains_all(&self, other: &CpuList) -> bool {
         other.0.is_subset(&self.0)
     }
 }

@@ -10,11 +10,11 @@ use super::Root;
 use super::libsearch::{self, SearchEnv};
 
 /// The library names cuDNN 9 and 8 install under, newest first.
-pub const SONAMES: &[&str] = &["libcudnn.so.9", "libcudnn.so.8"];
+pub(crate) const SONAMES: &[&str] = &["libcudnn.so.9", "libcudnn.so.8"];
 
 /// cuDNN as found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Found {
+pub(crate) struct Found {
     /// The library (host path), or the wheel directory.
     pub path: String,
     /// How it was found (`the dynamic linker's cache`).
@@ -26,7 +26,7 @@ pub struct Found {
 }
 
 /// Parses `cudnn_version.h` (or the pre-8 `cudnn.h`): `#define CUDNN_MAJOR 9` and friends.
-pub fn parse_header(text: &str) -> Option<String> {
+pub(crate) fn parse_header(text: &str) -> Option<String> {
     let define = |name: &str| {
         text.lines().find_map(|l| {
             let mut w = l.split_whitespace();
@@ -45,7 +45,7 @@ pub fn parse_header(text: &str) -> Option<String> {
 
 /// The version in a wheel's `.dist-info` directory name
 /// (`nvidia_cudnn_cu12-9.1.0.70.dist-info` → `9.1.0.70`).
-pub fn dist_info_version(dir_name: &str, package: &str) -> Option<String> {
+pub(crate) fn dist_info_version(dir_name: &str, package: &str) -> Option<String> {
     let rest = dir_name.strip_suffix(".dist-info")?;
     let (name, version) = rest.split_once('-')?;
     let name = name.to_ascii_lowercase().replace('-', "_");
@@ -55,13 +55,13 @@ pub fn dist_info_version(dir_name: &str, package: &str) -> Option<String> {
 
 /// The version a library's file name carries (`libcudnn.so.9.1.0` → `9.1.0`); a bare
 /// soname (`libcudnn.so.9`) says only the major version.
-pub fn file_name_version(name: &str) -> Option<String> {
+pub(crate) fn file_name_version(name: &str) -> Option<String> {
     let v = name.split_once(".so.")?.1;
     (!v.is_empty() && v.split('.').all(|p| p.parse::<u32>().is_ok())).then(|| v.to_string())
 }
 
 /// The first cuDNN in lookup order with its version, or every place searched.
-pub fn locate(root: &Root, env: &SearchEnv) -> Result<Found, Vec<String>> {
+pub(crate) fn locate(root: &Root, env: &SearchEnv) -> Result<Found, Vec<String>> {
     let mut searched = Vec::new();
     match libsearch::find_any(root, env, SONAMES) {
         Ok(found) => return Ok(with_version(root, found.path, found.origin.to_string())),

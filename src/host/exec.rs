@@ -11,18 +11,18 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 /// The most bytes kept of a program's stdout or stderr; the rest is read and dropped.
-pub const MAX_CAPTURE: usize = 64 << 20;
+pub(crate) const MAX_CAPTURE: usize = 64 << 20;
 
 /// What a program printed and how it ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Output {
+pub(crate) struct Output {
     pub success: bool,
     pub stdout: String,
     pub stderr: String,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ExecError {
+pub(crate) enum ExecError {
     /// The program is not installed (not found on `PATH`).
     #[error("{program}: not installed")]
     NotInstalled { program: String },
@@ -39,7 +39,7 @@ pub enum ExecError {
 }
 
 /// Runs `command` (stdin closed) in its own process group and waits at most `limit`.
-pub fn run(mut command: Command, limit: Duration) -> Result<Output, ExecError> {
+pub(crate) fn run(mut command: Command, limit: Duration) -> Result<Output, ExecError> {
     let program = command.get_program().to_string_lossy().into_owned();
     let io_err = |source| ExecError::Io {
         program: program.clone(),
@@ -95,7 +95,7 @@ pub fn run(mut command: Command, limit: Duration) -> Result<Output, ExecError> {
 static RUNNING: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 
 /// Kills every program [`run`] has started and not yet reaped, with its process group.
-pub fn kill_running() {
+pub(crate) fn kill_running() {
     let running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
     for &pid in running.iter() {
         kill_group(pid);

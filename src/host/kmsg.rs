@@ -12,17 +12,17 @@ use super::Root;
 
 /// The most bytes read from the log: a kernel ring buffer is at most 32 MiB (`log_buf_len`
 /// maximum), so this reads a whole one and stops a runaway source.
-pub const MAX_BYTES: u64 = 32 << 20;
+pub(crate) const MAX_BYTES: u64 = 32 << 20;
 
 /// How long reading may take before what was read is judged.
-pub const MAX_TIME: Duration = Duration::from_secs(3);
+pub(crate) const MAX_TIME: Duration = Duration::from_secs(3);
 
 /// The host path of the kernel's log device (and of a captured log under `--root`).
-pub const KMSG: &str = "/dev/kmsg";
+pub(crate) const KMSG: &str = "/dev/kmsg";
 
 /// The driver's lines of the kernel log, and where they came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KernelLog {
+pub(crate) struct KernelLog {
     /// Lines whose message holds `NVRM:`, as the source wrote them (a `/dev/kmsg` record's
     /// first line `PRI,SEQ,USEC,FLAGS;text`, or a `journalctl`/`dmesg` line).
     pub lines: Vec<String>,
@@ -37,7 +37,7 @@ pub struct KernelLog {
 /// Why the log could not be read; the text says what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct Unreadable(pub String);
+pub(crate) struct Unreadable(pub String);
 
 /// Keeps the driver's lines only: the rest of a busy log is never held in memory.
 fn wanted(message: &str) -> bool {
@@ -45,7 +45,7 @@ fn wanted(message: &str) -> bool {
 }
 
 /// Reads the kernel log of the node `root` describes.
-pub fn read(root: &Root) -> Result<KernelLog, Unreadable> {
+pub(crate) fn read(root: &Root) -> Result<KernelLog, Unreadable> {
     if !root.is_live() {
         return read_captured(root);
     }
@@ -89,7 +89,11 @@ fn read_captured(root: &Root) -> Result<KernelLog, Unreadable> {
 /// `/dev/kmsg` from the oldest record the ring buffer still holds after the last
 /// `dmesg --clear` (`SEEK_DATA`), one record per `read`, until `EAGAIN` (the end), the byte
 /// cap or the time cap.
-pub fn read_device(root: &Root, max_bytes: u64, max_time: Duration) -> Result<KernelLog, String> {
+pub(crate) fn read_device(
+    root: &Root,
+    max_bytes: u64,
+    max_time: Duration,
+) -> Result<KernelLog, String> {
     let fd = root
         .open(KMSG, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .map_err(|e| e.source.to_string())?;
@@ -165,7 +169,7 @@ fn read_journal() -> Result<KernelLog, String> {
 
 /// When a log line was written, in microseconds since boot: a `/dev/kmsg` record's third
 /// field, or a `dmesg`/`journalctl -o short-monotonic` line's leading `[seconds]`.
-pub fn timestamp_usec(line: &str) -> Option<u64> {
+pub(crate) fn timestamp_usec(line: &str) -> Option<u64> {
     if let Some((header, _)) = line.split_once(';') {
         let fields: Vec<&str> = header.split(',').collect();
         if fields.len() >= 3 && fields[..3].iter().all(|f| f.parse::<u64>().is_ok()) {
@@ -184,7 +188,7 @@ pub fn timestamp_usec(line: &str) -> Option<u64> {
 /// `--since`: a time the Xids are judged from, as seconds since the epoch. Takes
 /// `@SECONDS` (epoch), `N{s,m,h,d}` (that long ago) or a UTC date and time
 /// `YYYY-MM-DD[ T]HH:MM[:SS][Z]`.
-pub fn parse_since(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_since(text: &str) -> Result<u64, String> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -192,7 +196,7 @@ pub fn parse_since(text: &str) -> Result<u64, String> {
 }
 
 /// [`parse_since`] with `now` given (tests).
-pub fn parse_since_at(text: &str, now: u64) -> Result<u64, String> {
+pub(crate) fn parse_since_at(text: &str, now: u64) -> Result<u64, String> {
     const FORMS: &str =
         "expected @SECONDS, a duration ago (30m, 2h, 1d) or a UTC time (2026-11-25 14:00[:00])";
     let t = text.trim();
@@ -243,11 +247,11 @@ pub fn parse_since_at(text: &str, now: u64) -> Result<u64, String> {
     u64::try_from(days * 86_400 + hh * 3600 + mm * 60 + ss).map_err(|_| FORMS.to_string())
 }
 
-pub use super::clock::utc;
+pub(crate) use super::clock::utc;
 
 /// When the node booted, in seconds since the epoch (`btime` of `/proc/stat`), to place
 /// `--since` among the log's timestamps (microseconds since boot).
-pub fn boot_time(root: &Root) -> Option<u64> {
+pub(crate) fn boot_time(root: &Root) -> Option<u64> {
     let stat = root.read_optional("/proc/stat").ok()??;
     stat.lines()
         .find_map(|l| l.strip_prefix("btime "))

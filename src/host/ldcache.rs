@@ -8,7 +8,7 @@ const HEADER_LEN: usize = 48;
 const ENTRY_LEN: usize = 24;
 
 /// Library file name (`libnccl.so.2`) → the paths the cache lists for it, in cache order.
-pub type Cache = BTreeMap<String, Vec<String>>;
+pub(crate) type Cache = BTreeMap<String, Vec<String>>;
 
 /// Parses the glibc "new format" cache (also found after an old-format prefix).
 pub fn parse(bytes: &[u8]) -> Result<Cache, String> {

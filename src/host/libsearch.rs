@@ -9,10 +9,9 @@ use super::Root;
 
 /// Where a file was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Origin {
+pub(crate) enum Origin {
     LdLibraryPath,
     LinkerCache,
-    Python,
     Directory,
 }
 
@@ -21,7 +20,6 @@ impl fmt::Display for Origin {
         f.write_str(match self {
             Origin::LdLibraryPath => "LD_LIBRARY_PATH",
             Origin::LinkerCache => "the dynamic linker's cache",
-            Origin::Python => "a Python site-packages",
             Origin::Directory => "a vendor library directory",
         })
     }
@@ -29,21 +27,21 @@ impl fmt::Display for Origin {
 
 /// A file found: its host path (as seen on the node) and how.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Found {
+pub(crate) struct Found {
     pub path: String,
     pub origin: Origin,
 }
 
 /// The process environment the search depends on, captured once so tests can set it.
 #[derive(Debug, Clone, Default)]
-pub struct SearchEnv {
+pub(crate) struct SearchEnv {
     pub ld_library_path: Option<String>,
     /// `$VIRTUAL_ENV`, `$CONDA_PREFIX`, `$HOME/.local`: Python prefixes beyond the system's.
     pub python_prefixes: Vec<String>,
 }
 
 impl SearchEnv {
-    pub fn from_process() -> Self {
+    pub(crate) fn from_process() -> Self {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         let mut python_prefixes: Vec<String> = ["VIRTUAL_ENV", "CONDA_PREFIX"]
             .iter()
@@ -60,7 +58,7 @@ impl SearchEnv {
 }
 
 /// System Python prefixes, as `host::nccl` searches them.
-pub const SYSTEM_PYTHON_PREFIXES: &[&str] = &["/usr/local", "/usr", "/opt/conda"];
+pub(crate) const SYSTEM_PYTHON_PREFIXES: &[&str] = &["/usr/local", "/usr", "/opt/conda"];
 
 /// Where vendors put NCCL network plugins outside the linker's path.
 const VENDOR_DIRS: &[&str] = &[
@@ -74,7 +72,7 @@ const VENDOR_DIRS: &[&str] = &[
 ];
 
 /// The first of `names` (file names such as `libibverbs.so.1`), or every place searched.
-pub fn find_any(root: &Root, env: &SearchEnv, names: &[&str]) -> Result<Found, Vec<String>> {
+pub(crate) fn find_any(root: &Root, env: &SearchEnv, names: &[&str]) -> Result<Found, Vec<String>> {
     let mut searched = Vec::new();
     if root.is_live()
         && let Some(dirs) = &env.ld_library_path
@@ -132,7 +130,7 @@ pub fn find_any(root: &Root, env: &SearchEnv, names: &[&str]) -> Result<Found, V
 
 /// Every `site-packages`/`dist-packages` directory (host paths) of the Python installs
 /// under the prefixes, live prefixes first, newest Python first.
-pub fn site_packages(root: &Root, env: &SearchEnv) -> Vec<String> {
+pub(crate) fn site_packages(root: &Root, env: &SearchEnv) -> Vec<String> {
     let live: Vec<&str> = if root.is_live() {
         env.python_prefixes.iter().map(String::as_str).collect()
     } else {
@@ -174,7 +172,7 @@ fn python_minor(name: &str) -> u32 {
 }
 
 /// Where the search looks for Python packages, for messages.
-pub fn site_packages_pattern() -> String {
+pub(crate) fn site_packages_pattern() -> String {
     format!(
         "{{$VIRTUAL_ENV,$CONDA_PREFIX,~/.local,{}}}/lib/python3*/{{site,dist}}-packages",
         SYSTEM_PYTHON_PREFIXES.join(",")

@@ -17,7 +17,7 @@ use super::confine;
 const RODATA_CAP: u64 = 64 << 20;
 
 /// `(major, minor, patch)` of the NCCL library at `host_path` inside `root`, or why not.
-pub fn nccl(root: &Root, host_path: &str) -> Result<(u32, u32, u32), String> {
+pub(crate) fn nccl(root: &Root, host_path: &str) -> Result<(u32, u32, u32), String> {
     let mut tried = Vec::new();
     match rodata(root, host_path) {
         Ok(bytes) => match find_after(&bytes, b"NCCL version ") {
@@ -69,7 +69,7 @@ pub fn find_after(bytes: &[u8], marker: &[u8]) -> Option<(u32, u32, u32)> {
 }
 
 /// `2.32.3` (trailing text after the patch number ignored by the caller).
-pub fn parse_triple(s: &str) -> Option<(u32, u32, u32)> {
+pub(crate) fn parse_triple(s: &str) -> Option<(u32, u32, u32)> {
     let mut it = s.trim_end_matches('.').split('.');
     let major = it.next()?.parse().ok()?;
     let minor = it.next()?.parse().ok()?;

@@ -2,23 +2,24 @@
 //! `/var/lib` goes through one [`Root`], so `--root DIR` and tests see the same code paths
 //! as a live node.
 
-pub mod atomic;
-pub mod bind;
-pub mod clock;
-pub mod cmdline;
-pub mod confine;
+pub(crate) mod atomic;
+pub(crate) mod bind;
+pub(crate) mod clock;
+pub(crate) mod cmdline;
+pub(crate) mod confine;
 pub mod cpulist;
-pub mod cudnn;
-pub mod exec;
-pub mod kmsg;
+pub(crate) mod cudnn;
+pub(crate) mod exec;
+pub(crate) mod kmsg;
 pub mod ldcache;
-pub mod libsearch;
+pub(crate) mod libsearch;
 pub mod libversion;
 pub mod mounts;
-pub mod nccl;
-pub mod net;
+pub(crate) mod nccl;
+pub(crate) mod net;
 pub mod sysctl;
-pub mod torch;
+pub(crate) mod torch;
+pub(crate) mod version;
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -27,7 +28,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-pub use confine::{READ_CAP, Refusal};
+pub(crate) use confine::{READ_CAP, Refusal};
 
 /// An I/O failure on a host path, carrying the path it happened on.
 #[derive(Debug, thiserror::Error)]
@@ -39,7 +40,7 @@ pub struct HostError {
 }
 
 impl HostError {
-    pub fn new(path: impl Into<PathBuf>, source: io::Error) -> Self {
+    pub(crate) fn new(path: impl Into<PathBuf>, source: io::Error) -> Self {
         HostError {
             path: path.into(),
             source,
@@ -48,7 +49,8 @@ impl HostError {
 
     /// Why gputune refused the path (it escapes the root, is not a regular file, is too
     /// large, or a write would follow a link), when that is the failure.
-    pub fn refusal(&self) -> Option<&Refusal> {
+    #[cfg(test)]
+    pub(crate) fn refusal(&self) -> Option<&Refusal> {
         confine::refusal_of(&self.source)
     }
 }
@@ -72,11 +74,11 @@ impl Root {
 
     /// True when this root is the running node, so live-only facts (syscalls, netlink,
     /// loaded libraries) describe the same machine as the files.
-    pub fn is_live(&self) -> bool {
+    pub(crate) fn is_live(&self) -> bool {
         self.dir == Path::new("/")
     }
 
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 
@@ -87,7 +89,7 @@ impl Root {
 
     /// Opens a host path resolved inside this root (absolute links stay inside it, `..`
     /// never climbs above it, magic `/proc` links are not followed); see [`confine`].
-    pub fn open(&self, host_path: &str, flags: libc::c_int) -> Result<OwnedFd, HostError> {
+    pub(crate) fn open(&self, host_path: &str, flags: libc::c_int) -> Result<OwnedFd, HostError> {
         let err = |e| HostError::new(self.path(host_path), e);
         let root = confine::open_root(&self.dir).map_err(err)?;
         confine::open(root.as_fd(), host_path, flags).map_err(err)
@@ -97,7 +99,11 @@ impl Root {
     /// `/proc` and `/sys` attributes are); a missing file is `Ok(None)`. It is opened
     /// non-blocking, so a FIFO planted where a configuration file belongs is refused
     /// instead of hanging the audit, and `/dev/zero` cannot grow memory without bound.
-    pub fn read_capped(&self, host_path: &str, cap: u64) -> Result<Option<Vec<u8>>, HostError> {
+    pub(crate) fn read_capped(
+        &self,
+        host_path: &str,
+        cap: u64,
+    ) -> Result<Option<Vec<u8>>, HostError> {
         let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY;
         let fd = match self.open(host_path, flags) {
             Ok(fd) => fd,
@@ -124,19 +130,22 @@ impl Root {
 
     /// Reads a whole text file (up to [`READ_CAP`]); a missing file is `Ok(None)`, not an
     /// error.
-    pub fn read_optional(&self, host_path: &str) -> Result<Option<String>, HostError> {
+    pub(crate) fn read_optional(&self, host_path: &str) -> Result<Option<String>, HostError> {
         Ok(self
             .read_optional_bytes(host_path)?
             .map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
     }
 
     /// Reads a whole binary file (up to [`READ_CAP`]); a missing file is `Ok(None)`.
-    pub fn read_optional_bytes(&self, host_path: &str) -> Result<Option<Vec<u8>>, HostError> {
+    pub(crate) fn read_optional_bytes(
+        &self,
+        host_path: &str,
+    ) -> Result<Option<Vec<u8>>, HostError> {
         self.read_capped(host_path, READ_CAP)
     }
 
     /// Reads a whole text file that must exist.
-    pub fn read(&self, host_path: &str) -> Result<String, HostError> {
+    pub(crate) fn read(&self, host_path: &str) -> Result<String, HostError> {
         self.read_optional(host_path)?.ok_or_else(|| {
             HostError::new(
                 self.path(host_path),
@@ -146,7 +155,7 @@ impl Root {
     }
 
     /// Names in a directory, sorted; a missing directory is `Ok(None)`.
-    pub fn list_dir(&self, host_path: &str) -> Result<Option<Vec<String>>, HostError> {
+    pub(crate) fn list_dir(&self, host_path: &str) -> Result<Option<Vec<String>>, HostError> {
         let fd = match self.open(host_path, libc::O_RDONLY | libc::O_DIRECTORY) {
             Ok(fd) => fd,
             Err(e) if e.source.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -163,17 +172,17 @@ impl Root {
 
     /// True when the host path exists inside the root (following links, as sysfs users
     /// expect, but never out of the root).
-    pub fn exists(&self, host_path: &str) -> bool {
+    pub(crate) fn exists(&self, host_path: &str) -> bool {
         self.open(host_path, libc::O_PATH).is_ok()
     }
 
     /// True when the host path is a regular file inside the root (links followed inside).
-    pub fn is_file(&self, host_path: &str) -> bool {
+    pub(crate) fn is_file(&self, host_path: &str) -> bool {
         self.kind_is(host_path, |t| t.is_file())
     }
 
     /// True when the host path is a directory inside the root (links followed inside).
-    pub fn is_dir(&self, host_path: &str) -> bool {
+    pub(crate) fn is_dir(&self, host_path: &str) -> bool {
         self.kind_is(host_path, |t| t.is_dir())
     }
 
@@ -187,7 +196,7 @@ impl Root {
     /// The real path (under the root, like `fs::canonicalize`) that `host_path` resolves to
     /// inside the root; `None` when it does not exist. sysfs readers use it to follow
     /// `device` links without leaving an image.
-    pub fn canonicalize(&self, host_path: &str) -> Option<PathBuf> {
+    pub(crate) fn canonicalize(&self, host_path: &str) -> Option<PathBuf> {
         use std::os::fd::AsRawFd;
         let fd = self.open(host_path, libc::O_PATH).ok()?;
         std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()
@@ -222,7 +231,7 @@ impl Root {
 
     /// Creates the missing directories of `host_dir` inside the root, each 0755 whatever
     /// the umask (the files in them are read by unprivileged users).
-    pub fn create_dirs(&self, host_dir: &str) -> Result<(), HostError> {
+    pub(crate) fn create_dirs(&self, host_dir: &str) -> Result<(), HostError> {
         let rel =
             confine::relative(host_dir).map_err(|e| HostError::new(self.path(host_dir), e))?;
         let mut prefix = String::new();
@@ -253,7 +262,7 @@ impl Root {
 
     /// Replaces a file inside the root atomically (see [`atomic::write_at`]), creating its
     /// directories; a link at the final name is replaced, never followed.
-    pub fn write_file(&self, host_path: &str, bytes: &[u8]) -> Result<(), HostError> {
+    pub(crate) fn write_file(&self, host_path: &str, bytes: &[u8]) -> Result<(), HostError> {
         if let Some(dir) = Path::new(host_path).parent().and_then(Path::to_str) {
             self.create_dirs(dir)?;
         }
@@ -264,7 +273,7 @@ impl Root {
 
     /// Removes a file or link inside the root (never what a link points to); a missing one
     /// is fine.
-    pub fn remove_file(&self, host_path: &str) -> Result<(), HostError> {
+    pub(crate) fn remove_file(&self, host_path: &str) -> Result<(), HostError> {
         let Some((dir, name)) = self.existing_parent(host_path)? else {
             return Ok(());
         };
@@ -275,7 +284,7 @@ impl Root {
 
     /// Removes an empty directory inside the root (never through a link); a missing one is
     /// fine, a non-empty one an error.
-    pub fn remove_dir(&self, host_path: &str) -> Result<(), HostError> {
+    pub(crate) fn remove_dir(&self, host_path: &str) -> Result<(), HostError> {
         let (dir, name) = self.parent(host_path)?;
         let err = |e| HostError::new(self.path(host_path), e);
         atomic::rmdir_at(dir.as_fd(), &name).map_err(err)?;
@@ -284,7 +293,7 @@ impl Root {
 
     /// The target of the link at `host_path`; `None` when there is none (missing, or not a
     /// link).
-    pub fn read_link(&self, host_path: &str) -> Result<Option<String>, HostError> {
+    pub(crate) fn read_link(&self, host_path: &str) -> Result<Option<String>, HostError> {
         let Some((dir, name)) = self.existing_parent(host_path)? else {
             return Ok(None);
         };
@@ -296,7 +305,7 @@ impl Root {
     }
 
     /// Makes `host_path` a link to `dest` (a temporary link renamed over it).
-    pub fn symlink(&self, host_path: &str, dest: &str) -> Result<(), HostError> {
+    pub(crate) fn symlink(&self, host_path: &str, dest: &str) -> Result<(), HostError> {
         if let Some(dir) = Path::new(host_path).parent().and_then(Path::to_str) {
             self.create_dirs(dir)?;
         }
@@ -307,7 +316,7 @@ impl Root {
 
     /// Writes a kernel knob in place with one `write`, as the kernel requires. The knob
     /// must be a regular file reached without a final link.
-    pub fn write_knob(&self, host_path: &str, value: &str) -> Result<(), HostError> {
+    pub(crate) fn write_knob(&self, host_path: &str, value: &str) -> Result<(), HostError> {
         use std::io::Write;
         let fd = self.open(
             host_path,
@@ -331,7 +340,7 @@ impl Root {
 
     /// Removes what a killed run left of its temporary files for `host_path`; a missing
     /// directory is fine.
-    pub fn remove_stale_temps(&self, host_path: &str) -> Result<usize, HostError> {
+    pub(crate) fn remove_stale_temps(&self, host_path: &str) -> Result<usize, HostError> {
         let Some((dir, name)) = self.existing_parent(host_path)? else {
             return Ok(0);
         };

@@ -14,14 +14,14 @@ pub struct Mount {
 
 impl Mount {
     /// The value of a `key=value` option, e.g. `size` of a tmpfs.
-    pub fn option(&self, key: &str) -> Option<&str> {
+    pub(crate) fn option(&self, key: &str) -> Option<&str> {
         self.options
             .iter()
             .find_map(|o| o.strip_prefix(key)?.strip_prefix('='))
     }
 
     /// True when a bare option such as `memory` (a cgroup v1 controller) is present.
-    pub fn has_option(&self, word: &str) -> bool {
+    pub(crate) fn has_option(&self, word: &str) -> bool {
         self.options.iter().any(|o| o == word)
     }
 }
@@ -61,7 +61,7 @@ pub struct MalformedLine {
 
 impl MalformedLine {
     /// `PATH:LINE: malformed line `...``.
-    pub fn in_file(&self, path: &str) -> String {
+    pub(crate) fn in_file(&self, path: &str) -> String {
         format!("{path}:{}: malformed line `{}`", self.line, self.text)
     }
 }
@@ -76,7 +76,7 @@ fn unescape(field: &str) -> String {
 }
 
 /// The mounts of the node under `root`; `None` when the root has no `/proc/mounts`.
-pub fn read(root: &Root) -> Result<Option<Result<Vec<Mount>, String>>, HostError> {
+pub(crate) fn read(root: &Root) -> Result<Option<Result<Vec<Mount>, String>>, HostError> {
     Ok(root
         .read_optional("/proc/mounts")?
         .map(|t| parse(&t).map_err(|e| e.in_file("/proc/mounts"))))

@@ -9,17 +9,17 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-pub use crate::ffi::nccl::{Nccl, NcclError, NcclVersion};
+pub(crate) use crate::ffi::nccl::{Nccl, NcclError, NcclVersion};
 
 use super::Root;
 use super::libsearch::{self, SYSTEM_PYTHON_PREFIXES};
 
 /// The file name NCCL 2.x installs under.
-pub const SONAME: &str = "libnccl.so.2";
+pub(crate) const SONAME: &str = "libnccl.so.2";
 
 /// Where a library was found, said in findings.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Origin {
+pub(crate) enum Origin {
     /// `$GPUTUNE_NCCL_LIB`.
     EnvVar,
     /// A directory of `LD_LIBRARY_PATH`.
@@ -43,7 +43,7 @@ impl fmt::Display for Origin {
 
 /// A library file and how it was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Located {
+pub(crate) struct Located {
     /// The real path to open (under the root when the root is not `/`).
     pub path: PathBuf,
     pub origin: Origin,
@@ -68,13 +68,13 @@ impl Located {
 /// The process environment the search depends on, captured once so tests can set it:
 /// `$GPUTUNE_NCCL_LIB` and what every library search reads ([`libsearch::SearchEnv`]).
 #[derive(Debug, Clone, Default)]
-pub struct SearchEnv {
+pub(crate) struct SearchEnv {
     pub gputune_nccl_lib: Option<String>,
     pub libs: libsearch::SearchEnv,
 }
 
 impl SearchEnv {
-    pub fn from_process() -> Self {
+    pub(crate) fn from_process() -> Self {
         SearchEnv {
             gputune_nccl_lib: std::env::var("GPUTUNE_NCCL_LIB")
                 .ok()
@@ -85,7 +85,7 @@ impl SearchEnv {
 }
 
 /// The first `libnccl.so.2` in lookup order, or every place searched.
-pub fn locate(root: &Root, env: &SearchEnv) -> Result<Located, Vec<String>> {
+pub(crate) fn locate(root: &Root, env: &SearchEnv) -> Result<Located, Vec<String>> {
     let mut searched = Vec::new();
     if let Some(file) = &env.gputune_nccl_lib {
         // An explicit path is the user's choice: taken as given, even under --root.
@@ -182,7 +182,7 @@ fn python_nccl(root: &Root, prefix: &str) -> Option<String> {
 /// `ncclGetVersion`); a library inside another root is read, never loaded (see
 /// [`super::libversion`]), and `$GPUTUNE_NCCL_LIB` counts as the live node's (the invoking
 /// user named it).
-pub fn version_of(root: &Root, located: &Located) -> Result<NcclVersion, NcclError> {
+pub(crate) fn version_of(root: &Root, located: &Located) -> Result<NcclVersion, NcclError> {
     match (&located.host_path, root.is_live()) {
         (Some(host), false) => match super::libversion::nccl(root, host) {
             Ok((major, minor, patch)) => Ok(NcclVersion {
@@ -201,7 +201,7 @@ pub fn version_of(root: &Root, located: &Located) -> Result<NcclVersion, NcclErr
 }
 
 /// Loads the library at `located` for use, refusing one that belongs to another root.
-pub fn load(root: &Root, located: &Located) -> Result<Nccl, NcclError> {
+pub(crate) fn load(root: &Root, located: &Located) -> Result<Nccl, NcclError> {
     if located.host_path.is_some() && !root.is_live() {
         return Err(NcclError::NotLive {
             path: located.path.clone(),

@@ -5,7 +5,7 @@ use super::{HostError, Root};
 
 /// One interface from `/sys/class/net`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Link {
+pub(crate) struct Link {
     pub name: String,
     /// Backed by a device (PCI, virtio, ...) rather than a software interface.
     pub physical: bool,
@@ -15,7 +15,7 @@ pub struct Link {
 }
 
 /// Every interface in `/sys/class/net`, sorted by name.
-pub fn links(root: &Root) -> Result<Vec<Link>, HostError> {
+pub(crate) fn links(root: &Root) -> Result<Vec<Link>, HostError> {
     let mut links = Vec::new();
     for name in root.list_dir("/sys/class/net")?.unwrap_or_default() {
         let dir = format!("/sys/class/net/{name}");
@@ -33,7 +33,7 @@ pub fn links(root: &Root) -> Result<Vec<Link>, HostError> {
 }
 
 /// `"10000\n"` → 10000; the kernel's `-1` and empty files mean unknown.
-pub fn parse_speed(raw: &str) -> Option<u64> {
+pub(crate) fn parse_speed(raw: &str) -> Option<u64> {
     raw.trim()
         .parse::<i64>()
         .ok()
@@ -42,7 +42,7 @@ pub fn parse_speed(raw: &str) -> Option<u64> {
 }
 
 /// RDMA devices (InfiniBand HCAs, RoCE NICs) from `/sys/class/infiniband`.
-pub fn rdma_devices(root: &Root) -> Result<Vec<String>, HostError> {
+pub(crate) fn rdma_devices(root: &Root) -> Result<Vec<String>, HostError> {
     Ok(root.list_dir("/sys/class/infiniband")?.unwrap_or_default())
 }
 

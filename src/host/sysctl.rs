@@ -9,26 +9,26 @@ pub fn host_path(key: &str) -> String {
 
 /// The value of a sysctl with runs of white space folded to one space, as `sysctl -n`
 /// users write it; `None` when this kernel has no such key.
-pub fn read(root: &Root, key: &str) -> Result<Option<String>, HostError> {
+pub(crate) fn read(root: &Root, key: &str) -> Result<Option<String>, HostError> {
     Ok(root
         .read_optional(&host_path(key))?
         .map(|raw| normalize(&raw)))
 }
 
 /// Folds tabs, newlines and repeated spaces: `"4096\t131072\t6291456\n"` → `"4096 131072 6291456"`.
-pub fn normalize(raw: &str) -> String {
+pub(crate) fn normalize(raw: &str) -> String {
     raw.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// A sysctl made of several numbers whose parts a profile may judge one by one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Vector {
+pub(crate) struct Vector {
     pub key: &'static str,
     pub parts: &'static [&'static str],
 }
 
 /// The multi-part sysctls gputune judges part by part.
-pub const VECTORS: &[Vector] = &[
+pub(crate) const VECTORS: &[Vector] = &[
     Vector {
         key: "net.ipv4.tcp_rmem",
         parts: &["min", "default", "max"],
@@ -44,7 +44,7 @@ pub const VECTORS: &[Vector] = &[
 ];
 
 /// Splits a profile key such as `net.ipv4.tcp_rmem.max` into the sysctl and part index.
-pub fn split_part(profile_key: &str) -> Option<(&'static Vector, usize)> {
+pub(crate) fn split_part(profile_key: &str) -> Option<(&'static Vector, usize)> {
     let (base, part) = profile_key.rsplit_once('.')?;
     let vector = VECTORS.iter().find(|v| v.key == base)?;
     let index = vector.parts.iter().position(|p| *p == part)?;
@@ -55,7 +55,7 @@ pub fn split_part(profile_key: &str) -> Option<(&'static Vector, usize)> {
 /// depended on the machine or the kernel version for a decade (64-bit Linux). Keys missing
 /// here (`tcp_rmem`, raised to 32 MiB in 6.x; `somaxconn`, 128 before 5.4; `file-max` and
 /// `numa_balancing`, which depend on the machine) have no known default.
-pub fn kernel_default(name: &str) -> Option<&'static str> {
+pub(crate) fn kernel_default(name: &str) -> Option<&'static str> {
     Some(match name {
         "net.core.rmem_default"
         | "net.core.wmem_default"

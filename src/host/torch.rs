@@ -7,7 +7,7 @@ use super::libsearch::{self, SearchEnv};
 
 /// torch as found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Torch {
+pub(crate) struct Torch {
     /// `torch/version.py` (host path).
     pub path: String,
     /// `2.3.0+cu121`.
@@ -18,7 +18,7 @@ pub struct Torch {
 
 /// The string value of a top-level assignment in `version.py`: `cuda = '12.1'`,
 /// `cuda: Optional[str] = '12.1'`, `__version__ = "2.3.0+cu121"`; `None` for `None`.
-pub fn assignment(text: &str, name: &str) -> Option<String> {
+pub(crate) fn assignment(text: &str, name: &str) -> Option<String> {
     text.lines().find_map(|l| {
         let rest = l.strip_prefix(name)?;
         if !rest.starts_with([' ', ':', '=']) {
@@ -34,7 +34,7 @@ pub fn assignment(text: &str, name: &str) -> Option<String> {
 }
 
 /// The first torch in the site-packages search order, or where it looked.
-pub fn locate(root: &Root, env: &SearchEnv) -> Result<Torch, String> {
+pub(crate) fn locate(root: &Root, env: &SearchEnv) -> Result<Torch, String> {
     for site in libsearch::site_packages(root, env) {
         let path = format!("{site}/torch/version.py");
         if let Ok(Some(text)) = root.read_optional(&path) {
@@ -77,8 +77,8 @@ const DRIVER_MINIMUMS: &[(&str, &str)] = &[
 ];
 
 /// The newest CUDA version a driver version supports, by the release notes' table.
-pub fn cuda_for_driver(driver: &str) -> Option<&'static str> {
-    use crate::profile::version::Version;
+pub(crate) fn cuda_for_driver(driver: &str) -> Option<&'static str> {
+    use super::version::Version;
     let d = Version::parse(driver)?;
     DRIVER_MINIMUMS
         .iter()
@@ -89,7 +89,7 @@ pub fn cuda_for_driver(driver: &str) -> Option<&'static str> {
 /// The minimum driver of a CUDA major version (its `.0` release): with CUDA's minor version
 /// compatibility, any 12.x runtime starts on a 12.0 driver, though PTX JIT of newer code
 /// fails there.
-pub fn major_minimum(cuda: &str) -> Option<&'static str> {
+pub(crate) fn major_minimum(cuda: &str) -> Option<&'static str> {
     let major = cuda.split('.').next()?;
     DRIVER_MINIMUMS
         .iter()

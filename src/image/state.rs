@@ -99,7 +99,7 @@ const DIR_MODE: u32 = 0o700;
 /// anyone but root or the caller, or writable by others without the sticky bit (as `/tmp`
 /// has), since its owner could swap what lies below it. Parents may be links (`$HOME` on
 /// another mount): they are judged where they lead.
-pub fn ensure(dir: &Path) -> Result<(), StateDirError> {
+pub(crate) fn ensure(dir: &Path) -> Result<(), StateDirError> {
     let me = euid();
     let io_err = |path: &Path| {
         let path = path.to_path_buf();

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 /// The path between two devices, from best to worst.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub enum Path {
+pub(crate) enum Path {
     /// The device itself.
     #[serde(rename = "X")]
     Same,
@@ -33,7 +33,7 @@ pub enum Path {
 }
 
 impl Path {
-    pub fn label(self) -> String {
+    pub(crate) fn label(self) -> String {
         match self {
             Path::Same => "X".into(),
             Path::NvLink(n) => format!("NV{n}"),
@@ -47,14 +47,15 @@ impl Path {
     }
 
     /// True when traffic stays on one socket.
-    pub fn is_local(self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_local(self) -> bool {
         !matches!(self, Path::Sys | Path::Unknown)
     }
 }
 
 /// Where a device sits, enough to compare two of them.
 #[derive(Debug, Clone, Copy)]
-pub struct Place<'a> {
+pub(crate) struct Place<'a> {
     pub address: Option<&'a str>,
     pub bridges: &'a [String],
     pub host_bridge: Option<&'a str>,
@@ -92,7 +93,7 @@ fn switches_crossed(a: &[String], b: &[String], common: usize) -> usize {
 /// without the host bridge; PHB through the host bridge (root complex); NODE between host
 /// bridges of one NUMA node; SYS across the socket interconnect. `single_node` says the
 /// host has one NUMA node, so an unreported `numa_node` cannot mean another socket.
-pub fn path_between(a: &Place, b: &Place, nvlinks: u32, single_node: bool) -> Path {
+pub(crate) fn path_between(a: &Place, b: &Place, nvlinks: u32, single_node: bool) -> Path {
     if a.address.is_some() && a.address == b.address {
         return Path::Same;
     }

@@ -2,7 +2,7 @@
 //! so tests can give any answer.
 
 /// The soname the NVIDIA driver installs.
-pub const CUDA_LIBRARY: &str = crate::ffi::cuda::LIBCUDA;
+pub(crate) const CUDA_LIBRARY: &str = crate::ffi::cuda::LIBCUDA;
 
 /// A source of the CUDA driver version: the real library, or a fixed answer in tests.
 pub trait CudaProbe {
@@ -11,7 +11,7 @@ pub trait CudaProbe {
 }
 
 /// `libcuda.so.1` loaded at run time.
-pub struct RealCuda;
+pub(crate) struct RealCuda;
 
 impl CudaProbe for RealCuda {
     fn driver_version(&self) -> Result<String, String> {
@@ -31,7 +31,7 @@ impl CudaProbe for RealCuda {
 }
 
 /// No CUDA to ask, with the reason.
-pub struct NoCuda(pub String);
+pub(crate) struct NoCuda(pub String);
 
 impl CudaProbe for NoCuda {
     fn driver_version(&self) -> Result<String, String> {

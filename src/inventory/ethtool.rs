@@ -23,7 +23,7 @@ pub trait EthtoolProbe {
 }
 
 /// The real ioctl on an `AF_INET` datagram socket.
-pub struct RealEthtool;
+pub(crate) struct RealEthtool;
 
 impl EthtoolProbe for RealEthtool {
     fn driver_info(&self, name: &str) -> Result<DriverInfo, String> {
@@ -46,7 +46,7 @@ impl EthtoolProbe for RealEthtool {
 }
 
 /// No ioctl possible (not the live node), with the reason.
-pub struct NoEthtool(pub String);
+pub(crate) struct NoEthtool(pub String);
 
 impl EthtoolProbe for NoEthtool {
     fn driver_info(&self, _name: &str) -> Result<DriverInfo, String> {

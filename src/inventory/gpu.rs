@@ -9,12 +9,12 @@ use crate::host::cpulist::CpuList;
 use crate::host::{HostError, Root};
 
 /// NVIDIA's PCI vendor id.
-pub const NVIDIA_VENDOR: u32 = 0x10de;
+pub(crate) const NVIDIA_VENDOR: u32 = 0x10de;
 
 /// One GPU. `index` follows CUDA's `PCI_BUS_ID` order (sorted by PCI address), which is the
 /// order torchrun's `LOCAL_RANK` maps onto with `CUDA_DEVICE_ORDER=PCI_BUS_ID`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Gpu {
+pub(crate) struct Gpu {
     pub index: usize,
     pub pci_address: String,
     /// `10de:2330` style id.
@@ -40,20 +40,20 @@ pub struct Gpu {
 }
 
 /// PCI class 0x03 (display): VGA (0x0300) and 3D controllers (0x0302, data-centre GPUs).
-pub fn is_nvidia_gpu(dev: &PciDevice) -> bool {
+pub(crate) fn is_nvidia_gpu(dev: &PciDevice) -> bool {
     dev.vendor == Some(NVIDIA_VENDOR) && dev.class.is_some_and(|c| c >> 16 == 0x03)
 }
 
 /// A GPU as the loaded driver lists it in `/proc/driver/nvidia/gpus/<bus id>/`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProcGpu {
+pub(crate) struct ProcGpu {
     pub address: String,
     pub model: Option<String>,
     pub memory_numa_node: Option<u32>,
 }
 
 /// Parses `information`: `Model: \t Tesla V100-SXM2-16GB` lines.
-pub fn parse_information(text: &str) -> Option<String> {
+pub(crate) fn parse_information(text: &str) -> Option<String> {
     text.lines()
         .find_map(|l| l.strip_prefix("Model:"))
         .map(|m| m.trim().to_string())
@@ -61,7 +61,7 @@ pub fn parse_information(text: &str) -> Option<String> {
 }
 
 /// Parses `numa_status`: `Node: 255` on its first line; negative means none.
-pub fn parse_numa_status(text: &str) -> Option<u32> {
+pub(crate) fn parse_numa_status(text: &str) -> Option<u32> {
     text.lines()
         .find_map(|l| l.strip_prefix("Node:"))
         .and_then(|n| n.trim().parse::<i64>().ok())
@@ -70,7 +70,7 @@ pub fn parse_numa_status(text: &str) -> Option<u32> {
 
 /// The GPUs the loaded driver lists: evidence that holds when sysfs is trimmed (no
 /// `vendor` or `class`) or the PCI tree is incomplete.
-pub fn proc_gpus(root: &Root) -> Result<Vec<ProcGpu>, HostError> {
+pub(crate) fn proc_gpus(root: &Root) -> Result<Vec<ProcGpu>, HostError> {
     let base = "/proc/driver/nvidia/gpus";
     let mut out = Vec::new();
     for name in root.list_dir(base)?.unwrap_or_default() {
@@ -111,7 +111,7 @@ fn gpu_from(d: &PciDevice) -> Gpu {
 
 /// GPUs among the node's PCI devices (already sorted by address) and those the driver
 /// lists, numbered in address order.
-pub fn gpus(devices: &[PciDevice], listed: &[ProcGpu]) -> Vec<Gpu> {
+pub(crate) fn gpus(devices: &[PciDevice], listed: &[ProcGpu]) -> Vec<Gpu> {
     let mut out: Vec<Gpu> = devices
         .iter()
         .filter(|d| is_nvidia_gpu(d) || listed.iter().any(|p| p.address == d.address))
@@ -146,7 +146,7 @@ pub fn gpus(devices: &[PciDevice], listed: &[ProcGpu]) -> Vec<Gpu> {
 
 /// Where a live audit run as root remembers the node's GPUs, so that a later audit can name
 /// the one that went missing (fell off the bus, was not enumerated at boot) by its address.
-pub const REMEMBERED: &str = "/var/lib/gputune/gpus.json";
+pub(crate) const REMEMBERED: &str = "/var/lib/gputune/gpus.json";
 
 /// The largest remembered inventory read (a few hundred bytes per GPU).
 const REMEMBERED_CAP: u64 = 1 << 20;
@@ -154,7 +154,7 @@ const REMEMBERED_CAP: u64 = 1 << 20;
 /// The GPUs a healthy audit saw (`/var/lib/gputune/gpus.json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Remembered {
+pub(crate) struct Remembered {
     pub schema_version: u32,
     /// Seconds since the epoch when it was written.
     pub written_at: u64,
@@ -164,7 +164,7 @@ pub struct Remembered {
 /// One GPU of [`Remembered`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RememberedGpu {
+pub(crate) struct RememberedGpu {
     pub pci_address: String,
     pub device_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -172,9 +172,9 @@ pub struct RememberedGpu {
 }
 
 impl Remembered {
-    pub const SCHEMA: u32 = 1;
+    pub(crate) const SCHEMA: u32 = 1;
 
-    pub fn of(gpus: &[Gpu], written_at: u64) -> Remembered {
+    pub(crate) fn of(gpus: &[Gpu], written_at: u64) -> Remembered {
         Remembered {
             schema_version: Self::SCHEMA,
             written_at,
@@ -191,7 +191,7 @@ impl Remembered {
 
     /// Parses the file, refusing what gputune would not have written (it may have been
     /// edited by hand): another schema, an address that is no PCI address.
-    pub fn parse(text: &str) -> Result<Remembered, String> {
+    pub(crate) fn parse(text: &str) -> Result<Remembered, String> {
         let r: Remembered = serde_json::from_str(text).map_err(|e| e.to_string())?;
         if r.schema_version != Self::SCHEMA {
             return Err(format!(
@@ -216,7 +216,7 @@ impl Remembered {
 
 /// The remembered GPUs under `root`, `None` when no audit wrote them; an unreadable or
 /// malformed file is the error, with its path.
-pub fn read_remembered(root: &Root) -> Result<Option<Remembered>, String> {
+pub(crate) fn read_remembered(root: &Root) -> Result<Option<Remembered>, String> {
     let shown = || root.path(REMEMBERED).display().to_string();
     match root.read_capped(REMEMBERED, REMEMBERED_CAP) {
         Ok(None) => Ok(None),
@@ -229,12 +229,12 @@ pub fn read_remembered(root: &Root) -> Result<Option<Remembered>, String> {
 
 /// The GPUs on the bus now (the part of [`super::Inventory::read`] that finds them), for
 /// what the audit remembers.
-pub fn present(root: &Root) -> Result<Vec<Gpu>, HostError> {
+pub(crate) fn present(root: &Root) -> Result<Vec<Gpu>, HostError> {
     Ok(gpus(&super::pci::devices(root)?, &proc_gpus(root)?))
 }
 
 /// Writes [`REMEMBERED`] atomically (temporary file, fsync, rename; never through a link).
-pub fn remember(root: &Root, gpus: &[Gpu], written_at: u64) -> Result<(), HostError> {
+pub(crate) fn remember(root: &Root, gpus: &[Gpu], written_at: u64) -> Result<(), HostError> {
     let doc = Remembered::of(gpus, written_at);
     let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
     text.push('\n');

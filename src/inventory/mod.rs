@@ -3,17 +3,17 @@
 //! netlink) when the root is the running node. `topo`, `pin` and the gpu, nic, numa and
 //! platform checks all read this one inventory.
 
-pub mod affinity;
-pub mod cuda;
-pub mod ethtool;
-pub mod gpu;
-pub mod nic;
-pub mod numa;
-pub mod nvml;
-pub mod pci;
-pub mod pcie_cap;
-pub mod rdma;
-pub mod route;
+pub(crate) mod affinity;
+pub(crate) mod cuda;
+pub(crate) mod ethtool;
+pub(crate) mod gpu;
+pub(crate) mod nic;
+pub(crate) mod numa;
+pub(crate) mod nvml;
+pub(crate) mod pci;
+pub(crate) mod pcie_cap;
+pub(crate) mod rdma;
+pub(crate) mod route;
 
 use std::fmt::Display;
 
@@ -30,7 +30,7 @@ use rdma::RdmaDevice;
 
 /// The node's hardware.
 #[derive(Debug, Clone, Serialize)]
-pub struct Inventory {
+pub(crate) struct Inventory {
     pub numa_nodes: Vec<NumaNode>,
     pub gpus: Vec<Gpu>,
     pub nics: Vec<Nic>,
@@ -43,7 +43,10 @@ pub struct Inventory {
 
 impl Inventory {
     /// Reads everything; only unreadable (not missing) files are errors.
-    pub fn read(root: &Root, probes: &crate::probes::Probes) -> Result<Inventory, HostError> {
+    pub(crate) fn read(
+        root: &Root,
+        probes: &crate::probes::Probes,
+    ) -> Result<Inventory, HostError> {
         let numa_nodes = numa::nodes(root)?;
         let devices = pci::devices(root)?;
         let mut gpus = gpu::gpus(&devices, &gpu::proc_gpus(root)?);
@@ -125,16 +128,16 @@ impl Inventory {
         })
     }
 
-    pub fn single_numa_node(&self) -> bool {
+    pub(crate) fn single_numa_node(&self) -> bool {
         self.numa_nodes.len() <= 1
     }
 
-    pub fn node(&self, id: u32) -> Option<&NumaNode> {
+    pub(crate) fn node(&self, id: u32) -> Option<&NumaNode> {
         self.numa_nodes.iter().find(|n| n.id == id)
     }
 
     /// How GPU `a` reaches GPU `b`.
-    pub fn gpu_to_gpu(&self, a: &Gpu, b: &Gpu) -> Path {
+    pub(crate) fn gpu_to_gpu(&self, a: &Gpu, b: &Gpu) -> Path {
         let nvlinks = a.nvml.as_ref().map_or(0, |n| {
             n.nvlink_peers
                 .iter()
@@ -150,18 +153,19 @@ impl Inventory {
     }
 
     /// How a GPU reaches a device of the training fabric.
-    pub fn gpu_to_fabric(&self, g: &Gpu, d: FabricDevice) -> Path {
+    pub(crate) fn gpu_to_fabric(&self, g: &Gpu, d: FabricDevice) -> Path {
         affinity::path_between(&gpu_place(g), &d.place(), 0, self.single_numa_node())
     }
 
     /// The GPU ↔ GPU matrix alone, without NIC columns.
-    pub fn matrix(&self) -> Matrix {
+    #[cfg(test)]
+    pub(crate) fn matrix(&self) -> Matrix {
         self.matrix_with(&[], None)
     }
 
     /// The affinity matrix: a row per GPU, a column per GPU then per device of the
     /// training fabric (`fabric`, chosen by `checks::nic::select`, `why` says how).
-    pub fn matrix_with(&self, fabric: &[FabricDevice], why: Option<&str>) -> Matrix {
+    pub(crate) fn matrix_with(&self, fabric: &[FabricDevice], why: Option<&str>) -> Matrix {
         let mut columns: Vec<String> = self.gpus.iter().map(gpu_label).collect();
         columns.extend(fabric.iter().map(|d| d.name().to_string()));
         let rows = self
@@ -194,7 +198,7 @@ impl Inventory {
 /// A device of the training fabric as a GPU reaches it: an RDMA device (InfiniBand or
 /// RoCE HCA, EFA; with or without a netdev) or, where the fabric is plain Ethernet, a NIC.
 #[derive(Debug, Clone, Copy)]
-pub enum FabricDevice<'a> {
+pub(crate) enum FabricDevice<'a> {
     Hca(&'a RdmaDevice),
     Nic(&'a Nic),
 }
@@ -202,7 +206,7 @@ pub enum FabricDevice<'a> {
 impl<'a> FabricDevice<'a> {
     /// `mlx5_0`, `efa_0` (as NCCL's `NCCL_IB_HCA` and `nvidia-smi topo -m` name them) or
     /// `eth1`.
-    pub fn name(&self) -> &'a str {
+    pub(crate) fn name(&self) -> &'a str {
         match self {
             FabricDevice::Hca(h) => &h.name,
             FabricDevice::Nic(n) => &n.name,
@@ -210,7 +214,7 @@ impl<'a> FabricDevice<'a> {
     }
 
     /// The name with an HCA's netdevs (`mlx5_0 (ens1np0)`), for messages.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             FabricDevice::Hca(h) if !h.netdevs.is_empty() => {
                 format!("{} ({})", h.name, h.netdevs.join(", "))
@@ -256,13 +260,13 @@ fn attribute(root: &Root, host_path: &str) -> Option<String> {
 }
 
 /// `GPU0`, as nvidia-smi names them.
-pub fn gpu_label(g: &Gpu) -> String {
+pub(crate) fn gpu_label(g: &Gpu) -> String {
     format!("GPU{}", g.index)
 }
 
 /// The GPU ↔ GPU/NIC matrix of `gputune topo`.
 #[derive(Debug, Clone, Serialize)]
-pub struct Matrix {
+pub(crate) struct Matrix {
     pub columns: Vec<String>,
     pub rows: Vec<MatrixRow>,
     /// Why the NIC columns are the devices they are (the training fabric).
@@ -270,7 +274,7 @@ pub struct Matrix {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct MatrixRow {
+pub(crate) struct MatrixRow {
     pub name: String,
     pub numa_node: Option<u32>,
     /// CPUs local to the GPU (its `local_cpulist`, else its node's CPUs).
@@ -280,12 +284,12 @@ pub struct MatrixRow {
 }
 
 /// Serialises a value in its Display form (CPU lists as the kernel writes them).
-pub fn serialize_display<T: Display, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn serialize_display<T: Display, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(v)
 }
 
 /// Serialises an optional value in its Display form.
-pub fn serialize_opt_display<T: Display, S: Serializer>(
+pub(crate) fn serialize_opt_display<T: Display, S: Serializer>(
     v: &Option<T>,
     s: S,
 ) -> Result<S::Ok, S::Error> {

@@ -7,14 +7,14 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::ethtool::EthtoolProbe;
-use super::pci::{self, PciLink};
+use super::pci::{self, PciLink, pci_function};
 use super::rdma::RdmaDevice;
 use crate::host::cpulist::CpuList;
 use crate::host::{HostError, Root};
 
 /// One physical (device-backed) interface.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Nic {
+pub(crate) struct Nic {
     pub name: String,
     pub pci_address: Option<String>,
     pub driver: Option<String>,
@@ -29,8 +29,8 @@ pub struct Nic {
     pub firmware: Option<String>,
     /// The driver's version from `ETHTOOL_GDRVINFO` (`ethtool -i`); live node only.
     pub driver_version: Option<String>,
-    /// `ethernet` or `infiniband` (IPoIB), from the ARP hardware `type`.
-    pub kind: String,
+    /// Ethernet or InfiniBand (IPoIB), from the ARP hardware `type`.
+    pub kind: LinkKind,
     pub link: Option<PciLink>,
     /// RDMA devices on the same PCI function (`mlx5_0`).
     pub rdma: Vec<String>,
@@ -43,14 +43,14 @@ pub struct Nic {
 }
 
 impl Nic {
-    pub fn is_up(&self) -> bool {
+    pub(crate) fn is_up(&self) -> bool {
         self.operstate == "up"
     }
 }
 
 /// An interface left out of the inventory, with why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SkippedNic {
+pub(crate) struct SkippedNic {
     pub name: String,
     pub reason: String,
 }
@@ -58,7 +58,7 @@ pub struct SkippedNic {
 /// The device behind an interface: its `device` link, else the directory its
 /// `/sys/class/net` link points into (`.../0000:3b:00.0/net/eth0` → the PCI function),
 /// for trimmed snapshots and drivers that leave `device` out.
-pub fn device_path(root: &Root, name: &str) -> Option<PathBuf> {
+pub(crate) fn device_path(root: &Root, name: &str) -> Option<PathBuf> {
     let dir = format!("/sys/class/net/{name}");
     if let Some(real) = root.canonicalize(&format!("{dir}/device")) {
         return Some(real);
@@ -69,7 +69,7 @@ pub fn device_path(root: &Root, name: &str) -> Option<PathBuf> {
 }
 
 /// Why an interface is software-only, or `None` when a device backs it.
-pub fn virtual_reason(root: &Root, name: &str) -> Option<String> {
+pub(crate) fn virtual_reason(root: &Root, name: &str) -> Option<String> {
     let dir = format!("/sys/class/net/{name}");
     let real = root.canonicalize(&dir).unwrap_or_default();
     let is_virtual =
@@ -93,30 +93,25 @@ pub fn virtual_reason(root: &Root, name: &str) -> Option<String> {
     Some(format!("virtual: {kind}, no device behind it"))
 }
 
-/// Maps ARP hardware type to a name (`type` file: 1 Ethernet, 32 InfiniBand).
-pub fn link_kind(arp_type: Option<&str>) -> &'static str {
-    match arp_type.map(str::trim) {
-        Some("32") => "infiniband",
-        _ => "ethernet",
-    }
+/// What a NIC's link carries; serialised as the words reports have always used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum LinkKind {
+    Ethernet,
+    /// IPoIB: checks that tune Ethernet settings do not apply.
+    Infiniband,
 }
 
-/// The PCI function behind a device link: the device itself (`0000:3b:00.0`) or, for
-/// virtio and similar buses, its parent (`.../0000:00:03.0/virtio2`).
-pub fn pci_function(real_device: &Path) -> Option<&Path> {
-    let is_pci = |p: &Path| {
-        p.file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(pci::is_pci_address)
-    };
-    if is_pci(real_device) {
-        return Some(real_device);
+/// Maps ARP hardware type to a link kind (`type` file: 1 Ethernet, 32 InfiniBand).
+pub(crate) fn link_kind(arp_type: Option<&str>) -> LinkKind {
+    match arp_type.map(str::trim) {
+        Some("32") => LinkKind::Infiniband,
+        _ => LinkKind::Ethernet,
     }
-    real_device.parent().filter(|p| is_pci(p))
 }
 
 /// Reads every interface; physical ones fully, virtual ones only named with the reason.
-pub fn nics(
+pub(crate) fn nics(
     root: &Root,
     ethtool: &dyn EthtoolProbe,
     rdma: &[RdmaDevice],
@@ -161,7 +156,7 @@ pub fn nics(
                 .and_then(crate::host::net::parse_speed),
             mtu: file("mtu").and_then(|m| m.parse().ok()),
             operstate: file("operstate").unwrap_or_else(|| "unknown".into()),
-            kind: link_kind(file("type").as_deref()).to_string(),
+            kind: link_kind(file("type").as_deref()),
             ifindex: file("ifindex").and_then(|i| i.parse().ok()),
             numa_node: pci_dev.as_ref().and_then(|p| p.numa_node),
             local_cpus: pci_dev.as_ref().and_then(|p| p.local_cpus.clone()),
@@ -184,9 +179,18 @@ mod tests {
 
     #[test]
     fn kinds_and_pci_functions() {
-        assert_eq!(link_kind(Some("32\n")), "infiniband");
-        assert_eq!(link_kind(Some("1")), "ethernet");
-        assert_eq!(link_kind(None), "ethernet");
+        assert_eq!(link_kind(Some("32\n")), LinkKind::Infiniband);
+        assert_eq!(link_kind(Some("1")), LinkKind::Ethernet);
+        assert_eq!(link_kind(None), LinkKind::Ethernet);
+        // Reports keep their words.
+        assert_eq!(
+            serde_json::to_string(&LinkKind::Infiniband).unwrap(),
+            "\"infiniband\""
+        );
+        assert_eq!(
+            serde_json::to_string(&LinkKind::Ethernet).unwrap(),
+            "\"ethernet\""
+        );
         let virtio = Path::new("/sys/devices/pci0000:00/0000:00:03.0/virtio2");
         assert_eq!(
             pci_function(virtio),

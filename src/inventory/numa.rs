@@ -8,7 +8,7 @@ use crate::host::{HostError, Root};
 
 /// One NUMA node.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct NumaNode {
+pub(crate) struct NumaNode {
     pub id: u32,
     /// The node's online CPUs: only these are local to anything.
     #[serde(serialize_with = "super::serialize_display")]
@@ -25,7 +25,7 @@ pub struct NumaNode {
 }
 
 /// Parses a node's `meminfo` (`Node 0 MemTotal:  47925628 kB`) into bytes.
-pub fn parse_node_memtotal(text: &str) -> Option<u64> {
+pub(crate) fn parse_node_memtotal(text: &str) -> Option<u64> {
     text.lines().find_map(|line| {
         let rest = line.split_once("MemTotal:")?.1;
         let mut words = rest.split_whitespace();
@@ -41,7 +41,7 @@ pub fn parse_node_memtotal(text: &str) -> Option<u64> {
 /// The NUMA nodes; a kernel without NUMA support (no `node` directory) is one node holding
 /// every online CPU. A node's CPUs come from `cpulist`, else from `cpumap` (kernels before
 /// 2.6.24 have only the mask).
-pub fn nodes(root: &Root) -> Result<Vec<NumaNode>, HostError> {
+pub(crate) fn nodes(root: &Root) -> Result<Vec<NumaNode>, HostError> {
     let base = "/sys/devices/system/node";
     let mut out = Vec::new();
     for name in root.list_dir(base)?.unwrap_or_default() {
@@ -99,7 +99,7 @@ pub fn nodes(root: &Root) -> Result<Vec<NumaNode>, HostError> {
 /// before 2.6.26 have only the flags; a CPU without one, such as the boot CPU, cannot go
 /// offline). `None` when neither says (then every listed CPU is taken as online, as
 /// before hot-plug existed).
-pub fn online_cpus(root: &Root) -> Result<Option<CpuList>, HostError> {
+pub(crate) fn online_cpus(root: &Root) -> Result<Option<CpuList>, HostError> {
     let base = "/sys/devices/system/cpu";
     // An empty list is no kernel's (one CPU at least is always online): the flags decide.
     if let Some(list) = root
@@ -137,7 +137,7 @@ pub fn online_cpus(root: &Root) -> Result<Option<CpuList>, HostError> {
 /// The node a device sits on when its firmware did not say (`numa_node` absent or -1) but
 /// its local CPUs (online ones) all belong to exactly one node with CPUs: the kernel derives
 /// `local_cpus` from the device's node, so they name it. `None` when they span nodes.
-pub fn node_of_cpus(nodes: &[NumaNode], local: &CpuList) -> Option<u32> {
+pub(crate) fn node_of_cpus(nodes: &[NumaNode], local: &CpuList) -> Option<u32> {
     if local.is_empty() {
         return None;
     }
@@ -151,7 +151,7 @@ pub fn node_of_cpus(nodes: &[NumaNode], local: &CpuList) -> Option<u32> {
 }
 
 /// `cpus` split into its online and offline members.
-pub fn split_online(cpus: &CpuList, online: &CpuList) -> (CpuList, CpuList) {
+pub(crate) fn split_online(cpus: &CpuList, online: &CpuList) -> (CpuList, CpuList) {
     let (on, off) = cpus.0.iter().partition(|c| online.0.contains(c));
     (CpuList(on), CpuList(off))
 }

@@ -7,7 +7,7 @@ use std::ffi::OsStr;
 use serde::Serialize;
 
 /// The soname drivers ship (many installs lack the unversioned `libnvidia-ml.so`).
-pub const NVML_LIBRARY: &str = "libnvidia-ml.so.1";
+pub(crate) const NVML_LIBRARY: &str = "libnvidia-ml.so.1";
 
 /// `NVML_NVLINK_MAX_LINKS` of current drivers (18 links per GPU on Hopper).
 const NVLINK_MAX_LINKS: u32 = 18;
@@ -72,7 +72,7 @@ pub trait NvmlProbe {
 }
 
 /// `00000000:3B:00.0` (NVML) → `0000:3b:00.0` (sysfs).
-pub fn normalise_bus_id(bus_id: &str) -> String {
+pub(crate) fn normalise_bus_id(bus_id: &str) -> String {
     let lower = bus_id.trim().to_ascii_lowercase();
     match lower.len() {
         n if n > 12 => lower[n - 12..].to_string(),
@@ -81,12 +81,12 @@ pub fn normalise_bus_id(bus_id: &str) -> String {
 }
 
 /// `12040` (cudaDriverGetVersion form) → `12.4`.
-pub fn cuda_version_text(code: i32) -> String {
+pub(crate) fn cuda_version_text(code: i32) -> String {
     format!("{}.{}", code / 1000, (code % 1000) / 10)
 }
 
 /// NVML through nvml-wrapper, opening `libnvidia-ml.so.1` explicitly.
-pub struct RealNvml;
+pub(crate) struct RealNvml;
 
 impl NvmlProbe for RealNvml {
     fn probe(&self) -> Result<NvmlFacts, String> {
@@ -165,7 +165,7 @@ impl NvmlProbe for RealNvml {
 }
 
 /// No NVML to ask, with the reason (not the live node, or a test).
-pub struct NoNvml(pub String);
+pub(crate) struct NoNvml(pub String);
 
 impl NvmlProbe for NoNvml {
     fn probe(&self) -> Result<NvmlFacts, String> {
@@ -174,8 +174,10 @@ impl NvmlProbe for NoNvml {
 }
 
 /// A fixed answer, for tests of what gputune does with NVML facts.
-pub struct FixedNvml(pub NvmlFacts);
+#[cfg(test)]
+pub(crate) struct FixedNvml(pub NvmlFacts);
 
+#[cfg(test)]
 impl NvmlProbe for FixedNvml {
     fn probe(&self) -> Result<NvmlFacts, String> {
         Ok(self.0.clone())

@@ -10,7 +10,7 @@ use crate::host::{HostError, Root};
 
 /// A PCIe link as trained now and as the slot and device could train at best.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct PciLink {
+pub(crate) struct PciLink {
     /// GT/s per lane now (`current_link_speed`); `None` when the kernel says "Unknown".
     pub current_gts: Option<f64>,
     pub max_gts: Option<f64>,
@@ -20,7 +20,7 @@ pub struct PciLink {
 
 impl PciLink {
     /// PCIe generation of a per-lane rate (2.5 GT/s = Gen1 ... 64 GT/s = Gen6).
-    pub fn generation(gts: f64) -> Option<u32> {
+    pub(crate) fn generation(gts: f64) -> Option<u32> {
         const GENS: [(f64, u32); 6] = [
             (2.5, 1),
             (5.0, 2),
@@ -35,7 +35,7 @@ impl PciLink {
     }
 
     /// `Gen4 x16` style text of one side of the link.
-    pub fn describe(gts: Option<f64>, width: Option<u32>) -> String {
+    pub(crate) fn describe(gts: Option<f64>, width: Option<u32>) -> String {
         let speed = match gts {
             Some(g) => match PciLink::generation(g) {
                 Some(generation) => format!("Gen{generation}"),
@@ -47,46 +47,46 @@ impl PciLink {
         format!("{speed} {width}")
     }
 
-    pub fn current(&self) -> String {
+    pub(crate) fn current(&self) -> String {
         PciLink::describe(self.current_gts, self.current_width)
     }
 
-    pub fn max(&self) -> String {
+    pub(crate) fn max(&self) -> String {
         PciLink::describe(self.max_gts, self.max_width)
     }
 
     /// True when the link trained narrower than it can.
-    pub fn width_downtrained(&self) -> bool {
+    pub(crate) fn width_downtrained(&self) -> bool {
         matches!((self.current_width, self.max_width), (Some(c), Some(m)) if c < m)
     }
 
     /// True when the link runs slower per lane than it can.
-    pub fn speed_downtrained(&self) -> bool {
+    pub(crate) fn speed_downtrained(&self) -> bool {
         matches!((self.current_gts, self.max_gts), (Some(c), Some(m)) if c + 0.01 < m)
     }
 }
 
 /// Parses `current_link_speed`/`max_link_speed`: `8.0 GT/s PCIe`, `8 GT/s`, `2.5 GT/s`;
 /// `Unknown` (and anything else) is `None`.
-pub fn parse_link_speed(text: &str) -> Option<f64> {
+pub(crate) fn parse_link_speed(text: &str) -> Option<f64> {
     let first = text.split_whitespace().next()?;
     let value: f64 = first.parse().ok()?;
     (value > 0.0 && text.contains("GT/s")).then_some(value)
 }
 
 /// Parses `current_link_width`/`max_link_width`: `16`; `0` and garbage are `None`.
-pub fn parse_link_width(text: &str) -> Option<u32> {
+pub(crate) fn parse_link_width(text: &str) -> Option<u32> {
     text.trim().parse().ok().filter(|w| *w > 0)
 }
 
 /// Parses a hex id file such as `vendor` (`0x10de`) or `class` (`0x030200`).
-pub fn parse_hex(text: &str) -> Option<u32> {
+pub(crate) fn parse_hex(text: &str) -> Option<u32> {
     let t = text.trim();
     u32::from_str_radix(t.strip_prefix("0x").unwrap_or(t), 16).ok()
 }
 
 /// Parses `numa_node`: `-1` (firmware did not say) is `None`.
-pub fn parse_numa_node(text: &str) -> Option<u32> {
+pub(crate) fn parse_numa_node(text: &str) -> Option<u32> {
     text.trim()
         .parse::<i64>()
         .ok()
@@ -95,7 +95,7 @@ pub fn parse_numa_node(text: &str) -> Option<u32> {
 
 /// True for a PCI address such as `0000:3b:00.0`. The domain may be wider than 16 bits
 /// (`10000:00:04.0` under Intel VMD, Hyper-V's 32-bit domains): four hex digits or more.
-pub fn is_pci_address(name: &str) -> bool {
+pub(crate) fn is_pci_address(name: &str) -> bool {
     let hex = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_hexdigit());
     let Some((rest, function)) = name.rsplit_once('.') else {
         return false;
@@ -118,7 +118,7 @@ pub fn is_pci_address(name: &str) -> bool {
 
 /// One PCI function as sysfs describes it; the default is one sysfs says nothing about.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct PciDevice {
+pub(crate) struct PciDevice {
     pub address: String,
     pub vendor: Option<u32>,
     pub device: Option<u32>,
@@ -136,7 +136,7 @@ pub struct PciDevice {
 
 /// Reads one PCI function from its sysfs directory (a host path such as
 /// `/sys/bus/pci/devices/0000:3b:00.0`).
-pub fn read_device(root: &Root, dir: &str) -> Result<PciDevice, HostError> {
+pub(crate) fn read_device(root: &Root, dir: &str) -> Result<PciDevice, HostError> {
     let file = |name: &str| root.read_optional(&format!("{dir}/{name}"));
     let real = root.canonicalize(dir).unwrap_or_else(|| root.path(dir));
     let address = real
@@ -177,7 +177,7 @@ fn link_attr<T>(root: &Root, dir: &str, name: &str, parse: fn(&str) -> Option<T>
 
 /// The last component of the target of a link inside the root (`driver ->
 /// .../drivers/nvidia` → `nvidia`), the directories above it resolved inside the root too.
-pub fn link_name_in(root: &Root, host_path: &str) -> Option<String> {
+pub(crate) fn link_name_in(root: &Root, host_path: &str) -> Option<String> {
     root.read_link(host_path).ok().flatten().and_then(|t| {
         Path::new(&t)
             .file_name()
@@ -186,7 +186,7 @@ pub fn link_name_in(root: &Root, host_path: &str) -> Option<String> {
 }
 
 /// PCI addresses in a device's canonical sysfs path above it: its bridges and switch ports.
-pub fn bridges_above(real: &Path, address: &str) -> Vec<String> {
+pub(crate) fn bridges_above(real: &Path, address: &str) -> Vec<String> {
     real.components()
         .filter_map(|c| c.as_os_str().to_str())
         .filter(|c| is_pci_address(c) && *c != address)
@@ -195,7 +195,7 @@ pub fn bridges_above(real: &Path, address: &str) -> Vec<String> {
 }
 
 /// Every PCI function of the node, sorted by address (CUDA's `PCI_BUS_ID` order).
-pub fn devices(root: &Root) -> Result<Vec<PciDevice>, HostError> {
+pub(crate) fn devices(root: &Root) -> Result<Vec<PciDevice>, HostError> {
     let mut out = Vec::new();
     for name in root.list_dir("/sys/bus/pci/devices")?.unwrap_or_default() {
         out.push(read_device(root, &format!("/sys/bus/pci/devices/{name}"))?);
@@ -205,12 +205,26 @@ pub fn devices(root: &Root) -> Result<Vec<PciDevice>, HostError> {
 }
 
 /// The host path (`/sys/devices/...`) of a real path under the root, for messages.
-pub fn host_path(root: &Root, real: &Path) -> PathBuf {
+pub(crate) fn host_path(root: &Root, real: &Path) -> PathBuf {
     let base = std::fs::canonicalize(root.dir()).unwrap_or_else(|_| root.dir().to_path_buf());
     match real.strip_prefix(&base) {
         Ok(rest) => Path::new("/").join(rest),
         Err(_) => real.to_path_buf(),
     }
+}
+
+/// The PCI function behind a device link: the device itself (`0000:3b:00.0`) or, for
+/// virtio and similar buses, its parent (`.../0000:00:03.0/virtio2`).
+pub(crate) fn pci_function(real_device: &Path) -> Option<&Path> {
+    let is_pci = |p: &Path| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(is_pci_address)
+    };
+    if is_pci(real_device) {
+        return Some(real_device);
+    }
+    real_device.parent().filter(|p| is_pci(p))
 }
 
 #[cfg(test)]

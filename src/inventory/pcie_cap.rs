@@ -3,7 +3,7 @@
 
 /// Offset of the PCI Express capability (id 0x10) in the standard capability list, when
 /// the capability list is present and well formed (a loop or a short read ends the walk).
-pub fn pcie_capability(config: &[u8]) -> Option<usize> {
+pub(crate) fn pcie_capability(config: &[u8]) -> Option<usize> {
     const STATUS_CAP_LIST: u8 = 1 << 4;
     if config.get(0x06)? & STATUS_CAP_LIST == 0 {
         return None;
@@ -24,7 +24,7 @@ pub fn pcie_capability(config: &[u8]) -> Option<usize> {
 
 /// Whether the function may issue relaxed-ordering writes (Device Control bit 4), which
 /// some CPUs' root complexes mishandle: NCCL hangs or corrupts data behind them.
-pub fn relaxed_ordering(config: &[u8]) -> Option<bool> {
+pub(crate) fn relaxed_ordering(config: &[u8]) -> Option<bool> {
     let cap = pcie_capability(config)?;
     let control = u16::from_le_bytes([*config.get(cap + 8)?, *config.get(cap + 9)?]);
     Some(control & (1 << 4) != 0)
@@ -35,7 +35,7 @@ mod tests {
     use super::*;
 
     /// 256 bytes with a power-management capability at 0x40 chaining to PCIe at 0x60.
-    pub fn config(device_control: u16) -> Vec<u8> {
+    pub(crate) fn config(device_control: u16) -> Vec<u8> {
         let mut c = vec![0u8; 256];
         c[0x06] = 1 << 4;
         c[0x34] = 0x40;

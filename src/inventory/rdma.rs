@@ -4,13 +4,13 @@
 
 use serde::Serialize;
 
-use super::nic::pci_function;
-use super::{attribute, pci};
+use super::attribute;
+use super::pci::{self, pci_function};
 use crate::host::{HostError, Root};
 
 /// An RDMA device and its ports.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RdmaDevice {
+pub(crate) struct RdmaDevice {
     pub name: String,
     pub pci_address: Option<String>,
     pub numa_node: Option<u32>,
@@ -33,7 +33,7 @@ pub struct RdmaDevice {
 
 /// One port of an RDMA device.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RdmaPort {
+pub(crate) struct RdmaPort {
     pub port: u32,
     /// `ACTIVE`, `INIT`, `ARMED`, `DOWN` (the logical state, from `4: ACTIVE`).
     pub state: String,
@@ -61,18 +61,18 @@ pub struct RdmaPort {
 impl RdmaPort {
     /// ACTIVE and LinkUp: the port carries traffic. A snapshot without `phys_state`
     /// is judged on `state` alone.
-    pub fn is_active(&self) -> bool {
+    pub(crate) fn is_active(&self) -> bool {
         self.state == "ACTIVE" && matches!(self.phys_state.as_deref(), Some("LinkUp") | None)
     }
 
-    pub fn is_roce(&self) -> bool {
+    pub(crate) fn is_roce(&self) -> bool {
         self.link_layer.as_deref() == Some("Ethernet")
     }
 }
 
 /// One populated GID table entry of a RoCE port.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Gid {
+pub(crate) struct Gid {
     pub index: u32,
     pub gid: String,
     /// `RoCE v2` or `IB/RoCE v1`.
@@ -81,19 +81,19 @@ pub struct Gid {
 }
 
 impl Gid {
-    pub fn is_roce_v2(&self) -> bool {
+    pub(crate) fn is_roce_v2(&self) -> bool {
         self.kind.eq_ignore_ascii_case("RoCE v2")
     }
 
     /// IPv4-mapped (`::ffff:a.b.c.d`): the entry NCCL picks by default.
-    pub fn is_ipv4(&self) -> bool {
+    pub(crate) fn is_ipv4(&self) -> bool {
         self.gid.starts_with("0000:0000:0000:0000:0000:ffff:")
     }
 }
 
 /// Parses a port `rate`: `56 Gb/sec (4X FDR)`, `2.5 Gb/sec (1X SDR)`, `10 Gb/sec (4X)`.
 /// Returns (Mb/s, width, signalling).
-pub fn parse_rate(text: &str) -> (Option<u64>, Option<u32>, Option<String>) {
+pub(crate) fn parse_rate(text: &str) -> (Option<u64>, Option<u32>, Option<String>) {
     let text = text.trim();
     let mbps = text
         .split_once("Gb/sec")
@@ -114,14 +114,14 @@ pub fn parse_rate(text: &str) -> (Option<u64>, Option<u32>, Option<String>) {
 }
 
 /// `4: ACTIVE` → `ACTIVE`, `5: LinkUp` → `LinkUp`.
-pub fn state_name(text: &str) -> String {
+pub(crate) fn state_name(text: &str) -> String {
     let t = text.trim();
     t.split_once(": ").map_or(t, |(_, s)| s.trim()).to_string()
 }
 
 /// The largest IB MTU (256..4096) a RoCE netdev MTU carries: RoCE v2 adds about 58 bytes
 /// of headers, so 1500 gives 1024 and 9000 gives 4096 (as `ibv_devinfo` shows).
-pub fn roce_active_mtu(netdev_mtu: u32) -> Option<u32> {
+pub(crate) fn roce_active_mtu(netdev_mtu: u32) -> Option<u32> {
     [4096, 2048, 1024, 512, 256]
         .into_iter()
         .find(|m| m + 58 <= netdev_mtu)
@@ -135,7 +135,7 @@ fn gid_set(text: &str) -> Option<String> {
 }
 
 /// Every RDMA device with its ports; files that are missing are `None`/empty, never errors.
-pub fn devices(root: &Root) -> Result<Vec<RdmaDevice>, HostError> {
+pub(crate) fn devices(root: &Root) -> Result<Vec<RdmaDevice>, HostError> {
     let mut out = Vec::new();
     for name in crate::host::net::rdma_devices(root)? {
         out.push(device(root, &name)?);

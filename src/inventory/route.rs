@@ -27,7 +27,7 @@ pub trait RouteProbe {
 
 /// One route from a netlink answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Route {
+pub(crate) struct Route {
     pub dst_len: u8,
     pub table: u32,
     pub unicast: bool,
@@ -37,7 +37,7 @@ pub struct Route {
 }
 
 /// Reads a route out of a parsed `RTM_NEWROUTE` message.
-pub fn route_of(msg: &RouteMessage) -> Route {
+pub(crate) fn route_of(msg: &RouteMessage) -> Route {
     let mut route = Route {
         dst_len: msg.header.destination_prefix_length,
         table: u32::from(msg.header.table),
@@ -61,7 +61,7 @@ pub fn route_of(msg: &RouteMessage) -> Route {
 
 /// The outcome of parsing one datagram of a netlink answer.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Parsed {
+pub(crate) struct Parsed {
     pub routes: Vec<Route>,
     /// `NLMSG_DONE` seen: the dump is complete.
     pub done: bool,
@@ -69,7 +69,7 @@ pub struct Parsed {
 
 /// Parses the messages of one netlink datagram; an error message with a code is the
 /// kernel's refusal (e.g. "Network is unreachable").
-pub fn parse_routes(buf: &[u8]) -> Result<Parsed, String> {
+pub(crate) fn parse_routes(buf: &[u8]) -> Result<Parsed, String> {
     let mut out = Parsed::default();
     let mut at = 0;
     while at < buf.len() {
@@ -98,7 +98,7 @@ pub fn parse_routes(buf: &[u8]) -> Result<Parsed, String> {
 
 /// The interfaces of the main table's unicast default route with the lowest metric (all
 /// next hops of an ECMP default).
-pub fn pick_default(routes: &[Route]) -> Vec<u32> {
+pub(crate) fn pick_default(routes: &[Route]) -> Vec<u32> {
     routes
         .iter()
         .filter(|r| {
@@ -114,7 +114,7 @@ pub fn pick_default(routes: &[Route]) -> Vec<u32> {
 
 /// An `RTM_GETROUTE` request: a dump of one family's routes, or (with `dst`) the route the
 /// kernel would take to one address, as `ip route get` asks.
-pub fn request(family: AddressFamily, dst: Option<IpAddr>, seq: u32) -> Vec<u8> {
+pub(crate) fn request(family: AddressFamily, dst: Option<IpAddr>, seq: u32) -> Vec<u8> {
     let mut route = RouteMessage::default();
     route.header.address_family = family;
     let mut header = NetlinkHeader::default();
@@ -139,7 +139,7 @@ pub fn request(family: AddressFamily, dst: Option<IpAddr>, seq: u32) -> Vec<u8> 
 }
 
 /// The kernel's routing tables over a blocking `NETLINK_ROUTE` socket.
-pub struct Netlink;
+pub(crate) struct Netlink;
 
 /// The longest a route answer may take before the lookup gives up.
 const ANSWER_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -205,7 +205,7 @@ impl RouteProbe for Netlink {
 }
 
 /// No routing answers (not the live node), with the reason.
-pub struct NoRoutes(pub String);
+pub(crate) struct NoRoutes(pub String);
 
 impl RouteProbe for NoRoutes {
     fn default_route(&self) -> Result<Vec<u32>, String> {
@@ -218,7 +218,7 @@ impl RouteProbe for NoRoutes {
 
 /// Parses `/proc/net/route` for the IPv4 default route's interface name, for roots that are
 /// not the live node (a snapshot still says which interface had the default route).
-pub fn default_from_proc(text: &str) -> Option<String> {
+pub(crate) fn default_from_proc(text: &str) -> Option<String> {
     text.lines()
         .skip(1)
         .filter_map(|line| {
@@ -233,13 +233,15 @@ pub fn default_from_proc(text: &str) -> Option<String> {
 }
 
 /// Fixed routing answers, for tests of which NIC gputune judges.
-pub struct FixedRoutes {
+#[cfg(test)]
+pub(crate) struct FixedRoutes {
     /// The default route's interfaces.
     pub default: Vec<u32>,
     /// `(peer, interface index)` pairs; other peers have no route.
     pub peers: Vec<(IpAddr, u32)>,
 }
 
+#[cfg(test)]
 impl RouteProbe for FixedRoutes {
     fn default_route(&self) -> Result<Vec<u32>, String> {
         Ok(self.default.clone())

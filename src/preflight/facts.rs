@@ -21,12 +21,12 @@ use super::wire::Facts;
 const MAX_ENV: usize = 64;
 const MAX_VALUE: usize = 256;
 /// Ports sampled from each kind of range.
-pub const RENDEZVOUS_SAMPLE: usize = 3;
-pub const NCCL_SAMPLE: usize = 4;
+pub(crate) const RENDEZVOUS_SAMPLE: usize = 3;
+pub(crate) const NCCL_SAMPLE: usize = 4;
 
 /// The ports the job uses, from the profile's `[job]` section.
 #[derive(Debug, Clone)]
-pub struct JobPorts {
+pub(crate) struct JobPorts {
     pub rendezvous: PortRanges,
     pub nccl: NcclPorts,
     /// Where they came from, for the report.
@@ -34,7 +34,7 @@ pub struct JobPorts {
 }
 
 /// The host name as the kernel has it (the UTS namespace's).
-pub fn hostname(root: &Root) -> String {
+pub(crate) fn hostname(root: &Root) -> String {
     root.read_optional("/proc/sys/kernel/hostname")
         .ok()
         .flatten()
@@ -45,7 +45,7 @@ pub fn hostname(root: &Root) -> String {
 
 /// `name`'s addresses as this node resolves them (getaddrinfo: /etc/hosts, DNS), in the
 /// order a connect tries them, without repeats.
-pub fn resolve(name: &str) -> Result<Vec<IpAddr>, String> {
+pub(crate) fn resolve(name: &str) -> Result<Vec<IpAddr>, String> {
     let mut out: Vec<IpAddr> = Vec::new();
     for a in (name, 0)
         .to_socket_addrs()
@@ -59,7 +59,7 @@ pub fn resolve(name: &str) -> Result<Vec<IpAddr>, String> {
 }
 
 /// Up to `count` ports spread over `ranges` (ends first), none equal to `skip`.
-pub fn sample(ranges: &[(u16, u16)], count: usize, skip: &[u16]) -> Vec<u16> {
+pub(crate) fn sample(ranges: &[(u16, u16)], count: usize, skip: &[u16]) -> Vec<u16> {
     let mut all: Vec<u16> = Vec::new();
     let total: u32 = ranges.iter().map(|(a, b)| u32::from(*b - *a) + 1).sum();
     if total == 0 || count == 0 {
@@ -106,7 +106,7 @@ fn local_port_range(root: &Root) -> Option<(u16, u16)> {
 
 /// The versions that must agree across the job; "none" where a component is absent (the
 /// places searched differ per node and are not a disagreement).
-pub fn versions(root: &Root) -> BTreeMap<String, String> {
+pub(crate) fn versions(root: &Root) -> BTreeMap<String, String> {
     use crate::host::{cudnn, libsearch, nccl, torch};
     let mut v = BTreeMap::new();
     v.insert("gputune".into(), env!("CARGO_PKG_VERSION").to_string());
@@ -170,7 +170,7 @@ fn bounded(text: &str) -> String {
 }
 
 /// Gathers this node's facts and opens its listeners (kept open while the result lives).
-pub fn gather(root: &Root, env: &JobEnv, ports: &JobPorts) -> (Facts, Listeners) {
+pub(crate) fn gather(root: &Root, env: &JobEnv, ports: &JobPorts) -> (Facts, Listeners) {
     let host = hostname(root);
     let master_resolved = resolve(&env.master.0);
     let own_name = resolve(&host);

@@ -23,7 +23,7 @@ use crate::host::Root;
 
 /// One address of one interface, in the kernel's order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IfAddr {
+pub(crate) struct IfAddr {
     pub name: String,
     pub index: u32,
     pub addr: IpAddr,
@@ -31,7 +31,7 @@ pub struct IfAddr {
 
 /// NCCL's choice and the rule that made it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Pick {
+pub(crate) struct Pick {
     /// The interface and address NCCL bootstraps over; `None` when nothing matches (NCCL
     /// then fails with "no socket interface found").
     pub chosen: Option<IfAddr>,
@@ -66,7 +66,7 @@ fn match_if_list(name: &str, entries: &[&str], exact: bool) -> bool {
 
 /// NCCL's `findInterfaces(prefixList, ...)`: the interfaces (first address of each) that the
 /// list selects, in the kernel's order. `^` excludes, `=` asks for exact names.
-pub fn find<'a>(addrs: &'a [IfAddr], list: &str, v4_only: Option<bool>) -> Vec<&'a IfAddr> {
+pub(crate) fn find<'a>(addrs: &'a [IfAddr], list: &str, v4_only: Option<bool>) -> Vec<&'a IfAddr> {
     let (not, list) = match list.strip_prefix('^') {
         Some(rest) => (true, rest),
         None => (false, list),
@@ -106,7 +106,7 @@ pub fn find<'a>(addrs: &'a [IfAddr], list: &str, v4_only: Option<bool>) -> Vec<&
 /// `ncclFindInterfaces` for the first interface (the one bootstrap uses): the user's
 /// `NCCL_SOCKET_IFNAME` (find or fail), else `ib*`, else anything but `docker*`, `lo*` and
 /// `virbr*`, else `docker*`, then `lo*`, then `virbr*`.
-pub fn nccl_pick(addrs: &[IfAddr], ifname: Option<&str>, family: Option<&str>) -> Pick {
+pub(crate) fn nccl_pick(addrs: &[IfAddr], ifname: Option<&str>, family: Option<&str>) -> Pick {
     let v4 = family_of(family);
     if let Some(list) = ifname.filter(|v| v.len() > 1) {
         let chosen = find(addrs, list, v4).first().map(|a| (*a).clone());
@@ -141,7 +141,7 @@ pub fn nccl_pick(addrs: &[IfAddr], ifname: Option<&str>, family: Option<&str>) -
 
 /// True for the interfaces NCCL only falls back to: bootstrapping over them reaches no
 /// other node.
-pub fn is_fallback(name: &str) -> bool {
+pub(crate) fn is_fallback(name: &str) -> bool {
     name.starts_with("lo") || name.starts_with("docker") || name.starts_with("virbr")
 }
 
@@ -150,7 +150,7 @@ const ANSWER_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Every address of every interface, in the kernel's dump order (what `getifaddrs` sees);
 /// interface names from `/sys/class/net/*/ifindex` under `root`.
-pub fn addresses(root: &Root) -> Result<Vec<IfAddr>, String> {
+pub(crate) fn addresses(root: &Root) -> Result<Vec<IfAddr>, String> {
     let names = names_by_index(root);
     let mut socket = Socket::new(NETLINK_ROUTE).map_err(|e| format!("netlink socket: {e}"))?;
     socket
@@ -245,7 +245,7 @@ fn names_by_index(root: &Root) -> Vec<(u32, String)> {
 }
 
 /// An interface's MTU from sysfs.
-pub fn mtu(root: &Root, name: &str) -> Option<u32> {
+pub(crate) fn mtu(root: &Root, name: &str) -> Option<u32> {
     root.read_optional(&format!("/sys/class/net/{name}/mtu"))
         .ok()??
         .trim()

@@ -13,25 +13,25 @@ use super::ifaces;
 use super::wire::{Cell, Facts, Mtu};
 
 /// Problem categories, as JSON and the table name them.
-pub mod category {
-    pub const MISSING: &str = "missing-rank";
-    pub const MASTER: &str = "master-addr";
-    pub const OWN_NAME: &str = "own-name";
-    pub const NAMES: &str = "name-resolution";
-    pub const INTERFACE: &str = "interface";
-    pub const VERSION: &str = "version";
-    pub const NCCL_ENV: &str = "nccl-env";
-    pub const PORT: &str = "port";
-    pub const MTU: &str = "mtu";
-    pub const CLOCK: &str = "clock";
+pub(crate) mod category {
+    pub(crate) const MISSING: &str = "missing-rank";
+    pub(crate) const MASTER: &str = "master-addr";
+    pub(crate) const OWN_NAME: &str = "own-name";
+    pub(crate) const NAMES: &str = "name-resolution";
+    pub(crate) const INTERFACE: &str = "interface";
+    pub(crate) const VERSION: &str = "version";
+    pub(crate) const NCCL_ENV: &str = "nccl-env";
+    pub(crate) const PORT: &str = "port";
+    pub(crate) const MTU: &str = "mtu";
+    pub(crate) const CLOCK: &str = "clock";
 }
 
 /// Clocks further apart than this make logs and timeouts disagree.
-pub const CLOCK_LIMIT_MS: f64 = 1000.0;
+pub(crate) const CLOCK_LIMIT_MS: f64 = 1000.0;
 
 /// One problem, named on the node that must change.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Problem {
+pub(crate) struct Problem {
     pub rank: Option<usize>,
     pub host: String,
     pub peer: Option<String>,
@@ -42,7 +42,7 @@ pub struct Problem {
 
 /// What one rank reported after probing.
 #[derive(Debug, Clone, Default)]
-pub struct Probed {
+pub(crate) struct Probed {
     pub cells: Vec<Cell>,
     pub mtus: Vec<Mtu>,
     pub names: Vec<(String, Result<Vec<IpAddr>, String>)>,
@@ -50,7 +50,7 @@ pub struct Probed {
 }
 
 /// Everything rank 0 knows at the end.
-pub struct Evidence<'a> {
+pub(crate) struct Evidence<'a> {
     pub world: usize,
     /// Facts by rank; `None` for a rank that never joined.
     pub facts: &'a [Option<Facts>],
@@ -81,7 +81,7 @@ fn non_loopback(ips: &[IpAddr]) -> Vec<IpAddr> {
 }
 
 /// Every problem, in a stable order: by category, then rank.
-pub fn judge(ev: &Evidence) -> Vec<Problem> {
+pub(crate) fn judge(ev: &Evidence) -> Vec<Problem> {
     let mut out = Vec::new();
     let joined: Vec<&Facts> = ev.facts.iter().flatten().collect();
     let hosts: Vec<String> = {
@@ -215,7 +215,7 @@ fn problem(
 
 /// The node's own host name resolving to loopback (Debian's `127.0.1.1` line): torch and
 /// NCCL advertise that address to the other nodes. Also usable before the rendezvous.
-pub fn own_name_problem(f: &Facts, multi_host: bool) -> Option<Problem> {
+pub(crate) fn own_name_problem(f: &Facts, multi_host: bool) -> Option<Problem> {
     match &f.own_name {
         Err(e) => Some(problem(
             f,
@@ -243,7 +243,7 @@ pub fn own_name_problem(f: &Facts, multi_host: bool) -> Option<Problem> {
 }
 
 /// NCCL finding no interface, or bootstrapping over one that reaches no other node.
-pub fn interface_problem(f: &Facts, multi_host: bool) -> Option<Problem> {
+pub(crate) fn interface_problem(f: &Facts, multi_host: bool) -> Option<Problem> {
     match &f.nccl.chosen {
         None => Some(problem(
             f,

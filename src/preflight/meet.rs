@@ -65,7 +65,7 @@ struct Arrival {
 }
 
 /// Rank 0: meets, plans, probes, judges and reports.
-pub fn rank0(
+pub(crate) fn rank0(
     options: &Options,
     root: &Root,
     env: &JobEnv,
@@ -368,7 +368,12 @@ fn resolve_all(names: &[String]) -> Vec<(String, std::result::Result<Vec<IpAddr>
 }
 
 /// Any other rank: joins, probes, reports, and prints rank 0's verdict for it.
-pub fn member(options: &Options, root: &Root, env: &JobEnv, ports: &JobPorts) -> Result<ExitCode> {
+pub(crate) fn member(
+    options: &Options,
+    root: &Root,
+    env: &JobEnv,
+    ports: &JobPorts,
+) -> Result<ExitCode> {
     let start = Instant::now();
     let timeout = options.timeout;
     let (my_facts, _listeners) = facts::gather(root, env, ports);

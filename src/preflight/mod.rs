@@ -5,14 +5,14 @@
 //! bench's rendezvous, a rank that never arrives does not stop the check: rank 0 reports it
 //! with everything else when the deadline comes.
 
-pub mod facts;
-pub mod ifaces;
-pub mod judge;
+pub(crate) mod facts;
+pub(crate) mod ifaces;
+pub(crate) mod judge;
 mod meet;
-pub mod plan;
-pub mod probe;
-pub mod render;
-pub mod wire;
+pub(crate) mod plan;
+pub(crate) mod probe;
+pub(crate) mod render;
+pub(crate) mod wire;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -22,7 +22,7 @@ use crate::host::Root;
 
 /// The most ranks a preflight takes: rank 0 keeps one connection per rank (and raises its
 /// open-file limit for them), no thread.
-pub const MAX_WORLD: usize = 16384;
+pub(crate) const MAX_WORLD: usize = 16384;
 
 /// How the report is written (`--format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -35,7 +35,7 @@ pub enum Format {
 
 /// A validated command line.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub(crate) struct Options {
     pub timeout: Duration,
     pub format: Format,
     pub output: Option<PathBuf>,
@@ -44,7 +44,7 @@ pub struct Options {
 }
 
 /// Runs this rank's part of the check.
-pub fn run(options: &Options, root: &Root) -> Result<ExitCode> {
+pub(crate) fn run(options: &Options, root: &Root) -> Result<ExitCode> {
     let vars: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     let env = crate::bench::launch::from_vars_up_to(&vars, MAX_WORLD)
         .map_err(|e| Error::Usage(e.to_string()))?

@@ -9,13 +9,13 @@ use super::facts::JobPorts;
 use super::wire::{Facts, Target};
 
 /// The largest job probed pair by pair.
-pub const ALL_PAIRS_MAX: usize = 256;
+pub(crate) const ALL_PAIRS_MAX: usize = 256;
 /// PyTorch's rendezvous ports, when no profile says otherwise (the shipped profiles' range).
-pub const DEFAULT_RENDEZVOUS: (u16, u16) = (29500, 29550);
+pub(crate) const DEFAULT_RENDEZVOUS: (u16, u16) = (29500, 29550);
 
 /// The `[job]` ports of the profile `audit` would choose for this node, or PyTorch's
 /// defaults and the kernel's ephemeral range when it names none.
-pub fn job_ports(root: &Root) -> JobPorts {
+pub(crate) fn job_ports(root: &Root) -> JobPorts {
     let loaded = crate::profile::default::choose(root)
         .ok()
         .and_then(|(name, _)| {
@@ -45,7 +45,7 @@ pub fn job_ports(root: &Root) -> JobPorts {
 
 /// The ranks that answer probes: on each host, the rank that opened the most ports (ranks
 /// sharing a host race for the same sampled ports; the first in rank order wins a tie).
-pub fn listeners(facts: &[Option<Facts>]) -> Vec<usize> {
+pub(crate) fn listeners(facts: &[Option<Facts>]) -> Vec<usize> {
     let opened = |f: &Facts| f.listens.iter().filter(|l| l.error.is_none()).count();
     let mut best: Vec<&Facts> = Vec::new();
     for f in facts.iter().flatten().filter(|f| f.probe_addr.is_some()) {
@@ -71,7 +71,7 @@ fn next(state: &mut u64) -> u64 {
 
 /// The positions (in `nodes`) that position `me` probes: all others up to
 /// [`ALL_PAIRS_MAX`], else both ring neighbours and ⌈log2 n⌉ others drawn at random.
-pub fn peers_of(me: usize, n: usize) -> Vec<usize> {
+pub(crate) fn peers_of(me: usize, n: usize) -> Vec<usize> {
     if n <= ALL_PAIRS_MAX {
         return (0..n).filter(|&i| i != me).collect();
     }
@@ -88,7 +88,7 @@ pub fn peers_of(me: usize, n: usize) -> Vec<usize> {
 }
 
 /// The targets of rank `me` (one of `nodes`).
-pub fn targets(me: usize, nodes: &[usize], facts: &[Option<Facts>]) -> Vec<Target> {
+pub(crate) fn targets(me: usize, nodes: &[usize], facts: &[Option<Facts>]) -> Vec<Target> {
     let Some(pos) = nodes.iter().position(|&r| r == me) else {
         return Vec::new();
     };
@@ -114,7 +114,7 @@ pub fn targets(me: usize, nodes: &[usize], facts: &[Option<Facts>]) -> Vec<Targe
 }
 
 /// How the report describes the coverage.
-pub fn coverage(nodes: usize) -> String {
+pub(crate) fn coverage(nodes: usize) -> String {
     if nodes <= ALL_PAIRS_MAX {
         format!("all pairs of {nodes} nodes")
     } else {

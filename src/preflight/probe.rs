@@ -14,9 +14,9 @@ use super::wire::{Cell, Listen, Mtu, Target};
 
 /// Probes running at once on one node: enough to finish thousands of connects in seconds
 /// when peers answer, few enough that a node is no flood to its neighbours.
-pub const CONCURRENCY: usize = 32;
+pub(crate) const CONCURRENCY: usize = 32;
 /// The longest one TCP connect may take: a dropped SYN shows as "timed out" after this.
-pub const CONNECT_LIMIT: Duration = Duration::from_millis(1500);
+pub(crate) const CONNECT_LIMIT: Duration = Duration::from_millis(1500);
 /// How long an MTU probe waits for its answer, and how often it is sent.
 const ECHO_WAIT: Duration = Duration::from_millis(300);
 const ECHO_TRIES: usize = 3;
@@ -24,7 +24,7 @@ const ECHO_TRIES: usize = 3;
 const ECHO_MAGIC: &[u8; 4] = b"GTPM";
 
 /// Open listeners and the echo, served until dropped.
-pub struct Listeners {
+pub(crate) struct Listeners {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
 }
@@ -32,7 +32,7 @@ pub struct Listeners {
 impl Listeners {
     /// Binds `ports` at `addr` (each kind kept with its port) and the UDP echo; a port that
     /// cannot be bound is reported with why, not fatal.
-    pub fn open(
+    pub(crate) fn open(
         addr: Option<IpAddr>,
         ports: &[(u16, &str)],
     ) -> (Listeners, Vec<Listen>, Option<u16>) {
@@ -120,7 +120,7 @@ enum Job {
 }
 
 /// The words for a failed connect.
-pub fn classify(e: &std::io::Error) -> String {
+pub(crate) fn classify(e: &std::io::Error) -> String {
     match e.kind() {
         ErrorKind::ConnectionRefused => "refused".into(),
         ErrorKind::TimedOut | ErrorKind::WouldBlock => "timed out".into(),
@@ -131,7 +131,7 @@ pub fn classify(e: &std::io::Error) -> String {
 }
 
 /// The sizes a path-MTU probe tries: this side's MTU, then 1500 and 1280 where smaller.
-pub fn mtu_sizes(local: Option<u32>) -> Vec<u32> {
+pub(crate) fn mtu_sizes(local: Option<u32>) -> Vec<u32> {
     let local = local.unwrap_or(1500);
     let mut sizes = vec![local];
     sizes.extend([1500, 1280].into_iter().filter(|s| *s < local));
@@ -139,7 +139,7 @@ pub fn mtu_sizes(local: Option<u32>) -> Vec<u32> {
 }
 
 /// Probes every target's ports (and path MTU) from `me` at `from`, until `deadline`.
-pub fn run(
+pub(crate) fn run(
     me: usize,
     from: Option<IpAddr>,
     local_mtu: Option<u32>,

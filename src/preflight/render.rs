@@ -18,13 +18,13 @@ use super::judge::{Probed, Problem};
 use super::wire::Facts;
 
 /// The most nodes whose matrix the table prints.
-pub const TABLE_MATRIX_MAX: usize = 32;
+pub(crate) const TABLE_MATRIX_MAX: usize = 32;
 /// The largest `--pairs-report` read.
 const PAIRS_LIMIT: u64 = 64 << 20;
 
 /// One probed cell, with host names.
 #[derive(Debug, Clone, Serialize)]
-pub struct Pair {
+pub(crate) struct Pair {
     pub from: usize,
     pub from_host: String,
     pub to: usize,
@@ -38,7 +38,7 @@ pub struct Pair {
 
 /// One node's line in the report.
 #[derive(Debug, Clone, Serialize)]
-pub struct Node {
+pub(crate) struct Node {
     pub rank: usize,
     pub host: String,
     pub interface: Option<String>,
@@ -53,7 +53,7 @@ pub struct Node {
 
 /// The whole report, as JSON writes it.
 #[derive(Debug, Clone, Serialize)]
-pub struct Report {
+pub(crate) struct Report {
     pub schema_version: u32,
     pub world: usize,
     pub joined: usize,
@@ -117,7 +117,7 @@ fn answer(name: &str, resolved: &Result<Vec<std::net::IpAddr>, String>) -> Strin
 }
 
 impl Report {
-    pub fn build(
+    pub(crate) fn build(
         all: &[Option<Facts>],
         probed: &BTreeMap<usize, Probed>,
         problems: &[Problem],
@@ -211,14 +211,14 @@ impl Report {
 }
 
 /// The JSON document.
-pub fn json(report: &Report) -> String {
+pub(crate) fn json(report: &Report) -> String {
     let mut text = serde_json::to_string_pretty(report).unwrap_or_else(|_| "{}".into());
     text.push('\n');
     text
 }
 
 /// The table: a header, problems grouped by category with their nodes, then the matrix.
-pub fn table(r: &Report) -> String {
+pub(crate) fn table(r: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -342,18 +342,18 @@ fn by_cause(problems: &[&Problem]) -> Vec<(String, String)> {
 
 /// `bench --pairs --format json`: the measured pairs.
 #[derive(Debug, Clone, Deserialize)]
-pub struct PairsReport {
+pub(crate) struct PairsReport {
     pub pairs: Vec<MeasuredPair>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct MeasuredPair {
+pub(crate) struct MeasuredPair {
     pub hosts: (String, String),
     pub bus_bw: f64,
 }
 
 /// Reads `--pairs-report` (a regular file, bounded), naming the file in every error.
-pub fn read_pairs(path: &Path) -> Result<PairsReport, String> {
+pub(crate) fn read_pairs(path: &Path) -> Result<PairsReport, String> {
     let file =
         std::fs::File::open(path).map_err(|e| format!("--pairs-report {}: {e}", path.display()))?;
     let meta = file
@@ -395,7 +395,7 @@ color:#fff;font-weight:bold}td.self{background:#ddd}td.none{background:#fff}\
 .problems td{text-align:left}";
 
 /// The self-contained page.
-pub fn html(r: &Report, pairs: Option<&PairsReport>) -> String {
+pub(crate) fn html(r: &Report, pairs: Option<&PairsReport>) -> String {
     let mut out = String::new();
     let _ = write!(
         out,

@@ -11,7 +11,7 @@ use super::ifaces::Pick;
 
 /// One port a node listens on for the reachability matrix.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Listen {
+pub(crate) struct Listen {
     pub port: u16,
     /// `rendezvous` (the profile's `[job]` range) or `nccl` (a sample of the ephemeral range).
     pub kind: String,
@@ -24,7 +24,7 @@ pub struct Listen {
 
 /// What one node learns about itself before meeting the others.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Facts {
+pub(crate) struct Facts {
     pub rank: usize,
     pub host: String,
     pub launcher: String,
@@ -53,7 +53,7 @@ pub struct Facts {
 
 /// A node another node must probe: where and on which ports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Target {
+pub(crate) struct Target {
     pub rank: usize,
     pub host: String,
     pub addr: IpAddr,
@@ -64,7 +64,7 @@ pub struct Target {
 
 /// One probe's outcome.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Cell {
+pub(crate) struct Cell {
     pub from: usize,
     pub to: usize,
     pub port: u16,
@@ -76,7 +76,7 @@ pub struct Cell {
 
 /// Path MTU to one peer: the largest datagram that arrived, of those tried.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Mtu {
+pub(crate) struct Mtu {
     pub to: usize,
     /// The sizes tried (IP packet bytes) and whether each was answered.
     pub tried: Vec<(u32, bool)>,
@@ -85,7 +85,7 @@ pub struct Mtu {
 /// Messages after the handshake.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Wire {
+pub(crate) enum Wire {
     /// A rank's facts, right after its handshake.
     Facts(Box<Facts>),
     /// A clock sample: the sender's wall clock in ns since the epoch.
@@ -112,14 +112,14 @@ pub enum Wire {
 }
 
 impl Wire {
-    pub fn to_message(&self) -> crate::bench::frame::Message {
+    pub(crate) fn to_message(&self) -> crate::bench::frame::Message {
         crate::bench::frame::Message::Preflight {
             body: serde_json::to_value(self).unwrap_or(serde_json::Value::Null),
         }
     }
 
     /// The preflight message inside a frame, or `None` for anything else.
-    pub fn from_message(m: crate::bench::frame::Message) -> Option<Wire> {
+    pub(crate) fn from_message(m: crate::bench::frame::Message) -> Option<Wire> {
         match m {
             crate::bench::frame::Message::Preflight { body } => serde_json::from_value(body).ok(),
             _ => None,

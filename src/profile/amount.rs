@@ -14,7 +14,7 @@ pub enum Amount {
 impl Amount {
     /// Parses `16777216`, `-1`, `64M`, `64MiB`, `1g`, `unlimited`, `infinity` or `max`.
     /// Suffixes are powers of two (K = 1024), as in nccl-tests and ulimit.
-    pub fn parse(text: &str) -> Result<Amount, String> {
+    pub(crate) fn parse(text: &str) -> Result<Amount, String> {
         let t = text.trim();
         if matches!(
             t.to_ascii_lowercase().as_str(),

@@ -18,11 +18,11 @@ use crate::host::net::{self, Link};
 /// The file naming the site's profile for a node or an image built for it (under the root):
 /// one profile name, built-in or under `/etc/gputune/profiles/`; `#` comments and blank
 /// lines are ignored.
-pub const SITE_DEFAULT: &str = "/etc/gputune/default-profile";
+pub(crate) const SITE_DEFAULT: &str = "/etc/gputune/default-profile";
 
 /// The chosen profile name and the reason, shown to the user. An image without a site
 /// default is a usage error (exit 2) that names the built-in profiles.
-pub fn choose(root: &Root) -> Result<(String, String), Error> {
+pub(crate) fn choose(root: &Root) -> Result<(String, String), Error> {
     if let Some((name, line)) = site_default(root)? {
         return Ok((name, format!("site default, {SITE_DEFAULT}:{line}")));
     }
@@ -43,7 +43,7 @@ pub fn choose(root: &Root) -> Result<(String, String), Error> {
 
 /// The site default under `root` and its 1-based line; `None` when the file is absent.
 /// More than one name, or a name that is no profile name, is an error naming file and line.
-pub fn site_default(root: &Root) -> Result<Option<(String, usize)>, Error> {
+pub(crate) fn site_default(root: &Root) -> Result<Option<(String, usize)>, Error> {
     let Some(text) = root.read_optional(SITE_DEFAULT)? else {
         return Ok(None);
     };
@@ -52,7 +52,7 @@ pub fn site_default(root: &Root) -> Result<Option<(String, usize)>, Error> {
 }
 
 /// The one profile name of a site default file, or the line and what is wrong with it.
-pub fn parse_site_default(text: &str) -> Result<Option<(String, usize)>, (usize, String)> {
+pub(crate) fn parse_site_default(text: &str) -> Result<Option<(String, usize)>, (usize, String)> {
     let mut found: Option<(String, usize)> = None;
     for (i, line) in text.lines().enumerate() {
         let word = line.split('#').next().unwrap_or("").trim();
@@ -88,7 +88,7 @@ pub fn parse_site_default(text: &str) -> Result<Option<(String, usize)>, (usize,
 }
 
 /// The rule above over facts already read.
-pub fn choose_from(rdma: &[String], links: &[Link]) -> (&'static str, String) {
+pub(crate) fn choose_from(rdma: &[String], links: &[Link]) -> (&'static str, String) {
     if let Some(first) = rdma.first() {
         return ("ddp-infiniband", format!("RDMA device {first} present"));
     }

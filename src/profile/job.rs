@@ -6,7 +6,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 /// Inclusive TCP port ranges, e.g. `29500-29550,50000-51000`.
-pub type PortRanges = Vec<(u16, u16)>;
+pub(crate) type PortRanges = Vec<(u16, u16)>;
 
 /// Where NCCL's socket transport listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,7 +36,7 @@ pub(super) struct RawJob {
 }
 
 /// Parses `22`, `29500-29550`, `29500-29550,50000-51000` (also `:` as the range separator).
-pub fn parse_ports(text: &str) -> Result<PortRanges, String> {
+pub(crate) fn parse_ports(text: &str) -> Result<PortRanges, String> {
     let mut ranges = Vec::new();
     for part in text.split(',').map(str::trim) {
         let bad = || format!("`{part}` is not a port or range of ports 1-65535 (e.g. 29500-29550)");
@@ -52,7 +52,7 @@ pub fn parse_ports(text: &str) -> Result<PortRanges, String> {
 }
 
 /// Ranges as written in profiles and messages: `29500-29550, 50000`.
-pub fn format_ports(ranges: &[(u16, u16)]) -> String {
+pub(crate) fn format_ports(ranges: &[(u16, u16)]) -> String {
     ranges
         .iter()
         .map(|&(lo, hi)| {
@@ -123,7 +123,7 @@ impl Job {
     }
 
     /// The section as TOML, for `gputune profiles show` (empty when nothing is set).
-    pub fn to_toml(&self) -> String {
+    pub(crate) fn to_toml(&self) -> String {
         let mut out = String::new();
         let quote = |s: &str| toml::Value::String(s.to_string()).to_string();
         if let Some(ports) = &self.rendezvous_ports {

@@ -2,13 +2,13 @@
 //! embedded in the binary; `/etc/gputune/profiles/NAME.toml` (under the root) wins on a name
 //! clash; a path loads a file. `include = ["base"]` inherits, the child overriding per key.
 
-pub mod amount;
-pub mod bandwidth;
-pub mod default;
-pub mod job;
-pub mod setting;
-pub mod suggest;
-pub mod version;
+pub(crate) mod amount;
+pub(crate) mod bandwidth;
+pub(crate) mod default;
+pub(crate) mod job;
+pub(crate) mod setting;
+pub(crate) mod suggest;
+pub(crate) mod version;
 
 mod find;
 mod merge;
@@ -34,7 +34,7 @@ use raw::*;
 use rules::*;
 
 /// The profiles shipped inside the binary, parents first.
-pub const BUILTIN: &[(&str, &str)] = &[
+pub(crate) const BUILTIN: &[(&str, &str)] = &[
     ("base", include_str!("../../profiles/base.toml")),
     (
         "single-node",
@@ -51,15 +51,15 @@ pub const BUILTIN: &[(&str, &str)] = &[
 ];
 
 /// Where site profiles live on the node (under the root).
-pub const SITE_DIR: &str = "/etc/gputune/profiles";
+pub(crate) const SITE_DIR: &str = "/etc/gputune/profiles";
 
 /// How deep includes may nest. Shipped profiles use two levels; a deeper chain is a
 /// mistake or an attack (a chain of thousands would overflow the stack).
-pub const MAX_INCLUDE_DEPTH: usize = 32;
+pub(crate) const MAX_INCLUDE_DEPTH: usize = 32;
 
 /// The most a profile file may hold (1 MiB; shipped ones are a few KiB). A profile naming
 /// `/dev/zero` or a FIFO is refused rather than read without end.
-pub const MAX_PROFILE_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_PROFILE_BYTES: u64 = 1 << 20;
 
 /// A profile that cannot be used, naming the file, line and key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -125,7 +125,7 @@ impl<T, B> Default for Bench<T, B> {
 
 impl<T, B> Bench<T, B> {
     /// The keys of `[bench]`, each with its threshold, in the order `profiles show` writes them.
-    pub fn thresholds(&self) -> [(&'static str, Option<&T>); 4] {
+    pub(crate) fn thresholds(&self) -> [(&'static str, Option<&T>); 4] {
         [
             ("min_busbw", self.min_busbw.as_ref()),
             ("allgather_min_busbw", self.allgather_min_busbw.as_ref()),
@@ -138,7 +138,7 @@ impl<T, B> Bench<T, B> {
     }
 
     /// The baseline tables of `[bench]`, in the order `profiles show` writes them.
-    pub fn baselines(&self) -> [(&'static str, Option<&B>); 4] {
+    pub(crate) fn baselines(&self) -> [(&'static str, Option<&B>); 4] {
         [
             ("baseline", self.baseline.as_ref()),
             ("allgather_baseline", self.allgather_baseline.as_ref()),
@@ -152,7 +152,7 @@ impl<T, B> Bench<T, B> {
 
     /// Every key this sets, else `base`'s: a profile's over its includes'. A baseline table
     /// is taken whole (its sizes were measured together), never merged size by size.
-    pub fn or(self, base: Bench<T, B>) -> Bench<T, B> {
+    pub(crate) fn or(self, base: Bench<T, B>) -> Bench<T, B> {
         Bench {
             min_busbw: self.min_busbw.or(base.min_busbw),
             allgather_min_busbw: self.allgather_min_busbw.or(base.allgather_min_busbw),
@@ -169,7 +169,7 @@ impl<T, B> Bench<T, B> {
 
     /// Every threshold passed through `f` and every baseline through `g`; the first error
     /// stops it.
-    pub fn try_map<U, C, E>(
+    pub(crate) fn try_map<U, C, E>(
         self,
         mut f: impl FnMut(&'static str, T) -> Result<U, E>,
         mut g: impl FnMut(&'static str, B) -> Result<C, E>,
@@ -210,17 +210,17 @@ pub struct Profile {
 
 impl Profile {
     /// The settings of one area, by key.
-    pub fn area(&self, area: Area) -> impl Iterator<Item = (&String, &Setting)> {
+    pub(crate) fn area(&self, area: Area) -> impl Iterator<Item = (&String, &Setting)> {
         self.settings.get(&area).into_iter().flatten()
     }
 
-    pub fn get(&self, area: Area, key: &str) -> Option<&Setting> {
+    pub(crate) fn get(&self, area: Area, key: &str) -> Option<&Setting> {
         self.settings.get(&area)?.get(key)
     }
 
     /// The setting behind check `id` of `area`: the key that names it, the most specific
     /// when several do (`ulimit.nofile` governs `ulimit.nofile.login`).
-    pub fn governing(&self, area: Area, id: &str) -> Option<&Setting> {
+    pub(crate) fn governing(&self, area: Area, id: &str) -> Option<&Setting> {
         self.area(area)
             .filter(|(key, _)| names_check(key, id))
             .max_by_key(|(key, _)| key.len())
@@ -228,7 +228,7 @@ impl Profile {
     }
 
     /// The resolved profile as a loadable TOML file, each setting annotated with its origin.
-    pub fn to_toml(&self) -> String {
+    pub(crate) fn to_toml(&self) -> String {
         let mut out = format!(
             "# Resolved profile `{}` ({}), merged from: {}\ndescription = {}\n",
             self.name,
@@ -269,7 +269,7 @@ impl Profile {
 /// Whether `pattern` (a profile key or a `--skip` id) names check `id`: the id itself, or
 /// the same check of one of its subjects (`link.speed_mbps` names `link.speed_mbps.eth0`,
 /// `cpu.max` names `cpu.max@training.slice`).
-pub fn names_check(pattern: &str, id: &str) -> bool {
+pub(crate) fn names_check(pattern: &str, id: &str) -> bool {
     id.strip_prefix(pattern)
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('.') || rest.starts_with('@'))
 }
@@ -280,7 +280,7 @@ fn severity_name(s: Severity) -> &'static str {
 
 /// One profile a user can name, for `gputune profiles list`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Listing {
+pub(crate) struct Listing {
     pub name: String,
     pub source: String,
     pub description: String,
@@ -323,7 +323,7 @@ impl<'a> Loader<'a> {
     }
 
     /// Every profile a name can reach: site profiles first, then built-in ones they do not shadow.
-    pub fn list(&self) -> Result<Vec<Listing>, ProfileError> {
+    pub(crate) fn list(&self) -> Result<Vec<Listing>, ProfileError> {
         let mut listings = Vec::new();
         let site = self.root.list_dir(SITE_DIR).map_err(|e| ProfileError {
             file: SITE_DIR.into(),

@@ -29,7 +29,7 @@ pub struct KeySpec {
 
 impl KeySpec {
     /// Whether a profile key is this one, or a member of this family.
-    pub fn matches(&self, key: &str) -> bool {
+    pub(crate) fn matches(&self, key: &str) -> bool {
         match self.key.strip_suffix('*') {
             Some(prefix) => key.len() > prefix.len() && key.starts_with(prefix),
             None => self.key == key,
@@ -49,7 +49,7 @@ pub enum Severity {
 
 impl Severity {
     /// The status a check gets when the node does not meet the setting.
-    pub fn status(self) -> Status {
+    pub(crate) fn status(self) -> Status {
         match self {
             Severity::Fail => Status::Fail,
             Severity::Warn => Status::Warn,
@@ -58,7 +58,7 @@ impl Severity {
     }
 
     /// The word a profile writes: `fail`, `warn` or `off`.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Severity::Fail => "fail",
             Severity::Warn => "warn",
@@ -79,7 +79,7 @@ pub struct Rule {
 
 /// Whether a fact meets a rule, or why it cannot be judged.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Met,
     NotMet,
     /// The actual value is not of the kind the rule needs (e.g. text where a number was due).
@@ -88,7 +88,7 @@ pub enum Verdict {
 
 impl Rule {
     /// Judges `actual` (as read from the node) against every rule present.
-    pub fn judge(&self, actual: &str) -> Verdict {
+    pub(crate) fn judge(&self, actual: &str) -> Verdict {
         let actual = actual.trim();
         let mut met = true;
         if let Some(want) = &self.equals {
@@ -115,7 +115,7 @@ impl Rule {
 
     /// The value to set so the rule holds, when one value is implied: the exact value, the
     /// first option, or the bound the current value is on the wrong side of.
-    pub fn target(&self, actual: &str) -> Option<String> {
+    pub(crate) fn target(&self, actual: &str) -> Option<String> {
         if let Some(want) = &self.equals {
             return Some(want.clone());
         }
@@ -137,7 +137,7 @@ impl Rule {
     }
 
     /// The rule as people read it: `>= 16777216`, `one of madvise, never`, `>=2.14`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut parts = Vec::new();
         if let Some(want) = &self.equals {
             parts.push(format!("= {want}"));
@@ -158,7 +158,7 @@ impl Rule {
     }
 
     /// The rule as TOML inline-table fields, for `gputune profiles show`.
-    pub fn to_toml_fields(&self) -> String {
+    pub(crate) fn to_toml_fields(&self) -> String {
         let mut out = String::new();
         let quote = |s: &str| toml::Value::String(s.to_string()).to_string();
         let amount = |a: Amount| match a {
@@ -213,7 +213,7 @@ pub struct Setting {
 
 impl Setting {
     /// The status for `actual`, and a note when it cannot be judged.
-    pub fn status_for(&self, actual: &str) -> (Status, Option<String>) {
+    pub(crate) fn status_for(&self, actual: &str) -> (Status, Option<String>) {
         match self.rule.judge(actual) {
             Verdict::Met => (Status::Pass, None),
             Verdict::NotMet => (self.severity.status(), None),

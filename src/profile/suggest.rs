@@ -5,7 +5,10 @@
 /// (2 edits, or a third of the name's length up to 3) and not `name` itself.
 /// A candidate whose last dotted part is `name` (`RemoveIPC` for `logind.RemoveIPC`) is
 /// meant too, however far apart they are.
-pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn closest<'a>(
+    name: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     let limit = (name.chars().count() / 3).clamp(2, 3);
     let candidates: Vec<&'a str> = candidates.into_iter().filter(|c| *c != name).collect();
     let tail = format!(".{name}");

@@ -11,7 +11,7 @@ use crate::finding::Finding;
 /// Bumped whenever a field is renamed or removed, or a field scripts should know about is
 /// added; every field of an older version keeps its name and meaning.
 /// 2: each finding's `severity`, `expected_value` and `actual_value` (typed, base units).
-pub const SCHEMA_VERSION: u32 = 2;
+pub(crate) const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Serialize)]
 struct Document<'a> {
@@ -43,7 +43,7 @@ struct ProfileInfo<'a> {
     chosen_by: Option<&'a str>,
 }
 
-pub fn render(report: &Report) -> String {
+pub(crate) fn render(report: &Report) -> String {
     let doc = Document {
         schema_version: SCHEMA_VERSION,
         tool: Tool {
@@ -87,7 +87,7 @@ fn with_severity(f: &Finding) -> Finding {
 /// fleet's worth of reports is read without copying every string). Fields it does not name,
 /// and any a newer writer adds, are passed over, so readers keep working as the schema grows.
 #[derive(Debug, Deserialize)]
-pub struct Parsed<'a> {
+pub(crate) struct Parsed<'a> {
     pub schema_version: u32,
     #[serde(borrow)]
     pub host: ParsedHost<'a>,
@@ -99,7 +99,7 @@ pub struct Parsed<'a> {
 
 /// [`HostFacts`] as read back.
 #[derive(Debug, Deserialize)]
-pub struct ParsedHost<'a> {
+pub(crate) struct ParsedHost<'a> {
     #[serde(borrow)]
     pub hostname: Cow<'a, str>,
     #[serde(borrow, default)]
@@ -110,14 +110,14 @@ pub struct ParsedHost<'a> {
 
 /// The profile a report was judged against, as read back.
 #[derive(Debug, Deserialize)]
-pub struct ParsedProfile<'a> {
+pub(crate) struct ParsedProfile<'a> {
     #[serde(borrow)]
     pub name: Cow<'a, str>,
 }
 
 /// A [`Finding`] as read back: its verdict and the values it was reached on.
 #[derive(Debug, Deserialize)]
-pub struct ParsedFinding<'a> {
+pub(crate) struct ParsedFinding<'a> {
     #[serde(borrow)]
     pub id: Cow<'a, str>,
     #[serde(borrow)]
@@ -131,7 +131,7 @@ pub struct ParsedFinding<'a> {
 
 impl<'a> Parsed<'a> {
     /// Reads one document; the error is serde's (line and column inside `text`).
-    pub fn from_slice(text: &'a [u8]) -> Result<Self, serde_json::Error> {
+    pub(crate) fn from_slice(text: &'a [u8]) -> Result<Self, serde_json::Error> {
         serde_json::from_slice(text)
     }
 }

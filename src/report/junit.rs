@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use super::{Report, Summary};
 use crate::finding::{Finding, Status};
 
-pub fn render(report: &Report) -> String {
+pub(crate) fn render(report: &Report) -> String {
     let total = report.summary();
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
@@ -94,7 +94,7 @@ fn element(out: &mut String, name: &str, kind: &str, message: &str, body: &str) 
 /// Escapes text for XML attributes and content. Characters XML 1.0 forbids (controls
 /// other than tab/newline/CR, U+FFFE and U+FFFF; surrogates cannot occur in a `str`) become
 /// U+FFFD, so a hostname or file name from the node cannot make the file not well-formed.
-pub fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

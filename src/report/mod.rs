@@ -1,10 +1,10 @@
 //! Rendering an audit: a table for people, JSON, JUnit XML and Prometheus text for machines.
 
-pub mod json;
-pub mod junit;
-pub mod prometheus;
-pub mod table;
-pub mod terminal;
+pub(crate) mod json;
+pub(crate) mod junit;
+pub(crate) mod prometheus;
+pub(crate) mod table;
+pub(crate) mod terminal;
 
 use serde::Serialize;
 
@@ -24,7 +24,7 @@ pub enum Format {
 
 /// Facts identifying the node an audit ran on.
 #[derive(Debug, Clone, Serialize)]
-pub struct HostFacts {
+pub(crate) struct HostFacts {
     pub hostname: String,
     pub kernel: String,
     pub root: String,
@@ -38,7 +38,7 @@ pub struct HostFacts {
 impl HostFacts {
     /// The running kernel's names live; an image's own `/etc/hostname` and the kernel it ships
     /// (`/usr/lib/modules`, else `/lib/modules`) otherwise.
-    pub fn read(root: &Root, mode: Mode) -> Self {
+    pub(crate) fn read(root: &Root, mode: Mode) -> Self {
         let read = |path: &str| {
             root.read_optional(path)
                 .ok()
@@ -74,7 +74,7 @@ impl HostFacts {
 
 /// Where a persisted value a finding judged comes from, as structured fields for machines.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PersistedValue {
+pub(crate) struct PersistedValue {
     /// The finding's id (`net.ipv4.tcp_rmem.max`).
     pub id: String,
     /// The setting the file sets (`net.ipv4.tcp_rmem`).
@@ -87,7 +87,7 @@ pub struct PersistedValue {
 
 /// Counts of findings by status.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Summary {
+pub(crate) struct Summary {
     pub passed: usize,
     pub warned: usize,
     pub failed: usize,
@@ -96,7 +96,7 @@ pub struct Summary {
 }
 
 impl Summary {
-    pub fn of<'a>(findings: impl IntoIterator<Item = &'a Finding>) -> Self {
+    pub(crate) fn of<'a>(findings: impl IntoIterator<Item = &'a Finding>) -> Self {
         let mut s = Summary::default();
         for f in findings {
             match f.status {
@@ -111,7 +111,7 @@ impl Summary {
     }
 
     /// `N passed, N warned, N failed, N skipped` (and `, N errors` when there are any).
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         let mut line = format!(
             "{} passed, {} warned, {} failed, {} skipped",
             self.passed, self.warned, self.failed, self.skipped
@@ -124,7 +124,7 @@ impl Summary {
 }
 
 /// Everything a renderer needs.
-pub struct Report<'a> {
+pub(crate) struct Report<'a> {
     pub profile: &'a Profile,
     /// Why the profile was chosen, when the user did not name one.
     pub chosen_by: Option<String>,
@@ -141,17 +141,17 @@ pub struct Report<'a> {
 }
 
 impl Report<'_> {
-    pub fn summary(&self) -> Summary {
+    pub(crate) fn summary(&self) -> Summary {
         Summary::of(&self.findings)
     }
 
     /// True when the audit should exit 1: a failure, an error, or a warning under `--strict`.
-    pub fn failed(&self) -> bool {
+    pub(crate) fn failed(&self) -> bool {
         let s = self.summary();
         s.failed > 0 || s.errors > 0 || (self.strict && s.warned > 0)
     }
 
-    pub fn render(&self, format: Format) -> String {
+    pub(crate) fn render(&self, format: Format) -> String {
         match format {
             Format::Table => table::render(self),
             Format::Json => json::render(self),
@@ -161,7 +161,7 @@ impl Report<'_> {
     }
 
     /// Findings grouped by area, in area order, keeping check order inside each area.
-    pub fn by_area(&self) -> Vec<(crate::finding::Area, Vec<&Finding>)> {
+    pub(crate) fn by_area(&self) -> Vec<(crate::finding::Area, Vec<&Finding>)> {
         let mut groups: Vec<(crate::finding::Area, Vec<&Finding>)> = Vec::new();
         for &area in crate::finding::Area::ALL {
             let group: Vec<&Finding> = self.findings.iter().filter(|f| f.area == area).collect();

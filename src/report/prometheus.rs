@@ -7,7 +7,7 @@ use super::Report;
 use crate::finding::Status;
 
 /// The value `gputune_check_status` takes for each status.
-pub fn status_value(status: Status) -> u8 {
+pub(crate) fn status_value(status: Status) -> u8 {
     match status {
         Status::Pass => 0,
         Status::Warn => 1,
@@ -17,7 +17,7 @@ pub fn status_value(status: Status) -> u8 {
     }
 }
 
-pub fn render(report: &Report) -> String {
+pub(crate) fn render(report: &Report) -> String {
     let mut out = String::new();
     out.push_str("# HELP gputune_check_status Result of one gputune audit check: 0 pass, 1 warn, 2 fail, 3 skip, 4 error.\n");
     out.push_str("# TYPE gputune_check_status gauge\n");
@@ -60,7 +60,7 @@ pub fn render(report: &Report) -> String {
 }
 
 /// Escapes a label value: backslash, double quote and newline.
-pub fn label(value: &str) -> String {
+pub(crate) fn label(value: &str) -> String {
     value
         .replace('\\', "\\\\")
         .replace('"', "\\\"")

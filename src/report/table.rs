@@ -15,12 +15,12 @@ use crate::finding::{Finding, Status};
 /// (566 lines for 49 checks at 80 columns): narrower, the detail is lines wrapped at words.
 const TABLE_MIN_WIDTH: u16 = 100;
 
-pub fn render(report: &Report) -> String {
+pub(crate) fn render(report: &Report) -> String {
     render_with(report, &TableStyle::detect())
 }
 
 /// The report laid out in `style` (tests choose the width).
-pub fn render_with(report: &Report, style: &TableStyle) -> String {
+pub(crate) fn render_with(report: &Report, style: &TableStyle) -> String {
     let head = format!(
         "gputune audit of {} (kernel {}, mode {}) against profile {} ({})",
         one_line(&report.host.hostname),
@@ -132,7 +132,7 @@ fn attention(report: &Report, style: &TableStyle) -> String {
 }
 
 /// Host strings without control characters: the crate's one sanitiser (see [`crate::say`]).
-pub use crate::say::clean;
+pub(crate) use crate::say::clean;
 
 /// [`clean`], on one line: a newline becomes a space.
 fn one_line(text: &str) -> String {

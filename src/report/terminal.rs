@@ -9,7 +9,7 @@ use comfy_table::{Cell, Color, ContentArrangement, Table};
 use crate::finding::Status;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TableStyle {
+pub(crate) struct TableStyle {
     /// The width to lay out for: the terminal's, else `COLUMNS`; `None` (a pipe or file
     /// with no `COLUMNS`) means plain lines without boxes, never wrapped by gputune.
     pub width: Option<u16>,
@@ -21,7 +21,7 @@ pub struct TableStyle {
 
 impl TableStyle {
     /// The style for this process's standard output.
-    pub fn detect() -> Self {
+    pub(crate) fn detect() -> Self {
         let terminal = std::io::stdout().is_terminal();
         // comfy-table asks the terminal for its size (TIOCGWINSZ) when stdout is one.
         let terminal_width = if terminal { Table::new().width() } else { None };
@@ -29,13 +29,13 @@ impl TableStyle {
     }
 
     /// The style for a file (`--output`): whatever standard output is, no terminal reads it.
-    pub fn for_file() -> Self {
+    pub(crate) fn for_file() -> Self {
         Self::from_env(false, None, |name| std::env::var(name).ok())
     }
 
     /// The style for a terminal (or not) of `terminal_width` columns (when it says) and an
     /// environment, kept apart for tests.
-    pub fn from_env(
+    pub(crate) fn from_env(
         terminal: bool,
         terminal_width: Option<u16>,
         env: impl Fn(&str) -> Option<String>,
@@ -60,7 +60,7 @@ impl TableStyle {
     }
 
     /// A table with this style's borders and width and the given header.
-    pub fn table<const N: usize>(&self, header: [&str; N]) -> Table {
+    pub(crate) fn table<const N: usize>(&self, header: [&str; N]) -> Table {
         let mut table = Table::new();
         table
             .load_style(if self.ascii {
@@ -82,7 +82,7 @@ impl TableStyle {
     }
 
     /// A finding's status as a word padded to 5 columns, coloured when this style colours.
-    pub fn status_word(&self, status: Status) -> String {
+    pub(crate) fn status_word(&self, status: Status) -> String {
         let word = format!("{:<5}", status.name().to_uppercase());
         let colour = match status {
             Status::Fail | Status::Error => "31",
@@ -97,7 +97,7 @@ impl TableStyle {
     }
 
     /// A finding's status as a cell, coloured when this style colours.
-    pub fn status_cell(&self, status: Status) -> Cell {
+    pub(crate) fn status_cell(&self, status: Status) -> Cell {
         let cell = Cell::new(status.name().to_uppercase());
         match (self.colour, status) {
             (true, Status::Fail | Status::Error) => cell.fg(Color::Red),

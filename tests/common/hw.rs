@@ -5,11 +5,12 @@
 //! downtrained GPU link, and small topologies for `gputune pin`.
 
 use std::fs;
-use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use tempfile::TempDir;
+
+use super::Tree;
 
 /// Extracts `tests/fixtures/<archive>` and returns the temp dir and the root inside it.
 pub fn extract(archive: &str) -> (TempDir, PathBuf) {
@@ -35,48 +36,13 @@ pub fn extract(archive: &str) -> (TempDir, PathBuf) {
     (dir, root)
 }
 
-/// Builds a sysfs/procfs tree under a temp dir, with relative symlinks like the kernel's.
-pub struct Tree {
-    pub dir: TempDir,
-}
-
+/// The one fixture builder ([`super::Tree`]), with the sysfs shapes the hardware tests need.
 impl Tree {
-    pub fn new() -> Tree {
-        Tree {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    pub fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
-    pub fn write(&self, host_path: &str, content: &str) {
-        self.write_bytes(host_path, content.as_bytes());
-    }
-
-    pub fn write_bytes(&self, host_path: &str, content: &[u8]) {
-        super::put(self.root(), host_path, content);
-    }
-
-    fn mkdir(&self, host_path: &str) {
-        fs::create_dir_all(self.root().join(host_path.trim_start_matches('/'))).unwrap();
-    }
-
-    /// A relative symlink at `link` to `target` (both host paths), as sysfs has them.
-    pub fn link(&self, link: &str, target: &str) {
-        let depth = Path::new(link).parent().unwrap().components().count() - 1;
-        let rel = format!("{}{}", "../".repeat(depth), target.trim_start_matches('/'));
-        let at = self.root().join(link.trim_start_matches('/'));
-        fs::create_dir_all(at.parent().unwrap()).unwrap();
-        symlink(rel, at).unwrap();
-    }
-
     pub fn numa_node(&self, id: u32, cpus: &str, mem_kib: Option<u64>) {
         let dir = format!("/sys/devices/system/node/node{id}");
-        self.write(&format!("{dir}/cpulist"), &format!("{cpus}\n"));
+        self.file(&format!("{dir}/cpulist"), &format!("{cpus}\n"));
         if let Some(kib) = mem_kib {
-            self.write(
+            self.file(
                 &format!("{dir}/meminfo"),
                 &format!(
                     "Node {id} MemTotal:       {kib} kB\nNode {id} MemFree:        {kib} kB\n"
@@ -100,43 +66,43 @@ impl Tree {
             ("current_link_width", dev.width.0.to_string()),
             ("max_link_width", dev.width.1.to_string()),
         ] {
-            self.write(&format!("{path}/{file}"), &format!("{value}\n"));
+            self.file(&format!("{path}/{file}"), &format!("{value}\n"));
         }
         if let Some(driver) = dev.driver {
-            self.mkdir(&format!("/sys/bus/pci/drivers/{driver}"));
-            self.link(
+            self.dir(&format!("/sys/bus/pci/drivers/{driver}"));
+            self.sys_link(
                 &format!("{path}/driver"),
                 &format!("/sys/bus/pci/drivers/{driver}"),
             );
         }
         if let Some(config) = &dev.config {
-            self.write_bytes(&format!("{path}/config"), config);
+            self.bytes(&format!("{path}/config"), config);
         }
-        self.link(&format!("/sys/bus/pci/devices/{bdf}"), path);
+        self.sys_link(&format!("/sys/bus/pci/devices/{bdf}"), path);
     }
 
     /// A network interface of the PCI function at `pci_path`.
     pub fn netdev(&self, pci_path: &str, name: &str, speed: i64, mtu: u32, up: bool, ifindex: u32) {
         let dir = format!("{pci_path}/net/{name}");
-        self.write(&format!("{dir}/speed"), &format!("{speed}\n"));
-        self.write(&format!("{dir}/mtu"), &format!("{mtu}\n"));
-        self.write(
+        self.file(&format!("{dir}/speed"), &format!("{speed}\n"));
+        self.file(&format!("{dir}/mtu"), &format!("{mtu}\n"));
+        self.file(
             &format!("{dir}/operstate"),
             if up { "up\n" } else { "down\n" },
         );
-        self.write(&format!("{dir}/type"), "1\n");
-        self.write(&format!("{dir}/ifindex"), &format!("{ifindex}\n"));
-        self.link(&format!("{dir}/device"), pci_path);
-        self.link(&format!("/sys/class/net/{name}"), &dir);
+        self.file(&format!("{dir}/type"), "1\n");
+        self.file(&format!("{dir}/ifindex"), &format!("{ifindex}\n"));
+        self.sys_link(&format!("{dir}/device"), pci_path);
+        self.sys_link(&format!("/sys/class/net/{name}"), &dir);
     }
 
     /// The loopback interface, which every node has and gputune must skip.
     pub fn loopback(&self) {
         let dir = "/sys/devices/virtual/net/lo";
-        self.write(&format!("{dir}/mtu"), "65536\n");
-        self.write(&format!("{dir}/operstate"), "unknown\n");
-        self.write(&format!("{dir}/type"), "772\n");
-        self.link("/sys/class/net/lo", dir);
+        self.file(&format!("{dir}/mtu"), "65536\n");
+        self.file(&format!("{dir}/operstate"), "unknown\n");
+        self.file(&format!("{dir}/type"), "772\n");
+        self.sys_link("/sys/class/net/lo", dir);
     }
 }
 
@@ -228,7 +194,7 @@ pub fn hgx(faults: HgxFaults) -> Tree {
     let t = Tree::new();
     t.numa_node(0, NODE0_CPUS, Some(1_056_000_000));
     t.numa_node(1, NODE1_CPUS, Some(1_056_000_000));
-    t.write("/sys/devices/system/cpu/online", "0-63\n");
+    t.file("/sys/devices/system/cpu/online", "0-63\n");
     t.loopback();
     let acs = if faults.acs_on { 0x001d } else { 0 };
     let mut interrupts = String::from("            CPU0       CPU1\n");
@@ -266,12 +232,12 @@ pub fn hgx(faults: HgxFaults) -> Tree {
         let name = format!("ens{i}np0");
         t.netdev(&nic, &name, 400_000, 9000, true, 10 + i);
         let ib = format!("/sys/class/infiniband/mlx5_{i}");
-        t.link(&format!("{ib}/device"), &nic);
-        t.write(&format!("{ib}/ports/1/state"), "4: ACTIVE\n");
-        t.write(&format!("{ib}/ports/1/rate"), "400 Gb/sec (4X NDR)\n");
-        t.write(&format!("{ib}/ports/1/phys_state"), "5: LinkUp\n");
-        t.write(&format!("{ib}/ports/1/link_layer"), "Ethernet\n");
-        t.write(&format!("{ib}/fw_ver"), "28.39.1002\n");
+        t.sys_link(&format!("{ib}/device"), &nic);
+        t.file(&format!("{ib}/ports/1/state"), "4: ACTIVE\n");
+        t.file(&format!("{ib}/ports/1/rate"), "400 Gb/sec (4X NDR)\n");
+        t.file(&format!("{ib}/ports/1/phys_state"), "5: LinkUp\n");
+        t.file(&format!("{ib}/ports/1/link_layer"), "Ethernet\n");
+        t.file(&format!("{ib}/fw_ver"), "28.39.1002\n");
         // RoCE GID table: link-local v1/v2 at 0/1, the IPv4 address's v1/v2 at 2/3.
         for (g, gid, kind) in [
             (0, "fe80:0000:0000:0000:0e42:a1ff:fe00:0000", "IB/RoCE v1"),
@@ -279,25 +245,25 @@ pub fn hgx(faults: HgxFaults) -> Tree {
             (2, "0000:0000:0000:0000:0000:ffff:0a00:0001", "IB/RoCE v1"),
             (3, "0000:0000:0000:0000:0000:ffff:0a00:0001", "RoCE v2"),
         ] {
-            t.write(&format!("{ib}/ports/1/gids/{g}"), &format!("{gid}\n"));
-            t.write(
+            t.file(&format!("{ib}/ports/1/gids/{g}"), &format!("{gid}\n"));
+            t.file(
                 &format!("{ib}/ports/1/gid_attrs/types/{g}"),
                 &format!("{kind}\n"),
             );
-            t.write(
+            t.file(
                 &format!("{ib}/ports/1/gid_attrs/ndevs/{g}"),
                 &format!("{name}\n"),
             );
         }
-        t.write(
+        t.file(
             &format!("{ib}/ports/1/gids/4"),
             "0000:0000:0000:0000:0000:0000:0000:0000\n",
         );
         for q in 0..2u32 {
             let irq = 100 + i * 2 + q;
-            t.write(&format!("{nic}/msi_irqs/{irq}"), "msix\n");
+            t.file(&format!("{nic}/msi_irqs/{irq}"), "msix\n");
             let steer = if faults.remote_irqs { NODE0_CPUS } else { cpus };
-            t.write(
+            t.file(
                 &format!("/proc/irq/{irq}/smp_affinity_list"),
                 &format!("{steer}\n"),
             );
@@ -308,44 +274,44 @@ pub fn hgx(faults: HgxFaults) -> Tree {
             );
         }
     }
-    t.write("/proc/interrupts", &interrupts);
-    t.write(
+    t.file("/proc/interrupts", &interrupts);
+    t.file(
         "/proc/cmdline",
         "BOOT_IMAGE=/vmlinuz-6.8.0 root=/dev/md0 ro iommu=pt\n",
     );
-    t.write(
+    t.file(
         "/proc/cpuinfo",
         "processor\t: 0\nflags\t\t: fpu vme de pse tsc msr pae mce\n",
     );
-    t.write(
+    t.file(
         "/proc/driver/nvidia/version",
         "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\nGCC version:  gcc version 12.3.0\n",
     );
-    t.write("/sys/module/nvidia/version", "550.54.15\n");
+    t.file("/sys/module/nvidia/version", "550.54.15\n");
     // rdma-core's verbs library, which NCCL's IB transport loads (a placeholder file: only
     // its presence is judged, nothing under a fixture root is ever loaded).
-    t.write(
+    t.file(
         "/usr/lib/x86_64-linux-gnu/libibverbs.so.1",
         "\x7fELF placeholder\n",
     );
     // PyTorch's wheels as pip lays them out: cuDNN's wheel (found by its metadata) and
     // torch built for CUDA 12.4, which driver 550 supports.
     let site = "/usr/local/lib/python3.11/dist-packages";
-    t.write(
+    t.file(
         &format!("{site}/nvidia/cudnn/lib/libcudnn.so.9"),
         "\x7fELF placeholder\n",
     );
-    t.write(
+    t.file(
         &format!("{site}/nvidia_cudnn_cu12-9.1.0.70.dist-info/METADATA"),
         "Metadata-Version: 2.1\nName: nvidia-cudnn-cu12\nVersion: 9.1.0.70\n",
     );
-    t.write(
+    t.file(
         &format!("{site}/torch/version.py"),
         "__version__ = '2.4.0+cu124'\ndebug = False\ncuda: Optional[str] = '12.4'\nhip: Optional[str] = None\n",
     );
-    t.mkdir("/sys/module/nvidia_peermem");
+    t.dir("/sys/module/nvidia_peermem");
     for g in 0..4 {
-        t.write(&format!("/sys/kernel/iommu_groups/{g}/type"), "identity\n");
+        t.file(&format!("/sys/kernel/iommu_groups/{g}/type"), "identity\n");
     }
     t
 }

@@ -324,6 +324,18 @@ pub fn require(tools: &[&str]) {
 /// The PATH the firewall tools are found on, whatever the test's own environment says.
 pub const SYSTEM_PATH: &str = "/usr/sbin:/usr/bin:/sbin:/bin";
 
+#[path = "../../src/testing/tree.rs"]
+mod tree;
+
+pub use tree::Tree;
+
+impl Tree {
+    /// The tree's directory, given to gputune as `--root`.
+    pub fn root(&self) -> &Path {
+        self.base()
+    }
+}
+
 mod hw;
 #[allow(unused_imports)]
 pub use hw::*;

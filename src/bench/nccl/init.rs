@@ -39,7 +39,7 @@ fn stop(fatal: &JobStop, deadline: Instant, timeout: Duration) -> Option<BenchEr
 
 /// Creates this rank's communicator on `context`'s device, giving up on the timeout or the
 /// job's stop.
-pub fn init(
+pub(crate) fn init(
     stack: &NcclStack,
     context: &Context,
     place: Place,

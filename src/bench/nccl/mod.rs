@@ -6,7 +6,7 @@
 //! the job is stopped. What the backend holds (communicator, buffers, stream, context)
 //! releases itself when dropped, on every path.
 
-pub mod init;
+pub(crate) mod init;
 
 use std::sync::Arc;
 use std::thread;
@@ -25,10 +25,10 @@ use crate::host::Root;
 use crate::host::nccl::{SONAME, SearchEnv, locate};
 
 /// The oldest NCCL with everything used here: `ncclAvg` and bf16 arrived in 2.10.
-pub const MIN_VERSION: (u32, u32) = (2, 10);
+pub(crate) const MIN_VERSION: (u32, u32) = (2, 10);
 
 /// NCCL and the CUDA driver, both loaded and usable, with the GPUs they see.
-pub struct NcclStack {
+pub(crate) struct NcclStack {
     pub nccl: Nccl,
     pub version: NcclVersion,
     pub cuda: Cuda,
@@ -41,7 +41,7 @@ fn rt(e: impl ToString) -> BenchError {
 }
 
 /// Loads NCCL and CUDA and counts GPUs; each way of failing is its own message.
-pub fn probe(root: &Root) -> Result<NcclStack, BenchError> {
+pub(crate) fn probe(root: &Root) -> Result<NcclStack, BenchError> {
     let located = locate(root, &SearchEnv::from_process()).map_err(|searched| {
         rt(format!(
             "NCCL not found ({SONAME} not in: {}); set GPUTUNE_NCCL_LIB to its path, or use --backend tcp",
@@ -68,7 +68,10 @@ pub fn probe(root: &Root) -> Result<NcclStack, BenchError> {
 }
 
 /// Refuses an NCCL older than [`MIN_VERSION`], naming the file.
-pub fn check_version(version: NcclVersion, path: &std::path::Path) -> Result<(), BenchError> {
+pub(crate) fn check_version(
+    version: NcclVersion,
+    path: &std::path::Path,
+) -> Result<(), BenchError> {
     if (version.major, version.minor) < MIN_VERSION {
         return Err(rt(format!(
             "NCCL {version} at {} is too old: bench needs {}.{} or newer (avg and bf16)",
@@ -113,7 +116,7 @@ fn nccl_call(collective: Collective, count: usize, op: RedOp) -> CollectiveCall 
 
 /// Where a rank sits: its GPU and its place in the job.
 #[derive(Debug, Clone, Copy)]
-pub struct Place {
+pub(crate) struct Place {
     pub ordinal: usize,
     pub rank: usize,
     pub world: usize,
@@ -121,7 +124,7 @@ pub struct Place {
 
 /// One GPU per rank: more ranks on a node than it has GPUs is a usage error naming both
 /// counts, found before any rank starts.
-pub fn check_ranks(local_ranks: usize, devices: usize) -> Result<(), BenchError> {
+pub(crate) fn check_ranks(local_ranks: usize, devices: usize) -> Result<(), BenchError> {
     if local_ranks <= devices {
         return Ok(());
     }
@@ -133,7 +136,10 @@ pub fn check_ranks(local_ranks: usize, devices: usize) -> Result<(), BenchError>
 /// The GPU a rank uses and its name, for the header. Two ranks on one GPU would measure
 /// nothing real (and NCCL 2.30 no longer refuses it), so more local ranks than GPUs is a
 /// usage error naming both counts.
-pub fn device_for(probe: &NcclStack, local_rank: usize) -> Result<(usize, String), BenchError> {
+pub(crate) fn device_for(
+    probe: &NcclStack,
+    local_rank: usize,
+) -> Result<(usize, String), BenchError> {
     if local_rank >= probe.devices {
         return Err(BenchError::Usage(format!(
             "local rank {local_rank} has no GPU of its own: this node has {} GPU(s), so at most {} ranks per node (lower --ranks or the launcher's tasks per node)",
@@ -148,7 +154,7 @@ pub fn device_for(probe: &NcclStack, local_rank: usize) -> Result<(usize, String
 
 /// One rank's communicator on one GPU. Fields drop in order: the communicator before the
 /// memory and stream its work used; the context, which each of them also holds, last.
-pub struct NcclBackend {
+pub(crate) struct NcclBackend {
     /// `None` once aborted.
     comm: Option<Communicator>,
     /// Allocated by the first [`Backend::prepare`], grown when a size needs more.
@@ -253,7 +259,7 @@ fn stop_reason(
 impl NcclBackend {
     /// Joins the communicator ([`init`]): an error, never a hang, when a rank is missing
     /// past the timeout or the control plane stops the job.
-    pub fn new(
+    pub(crate) fn new(
         probe: NcclStack,
         place: Place,
         id: &[u8],

@@ -18,7 +18,7 @@ fn block(k: usize, per: usize) -> std::ops::Range<usize> {
 
 impl Mesh {
     /// `buf` holds n blocks of `per` bytes, this rank's already in place; fills the others.
-    pub fn allgather(&mut self, buf: &mut [u8], per: usize, rd: bool) -> Result<()> {
+    pub(crate) fn allgather(&mut self, buf: &mut [u8], per: usize, rd: bool) -> Result<()> {
         let (n, r) = (self.world, self.rank);
         if n == 1 {
             return Ok(());
@@ -51,7 +51,7 @@ impl Mesh {
     /// `input` holds n blocks of `out.len()` bytes; `out` receives this rank's block reduced
     /// over every rank. In place (`input` `None`), `out` holds the n blocks and the result
     /// lands in this rank's block of it.
-    pub fn reduce_scatter(&mut self, job: Reduce) -> Result<()> {
+    pub(crate) fn reduce_scatter(&mut self, job: Reduce) -> Result<()> {
         let (input, out, dtype, op) = (job.input, job.out, job.dtype, job.op);
         let (n, r) = (self.world, self.rank);
         let per = match input {
@@ -122,7 +122,7 @@ impl Mesh {
     }
 
     /// Rank 0's `buf` to every rank, down a binomial tree.
-    pub fn broadcast(&mut self, buf: &mut [u8]) -> Result<()> {
+    pub(crate) fn broadcast(&mut self, buf: &mut [u8]) -> Result<()> {
         let (n, r) = (self.world, self.rank);
         let mut mask = 1;
         while mask < n {

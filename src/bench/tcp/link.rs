@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 /// A rank on the other end of a connection, as error messages name it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Peer {
+pub(crate) struct Peer {
     pub rank: usize,
     pub host: String,
 }
@@ -31,7 +31,7 @@ impl std::fmt::Display for Peer {
 
 /// What went wrong moving data with `peer`, in words: `doing` says what this rank was doing
 /// ("sending to", "receiving from", "exchanging with").
-pub fn failed(doing: &str, peer: &Peer, e: &io::Error, timeout: Duration) -> String {
+pub(crate) fn failed(doing: &str, peer: &Peer, e: &io::Error, timeout: Duration) -> String {
     match e.kind() {
         io::ErrorKind::UnexpectedEof => {
             format!("{peer} closed its connection (it exited or was killed)")
@@ -49,7 +49,7 @@ pub fn failed(doing: &str, peer: &Peer, e: &io::Error, timeout: Duration) -> Str
 /// anything else) outnumber cores, a pure spin would hold the core the peer needs to
 /// answer, and a yield costs no more than the poll's own syscall.
 #[derive(Debug, Clone, Copy)]
-pub struct Spin {
+pub(crate) struct Spin {
     /// Busy-poll for at most this long after the last progress.
     pub budget: Duration,
     /// Of which this long without yielding: [`PURE_SPIN`], or zero when this host runs more
@@ -59,7 +59,7 @@ pub struct Spin {
 
 impl Spin {
     /// The spin for `local_ranks` ranks on a host with `cores` cores.
-    pub fn for_host(local_ranks: usize, cores: usize) -> Spin {
+    pub(crate) fn for_host(local_ranks: usize, cores: usize) -> Spin {
         Spin {
             budget: SPIN,
             pure: if local_ranks > cores {
@@ -79,7 +79,7 @@ const SPIN: Duration = Duration::from_micros(50);
 const PURE_SPIN: Duration = Duration::from_micros(10);
 
 /// One connection to one peer, used in both directions.
-pub struct Link {
+pub(crate) struct Link {
     pub peer: Peer,
     socket: TcpStream,
 }
@@ -87,14 +87,14 @@ pub struct Link {
 impl Link {
     /// A link over `socket`, which is made non-blocking: an exchange never waits in a
     /// read or write, only in its bounded spin and then in poll(2).
-    pub fn new(peer: Peer, socket: TcpStream) -> io::Result<Link> {
+    pub(crate) fn new(peer: Peer, socket: TcpStream) -> io::Result<Link> {
         socket.set_nonblocking(true)?;
         Ok(Link { peer, socket })
     }
 
     /// Sends all of `out` while receiving exactly `into.len()` bytes; either may be empty.
     /// Fails when the peer closes the connection or nothing moves for `timeout`.
-    pub fn exchange(
+    pub(crate) fn exchange(
         &self,
         out: &[u8],
         into: &mut [u8],
@@ -108,7 +108,7 @@ impl Link {
 /// Sends all of `out` to `to` while receiving exactly `into.len()` bytes from `from` (the
 /// same link or two).
 /// A failure is the first error on either side.
-pub fn shift(
+pub(crate) fn shift(
     to: &Link,
     out: &[u8],
     from: &Link,
@@ -122,7 +122,7 @@ pub fn shift(
 /// [`shift`], calling `arrived` with the received prefix of `into` each time it grows, so
 /// the caller can reduce data while the rest is still arriving (cache-hot, and overlapped
 /// with the peer's sending).
-pub fn shift_with(
+pub(crate) fn shift_with(
     to: &Link,
     mut out: &[u8],
     from: &Link,
@@ -180,14 +180,14 @@ pub fn shift_with(
 /// How an exchange waits when nothing moved: a bounded busy-poll (spinning, then yielding),
 /// then blocking in poll(2) for what is left of the timeout, which counts from the last
 /// progress.
-pub struct Idle {
+pub(crate) struct Idle {
     spin: Spin,
     timeout: Duration,
     progress_at: Instant,
 }
 
 impl Idle {
-    pub fn new(spin: Spin, timeout: Duration) -> Idle {
+    pub(crate) fn new(spin: Spin, timeout: Duration) -> Idle {
         Idle {
             spin,
             timeout,
@@ -196,13 +196,13 @@ impl Idle {
     }
 
     /// Something moved: the next wait starts spinning again.
-    pub fn moved(&mut self) {
+    pub(crate) fn moved(&mut self) {
         self.progress_at = Instant::now();
     }
 
     /// Nothing moved: spins or yields once and returns `None` (try again), or returns how
     /// long to block in poll(2); `TimedOut` once nothing moved for the whole timeout.
-    pub fn wait(&mut self) -> io::Result<Option<PollTimeout>> {
+    pub(crate) fn wait(&mut self) -> io::Result<Option<PollTimeout>> {
         let idle = self.progress_at.elapsed();
         if idle < self.spin.pure {
             std::hint::spin_loop();
@@ -222,7 +222,7 @@ impl Idle {
 }
 
 /// The poll(2) events for a socket that is sending and/or receiving.
-pub fn interest(sending: bool, receiving: bool) -> PollFlags {
+pub(crate) fn interest(sending: bool, receiving: bool) -> PollFlags {
     let mut events = PollFlags::empty();
     if sending {
         events |= PollFlags::POLLOUT;
@@ -234,7 +234,7 @@ pub fn interest(sending: bool, receiving: bool) -> PollFlags {
 }
 
 /// Blocks until one of `fds` is ready or `wait` passes (a signal only ends the wait early).
-pub fn poll_all(fds: &mut [PollFd], wait: PollTimeout) -> io::Result<()> {
+pub(crate) fn poll_all(fds: &mut [PollFd], wait: PollTimeout) -> io::Result<()> {
     match poll(fds, wait) {
         Ok(_) | Err(Errno::EINTR) => Ok(()),
         Err(e) => Err(e.into()),
@@ -243,7 +243,7 @@ pub fn poll_all(fds: &mut [PollFd], wait: PollTimeout) -> io::Result<()> {
 
 /// One non-blocking read: the bytes it moved (0 when none were there), `UnexpectedEof` when
 /// the peer closed the connection.
-pub fn read_some(socket: &mut impl Read, into: &mut [u8]) -> io::Result<usize> {
+pub(crate) fn read_some(socket: &mut impl Read, into: &mut [u8]) -> io::Result<usize> {
     match socket.read(into) {
         Ok(0) if !into.is_empty() => Err(io::ErrorKind::UnexpectedEof.into()),
         other => would_block_is_zero(other),
@@ -251,7 +251,7 @@ pub fn read_some(socket: &mut impl Read, into: &mut [u8]) -> io::Result<usize> {
 }
 
 /// One non-blocking write: the bytes it moved (0 when the socket buffer is full).
-pub fn write_some(socket: &mut impl Write, out: &[u8]) -> io::Result<usize> {
+pub(crate) fn write_some(socket: &mut impl Write, out: &[u8]) -> io::Result<usize> {
     would_block_is_zero(socket.write(out))
 }
 

@@ -7,7 +7,7 @@
 mod gather;
 mod link;
 mod pairwise;
-pub mod placement;
+pub(crate) mod placement;
 mod ring;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -28,14 +28,14 @@ use super::gate::{Arrival, Gate};
 use super::rendezvous::connect_retrying;
 use super::wait::{Cause, Wait};
 use super::{Algo, Backend, BenchError};
-pub use link::{Link, Peer, Spin};
-pub use pairwise::Mesh;
-pub use ring::Ring;
+pub(crate) use link::{Link, Peer, Spin};
+pub(crate) use pairwise::Mesh;
+pub(crate) use ring::Ring;
 
 /// One reduction: `out = input ∘ incoming`, or in place (`input` `None`: `out` holds this
 /// rank's data) `out ∘= incoming`, element by element in `dtype` with `op`. Every
 /// reducing algorithm takes its buffers as one of these.
-pub struct Reduce<'a> {
+pub(crate) struct Reduce<'a> {
     pub input: Option<&'a [u8]>,
     pub out: &'a mut [u8],
     pub dtype: DType,
@@ -44,7 +44,7 @@ pub struct Reduce<'a> {
 
 impl Reduce<'_> {
     /// The same reduction over the bytes `range` of its input and output.
-    pub fn part(&mut self, range: std::ops::Range<usize>) -> Reduce<'_> {
+    pub(crate) fn part(&mut self, range: std::ops::Range<usize>) -> Reduce<'_> {
         Reduce {
             input: self.input.map(|i| &i[range.clone()]),
             out: &mut self.out[range],
@@ -54,7 +54,7 @@ impl Reduce<'_> {
     }
 
     /// Reduces `incoming`, as long as `out`, into `out`.
-    pub fn apply(self, incoming: &[u8]) {
+    pub(crate) fn apply(self, incoming: &[u8]) {
         match self.input {
             Some(input) => data::reduce_from(self.dtype, self.op, self.out, input, incoming),
             None => data::reduce(self.dtype, self.op, self.out, incoming),
@@ -216,7 +216,7 @@ pub struct Connections {
 }
 
 impl Connections {
-    pub fn alone() -> Connections {
+    pub(crate) fn alone() -> Connections {
         let spin = Spin::for_host(1, 1);
         Connections {
             ring: Ring::alone(),

@@ -45,7 +45,7 @@ pub(super) enum Role {
 const REDUCE_CHUNK: usize = 64 << 10;
 
 /// The largest power of two not above `n` (n ≥ 1).
-pub fn pof2(n: usize) -> usize {
+pub(crate) fn pof2(n: usize) -> usize {
     1 << (usize::BITS - 1 - n.leading_zeros())
 }
 
@@ -76,7 +76,7 @@ fn real(new: usize, world: usize) -> usize {
 
 /// A failure, naming the peer.
 #[derive(Debug)]
-pub struct LinkError {
+pub(crate) struct LinkError {
     pub peer: usize,
     pub error: std::io::Error,
 }
@@ -96,7 +96,7 @@ pub(super) fn split(buf: &mut [u8], read: Range<usize>, write: Range<usize>) -> 
 }
 
 impl Mesh {
-    pub fn new(
+    pub(crate) fn new(
         rank: usize,
         world: usize,
         links: Vec<Option<Link>>,
@@ -113,12 +113,12 @@ impl Mesh {
         }
     }
 
-    pub fn world(&self) -> usize {
+    pub(crate) fn world(&self) -> usize {
         self.world
     }
 
     /// A failed exchange in words, naming the peer by rank and host.
-    pub fn failure(&self, e: &LinkError) -> String {
+    pub(crate) fn failure(&self, e: &LinkError) -> String {
         let peer = self.links.get(e.peer).and_then(Option::as_ref).map_or_else(
             || Peer {
                 rank: e.peer,
@@ -261,7 +261,7 @@ impl Mesh {
     }
 
     /// AllReduce by recursive doubling.
-    pub fn recursive_doubling(&mut self, job: Reduce) -> Result<()> {
+    pub(crate) fn recursive_doubling(&mut self, job: Reduce) -> Result<()> {
         let whole = job.out.len();
         self.in_core(job, whole, |mesh, core| mesh.doubling(core))
     }
@@ -294,7 +294,7 @@ impl Mesh {
     }
 
     /// AllReduce by recursive halving (reduce-scatter) then recursive doubling (all-gather).
-    pub fn rabenseifner(&mut self, job: Reduce) -> Result<()> {
+    pub(crate) fn rabenseifner(&mut self, job: Reduce) -> Result<()> {
         let half = job.out.len().div_ceil(2) + job.dtype.size();
         self.in_core(job, half, |mesh, core| mesh.halving_doubling(core))
     }

@@ -20,11 +20,11 @@ static PROCESS_CPUS: OnceLock<CpuSet> = OnceLock::new();
 /// start, the first ~100 ms of small-message figures were 5-30× the steady ones in
 /// measurements on a 2-core VM (local ranks still starting, threads exiting, the pinned
 /// threads migrating); a pause costs one tenth of a second per run, not per size.
-pub const SETTLE: Duration = Duration::from_millis(150);
+pub(crate) const SETTLE: Duration = Duration::from_millis(150);
 
 /// Pins the calling thread to one core for the `index`th of `local` ranks on this host, and
 /// returns that core (see [`core_for`]); `None` when nothing could be pinned.
-pub fn pin_calling_thread(index: usize, local: usize) -> Option<usize> {
+pub(crate) fn pin_calling_thread(index: usize, local: usize) -> Option<usize> {
     let allowed = *PROCESS_CPUS
         .get_or_init(|| sched_getaffinity(Pid::from_raw(0)).unwrap_or_else(|_| CpuSet::new()));
     let cpus: Vec<usize> = (0..CpuSet::count())
@@ -43,7 +43,7 @@ pub fn pin_calling_thread(index: usize, local: usize) -> Option<usize> {
 /// every ring link (i, i+1) sit on different cores and can move data at the same time, and
 /// no rank migrates: with 4 ranks on 2 cores this took 2 MiB in 1.40 ms (median) against
 /// 2.00 left to the scheduler, and 1.82 ms with neighbours sharing a core.
-pub fn core_for(index: usize, local: usize, cpus: &[usize]) -> Option<usize> {
+pub(crate) fn core_for(index: usize, local: usize, cpus: &[usize]) -> Option<usize> {
     if local == 0 || index >= local || cpus.is_empty() {
         return None;
     }
@@ -55,7 +55,7 @@ pub fn core_for(index: usize, local: usize, cpus: &[usize]) -> Option<usize> {
 
 /// Lets the calling thread (one started by a pinned thread, which inherits its core)
 /// run on every CPU the process could use before pinning.
-pub fn release_current_thread() {
+pub(crate) fn release_current_thread() {
     if let Some(allowed) = PROCESS_CPUS.get() {
         let _ = sched_setaffinity(Pid::from_raw(0), allowed);
     }

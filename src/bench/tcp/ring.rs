@@ -36,13 +36,13 @@ use crate::bench::data::{self, DType, Op};
 const SLICE_BYTES: usize = 1 << 20;
 
 /// The elements of segment `k` when `count` elements are cut into `world` segments.
-pub fn segment(count: usize, world: usize, k: usize) -> Range<usize> {
+pub(crate) fn segment(count: usize, world: usize, k: usize) -> Range<usize> {
     let at = |i: usize| ((i as u128 * count as u128) / world as u128) as usize;
     at(k)..at(k + 1)
 }
 
 /// The segment a rank sends at step `s` (reduce-scatter for `s < n−1`, then all-gather).
-pub fn send_segment(rank: usize, world: usize, s: usize) -> usize {
+pub(crate) fn send_segment(rank: usize, world: usize, s: usize) -> usize {
     let n = world;
     if s < n - 1 {
         (rank + n - s % n) % n
@@ -52,7 +52,7 @@ pub fn send_segment(rank: usize, world: usize, s: usize) -> usize {
 }
 
 /// The segment a rank receives at step `s`.
-pub fn recv_segment(rank: usize, world: usize, s: usize) -> usize {
+pub(crate) fn recv_segment(rank: usize, world: usize, s: usize) -> usize {
     let n = world;
     if s < n - 1 {
         (rank + 2 * n - s - 1) % n
@@ -90,7 +90,7 @@ enum Failure {
 }
 
 impl Ring {
-    pub fn alone() -> Ring {
+    pub(crate) fn alone() -> Ring {
         let nobody = || Peer {
             rank: 0,
             host: String::new(),
@@ -111,7 +111,7 @@ impl Ring {
     /// The ring over `send` (to the right neighbour) and `recv` (from the left one), one
     /// pair per stream; the sockets are made non-blocking.
     #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    pub(crate) fn new(
         rank: usize,
         world: usize,
         send: Vec<TcpStream>,
@@ -146,7 +146,7 @@ impl Ring {
 
     /// `out = input ∘ (every other rank's input)`; `input` `None` means in place (`out` holds
     /// the input).
-    pub fn allreduce(&mut self, job: Reduce) -> Result<(), BenchError> {
+    pub(crate) fn allreduce(&mut self, job: Reduce) -> Result<(), BenchError> {
         let (input, out, dtype, op) = (job.input, job.out, job.dtype, job.op);
         if let Some(input) = input
             && input.len() != out.len()

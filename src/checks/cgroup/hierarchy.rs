@@ -26,7 +26,7 @@ const CONTROLLERS: &[&str] = &[
 
 /// How the node mounts cgroups.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Layout {
+pub(crate) enum Layout {
     /// Unified hierarchy only, mounted at the path.
     V2 { mount: String },
     /// Legacy per-controller hierarchies (controller → mount point).
@@ -41,7 +41,7 @@ pub enum Layout {
 }
 
 impl Layout {
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Layout::V2 { .. } => "v2",
             Layout::V1 { .. } => "v1",
@@ -51,7 +51,7 @@ impl Layout {
 
     /// Where a controller's files are: the unified mount on v2, the controller's own mount on
     /// v1 and hybrid (`None` when that controller is not mounted).
-    pub fn mount_of(&self, controller: &str) -> Option<&str> {
+    pub(crate) fn mount_of(&self, controller: &str) -> Option<&str> {
         match self {
             Layout::V2 { mount } => Some(mount),
             Layout::V1 { controllers } | Layout::Hybrid { controllers, .. } => {
@@ -61,7 +61,7 @@ impl Layout {
     }
 
     /// Every mount point, longest first, for turning a file system path into a cgroup path.
-    pub fn mounts(&self) -> Vec<&str> {
+    pub(crate) fn mounts(&self) -> Vec<&str> {
         let mut all: Vec<&str> = match self {
             Layout::V2 { mount } => vec![mount],
             Layout::V1 { controllers } => controllers.values().map(String::as_str).collect(),
@@ -80,7 +80,7 @@ impl Layout {
 }
 
 /// Detects the layout from the mounts; `None` when no cgroup file system is mounted.
-pub fn detect(mounts: &[Mount]) -> Option<Layout> {
+pub(crate) fn detect(mounts: &[Mount]) -> Option<Layout> {
     let mut controllers = BTreeMap::new();
     let mut unified = None;
     for m in mounts {
@@ -111,7 +111,7 @@ pub fn detect(mounts: &[Mount]) -> Option<Layout> {
 
 /// One line of `/proc/<pid>/cgroup`: `hierarchy-id:controllers:path`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Membership {
+pub(crate) struct Membership {
     pub id: u32,
     /// Empty for the unified hierarchy (`0::/path`).
     pub controllers: Vec<String>,
@@ -119,7 +119,7 @@ pub struct Membership {
 }
 
 /// Parses `/proc/<pid>/cgroup`.
-pub fn parse_membership(text: &str) -> Result<Vec<Membership>, String> {
+pub(crate) fn parse_membership(text: &str) -> Result<Vec<Membership>, String> {
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|line| {
@@ -147,7 +147,11 @@ pub fn parse_membership(text: &str) -> Result<Vec<Membership>, String> {
 
 /// The cgroup path of `controller` for a process: its v1 line on v1/hybrid, the `0::` line on
 /// v2.
-pub fn path_of<'a>(layout: &Layout, lines: &'a [Membership], controller: &str) -> Option<&'a str> {
+pub(crate) fn path_of<'a>(
+    layout: &Layout,
+    lines: &'a [Membership],
+    controller: &str,
+) -> Option<&'a str> {
     let line = match layout {
         Layout::V2 { .. } => lines.iter().find(|l| l.id == 0 && l.controllers.is_empty()),
         _ => lines
@@ -159,7 +163,7 @@ pub fn path_of<'a>(layout: &Layout, lines: &'a [Membership], controller: &str) -
 
 /// The cgroup path systemd gives a slice: `a-b.slice` → `/a.slice/a-b.slice`
 /// (systemd.slice(5): dashes nest).
-pub fn slice_path(slice: &str) -> Result<String, String> {
+pub(crate) fn slice_path(slice: &str) -> Result<String, String> {
     let Some(stem) = slice.strip_suffix(".slice") else {
         return Err(format!(
             "`{slice}` is not a systemd slice name (NAME.slice)"
@@ -188,7 +192,7 @@ pub fn slice_path(slice: &str) -> Result<String, String> {
 
 /// A user's `--cgroup`: a cgroup path (`/system.slice/x.service`) or a file system path under
 /// one of the mounts (`/sys/fs/cgroup/memory/x`), as a cgroup path.
-pub fn normalize(layout: &Layout, given: &str) -> String {
+pub(crate) fn normalize(layout: &Layout, given: &str) -> String {
     let given = given.trim_end_matches('/');
     for mount in layout.mounts() {
         if let Some(rest) = given.strip_prefix(mount)
@@ -211,7 +215,7 @@ pub fn normalize(layout: &Layout, given: &str) -> String {
 }
 
 /// `/a/b/c` → [`/a/b/c`, `/a/b`, `/a`, `/`]: where an effective limit may be set.
-pub fn ancestors(path: &str) -> Vec<String> {
+pub(crate) fn ancestors(path: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut current = path.trim_end_matches('/').to_string();
     while !current.is_empty() {

@@ -14,7 +14,7 @@ use super::units::{self, Assignment, Value};
 /// The drop-in `gputune apply` writes for a slice; a drop-in sorting after it wins over it.
 const OWN_DROP_IN: &str = "90-gputune.conf";
 
-pub fn audit(ctx: &Context, keys: &[(&String, &Setting)]) -> Vec<Finding> {
+pub(crate) fn audit(ctx: &Context, keys: &[(&String, &Setting)]) -> Vec<Finding> {
     let mut findings = Vec::new();
     let process = match &ctx.options.cgroup {
         Some(given) => format!("--cgroup {given}"),

@@ -8,7 +8,7 @@ use crate::profile::amount::Amount;
 const V1_UNLIMITED: i128 = 1 << 62;
 
 /// `memory.max` / `memory.high` / `pids.max` (v2, and `pids.max` on v1): `max` or a number.
-pub fn parse_max(text: &str) -> Result<Amount, String> {
+pub(crate) fn parse_max(text: &str) -> Result<Amount, String> {
     let t = text.trim();
     if t == "max" {
         return Ok(Amount::Unlimited);
@@ -19,7 +19,7 @@ pub fn parse_max(text: &str) -> Result<Amount, String> {
 }
 
 /// v1 `memory.limit_in_bytes`: bytes, with the huge "unlimited" counter.
-pub fn parse_v1_memory(text: &str) -> Result<Amount, String> {
+pub(crate) fn parse_v1_memory(text: &str) -> Result<Amount, String> {
     let t = text.trim();
     let n: i128 = t
         .parse()
@@ -33,7 +33,7 @@ pub fn parse_v1_memory(text: &str) -> Result<Amount, String> {
 
 /// CPU bandwidth as thousandths of a CPU, so "4 CPUs" is 4000 and a profile can use `min`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CpuQuota {
+pub(crate) struct CpuQuota {
     pub millicpus: Amount,
     pub period_us: u64,
 }
@@ -52,7 +52,7 @@ fn quota(quota_us: Option<u64>, period_us: u64) -> Result<CpuQuota, String> {
 }
 
 /// v2 `cpu.max`: `max 100000` or `400000 100000` (quota and period in µs).
-pub fn parse_cpu_max(text: &str) -> Result<CpuQuota, String> {
+pub(crate) fn parse_cpu_max(text: &str) -> Result<CpuQuota, String> {
     let t = text.trim();
     let bad = || format!("`{t}` is not `QUOTA PERIOD` (e.g. `max 100000`)");
     let mut fields = t.split_whitespace();
@@ -72,7 +72,7 @@ pub fn parse_cpu_max(text: &str) -> Result<CpuQuota, String> {
 }
 
 /// v1 `cpu.cfs_quota_us` (`-1` = no limit) and `cpu.cfs_period_us`.
-pub fn parse_v1_cpu(quota_text: &str, period_text: &str) -> Result<CpuQuota, String> {
+pub(crate) fn parse_v1_cpu(quota_text: &str, period_text: &str) -> Result<CpuQuota, String> {
     let q = quota_text.trim();
     let p = period_text.trim();
     let period: u64 = p

@@ -6,11 +6,11 @@
 mod cpuset;
 mod effective;
 mod fix;
-pub mod hierarchy;
+pub(crate) mod hierarchy;
 mod image;
-pub mod limits;
+pub(crate) mod limits;
 mod target;
-pub mod units;
+pub(crate) mod units;
 
 use std::collections::BTreeSet;
 
@@ -28,7 +28,7 @@ use hierarchy::{Layout, Membership};
 use target::*;
 
 /// Keys a profile may set in `[cgroup]`.
-pub const KEYS: &[KeySpec] = &[
+pub(crate) const KEYS: &[KeySpec] = &[
     KeySpec {
         key: "cgroup.hierarchy",
         kind: Text,
@@ -67,7 +67,7 @@ pub const KEYS: &[KeySpec] = &[
 ];
 
 /// Judges the cgroup of this process (or `--cgroup`) and the profile's slice.
-pub fn audit(ctx: &Context) -> Vec<Finding> {
+pub(crate) fn audit(ctx: &Context) -> Vec<Finding> {
     let keys: Vec<(&String, &Setting)> = ctx.profile.area(Area::Cgroup).collect();
     if keys.is_empty() {
         return Vec::new();

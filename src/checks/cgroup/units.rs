@@ -11,14 +11,14 @@ use crate::profile::amount::Amount;
 
 /// Where systemd loads system units from, highest precedence first (systemd.unit(5); /run
 /// is empty in an image).
-pub const UNIT_DIRS: [&str; 3] = [
+pub(crate) const UNIT_DIRS: [&str; 3] = [
     "/etc/systemd/system",
     "/usr/lib/systemd/system",
     "/lib/systemd/system",
 ];
 
 /// The slice properties judged, and the cgroup v2 key each sets.
-pub const PROPERTIES: [(&str, &str); 4] = [
+pub(crate) const PROPERTIES: [(&str, &str); 4] = [
     ("MemoryMax", "memory.max"),
     ("MemoryHigh", "memory.high"),
     ("CPUQuota", "cpu.max"),
@@ -26,13 +26,13 @@ pub const PROPERTIES: [(&str, &str); 4] = [
 ];
 
 /// The systemd property that sets a cgroup key (`memory.max` → `MemoryMax`).
-pub fn property_of(key: &str) -> Option<&'static str> {
+pub(crate) fn property_of(key: &str) -> Option<&'static str> {
     PROPERTIES.iter().find(|(_, k)| *k == key).map(|(p, _)| *p)
 }
 
 /// One assignment of a property, where it was made.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Assignment {
+pub(crate) struct Assignment {
     /// The value as written (trimmed; empty = reset to the default).
     pub value: String,
     /// The host path of the file (`/etc/systemd/system/training.slice.d/50-limits.conf`).
@@ -43,7 +43,7 @@ pub struct Assignment {
 
 /// Why a unit's settings cannot be read.
 #[derive(Debug, thiserror::Error)]
-pub enum UnitError {
+pub(crate) enum UnitError {
     #[error(transparent)]
     Host(#[from] HostError),
     #[error(
@@ -53,7 +53,7 @@ pub enum UnitError {
 }
 
 /// The files systemd reads for `unit`, in the order it applies them.
-pub fn unit_files(root: &Root, unit: &str) -> Result<Vec<String>, UnitError> {
+pub(crate) fn unit_files(root: &Root, unit: &str) -> Result<Vec<String>, UnitError> {
     let mut files = Vec::new();
     for dir in UNIT_DIRS {
         let file = format!("{dir}/{unit}");
@@ -85,7 +85,10 @@ pub fn unit_files(root: &Root, unit: &str) -> Result<Vec<String>, UnitError> {
 }
 
 /// The last assignment of each judged property in the `[Slice]` section of `unit`'s files.
-pub fn slice_settings(root: &Root, unit: &str) -> Result<BTreeMap<String, Assignment>, UnitError> {
+pub(crate) fn slice_settings(
+    root: &Root,
+    unit: &str,
+) -> Result<BTreeMap<String, Assignment>, UnitError> {
     let mut out = BTreeMap::new();
     for file in unit_files(root, unit)? {
         let text = root.read(&file)?;
@@ -146,7 +149,7 @@ fn assignments(text: &str, section: &str) -> Vec<(usize, String, String)> {
 
 /// A property's value in the unit of its cgroup key (bytes, tasks, thousandths of a CPU).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Value {
+pub(crate) enum Value {
     Amount(Amount),
     /// A percentage of something only the running node knows (RAM, the kernel's pid limit).
     Relative(String),
@@ -155,7 +158,7 @@ pub enum Value {
 /// Why a property's value cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{property}={value} is not {wanted}")]
-pub struct BadValue {
+pub(crate) struct BadValue {
     pub property: String,
     pub value: String,
     wanted: &'static str,
@@ -164,7 +167,7 @@ pub struct BadValue {
 /// Parses `value` of `property` as systemd does: `infinity`, bytes with a K/M/G/T/P/E suffix
 /// (powers of 1024) or a percentage of RAM for Memory*, a count or a percentage of the pid
 /// limit for TasksMax, a percentage of one CPU for CPUQuota. Empty is the default: no limit.
-pub fn parse(property: &str, value: &str) -> Result<Value, BadValue> {
+pub(crate) fn parse(property: &str, value: &str) -> Result<Value, BadValue> {
     let v = value.trim();
     let bad = |wanted| BadValue {
         property: property.into(),

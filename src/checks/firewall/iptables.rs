@@ -103,7 +103,7 @@ type OpenTable = (String, BTreeMap<String, Chain>, Vec<PendingRule>);
 /// `# Table `mangle' is incompatible, use 'nft' tool.` lines: their nft view stands in for
 /// them, and every other table it shows is read as usual. `Err` names a line that says
 /// "incompatible" but no table.
-pub fn incompatible_tables(text: &str) -> Result<Vec<String>, String> {
+pub(crate) fn incompatible_tables(text: &str) -> Result<Vec<String>, String> {
     let mut names = Vec::new();
     for line in text.lines() {
         let Some(comment) = line.trim().strip_prefix('#') else {
@@ -128,7 +128,7 @@ pub fn incompatible_tables(text: &str) -> Result<Vec<String>, String> {
 
 /// The ports of a `bitmap:port` ipset from `ipset save NAME`, merged into ranges; `None`
 /// for a set of another type or output that cannot be read.
-pub fn port_set(save: &str) -> Option<Vec<(u16, u16)>> {
+pub(crate) fn port_set(save: &str) -> Option<Vec<(u16, u16)>> {
     let mut lines = save.lines().map(str::trim).filter(|l| !l.is_empty());
     let create: Vec<&str> = lines.next()?.split_whitespace().collect();
     if create.first() != Some(&"create") || create.get(2) != Some(&"bitmap:port") {

@@ -7,8 +7,8 @@
 pub mod iptables;
 pub mod model;
 pub mod nft;
-pub mod node;
-pub mod source;
+pub(crate) mod node;
+pub(crate) mod source;
 
 use crate::finding::{Area, Check, Finding, Status};
 use crate::host::sysctl;
@@ -20,7 +20,7 @@ use model::{Place, Table, Tool, Verdict, Walk};
 use source::FirewallProbe;
 
 /// The firewall area has no judged settings: the ports come from the profile's `[job]`.
-pub const KEYS: &[KeySpec] = &[];
+pub(crate) const KEYS: &[KeySpec] = &[];
 
 const WHY_RENDEZVOUS: &str = "Every rank connects to rank 0's TCPStore on MASTER_PORT; a firewall that blocks it is the classic cause of rendezvous time-outs.";
 const WHY_NCCL: &str = "NCCL's bootstrap and socket transport listen on ephemeral ports; blocked, init_process_group hangs until NCCL's time-out.";
@@ -99,7 +99,7 @@ fn local_port_range(ctx: &Context) -> Result<Vec<(u16, u16)>, String> {
 }
 
 /// The ruleset as the tools report it, and what writes it.
-pub struct Ruleset {
+pub(crate) struct Ruleset {
     pub tables: Vec<Table>,
     /// `firewalld`, `ufw` or empty: the front-end whose commands fix it.
     pub frontend: Option<&'static str>,
@@ -113,7 +113,7 @@ pub struct Ruleset {
 
 /// Why the rules could not be read; the audit skips, warns or errs on the variant.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum RulesetError {
+pub(crate) enum RulesetError {
     /// The tool refused for want of CAP_NET_ADMIN.
     #[error("{what}: permission denied; reading the firewall needs root (CAP_NET_ADMIN)")]
     NeedsRoot { what: String },
@@ -132,7 +132,7 @@ pub enum RulesetError {
 /// iptables-legacy (iptables-nft tables replace their nft view, whose `xt` matches nft
 /// cannot show). A tool is only run when it can have something to show, which saves a
 /// process each and never makes the kernel load `ip_tables` just to find it empty.
-pub fn read_ruleset(runner: &dyn FirewallProbe) -> Result<Ruleset, RulesetError> {
+pub(crate) fn read_ruleset(runner: &dyn FirewallProbe) -> Result<Ruleset, RulesetError> {
     let mut tables = Vec::new();
     let mut any_tool = false;
     let mut blind_spot = None;
@@ -385,7 +385,7 @@ fn unsupported(stderr: &str) -> bool {
 
 /// Judges the live firewall with the tools `ctx.probes.firewall` runs (the real ones on the
 /// live node; tests hand in captured output).
-pub fn audit(ctx: &Context) -> Vec<Finding> {
+pub(crate) fn audit(ctx: &Context) -> Vec<Finding> {
     let runner = ctx.probes.firewall.as_ref();
     let groups = groups(ctx);
     if groups.is_empty() {

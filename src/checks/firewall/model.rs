@@ -83,7 +83,7 @@ pub enum Tool {
 }
 
 impl Tool {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Tool::Nftables => "nftables",
             Tool::IptablesNft => "iptables-nft",
@@ -191,7 +191,7 @@ pub struct Rule {
 
 /// The end of one walk.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Accepted,
     Dropped,
     CannotTell(String),
@@ -200,7 +200,7 @@ pub enum Verdict {
 /// One way through the ruleset: the conditions on interface/source it assumed, the verdict,
 /// and the rule or policy that gave it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Walk {
+pub(crate) struct Walk {
     pub conditions: Vec<String>,
     pub verdict: Verdict,
     pub decided_by: String,
@@ -225,7 +225,7 @@ const MAX_DEPTH: usize = 32;
 /// What is known of the node beyond the ruleset, for tests a peer's packet answers by
 /// the node it arrives at.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Facts {
+pub(crate) struct Facts {
     /// The node's IPv4 addresses other than loopback ones (a peer connects to one of
     /// them); `None` when they could not be read.
     pub addresses: Option<Vec<std::net::Ipv4Addr>>,
@@ -899,7 +899,7 @@ fn state_return(state: State) -> Vec<Step> {
 }
 
 /// Every base chain on the receive path, in the order the kernel runs them.
-pub fn base_chains(tables: &[Table]) -> Vec<(&Table, &Chain, &Base)> {
+pub(crate) fn base_chains(tables: &[Table]) -> Vec<(&Table, &Chain, &Base)> {
     let mut bases: Vec<(&Table, &Chain, &Base)> = tables
         .iter()
         .flat_map(|t| {
@@ -914,13 +914,13 @@ pub fn base_chains(tables: &[Table]) -> Vec<(&Table, &Chain, &Base)> {
 
 /// Every way a new TCP connection to `port` from another node can go through the ruleset.
 /// An accept ends one base chain only; the packet must be accepted by all of them.
-pub fn evaluate(tables: &[Table], port: u16) -> Vec<Walk> {
+pub(crate) fn evaluate(tables: &[Table], port: u16) -> Vec<Walk> {
     evaluate_with(tables, port, &Facts::default())
 }
 
 /// As [`evaluate`], with what is known of the node (its addresses); whether marks are set
 /// is read from the tables.
-pub fn evaluate_with(tables: &[Table], port: u16, facts: &Facts) -> Vec<Walk> {
+pub(crate) fn evaluate_with(tables: &[Table], port: u16, facts: &Facts) -> Vec<Walk> {
     let facts = Facts {
         mark_bits: tables
             .iter()
@@ -1018,7 +1018,7 @@ pub fn evaluate_with(tables: &[Table], port: u16, facts: &Facts) -> Vec<Walk> {
 }
 
 /// The ipsets the rules test, by name.
-pub fn set_names(tables: &[Table]) -> Vec<String> {
+pub(crate) fn set_names(tables: &[Table]) -> Vec<String> {
     let mut names: Vec<String> = tables
         .iter()
         .flat_map(|t| t.chains.values())
@@ -1035,11 +1035,11 @@ pub fn set_names(tables: &[Table]) -> Vec<String> {
 }
 
 /// The ports of an ipset by name, `None` for a set of other members.
-pub type PortsOf<'a> = dyn Fn(&str) -> Option<Vec<(u16, u16)>> + 'a;
+pub(crate) type PortsOf<'a> = dyn Fn(&str) -> Option<Vec<(u16, u16)>> + 'a;
 
 /// Replaces a test of a port ipset (`-m set --match-set ports dst`) by the port test it
 /// is, where `ports(name)` gives the set's ports: decided, instead of "depends".
-pub fn resolve_port_sets(tables: &mut [Table], ports: &PortsOf<'_>) {
+pub(crate) fn resolve_port_sets(tables: &mut [Table], ports: &PortsOf<'_>) {
     for rule in tables
         .iter_mut()
         .flat_map(|t| t.chains.values_mut())
@@ -1061,7 +1061,7 @@ pub fn resolve_port_sets(tables: &mut [Table], ports: &PortsOf<'_>) {
 }
 
 /// Whether some test turns on the node's addresses or bridges (see [`Facts`]).
-pub fn wants_facts(tables: &[Table]) -> bool {
+pub(crate) fn wants_facts(tables: &[Table]) -> bool {
     let wanted = |m: &Match| {
         matches!(
             m,
@@ -1080,7 +1080,7 @@ pub fn wants_facts(tables: &[Table]) -> bool {
 }
 
 /// Ports where some rule's port match changes, so one port stands for each stretch between.
-pub fn segments(tables: &[Table], lo: u16, hi: u16) -> Vec<(u16, u16)> {
+pub(crate) fn segments(tables: &[Table], lo: u16, hi: u16) -> Vec<(u16, u16)> {
     let mut cuts: Vec<u32> = vec![u32::from(lo), u32::from(hi) + 1];
     let mut add = |ranges: &[(u16, u16)]| {
         for &(a, b) in ranges {

@@ -17,7 +17,7 @@ pub fn parse(json: &str) -> Result<Vec<Table>, String> {
 
 /// The devices of each ingress chain in `nft list table netdev NAME`'s text (`nft -j`
 /// 1.0.6 leaves them out): `hook ingress device "eth0"` or `devices = { eth0, eth1 }`.
-pub fn ingress_devices(text: &str) -> BTreeMap<String, Vec<String>> {
+pub(crate) fn ingress_devices(text: &str) -> BTreeMap<String, Vec<String>> {
     let mut out = BTreeMap::new();
     let mut chain = None;
     for line in text.lines() {
@@ -57,7 +57,7 @@ pub fn ingress_devices(text: &str) -> BTreeMap<String, Vec<String>> {
 
 /// As [`parse`]; `dormant(family, name)` says whether a table whose JSON `flags` cannot be
 /// read is dormant (nft 1.0.6 prints garbage there). The kernel never runs a dormant table.
-pub fn parse_with(
+pub(crate) fn parse_with(
     json: &str,
     dormant: &dyn Fn(&str, &str) -> Option<bool>,
 ) -> Result<Vec<Table>, String> {
@@ -65,11 +65,11 @@ pub fn parse_with(
 }
 
 /// Each ingress chain's devices (by chain name) of a table, given its family and name.
-pub type Devices<'a> = dyn Fn(&str, &str) -> BTreeMap<String, Vec<String>> + 'a;
+pub(crate) type Devices<'a> = dyn Fn(&str, &str) -> BTreeMap<String, Vec<String>> + 'a;
 
 /// As [`parse_with`]; `devices(family, table)` names each ingress chain's devices where
 /// `nft -j` does not.
-pub fn parse_full(
+pub(crate) fn parse_full(
     json: &str,
     dormant: &dyn Fn(&str, &str) -> Option<bool>,
     devices: &Devices<'_>,
@@ -274,7 +274,7 @@ pub fn parse_full(
 /// The `ip` tables (by name) with a rule nft can only show as `xt`: iptables-nft wrote it
 /// with an extension nft does not translate, so only iptables-nft-save can tell what it
 /// does. Every other table is read from nft's JSON, which is complete.
-pub fn tables_with_xt(json: &str) -> Vec<String> {
+pub(crate) fn tables_with_xt(json: &str) -> Vec<String> {
     let Ok(doc) = serde_json::from_str::<Value>(json) else {
         return Vec::new();
     };

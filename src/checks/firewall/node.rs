@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::model::Facts;
 
 /// The facts `ip -d -j addr show` gives; what it cannot tell stays `None`.
-pub fn facts(json: &str) -> Facts {
+pub(crate) fn facts(json: &str) -> Facts {
     let Ok(Value::Array(links)) = serde_json::from_str::<Value>(json) else {
         return Facts::default();
     };

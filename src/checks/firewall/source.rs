@@ -28,11 +28,11 @@ pub trait FirewallProbe {
 
 /// Runs the real tools from `PATH` (plus the sbin directories, which a non-root `PATH` may
 /// lack) on the live node, whose root it holds.
-pub struct LiveFirewall(pub Root);
+pub(crate) struct LiveFirewall(pub Root);
 
 /// How long one firewall tool may run: dumping a large ruleset takes well under a second, so
 /// anything near this is hung.
-pub const TOOL_LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
+pub(crate) const TOOL_LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
 
 impl FirewallProbe for LiveFirewall {
     fn run(&self, program: &str, args: &[&str]) -> io::Result<Option<Output>> {
@@ -67,7 +67,7 @@ impl FirewallProbe for LiveFirewall {
 }
 
 /// No firewall tools to run: every question answers why (`--root` is not the running node).
-pub struct NoFirewall(pub String);
+pub(crate) struct NoFirewall(pub String);
 
 impl FirewallProbe for NoFirewall {
     fn run(&self, _: &str, _: &[&str]) -> io::Result<Option<Output>> {

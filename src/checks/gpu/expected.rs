@@ -12,7 +12,7 @@ use super::super::{Context, by_rule, setting_check, value_by_rule};
 
 /// `gpu.count`: the GPUs the node has against the profile's rule (else at least one), and
 /// against the GPUs the last healthy live audit remembered (`/var/lib/gputune/gpus.json`).
-pub fn count(ctx: &Context, inv: &Inventory) -> Finding {
+pub(crate) fn count(ctx: &Context, inv: &Inventory) -> Finding {
     let setting = ctx.profile.get(Area::Gpu, "gpu.count");
     let check = match setting {
         Some(s) => setting_check(ctx, Area::Gpu, "gpu.count", s),
@@ -114,7 +114,7 @@ fn model_of(g: &Gpu) -> Option<String> {
 
 /// `gpu.model`: each GPU's model holds one of the rule's words (`equals` or `one_of`) as a
 /// case-insensitive substring, so `"H100"` matches `NVIDIA H100 80GB HBM3`.
-pub fn model(ctx: &Context, inv: &Inventory, setting: &Setting) -> Vec<Finding> {
+pub(crate) fn model(ctx: &Context, inv: &Inventory, setting: &Setting) -> Vec<Finding> {
     let words: Vec<&String> = setting
         .rule
         .equals
@@ -157,7 +157,7 @@ pub fn model(ctx: &Context, inv: &Inventory, setting: &Setting) -> Vec<Finding> 
 
 /// `gpu.memory_mib`: each GPU's memory (NVML's total) in MiB against the rule; a GPU showing
 /// less than its model has runs with memory disabled or the wrong SKU.
-pub fn memory(ctx: &Context, inv: &Inventory, setting: &Setting) -> Vec<Finding> {
+pub(crate) fn memory(ctx: &Context, inv: &Inventory, setting: &Setting) -> Vec<Finding> {
     inv.gpus
         .iter()
         .map(|g| {
@@ -182,7 +182,7 @@ pub fn memory(ctx: &Context, inv: &Inventory, setting: &Setting) -> Vec<Finding>
 
 /// `gpu.nvlink_count`: each GPU's active NVLinks (NVML) against the rule; a link down halves
 /// that GPU's NVLink bandwidth or sends NCCL over PCIe.
-pub fn nvlink_count(ctx: &Context, inv: &Inventory, setting: &Setting) -> Vec<Finding> {
+pub(crate) fn nvlink_count(ctx: &Context, inv: &Inventory, setting: &Setting) -> Vec<Finding> {
     inv.gpus
         .iter()
         .map(|g| {

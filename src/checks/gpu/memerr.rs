@@ -8,7 +8,7 @@ use crate::inventory::nvml::NvmlGpu;
 
 /// `gpuN.row_remap`: a failed remapping (no spare row left: NVIDIA's replacement
 /// criterion) or one pending a reset fails; otherwise the counts pass.
-pub fn row_remap(g: &Gpu, n: &NvmlGpu) -> Option<Finding> {
+pub(crate) fn row_remap(g: &Gpu, n: &NvmlGpu) -> Option<Finding> {
     let r = n.remapped_rows?;
     let check = Check::new(format!("gpu{}.row_remap", g.index), Area::Gpu)
         .expected("no remapping pending or failed");
@@ -37,7 +37,7 @@ pub fn row_remap(g: &Gpu, n: &NvmlGpu) -> Option<Finding> {
 
 /// `gpuN.retired_pages`: a page retirement waiting for the driver to reload fails; the
 /// counts otherwise pass.
-pub fn retired_pages(g: &Gpu, n: &NvmlGpu) -> Option<Finding> {
+pub(crate) fn retired_pages(g: &Gpu, n: &NvmlGpu) -> Option<Finding> {
     let p = n.retired_pages?;
     let check = Check::new(format!("gpu{}.retired_pages", g.index), Area::Gpu)
         .expected("no retirement pending");

@@ -2,11 +2,11 @@
 //! full width and speed, what NVML and the kernel log (Xid) say of their health, and which
 //! driver, CUDA and NCCL versions they would train with.
 
-pub mod expected;
-pub mod memerr;
-pub mod stack;
-pub mod versions;
-pub mod xid;
+pub(crate) mod expected;
+pub(crate) mod memerr;
+pub(crate) mod stack;
+pub(crate) mod versions;
+pub(crate) mod xid;
 
 use crate::finding::{Area, Check, Finding, Status};
 use crate::host::libsearch::SearchEnv;
@@ -20,7 +20,7 @@ use crate::profile::setting::{
 
 use super::Context;
 
-pub const KEYS: &[KeySpec] = &[
+pub(crate) const KEYS: &[KeySpec] = &[
     KeySpec {
         key: "gpu.count",
         kind: Number,
@@ -63,7 +63,7 @@ pub const KEYS: &[KeySpec] = &[
     },
 ];
 
-pub fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
+pub(crate) fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
     let probes = &ctx.probes;
     let mut findings = vec![expected::count(ctx, inv)];
     findings.extend(inv.gpus.iter().map(pcie_link));
@@ -96,7 +96,7 @@ pub fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
 
 /// A GPU whose link trained narrower or slower than it can: the commonest silent cause of
 /// slow training (a badly seated card, a riser, a BIOS lane setting).
-pub fn pcie_link(g: &Gpu) -> Finding {
+pub(crate) fn pcie_link(g: &Gpu) -> Finding {
     let id = format!("gpu{}.pcie_link", g.index);
     let expected = g.link.max();
     let actual = g.link.current();

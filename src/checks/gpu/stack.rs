@@ -4,17 +4,17 @@
 
 use crate::finding::{Area, Check, Finding};
 use crate::host::libsearch::SearchEnv;
+use crate::host::version::Version;
 use crate::host::{cudnn, torch};
 use crate::inventory::Inventory;
 use crate::probes::Probes;
 use crate::profile::setting::Setting;
-use crate::profile::version::Version;
 
 use super::super::{Context, by_rule_found, setting_check};
 use super::versions::library_not_found;
 
 /// `cudnn.version`: the cuDNN a job would load, its version and where both were found.
-pub fn cudnn(ctx: &Context, inv: &Inventory, setting: &Setting, env: &SearchEnv) -> Finding {
+pub(crate) fn cudnn(ctx: &Context, inv: &Inventory, setting: &Setting, env: &SearchEnv) -> Finding {
     let check = setting_check(ctx, Area::Gpu, "cudnn.version", setting);
     let found = match cudnn::locate(ctx.root, env) {
         Ok(f) => f,
@@ -69,7 +69,12 @@ fn driver_cuda(ctx: &Context, inv: &Inventory, probes: &Probes) -> Option<(Strin
 /// `torch.cuda`: warns when the installed torch was built for a newer CUDA than the driver
 /// supports (CUDA initialisation fails, or with minor version compatibility, PTX kernels
 /// fail to JIT).
-pub fn torch_cuda(ctx: &Context, inv: &Inventory, probes: &Probes, env: &SearchEnv) -> Finding {
+pub(crate) fn torch_cuda(
+    ctx: &Context,
+    inv: &Inventory,
+    probes: &Probes,
+    env: &SearchEnv,
+) -> Finding {
     let check = Check::new("torch.cuda", Area::Gpu).expected("<= the driver's CUDA version");
     let found = match torch::locate(ctx.root, env) {
         Ok(t) => t,

@@ -12,7 +12,7 @@ use super::super::{Context, by_rule_found, setting_check, value_by_rule};
 
 /// Parses `/proc/driver/nvidia/version`: the first dotted number on the `NVRM version:`
 /// line (`... Kernel Module  535.104.05  Sat Aug 19 ...`, or `... for x86_64  550.54.15`).
-pub fn parse_proc_driver_version(text: &str) -> Option<String> {
+pub(crate) fn parse_proc_driver_version(text: &str) -> Option<String> {
     let line = text.lines().find(|l| l.starts_with("NVRM version:"))?;
     line.split_whitespace()
         .find(|w| {
@@ -25,7 +25,7 @@ pub fn parse_proc_driver_version(text: &str) -> Option<String> {
 }
 
 /// The loaded driver's version and the file it came from, or why there is none.
-pub fn driver_version(root: &Root, inv: &Inventory) -> Result<(String, String), String> {
+pub(crate) fn driver_version(root: &Root, inv: &Inventory) -> Result<(String, String), String> {
     let proc_file = "/proc/driver/nvidia/version";
     if let Ok(Some(text)) = root.read_optional(proc_file)
         && let Some(v) = parse_proc_driver_version(&text)
@@ -62,7 +62,7 @@ pub fn driver_version(root: &Root, inv: &Inventory) -> Result<(String, String), 
 }
 
 /// `driver.version`.
-pub fn driver(ctx: &Context, inv: &Inventory, setting: &Setting) -> Finding {
+pub(crate) fn driver(ctx: &Context, inv: &Inventory, setting: &Setting) -> Finding {
     let check = setting_check(ctx, Area::Gpu, "driver.version", setting);
     match driver_version(ctx.root, inv) {
         Err(reason) => check.skip(reason),
@@ -76,7 +76,7 @@ pub fn driver(ctx: &Context, inv: &Inventory, setting: &Setting) -> Finding {
 }
 
 /// `cuda.version`: the CUDA version the driver supports (what `nvidia-smi` shows).
-pub fn cuda(ctx: &Context, inv: &Inventory, probes: &Probes, setting: &Setting) -> Finding {
+pub(crate) fn cuda(ctx: &Context, inv: &Inventory, probes: &Probes, setting: &Setting) -> Finding {
     let check = setting_check(ctx, Area::Gpu, "cuda.version", setting);
     let from_nvml = inv.nvml.as_ref().ok().and_then(|f| f.cuda_version.clone());
     let (version, source) = match from_nvml {
@@ -95,7 +95,7 @@ pub fn cuda(ctx: &Context, inv: &Inventory, probes: &Probes, setting: &Setting) 
 }
 
 /// `nccl.version`: the NCCL a job would load, found in gputune's lookup order.
-pub fn nccl(ctx: &Context, inv: &Inventory, setting: &Setting) -> Finding {
+pub(crate) fn nccl(ctx: &Context, inv: &Inventory, setting: &Setting) -> Finding {
     nccl_with(ctx, inv, setting, &SearchEnv::from_process())
 }
 
@@ -119,7 +119,12 @@ pub(super) fn library_not_found(
         .judge(setting.severity.status(), "not found", fix)
 }
 
-pub fn nccl_with(ctx: &Context, inv: &Inventory, setting: &Setting, env: &SearchEnv) -> Finding {
+pub(crate) fn nccl_with(
+    ctx: &Context,
+    inv: &Inventory,
+    setting: &Setting,
+    env: &SearchEnv,
+) -> Finding {
     let check = setting_check(ctx, Area::Gpu, "nccl.version", setting);
     let located = match nccl::locate(ctx.root, env) {
         Ok(l) => l,

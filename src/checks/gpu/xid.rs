@@ -14,7 +14,7 @@ use super::super::Context;
 
 /// One Xid line of the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct XidEvent {
+pub(crate) struct XidEvent {
     pub xid: u32,
     /// The GPU as the driver names it: `0000:3b:00` (domain, bus, device; function 0).
     pub pci: String,
@@ -27,7 +27,7 @@ pub struct XidEvent {
 /// Parses one log line in any of the forms the driver's lines reach us in (`/dev/kmsg`
 /// records, `dmesg`, `journalctl`); `None` for a line that is no Xid. Old drivers write
 /// the address without `PCI:`.
-pub fn parse_line(line: &str) -> Option<XidEvent> {
+pub(crate) fn parse_line(line: &str) -> Option<XidEvent> {
     const MARK: &str = "NVRM: Xid (";
     let at = line.find(MARK)?;
     let rest = &line[at + MARK.len()..];
@@ -65,7 +65,7 @@ pub fn parse_line(line: &str) -> Option<XidEvent> {
 /// carry no Xid number counted as Xid 79 (newer drivers print them alone, on one record or
 /// over three lines: `NVRM: The NVIDIA GPU 0000:b3:00.0` ... `NVRM: fallen off the bus and
 /// is not responding to commands.`), unless an Xid 79 of that GPU is logged too.
-pub fn events(lines: &[String]) -> Vec<XidEvent> {
+pub(crate) fn events(lines: &[String]) -> Vec<XidEvent> {
     let mut out: Vec<XidEvent> = Vec::new();
     let mut fallen: Vec<XidEvent> = Vec::new();
     // The address a multi-line message named, and how many lines ago.
@@ -133,7 +133,7 @@ fn gpu_address(line: &str) -> Option<String> {
 
 /// What NVIDIA's Xid catalog says of an Xid, and whether it needs action on the node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct XidInfo {
+pub(crate) struct XidInfo {
     pub xid: u32,
     pub meaning: &'static str,
     /// `Some(fix)`: the catalog's resolution is a GPU reset, a reboot or service, so the
@@ -145,7 +145,7 @@ const RESET: &str = "drain the node; reset the GPU (`nvidia-smi -r -i BUS_ID`, o
 
 /// NVIDIA's Xid catalog (docs.nvidia.com/deploy/xid-errors), for the Xids a training node
 /// meets; one not listed is shown by number with a pointer to the catalog.
-pub const CATALOG: &[XidInfo] = &[
+pub(crate) const CATALOG: &[XidInfo] = &[
     XidInfo {
         xid: 13,
         meaning: "graphics engine exception (usually the application: an out-of-range access or illegal instruction)",
@@ -256,14 +256,14 @@ pub const CATALOG: &[XidInfo] = &[
 ];
 
 /// The catalog's entry for `xid`.
-pub fn info(xid: u32) -> Option<&'static XidInfo> {
+pub(crate) fn info(xid: u32) -> Option<&'static XidInfo> {
     CATALOG.iter().find(|i| i.xid == xid)
 }
 
 /// The Xid findings for the node `ctx` describes: one per GPU (`gpuN.xid`), one per address
 /// the node no longer lists (`gpu.xid.0000:3b:00.0`: a GPU that fell off the bus), or one
 /// `gpu.xid` skip when the log cannot be read.
-pub fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
+pub(crate) fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
     let check = || Check::new("gpu.xid", Area::Gpu).expected("no Xid that needs action");
     let driver = ctx.root.exists("/sys/module/nvidia") || ctx.root.exists("/proc/driver/nvidia");
     let gpu_node = !inv.gpus.is_empty() || driver;
@@ -294,7 +294,7 @@ pub fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
 
 /// Judges the Xids of `log`: those logged at or after `since` (seconds since the epoch),
 /// when given, placed by the node's `boot` time; lines without a timestamp always count.
-pub fn judge(
+pub(crate) fn judge(
     inv: &Inventory,
     log: &KernelLog,
     since: Option<u64>,

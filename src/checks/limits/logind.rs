@@ -63,7 +63,7 @@ fn parse_bool(text: &str) -> Option<bool> {
 
 /// What logind on this root would run with.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RemoveIpc {
+pub(crate) enum RemoveIpc {
     /// systemd-logind is not installed.
     NoLogind,
     /// The effective value and the file that set it (`None`: the built-in default, yes).
@@ -71,7 +71,7 @@ pub enum RemoveIpc {
 }
 
 /// Reads the main file and drop-ins in the order systemd-logind applies them.
-pub fn read(root: &Root) -> Result<Result<RemoveIpc, String>, HostError> {
+pub(crate) fn read(root: &Root) -> Result<Result<RemoveIpc, String>, HostError> {
     if !DAEMONS.iter().any(|d| root.exists(d)) {
         return Ok(Ok(RemoveIpc::NoLogind));
     }

@@ -2,26 +2,26 @@
 //! session gets from limits.conf and limits.d), `/dev/shm` size and free space, and
 //! systemd-logind's `RemoveIPC=`.
 
-pub mod job;
+pub(crate) mod job;
 pub mod logind;
 pub mod pam;
-pub mod probe;
+pub(crate) mod probe;
 pub mod shm;
-pub mod slurm_conf;
+pub(crate) mod slurm_conf;
 
 use crate::finding::{Area, Change, Check, Finding, Remedy, Status};
 use crate::profile::amount::Amount;
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
 
 use super::{Context, by_rule_with, setting_check};
-pub use job::LimitsOf;
+pub(crate) use job::LimitsOf;
 use probe::{LimitsProbe, Resource};
 
 /// The file `apply` writes limits to (DESIGN.md).
-pub const GPUTUNE_LIMITS_FILE: &str = "/etc/security/limits.d/90-gputune.conf";
+pub(crate) const GPUTUNE_LIMITS_FILE: &str = "/etc/security/limits.d/90-gputune.conf";
 
 /// Keys a profile may set in `[limits]`.
-pub const KEYS: &[KeySpec] = &[
+pub(crate) const KEYS: &[KeySpec] = &[
     KeySpec {
         key: "ulimit.memlock",
         kind: Number,
@@ -57,7 +57,7 @@ pub const KEYS: &[KeySpec] = &[
 /// Judges the limits with the live facts of this process and node (`ctx.probes.limits`):
 /// this process's resource limits, or a Slurm job's when slurmd runs gputune
 /// ([`LimitsOf`]).
-pub fn audit(ctx: &Context) -> Vec<Finding> {
+pub(crate) fn audit(ctx: &Context) -> Vec<Finding> {
     let probe = ctx.probes.limits.as_ref();
     let mut findings = Vec::new();
     let limits_files = read_limits_files(ctx);
@@ -100,7 +100,7 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
 }
 
 /// Bytes as people read them: `8 MiB`, `64 KiB`, `1536 B`, `unlimited`.
-pub fn human(amount: Amount) -> String {
+pub(crate) fn human(amount: Amount) -> String {
     match amount {
         Amount::Unlimited => "unlimited".into(),
         Amount::Finite(n) => {

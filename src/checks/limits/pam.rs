@@ -4,9 +4,9 @@
 
 /// Files pam_limits reads: the main file, then `*.conf` of the drop-in directory in C-locale
 /// name order.
-pub const MAIN_FILE: &str = "/etc/security/limits.conf";
+pub(crate) const MAIN_FILE: &str = "/etc/security/limits.conf";
 /// See [`MAIN_FILE`].
-pub const DROP_IN_DIR: &str = "/etc/security/limits.d";
+pub(crate) const DROP_IN_DIR: &str = "/etc/security/limits.d";
 
 /// Items pam_limits accepts (limits.conf(5)); anything else is a bad line.
 const ITEMS: &[&str] = &[
@@ -86,7 +86,7 @@ pub struct Entry {
 }
 
 impl Entry {
-    pub fn place(&self) -> String {
+    pub(crate) fn place(&self) -> String {
         format!("{}:{}", self.file, self.line)
     }
 }
@@ -212,7 +212,7 @@ fn parse_domain(text: &str) -> Result<Domain, String> {
 
 /// The account a new session is opened for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Subject {
+pub(crate) struct Subject {
     /// `None` for "an ordinary user" that no user or uid entry names.
     pub user: Option<String>,
     pub uid: Option<u32>,
@@ -223,7 +223,7 @@ pub struct Subject {
 impl Subject {
     /// An ordinary (non-root) account that no user, group or id-range line names: the
     /// account a training job usually runs as, judged by the lines meant for everyone.
-    pub fn ordinary() -> Self {
+    pub(crate) fn ordinary() -> Self {
         Subject {
             user: None,
             uid: None,
@@ -260,7 +260,7 @@ impl Subject {
 
 /// One side (soft or hard) of a resolved limit and the line that set it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Resolved {
+pub(crate) struct Resolved {
     pub value: Value,
     pub place: String,
 }
@@ -268,7 +268,7 @@ pub struct Resolved {
 /// What a new session of `subject` gets for `item`: `None` on a side means no line sets it,
 /// so the session keeps what its login service passes on.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Session {
+pub(crate) struct Session {
     pub soft: Option<Resolved>,
     pub hard: Option<Resolved>,
 }
@@ -276,7 +276,7 @@ pub struct Session {
 /// Resolves `item` as pam_limits does: a more specific domain wins (user, then group, then
 /// `%group`, then `*`); among equals, the line read last wins. `entries` must be in the order
 /// pam_limits reads them.
-pub fn resolve(entries: &[Entry], subject: &Subject, item: &str) -> Session {
+pub(crate) fn resolve(entries: &[Entry], subject: &Subject, item: &str) -> Session {
     let mut session = Session::default();
     let mut ranks: (u8, u8) = (u8::MAX, u8::MAX);
     for entry in entries.iter().filter(|e| e.item == item) {
@@ -301,7 +301,7 @@ pub fn resolve(entries: &[Entry], subject: &Subject, item: &str) -> Session {
 
 /// Lines for `item` that name specific users or groups, which `Subject::ordinary` does not
 /// see; findings list them so a site's `@gpu` line is not silently ignored.
-pub fn specific_entries<'a>(entries: &'a [Entry], item: &str) -> Vec<&'a Entry> {
+pub(crate) fn specific_entries<'a>(entries: &'a [Entry], item: &str) -> Vec<&'a Entry> {
     entries
         .iter()
         .filter(|e| e.item == item && e.domain != Domain::Wildcard)

@@ -16,10 +16,10 @@ pub enum Resource {
 }
 
 impl Resource {
-    pub const ALL: [Resource; 3] = [Resource::Memlock, Resource::Nofile, Resource::Stack];
+    pub(crate) const ALL: [Resource; 3] = [Resource::Memlock, Resource::Nofile, Resource::Stack];
 
     /// The item name in limits.conf and the end of the profile key `ulimit.<name>`.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Resource::Memlock => "memlock",
             Resource::Nofile => "nofile",
@@ -28,7 +28,7 @@ impl Resource {
     }
 
     /// Bytes per unit of limits.conf: memlock and stack are written in KiB there.
-    pub fn file_unit(self) -> u64 {
+    pub(crate) fn file_unit(self) -> u64 {
         match self {
             Resource::Memlock | Resource::Stack => 1024,
             Resource::Nofile => 1,
@@ -36,12 +36,12 @@ impl Resource {
     }
 
     /// True when the limit is an amount of memory (shown and judged in bytes).
-    pub fn is_bytes(self) -> bool {
+    pub(crate) fn is_bytes(self) -> bool {
         self.file_unit() > 1
     }
 
     /// The systemd unit setting that raises it for a service (`LimitNOFILE=`).
-    pub fn systemd_setting(self) -> &'static str {
+    pub(crate) fn systemd_setting(self) -> &'static str {
         match self {
             Resource::Memlock => "LimitMEMLOCK",
             Resource::Nofile => "LimitNOFILE",
@@ -83,7 +83,7 @@ pub trait LimitsProbe {
 }
 
 /// The running kernel, through getrlimit(2) and statvfs(3).
-pub struct LiveLimits;
+pub(crate) struct LiveLimits;
 
 impl LimitsProbe for LiveLimits {
     fn rlimit(&self, resource: Resource) -> io::Result<Rlimit> {
@@ -112,7 +112,7 @@ impl LimitsProbe for LiveLimits {
 }
 
 /// No live limits: every question answers why (`--root` is not the running node).
-pub struct NoLimits(pub String);
+pub(crate) struct NoLimits(pub String);
 
 impl LimitsProbe for NoLimits {
     fn rlimit(&self, _: Resource) -> io::Result<Rlimit> {

@@ -14,7 +14,7 @@ use super::probe::LimitsProbe;
 const SHM: &str = "/dev/shm";
 
 /// Bytes of a tmpfs `size=` option given the node's RAM: `65536k`, `1g`, `50%`, `1073741824`.
-pub fn tmpfs_size(option: Option<&str>, mem_total: Option<u64>) -> Result<u64, String> {
+pub(crate) fn tmpfs_size(option: Option<&str>, mem_total: Option<u64>) -> Result<u64, String> {
     let Some(text) = option else {
         return mem_total
             .map(|m| m / 2)
@@ -50,7 +50,7 @@ pub fn tmpfs_size(option: Option<&str>, mem_total: Option<u64>) -> Result<u64, S
 }
 
 /// `MemTotal` of `/proc/meminfo` in bytes.
-pub fn mem_total(meminfo: &str) -> Option<u64> {
+pub(crate) fn mem_total(meminfo: &str) -> Option<u64> {
     let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
@@ -144,7 +144,7 @@ fn mem_total_of(ctx: &Context) -> Option<u64> {
 }
 
 /// `dev_shm.size`: live from statvfs, else from the root's mounts, or fstab with `--persisted`.
-pub fn size(ctx: &Context, probe: &dyn LimitsProbe, setting: &Setting) -> Finding {
+pub(crate) fn size(ctx: &Context, probe: &dyn LimitsProbe, setting: &Setting) -> Finding {
     let check = setting_check(ctx, Area::Limits, "dev_shm.size", setting);
     if ctx.options.persisted {
         return persisted_size(ctx, &check, setting);
@@ -207,7 +207,7 @@ pub fn size(ctx: &Context, probe: &dyn LimitsProbe, setting: &Setting) -> Findin
 }
 
 /// `dev_shm.free`: live only (statvfs `f_bavail`).
-pub fn free(ctx: &Context, probe: &dyn LimitsProbe, setting: &Setting) -> Finding {
+pub(crate) fn free(ctx: &Context, probe: &dyn LimitsProbe, setting: &Setting) -> Finding {
     let check = setting_check(ctx, Area::Limits, "dev_shm.free", setting);
     if ctx.options.persisted {
         return check.skip("--persisted judges configuration files; free space is a live fact");

@@ -24,7 +24,7 @@ const MAX_INCLUDE_DEPTH: usize = 8;
 
 /// What a job gets from the submitting session, and the line that says so.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Propagation {
+pub(crate) struct Propagation {
     /// Upper-case resource names whose soft limit the job takes from the submitting session.
     propagated: Vec<&'static str>,
     /// `PropagateResourceLimitsExcept=MEMLOCK (/etc/slurm/slurm.conf:12)`, or Slurm's default.
@@ -33,7 +33,7 @@ pub struct Propagation {
 
 impl Propagation {
     /// True when the job's soft limit of `resource` (`nofile`) comes from the submitting session.
-    pub fn carries(&self, resource: &str) -> bool {
+    pub(crate) fn carries(&self, resource: &str) -> bool {
         self.propagated
             .iter()
             .any(|n| n.eq_ignore_ascii_case(resource))
@@ -50,7 +50,7 @@ struct Line {
 /// Reads the node's slurm.conf: `explicit` (`SLURM_CONF`) when given, else the first that
 /// exists of [`CANDIDATES`]. No slurm.conf at all is Slurm's default (every limit propagated),
 /// said in the source. Errors name the file and line.
-pub fn read(root: &Root, explicit: Option<&str>) -> Result<Propagation, String> {
+pub(crate) fn read(root: &Root, explicit: Option<&str>) -> Result<Propagation, String> {
     let path = match explicit {
         Some(path) if !path.starts_with('/') => {
             return Err(format!("SLURM_CONF={path:?} is not an absolute path"));

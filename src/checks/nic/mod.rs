@@ -167,7 +167,8 @@ fn nic_check(ctx: &Context, nic: &Nic, key: &str, setting: &Setting) -> Check {
 /// An IPoIB link's speed and MTU are not what NCCL's InfiniBand transport runs on: their
 /// checks are skipped, saying what applies instead.
 fn skip_ipoib(check: &Check, nic: &Nic, instead: &str) -> Option<Finding> {
-    (nic.kind == "infiniband").then(|| check.skip(format!("{} is IPoIB: {instead}", nic.name)))
+    (nic.kind == crate::inventory::nic::LinkKind::Infiniband)
+        .then(|| check.skip(format!("{} is IPoIB: {instead}", nic.name)))
 }
 
 fn speed(ctx: &Context, nic: &Nic, setting: &Setting) -> Finding {

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use crate::host::{HostError, Root, sysctl};
 
 /// The directories systemd-sysctl reads, most important first.
-pub const DIRS: [&str; 5] = [
+pub(crate) const DIRS: [&str; 5] = [
     "/etc/sysctl.d",
     "/run/sysctl.d",
     "/usr/local/lib/sysctl.d",
@@ -20,7 +20,7 @@ pub const DIRS: [&str; 5] = [
 ];
 
 /// The file gputune persists sysctls in.
-pub const GPUTUNE_CONF: &str = "/etc/sysctl.d/90-gputune.conf";
+pub(crate) const GPUTUNE_CONF: &str = "/etc/sysctl.d/90-gputune.conf";
 
 /// One `key = value` line of a configuration file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,7 +39,7 @@ pub struct Assignment {
 
 impl Assignment {
     /// `file:line`, as people open it in an editor.
-    pub fn origin(&self) -> String {
+    pub(crate) fn origin(&self) -> String {
         format!("{}:{}", self.file, self.line)
     }
 }
@@ -81,7 +81,7 @@ pub fn parse(text: &str, file: &str) -> Vec<Assignment> {
 }
 
 /// The configuration files in the order systemd-sysctl applies them.
-pub fn boot_order(root: &Root) -> Result<Vec<String>, HostError> {
+pub(crate) fn boot_order(root: &Root) -> Result<Vec<String>, HostError> {
     let mut by_name: BTreeMap<String, String> = BTreeMap::new();
     for dir in DIRS {
         for name in root.list_dir(dir)?.unwrap_or_default() {
@@ -96,7 +96,7 @@ pub fn boot_order(root: &Root) -> Result<Vec<String>, HostError> {
 }
 
 /// Every assignment of the node's configuration, in boot order (a later one wins).
-pub fn assignments(root: &Root) -> Result<Vec<Assignment>, HostError> {
+pub(crate) fn assignments(root: &Root) -> Result<Vec<Assignment>, HostError> {
     let mut all = Vec::new();
     for file in boot_order(root)? {
         if let Some(text) = root.read_optional(&file)? {
@@ -107,7 +107,7 @@ pub fn assignments(root: &Root) -> Result<Vec<Assignment>, HostError> {
 }
 
 /// What the files set for each key at boot: the winning assignment.
-pub fn effective(assignments: &[Assignment]) -> BTreeMap<String, Assignment> {
+pub(crate) fn effective(assignments: &[Assignment]) -> BTreeMap<String, Assignment> {
     let mut out = BTreeMap::new();
     for a in assignments {
         out.insert(a.key.clone(), a.clone());
@@ -117,7 +117,7 @@ pub fn effective(assignments: &[Assignment]) -> BTreeMap<String, Assignment> {
 
 /// Assignments of `key` applied after gputune's file at boot with another value: they
 /// override what gputune persisted.
-pub fn overriding<'a>(
+pub(crate) fn overriding<'a>(
     assignments: &'a [Assignment],
     key: &str,
     value: &str,

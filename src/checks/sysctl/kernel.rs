@@ -11,7 +11,7 @@
 
 /// How the kernel parses one knob: how many fields it takes and each field's range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Handler {
+pub(crate) struct Handler {
     pub fields: usize,
     pub min: i64,
     pub max: i64,
@@ -22,7 +22,7 @@ const INT_MIN: i64 = i32::MIN as i64;
 
 /// The handler of the knobs gputune's checks judge (kernel 6.x sources); `None` for other
 /// knobs, whose values are taken as written.
-pub fn handler(name: &str) -> Option<Handler> {
+pub(crate) fn handler(name: &str) -> Option<Handler> {
     let h = |fields, min, max| Some(Handler { fields, min, max });
     match name {
         // proc_dointvec_minmax, 0..200 since 5.8.

@@ -6,7 +6,7 @@
 
 pub mod boot;
 pub mod kernel;
-pub mod writable;
+pub(crate) mod writable;
 
 use std::collections::BTreeMap;
 
@@ -18,7 +18,7 @@ use super::Context;
 use boot::Assignment;
 
 /// Findings for every setting of `area` whose key is a sysctl (`is_sysctl`).
-pub fn audit(ctx: &Context, area: Area, is_sysctl: impl Fn(&str) -> bool) -> Vec<Finding> {
+pub(crate) fn audit(ctx: &Context, area: Area, is_sysctl: impl Fn(&str) -> bool) -> Vec<Finding> {
     let settings: Vec<(&String, &Setting)> = ctx
         .profile
         .area(area)
@@ -388,7 +388,7 @@ impl Judged {
 }
 
 /// `sysctl -w key=value`, quoting values with spaces the way a shell needs.
-pub fn fix_line(key: &str, value: &str) -> String {
+pub(crate) fn fix_line(key: &str, value: &str) -> String {
     if value.contains(' ') {
         format!("sysctl -w {key}=\"{value}\"")
     } else {

@@ -17,7 +17,7 @@ use crate::host::{Root, confine, mounts, sysctl};
 /// Keys the kernel registers for the init network namespace only (net/core/
 /// sysctl_net_core.c `net_core_table`; `somaxconn` and the `net.ipv4` keys gputune judges
 /// are per namespace).
-pub const INIT_NETNS_ONLY: &[&str] = &[
+pub(crate) const INIT_NETNS_ONLY: &[&str] = &[
     "net.core.rmem_max",
     "net.core.wmem_max",
     "net.core.rmem_default",
@@ -26,7 +26,7 @@ pub const INIT_NETNS_ONLY: &[&str] = &[
 ];
 
 /// Why the sysctl `name` cannot be written here; `None` when nothing says so.
-pub fn read_only(root: &Root, name: &str) -> Option<String> {
+pub(crate) fn read_only(root: &Root, name: &str) -> Option<String> {
     let path = sysctl::host_path(name);
     if let Some(mount) = read_only_mount(root, &path) {
         return Some(format!(
@@ -62,7 +62,7 @@ fn read_only_mount(root: &Root, path: &str) -> Option<String> {
 
 /// The mount `path` lives on: the longest mount point above it, the last mounted on a tie
 /// (it hides the earlier ones).
-pub fn covering<'a>(mounts: &'a [mounts::Mount], path: &str) -> Option<&'a mounts::Mount> {
+pub(crate) fn covering<'a>(mounts: &'a [mounts::Mount], path: &str) -> Option<&'a mounts::Mount> {
     let under = |target: &str| {
         target == "/"
             || path == target

@@ -7,7 +7,7 @@ use super::{area_is_sysctl, header, para, term};
 
 /// A check, by id pattern (UPPER-CASE words stand for names: NIC, HCA, PORT, N, KEY...),
 /// with what it reads.
-pub struct CheckDoc {
+pub(crate) struct CheckDoc {
     pub id: &'static str,
     pub area: Area,
     pub reads: &'static str,
@@ -159,7 +159,7 @@ const KEY_CHECKS: &[(&str, &[&str], &str)] = &[
 ];
 
 /// Checks no profile key names: they run whenever their area does.
-pub const CHECKS: &[CheckDoc] = &[
+pub(crate) const CHECKS: &[CheckDoc] = &[
     CheckDoc {
         id: "gpu.nvml",
         area: Area::Gpu,

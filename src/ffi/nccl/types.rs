@@ -10,7 +10,7 @@ use crate::ffi::cuda::OutOfBounds;
 
 result_codes! {
     /// An `ncclResult_t`.
-    pub struct NcclResult, unknown = "ncclResult_t";
+    pub(crate) struct NcclResult, unknown = "ncclResult_t";
     SUCCESS = 0, "ncclSuccess";
     UNHANDLED_CUDA_ERROR = 1, "ncclUnhandledCudaError";
     SYSTEM_ERROR = 2, "ncclSystemError";
@@ -26,7 +26,7 @@ result_codes! {
 
 /// NCCL's version as `ncclGetVersion` reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NcclVersion {
+pub(crate) struct NcclVersion {
     pub major: u32,
     pub minor: u32,
     pub patch: u32,
@@ -36,7 +36,7 @@ pub struct NcclVersion {
 
 impl NcclVersion {
     /// Decodes NCCL_VERSION_CODE: `X*10000 + Y*100 + Z` since 2.9, `X*1000 + Y*100 + Z` before.
-    pub fn from_code(code: i32) -> NcclVersion {
+    pub(crate) fn from_code(code: i32) -> NcclVersion {
         let c = code.max(0) as u32;
         let (major, minor, patch) = if c >= 10000 {
             (c / 10000, (c % 10000) / 100, c % 100)
@@ -53,7 +53,7 @@ impl NcclVersion {
 
     /// Whether the library has `ncclCommInitRankConfig` and non-blocking communicators
     /// (2.14 and later).
-    pub fn has_config(self) -> bool {
+    pub(crate) fn has_config(self) -> bool {
         (self.major, self.minor) >= (2, 14)
     }
 }
@@ -67,7 +67,7 @@ impl fmt::Display for NcclVersion {
 /// `ncclDataType_t`: the element types gputune measures.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DataType {
+pub(crate) enum DataType {
     Int32 = 2,
     Float16 = 6,
     Float32 = 7,
@@ -77,7 +77,7 @@ pub enum DataType {
 
 impl DataType {
     /// Bytes per element.
-    pub fn size(self) -> usize {
+    pub(crate) fn size(self) -> usize {
         match self {
             DataType::Float16 | DataType::Bfloat16 => 2,
             DataType::Int32 | DataType::Float32 => 4,
@@ -89,7 +89,7 @@ impl DataType {
 /// `ncclRedOp_t`'s built-in reductions.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RedOp {
+pub(crate) enum RedOp {
     Sum = 0,
     Prod = 1,
     Max = 2,
@@ -111,7 +111,7 @@ const MAGIC: c_uint = 0xcafe_beef;
 /// may set them.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-pub struct Config {
+pub(crate) struct Config {
     size: usize,
     magic: c_uint,
     version: c_uint,
@@ -136,7 +136,7 @@ impl Config {
     /// default) except `blocking = 0` and, from 2.28 (where the field exists),
     /// `nvlinkCentricSched = 1` as nccl-tests sets it. Before 2.28, `size` covers only the
     /// fields 2.14 defined (through `netName`).
-    pub fn non_blocking(version: NcclVersion) -> Config {
+    pub(crate) fn non_blocking(version: NcclVersion) -> Config {
         let full = std::mem::size_of::<Config>();
         let has_sched = (version.major, version.minor) >= (2, 28);
         Config {
@@ -168,7 +168,7 @@ impl Config {
 /// A collective and its parameters, with nccl.h's meaning of `count`: per rank for
 /// AllGather's send and ReduceScatter's receive, the whole buffer otherwise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CollectiveCall {
+pub(crate) enum CollectiveCall {
     AllReduce { count: usize, op: RedOp },
     AllGather { count: usize },
     ReduceScatter { count: usize, op: RedOp },
@@ -178,7 +178,11 @@ pub enum CollectiveCall {
 impl CollectiveCall {
     /// Bytes the call reads from its send side and writes to its receive side, for
     /// elements of `element` bytes on `ranks` ranks.
-    pub fn extents(self, element: usize, ranks: usize) -> Result<(usize, usize), OutOfBounds> {
+    pub(crate) fn extents(
+        self,
+        element: usize,
+        ranks: usize,
+    ) -> Result<(usize, usize), OutOfBounds> {
         let count = match self {
             CollectiveCall::AllReduce { count, .. }
             | CollectiveCall::AllGather { count }

@@ -42,7 +42,7 @@ enum Dest {
 /// kept); a pipe, terminal or character device of root's or the caller's in such a directory
 /// is written into, never replaced (`--output /dev/null` as root must not turn the node's
 /// `/dev/null` into a regular file). A directory or block device is refused.
-pub fn write_output(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_output(path: &Path, bytes: &[u8]) -> io::Result<()> {
     match resolve(path)? {
         Dest::Into(mut file) => file.write_all(bytes).and_then(|()| file.flush()),
         Dest::Replace { dir, name } => write_at(dir.as_fd(), &name, bytes),

@@ -11,7 +11,7 @@ use crate::host::Root;
 const PATH: &str = "/var/lib/gputune/created-dirs";
 
 /// Adds the parents of `steps`' files that do not exist under `root` yet to the list.
-pub fn remember(state: &Root, root: &Root, steps: &[Step]) -> io::Result<()> {
+pub(crate) fn remember(state: &Root, root: &Root, steps: &[Step]) -> io::Result<()> {
     let mut dirs = load(state);
     for step in steps {
         let Target::File(file) = &step.target else {
@@ -44,7 +44,7 @@ pub fn remember(state: &Root, root: &Root, steps: &[Step]) -> io::Result<()> {
 
 /// Removes the recorded directories that are empty again, deepest first, then the list.
 /// A directory someone has since put files in stays.
-pub fn remove(state: &Root, root: &Root) {
+pub(crate) fn remove(state: &Root, root: &Root) {
     let mut dirs = load(state);
     dirs.sort_by_key(|d| std::cmp::Reverse(d.matches('/').count()));
     for d in dirs {
@@ -54,7 +54,7 @@ pub fn remove(state: &Root, root: &Root) {
 }
 
 /// The recorded directories that exist under `root` now: what [`remove`] would try to remove.
-pub fn pending(state: &Root, root: &Root) -> Vec<String> {
+pub(crate) fn pending(state: &Root, root: &Root) -> Vec<String> {
     let mut dirs = load(state);
     dirs.sort_by_key(|d| std::cmp::Reverse(d.matches('/').count()));
     dirs.retain(|d| root.is_dir(d));
