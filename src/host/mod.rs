@@ -9,6 +9,7 @@ pub mod cmdline;
 pub mod confine;
 pub mod cpulist;
 pub mod cudnn;
+pub mod ethtool;
 pub mod exec;
 pub mod kmsg;
 pub mod ldcache;
