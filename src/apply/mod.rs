@@ -11,6 +11,7 @@ pub mod firewall;
 pub mod io;
 pub mod journal;
 pub mod lock;
+pub mod nic;
 pub mod nft;
 pub mod operator;
 pub mod owned;

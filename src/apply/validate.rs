@@ -30,6 +30,11 @@ pub fn steps(steps: &[Step]) -> Result<(), String> {
 pub fn target(target: &Target) -> Result<(), String> {
     let path = match target {
         Target::NftTable => return Ok(()),
+        Target::Ethtool(p) => {
+            return super::nic::parse_target(p).map(|_| ()).ok_or_else(|| {
+                format!("`{}` is not a NIC setting gputune apply writes", p.escape_debug())
+            });
+        }
         Target::Knob(p) | Target::File(p) | Target::Link(p) => p,
     };
     clean(path)?;
@@ -37,7 +42,7 @@ pub fn target(target: &Target) -> Result<(), String> {
         Target::Knob(p) => is_known_knob(p),
         Target::File(p) => is_owned_file(p),
         Target::Link(p) => p == firewall::UNIT_LINK,
-        Target::NftTable => true,
+        Target::NftTable | Target::Ethtool(_) => true,
     };
     if ok {
         Ok(())
@@ -66,6 +71,9 @@ fn states(step: &Step) -> Result<(), String> {
                     "the link would point to `{v}`, not {}",
                     firewall::UNIT_FILE
                 ));
+            }
+            if matches!(step.target, Target::Ethtool(_)) && v.parse::<u32>().is_err() {
+                return Err(format!("a NIC setting's value `{}` is not a number", v.escape_debug()));
             }
             if matches!(step.target, Target::Knob(_)) && v.len() > 4096 {
                 return Err("a knob value longer than a page".into());
@@ -145,6 +153,14 @@ pub const EDITED: &[&str] = &[crate::host::cmdline::KERNEL_CMDLINE];
 fn is_owned_file(path: &str) -> bool {
     if OWNED.contains(&path) || EDITED.contains(&path) {
         return true;
+    }
+    if let Some(iface) = path
+        .strip_prefix(super::nic::LINK_DIR)
+        .and_then(|r| r.strip_prefix('/'))
+        .and_then(|r| r.strip_prefix(super::nic::LINK_PREFIX))
+        .and_then(|r| r.strip_suffix(".link"))
+    {
+        return super::nic::valid_iface(iface);
     }
     let Some(drop_in) = path
         .strip_prefix("/etc/systemd/system/")
