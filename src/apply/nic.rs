@@ -72,10 +72,13 @@ impl NicChanges {
                 iface.escape_debug()
             )));
         }
-        let knob = Knob::from_key(key)
-            .ok_or_else(|| ApplyError::Refused(format!("`{key}` is not a NIC setting gputune sets")))?;
+        let knob = Knob::from_key(key).ok_or_else(|| {
+            ApplyError::Refused(format!("`{key}` is not a NIC setting gputune sets"))
+        })?;
         if knob.is_bool() && value > 1 {
-            return Err(ApplyError::Refused(format!("{key} takes 0 or 1, not {value}")));
+            return Err(ApplyError::Refused(format!(
+                "{key} takes 0 or 1, not {value}"
+            )));
         }
         let knobs = self.by_iface.entry(iface.to_string()).or_default();
         // A driver without combined queues gets its rx and tx queues set together.
@@ -113,7 +116,9 @@ impl NicChanges {
                     ));
                 }
             } else {
-                notes.push(format!("{iface}'s NIC settings are not set live: --root is not the running kernel's"));
+                notes.push(format!(
+                    "{iface}'s NIC settings are not set live: --root is not the running kernel's"
+                ));
             }
             if !options.persist {
                 notes.push(format!("{iface}'s NIC settings are live only: the driver resets them when the device is re-created or the node reboots, and {} is what --no-persist does not write", link_file(iface)));
@@ -180,7 +185,9 @@ fn link_text(
         settings.push((k.to_string(), v));
     }
     let mut out = String::from(owned::HEADER);
-    out.push_str(&format!("[Match]\nMACAddress={mac}\n\n[Link]\nName={iface}\n"));
+    out.push_str(&format!(
+        "[Match]\nMACAddress={mac}\n\n[Link]\nName={iface}\n"
+    ));
     for (k, v) in settings {
         out.push_str(&format!("{k}={v}\n"));
     }
@@ -200,7 +207,9 @@ fn other_link_files(root: &Root) -> Option<String> {
     let mut found = Vec::new();
     for dir in LINK_DIRS {
         for name in root.list_dir(dir).ok().flatten().unwrap_or_default() {
-            if name.ends_with(".link") && !name.starts_with(LINK_PREFIX) && name != "99-default.link"
+            if name.ends_with(".link")
+                && !name.starts_with(LINK_PREFIX)
+                && name != "99-default.link"
             {
                 found.push(format!("{dir}/{}", crate::say::clean_line(&name)));
             }
@@ -218,13 +227,19 @@ mod tests {
         for good in ["eth0", "ens1f0np0", "veth-gt.1", "a"] {
             assert!(valid_iface(good), "{good}");
         }
-        for bad in ["", ".", "..", "a/b", "eth0 x", "sixteen-chars-xx", "e\n", "a:1"] {
+        for bad in [
+            "",
+            ".",
+            "..",
+            "a/b",
+            "eth0 x",
+            "sixteen-chars-xx",
+            "e\n",
+            "a:1",
+        ] {
             assert!(!valid_iface(bad), "{bad:?}");
         }
-        assert_eq!(
-            parse_target("eth0/offload.gro"),
-            Some(("eth0", Knob::Gro))
-        );
+        assert_eq!(parse_target("eth0/offload.gro"), Some(("eth0", Knob::Gro)));
         assert_eq!(parse_target("eth0/ring.jumbo"), None);
         assert_eq!(parse_target("../x/ring.rx"), None);
         assert_eq!(parse_target("eth0"), None);

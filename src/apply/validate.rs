@@ -32,7 +32,10 @@ pub fn target(target: &Target) -> Result<(), String> {
         Target::NftTable => return Ok(()),
         Target::Ethtool(p) => {
             return super::nic::parse_target(p).map(|_| ()).ok_or_else(|| {
-                format!("`{}` is not a NIC setting gputune apply writes", p.escape_debug())
+                format!(
+                    "`{}` is not a NIC setting gputune apply writes",
+                    p.escape_debug()
+                )
             });
         }
         Target::Knob(p) | Target::File(p) | Target::Link(p) => p,
@@ -73,7 +76,10 @@ fn states(step: &Step) -> Result<(), String> {
                 ));
             }
             if matches!(step.target, Target::Ethtool(_)) && v.parse::<u32>().is_err() {
-                return Err(format!("a NIC setting's value `{}` is not a number", v.escape_debug()));
+                return Err(format!(
+                    "a NIC setting's value `{}` is not a number",
+                    v.escape_debug()
+                ));
             }
             if matches!(step.target, Target::Knob(_)) && v.len() > 4096 {
                 return Err("a knob value longer than a page".into());

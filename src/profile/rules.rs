@@ -120,7 +120,7 @@ pub(super) fn parse_setting(
             set_by: String::new(),
         });
     }
-    if let Some((word, _)) = WORD_OR_COUNT.iter().find(|(k, _)| *k == key) {
+    if let Some((_, word)) = WORD_OR_COUNT.iter().find(|(k, _)| *k == key) {
         for value in rule.equals.iter().chain(rule.one_of.iter().flatten()) {
             if value != word && value.parse::<u32>().is_err() {
                 return Err(format!(

@@ -141,7 +141,10 @@ fn channels(e: &dyn Ethtool, nic: &Nic, check: Check, setting: &Setting) -> Find
         Err(err) => return unread(&check, nic, err),
     };
     let Some(spec) = wanted(setting) else {
-        return check.error(format!("{}: no channel count to compare with", setting.origin));
+        return check.error(format!(
+            "{}: no channel count to compare with",
+            setting.origin
+        ));
     };
     let (asked, source) = if spec == LOCAL_CPUS {
         let Some(cpus) = nic.local_cpus.as_ref().filter(|c| !c.is_empty()) else {
@@ -150,7 +153,10 @@ fn channels(e: &dyn Ethtool, nic: &Nic, check: Check, setting: &Setting) -> Find
                 nic.name
             ));
         };
-        (cpus.len() as u32, format!("its {} NUMA-local CPUs ({cpus})", cpus.len()))
+        (
+            cpus.len() as u32,
+            format!("its {} NUMA-local CPUs ({cpus})", cpus.len()),
+        )
     } else {
         match spec.parse::<u32>() {
             Ok(n) => (n, n.to_string()),
@@ -172,7 +178,10 @@ fn channels(e: &dyn Ethtool, nic: &Nic, check: Check, setting: &Setting) -> Find
         )
     };
     if max == 0 {
-        return check.skip(format!("{} reports no queue counts it can change", nic.name));
+        return check.skip(format!(
+            "{} reports no queue counts it can change",
+            nic.name
+        ));
     }
     let want = asked.min(max);
     let expected = if want < asked {

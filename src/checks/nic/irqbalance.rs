@@ -43,7 +43,12 @@ pub fn banned_irqs(cmdline: &str) -> Vec<u32> {
 
 /// The running irqbalance's bans, `None` when none runs.
 fn running(ctx: &Context) -> Option<Bans> {
-    let pids = ctx.root.list_dir("/proc").ok().flatten().unwrap_or_default();
+    let pids = ctx
+        .root
+        .list_dir("/proc")
+        .ok()
+        .flatten()
+        .unwrap_or_default();
     let pid = pids
         .iter()
         .filter(|p| p.bytes().all(|b| b.is_ascii_digit()))
@@ -78,8 +83,9 @@ pub fn audit(ctx: &Context, nic: &Nic, setting: &Setting) -> Vec<Finding> {
     if !matches!(setting.rule.equals.as_deref(), Some("1")) {
         return vec![];
     }
-    let check = Check::new(format!("irq.numa_local.{}.irqbalance", nic.name), Area::Nic)
-        .expected(format!("irqbalance stopped, or banning {}'s IRQs", nic.name));
+    let check = Check::new(format!("irq.numa_local.{}.irqbalance", nic.name), Area::Nic).expected(
+        format!("irqbalance stopped, or banning {}'s IRQs", nic.name),
+    );
     let fix = "systemctl disable --now irqbalance, or ban the NIC's IRQs: IRQBALANCE_ARGS=\"--banirq=N ...\" (or IRQBALANCE_BANNED_CPULIST) in /etc/default/irqbalance (/etc/sysconfig/irqbalance on RHEL), then systemctl restart irqbalance";
     if ctx.options.persisted {
         let enabled = ctx.root.exists(ENABLED);
@@ -91,7 +97,11 @@ pub fn audit(ctx: &Context, nic: &Nic, setting: &Setting) -> Vec<Finding> {
         }];
     }
     let Some(bans) = running(ctx) else {
-        return vec![check.why("no irqbalance process runs, so hand-pinned interrupts stay where they are").pass("not running")];
+        return vec![
+            check
+                .why("no irqbalance process runs, so hand-pinned interrupts stay where they are")
+                .pass("not running"),
+        ];
     };
     let dir = format!("/sys/class/net/{}/device/msi_irqs", nic.name);
     let irqs: Vec<u32> = ctx
@@ -121,10 +131,17 @@ pub fn audit(ctx: &Context, nic: &Nic, setting: &Setting) -> Vec<Finding> {
         bans.pid
     ));
     if irqs.is_empty() {
-        return vec![check.skip(format!("{dir} is absent: {} has no MSI vectors to pin", nic.name))];
+        return vec![check.skip(format!(
+            "{dir} is absent: {} has no MSI vectors to pin",
+            nic.name
+        ))];
     }
     if moved.is_empty() {
-        return vec![check.pass(format!("running, banning all {} IRQs of {}", irqs.len(), nic.name))];
+        return vec![check.pass(format!(
+            "running, banning all {} IRQs of {}",
+            irqs.len(),
+            nic.name
+        ))];
     }
     let shown: Vec<String> = moved.iter().take(8).map(u32::to_string).collect();
     let more = if moved.len() > 8 { " ..." } else { "" };

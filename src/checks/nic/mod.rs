@@ -5,8 +5,8 @@
 
 pub mod ethtool;
 pub mod hcacount;
-pub mod irqbalance;
 pub mod irq;
+pub mod irqbalance;
 pub mod ncclconf;
 pub mod ncclenv;
 pub mod peer;
