@@ -73,12 +73,12 @@ pub const KEYS: &[KeySpec] = &[
     KeySpec {
         key: "ring.rx",
         kind: Text,
-        why: "A burst from several all-reduce peers fills a default-sized rx ring (1024 descriptors) in microseconds at 100 Gb/s; what does not fit is dropped (rx_out_of_buffer) and TCP backs off. NVIDIA's ConnectX tuning guide raises it to the maximum (8192).",
+        why: "A burst from several all-reduce peers fills a default-sized rx ring (1024 descriptors) in microseconds at 100 Gb/s; what does not fit is dropped (rx_out_of_buffer) and TCP backs off. NVIDIA's ConnectX tuning guide raises it to the maximum (8192). `max` asks for the NIC's maximum, a number for that many descriptors (capped at the maximum).",
     },
     KeySpec {
         key: "ring.tx",
         kind: Text,
-        why: "A deeper tx ring lets NCCL's socket threads queue whole chunks without waiting for the NIC to drain; NVIDIA's ConnectX tuning guide raises it with the rx ring.",
+        why: "A deeper tx ring lets NCCL's socket threads queue whole chunks without waiting for the NIC to drain; NVIDIA's ConnectX tuning guide raises it with the rx ring. `max` or a number of descriptors, as for ring.rx.",
     },
     KeySpec {
         key: "offload.gro",
@@ -128,7 +128,7 @@ pub const KEYS: &[KeySpec] = &[
     KeySpec {
         key: "channels.combined",
         kind: Text,
-        why: "Each queue has its own interrupt and CPU: one queue per CPU of the NIC's NUMA node (local_cpus) spreads NCCL's socket streams (RSS) over the CPUs next to the NIC, neither crowding a few of them nor spilling onto the far socket.",
+        why: "Each queue has its own interrupt and CPU: one queue per CPU of the NIC's NUMA node (local_cpus) spreads NCCL's socket streams (RSS) over the CPUs next to the NIC, neither crowding a few of them nor spilling onto the far socket. `local_cpus` or a number of queues (capped at the driver's maximum; rx/tx queue pairs where the driver has no combined ones).",
     },
     KeySpec {
         key: "driver_version.*",
