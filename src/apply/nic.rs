@@ -134,8 +134,15 @@ impl NicChanges {
             }
         }
         notes.push("udev applies the .link files in /etc/systemd/network when a device appears (at boot, or `udevadm trigger --action=add /sys/class/net/IFACE`); coalescing settings need systemd >= 250, ring sizes >= 244, flow control >= 246".into());
-        if let Some(other) = other_link_files(root) {
-            notes.push(format!("other .link files exist ({other}): only the first .link file (in name order) that matches a device applies, so one sorting before {LINK_PREFIX}* and matching the NIC wins over gputune's"));
+        let first = self
+            .by_iface
+            .keys()
+            .map(|i| link_file(i))
+            .min()
+            .unwrap_or_default();
+        let first = first.rsplit('/').next().unwrap_or_default().to_string();
+        if let Some(other) = other_link_files(root, &first) {
+            notes.push(format!("other .link files exist ({other}): they sort before gputune's, and only the first .link file (in name order) that matches a device applies: if one matches the NIC, it wins and gputune's settings are not applied at boot"));
         }
         Ok((steps, notes))
     }
@@ -202,15 +209,13 @@ fn is_mac(text: &str) -> bool {
             .all(|p| p.len() == 2 && p.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
-/// `.link` files other than gputune's and the distribution's `99-default.link`.
-fn other_link_files(root: &Root) -> Option<String> {
+/// `.link` files that sort before gputune's (`ours`, a file name) and so would win over it
+/// for a device both match.
+fn other_link_files(root: &Root, ours: &str) -> Option<String> {
     let mut found = Vec::new();
     for dir in LINK_DIRS {
         for name in root.list_dir(dir).ok().flatten().unwrap_or_default() {
-            if name.ends_with(".link")
-                && !name.starts_with(LINK_PREFIX)
-                && name != "99-default.link"
-            {
+            if name.ends_with(".link") && !name.starts_with(LINK_PREFIX) && name.as_str() < ours {
                 found.push(format!("{dir}/{}", crate::say::clean_line(&name)));
             }
         }

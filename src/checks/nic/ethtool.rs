@@ -51,10 +51,10 @@ pub fn audit(ctx: &Context, nic: &Nic) -> Vec<Finding> {
 /// live (a skip), or the kernel could not answer (an error).
 fn unread(check: &Check, nic: &Nic, err: EthtoolError) -> Finding {
     match err {
-        EthtoolError::Unsupported { .. } => check.skip(format!(
-            "{err} ({} driver): nothing to judge",
-            nic.driver.as_deref().unwrap_or("unknown")
-        )),
+        EthtoolError::Unsupported { .. } => check.skip(match nic.driver.as_deref() {
+            Some(driver) => format!("{err} (driver {driver}): nothing to judge"),
+            None => format!("{err}: nothing to judge"),
+        }),
         EthtoolError::NotLive(why) => check.skip(why),
         other => check.error(other.to_string()),
     }
@@ -246,6 +246,13 @@ fn switch_or_number(
         .target(&current.to_string())
         .and_then(|t| t.parse::<u32>().ok());
     let mut check = check;
+    if knob.is_bool() {
+        match setting.rule.equals.as_deref() {
+            Some("1") => check = check.expected("on"),
+            Some("0") => check = check.expected("off"),
+            _ => {}
+        }
+    }
     if knob == Knob::RxUsecs {
         // Adaptive moderation picks rx-usecs itself: a fixed value only holds with it off.
         if let Ok(c) = e.coalesce(&nic.name)
