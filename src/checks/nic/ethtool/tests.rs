@@ -389,3 +389,65 @@ fn someone_elses_link_file_is_refused_and_a_tampered_journal_entry_too() {
         .is_ok()
     );
 }
+
+#[test]
+fn under_root_the_real_probes_say_the_nic_is_not_live() {
+    let tree = node();
+    let profile = tree.profile("/p/nic.toml", PROFILE);
+    let root = tree.root();
+    let f = crate::testing::audit(
+        &root,
+        &profile,
+        &AuditOptions::default(),
+        Probes::for_root(&root),
+        Area::Nic,
+    );
+    for id in [
+        "ring.rx.eth1",
+        "offload.gro.eth1",
+        "channels.combined.eth1",
+        "pause.tx.eth1",
+    ] {
+        assert_eq!(f[id].status, Status::Skip, "{:?}", f[id]);
+        assert!(f[id].message.contains("not --root"), "{}", f[id].message);
+    }
+}
+
+/// `eth1`'s IRQs 98 and 99, and an irqbalance (pid 4242) started with `args`.
+fn irqbalance_node(args: Option<&str>) -> BTreeMap<String, Finding> {
+    let tree = node();
+    if let Some(args) = args {
+        tree.file("/proc/4242/comm", "irqbalance\n")
+            .file("/proc/4242/cmdline", args)
+            .file("/proc/4242/environ", "PATH=/usr/bin\0");
+    }
+    tree.file("/proc/irq/98/smp_affinity_list", "0-3\n")
+        .file("/proc/irq/99/smp_affinity_list", "0-3\n");
+    let profile = tree.profile(
+        "/p/irq.toml",
+        "[nic]\n\"irq.numa_local\" = { equals = 1, severity = \"warn\" }\n",
+    );
+    crate::testing::audit(
+        &tree.root(),
+        &profile,
+        &AuditOptions::default(),
+        Probes::absent("in a test"),
+        Area::Nic,
+    )
+}
+
+#[test]
+fn irqbalance_is_judged_against_the_nics_pinned_interrupts() {
+    let id = "irq.numa_local.eth1.irqbalance";
+    let none = irqbalance_node(None);
+    assert_eq!(none[id].status, Status::Pass, "{:?}", none[id]);
+    assert_eq!(none[id].actual, "not running");
+    let free = irqbalance_node(Some("/usr/sbin/irqbalance\0--foreground\0--banirq=98\0"));
+    let f = &free[id];
+    assert_eq!(f.status, Status::Warn, "{f:?}");
+    assert_eq!(f.actual, "running, free to move 1 of 2 IRQs (99)");
+    assert!(f.message.contains("pid 4242"), "{}", f.message);
+    assert!(f.fix.contains("--banirq"), "{}", f.fix);
+    let banned = irqbalance_node(Some("irqbalance\0--banirq=98\0-i\099\0"));
+    assert_eq!(banned[id].status, Status::Pass, "{:?}", banned[id]);
+}
