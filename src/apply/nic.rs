@@ -57,6 +57,9 @@ pub fn parse_target(path: &str) -> Option<(&str, Knob)> {
     valid_iface(iface).then_some((iface, knob))
 }
 
+/// One planned write: what it serves, the target and the state apply makes it hold.
+pub type Planned = (String, Target, State);
+
 /// The NIC changes of one plan, by interface.
 #[derive(Debug, Default)]
 pub struct NicChanges {
@@ -100,7 +103,7 @@ impl NicChanges {
         root: &Root,
         io: &dyn Io,
         options: PlanOptions,
-    ) -> Result<(Vec<(String, Target, State)>, Vec<String>), ApplyError> {
+    ) -> Result<(Vec<Planned>, Vec<String>), ApplyError> {
         let mut steps = Vec::new();
         let mut notes = Vec::new();
         if self.by_iface.is_empty() {
@@ -168,10 +171,11 @@ fn link_text(
         for line in text.lines().map(str::trim) {
             if line.starts_with('[') {
                 in_link = line == "[Link]";
-            } else if in_link && let Some((k, v)) = line.split_once('=') {
-                if k != "Name" {
-                    settings.push((k.to_string(), v.to_string()));
-                }
+            } else if in_link
+                && let Some((k, v)) = line.split_once('=')
+                && k != "Name"
+            {
+                settings.push((k.to_string(), v.to_string()));
             }
         }
     }

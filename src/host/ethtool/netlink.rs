@@ -193,7 +193,7 @@ impl Refused {
             },
             ENODEV => EthtoolError::NoDevice(iface.into()),
             errno => {
-                let mut msg = format!("{what}");
+                let mut msg = what.to_string();
                 if !iface.is_empty() {
                     msg.push_str(&format!(" on {iface}"));
                 }

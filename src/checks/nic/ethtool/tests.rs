@@ -448,6 +448,6 @@ fn irqbalance_is_judged_against_the_nics_pinned_interrupts() {
     assert_eq!(f.actual, "running, free to move 1 of 2 IRQs (99)");
     assert!(f.message.contains("pid 4242"), "{}", f.message);
     assert!(f.fix.contains("--banirq"), "{}", f.fix);
-    let banned = irqbalance_node(Some("irqbalance\0--banirq=98\0-i\099\0"));
+    let banned = irqbalance_node(Some("irqbalance\0--banirq=98\0-i\x0099\0"));
     assert_eq!(banned[id].status, Status::Pass, "{:?}", banned[id]);
 }
