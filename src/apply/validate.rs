@@ -209,6 +209,9 @@ mod tests {
             Target::File("/etc/systemd/logind.conf.d/90-gputune.conf".into()),
             Target::File("/etc/default/grub.d/90-gputune.cfg".into()),
             Target::File("/etc/kernel/cmdline".into()),
+            Target::File("/etc/systemd/network/70-gputune-ens1f0np0.link".into()),
+            Target::Ethtool("ens1f0np0/ring.rx".into()),
+            Target::Ethtool("eth0/offload.gro".into()),
             Target::NftTable,
         ] {
             assert_eq!(target(&t), Ok(()), "{t:?}");
@@ -238,6 +241,12 @@ mod tests {
             Target::File("/etc/kernel/cmdline.d/x".into()),
             Target::File("/boot/grub/grub.cfg".into()),
             Target::Knob("/etc/kernel/cmdline".into()),
+            Target::File("/etc/systemd/network/70-gputune-.link".into()),
+            Target::File("/etc/systemd/network/70-gputune-a/b.link".into()),
+            Target::File("/etc/systemd/network/99-default.link".into()),
+            Target::Ethtool("../../etc/shadow".into()),
+            Target::Ethtool("eth0/link.mtu".into()),
+            Target::Ethtool("eth0 x/ring.rx".into()),
         ] {
             assert!(target(&t).is_err(), "{t:?}");
         }
@@ -247,5 +256,11 @@ mod tests {
         );
         let err = steps(&[bad_link]).unwrap_err();
         assert!(err.starts_with("entry 1 ("), "{err}");
+        let bad_value = step(
+            Target::Ethtool("eth0/ring.rx".into()),
+            State::Present("8192; reboot".into()),
+        );
+        let err = steps(&[bad_value]).unwrap_err();
+        assert!(err.contains("not a number"), "{err}");
     }
 }
