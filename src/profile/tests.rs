@@ -528,8 +528,14 @@ fn nic_ring_and_channel_keys_take_their_word_or_a_count() {
         assert!(load(good).is_ok(), "{good}: {:?}", load(good).err());
     }
     for (bad, says) in [
-        ("\"ring.rx\" = { equals = \"maximum\" }", "neither `max` nor a count"),
-        ("\"channels.combined\" = { equals = \"local\" }", "neither `local_cpus` nor a count"),
+        (
+            "\"ring.rx\" = { equals = \"maximum\" }",
+            "neither `max` nor a count",
+        ),
+        (
+            "\"channels.combined\" = { equals = \"local\" }",
+            "neither `local_cpus` nor a count",
+        ),
         ("\"ring.rx\" = { min = 4096 }", "`min` does not apply"),
         ("\"offload.gro\" = { equals = true }", "expected a number"),
     ] {

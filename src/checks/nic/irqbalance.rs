@@ -163,7 +163,8 @@ mod tests {
 
     #[test]
     fn banned_irqs_in_every_spelling() {
-        let cmd = "/usr/sbin/irqbalance\0--foreground\0--banirq=98\0-i\x0099\0--banirq\x00100\0-i101\0";
+        let cmd =
+            "/usr/sbin/irqbalance\0--foreground\0--banirq=98\0-i\x0099\0--banirq\x00100\0-i101\0";
         assert_eq!(banned_irqs(cmd), vec![98, 99, 100, 101]);
         assert_eq!(banned_irqs(""), Vec::<u32>::new());
         assert_eq!(banned_irqs("irqbalance\0--banirq=x\0-i"), Vec::<u32>::new());
