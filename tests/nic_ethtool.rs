@@ -165,6 +165,7 @@ fn audit_apply_audit_rollback_on_a_veth() {
 "$G" apply --profile "$P" --only nic --yes; echo "--- rc $?"
 cat /etc/systemd/network/70-gputune-gt0.link; echo "--- link"
 "$G" audit --profile "$P" --only nic --format json; echo "--- rc $?"
+"$G" status; echo "--- rc $?"
 "$G" rollback; echo "--- rc $?"
 test -e /etc/systemd/network/70-gputune-gt0.link && echo "link left"; echo "--- gone"
 "$G" audit --profile "$P" --only nic --format json; echo "--- rc $?"
@@ -172,7 +173,7 @@ test -e /etc/systemd/network/70-gputune-gt0.link && echo "link left"; echo "--- 
     let out = in_ns(&ns, script, &profile, dir.path());
     let said = text(&out.stdout);
     let parts: Vec<&str> = said.split("--- ").collect();
-    assert_eq!(parts.len(), 8, "{said}{}", text(&out.stderr));
+    assert_eq!(parts.len(), 9, "{said}{}", text(&out.stderr));
     let rc = |i: usize| parts[i].lines().next().unwrap_or_default().to_string();
 
     // Before: GRO and the queue count fail with the ethtool fix; rings and pause skip.
@@ -222,14 +223,18 @@ test -e /etc/systemd/network/70-gputune-gt0.link && echo "link left"; echo "--- 
         "1 rx/tx (max 4)"
     );
 
-    // rollback restores the live values and removes the file.
+    // status reads the NIC settings back as live targets.
     assert_eq!(rc(5), "rc 0", "{said}");
+    assert!(parts[4].contains("ethtool gt0 offload.gro"), "{said}");
+
+    // rollback restores the live values and removes the file.
+    assert_eq!(rc(6), "rc 0", "{said}");
     assert!(
-        parts[4].contains("restored ethtool gt0 offload.gro"),
+        parts[5].contains("restored ethtool gt0 offload.gro"),
         "{said}"
     );
-    assert!(!parts[5].contains("link left"), "{said}");
-    let restored = json(parts[6].split_once('\n').unwrap().1);
+    assert!(!parts[6].contains("link left"), "{said}");
+    let restored = json(parts[7].split_once('\n').unwrap().1);
     for id in ["offload.gro.gt0", "channels.combined.gt0"] {
         assert_eq!(
             finding(&restored, id)["actual"],
