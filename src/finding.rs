@@ -103,6 +103,14 @@ pub enum Change {
     /// Steer an interrupt to CPUs (`/proc/irq/N/smp_affinity_list`), e.g. a NIC's queues to
     /// its local NUMA node. Live only: irqbalance may undo it.
     IrqAffinity { irq: u32, cpus: String },
+    /// A NIC setting through the kernel's ethtool netlink family (`ethtool -G/-K/-C/-A/-L`),
+    /// `knob` being its profile key (`ring.rx`, `offload.gro`; booleans are 0 or 1);
+    /// persisted in a systemd `.link` file for the interface.
+    Ethtool {
+        iface: String,
+        knob: String,
+        value: u32,
+    },
     /// A `[Login]` setting of systemd-logind, in `/etc/systemd/logind.conf.d/90-gputune.conf`
     /// (logind reads it when it restarts or the node boots).
     Logind { key: String, value: String },

@@ -17,6 +17,8 @@ pub struct Probes {
     pub nvml: Box<dyn NvmlProbe>,
     pub cuda: Box<dyn CudaProbe>,
     pub ethtool: Box<dyn EthtoolProbe>,
+    /// Rings, offloads, coalescing, pause and channels over ethtool netlink.
+    pub nic_settings: Box<dyn crate::host::ethtool::Ethtool>,
     pub routes: Box<dyn RouteProbe>,
     /// This process's resource limits and `/dev/shm`'s free space.
     pub limits: Box<dyn LimitsProbe>,
@@ -35,6 +37,7 @@ impl Probes {
                 nvml: Box::new(nvml::RealNvml),
                 cuda: Box::new(cuda::RealCuda),
                 ethtool: Box::new(ethtool::RealEthtool),
+                nic_settings: Box::new(crate::host::ethtool::netlink::Netlink),
                 routes: Box::new(route::Netlink),
                 limits: Box::new(LiveLimits),
                 firewall: Box::new(LiveFirewall(root.clone())),
@@ -50,6 +53,9 @@ impl Probes {
             nvml: Box::new(nvml::NoNvml(format!("NVML {reason}"))),
             cuda: Box::new(cuda::NoCuda(format!("libcuda {reason}"))),
             ethtool: Box::new(ethtool::NoEthtool(format!("ethtool {reason}"))),
+            nic_settings: Box::new(crate::host::ethtool::NoNic(format!(
+                "ethtool netlink {reason}"
+            ))),
             routes: Box::new(route::NoRoutes(format!("netlink {reason}"))),
             limits: Box::new(NoLimits(format!("getrlimit and statvfs {reason}"))),
             firewall: Box::new(NoFirewall(format!("the firewall tools {reason}"))),

@@ -11,6 +11,7 @@ use super::nft::{self, Nft};
 use super::target::{State, Target, knob_value};
 use crate::host::Root;
 use crate::host::cpulist::CpuList;
+use crate::host::ethtool::Ethtool;
 
 /// Reads and writes the state of targets.
 pub trait Io {
@@ -51,6 +52,7 @@ impl Io for HostIo<'_> {
                 .nft()?
                 .list_table()?
                 .map_or(State::Absent, State::Present)),
+            Target::Ethtool(p) => read_nic(self.nic()?, p),
         }
     }
 
@@ -65,6 +67,10 @@ impl Io for HostIo<'_> {
             }
             (Target::File(p) | Target::Link(p), State::Absent) => Ok(self.root.remove_file(p)?),
             (Target::Link(p), State::Present(dest)) => Ok(self.root.symlink(p, dest)?),
+            (Target::Ethtool(p), State::Present(v)) => write_nic(self.nic()?, p, v),
+            (Target::Ethtool(p), State::Absent) => Err(ApplyError::Refused(format!(
+                "ethtool {p} is a NIC setting and cannot be removed"
+            ))),
             (Target::NftTable, state) => {
                 let def = match state {
                     State::Present(d) => Some(d.as_str()),
@@ -76,7 +82,44 @@ impl Io for HostIo<'_> {
     }
 }
 
+/// A NIC setting's state: the number the kernel reports.
+pub fn read_nic(e: &dyn Ethtool, path: &str) -> Result<State, ApplyError> {
+    let (iface, knob) = super::nic::parse_target(path)
+        .ok_or_else(|| ApplyError::Refused(format!("`{path}` is not an IFACE/setting pair")))?;
+    match knob.read(e, iface) {
+        Ok(Some(v)) => Ok(State::Present(v.to_string())),
+        Ok(None) => Err(ApplyError::Refused(format!(
+            "the driver of {iface} reports no {knob}"
+        ))),
+        Err(err) => Err(ApplyError::Refused(err.to_string())),
+    }
+}
+
+/// Sets a NIC setting to the number `value`.
+pub fn write_nic(e: &dyn Ethtool, path: &str, value: &str) -> Result<(), ApplyError> {
+    let (iface, knob) = super::nic::parse_target(path)
+        .ok_or_else(|| ApplyError::Refused(format!("`{path}` is not an IFACE/setting pair")))?;
+    let v: u32 = value
+        .trim()
+        .parse()
+        .map_err(|_| ApplyError::Refused(format!("`{value}` is not a value for {knob}")))?;
+    e.set(iface, knob, v)
+        .map_err(|err| ApplyError::Refused(err.to_string()))
+}
+
 impl HostIo<'_> {
+    /// The kernel's ethtool netlink, only when the root's kernel is the running one.
+    fn nic(&self) -> Result<&'static dyn Ethtool, ApplyError> {
+        if has_live_kernel(self.root) {
+            Ok(&crate::host::ethtool::netlink::Netlink)
+        } else {
+            Err(ApplyError::Refused(format!(
+                "the root {} is not the running kernel's, so its NICs cannot be read or set",
+                self.root.dir().display()
+            )))
+        }
+    }
+
     fn nft(&self) -> Result<&dyn Nft, ApplyError> {
         self.nft.ok_or_else(|| {
             ApplyError::Nft(format!(

@@ -14,6 +14,7 @@ pub mod io;
 pub(crate) mod journal;
 pub(crate) mod lock;
 pub mod nft;
+pub mod nic;
 pub mod operator;
 pub(crate) mod owned;
 pub mod plan;

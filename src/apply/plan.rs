@@ -66,6 +66,7 @@ struct Builder {
     cmdline: Vec<(String, String)>,
     notes: Vec<String>,
     left_out: Vec<String>,
+    nic: super::nic::NicChanges,
 }
 
 impl Builder {
@@ -289,6 +290,7 @@ fn add(
             }
         }
         Change::Cgroup { slice, key, value } => add_cgroup(b, slice, key, value, root, options)?,
+        Change::Ethtool { iface, knob, value } => b.nic.add(iface, knob, *value)?,
     }
     Ok(())
 }
@@ -406,6 +408,11 @@ fn finish(
     for (what, target, value) in std::mem::take(&mut b.live) {
         want(&what, target, State::Present(value))?;
     }
+    let (nic_steps, nic_notes) = std::mem::take(&mut b.nic).steps(root, io, options)?;
+    for (what, target, after) in nic_steps {
+        want(&what, target, after)?;
+    }
+    b.notes.extend(nic_notes);
     if !b.ports.is_empty() {
         let table = firewall_table(&b.ports, io, options)?;
         if options.live_kernel {

@@ -247,6 +247,7 @@ fn target_item(
         Target::File(p) => (Kind::File, p.clone()),
         Target::Link(_) => (Kind::Link, step.target.label()),
         Target::NftTable => (Kind::Firewall, step.target.label()),
+        Target::Ethtool(_) => (Kind::Live, step.target.label()),
     };
     let mut item = Item {
         setting: clean_line(&setting),

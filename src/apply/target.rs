@@ -17,6 +17,9 @@ pub enum Target {
     Link(String),
     /// The nftables table `inet gputune` of the running kernel.
     NftTable,
+    /// A NIC setting through ethtool netlink, named `IFACE/KEY` (`eth0/offload.gro`); its
+    /// state is the number the kernel reports (0 or 1 for on/off settings).
+    Ethtool(String),
 }
 
 impl Target {
@@ -26,6 +29,10 @@ impl Target {
             Target::Knob(p) | Target::File(p) => p.clone(),
             Target::Link(p) => format!("{p} (link)"),
             Target::NftTable => "nftables table inet gputune".into(),
+            Target::Ethtool(p) => match super::nic::parse_target(p) {
+                Some((iface, knob)) => format!("ethtool {iface} {knob}"),
+                None => format!("ethtool {p}"),
+            },
         }
     }
 }

@@ -30,6 +30,14 @@ pub(crate) fn steps(steps: &[Step]) -> Result<(), String> {
 pub(crate) fn target(target: &Target) -> Result<(), String> {
     let path = match target {
         Target::NftTable => return Ok(()),
+        Target::Ethtool(p) => {
+            return super::nic::parse_target(p).map(|_| ()).ok_or_else(|| {
+                format!(
+                    "`{}` is not a NIC setting gputune apply writes",
+                    p.escape_debug()
+                )
+            });
+        }
         Target::Knob(p) | Target::File(p) | Target::Link(p) => p,
     };
     clean(path)?;
@@ -37,7 +45,7 @@ pub(crate) fn target(target: &Target) -> Result<(), String> {
         Target::Knob(p) => is_known_knob(p),
         Target::File(p) => is_owned_file(p),
         Target::Link(p) => p == firewall::UNIT_LINK,
-        Target::NftTable => true,
+        Target::NftTable | Target::Ethtool(_) => true,
     };
     if ok {
         Ok(())
@@ -65,6 +73,12 @@ fn states(step: &Step) -> Result<(), String> {
                 return Err(format!(
                     "the link would point to `{v}`, not {}",
                     firewall::UNIT_FILE
+                ));
+            }
+            if matches!(step.target, Target::Ethtool(_)) && v.parse::<u32>().is_err() {
+                return Err(format!(
+                    "a NIC setting's value `{}` is not a number",
+                    v.escape_debug()
                 ));
             }
             if matches!(step.target, Target::Knob(_)) && v.len() > 4096 {
@@ -146,6 +160,14 @@ fn is_owned_file(path: &str) -> bool {
     if OWNED.contains(&path) || EDITED.contains(&path) {
         return true;
     }
+    if let Some(iface) = path
+        .strip_prefix(super::nic::LINK_DIR)
+        .and_then(|r| r.strip_prefix('/'))
+        .and_then(|r| r.strip_prefix(super::nic::LINK_PREFIX))
+        .and_then(|r| r.strip_suffix(".link"))
+    {
+        return super::nic::valid_iface(iface);
+    }
     let Some(drop_in) = path
         .strip_prefix("/etc/systemd/system/")
         .and_then(|r| r.strip_suffix("/90-gputune.conf"))
@@ -187,6 +209,9 @@ mod tests {
             Target::File("/etc/systemd/logind.conf.d/90-gputune.conf".into()),
             Target::File("/etc/default/grub.d/90-gputune.cfg".into()),
             Target::File("/etc/kernel/cmdline".into()),
+            Target::File("/etc/systemd/network/70-gputune-ens1f0np0.link".into()),
+            Target::Ethtool("ens1f0np0/ring.rx".into()),
+            Target::Ethtool("eth0/offload.gro".into()),
             Target::NftTable,
         ] {
             assert_eq!(target(&t), Ok(()), "{t:?}");
@@ -216,6 +241,12 @@ mod tests {
             Target::File("/etc/kernel/cmdline.d/x".into()),
             Target::File("/boot/grub/grub.cfg".into()),
             Target::Knob("/etc/kernel/cmdline".into()),
+            Target::File("/etc/systemd/network/70-gputune-.link".into()),
+            Target::File("/etc/systemd/network/70-gputune-a/b.link".into()),
+            Target::File("/etc/systemd/network/99-default.link".into()),
+            Target::Ethtool("../../etc/shadow".into()),
+            Target::Ethtool("eth0/link.mtu".into()),
+            Target::Ethtool("eth0 x/ring.rx".into()),
         ] {
             assert!(target(&t).is_err(), "{t:?}");
         }
@@ -225,5 +256,11 @@ mod tests {
         );
         let err = steps(&[bad_link]).unwrap_err();
         assert!(err.starts_with("entry 1 ("), "{err}");
+        let bad_value = step(
+            Target::Ethtool("eth0/ring.rx".into()),
+            State::Present("8192; reboot".into()),
+        );
+        let err = steps(&[bad_value]).unwrap_err();
+        assert!(err.contains("not a number"), "{err}");
     }
 }

@@ -111,7 +111,6 @@ impl CpuList {
         Some(CpuList(set))
     }
 
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.0.len()
     }

@@ -9,6 +9,7 @@ pub(crate) mod cmdline;
 pub(crate) mod confine;
 pub mod cpulist;
 pub(crate) mod cudnn;
+pub mod ethtool;
 pub(crate) mod exec;
 pub(crate) mod kmsg;
 pub mod ldcache;

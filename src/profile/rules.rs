@@ -120,6 +120,15 @@ pub(super) fn parse_setting(
             set_by: String::new(),
         });
     }
+    if let Some((_, word)) = WORD_OR_COUNT.iter().find(|(k, _)| *k == key) {
+        for value in rule.equals.iter().chain(rule.one_of.iter().flatten()) {
+            if value != word && value.parse::<u32>().is_err() {
+                return Err(format!(
+                    "`{value}` is neither `{word}` nor a count (e.g. equals = \"{word}\" or equals = 4096)"
+                ));
+            }
+        }
+    }
     if rule.one_of.as_ref().is_some_and(Vec::is_empty) {
         return Err("`one_of` is empty".into());
     }
@@ -147,6 +156,14 @@ pub(super) fn parse_setting(
     })
 }
 
+/// Text keys that take one word or a count: the NIC ring sizes (`max`: the NIC's maximum)
+/// and queue count (`local_cpus`: one per CPU of the NIC's NUMA node).
+const WORD_OR_COUNT: &[(&str, &str)] = &[
+    ("ring.rx", "max"),
+    ("ring.tx", "max"),
+    ("channels.combined", "local_cpus"),
+];
+
 pub(super) fn amount(value: &toml::Value) -> Result<Amount, String> {
     match value {
         toml::Value::Integer(n) => Ok(Amount::Finite(*n as i128)),
@@ -165,6 +182,8 @@ pub(super) fn number_text(value: &toml::Value) -> Result<String, String> {
 pub(super) fn text(value: &toml::Value) -> Result<String, String> {
     match value {
         toml::Value::String(s) => Ok(s.clone()),
+        // Keys that take a word or a count (`ring.rx = "max"` or `4096`).
+        toml::Value::Integer(n) if *n >= 0 => Ok(n.to_string()),
         other => Err(format!("expected text, found {}", other.type_str())),
     }
 }

@@ -585,3 +585,37 @@ fn a_severity_alone_keeps_the_inherited_rule_and_the_most_specific_key_governs()
     );
     assert!(p.governing(Area::Memory, "net.core.rmem_max").is_none());
 }
+
+#[test]
+fn nic_ring_and_channel_keys_take_their_word_or_a_count() {
+    let load = |body: &str| {
+        let tree = Tree::new();
+        let path = tree.profile("/p/nic.toml", &format!("[nic]\n{body}\n"));
+        Loader::new(&tree.root(), &crate::checks::keys).load(&path)
+    };
+    for good in [
+        "\"ring.rx\" = { equals = \"max\" }",
+        "\"ring.tx\" = { equals = 4096 }",
+        "\"channels.combined\" = { equals = \"local_cpus\" }",
+        "\"channels.combined\" = { one_of = [8, 16] }",
+        "\"offload.gro\" = { equals = 1 }",
+    ] {
+        assert!(load(good).is_ok(), "{good}: {:?}", load(good).err());
+    }
+    for (bad, says) in [
+        (
+            "\"ring.rx\" = { equals = \"maximum\" }",
+            "neither `max` nor a count",
+        ),
+        (
+            "\"channels.combined\" = { equals = \"local\" }",
+            "neither `local_cpus` nor a count",
+        ),
+        ("\"ring.rx\" = { min = 4096 }", "`min` does not apply"),
+        ("\"offload.gro\" = { equals = true }", "expected a number"),
+    ] {
+        let err = load(bad).unwrap_err().to_string();
+        assert!(err.contains(says), "{bad}: {err}");
+        assert!(err.contains("nic.toml:2"), "{bad}: {err}");
+    }
+}

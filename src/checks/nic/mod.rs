@@ -3,8 +3,10 @@
 //! should use. Which NICs are judged: the one routing to `--peer`, else the RDMA-capable
 //! ones, else the default route's, else the fastest one that is up.
 
+pub mod ethtool;
 pub mod hcacount;
 pub mod irq;
+pub mod irqbalance;
 pub mod ncclconf;
 pub mod ncclenv;
 pub mod peer;
@@ -69,6 +71,66 @@ pub const KEYS: &[KeySpec] = &[
         why: "A path that carries smaller packets than the NICs are set for (a switch port left at 1500) fragments or black-holes jumbo frames; RoCE and NCCL sockets stall.",
     },
     KeySpec {
+        key: "ring.rx",
+        kind: Text,
+        why: "A burst from several all-reduce peers fills a default-sized rx ring (1024 descriptors) in microseconds at 100 Gb/s; what does not fit is dropped (rx_out_of_buffer) and TCP backs off. NVIDIA's ConnectX tuning guide raises it to the maximum (8192). `max` asks for the NIC's maximum, a number for that many descriptors (capped at the maximum).",
+    },
+    KeySpec {
+        key: "ring.tx",
+        kind: Text,
+        why: "A deeper tx ring lets NCCL's socket threads queue whole chunks without waiting for the NIC to drain; NVIDIA's ConnectX tuning guide raises it with the rx ring. `max` or a number of descriptors, as for ring.rx.",
+    },
+    KeySpec {
+        key: "offload.gro",
+        kind: Number,
+        why: "GRO merges a TCP stream's packets before the stack sees them; without it NCCL's socket transport spends a CPU core per few Gb/s on per-packet work. 1 asks for it on.",
+    },
+    KeySpec {
+        key: "offload.lro",
+        kind: Number,
+        why: "LRO merges packets in the NIC but mangles forwarded traffic (bridges, container networks, routing) and is ignored by some drivers in favour of hardware GRO; 0 asks for it off on nodes that forward.",
+    },
+    KeySpec {
+        key: "offload.tso",
+        kind: Number,
+        why: "TSO lets the NIC cut 64 KiB sends into MTU-sized packets; without it the CPU segments every NCCL send. 1 asks for it on.",
+    },
+    KeySpec {
+        key: "offload.gso",
+        kind: Number,
+        why: "GSO segments in software just before the driver when the NIC cannot, which still saves a trip through the stack per packet; 1 asks for it on.",
+    },
+    KeySpec {
+        key: "coalesce.adaptive_rx",
+        kind: Number,
+        why: "Adaptive interrupt moderation lengthens the interrupt interval under bulk all-reduce traffic and shortens it for small messages (mlx5's default, which NVIDIA recommends for throughput); 1 asks for it on.",
+    },
+    KeySpec {
+        key: "coalesce.adaptive_tx",
+        kind: Number,
+        why: "Adaptive moderation of transmit-completion interrupts frees CPU under bulk sends; 1 asks for it on.",
+    },
+    KeySpec {
+        key: "coalesce.rx_usecs",
+        kind: Number,
+        why: "A fixed receive-interrupt delay: too short costs an interrupt per few packets at 100 Gb/s, too long adds latency to every small NCCL message (it only holds with adaptive-rx off).",
+    },
+    KeySpec {
+        key: "pause.rx",
+        kind: Number,
+        why: "802.3x pause frames stop the link when a receiver's buffer fills: RoCE without PFC needs them for a lossless fabric, while on a TCP fabric one slow receiver pausing a switch port stalls every flow behind it. 1 asks for them honoured, 0 ignored.",
+    },
+    KeySpec {
+        key: "pause.tx",
+        kind: Number,
+        why: "Whether the NIC sends 802.3x pause frames when its own buffers fill: lossless RoCE without PFC needs it, a TCP fabric is better off dropping and letting TCP back off. 1 asks for it on, 0 off.",
+    },
+    KeySpec {
+        key: "channels.combined",
+        kind: Text,
+        why: "Each queue has its own interrupt and CPU: one queue per CPU of the NIC's NUMA node (local_cpus) spreads NCCL's socket streams (RSS) over the CPUs next to the NIC, neither crowding a few of them nor spilling onto the far socket. `local_cpus` or a number of queues (capped at the driver's maximum; rx/tx queue pairs where the driver has no combined ones).",
+    },
+    KeySpec {
         key: "driver_version.*",
         kind: Version,
         why: "NIC and HCA drivers fix GPUDirect RDMA and RoCE bugs release by release; nodes of one fleet should run the version it was qualified with.",
@@ -106,10 +168,14 @@ pub fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
             match key.as_str() {
                 "link.speed_mbps" => findings.push(speed(ctx, nic, setting)),
                 "link.mtu" => findings.push(mtu(ctx, nic, setting)),
-                "irq.numa_local" => findings.extend(irq::audit(ctx, inv, nic, setting)),
+                "irq.numa_local" => {
+                    findings.extend(irq::audit(ctx, inv, nic, setting));
+                    findings.extend(irqbalance::audit(ctx, nic, setting));
+                }
                 _ => {}
             }
         }
+        findings.extend(ethtool::audit(ctx, nic));
         if let Some(f) = numa_placement(inv, nic) {
             findings.push(f);
         }

@@ -53,8 +53,37 @@ const KEY_CHECKS: &[(&str, &[&str], &str)] = &[
     ),
     (
         "irq.numa_local",
-        &["irq.numa_local.NIC", "irq.numa_local.NIC.IRQ"],
-        "/proc/irq/IRQ/smp_affinity_list and effective_affinity_list of the NIC's MSI interrupts, against its NUMA node's CPUs.",
+        &[
+            "irq.numa_local.NIC",
+            "irq.numa_local.NIC.IRQ",
+            "irq.numa_local.NIC.irqbalance",
+        ],
+        "/proc/irq/IRQ/smp_affinity_list and effective_affinity_list of the NIC's MSI interrupts, against its NUMA node's CPUs; a running irqbalance (/proc/PID/comm, its --banirq arguments and IRQBALANCE_BANNED_CPULIST) that would move them back.",
+    ),
+    (
+        "ring.",
+        &["KEY.NIC"],
+        "The kernel's ethtool netlink family (ETHTOOL_MSG_RINGS_GET, as ethtool -g): ring sizes and their maxima; live node only.",
+    ),
+    (
+        "offload.",
+        &["KEY.NIC"],
+        "ethtool netlink ETHTOOL_MSG_FEATURES_GET (as ethtool -k): active and changeable features; live node only.",
+    ),
+    (
+        "coalesce.",
+        &["KEY.NIC"],
+        "ethtool netlink ETHTOOL_MSG_COALESCE_GET (as ethtool -c); live node only.",
+    ),
+    (
+        "pause.",
+        &["KEY.NIC"],
+        "ethtool netlink ETHTOOL_MSG_PAUSE_GET (as ethtool -a); live node only.",
+    ),
+    (
+        "channels.combined",
+        &["channels.combined.NIC"],
+        "ethtool netlink ETHTOOL_MSG_CHANNELS_GET (as ethtool -l), against the CPUs in /sys/class/net/NIC/device/local_cpulist; live node only.",
     ),
     (
         "rdma.",
