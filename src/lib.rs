@@ -23,6 +23,7 @@ pub mod host;
 pub mod image;
 pub(crate) mod inventory;
 pub(crate) mod preflight;
+pub(crate) mod probe_error;
 pub(crate) mod probes;
 pub mod profile;
 pub(crate) mod report;

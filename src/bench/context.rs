@@ -373,7 +373,7 @@ pub fn nics_to(
     let mut indexes = BTreeSet::new();
     for peer in peers {
         // The probe's error names the peer.
-        indexes.insert(routes.route_to(*peer)?);
+        indexes.insert(routes.route_to(*peer).map_err(|e| e.to_string())?);
     }
     let names = root
         .list_dir("/sys/class/net")

@@ -52,7 +52,7 @@ struct TopoJson<'a> {
     rdma_devices: &'a [crate::inventory::rdma::RdmaDevice],
     affinity: Matrix,
     /// Why NVML facts (names, NVLink) are missing, when they are.
-    nvml_skipped: Option<&'a str>,
+    nvml_skipped: Option<String>,
 }
 
 pub(crate) fn json(inv: &Inventory, affinity: Matrix) -> String {
@@ -64,7 +64,7 @@ pub(crate) fn json(inv: &Inventory, affinity: Matrix) -> String {
         skipped_nics: &inv.skipped_nics,
         rdma_devices: &inv.rdma,
         affinity,
-        nvml_skipped: inv.nvml.as_ref().err().map(String::as_str),
+        nvml_skipped: inv.nvml.as_ref().err().map(ToString::to_string),
     };
     // Serialising plain data with string keys cannot fail.
     serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"

@@ -1,31 +1,33 @@
 //! The CUDA driver API version for the audit, through [`crate::ffi::cuda`], behind a trait
 //! so tests can give any answer.
 
+use crate::probe_error::ProbeError;
+
 /// The soname the NVIDIA driver installs.
 pub(crate) const CUDA_LIBRARY: &str = crate::ffi::cuda::LIBCUDA;
 
 /// A source of the CUDA driver version: the real library, or a fixed answer in tests.
 pub trait CudaProbe {
     /// `12.4`, or why it cannot be known (shown as the skip reason).
-    fn driver_version(&self) -> Result<String, String>;
+    fn driver_version(&self) -> Result<String, ProbeError>;
 }
 
 /// `libcuda.so.1` loaded at run time.
 pub(crate) struct RealCuda;
 
 impl CudaProbe for RealCuda {
-    fn driver_version(&self) -> Result<String, String> {
+    fn driver_version(&self) -> Result<String, ProbeError> {
         use crate::ffi::cuda::{self, CudaError};
         match cuda::driver_version() {
             Ok(version) => Ok(super::nvml::cuda_version_text(version)),
-            Err(CudaError::NoDriver(e)) => Err(format!(
+            Err(CudaError::NoDriver(e)) => Err(ProbeError::Absent(format!(
                 "NVIDIA driver not found ({CUDA_LIBRARY} cannot be loaded: {})",
                 e.message
-            )),
-            Err(CudaError::Call { code, .. }) => {
-                Err(format!("cuDriverGetVersion failed with {code}"))
-            }
-            Err(e) => Err(e.to_string()),
+            ))),
+            Err(CudaError::Call { code, .. }) => Err(ProbeError::Failed(format!(
+                "cuDriverGetVersion failed with {code}"
+            ))),
+            Err(e) => Err(ProbeError::Failed(e.to_string())),
         }
     }
 }
@@ -34,8 +36,8 @@ impl CudaProbe for RealCuda {
 pub(crate) struct NoCuda(pub String);
 
 impl CudaProbe for NoCuda {
-    fn driver_version(&self) -> Result<String, String> {
-        Err(self.0.clone())
+    fn driver_version(&self) -> Result<String, ProbeError> {
+        Err(ProbeError::NotLive(self.0.clone()))
     }
 }
 
@@ -48,7 +50,7 @@ mod tests {
         if std::path::Path::new("/proc/driver/nvidia/version").exists() {
             return;
         }
-        let reason = RealCuda.driver_version().unwrap_err();
+        let reason = RealCuda.driver_version().unwrap_err().to_string();
         assert!(reason.contains(CUDA_LIBRARY), "{reason}");
     }
 }

@@ -6,6 +6,7 @@ use std::os::fd::AsFd;
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, socket};
 
 use crate::ffi::linux;
+use crate::probe_error::ProbeError;
 
 /// What `ethtool -i` shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,23 +20,23 @@ pub struct DriverInfo {
 /// A source of driver info: the real ioctl, or fixed answers in tests.
 pub trait EthtoolProbe {
     /// Driver info of interface `name`, or why it cannot be read.
-    fn driver_info(&self, name: &str) -> Result<DriverInfo, String>;
+    fn driver_info(&self, name: &str) -> Result<DriverInfo, ProbeError>;
 }
 
 /// The real ioctl on an `AF_INET` datagram socket.
 pub(crate) struct RealEthtool;
 
 impl EthtoolProbe for RealEthtool {
-    fn driver_info(&self, name: &str) -> Result<DriverInfo, String> {
+    fn driver_info(&self, name: &str) -> Result<DriverInfo, ProbeError> {
         let socket = socket(
             AddressFamily::Inet,
             SockType::Datagram,
             SockFlag::SOCK_CLOEXEC,
             None,
         )
-        .map_err(|e| format!("socket: {}", std::io::Error::from(e)))?;
+        .map_err(|e| ProbeError::Failed(format!("socket: {}", std::io::Error::from(e))))?;
         let info = linux::ethtool_drvinfo(socket.as_fd(), name)
-            .map_err(|e| format!("ETHTOOL_GDRVINFO on {name}: {e}"))?;
+            .map_err(|e| ProbeError::of_io(format!("ETHTOOL_GDRVINFO on {name}: {e}"), &e))?;
         Ok(DriverInfo {
             driver: info.driver(),
             version: info.version(),
@@ -49,8 +50,8 @@ impl EthtoolProbe for RealEthtool {
 pub(crate) struct NoEthtool(pub String);
 
 impl EthtoolProbe for NoEthtool {
-    fn driver_info(&self, _name: &str) -> Result<DriverInfo, String> {
-        Err(self.0.clone())
+    fn driver_info(&self, _name: &str) -> Result<DriverInfo, ProbeError> {
+        Err(ProbeError::NotLive(self.0.clone()))
     }
 }
 
@@ -68,7 +69,9 @@ mod tests {
         let err = RealEthtool
             .driver_info("gputune-none0")
             .expect_err("no such interface");
-        assert!(err.contains("gputune-none0"), "{err}");
+        assert!(err.to_string().contains("gputune-none0"), "{err}");
+        // No such interface is an absence, not a failure of the call.
+        assert!(matches!(err, ProbeError::Absent(_)), "{err:?}");
         assert!(RealEthtool.driver_info("").is_err());
     }
 

@@ -38,7 +38,7 @@ pub(crate) struct Inventory {
     pub rdma: Vec<RdmaDevice>,
     /// NVML facts, or why there are none.
     #[serde(skip)]
-    pub nvml: Result<NvmlFacts, String>,
+    pub nvml: Result<NvmlFacts, crate::probe_error::ProbeError>,
 }
 
 impl Inventory {
@@ -105,7 +105,9 @@ impl Inventory {
             }
         }
         let nvml = if gpus.is_empty() {
-            Err("no NVIDIA GPU on the PCI bus".to_string())
+            Err(crate::probe_error::ProbeError::Absent(
+                "no NVIDIA GPU on the PCI bus".to_string(),
+            ))
         } else {
             probes.nvml.probe()
         };

@@ -6,6 +6,8 @@ use std::ffi::OsStr;
 
 use serde::Serialize;
 
+use crate::probe_error::ProbeError;
+
 /// The soname drivers ship (many installs lack the unversioned `libnvidia-ml.so`).
 pub(crate) const NVML_LIBRARY: &str = "libnvidia-ml.so.1";
 
@@ -68,7 +70,7 @@ pub struct NvmlFacts {
 /// A source of NVML facts: the real library, or a fixed answer in tests.
 pub trait NvmlProbe {
     /// The facts, or why NVML cannot give them (shown as the skip reason).
-    fn probe(&self) -> Result<NvmlFacts, String>;
+    fn probe(&self) -> Result<NvmlFacts, ProbeError>;
 }
 
 /// `00000000:3B:00.0` (NVML) → `0000:3b:00.0` (sysfs).
@@ -89,7 +91,7 @@ pub(crate) fn cuda_version_text(code: i32) -> String {
 pub(crate) struct RealNvml;
 
 impl NvmlProbe for RealNvml {
-    fn probe(&self) -> Result<NvmlFacts, String> {
+    fn probe(&self) -> Result<NvmlFacts, ProbeError> {
         use nvml_wrapper::error::NvmlError;
         use nvml_wrapper::{
             Nvml, enum_wrappers::device::EccCounter, enum_wrappers::device::MemoryError,
@@ -99,16 +101,20 @@ impl NvmlProbe for RealNvml {
             .lib_path(OsStr::new(NVML_LIBRARY))
             .init()
             .map_err(|e| match e {
-                NvmlError::LibloadingError(_) | NvmlError::LibraryNotFound => {
-                    format!("NVIDIA driver not found ({NVML_LIBRARY} cannot be loaded)")
+                NvmlError::LibloadingError(_) | NvmlError::LibraryNotFound => ProbeError::Absent(
+                    format!("NVIDIA driver not found ({NVML_LIBRARY} cannot be loaded)"),
+                ),
+                NvmlError::DriverNotLoaded => {
+                    ProbeError::Absent("NVIDIA driver not loaded".to_string())
                 }
-                NvmlError::DriverNotLoaded => "NVIDIA driver not loaded".to_string(),
-                NvmlError::NoPermission => "no permission to use NVML".to_string(),
-                other => format!("NVML failed to start: {other}"),
+                NvmlError::NoPermission => {
+                    ProbeError::Denied("no permission to use NVML".to_string())
+                }
+                other => ProbeError::Failed(format!("NVML failed to start: {other}")),
             })?;
         let count = nvml
             .device_count()
-            .map_err(|e| format!("NVML cannot count GPUs: {e}"))?;
+            .map_err(|e| ProbeError::Failed(format!("NVML cannot count GPUs: {e}")))?;
         let mut gpus = Vec::new();
         for index in 0..count {
             let Ok(device) = nvml.device_by_index(index) else {
@@ -168,8 +174,8 @@ impl NvmlProbe for RealNvml {
 pub(crate) struct NoNvml(pub String);
 
 impl NvmlProbe for NoNvml {
-    fn probe(&self) -> Result<NvmlFacts, String> {
-        Err(self.0.clone())
+    fn probe(&self) -> Result<NvmlFacts, ProbeError> {
+        Err(ProbeError::NotLive(self.0.clone()))
     }
 }
 
@@ -179,7 +185,7 @@ pub(crate) struct FixedNvml(pub NvmlFacts);
 
 #[cfg(test)]
 impl NvmlProbe for FixedNvml {
-    fn probe(&self) -> Result<NvmlFacts, String> {
+    fn probe(&self) -> Result<NvmlFacts, ProbeError> {
         Ok(self.0.clone())
     }
 }
@@ -202,7 +208,7 @@ mod tests {
         if std::path::Path::new("/proc/driver/nvidia/version").exists() {
             return;
         }
-        let reason = RealNvml.probe().unwrap_err();
+        let reason = RealNvml.probe().unwrap_err().to_string();
         assert!(reason.contains("NVIDIA driver"), "{reason}");
     }
 }

@@ -17,12 +17,14 @@ use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
 use nix::sys::socket::{setsockopt, sockopt};
 use nix::sys::time::TimeVal;
 
+use crate::probe_error::ProbeError;
+
 /// A source of routing answers: the kernel over netlink, or fixed answers in tests.
 pub trait RouteProbe {
     /// Interface indexes of the default route with the lowest metric (several for ECMP).
-    fn default_route(&self) -> Result<Vec<u32>, String>;
+    fn default_route(&self) -> Result<Vec<u32>, ProbeError>;
     /// Interface index the kernel would send to `peer` from.
-    fn route_to(&self, peer: IpAddr) -> Result<u32, String>;
+    fn route_to(&self, peer: IpAddr) -> Result<u32, ProbeError>;
 }
 
 /// One route from a netlink answer.
@@ -69,18 +71,19 @@ pub(crate) struct Parsed {
 
 /// Parses the messages of one netlink datagram; an error message with a code is the
 /// kernel's refusal (e.g. "Network is unreachable").
-pub(crate) fn parse_routes(buf: &[u8]) -> Result<Parsed, String> {
+pub(crate) fn parse_routes(buf: &[u8]) -> Result<Parsed, ProbeError> {
     let mut out = Parsed::default();
     let mut at = 0;
     while at < buf.len() {
         let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[at..])
-            .map_err(|e| format!("malformed netlink answer: {e}"))?;
+            .map_err(|e| ProbeError::Failed(format!("malformed netlink answer: {e}")))?;
         let len = msg.header.length as usize;
         match msg.payload {
             NetlinkPayload::Done(_) => out.done = true,
             NetlinkPayload::Error(e) => {
                 if let Some(code) = e.code {
-                    return Err(std::io::Error::from_raw_os_error(-code.get()).to_string());
+                    let refusal = std::io::Error::from_raw_os_error(-code.get());
+                    return Err(ProbeError::of_io(refusal.to_string(), &refusal));
                 }
             }
             NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewRoute(r)) => {
@@ -145,24 +148,25 @@ pub(crate) struct Netlink;
 const ANSWER_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Netlink {
-    fn ask(&self, family: AddressFamily, dst: Option<IpAddr>) -> Result<Vec<Route>, String> {
-        let mut socket = Socket::new(NETLINK_ROUTE).map_err(|e| format!("netlink socket: {e}"))?;
+    fn ask(&self, family: AddressFamily, dst: Option<IpAddr>) -> Result<Vec<Route>, ProbeError> {
+        let mut socket = Socket::new(NETLINK_ROUTE)
+            .map_err(|e| ProbeError::of_io(format!("netlink socket: {e}"), &e))?;
         socket
             .bind_auto()
-            .map_err(|e| format!("netlink bind: {e}"))?;
+            .map_err(|e| ProbeError::of_io(format!("netlink bind: {e}"), &e))?;
         socket
             .connect(&SocketAddr::new(0, 0))
-            .map_err(|e| format!("netlink connect: {e}"))?;
+            .map_err(|e| ProbeError::of_io(format!("netlink connect: {e}"), &e))?;
         set_receive_timeout(&socket, ANSWER_LIMIT)?;
         socket
             .send(&request(family, dst, 1), 0)
-            .map_err(|e| format!("netlink send: {e}"))?;
+            .map_err(|e| ProbeError::of_io(format!("netlink send: {e}"), &e))?;
         let mut routes = Vec::new();
         let mut buf = vec![0u8; 64 * 1024];
         loop {
             let n = socket
                 .recv(&mut &mut buf[..], 0)
-                .map_err(|e| format!("netlink recv: {e}"))?;
+                .map_err(|e| ProbeError::of_io(format!("netlink recv: {e}"), &e))?;
             let parsed = parse_routes(&buf[..n.min(buf.len())])?;
             routes.extend(parsed.routes);
             // A lookup answers with one message; a dump ends with NLMSG_DONE.
@@ -174,14 +178,18 @@ impl Netlink {
 }
 
 /// `SO_RCVTIMEO`, so a kernel that never answers cannot hang the audit.
-fn set_receive_timeout(socket: &Socket, limit: std::time::Duration) -> Result<(), String> {
+fn set_receive_timeout(socket: &Socket, limit: std::time::Duration) -> Result<(), ProbeError> {
     let tv = TimeVal::new(limit.as_secs() as libc::time_t, 0);
-    setsockopt(socket, sockopt::ReceiveTimeout, &tv)
-        .map_err(|e| format!("netlink socket timeout: {}", std::io::Error::from(e)))
+    setsockopt(socket, sockopt::ReceiveTimeout, &tv).map_err(|e| {
+        ProbeError::Failed(format!(
+            "netlink socket timeout: {}",
+            std::io::Error::from(e)
+        ))
+    })
 }
 
 impl RouteProbe for Netlink {
-    fn default_route(&self) -> Result<Vec<u32>, String> {
+    fn default_route(&self) -> Result<Vec<u32>, ProbeError> {
         let v4 = self.ask(AddressFamily::Inet, None)?;
         let picked = pick_default(&v4);
         if !picked.is_empty() {
@@ -191,16 +199,18 @@ impl RouteProbe for Netlink {
         Ok(pick_default(&v6))
     }
 
-    fn route_to(&self, peer: IpAddr) -> Result<u32, String> {
+    fn route_to(&self, peer: IpAddr) -> Result<u32, ProbeError> {
         let family = match peer {
             IpAddr::V4(_) => AddressFamily::Inet,
             IpAddr::V6(_) => AddressFamily::Inet6,
         };
         self.ask(family, Some(peer))
-            .map_err(|e| format!("no route to {peer}: {e}"))?
+            .map_err(|e| e.reworded(|e| format!("no route to {peer}: {e}")))?
             .into_iter()
             .find_map(|r| r.oifs.first().copied())
-            .ok_or_else(|| format!("the kernel's route to {peer} names no interface"))
+            .ok_or_else(|| {
+                ProbeError::Failed(format!("the kernel's route to {peer} names no interface"))
+            })
     }
 }
 
@@ -208,11 +218,11 @@ impl RouteProbe for Netlink {
 pub(crate) struct NoRoutes(pub String);
 
 impl RouteProbe for NoRoutes {
-    fn default_route(&self) -> Result<Vec<u32>, String> {
-        Err(self.0.clone())
+    fn default_route(&self) -> Result<Vec<u32>, ProbeError> {
+        Err(ProbeError::NotLive(self.0.clone()))
     }
-    fn route_to(&self, _peer: IpAddr) -> Result<u32, String> {
-        Err(self.0.clone())
+    fn route_to(&self, _peer: IpAddr) -> Result<u32, ProbeError> {
+        Err(ProbeError::NotLive(self.0.clone()))
     }
 }
 
@@ -243,15 +253,15 @@ pub(crate) struct FixedRoutes {
 
 #[cfg(test)]
 impl RouteProbe for FixedRoutes {
-    fn default_route(&self) -> Result<Vec<u32>, String> {
+    fn default_route(&self) -> Result<Vec<u32>, ProbeError> {
         Ok(self.default.clone())
     }
-    fn route_to(&self, peer: IpAddr) -> Result<u32, String> {
+    fn route_to(&self, peer: IpAddr) -> Result<u32, ProbeError> {
         self.peers
             .iter()
             .find(|(p, _)| *p == peer)
             .map(|(_, i)| *i)
-            .ok_or_else(|| format!("no route to {peer}"))
+            .ok_or_else(|| ProbeError::Absent(format!("no route to {peer}")))
     }
 }
 
@@ -331,7 +341,9 @@ mod tests {
         let mut buf = vec![0u8; err.buffer_len()];
         err.serialize(&mut buf);
         let e = parse_routes(&buf).unwrap_err();
-        assert!(e.contains("unreachable"), "{e}");
+        assert!(e.to_string().contains("unreachable"), "{e}");
+        // The kernel refused (ENETUNREACH): the call failed, nothing is merely absent.
+        assert!(matches!(e, ProbeError::Failed(_)), "{e:?}");
         assert_eq!(parse_routes(&[]).unwrap(), Parsed::default());
     }
 

@@ -215,7 +215,7 @@ pub(crate) fn nvlink_count(ctx: &Context, inv: &Inventory, setting: &Setting) ->
 
 fn nvml_reason(inv: &Inventory) -> String {
     match &inv.nvml {
-        Err(reason) => reason.clone(),
+        Err(reason) => reason.to_string(),
         Ok(_) => "NVML does not list this GPU".into(),
     }
 }

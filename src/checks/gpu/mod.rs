@@ -152,11 +152,11 @@ fn nvml(inv: &Inventory) -> Vec<Finding> {
         return vec![];
     }
     if let Err(reason) = &inv.nvml {
-        return vec![
-            Check::new("gpu.nvml", Area::Gpu)
-                .expected("NVML available")
-                .skip(format!("skipped: {reason}; sysfs facts are still shown")),
-        ];
+        let check = Check::new("gpu.nvml", Area::Gpu).expected("NVML available");
+        return vec![reason.finding(
+            &check,
+            format!("skipped: {reason}; sysfs facts are still shown"),
+        )];
     }
     let mut out = Vec::new();
     for g in &inv.gpus {

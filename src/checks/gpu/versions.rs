@@ -83,7 +83,7 @@ pub(crate) fn cuda(ctx: &Context, inv: &Inventory, probes: &Probes, setting: &Se
         Some(v) => (v, "NVML".to_string()),
         None => match probes.cuda.driver_version() {
             Ok(v) => (v, "cuDriverGetVersion in libcuda.so.1".to_string()),
-            Err(reason) => return check.skip(reason),
+            Err(reason) => return reason.finding(&check, reason.to_string()),
         },
     };
     value_by_rule(

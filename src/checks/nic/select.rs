@@ -182,7 +182,7 @@ pub fn split_peer(text: &str) -> (String, Option<u16>) {
 fn peer_nic<'a>(inv: &'a Inventory, probes: &Probes, peer: &str) -> Result<&'a Nic, String> {
     let (host, _) = split_peer(peer);
     let addr = resolve(&host)?;
-    let ifindex = probes.routes.route_to(addr)?;
+    let ifindex = probes.routes.route_to(addr).map_err(|e| e.to_string())?;
     inv.nics
         .iter()
         .find(|n| n.ifindex == Some(ifindex))
