@@ -80,6 +80,13 @@ pub enum BenchError {
     /// Something stopped the job: a rank left, a library is missing (exit 3).
     #[error("{0}")]
     Runtime(String),
+    /// NCCL refused or failed, as the library said (exit 3): kept typed so the caller can
+    /// tell a call that failed from a library that is missing or too old.
+    #[error(transparent)]
+    Nccl(#[from] crate::ffi::nccl::NcclError),
+    /// The CUDA driver refused or failed (exit 3).
+    #[error(transparent)]
+    Cuda(#[from] crate::ffi::cuda::CudaError),
     /// A transfer with another rank failed (exit 3); `peer` is that rank, the one this rank
     /// suspects when rank 0 decides whom to blame.
     #[error("{reason}")]
@@ -97,9 +104,11 @@ impl BenchError {
     pub(crate) fn exit_code(&self) -> ExitCode {
         match self {
             BenchError::Usage(_) => ExitCode::Usage,
-            BenchError::Runtime(_) | BenchError::Transfer { .. } | BenchError::Stdout(_) => {
-                ExitCode::Runtime
-            }
+            BenchError::Runtime(_)
+            | BenchError::Nccl(_)
+            | BenchError::Cuda(_)
+            | BenchError::Transfer { .. }
+            | BenchError::Stdout(_) => ExitCode::Runtime,
             BenchError::Failed(_) => ExitCode::Findings,
         }
     }

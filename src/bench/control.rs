@@ -523,7 +523,15 @@ impl Group {
     /// Turns this rank's error into the job's verdict: the reason rank 0 settles on when it
     /// has one (naming the rank that is missing), else this rank's own.
     pub(crate) fn fail(&mut self, err: BenchError) -> BenchError {
-        if self.world == 1 || !matches!(err, BenchError::Runtime(_) | BenchError::Transfer { .. }) {
+        if self.world == 1
+            || !matches!(
+                err,
+                BenchError::Runtime(_)
+                    | BenchError::Nccl(_)
+                    | BenchError::Cuda(_)
+                    | BenchError::Transfer { .. }
+            )
+        {
             self.abort(err.to_string());
             return err;
         }

@@ -34,7 +34,7 @@ const STREAM_NON_BLOCKING: c_uint = 1;
 
 /// Why CUDA cannot be used.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum CudaError {
+pub enum CudaError {
     #[error("no CUDA driver: {0}")]
     NoDriver(LoadError),
     #[error("no GPU: the CUDA driver found no device ({0})")]

@@ -16,7 +16,7 @@ pub(crate) struct Loaded<T> {
 /// A library that could not be loaded: where, and the loader's words.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot load {}: {message}", path.display())]
-pub(crate) struct LoadError {
+pub struct LoadError {
     pub path: PathBuf,
     pub message: String,
 }

@@ -18,7 +18,7 @@ pub(crate) use types::{CollectiveCall, Config, DataType, NcclResult, NcclVersion
 
 /// Why NCCL could not be used.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum NcclError {
+pub enum NcclError {
     #[error(transparent)]
     Load(#[from] LoadError),
     #[error("{} has no symbol {symbol} (too old or not NCCL)", path.display())]

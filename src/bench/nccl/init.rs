@@ -53,7 +53,7 @@ pub(crate) fn init(
     }
     let config = Config::non_blocking(stack.version);
     let comm = Communicator::start(&stack.nccl, context, place.world, place.rank, id, config)
-        .map_err(rt)?;
+        .map_err(BenchError::from)?;
     loop {
         let failure = match comm.state() {
             Ok(NcclResult::SUCCESS) => return Ok(comm),
@@ -97,7 +97,7 @@ fn join_on_thread(
         .map_err(|e| rt(format!("cannot start a thread: {e}")))?;
     loop {
         match rx.recv_timeout(Duration::from_millis(20)) {
-            Ok(joined) => return joined.map_err(rt),
+            Ok(joined) => return joined.map_err(BenchError::from),
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 return Err(rt("ncclCommInitRank's thread ended without an answer"));
             }

@@ -48,8 +48,8 @@ pub(crate) fn probe(root: &Root) -> Result<NcclStack, BenchError> {
             searched.join("; ")
         ))
     })?;
-    let nccl = crate::host::nccl::load(root, &located).map_err(rt)?;
-    let version = nccl.version().map_err(rt)?;
+    let nccl = crate::host::nccl::load(root, &located).map_err(BenchError::from)?;
+    let version = nccl.version().map_err(BenchError::from)?;
     check_version(version, &located.path)?;
     let with_nccl = |e: CudaError| {
         rt(format!(
@@ -147,8 +147,8 @@ pub(crate) fn device_for(
         )));
     }
     let ordinal = local_rank;
-    let dev = probe.cuda.device(ordinal).map_err(rt)?;
-    let name = probe.cuda.device_name(dev).map_err(rt)?;
+    let dev = probe.cuda.device(ordinal).map_err(BenchError::from)?;
+    let name = probe.cuda.device_name(dev).map_err(BenchError::from)?;
     Ok((ordinal, format!("{ordinal} {name}")))
 }
 
@@ -274,9 +274,12 @@ impl NcclBackend {
             ))
         })?;
         // Each of these releases itself if a later step fails.
-        let device = probe.cuda.device(place.ordinal).map_err(rt)?;
-        let context = probe.cuda.primary_context(device).map_err(rt)?;
-        let stream = context.stream().map_err(rt)?;
+        let device = probe.cuda.device(place.ordinal).map_err(BenchError::from)?;
+        let context = probe
+            .cuda
+            .primary_context(device)
+            .map_err(BenchError::from)?;
+        let stream = context.stream().map_err(BenchError::from)?;
         let comm = init::init(&probe, &context, place, id, timeout, &fatal)?;
         Ok(NcclBackend {
             comm: Some(comm),
@@ -322,7 +325,7 @@ impl NcclBackend {
         let [send, recv] = self.places(self.buffers()?, in_place, shift);
         let call = nccl_call(self.shape.collective, self.shape.counts.param, red_op(op));
         comm.launch(call, data_type(self.shape.dtype), send, recv, &self.stream)
-            .map_err(rt)
+            .map_err(BenchError::from)
     }
 
     /// Polls until `until` holds, watching NCCL's asynchronous error, the job's stop and
@@ -351,14 +354,14 @@ impl NcclBackend {
     /// Whether `until` holds now; an error once NCCL or the stream reports one.
     fn poll(&self, until: Until) -> Result<bool, BenchError> {
         let comm = self.comm.as_ref().ok_or_else(|| rt(ABORTED))?;
-        match comm.state().map_err(rt)? {
+        match comm.state().map_err(BenchError::from)? {
             NcclResult::SUCCESS => {}
             NcclResult::IN_PROGRESS => return Ok(false),
             code => return Err(rt(comm.reported(code))),
         }
         match until {
             Until::Queued => Ok(true),
-            Until::Finished => self.stream.is_idle().map_err(rt),
+            Until::Finished => self.stream.is_idle().map_err(BenchError::from),
         }
     }
 
@@ -379,8 +382,8 @@ impl Backend for NcclBackend {
         if self.buffers.as_ref().is_none_or(|b| b.recv.len() < whole) {
             // The old pair goes before the larger one is asked for.
             self.buffers = None;
-            let send = self.context.alloc(whole).map_err(rt)?;
-            let recv = self.context.alloc(whole).map_err(rt)?;
+            let send = self.context.alloc(whole).map_err(BenchError::from)?;
+            let recv = self.context.alloc(whole).map_err(BenchError::from)?;
             self.buffers = Some(Buffers { send, recv });
         }
         self.input.clear();
@@ -394,7 +397,7 @@ impl Backend for NcclBackend {
         self.buffers()?
             .send
             .write(0, input, &self.stream)
-            .map_err(rt)
+            .map_err(BenchError::from)
     }
 
     fn run(&mut self, op: Op, in_place: bool, iters: usize) -> Result<(), BenchError> {
@@ -423,7 +426,7 @@ impl Backend for NcclBackend {
         recv.buffer
             .clear(recv.offset, output, &self.stream)
             .and_then(|()| send.buffer.write(send.offset, &self.input, &self.stream))
-            .map_err(rt)
+            .map_err(BenchError::from)
     }
 
     fn result(&mut self, in_place: bool) -> Result<Vec<u8>, BenchError> {
@@ -431,7 +434,7 @@ impl Backend for NcclBackend {
         let mut out = host_buffer(self.shape.recv_bytes())?;
         recv.buffer
             .read(recv.offset, &mut out, &self.stream)
-            .map_err(rt)?;
+            .map_err(BenchError::from)?;
         Ok(out)
     }
 }
@@ -452,6 +455,23 @@ mod tests {
         );
         assert!(check_version(NcclVersion::from_code(21003), path).is_ok());
         assert!(check_version(NcclVersion::from_code(23203), path).is_ok());
+    }
+
+    #[test]
+    fn an_nccl_failure_stays_typed_with_its_text_and_exit_code() {
+        let err = BenchError::from(crate::ffi::nccl::NcclError::NotLive {
+            path: "/img/usr/lib/libnccl.so.2".into(),
+            root: "/img".into(),
+        });
+        assert_eq!(err.exit_code(), crate::error::ExitCode::Runtime);
+        assert_eq!(
+            err.to_string(),
+            "/img/usr/lib/libnccl.so.2 belongs to the root /img, not the running node; gputune never loads an image's libraries"
+        );
+        assert!(matches!(
+            err,
+            BenchError::Nccl(crate::ffi::nccl::NcclError::NotLive { .. })
+        ));
     }
 
     #[test]

@@ -5,7 +5,7 @@ use crate::ffi::codes::result_codes;
 
 result_codes! {
     /// A `CUresult`.
-    pub(crate) struct CuResult, unknown = "CUresult";
+    pub struct CuResult, unknown = "CUresult";
     SUCCESS = 0, "CUDA_SUCCESS";
     INVALID_VALUE = 1, "CUDA_ERROR_INVALID_VALUE";
     OUT_OF_MEMORY = 2, "CUDA_ERROR_OUT_OF_MEMORY";
@@ -31,7 +31,7 @@ result_codes! {
 /// A range of bytes that does not fit in its device buffer: refused before any call, since
 /// the driver and NCCL would read or write past the allocation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum OutOfBounds {
+pub enum OutOfBounds {
     #[error("{len} bytes at offset {offset} do not fit in a device buffer of {size} bytes")]
     Range {
         offset: usize,

@@ -10,7 +10,7 @@ use crate::ffi::cuda::OutOfBounds;
 
 result_codes! {
     /// An `ncclResult_t`.
-    pub(crate) struct NcclResult, unknown = "ncclResult_t";
+    pub struct NcclResult, unknown = "ncclResult_t";
     SUCCESS = 0, "ncclSuccess";
     UNHANDLED_CUDA_ERROR = 1, "ncclUnhandledCudaError";
     SYSTEM_ERROR = 2, "ncclSystemError";
