@@ -703,6 +703,8 @@ fn a_journal_cgroup_path_that_is_not_clean_is_refused() {
     ] {
         let tree = Tree::new();
         tree.write(lands_at, "max\n");
+        // The cgroup directories exist, so the `..` resolves and the write could land.
+        fs::create_dir_all(tree.at("/sys/fs/cgroup/a")).unwrap();
         tree.write("/proc/sys/vm/swappiness", "10\n");
         let good = "{\"what\":\"vm.swappiness\",\"target\":{\"kind\":\"knob\",\"path\":\"/proc/sys/vm/swappiness\"},\"before\":{\"state\":\"present\",\"value\":\"60\\n\"},\"after\":{\"state\":\"present\",\"value\":\"10\"}}";
         let bad = format!(
