@@ -676,3 +676,85 @@ fn an_empty_gputune_root_means_unset() {
     let r = run_with(cmd, LIMIT);
     assert_eq!(r.code, 0, "{}", r.stderr);
 }
+
+/// A cgroup knob is any `NAME.KEY` file under `/sys/fs/cgroup/`, so for these entries the
+/// path check is the only check: `..`, `//` and `.` must each stop rollback before it
+/// writes, though every file named exists inside the root and would take the write.
+#[test]
+fn a_journal_cgroup_path_that_is_not_clean_is_refused() {
+    for (path, lands_at, why) in [
+        (
+            "/sys/fs/cgroup/../../../etc/cron.d/memory.max",
+            "/etc/cron.d/memory.max",
+            "`.` or `..` components",
+        ),
+        (
+            "/sys/fs/cgroup/a//cpuset.cpus",
+            "/sys/fs/cgroup/a/cpuset.cpus",
+            "not a clean path",
+        ),
+        (
+            "/sys/fs/cgroup/./x/memory.max",
+            "/sys/fs/cgroup/x/memory.max",
+            "`.` or `..` components",
+        ),
+    ] {
+        let tree = Tree::new();
+        tree.write(lands_at, "max\n");
+        // The cgroup directories exist, so the `..` resolves and the write could land.
+        fs::create_dir_all(tree.at("/sys/fs/cgroup/a")).unwrap();
+        tree.write("/proc/sys/vm/swappiness", "10\n");
+        let good = "{\"what\":\"vm.swappiness\",\"target\":{\"kind\":\"knob\",\"path\":\"/proc/sys/vm/swappiness\"},\"before\":{\"state\":\"present\",\"value\":\"60\\n\"},\"after\":{\"state\":\"present\",\"value\":\"10\"}}";
+        let bad = format!(
+            "{{\"what\":\"x\",\"target\":{{\"kind\":\"knob\",\"path\":\"{path}\"}},\"before\":{{\"state\":\"present\",\"value\":\"* * * * * root sh\\n\"}},\"after\":{{\"state\":\"present\",\"value\":\"max\\n\"}}}}"
+        );
+        tree.write(
+            "/var/lib/gputune/journal.json",
+            &format!(
+                "{{\"version\":1,\"phase\":\"applied\",\"profiles\":[\"base\"],\"steps\":[{good},{bad}]}}"
+            ),
+        );
+        let r = run(&["rollback", "--root", &root_arg(&tree)], LIMIT);
+        assert_eq!(r.code, 3, "{path}: {}", r.stderr);
+        assert!(r.stderr.contains("invalid journal"), "{path}: {}", r.stderr);
+        assert!(r.stderr.contains("entry 2"), "{path}: {}", r.stderr);
+        assert!(r.stderr.contains(why), "{path}: {}", r.stderr);
+        assert_eq!(fs::read_to_string(tree.at(lands_at)).unwrap(), "max\n");
+        assert_eq!(
+            fs::read_to_string(tree.at("/proc/sys/vm/swappiness")).unwrap(),
+            "10\n",
+            "nothing touched"
+        );
+        tree.assert_untouched(&[]);
+    }
+}
+
+/// A `--profile FILE` over the 1 MiB cap is refused whole (exit 2, the file and the cap
+/// named), never cut at the cap and parsed: the first MiB alone is a valid profile here.
+/// One exactly at the cap is read.
+#[test]
+fn an_oversized_profile_file_is_refused_not_truncated() {
+    const CAP: usize = 1 << 20;
+    let tree = Tree::new();
+    let head = "description = \"big\"\n[memory]\n\"vm.swappiness\" = { max = 10 }\n#";
+    for (len, code) in [(CAP, 0), (CAP + 1, 2)] {
+        let p = tree.outer().join("big.toml");
+        let text = format!("{head}{}\n", "x".repeat(len - head.len() - 1));
+        assert_eq!(text.len(), len);
+        fs::write(&p, text).unwrap();
+        let r = run(&["profiles", "show", &p.display().to_string()], LIMIT);
+        assert_eq!(r.code, code, "{len} bytes: {}", r.stderr);
+        if code == 2 {
+            assert!(r.stderr.contains("big.toml"), "{}", r.stderr);
+            assert!(
+                r.stderr.contains("larger than 1048576 bytes"),
+                "{}",
+                r.stderr
+            );
+        } else {
+            assert!(String::from_utf8_lossy(&r.stdout).contains("vm.swappiness"));
+        }
+        fs::remove_file(&p).unwrap();
+    }
+    tree.assert_untouched(&[]);
+}

@@ -263,4 +263,99 @@ mod tests {
         let err = steps(&[bad_value]).unwrap_err();
         assert!(err.contains("not a number"), "{err}");
     }
+
+    /// A cgroup knob is any `*.x` file under `/sys/fs/cgroup/`, so the path check alone
+    /// stops a journal from climbing out of it or meaning two paths at once.
+    #[test]
+    fn cgroup_knobs_are_decided_by_the_path_check() {
+        for (path, why) in [
+            (
+                "/sys/fs/cgroup/../../../etc/cron.d/memory.max",
+                "`.` or `..`",
+            ),
+            ("/sys/fs/cgroup/a//cpuset.cpus", "not a clean path"),
+            ("/sys/fs/cgroup/./x/memory.max", "`.` or `..`"),
+            ("/sys/fs/cgroup/x/.", "`.` or `..`"),
+            ("/sys/fs/cgroup/x/memory.max/", "not a clean path"),
+            ("/sys/fs/cgroup/x\n/memory.max", "not a clean path"),
+        ] {
+            let err = target(&Target::Knob(path.into())).unwrap_err();
+            assert!(err.contains(why), "{path:?}: {err}");
+        }
+        assert_eq!(
+            target(&Target::Knob("/sys/fs/cgroup/x/memory.max".into())),
+            Ok(())
+        );
+        assert!(target(&Target::Knob("/sys/fs/cgroup/x/cgroup".into())).is_err());
+    }
+
+    /// PATH_MAX is the longest path, the ending included; one byte more is refused.
+    #[test]
+    fn the_path_cap_is_path_max() {
+        let at = |len: usize| {
+            let fill = len - "/sys/fs/cgroup/".len() - "/memory.max".len();
+            format!("/sys/fs/cgroup/{}/memory.max", "a".repeat(fill))
+        };
+        assert_eq!(at(MAX_PATH).len(), MAX_PATH);
+        assert_eq!(target(&Target::Knob(at(MAX_PATH))), Ok(()));
+        let err = target(&Target::Knob(at(MAX_PATH + 1))).unwrap_err();
+        assert!(err.contains("not an absolute path"), "{err}");
+    }
+
+    /// A knob takes at most a page (4096 bytes); a file may hold more.
+    #[test]
+    fn a_knob_value_is_at_most_a_page() {
+        let knob = || Target::Knob("/proc/sys/vm/swappiness".into());
+        let with =
+            |target: Target, len: usize| steps(&[step(target, State::Present("1".repeat(len)))]);
+        assert_eq!(with(knob(), 4096), Ok(()));
+        let err = with(knob(), 4097).unwrap_err();
+        assert!(err.contains("longer than a page"), "{err}");
+        let after = Step {
+            after: State::Present("1".repeat(4097)),
+            ..step(knob(), State::Absent)
+        };
+        assert!(steps(&[after]).is_err(), "the after state is checked too");
+        let file = Target::File("/etc/nccl.conf".into());
+        assert_eq!(with(file, 100_000), Ok(()));
+        let nul = steps(&[step(knob(), State::Present("1\0".into()))]).unwrap_err();
+        assert!(nul.contains("NUL"), "{nul}");
+    }
+
+    /// Of the THP selectors apply writes `enabled` and `defrag`, nothing else there.
+    #[test]
+    fn thp_knobs_are_enabled_and_defrag_only() {
+        let thp = |name: &str| {
+            target(&Target::Knob(format!(
+                "/sys/kernel/mm/transparent_hugepage/{name}"
+            )))
+        };
+        assert_eq!(thp("enabled"), Ok(()));
+        assert_eq!(thp("defrag"), Ok(()));
+        for other in ["shmem_enabled", "khugepaged/defrag", "use_zero_page"] {
+            assert!(thp(other).is_err(), "{other}");
+        }
+    }
+
+    /// The link is checked for what it points to; a good target with the right pointee passes.
+    #[test]
+    fn the_unit_link_points_at_the_unit_file_only() {
+        let link = |to: &str| {
+            steps(&[step(
+                Target::Link(firewall::UNIT_LINK.into()),
+                State::Present(to.into()),
+            )])
+        };
+        assert_eq!(link(firewall::UNIT_FILE), Ok(()));
+        assert!(link("/etc/shadow").is_err());
+        let err = steps(&[
+            step(Target::NftTable, State::Absent),
+            step(Target::File("/etc/shadow".into()), State::Absent),
+        ])
+        .unwrap_err();
+        assert!(
+            err.starts_with("entry 2 (") && err.contains("not a file gputune"),
+            "{err}"
+        );
+    }
 }

@@ -396,6 +396,101 @@ mod tests {
         assert_eq!(e.raw_os_error(), Some(libc::ELOOP));
     }
 
+    /// The walk (openat2 missing, blocked or racing) creates only the last component: a
+    /// missing directory on the way is ENOENT, never a new regular file of that name.
+    #[test]
+    fn the_walk_creates_the_final_component_only() {
+        let dir = tree();
+        let root = open_root(&dir.path().join("root")).unwrap();
+        let create = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL;
+        let e = walk(root.as_fd(), "/etc/missing-dir/x.conf", create).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "{e}");
+        assert!(!dir.path().join("root/etc/missing-dir").exists());
+        let e = walk(root.as_fd(), "/etc/missing.conf", libc::O_RDONLY).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "{e}");
+        assert!(!dir.path().join("root/etc/missing.conf").exists());
+        drop(walk(root.as_fd(), "/etc/sysctl.d/new.conf", create).unwrap());
+        let st = fs::symlink_metadata(dir.path().join("root/etc/sysctl.d/new.conf")).unwrap();
+        assert!(st.is_file());
+        // A link at the final component is not followed by a create: the file outside stays.
+        let e = walk(
+            root.as_fd(),
+            "/etc/sysctl.d/abs.conf",
+            libc::O_WRONLY | libc::O_CREAT | libc::O_NOFOLLOW,
+        )
+        .unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{e}");
+        // `..` at the root stays there, and a path naming a directory opens it.
+        let up = open_walk(root.as_fd(), "../..", libc::O_RDONLY | libc::O_DIRECTORY).unwrap();
+        let (a, b) = (fstat(up.as_fd()).unwrap(), fstat(root.as_fd()).unwrap());
+        assert_eq!((a.st_dev, a.st_ino), (b.st_dev, b.st_ino));
+        assert_eq!(
+            read_with(walk, &root, "/etc/sysctl.d/../../usr/./share/x.conf"),
+            "inside\n"
+        );
+    }
+
+    /// The longest chain the kernel follows (40 links) resolves; one more is ELOOP.
+    #[test]
+    fn the_walk_follows_at_most_forty_links() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("f"), "end\n").unwrap();
+        std::os::unix::fs::symlink("f", dir.path().join("l0")).unwrap();
+        for i in 1..=MAX_LINKS {
+            std::os::unix::fs::symlink(format!("l{}", i - 1), dir.path().join(format!("l{i}")))
+                .unwrap();
+        }
+        let root = open_root(dir.path()).unwrap();
+        let last = format!("/l{}", MAX_LINKS - 1);
+        assert_eq!(read_with(walk, &root, &last), "end\n");
+        let e = walk(root.as_fd(), &format!("/l{MAX_LINKS}"), libc::O_RDONLY).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ELOOP));
+    }
+
+    /// A file of the invoking host is read whole up to the cap, refused above it (never
+    /// truncated), and must be a regular file.
+    #[test]
+    fn read_regular_refuses_what_is_over_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("p.toml");
+        fs::write(&p, "0123456789").unwrap();
+        assert_eq!(read_regular(&p, 10).unwrap(), b"0123456789");
+        let e = read_regular(&p, 9).unwrap_err();
+        assert_eq!(refusal_of(&e), Some(&Refusal::TooLarge { cap: 9 }));
+        let e = read_regular(dir.path(), 10).unwrap_err();
+        assert_eq!(refusal_of(&e), Some(&Refusal::NotRegular("directory")));
+    }
+
+    #[test]
+    fn kinds_are_named() {
+        let names: Vec<&str> = [
+            libc::S_IFREG,
+            libc::S_IFDIR,
+            libc::S_IFIFO,
+            libc::S_IFCHR,
+            libc::S_IFBLK,
+            libc::S_IFSOCK,
+            libc::S_IFLNK,
+            0,
+        ]
+        .into_iter()
+        .map(kind_name)
+        .collect();
+        assert_eq!(
+            names,
+            [
+                "regular file",
+                "directory",
+                "FIFO",
+                "character device",
+                "block device",
+                "socket",
+                "symbolic link",
+                "special file"
+            ]
+        );
+    }
+
     #[test]
     fn temporary_names_are_unpredictable_and_recognised() {
         let a = temp_name(OsStr::new("90-gputune.conf")).unwrap();

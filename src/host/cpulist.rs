@@ -218,4 +218,19 @@ mod tests {
         assert!(err.contains("longer than"), "{err}");
         assert!(start.elapsed() < std::time::Duration::from_secs(5));
     }
+
+    /// The work cap is inclusive: exactly 2^22 numbers parse, a list that steps past it
+    /// without landing on it (2^22 - 1, then 2 more) is refused.
+    #[test]
+    fn the_work_cap_at_its_edge() {
+        let full = vec!["0-65535"; 64].join(",");
+        assert_eq!(CpuList::parse(&full).map(|c| c.len()), Ok(65536));
+        let mut past = vec!["0-65535"; 63];
+        past.extend(["0-65534", "0-1"]);
+        let err = CpuList::parse(&past.join(",")).unwrap_err();
+        assert!(err.contains("longer than"), "{err}");
+        let mut under = vec!["0-65535"; 63];
+        under.extend(["0-65534", "7"]);
+        assert_eq!(CpuList::parse(&under.join(",")).map(|c| c.len()), Ok(65536));
+    }
 }

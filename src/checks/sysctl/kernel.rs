@@ -177,4 +177,85 @@ mod tests {
             assert!(kernel_value(name, raw).is_err(), "{name} = {raw:?}");
         }
     }
+
+    /// Each judged knob's range, ends included: the lowest and highest values are set, one
+    /// past either end is refused, and the value is read the kernel's way (`01` is 1), so a
+    /// knob whose handler went missing (its value taken as written) fails here.
+    #[test]
+    fn every_handler_at_its_edges() {
+        const JIFFY_MAX: i64 = 2_147_483;
+        let cases: &[(&str, i64, i64)] = &[
+            ("vm.swappiness", 0, 200),
+            ("vm.zone_reclaim_mode", 0, INT_MAX),
+            ("kernel.numa_balancing", 0, 3),
+            ("fs.file-max", 0, i64::MAX),
+            ("net.core.rmem_max", 0, INT_MAX),
+            ("net.core.wmem_max", 0, INT_MAX),
+            ("net.core.rmem_default", 0, INT_MAX),
+            ("net.core.wmem_default", 0, INT_MAX),
+            ("net.core.somaxconn", 0, INT_MAX),
+            ("net.core.netdev_max_backlog", INT_MIN, INT_MAX),
+            ("net.ipv4.tcp_rmem", 1, INT_MAX),
+            ("net.ipv4.tcp_wmem", 1, INT_MAX),
+            ("net.ipv4.tcp_window_scaling", 0, 1),
+            ("net.ipv4.tcp_sack", 0, 1),
+            ("net.ipv4.tcp_slow_start_after_idle", 0, 1),
+            ("net.ipv4.tcp_timestamps", 0, 2),
+            ("net.ipv4.tcp_mtu_probing", 0, 2),
+            ("net.ipv4.tcp_fin_timeout", -JIFFY_MAX, JIFFY_MAX),
+            ("net.ipv4.ip_local_port_range", 1, 65535),
+        ];
+        for &(name, min, max) in cases {
+            for v in [min, max] {
+                assert_eq!(
+                    kernel_value(name, &v.to_string()),
+                    Ok(v.to_string()),
+                    "{name} = {v}"
+                );
+            }
+            if min > i64::MIN {
+                let below = (min - 1).to_string();
+                assert!(kernel_value(name, &below).is_err(), "{name} = {below}");
+            }
+            let above = i128::from(max) + 1;
+            assert!(
+                kernel_value(name, &above.to_string()).is_err(),
+                "{name} = {above}"
+            );
+            assert_eq!(kernel_value(name, "01").as_deref(), Ok("1"), "{name}");
+            assert!(kernel_value(name, "1k").is_err(), "{name}");
+        }
+    }
+
+    #[test]
+    fn port_range_ends_may_be_equal() {
+        let range = |raw| kernel_value("net.ipv4.ip_local_port_range", raw);
+        assert_eq!(range("50000 50000").as_deref(), Ok("50000 50000"));
+        assert_eq!(range("1 65535").as_deref(), Ok("1 65535"));
+        assert_eq!(range("50000").as_deref(), Ok("50000"));
+        let err = range("50001 50000").unwrap_err();
+        assert!(err.contains("low port 50001"), "{err}");
+        // Only the port range orders its fields.
+        assert_eq!(
+            kernel_value("net.ipv4.tcp_rmem", "9 5 1").as_deref(),
+            Ok("9 5 1")
+        );
+    }
+
+    #[test]
+    fn numbers_in_every_base_the_kernel_reads() {
+        let swap = |raw| kernel_value("vm.swappiness", raw);
+        assert_eq!(swap("0").as_deref(), Ok("0"));
+        assert_eq!(swap("0x10").as_deref(), Ok("16"));
+        assert_eq!(swap("0X1f").as_deref(), Ok("31"));
+        assert_eq!(swap("07").as_deref(), Ok("7"));
+        assert_eq!(swap("-0").as_deref(), Ok("0"));
+        for bad in ["0x", "0xg", "-", "08", "1-", "\u{0664}"] {
+            assert!(swap(bad).is_err(), "{bad:?}");
+        }
+        let err = swap("1 2").unwrap_err();
+        assert_eq!(err, "2 values where the kernel takes 1");
+        let err = swap("201").unwrap_err();
+        assert_eq!(err, "201 is outside 0..=200");
+    }
 }
