@@ -73,6 +73,11 @@ pub(crate) const VARS: &[Var] = &[
         text: "Without root, an image's journal and lock are kept in $XDG_STATE_HOME/gputune/images/KEY (default ~/.local/state).",
     },
     Var {
+        names: &["NCCL_IB_HCA", "NCCL_IB_DISABLE"],
+        pages: &["bench"],
+        text: "A multi-node NCCL run is put against the active RDMA ports NCCL_IB_HCA selects (as NCCL reads it: prefixes, =exact, ^exclude, :port), or against the NIC the route to the other hosts takes when there are none or NCCL_IB_DISABLE=1.",
+    },
+    Var {
         names: &["GPUTUNE_CUDA_LIB"],
         pages: &["bench"],
         text: "The CUDA driver library (libcuda.so.1) the NCCL backend opens, instead of the dynamic linker's.",
@@ -216,6 +221,8 @@ mod tests {
         // bench::launch judges the map job.rs reads; GPUTUNE_BENCH_CHILD is job.rs's own.
         ("src/bench/job.rs", LAUNCHER),
         ("src/bench/job.rs", &["GPUTUNE_BENCH_CHILD"]),
+        // env_is("NCCL_IB_DISABLE", ..) picks the reference's ports.
+        ("src/bench/job.rs", &["NCCL_IB_DISABLE"]),
     ];
 
     fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
