@@ -12,7 +12,7 @@ pub mod render;
 pub mod rules;
 pub mod verify;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, BufRead};
 
 use serde::Serialize;
@@ -135,7 +135,106 @@ struct Tally {
     evidence: Vec<Evidence>,
     matched: u64,
     also: bool,
-    vetoed: bool,
+    /// Matched lines a later `unless` line may still veto (within reach of it).
+    recent: VecDeque<(u64, Option<Rank>)>,
+    /// `unless` lines still in reach of the lines that follow.
+    vetoes: VecDeque<(u64, Option<Rank>)>,
+}
+
+/// Which process wrote a line, as far as its prefix tells: a launcher's task label
+/// (`srun --label`'s `3: `), PyTorch's `[rank3]:`, or NCCL's `host:pid:tid`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Rank {
+    Task(String),
+    Torch(String),
+    Process(String),
+}
+
+/// The rank a line belongs to, from its prefix; `None` when it has no recognisable one.
+fn rank_of(text: &str) -> Option<Rank> {
+    let t = text.trim_start();
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    if digits > 0 && t[digits..].starts_with(": ") {
+        return Some(Rank::Task(t[..digits].to_string()));
+    }
+    if let Some(at) = t.find("[rank").filter(|at| *at < 40) {
+        let rest = &t[at + 1..];
+        let end = rest.find(']')?;
+        return Some(Rank::Torch(rest[..end].to_string()));
+    }
+    // `host:pid:tid [dev]`, perhaps after a timestamp or a launcher's `[name]:` label.
+    let before = &t[..t.find(" NCCL ")?];
+    before.split_whitespace().find_map(|token| {
+        let mut parts = token.rsplitn(3, ':');
+        let (tid, pid, host) = (parts.next()?, parts.next()?, parts.next()?);
+        let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        if !numeric(tid) || !numeric(pid) {
+            return None;
+        }
+        let host = host.rsplit(':').next().unwrap_or(host);
+        Some(Rank::Process(format!("{host}:{pid}")))
+    })
+}
+
+/// True unless both lines name their rank the same way and the names differ: lines
+/// without a rank, or named in different ways, may belong to one process.
+fn same_rank(a: &Option<Rank>, b: &Option<Rank>) -> bool {
+    match (a, b) {
+        (Some(Rank::Task(x)), Some(Rank::Task(y)))
+        | (Some(Rank::Torch(x)), Some(Rank::Torch(y)))
+        | (Some(Rank::Process(x)), Some(Rank::Process(y))) => x == y,
+        _ => true,
+    }
+}
+
+/// The most `unless` lines a rule keeps in reach at once; more are merged into the newest.
+const MAX_VETOES: usize = 64;
+
+impl Tally {
+    /// An `unless` line at `line`: the evidence of the same rank within `within` lines
+    /// before it is withdrawn, and the lines after it are vetoed as they come.
+    fn veto(&mut self, line: u64, rank: Option<Rank>, within: u64) {
+        let from = line.saturating_sub(within);
+        let mut withdrawn = Vec::new();
+        self.recent.retain(|(l, r)| {
+            let hit = *l >= from && same_rank(r, &rank);
+            if hit {
+                withdrawn.push(*l);
+            }
+            !hit
+        });
+        self.matched -= withdrawn.len() as u64;
+        self.evidence.retain(|e| !withdrawn.contains(&e.line));
+        if self.vetoes.len() >= MAX_VETOES {
+            self.vetoes.pop_front();
+        }
+        self.vetoes.push_back((line, rank));
+    }
+
+    /// A line that matched the rule's `any`: evidence unless an `unless` line near it, of
+    /// the same rank, vetoed it.
+    fn evidence(&mut self, line: u64, rank: Option<Rank>, within: u64, text: &str) {
+        let from = line.saturating_sub(within);
+        while self.vetoes.front().is_some_and(|(l, _)| *l < from) {
+            self.vetoes.pop_front();
+        }
+        if self.vetoes.iter().any(|(_, r)| same_rank(r, &rank)) {
+            return;
+        }
+        self.matched += 1;
+        if self.evidence.len() < MAX_EVIDENCE {
+            self.evidence.push(Evidence {
+                line,
+                text: shorten(text.trim()),
+            });
+        }
+        while self.recent.front().is_some_and(|(l, _)| *l < from) {
+            self.recent.pop_front();
+        }
+        if within > 0 {
+            self.recent.push_back((line, rank));
+        }
+    }
 }
 
 /// A line that reads like a failure: worth explaining or admitting not to understand.
@@ -197,21 +296,23 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
             let also = any.end..any.end + rule.also_any.len();
             let unless = also.end..also.end + rule.unless.len();
             at = unless.end;
-            if hits[any].iter().any(|h| *h) {
+            let matched = hits[any].iter().any(|h| *h);
+            if matched {
                 understood = true;
-                tally.matched += 1;
-                if tally.evidence.len() < MAX_EVIDENCE {
-                    tally.evidence.push(Evidence {
-                        line: n,
-                        text: shorten(text.trim()),
-                    });
-                }
             }
             if hits[also].iter().any(|h| *h) {
                 tally.also = true;
             }
-            if hits[unless].iter().any(|h| *h) {
-                tally.vetoed = true;
+            let vetoed = hits[unless].iter().any(|h| *h);
+            if vetoed || matched {
+                let rank = rank_of(&text);
+                // The veto first: a line that is both evidence and exception is no evidence.
+                if vetoed {
+                    tally.veto(n, rank.clone(), rule.unless_within);
+                }
+                if matched {
+                    tally.evidence(n, rank, rule.unless_within, &text);
+                }
             }
         }
         let context = hits[at..].iter().any(|h| *h);
@@ -264,7 +365,7 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
 }
 
 fn judge(rule: &Rule, tally: Tally, facts: &Facts) -> Option<Problem> {
-    if tally.vetoed || (!rule.also_any.is_empty() && !tally.also) {
+    if !rule.also_any.is_empty() && !tally.also {
         return None;
     }
     let fact_evidence = rule.fact.and_then(|f| facts.evidence.get(f));

@@ -21,6 +21,14 @@ pub const SITE_DIR: &str = "/etc/gputune/explain";
 /// The most a rules file may hold; the shipped one is a few dozen KiB.
 const MAX_RULES_BYTES: u64 = 1 << 20;
 
+/// How far an `unless` line reaches when a rule does not say: the few lines around one
+/// error that NCCL prints for it (the WARN, the `-> N` trace, the wrapper).
+pub const UNLESS_WITHIN: u64 = 5;
+
+/// The farthest an `unless` line may reach: beyond this it is no longer about the same
+/// failure.
+const MAX_UNLESS_WITHIN: i64 = 1000;
+
 /// The longest pattern a rule may use: patterns are matched against every line of logs that
 /// can be gigabytes long, so they are short literal phrases, not documents.
 const MAX_PATTERN_CHARS: usize = 200;
@@ -199,8 +207,13 @@ pub struct Rule {
     pub any: Vec<Pattern>,
     /// The rule holds only if the log also has a line matching one of these (anywhere).
     pub also_any: Vec<Pattern>,
-    /// The rule does not hold if any line matches one of these.
+    /// A line matching one of these vetoes the evidence near it: the lines of the same rank
+    /// (or of no known rank) at most [`Rule::unless_within`] lines before or after it. A
+    /// veto is local because a multi-rank log mixes unrelated failures: a `Permission
+    /// denied` of one rank must not hide another rank's full `/dev/shm`.
     pub unless: Vec<Pattern>,
+    /// How far (in lines) an `unless` line reaches; 0 vetoes only its own line.
+    pub unless_within: u64,
     /// A fact about what NCCL did that is evidence by itself.
     pub fact: Option<&'static str>,
     pub cause: String,
@@ -260,6 +273,8 @@ struct RawRule {
     also_any: Vec<String>,
     #[serde(default)]
     unless: Vec<String>,
+    #[serde(default)]
+    unless_within: Option<i64>,
     #[serde(default)]
     fact: Option<String>,
     cause: String,
@@ -325,6 +340,17 @@ pub fn parse(file: &str, text: &str) -> Result<RuleSet, RuleError> {
             .ok()
             .filter(|p| *p <= 100)
             .ok_or_else(|| at(format!("priority {} is not 0 to 100", raw.priority)))?;
+        let unless_within = match raw.unless_within {
+            None => UNLESS_WITHIN,
+            Some(n) => u64::try_from(n)
+                .ok()
+                .filter(|_| n <= MAX_UNLESS_WITHIN)
+                .ok_or_else(|| {
+                    at(format!(
+                        "unless_within {n} is not 0 to {MAX_UNLESS_WITHIN} lines"
+                    ))
+                })?,
+        };
         let fact =
             match &raw.fact {
                 None => None,
@@ -370,6 +396,7 @@ pub fn parse(file: &str, text: &str) -> Result<RuleSet, RuleError> {
             any,
             also_any: patterns(&raw.also_any)?,
             unless: patterns(&raw.unless)?,
+            unless_within,
             fact,
             cause: raw.cause,
             fix: raw.fix,
