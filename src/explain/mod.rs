@@ -451,4 +451,103 @@ mod tests {
         assert_eq!(a.problems[0].category, "shm_too_small");
         assert_eq!(a.problems[1].category, "straggler_or_dead_rank_timeout");
     }
+
+    #[test]
+    fn an_unless_line_vetoes_only_nearby_lines_of_its_own_rank() {
+        // Rank A (pid 1) cannot open /dev/shm; rank B (pid 2), later, finds it full: the
+        // permission problem must not hide B's full /dev/shm.
+        let mut log = String::new();
+        log.push_str("h:1:1 [0] NCCL WARN Error while creating shared memory segment /dev/shm/nccl-a (size 9637888)\n");
+        log.push_str("h:1:1 [0] NCCL WARN shm_open failed : Permission denied\n");
+        for i in 0..20 {
+            log.push_str(&format!(
+                "h:2:2 [1] NCCL INFO Channel {i:02} : 1[1] -> 0[0] via SHM\n"
+            ));
+        }
+        log.push_str(
+            "h:2:2 [1] NCCL WARN Error: failed to extend /dev/shm/nccl-b to 9637892 bytes\n",
+        );
+        let a = run(log.as_bytes());
+        let categories: Vec<&str> = a.problems.iter().map(|p| p.category).collect();
+        assert_eq!(
+            categories,
+            ["shm_permission", "shm_too_small"],
+            "{:?}",
+            a.problems
+        );
+        let full = &a.problems[1];
+        assert_eq!(full.matched_lines, 1);
+        assert_eq!(full.evidence[0].line, 23);
+        // The same rank's segment error beside its permission error is that error's echo.
+        let a = run(&log.as_bytes()[..log.find("h:2:2").unwrap()]);
+        let categories: Vec<&str> = a.problems.iter().map(|p| p.category).collect();
+        assert_eq!(categories, ["shm_permission"]);
+    }
+
+    #[test]
+    fn an_unless_of_reach_zero_vetoes_only_its_own_line() {
+        // c10d's IPv6 lookup of a name with only IPv4 addresses is no resolution failure;
+        // the IPv4 lookup failing on the next line is.
+        let a = run(b"[W socket.cpp:601] [c10d] The IPv6 network addresses of (node1, 29500) cannot be retrieved (gai error: -5 - No address associated with hostname).\n");
+        assert!(a.problems.is_empty(), "{:?}", a.problems);
+        let a = run(b"[W socket.cpp:601] [c10d] The IPv6 network addresses of (node1, 29500) cannot be retrieved (gai error: -5 - No address associated with hostname).\n[W socket.cpp:601] [c10d] The IPv4 network addresses of (node1, 29500) cannot be retrieved (gai error: -2 - Name or service not known).\n");
+        assert_eq!(a.problems[0].category, "hostname_resolution");
+        assert_eq!(a.problems[0].rule, "name-resolution");
+        assert_eq!(a.problems[0].evidence[0].line, 2);
+    }
+
+    #[test]
+    fn ranks_from_launcher_torch_and_nccl_prefixes() {
+        let r = |t: &str| rank_of(t);
+        assert_eq!(
+            r("3: host:12:13 [0] NCCL WARN x"),
+            Some(Rank::Task("3".into()))
+        );
+        assert_eq!(
+            r("[rank5]: torch.distributed.DistBackendError"),
+            Some(Rank::Torch("rank5".into()))
+        );
+        assert_eq!(
+            r(
+                "[2026-11-25 13:48:11] vm:9730:9731 [0] misc/cudawrap.cc:329 (initOnceFunc) NCCL WARN x"
+            ),
+            Some(Rank::Process("vm:9730".into()))
+        );
+        assert_eq!(
+            r("[trainer0|0]:twshared1016:1958:1958 [3] NCCL INFO x"),
+            Some(Rank::Process("twshared1016:1958".into()))
+        );
+        assert_eq!(r("RuntimeError: NCCL error"), None);
+        assert_eq!(r("a:b:c NCCL WARN"), None);
+        assert!(same_rank(&None, &Some(Rank::Task("1".into()))));
+        assert!(same_rank(
+            &Some(Rank::Torch("rank1".into())),
+            &Some(Rank::Task("2".into()))
+        ));
+        assert!(!same_rank(
+            &Some(Rank::Task("1".into())),
+            &Some(Rank::Task("2".into()))
+        ));
+    }
+
+    #[test]
+    fn the_version_and_address_family_rules_fire_on_their_messages() {
+        let a = run(b"h:1:1 [0] init.cc:1 NCCL WARN Mismatched NCCL version detected : rank 0 version 21803 rank 1 version 21903\n");
+        assert_eq!(a.problems[0].category, "nccl_version_mismatch");
+        let a = run(b"h:1:1 [0] NCCL INFO NCCL version 2.18.3+cuda12.2\ng:2:2 [0] NCCL INFO NCCL version 2.19.3+cuda12.2\n");
+        assert_eq!(a.problems[0].category, "nccl_version_mismatch");
+        // Setting the family is no failure by itself.
+        let a = run(b"h:1:1 [0] NCCL INFO NCCL_SOCKET_FAMILY set by environment to AF_INET6\n");
+        assert!(a.problems.is_empty(), "{:?}", a.problems);
+        let a = run(b"h:1:1 [0] NCCL INFO NCCL_SOCKET_FAMILY set by environment to AF_INET6\nh:1:1 [0] bootstrap.cc:129 NCCL WARN Bootstrap : no socket interface found\n");
+        assert_eq!(a.problems[0].category, "ipv6_ipv4_mismatch");
+        assert_eq!(a.problems[1].category, "wrong_socket_interface");
+    }
+
+    #[test]
+    fn a_chosen_loopback_outranks_the_refusals_it_causes() {
+        let a = run(b"h:1:1 [0] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>\ng:2:2 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>\ng:2:2 [0] NCCL WARN Net : Connect to 127.0.0.1<43211> failed : Connection refused\n");
+        assert_eq!(a.problems[0].category, "wrong_socket_interface");
+        assert_eq!(a.problems[1].category, "firewall_port_blocked");
+    }
 }
