@@ -304,7 +304,10 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
                 tally.also = true;
             }
             let vetoed = hits[unless].iter().any(|h| *h);
-            if vetoed || matched {
+            if matched && rule.unless.is_empty() {
+                // Nothing can veto it: no rank to work out, nothing to remember.
+                tally.evidence(n, None, 0, &text);
+            } else if vetoed || matched {
                 let rank = rank_of(&text);
                 // The veto first: a line that is both evidence and exception is no evidence.
                 if vetoed {
