@@ -33,6 +33,9 @@ const MAX_EVIDENCE: usize = 5;
 /// The most not-understood lines kept (all are counted).
 const MAX_NOT_UNDERSTOOD: usize = 20;
 
+/// Rules of this priority or less report a slowdown (GPUDirect RDMA off), not a failure.
+pub const HINT_PRIORITY: u8 = 5;
+
 /// A log line: its number (from 1) and its text, without control characters.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Evidence {
@@ -297,13 +300,15 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
             let unless = also.end..also.end + rule.unless.len();
             at = unless.end;
             let matched = hits[any].iter().any(|h| *h);
-            if matched {
+            let vetoed = hits[unless].iter().any(|h| *h);
+            // A line that is its own rule's exception is not explained by it; one vetoed by
+            // a line nearby is, as the echo of what that line says.
+            if matched && !vetoed {
                 understood = true;
             }
             if hits[also].iter().any(|h| *h) {
                 tally.also = true;
             }
-            let vetoed = hits[unless].iter().any(|h| *h);
             if matched && rule.unless.is_empty() {
                 // Nothing can veto it: no rank to work out, nothing to remember.
                 tally.evidence(n, None, 0, &text);
@@ -354,6 +359,11 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
                 .cmp(&b.evidence.first().map(|e| e.line)),
         )
     });
+    // A slowdown is no explanation of a failure: with error lines no rule explains, the
+    // failure is not understood, whatever slowed the job down too.
+    if analysis.not_understood_total > 0 && problems.iter().all(|p| p.priority <= HINT_PRIORITY) {
+        problems.clear();
+    }
     // Two rules of one category on one log are one problem, told by the stronger rule.
     let mut seen = BTreeMap::new();
     problems.retain(|p| seen.insert(p.category, ()).is_none());
@@ -552,5 +562,22 @@ mod tests {
         let a = run(b"h:1:1 [0] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>\ng:2:2 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>\ng:2:2 [0] NCCL WARN Net : Connect to 127.0.0.1<43211> failed : Connection refused\n");
         assert_eq!(a.problems[0].category, "wrong_socket_interface");
         assert_eq!(a.problems[1].category, "firewall_port_blocked");
+    }
+
+    #[test]
+    fn a_slowdown_never_explains_a_failure() {
+        let gdr = "h:1:1 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)\n";
+        let a = run(gdr.as_bytes());
+        assert_eq!(a.problems[0].category, "gpudirect_rdma_missing");
+        let a = run(format!("{gdr}h:1:1 [0] foo.cc:1 NCCL WARN Frobnicator exploded\n").as_bytes());
+        assert!(a.problems.is_empty(), "{:?}", a.problems);
+        assert_eq!(a.not_understood_total, 1);
+    }
+
+    #[test]
+    fn a_download_that_cannot_reach_the_internet_is_not_the_jobs_network() {
+        let a = run(b"requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443): Max retries exceeded with url: /x (Caused by NewConnectionError('Failed to establish a new connection: [Errno -3] Temporary failure in name resolution'))\n");
+        assert!(a.problems.is_empty(), "{:?}", a.problems);
+        assert_eq!(a.not_understood_total, 1);
     }
 }
