@@ -377,6 +377,41 @@ fn site_rules_add_and_override_and_bad_ones_are_exit_2_with_file_and_line() {
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["problems"][0]["rule"], "our-switch", "{doc}");
     assert_eq!(doc["problems"][0]["cause"], "Our leaf switch drops RoCE.");
+    // A site rule's `unless` reaches `unless_within` lines of the same rank, no further.
+    std::fs::write(
+        dir.join("site.toml"),
+        "[[rule]]\nid = \"our-switch\"\ncategory = \"ib_port_or_gid_misconfig\"\nnode_config = true\npriority = 99\nany = [\"Frobnicator exploded\"]\nunless = [\"Frobnicator drill\"]\nunless_within = 2\ncause = \"Our leaf switch drops RoCE.\"\nfix = \"Page the network team.\"\n",
+    )
+    .unwrap();
+    for (log, rules) in [
+        (
+            "h:1:1 [0] NCCL WARN Frobnicator drill\nh:1:1 [0] NCCL WARN Frobnicator exploded\n",
+            vec![],
+        ),
+        (
+            "h:1:1 [0] NCCL WARN Frobnicator drill\nh:2:2 [0] NCCL WARN Frobnicator exploded\n",
+            vec!["our-switch"],
+        ),
+        (
+            "h:1:1 [0] NCCL WARN Frobnicator drill\n\n\nh:1:1 [0] NCCL WARN Frobnicator exploded\n",
+            vec!["our-switch"],
+        ),
+    ] {
+        let out = gputune()
+            .args(["explain", "--format", "json", "--root"])
+            .arg(root.path())
+            .write_stdin(log)
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let fired: Vec<&str> = doc["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["rule"].as_str().unwrap())
+            .collect();
+        assert_eq!(fired, rules, "{log:?}: {doc}");
+    }
     std::fs::write(
         dir.join("zz-bad.toml"),
         "[[rule]]\nid = \"x\"\ncategory = \"slow_network\"\nnode_config = true\nany = [\"a\"]\ncause = \"c\"\nfix = \"f\"\n",
