@@ -229,6 +229,7 @@ impl Facts {
                 "Connection timed out",
                 "No route to host",
                 "Network is unreachable",
+                "No interface found in the same subnet",
             ]
             .iter()
             .any(|e| text.contains(e))
@@ -300,7 +301,9 @@ impl Facts {
                         let list = self.evidence.entry("virtual_interface_chosen").or_default();
                         keep(list, line, text);
                     }
-                    if iface.address.starts_with("172.17.") {
+                    // Docker's default bridge seen from inside a container (on the host the
+                    // bridge itself, docker0, is a virtual interface chosen).
+                    if iface.address.starts_with("172.17.") && !is_virtual(&iface.name) {
                         let list = self.evidence.entry("docker_bridge_address").or_default();
                         keep(list, line, text);
                     }

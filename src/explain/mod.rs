@@ -52,6 +52,9 @@ pub struct Problem {
     pub fix: String,
     pub evidence: Vec<Evidence>,
     pub checks: Vec<String>,
+    /// An echo of a failure elsewhere (see [`rules::Rule::symptom`]).
+    #[serde(skip)]
+    pub symptom: bool,
     /// The rule that found it, and how many lines matched in all.
     pub rule: String,
     pub matched_lines: u64,
@@ -364,6 +367,17 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
     if analysis.not_understood_total > 0 && problems.iter().all(|p| p.priority <= HINT_PRIORITY) {
         problems.clear();
     }
+    // An echo (a peer closed the connection) names no cause by itself: its lines are what
+    // the log does not explain.
+    if !problems.is_empty() && problems.iter().all(|p| p.symptom) {
+        for p in problems.drain(..) {
+            analysis.not_understood_total += p.matched_lines;
+            analysis.not_understood.extend(p.evidence);
+        }
+        analysis.not_understood.sort_by_key(|e| e.line);
+        analysis.not_understood.dedup_by_key(|e| e.line);
+        analysis.not_understood.truncate(MAX_NOT_UNDERSTOOD);
+    }
     // Two rules of one category on one log are one problem, told by the stronger rule.
     let mut seen = BTreeMap::new();
     problems.retain(|p| seen.insert(p.category, ()).is_none());
@@ -410,6 +424,7 @@ fn judge(rule: &Rule, tally: Tally, facts: &Facts) -> Option<Problem> {
         matched_lines: matched,
         sources: rule.sources.clone(),
         priority: rule.priority,
+        symptom: rule.symptom,
     })
 }
 

@@ -214,6 +214,8 @@ pub struct Rule {
     pub unless: Vec<Pattern>,
     /// How far (in lines) an `unless` line reaches; 0 vetoes only its own line.
     pub unless_within: u64,
+    /// An echo of a failure elsewhere: alone it explains nothing.
+    pub symptom: bool,
     /// A fact about what NCCL did that is evidence by itself.
     pub fact: Option<&'static str>,
     pub cause: String,
@@ -275,6 +277,8 @@ struct RawRule {
     unless: Vec<String>,
     #[serde(default)]
     unless_within: Option<i64>,
+    #[serde(default)]
+    symptom: bool,
     #[serde(default)]
     fact: Option<String>,
     cause: String,
@@ -397,6 +401,7 @@ pub fn parse(file: &str, text: &str) -> Result<RuleSet, RuleError> {
             also_any: patterns(&raw.also_any)?,
             unless: patterns(&raw.unless)?,
             unless_within,
+            symptom: raw.symptom,
             fact,
             cause: raw.cause,
             fix: raw.fix,
