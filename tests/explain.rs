@@ -23,12 +23,21 @@ const NOT_NODE: &[&str] = &[
     "gpu_oom_during_init",
 ];
 
+/// The held-out logs' current hit rate and wrong guesses (README.md in the fixtures): a
+/// change to the rules may raise the one and lower the other, never the reverse.
+const BLIND_FLOOR: f64 = 0.40;
+const BLIND_WRONG_CEILING: usize = 3;
+
 struct Fixture {
     name: String,
     log: PathBuf,
     category: String,
     /// Categories the log may show besides its cause (a symptom of it).
     also: Vec<String>,
+    /// Held out: collected after the rules and run blind (its `blind` field says how that
+    /// went); its result is measured, not fitted, so a wrong first category is counted
+    /// rather than forbidden.
+    blind: bool,
 }
 
 fn fixtures() -> Vec<Fixture> {
@@ -57,6 +66,7 @@ fn fixtures() -> Vec<Fixture> {
                 .and_then(|a| a.as_array())
                 .map(|a| a.iter().map(|v| v.as_str().unwrap().to_string()).collect())
                 .unwrap_or_default(),
+            blind: meta.get("blind").is_some(),
         });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -84,6 +94,7 @@ fn real_logs_get_the_cause_their_thread_established() {
     assert!(from_threads >= 35, "only {from_threads} logs from threads");
     let mut misses = Vec::new();
     let mut fired: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let (mut blind_right, mut blind_wrong, mut blind_judged) = (0, Vec::new(), 0);
     for f in &fixtures {
         let (code, doc) = explain_json(&f.log);
         let problems = doc["problems"].as_array().unwrap();
@@ -94,7 +105,7 @@ fn real_logs_get_the_cause_their_thread_established() {
                 .insert(f.name.clone());
             let category = p["category"].as_str().unwrap();
             assert!(
-                category == f.category || f.also.iter().any(|a| a == category),
+                f.blind || category == f.category || f.also.iter().any(|a| a == category),
                 "{}: {category} is neither its cause {} nor an expected symptom {:?}",
                 f.name,
                 f.category,
@@ -115,6 +126,19 @@ fn real_logs_get_the_cause_their_thread_established() {
         }
         // Something failed in every thread's log: never "nothing wrong".
         assert_eq!(code, Some(1), "{}", f.name);
+        if f.blind {
+            blind_judged += 1;
+            match first {
+                Some(c) if c == f.category => blind_right += 1,
+                None => assert!(
+                    doc["not_understood_total"].as_u64().unwrap() > 0,
+                    "{}",
+                    f.name
+                ),
+                Some(c) => blind_wrong.push(format!("{}: {c} instead of {}", f.name, f.category)),
+            }
+            continue;
+        }
         match first {
             Some(c) if c == f.category => {}
             // No rule explains it: the lines are shown as not understood, no guess is made.
@@ -135,7 +159,10 @@ fn real_logs_get_the_cause_their_thread_established() {
             ),
         }
     }
-    let judged = fixtures.iter().filter(|f| f.category != "none").count();
+    let judged = fixtures
+        .iter()
+        .filter(|f| f.category != "none" && !f.blind)
+        .count();
     let rate = (judged - misses.len()) as f64 / judged as f64;
     println!(
         "first problem's category = established cause: {}/{judged} ({:.0}%); not understood: {misses:#?}",
@@ -144,6 +171,17 @@ fn real_logs_get_the_cause_their_thread_established() {
     );
     // Issue 23: at least 75%, aim for 90%.
     assert!(rate >= 0.9, "{misses:#?}");
+    // The held-out logs (tests/fixtures/explain/README.md has their blind figures): what the
+    // rules get right on logs they were not written from may not fall below what it is now,
+    // nor may they guess wrong more often.
+    let blind_rate = blind_right as f64 / blind_judged.max(1) as f64;
+    println!(
+        "held out: {blind_right}/{blind_judged} ({:.0}%) right; wrong: {blind_wrong:#?}",
+        100.0 * blind_rate
+    );
+    assert!(blind_judged >= 40, "only {blind_judged} held-out logs");
+    assert!(blind_rate >= BLIND_FLOOR, "{blind_right}/{blind_judged}");
+    assert!(blind_wrong.len() <= BLIND_WRONG_CEILING, "{blind_wrong:#?}");
     // Every shipped rule is backed by at least one real log that triggers it.
     let rules = gputune::explain::rules::parse("rules", gputune::explain::rules::BUILTIN).unwrap();
     let unfired: Vec<&str> = rules
