@@ -25,7 +25,7 @@ const NOT_NODE: &[&str] = &[
 
 /// The held-out logs' current hit rate and wrong guesses (README.md in the fixtures): a
 /// change to the rules may raise the one and lower the other, never the reverse.
-const BLIND_FLOOR: f64 = 0.40;
+const BLIND_FLOOR: f64 = 0.45;
 const BLIND_WRONG_CEILING: usize = 3;
 
 struct Fixture {
@@ -95,6 +95,7 @@ fn real_logs_get_the_cause_their_thread_established() {
     let mut misses = Vec::new();
     let mut fired: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let (mut blind_right, mut blind_wrong, mut blind_judged) = (0, Vec::new(), 0);
+    let mut blind_silent = 0u32;
     for f in &fixtures {
         let (code, doc) = explain_json(&f.log);
         let problems = doc["problems"].as_array().unwrap();
@@ -124,21 +125,19 @@ fn real_logs_get_the_cause_their_thread_established() {
             assert_eq!(code, Some(0), "{}", f.name);
             continue;
         }
-        // Something failed in every thread's log: never "nothing wrong".
-        assert_eq!(code, Some(1), "{}", f.name);
         if f.blind {
+            // A held-out log may show no error line at all (a hang, a slow run): then
+            // explain finds nothing, which is counted as a miss, never a guess.
             blind_judged += 1;
             match first {
                 Some(c) if c == f.category => blind_right += 1,
-                None => assert!(
-                    doc["not_understood_total"].as_u64().unwrap() > 0,
-                    "{}",
-                    f.name
-                ),
+                None => blind_silent += u32::from(code == Some(0)),
                 Some(c) => blind_wrong.push(format!("{}: {c} instead of {}", f.name, f.category)),
             }
             continue;
         }
+        // Something failed in every thread's log: never "nothing wrong".
+        assert_eq!(code, Some(1), "{}", f.name);
         match first {
             Some(c) if c == f.category => {}
             // No rule explains it: the lines are shown as not understood, no guess is made.
@@ -176,7 +175,7 @@ fn real_logs_get_the_cause_their_thread_established() {
     // nor may they guess wrong more often.
     let blind_rate = blind_right as f64 / blind_judged.max(1) as f64;
     println!(
-        "held out: {blind_right}/{blind_judged} ({:.0}%) right; wrong: {blind_wrong:#?}",
+        "held out: {blind_right}/{blind_judged} ({:.0}%) right, {blind_silent} with no error line found; wrong: {blind_wrong:#?}",
         100.0 * blind_rate
     );
     assert!(blind_judged >= 40, "only {blind_judged} held-out logs");

@@ -264,6 +264,9 @@ fn looks_like_error(text: &str) -> bool {
         "Failed",
         "FAILED",
         "Exception",
+        "exception",
+        "failure",
+        "NCCL error",
         "timed out",
         "Timeout",
         "Abort",
@@ -272,6 +275,21 @@ fn looks_like_error(text: &str) -> bool {
     ]
     .iter()
     .any(|w| text.contains(w))
+}
+
+/// `NCCL INFO file.cc:123 -> 2 [Proxy Thread]`: NCCL passing an error code up its stack. It
+/// says that something failed (the WARN naming it may be missing from the log), not what.
+fn is_error_trace(text: &str) -> bool {
+    if !text.contains("NCCL INFO") {
+        return false;
+    }
+    let Some(at) = text.rfind(" -> ") else {
+        return false;
+    };
+    let rest = &text[at + 4..];
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let tail = &rest[digits..];
+    digits > 0 && &rest[..digits] != "0" && (tail.trim().is_empty() || tail.starts_with(" ["))
 }
 
 /// Reads the whole log once and explains it with `rules`.
@@ -327,7 +345,7 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
             }
         }
         let context = hits[at..].iter().any(|h| *h);
-        if !understood && context && looks_like_error(&text) {
+        if !understood && ((context && looks_like_error(&text)) || is_error_trace(&text)) {
             // A wrapper ("unhandled system error") says that something failed but not what:
             // shown as not understood if nothing else in the log explains it.
             wrappers_total += 1;
@@ -594,5 +612,22 @@ mod tests {
         let a = run(b"requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443): Max retries exceeded with url: /x (Caused by NewConnectionError('Failed to establish a new connection: [Errno -3] Temporary failure in name resolution'))\n");
         assert!(a.problems.is_empty(), "{:?}", a.problems);
         assert_eq!(a.not_understood_total, 1);
+    }
+
+    #[test]
+    fn error_traces_are_a_failure_not_understood_when_nothing_else_is_there() {
+        assert!(is_error_trace(
+            "h:1:2 [2] NCCL INFO misc/socket.cc:567 -> 2"
+        ));
+        assert!(is_error_trace(
+            "h:1:2 [4] NCCL INFO proxy.cc:874 -> 6 [Progress Thread]"
+        ));
+        assert!(!is_error_trace(
+            "h:1:2 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/IPC"
+        ));
+        assert!(!is_error_trace("h:1:2 [0] NCCL INFO init.cc:1 -> 0"));
+        let a = run(b"h:1:2 [2] NCCL INFO misc/socket.cc:567 -> 2\nh:1:2 [2] NCCL INFO bootstrap.cc:270 -> 2\n");
+        assert!(a.problems.is_empty());
+        assert_eq!(a.not_understood_total, 2);
     }
 }
