@@ -23,12 +23,21 @@ const NOT_NODE: &[&str] = &[
     "gpu_oom_during_init",
 ];
 
+/// The held-out logs' current hit rate and wrong guesses (README.md in the fixtures): a
+/// change to the rules may raise the one and lower the other, never the reverse.
+const BLIND_FLOOR: f64 = 0.5;
+const BLIND_WRONG_CEILING: usize = 5;
+
 struct Fixture {
     name: String,
     log: PathBuf,
     category: String,
     /// Categories the log may show besides its cause (a symptom of it).
     also: Vec<String>,
+    /// Held out: collected after the rules and run blind (its `blind` field says how that
+    /// went); its result is measured, not fitted, so a wrong first category is counted
+    /// rather than forbidden.
+    blind: bool,
 }
 
 fn fixtures() -> Vec<Fixture> {
@@ -57,6 +66,7 @@ fn fixtures() -> Vec<Fixture> {
                 .and_then(|a| a.as_array())
                 .map(|a| a.iter().map(|v| v.as_str().unwrap().to_string()).collect())
                 .unwrap_or_default(),
+            blind: meta.get("blind").is_some(),
         });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -84,6 +94,8 @@ fn real_logs_get_the_cause_their_thread_established() {
     assert!(from_threads >= 35, "only {from_threads} logs from threads");
     let mut misses = Vec::new();
     let mut fired: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let (mut blind_right, mut blind_wrong, mut blind_judged) = (0, Vec::new(), 0);
+    let mut blind_silent = 0u32;
     for f in &fixtures {
         let (code, doc) = explain_json(&f.log);
         let problems = doc["problems"].as_array().unwrap();
@@ -94,7 +106,7 @@ fn real_logs_get_the_cause_their_thread_established() {
                 .insert(f.name.clone());
             let category = p["category"].as_str().unwrap();
             assert!(
-                category == f.category || f.also.iter().any(|a| a == category),
+                f.blind || category == f.category || f.also.iter().any(|a| a == category),
                 "{}: {category} is neither its cause {} nor an expected symptom {:?}",
                 f.name,
                 f.category,
@@ -111,6 +123,17 @@ fn real_logs_get_the_cause_their_thread_established() {
         if f.category == "none" {
             assert!(problems.is_empty(), "{}: {problems:?}", f.name);
             assert_eq!(code, Some(0), "{}", f.name);
+            continue;
+        }
+        if f.blind {
+            // A held-out log may show no error line at all (a hang, a slow run): then
+            // explain finds nothing, which is counted as a miss, never a guess.
+            blind_judged += 1;
+            match first {
+                Some(c) if c == f.category => blind_right += 1,
+                None => blind_silent += u32::from(code == Some(0)),
+                Some(c) => blind_wrong.push(format!("{}: {c} instead of {}", f.name, f.category)),
+            }
             continue;
         }
         // Something failed in every thread's log: never "nothing wrong".
@@ -135,7 +158,10 @@ fn real_logs_get_the_cause_their_thread_established() {
             ),
         }
     }
-    let judged = fixtures.iter().filter(|f| f.category != "none").count();
+    let judged = fixtures
+        .iter()
+        .filter(|f| f.category != "none" && !f.blind)
+        .count();
     let rate = (judged - misses.len()) as f64 / judged as f64;
     println!(
         "first problem's category = established cause: {}/{judged} ({:.0}%); not understood: {misses:#?}",
@@ -144,6 +170,17 @@ fn real_logs_get_the_cause_their_thread_established() {
     );
     // Issue 23: at least 75%, aim for 90%.
     assert!(rate >= 0.9, "{misses:#?}");
+    // The held-out logs (tests/fixtures/explain/README.md has their blind figures): what the
+    // rules get right on logs they were not written from may not fall below what it is now,
+    // nor may they guess wrong more often.
+    let blind_rate = blind_right as f64 / blind_judged.max(1) as f64;
+    println!(
+        "held out: {blind_right}/{blind_judged} ({:.0}%) right, {blind_silent} with no error line found; wrong: {blind_wrong:#?}",
+        100.0 * blind_rate
+    );
+    assert!(blind_judged >= 40, "only {blind_judged} held-out logs");
+    assert!(blind_rate >= BLIND_FLOOR, "{blind_right}/{blind_judged}");
+    assert!(blind_wrong.len() <= BLIND_WRONG_CEILING, "{blind_wrong:#?}");
     // Every shipped rule is backed by at least one real log that triggers it.
     let rules = gputune::explain::rules::parse("rules", gputune::explain::rules::BUILTIN).unwrap();
     let unfired: Vec<&str> = rules
@@ -377,6 +414,41 @@ fn site_rules_add_and_override_and_bad_ones_are_exit_2_with_file_and_line() {
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["problems"][0]["rule"], "our-switch", "{doc}");
     assert_eq!(doc["problems"][0]["cause"], "Our leaf switch drops RoCE.");
+    // A site rule's `unless` reaches `unless_within` lines of the same rank, no further.
+    std::fs::write(
+        dir.join("site.toml"),
+        "[[rule]]\nid = \"our-switch\"\ncategory = \"ib_port_or_gid_misconfig\"\nnode_config = true\npriority = 99\nany = [\"Frobnicator exploded\"]\nunless = [\"Frobnicator drill\"]\nunless_within = 2\ncause = \"Our leaf switch drops RoCE.\"\nfix = \"Page the network team.\"\n",
+    )
+    .unwrap();
+    for (log, rules) in [
+        (
+            "h:1:1 [0] NCCL WARN Frobnicator drill\nh:1:1 [0] NCCL WARN Frobnicator exploded\n",
+            vec![],
+        ),
+        (
+            "h:1:1 [0] NCCL WARN Frobnicator drill\nh:2:2 [0] NCCL WARN Frobnicator exploded\n",
+            vec!["our-switch"],
+        ),
+        (
+            "h:1:1 [0] NCCL WARN Frobnicator drill\n\n\nh:1:1 [0] NCCL WARN Frobnicator exploded\n",
+            vec!["our-switch"],
+        ),
+    ] {
+        let out = gputune()
+            .args(["explain", "--format", "json", "--root"])
+            .arg(root.path())
+            .write_stdin(log)
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let fired: Vec<&str> = doc["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["rule"].as_str().unwrap())
+            .collect();
+        assert_eq!(fired, rules, "{log:?}: {doc}");
+    }
     std::fs::write(
         dir.join("zz-bad.toml"),
         "[[rule]]\nid = \"x\"\ncategory = \"slow_network\"\nnode_config = true\nany = [\"a\"]\ncause = \"c\"\nfix = \"f\"\n",

@@ -138,6 +138,10 @@ pub struct Facts {
     gdr_lines: Vec<Evidence>,
     #[serde(skip)]
     no_gdr_lines: Vec<Evidence>,
+    /// NCCL could not connect to a peer (refused, timed out, unreachable): then a loopback
+    /// or bridge interface matters even in a log that names one host only.
+    #[serde(skip)]
+    connect_failed: bool,
 }
 
 fn keep(list: &mut Vec<Evidence>, line: u64, text: &str) {
@@ -218,6 +222,20 @@ impl Facts {
         if let Some(host) = host {
             self.hosts.insert(host);
         }
+        if nccl_at.is_some()
+            && !self.connect_failed
+            && [
+                "Connection refused",
+                "Connection timed out",
+                "No route to host",
+                "Network is unreachable",
+                "No interface found in the same subnet",
+            ]
+            .iter()
+            .any(|e| text.contains(e))
+        {
+            self.connect_failed = true;
+        }
         let body = match nccl_at {
             Some(at) => &text[at + "NCCL INFO".len()..],
             None => text,
@@ -283,7 +301,9 @@ impl Facts {
                         let list = self.evidence.entry("virtual_interface_chosen").or_default();
                         keep(list, line, text);
                     }
-                    if iface.address.starts_with("172.17.") {
+                    // Docker's default bridge seen from inside a container (on the host the
+                    // bridge itself, docker0, is a virtual interface chosen).
+                    if iface.address.starts_with("172.17.") && !is_virtual(&iface.name) {
                         let list = self.evidence.entry("docker_bridge_address").or_default();
                         keep(list, line, text);
                     }
@@ -443,9 +463,10 @@ impl Facts {
             lines.extend(self.socket_lines.iter().take(2).cloned());
             self.evidence.insert("socket_despite_hca", lines);
         }
-        // A job on one host never leaves it: loopback or a bridge is then the right choice.
+        // A job on one host never leaves it: loopback or a bridge is then the right choice,
+        // unless connections failed (the log may show only one of the job's hosts).
         let one_host = self.hosts.values.len() == 1 && !self.hosts.truncated;
-        if one_host && !self.transports.contains_key("NET") {
+        if one_host && !self.transports.contains_key("NET") && !self.connect_failed {
             self.evidence.remove("virtual_interface_chosen");
             self.evidence.remove("docker_bridge_address");
         }
@@ -623,5 +644,17 @@ mod tests {
         }
         assert_eq!(f.hosts.values.len(), MAX_VALUES);
         assert!(f.hosts.truncated);
+    }
+
+    #[test]
+    fn loopback_on_one_host_matters_only_when_connections_fail() {
+        let lo = "h:1:1 [0] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>";
+        let f = facts(&[lo]);
+        assert!(!f.evidence.contains_key("virtual_interface_chosen"));
+        let f = facts(&[
+            lo,
+            "h:1:1 [0] NCCL WARN Net : Connect to 10.0.0.2<41231> failed : Connection refused",
+        ]);
+        assert!(f.evidence.contains_key("virtual_interface_chosen"));
     }
 }

@@ -12,7 +12,7 @@ pub mod render;
 pub mod rules;
 pub mod verify;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, BufRead};
 
 use serde::Serialize;
@@ -33,6 +33,9 @@ const MAX_EVIDENCE: usize = 5;
 /// The most not-understood lines kept (all are counted).
 const MAX_NOT_UNDERSTOOD: usize = 20;
 
+/// Rules of this priority or less report a slowdown (GPUDirect RDMA off), not a failure.
+pub const HINT_PRIORITY: u8 = 5;
+
 /// A log line: its number (from 1) and its text, without control characters.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Evidence {
@@ -49,6 +52,9 @@ pub struct Problem {
     pub fix: String,
     pub evidence: Vec<Evidence>,
     pub checks: Vec<String>,
+    /// An echo of a failure elsewhere (see [`rules::Rule::symptom`]).
+    #[serde(skip)]
+    pub symptom: bool,
     /// The rule that found it, and how many lines matched in all.
     pub rule: String,
     pub matched_lines: u64,
@@ -135,7 +141,106 @@ struct Tally {
     evidence: Vec<Evidence>,
     matched: u64,
     also: bool,
-    vetoed: bool,
+    /// Matched lines a later `unless` line may still veto (within reach of it).
+    recent: VecDeque<(u64, Option<Rank>)>,
+    /// `unless` lines still in reach of the lines that follow.
+    vetoes: VecDeque<(u64, Option<Rank>)>,
+}
+
+/// Which process wrote a line, as far as its prefix tells: a launcher's task label
+/// (`srun --label`'s `3: `), PyTorch's `[rank3]:`, or NCCL's `host:pid:tid`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Rank {
+    Task(String),
+    Torch(String),
+    Process(String),
+}
+
+/// The rank a line belongs to, from its prefix; `None` when it has no recognisable one.
+fn rank_of(text: &str) -> Option<Rank> {
+    let t = text.trim_start();
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    if digits > 0 && t[digits..].starts_with(": ") {
+        return Some(Rank::Task(t[..digits].to_string()));
+    }
+    if let Some(at) = t.find("[rank").filter(|at| *at < 40) {
+        let rest = &t[at + 1..];
+        let end = rest.find(']')?;
+        return Some(Rank::Torch(rest[..end].to_string()));
+    }
+    // `host:pid:tid [dev]`, perhaps after a timestamp or a launcher's `[name]:` label.
+    let before = &t[..t.find(" NCCL ")?];
+    before.split_whitespace().find_map(|token| {
+        let mut parts = token.rsplitn(3, ':');
+        let (tid, pid, host) = (parts.next()?, parts.next()?, parts.next()?);
+        let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        if !numeric(tid) || !numeric(pid) {
+            return None;
+        }
+        let host = host.rsplit(':').next().unwrap_or(host);
+        Some(Rank::Process(format!("{host}:{pid}")))
+    })
+}
+
+/// True unless both lines name their rank the same way and the names differ: lines
+/// without a rank, or named in different ways, may belong to one process.
+fn same_rank(a: &Option<Rank>, b: &Option<Rank>) -> bool {
+    match (a, b) {
+        (Some(Rank::Task(x)), Some(Rank::Task(y)))
+        | (Some(Rank::Torch(x)), Some(Rank::Torch(y)))
+        | (Some(Rank::Process(x)), Some(Rank::Process(y))) => x == y,
+        _ => true,
+    }
+}
+
+/// The most `unless` lines a rule keeps in reach at once; more are merged into the newest.
+const MAX_VETOES: usize = 64;
+
+impl Tally {
+    /// An `unless` line at `line`: the evidence of the same rank within `within` lines
+    /// before it is withdrawn, and the lines after it are vetoed as they come.
+    fn veto(&mut self, line: u64, rank: Option<Rank>, within: u64) {
+        let from = line.saturating_sub(within);
+        let mut withdrawn = Vec::new();
+        self.recent.retain(|(l, r)| {
+            let hit = *l >= from && same_rank(r, &rank);
+            if hit {
+                withdrawn.push(*l);
+            }
+            !hit
+        });
+        self.matched -= withdrawn.len() as u64;
+        self.evidence.retain(|e| !withdrawn.contains(&e.line));
+        if self.vetoes.len() >= MAX_VETOES {
+            self.vetoes.pop_front();
+        }
+        self.vetoes.push_back((line, rank));
+    }
+
+    /// A line that matched the rule's `any`: evidence unless an `unless` line near it, of
+    /// the same rank, vetoed it.
+    fn evidence(&mut self, line: u64, rank: Option<Rank>, within: u64, text: &str) {
+        let from = line.saturating_sub(within);
+        while self.vetoes.front().is_some_and(|(l, _)| *l < from) {
+            self.vetoes.pop_front();
+        }
+        if self.vetoes.iter().any(|(_, r)| same_rank(r, &rank)) {
+            return;
+        }
+        self.matched += 1;
+        if self.evidence.len() < MAX_EVIDENCE {
+            self.evidence.push(Evidence {
+                line,
+                text: shorten(text.trim()),
+            });
+        }
+        while self.recent.front().is_some_and(|(l, _)| *l < from) {
+            self.recent.pop_front();
+        }
+        if within > 0 {
+            self.recent.push_back((line, rank));
+        }
+    }
 }
 
 /// A line that reads like a failure: worth explaining or admitting not to understand.
@@ -159,6 +264,9 @@ fn looks_like_error(text: &str) -> bool {
         "Failed",
         "FAILED",
         "Exception",
+        "exception",
+        "failure",
+        "NCCL error",
         "timed out",
         "Timeout",
         "Abort",
@@ -167,6 +275,21 @@ fn looks_like_error(text: &str) -> bool {
     ]
     .iter()
     .any(|w| text.contains(w))
+}
+
+/// `NCCL INFO file.cc:123 -> 2 [Proxy Thread]`: NCCL passing an error code up its stack. It
+/// says that something failed (the WARN naming it may be missing from the log), not what.
+fn is_error_trace(text: &str) -> bool {
+    if !text.contains("NCCL INFO") {
+        return false;
+    }
+    let Some(at) = text.rfind(" -> ") else {
+        return false;
+    };
+    let rest = &text[at + 4..];
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let tail = &rest[digits..];
+    digits > 0 && &rest[..digits] != "0" && (tail.trim().is_empty() || tail.starts_with(" ["))
 }
 
 /// Reads the whole log once and explains it with `rules`.
@@ -197,25 +320,32 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
             let also = any.end..any.end + rule.also_any.len();
             let unless = also.end..also.end + rule.unless.len();
             at = unless.end;
-            if hits[any].iter().any(|h| *h) {
+            let matched = hits[any].iter().any(|h| *h);
+            let vetoed = hits[unless].iter().any(|h| *h);
+            // A line that is its own rule's exception is not explained by it; one vetoed by
+            // a line nearby is, as the echo of what that line says.
+            if matched && !vetoed {
                 understood = true;
-                tally.matched += 1;
-                if tally.evidence.len() < MAX_EVIDENCE {
-                    tally.evidence.push(Evidence {
-                        line: n,
-                        text: shorten(text.trim()),
-                    });
-                }
             }
             if hits[also].iter().any(|h| *h) {
                 tally.also = true;
             }
-            if hits[unless].iter().any(|h| *h) {
-                tally.vetoed = true;
+            if matched && rule.unless.is_empty() {
+                // Nothing can veto it: no rank to work out, nothing to remember.
+                tally.evidence(n, None, 0, &text);
+            } else if vetoed || matched {
+                let rank = rank_of(&text);
+                // The veto first: a line that is both evidence and exception is no evidence.
+                if vetoed {
+                    tally.veto(n, rank.clone(), rule.unless_within);
+                }
+                if matched {
+                    tally.evidence(n, rank, rule.unless_within, &text);
+                }
             }
         }
         let context = hits[at..].iter().any(|h| *h);
-        if !understood && context && looks_like_error(&text) {
+        if !understood && ((context && looks_like_error(&text)) || is_error_trace(&text)) {
             // A wrapper ("unhandled system error") says that something failed but not what:
             // shown as not understood if nothing else in the log explains it.
             wrappers_total += 1;
@@ -250,6 +380,22 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
                 .cmp(&b.evidence.first().map(|e| e.line)),
         )
     });
+    // A slowdown is no explanation of a failure: with error lines no rule explains, the
+    // failure is not understood, whatever slowed the job down too.
+    if analysis.not_understood_total > 0 && problems.iter().all(|p| p.priority <= HINT_PRIORITY) {
+        problems.clear();
+    }
+    // An echo (a peer closed the connection) names no cause by itself: its lines are what
+    // the log does not explain.
+    if !problems.is_empty() && problems.iter().all(|p| p.symptom) {
+        for p in problems.drain(..) {
+            analysis.not_understood_total += p.matched_lines;
+            analysis.not_understood.extend(p.evidence);
+        }
+        analysis.not_understood.sort_by_key(|e| e.line);
+        analysis.not_understood.dedup_by_key(|e| e.line);
+        analysis.not_understood.truncate(MAX_NOT_UNDERSTOOD);
+    }
     // Two rules of one category on one log are one problem, told by the stronger rule.
     let mut seen = BTreeMap::new();
     problems.retain(|p| seen.insert(p.category, ()).is_none());
@@ -264,7 +410,7 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
 }
 
 fn judge(rule: &Rule, tally: Tally, facts: &Facts) -> Option<Problem> {
-    if tally.vetoed || (!rule.also_any.is_empty() && !tally.also) {
+    if !rule.also_any.is_empty() && !tally.also {
         return None;
     }
     let fact_evidence = rule.fact.and_then(|f| facts.evidence.get(f));
@@ -296,6 +442,7 @@ fn judge(rule: &Rule, tally: Tally, facts: &Facts) -> Option<Problem> {
         matched_lines: matched,
         sources: rule.sources.clone(),
         priority: rule.priority,
+        symptom: rule.symptom,
     })
 }
 
@@ -349,5 +496,138 @@ mod tests {
         let a = run(b"[rank0]:[E ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE) ran for 600013 milliseconds before timing out.\nh:1:1 [0] misc/shmutils.cc:71 NCCL WARN Error: failed to extend /dev/shm/nccl-x to 9637892 bytes\n");
         assert_eq!(a.problems[0].category, "shm_too_small");
         assert_eq!(a.problems[1].category, "straggler_or_dead_rank_timeout");
+    }
+
+    #[test]
+    fn an_unless_line_vetoes_only_nearby_lines_of_its_own_rank() {
+        // Rank A (pid 1) cannot open /dev/shm; rank B (pid 2), later, finds it full: the
+        // permission problem must not hide B's full /dev/shm.
+        let mut log = String::new();
+        log.push_str("h:1:1 [0] NCCL WARN Error while creating shared memory segment /dev/shm/nccl-a (size 9637888)\n");
+        log.push_str("h:1:1 [0] NCCL WARN shm_open failed : Permission denied\n");
+        for i in 0..20 {
+            log.push_str(&format!(
+                "h:2:2 [1] NCCL INFO Channel {i:02} : 1[1] -> 0[0] via SHM\n"
+            ));
+        }
+        log.push_str(
+            "h:2:2 [1] NCCL WARN Error: failed to extend /dev/shm/nccl-b to 9637892 bytes\n",
+        );
+        let a = run(log.as_bytes());
+        let categories: Vec<&str> = a.problems.iter().map(|p| p.category).collect();
+        assert_eq!(
+            categories,
+            ["shm_permission", "shm_too_small"],
+            "{:?}",
+            a.problems
+        );
+        let full = &a.problems[1];
+        assert_eq!(full.matched_lines, 1);
+        assert_eq!(full.evidence[0].line, 23);
+        // The same rank's segment error beside its permission error is that error's echo.
+        let a = run(&log.as_bytes()[..log.find("h:2:2").unwrap()]);
+        let categories: Vec<&str> = a.problems.iter().map(|p| p.category).collect();
+        assert_eq!(categories, ["shm_permission"]);
+    }
+
+    #[test]
+    fn an_unless_of_reach_zero_vetoes_only_its_own_line() {
+        // c10d's IPv6 lookup of a name with only IPv4 addresses is no resolution failure;
+        // the IPv4 lookup failing on the next line is.
+        let a = run(b"[W socket.cpp:601] [c10d] The IPv6 network addresses of (node1, 29500) cannot be retrieved (gai error: -5 - No address associated with hostname).\n");
+        assert!(a.problems.is_empty(), "{:?}", a.problems);
+        let a = run(b"[W socket.cpp:601] [c10d] The IPv6 network addresses of (node1, 29500) cannot be retrieved (gai error: -5 - No address associated with hostname).\n[W socket.cpp:601] [c10d] The IPv4 network addresses of (node1, 29500) cannot be retrieved (gai error: -2 - Name or service not known).\n");
+        assert_eq!(a.problems[0].category, "hostname_resolution");
+        assert_eq!(a.problems[0].rule, "name-resolution");
+        assert_eq!(a.problems[0].evidence[0].line, 2);
+    }
+
+    #[test]
+    fn ranks_from_launcher_torch_and_nccl_prefixes() {
+        let r = |t: &str| rank_of(t);
+        assert_eq!(
+            r("3: host:12:13 [0] NCCL WARN x"),
+            Some(Rank::Task("3".into()))
+        );
+        assert_eq!(
+            r("[rank5]: torch.distributed.DistBackendError"),
+            Some(Rank::Torch("rank5".into()))
+        );
+        assert_eq!(
+            r(
+                "[2026-11-25 13:48:11] vm:9730:9731 [0] misc/cudawrap.cc:329 (initOnceFunc) NCCL WARN x"
+            ),
+            Some(Rank::Process("vm:9730".into()))
+        );
+        assert_eq!(
+            r("[trainer0|0]:twshared1016:1958:1958 [3] NCCL INFO x"),
+            Some(Rank::Process("twshared1016:1958".into()))
+        );
+        assert_eq!(r("RuntimeError: NCCL error"), None);
+        assert_eq!(r("a:b:c NCCL WARN"), None);
+        assert!(same_rank(&None, &Some(Rank::Task("1".into()))));
+        assert!(same_rank(
+            &Some(Rank::Torch("rank1".into())),
+            &Some(Rank::Task("2".into()))
+        ));
+        assert!(!same_rank(
+            &Some(Rank::Task("1".into())),
+            &Some(Rank::Task("2".into()))
+        ));
+    }
+
+    #[test]
+    fn the_version_and_address_family_rules_fire_on_their_messages() {
+        let a = run(b"h:1:1 [0] init.cc:1 NCCL WARN Mismatched NCCL version detected : rank 0 version 21803 rank 1 version 21903\n");
+        assert_eq!(a.problems[0].category, "nccl_version_mismatch");
+        let a = run(b"h:1:1 [0] NCCL INFO NCCL version 2.18.3+cuda12.2\ng:2:2 [0] NCCL INFO NCCL version 2.19.3+cuda12.2\n");
+        assert_eq!(a.problems[0].category, "nccl_version_mismatch");
+        // Setting the family is no failure by itself.
+        let a = run(b"h:1:1 [0] NCCL INFO NCCL_SOCKET_FAMILY set by environment to AF_INET6\n");
+        assert!(a.problems.is_empty(), "{:?}", a.problems);
+        let a = run(b"h:1:1 [0] NCCL INFO NCCL_SOCKET_FAMILY set by environment to AF_INET6\nh:1:1 [0] bootstrap.cc:129 NCCL WARN Bootstrap : no socket interface found\n");
+        assert_eq!(a.problems[0].category, "ipv6_ipv4_mismatch");
+        assert_eq!(a.problems[1].category, "wrong_socket_interface");
+    }
+
+    #[test]
+    fn a_chosen_loopback_outranks_the_refusals_it_causes() {
+        let a = run(b"h:1:1 [0] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>\ng:2:2 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>\ng:2:2 [0] NCCL WARN Net : Connect to 127.0.0.1<43211> failed : Connection refused\n");
+        assert_eq!(a.problems[0].category, "wrong_socket_interface");
+        assert_eq!(a.problems[1].category, "firewall_port_blocked");
+    }
+
+    #[test]
+    fn a_slowdown_never_explains_a_failure() {
+        let gdr = "h:1:1 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)\n";
+        let a = run(gdr.as_bytes());
+        assert_eq!(a.problems[0].category, "gpudirect_rdma_missing");
+        let a = run(format!("{gdr}h:1:1 [0] foo.cc:1 NCCL WARN Frobnicator exploded\n").as_bytes());
+        assert!(a.problems.is_empty(), "{:?}", a.problems);
+        assert_eq!(a.not_understood_total, 1);
+    }
+
+    #[test]
+    fn a_download_that_cannot_reach_the_internet_is_not_the_jobs_network() {
+        let a = run(b"requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443): Max retries exceeded with url: /x (Caused by NewConnectionError('Failed to establish a new connection: [Errno -3] Temporary failure in name resolution'))\n");
+        assert!(a.problems.is_empty(), "{:?}", a.problems);
+        assert_eq!(a.not_understood_total, 1);
+    }
+
+    #[test]
+    fn error_traces_are_a_failure_not_understood_when_nothing_else_is_there() {
+        assert!(is_error_trace(
+            "h:1:2 [2] NCCL INFO misc/socket.cc:567 -> 2"
+        ));
+        assert!(is_error_trace(
+            "h:1:2 [4] NCCL INFO proxy.cc:874 -> 6 [Progress Thread]"
+        ));
+        assert!(!is_error_trace(
+            "h:1:2 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/IPC"
+        ));
+        assert!(!is_error_trace("h:1:2 [0] NCCL INFO init.cc:1 -> 0"));
+        let a = run(b"h:1:2 [2] NCCL INFO misc/socket.cc:567 -> 2\nh:1:2 [2] NCCL INFO bootstrap.cc:270 -> 2\n");
+        assert!(a.problems.is_empty());
+        assert_eq!(a.not_understood_total, 2);
     }
 }

@@ -21,6 +21,14 @@ pub const SITE_DIR: &str = "/etc/gputune/explain";
 /// The most a rules file may hold; the shipped one is a few dozen KiB.
 const MAX_RULES_BYTES: u64 = 1 << 20;
 
+/// How far an `unless` line reaches when a rule does not say: the few lines around one
+/// error that NCCL prints for it (the WARN, the `-> N` trace, the wrapper).
+pub const UNLESS_WITHIN: u64 = 5;
+
+/// The farthest an `unless` line may reach: beyond this it is no longer about the same
+/// failure.
+const MAX_UNLESS_WITHIN: i64 = 1000;
+
 /// The longest pattern a rule may use: patterns are matched against every line of logs that
 /// can be gigabytes long, so they are short literal phrases, not documents.
 const MAX_PATTERN_CHARS: usize = 200;
@@ -199,8 +207,15 @@ pub struct Rule {
     pub any: Vec<Pattern>,
     /// The rule holds only if the log also has a line matching one of these (anywhere).
     pub also_any: Vec<Pattern>,
-    /// The rule does not hold if any line matches one of these.
+    /// A line matching one of these vetoes the evidence near it: the lines of the same rank
+    /// (or of no known rank) at most [`Rule::unless_within`] lines before or after it. A
+    /// veto is local because a multi-rank log mixes unrelated failures: a `Permission
+    /// denied` of one rank must not hide another rank's full `/dev/shm`.
     pub unless: Vec<Pattern>,
+    /// How far (in lines) an `unless` line reaches; 0 vetoes only its own line.
+    pub unless_within: u64,
+    /// An echo of a failure elsewhere: alone it explains nothing.
+    pub symptom: bool,
     /// A fact about what NCCL did that is evidence by itself.
     pub fact: Option<&'static str>,
     pub cause: String,
@@ -260,6 +275,10 @@ struct RawRule {
     also_any: Vec<String>,
     #[serde(default)]
     unless: Vec<String>,
+    #[serde(default)]
+    unless_within: Option<i64>,
+    #[serde(default)]
+    symptom: bool,
     #[serde(default)]
     fact: Option<String>,
     cause: String,
@@ -325,6 +344,17 @@ pub fn parse(file: &str, text: &str) -> Result<RuleSet, RuleError> {
             .ok()
             .filter(|p| *p <= 100)
             .ok_or_else(|| at(format!("priority {} is not 0 to 100", raw.priority)))?;
+        let unless_within = match raw.unless_within {
+            None => UNLESS_WITHIN,
+            Some(n) => u64::try_from(n)
+                .ok()
+                .filter(|_| n <= MAX_UNLESS_WITHIN)
+                .ok_or_else(|| {
+                    at(format!(
+                        "unless_within {n} is not 0 to {MAX_UNLESS_WITHIN} lines"
+                    ))
+                })?,
+        };
         let fact =
             match &raw.fact {
                 None => None,
@@ -370,6 +400,8 @@ pub fn parse(file: &str, text: &str) -> Result<RuleSet, RuleError> {
             any,
             also_any: patterns(&raw.also_any)?,
             unless: patterns(&raw.unless)?,
+            unless_within,
+            symptom: raw.symptom,
             fact,
             cause: raw.cause,
             fix: raw.fix,
@@ -459,14 +491,14 @@ mod tests {
         let set = parse("rules/explain.toml", BUILTIN).unwrap();
         assert!(set.rules.len() >= 20, "{}", set.rules.len());
         let used: BTreeSet<&str> = set.rules.iter().map(|r| r.category).collect();
-        // Every shipped rule is backed by a real log (tests/explain.rs); no public log was
-        // found for these categories, so they have no shipped rule yet (site rules may add them).
+        // Every category of the vocabulary has a shipped rule, each backed by a real log
+        // (tests/explain.rs).
         let missing: Vec<&str> = CATEGORIES
             .iter()
             .copied()
             .filter(|c| !used.contains(c))
             .collect();
-        assert_eq!(missing, ["nccl_version_mismatch", "ipv6_ipv4_mismatch"]);
+        assert!(missing.is_empty(), "{missing:?}");
     }
 
     #[test]
@@ -478,6 +510,16 @@ mod tests {
             ("any = [\"x\"]\nfact = \"nope\"", Some(1), "fact \"nope\""),
             ("any = [\"x\"]\npriority = 101", Some(1), "priority 101"),
             ("any = [\"x\"]\nchecks = [\"a b\"]", Some(1), "check id"),
+            (
+                "any = [\"x\"]\nunless_within = -1",
+                Some(1),
+                "unless_within -1",
+            ),
+            (
+                "any = [\"x\"]\nunless_within = 5000",
+                Some(1),
+                "unless_within 5000",
+            ),
         ] {
             let e = parse("site.toml", &rule(body)).unwrap_err();
             assert_eq!(e.line, line, "{body}: {e}");

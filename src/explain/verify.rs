@@ -89,6 +89,7 @@ mod tests {
             matched_lines: 1,
             sources: Vec::new(),
             priority: 1,
+            symptom: false,
         }
     }
 
