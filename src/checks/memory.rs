@@ -321,6 +321,11 @@ fn thp(ctx: &Context, key: &str, setting: &Setting, path: &str) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_key_reaches_its_judge() {
+        crate::checks::judged::assert_each_key_reaches_its_judge(JUDGED);
+    }
     use crate::testing::assert_cases;
 
     #[test]

@@ -274,6 +274,11 @@ fn peermem(ctx: &Context, inv: &Inventory, setting: &Setting) -> Finding {
 mod tests {
     use super::*;
 
+    #[test]
+    fn each_key_reaches_its_judge() {
+        crate::checks::judged::assert_each_key_reaches_its_judge(JUDGED);
+    }
+
     fn config_with_acs(control: u16) -> Vec<u8> {
         let mut c = vec![0u8; 4096];
         // AER at 0x100 pointing to ACS at 0x148.

@@ -300,6 +300,11 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+
+    #[test]
+    fn each_key_reaches_its_judge() {
+        crate::checks::judged::assert_each_key_reaches_its_judge(JUDGED);
+    }
     use crate::inventory::pci::PciLink;
     use crate::testing::Tree;
 
