@@ -31,11 +31,13 @@ pub fn audit(ctx: &Context, hca: &RdmaDevice, why: &str, nccl: &NcclConfig) -> V
     for port in &hca.ports {
         out.push(state(hca, port, why));
         for (key, setting) in ctx.profile.area(Area::Nic) {
-            let judge = match judge_of(super::JUDGED, key) {
-                Some(Judge::Port(Port::Rate)) => rate,
-                Some(Judge::Port(Port::ActiveMtu)) => active_mtu,
-                Some(Judge::Port(Port::LinkLayer)) => link_layer,
-                _ => continue,
+            let Some(Judge::Port(attribute)) = judge_of(super::JUDGED, key) else {
+                continue;
+            };
+            let judge = match attribute {
+                Port::Rate => rate,
+                Port::ActiveMtu => active_mtu,
+                Port::LinkLayer => link_layer,
             };
             let check = super::super::setting_check(ctx, Area::Nic, key, setting)
                 .suffixed(&format!(".{}.{}", hca.name, port.port));
