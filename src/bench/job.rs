@@ -16,11 +16,12 @@ use super::control::Group;
 use super::harness;
 use super::launch::{self, JobEnv, Launcher};
 use super::nccl::{self, NcclBackend, NcclStack};
-use super::output::{self, Member, RunInfo, Versions};
+use super::output::{self, Member, RunInfo, Transport, Versions};
 use super::rendezvous::{self, Identity, Joined};
 use super::stats::{Row, average_busbw, total_wrong};
 use super::tcp::{self, TcpBackend};
 use super::{Backend, BenchError, Settings};
+use serde::{Deserialize, Serialize};
 
 use crate::error::ExitCode;
 use crate::host::Root;
@@ -30,7 +31,8 @@ use crate::profile::{Baseline, Threshold};
 pub(crate) const CHILD_VAR: &str = "GPUTUNE_BENCH_CHILD";
 
 /// Which transport was asked for (`--backend`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Choice {
     Auto,
     Nccl,
@@ -74,10 +76,10 @@ enum Resolved {
 }
 
 impl Resolved {
-    fn name(&self) -> &'static str {
+    fn transport(&self) -> Transport {
         match self {
-            Resolved::Tcp => "tcp",
-            Resolved::Nccl(_) => "nccl",
+            Resolved::Tcp => Transport::Tcp,
+            Resolved::Nccl(_) => Transport::Nccl,
         }
     }
 }
@@ -267,7 +269,7 @@ fn run_rank(
     listener: Option<TcpListener>,
 ) -> Result<ExitCode, BenchError> {
     let resolved = resolve(job.choice, root, env.rank == 0)?;
-    let backend_name = resolved.name();
+    let transport = resolved.transport();
     let mut nccl_version = None;
     let (device, ordinal) = match &resolved {
         Resolved::Tcp => ("cpu".to_string(), 0),
@@ -288,7 +290,7 @@ fn run_rank(
         world: env.world,
         token: env.token.clone(),
         member: member.clone(),
-        backend: resolved.name().to_string(),
+        backend: transport.name().to_string(),
         settings: job.settings.clone(),
     };
     let nccl_id = match &resolved {
@@ -413,7 +415,7 @@ fn run_rank(
     };
 
     let info = RunInfo {
-        backend: backend_name.to_string(),
+        backend: transport,
         settings: job.settings.clone(),
         members: group.members.clone(),
         versions: Versions {
@@ -454,7 +456,7 @@ const COPY_BUDGET: Duration = Duration::from_millis(250);
 /// interconnect for NCCL on one host, the memory copy rate for TCP on one host.
 fn reference(root: &Root, info: &RunInfo, peers: &[IpAddr]) -> Result<Reference, String> {
     let hosts = info.hosts();
-    if hosts.len() > 1 && info.backend == "nccl" && !env_is("NCCL_IB_DISABLE", "1") {
+    if hosts.len() > 1 && info.backend == Transport::Nccl && !env_is("NCCL_IB_DISABLE", "1") {
         // NCCL's IB transport (InfiniBand, RoCE) takes the RDMA ports, not the IP route.
         let devices = crate::inventory::rdma::devices(root).map_err(|e| e.to_string())?;
         let spec = std::env::var("NCCL_IB_HCA").ok();
@@ -483,7 +485,7 @@ fn reference(root: &Root, info: &RunInfo, peers: &[IpAddr]) -> Result<Reference,
         return context::of_nics(&nics, &why)
             .ok_or_else(|| "no interface carries the traffic to the other hosts".to_string());
     }
-    if info.backend == "nccl" {
+    if info.backend == Transport::Nccl {
         let gpus = crate::inventory::gpu::present(root).map_err(|e| e.to_string())?;
         let used: Vec<_> = gpus.into_iter().take(info.members.len()).collect();
         let nvml = crate::probes::Probes::for_root(root)

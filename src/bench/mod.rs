@@ -39,7 +39,7 @@ pub struct Settings {
     #[serde(flatten)]
     pub sweep: Sweep,
     /// The backend asked for (`auto`, `nccl`, `tcp`).
-    pub backend: String,
+    pub backend: job::Choice,
     /// TCP connections per ring neighbour and direction.
     pub streams: usize,
     /// SO_SNDBUF/SO_RCVBUF in bytes for data sockets; 0 leaves the kernel's autotuning.

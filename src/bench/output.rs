@@ -19,10 +19,34 @@ pub struct Member {
     pub device: String,
 }
 
+/// The transport a run measured with: `--backend` once resolved (`auto` picks one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    Nccl,
+    Tcp,
+}
+
+impl Transport {
+    /// The word headers, labels and the rendezvous use: `nccl`, `tcp`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Nccl => "nccl",
+            Transport::Tcp => "tcp",
+        }
+    }
+}
+
+impl std::fmt::Display for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Everything a rendering needs besides the rows.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunInfo {
-    pub backend: String,
+    pub backend: Transport,
     pub settings: Settings,
     pub members: Vec<Member>,
     pub versions: Versions,
@@ -94,7 +118,7 @@ pub fn table_header(info: &RunInfo) -> String {
     if let Some(nccl) = &info.versions.nccl {
         out.push_str(&format!("# NCCL version {nccl}\n"));
     }
-    if info.backend == "tcp" {
+    if info.backend == Transport::Tcp {
         use super::collective::Collective;
         let algo = match (s.sweep.collective, s.algo) {
             (Collective::AllReduce, super::Algo::Auto) => format!(
@@ -314,9 +338,29 @@ mod tests {
     use crate::bench::harness::Sweep;
     use crate::bench::size::SizeStep;
 
+    #[test]
+    fn backend_words_serialise_as_before_the_enums() {
+        use crate::bench::job::Choice;
+        fn json<T: Serialize>(value: &T) -> String {
+            serde_json::to_string(value).unwrap_or_default()
+        }
+        assert_eq!(json(&Transport::Nccl), "\"nccl\"");
+        assert_eq!(json(&Transport::Tcp), "\"tcp\"");
+        assert_eq!(Transport::Tcp.to_string(), "tcp");
+        for (choice, text) in [
+            (Choice::Auto, "\"auto\""),
+            (Choice::Nccl, "\"nccl\""),
+            (Choice::Tcp, "\"tcp\""),
+        ] {
+            assert_eq!(json(&choice), text);
+            assert_eq!(serde_json::from_str::<Choice>(text).ok(), Some(choice));
+        }
+        assert!(serde_json::from_str::<Choice>("\"udp\"").is_err());
+    }
+
     fn info() -> RunInfo {
         RunInfo {
-            backend: "tcp".into(),
+            backend: Transport::Tcp,
             settings: Settings {
                 sweep: Sweep {
                     collective: crate::bench::collective::Collective::AllReduce,
@@ -329,7 +373,7 @@ mod tests {
                     warmup: 1,
                     check: 1,
                 },
-                backend: "tcp".into(),
+                backend: crate::bench::job::Choice::Tcp,
                 streams: 1,
                 sockbuf: 0,
                 algo: crate::bench::Algo::Auto,

@@ -27,7 +27,7 @@ pub(crate) fn render(
     let base = format!(
         "collective=\"{}\",backend=\"{}\",ranks=\"{}\"",
         label(collective),
-        label(&info.backend),
+        label(info.backend.name()),
         info.members.len()
     );
     let mut out = String::new();
@@ -170,13 +170,13 @@ mod tests {
                 warmup: 0,
                 check: 1,
             },
-            backend: "tcp".into(),
+            backend: crate::bench::job::Choice::Tcp,
             streams: 1,
             sockbuf: 0,
             algo: crate::bench::Algo::Auto,
         };
         RunInfo {
-            backend: "tcp".into(),
+            backend: crate::bench::output::Transport::Tcp,
             settings: job,
             members: vec![Member {
                 rank: 0,

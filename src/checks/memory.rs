@@ -5,74 +5,109 @@ use crate::finding::{Area, Change, Finding, Remedy, Status};
 use crate::host::cmdline;
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
 
+use super::judged::{Judged, judge_of, specs};
 use super::{Context, by_rule, by_rule_with, setting_check};
 
 const THP_ENABLED: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
 const THP_DEFRAG: &str = "/sys/kernel/mm/transparent_hugepage/defrag";
 
-pub(crate) const KEYS: &[KeySpec] = &[
-    KeySpec {
-        key: "vm.swappiness",
-        kind: Number,
-        why: "High swappiness pages out data-loader workers and pinned-memory neighbours; one stalled rank stalls every rank of a synchronous job.",
+const JUDGED: &[Judged<Judge>] = &[
+    Judged {
+        judge: Judge::Sysctl,
+        spec: KeySpec {
+            key: "vm.swappiness",
+            kind: Number,
+            why: "High swappiness pages out data-loader workers and pinned-memory neighbours; one stalled rank stalls every rank of a synchronous job.",
+        },
     },
-    KeySpec {
-        key: "swap.devices",
-        kind: Number,
-        why: "Active swap lets the kernel page out training processes under pressure instead of failing fast; GPU nodes usually run without swap.",
+    Judged {
+        judge: Judge::Swap,
+        spec: KeySpec {
+            key: "swap.devices",
+            kind: Number,
+            why: "Active swap lets the kernel page out training processes under pressure instead of failing fast; GPU nodes usually run without swap.",
+        },
     },
-    KeySpec {
-        key: "transparent_hugepage.enabled",
-        kind: Text,
-        why: "THP `always` makes khugepaged compact and collapse pages behind the job, causing latency spikes; `madvise` lets allocators opt in.",
+    Judged {
+        judge: Judge::ThpEnabled,
+        spec: KeySpec {
+            key: "transparent_hugepage.enabled",
+            kind: Text,
+            why: "THP `always` makes khugepaged compact and collapse pages behind the job, causing latency spikes; `madvise` lets allocators opt in.",
+        },
     },
-    KeySpec {
-        key: "transparent_hugepage.defrag",
-        kind: Text,
-        why: "Synchronous THP defragmentation stalls allocations in the training loop.",
+    Judged {
+        judge: Judge::ThpDefrag,
+        spec: KeySpec {
+            key: "transparent_hugepage.defrag",
+            kind: Text,
+            why: "Synchronous THP defragmentation stalls allocations in the training loop.",
+        },
     },
-    KeySpec {
-        key: "kernel.numa_balancing",
-        kind: Number,
-        why: "Automatic NUMA balancing unmaps and migrates pages under pinned DMA buffers and data loaders, adding page faults to the hot path.",
+    Judged {
+        judge: Judge::Sysctl,
+        spec: KeySpec {
+            key: "kernel.numa_balancing",
+            kind: Number,
+            why: "Automatic NUMA balancing unmaps and migrates pages under pinned DMA buffers and data loaders, adding page faults to the hot path.",
+        },
     },
-    KeySpec {
-        key: "vm.zone_reclaim_mode",
-        kind: Number,
-        why: "Zone reclaim evicts the page cache holding the dataset instead of using the other socket's memory.",
+    Judged {
+        judge: Judge::Sysctl,
+        spec: KeySpec {
+            key: "vm.zone_reclaim_mode",
+            kind: Number,
+            why: "Zone reclaim evicts the page cache holding the dataset instead of using the other socket's memory.",
+        },
     },
-    KeySpec {
-        key: "fs.file-max",
-        kind: Number,
-        why: "Data-loader workers, NCCL sockets and checkpoint shards open many files; hitting the system limit fails the job.",
+    Judged {
+        judge: Judge::Sysctl,
+        spec: KeySpec {
+            key: "fs.file-max",
+            kind: Number,
+            why: "Data-loader workers, NCCL sockets and checkpoint shards open many files; hitting the system limit fails the job.",
+        },
     },
 ];
 
+pub(crate) const KEYS: &[KeySpec] = &specs::<_, { JUDGED.len() }>(JUDGED);
+
+/// What reads a memory key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Judge {
+    /// A sysctl, judged with the other sysctls by [`super::sysctl::audit`].
+    Sysctl,
+    Swap,
+    ThpEnabled,
+    ThpDefrag,
+}
+
 pub(crate) fn audit(ctx: &Context) -> Vec<Finding> {
-    let mut findings = super::sysctl::audit(ctx, Area::Memory, |key| !is_special(key));
+    let mut findings = super::sysctl::audit(ctx, Area::Memory, |key| {
+        judge_of(JUDGED, key) == Some(Judge::Sysctl)
+    });
     for (key, setting) in ctx.profile.area(Area::Memory) {
-        match key.as_str() {
-            "swap.devices" if ctx.options.persisted => findings.push(swap_at_boot(ctx, setting)),
-            "swap.devices" => findings.push(swap(ctx, setting)),
-            "transparent_hugepage.enabled" if ctx.options.persisted => {
+        let Some(judge) = judge_of(JUDGED, key) else {
+            continue;
+        };
+        match judge {
+            Judge::Sysctl => {}
+            Judge::Swap if ctx.options.persisted => findings.push(swap_at_boot(ctx, setting)),
+            Judge::Swap => findings.push(swap(ctx, setting)),
+            Judge::ThpEnabled if ctx.options.persisted => {
                 findings.push(thp_at_boot(ctx, key, setting))
             }
-            "transparent_hugepage.defrag" if ctx.options.image() => findings.push(
+            Judge::ThpDefrag if ctx.options.image() => findings.push(
                 setting_check(ctx, Area::Memory, key, setting).skip(format!(
                     "{}: THP defrag has no kernel command-line form; set it at boot with a systemd-tmpfiles rule (`w /sys/kernel/mm/transparent_hugepage/defrag - - - - madvise`)",
                     crate::image::NO_KERNEL
                 )),
             ),
-            "transparent_hugepage.enabled" => findings.push(thp(ctx, key, setting, THP_ENABLED)),
-            "transparent_hugepage.defrag" => findings.push(thp(ctx, key, setting, THP_DEFRAG)),
-            _ => {}
+            Judge::ThpEnabled => findings.push(thp(ctx, key, setting, THP_ENABLED)),
+            Judge::ThpDefrag => findings.push(thp(ctx, key, setting, THP_DEFRAG)),
         }
     }
     findings
-}
-
-fn is_special(key: &str) -> bool {
-    key.starts_with("swap.") || key.starts_with("transparent_hugepage.")
 }
 
 /// One active swap area from `/proc/swaps`.
@@ -286,6 +321,11 @@ fn thp(ctx: &Context, key: &str, setting: &Setting, path: &str) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_key_reaches_its_judge() {
+        crate::checks::judged::assert_each_key_reaches_its_judge(JUDGED);
+    }
     use crate::testing::assert_cases;
 
     #[test]

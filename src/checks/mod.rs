@@ -6,6 +6,7 @@ pub(crate) mod cgroup;
 pub(crate) mod chosen;
 pub mod firewall;
 pub(crate) mod gpu;
+mod judged;
 pub mod limits;
 pub(crate) mod memory;
 pub(crate) mod network;

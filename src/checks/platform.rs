@@ -8,31 +8,47 @@ use crate::finding::{Area, Check, Finding};
 use crate::inventory::Inventory;
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
 
+use super::judged::{Judged, judge_of, specs};
 use super::{Context, setting_check, value_by_rule};
 
 /// Why a check of the path to GPUs is skipped on a node without any.
 const NO_GPU: &str = "no NVIDIA GPU on the PCI bus";
 
-pub(crate) const KEYS: &[KeySpec] = &[
-    KeySpec {
-        key: "iommu.mode",
-        kind: Text,
-        why: "With DMA translation on, every GPUDirect RDMA and peer-to-peer transfer goes through the IOMMU; NVIDIA asks for it off or in pass-through (iommu=pt).",
+const JUDGED: &[Judged<Judge>] = &[
+    Judged {
+        judge: Judge::Iommu,
+        spec: KeySpec {
+            key: "iommu.mode",
+            kind: Text,
+            why: "With DMA translation on, every GPUDirect RDMA and peer-to-peer transfer goes through the IOMMU; NVIDIA asks for it off or in pass-through (iommu=pt).",
+        },
     },
-    KeySpec {
-        key: "nvidia_peermem.loaded",
-        kind: Number,
-        why: "GPUDirect RDMA needs nvidia-peermem so the NIC can read and write GPU memory; without it NCCL stages every transfer through host memory.",
+    Judged {
+        judge: Judge::Peermem,
+        spec: KeySpec {
+            key: "nvidia_peermem.loaded",
+            kind: Number,
+            why: "GPUDirect RDMA needs nvidia-peermem so the NIC can read and write GPU memory; without it NCCL stages every transfer through host memory.",
+        },
     },
 ];
+
+pub(crate) const KEYS: &[KeySpec] = &specs::<_, { JUDGED.len() }>(JUDGED);
+
+/// What reads a platform key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Judge {
+    Iommu,
+    Peermem,
+}
 
 pub(crate) fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
     let mut out = acs(ctx, inv);
     for (key, setting) in ctx.profile.area(Area::Platform) {
-        match key.as_str() {
-            "iommu.mode" => out.push(iommu(ctx, setting)),
-            "nvidia_peermem.loaded" => out.push(peermem(ctx, inv, setting)),
-            _ => {}
+        match judge_of(JUDGED, key) {
+            Some(Judge::Iommu) => out.push(iommu(ctx, setting)),
+            Some(Judge::Peermem) => out.push(peermem(ctx, inv, setting)),
+            None => {}
         }
     }
     out
@@ -257,6 +273,11 @@ fn peermem(ctx: &Context, inv: &Inventory, setting: &Setting) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_key_reaches_its_judge() {
+        crate::checks::judged::assert_each_key_reaches_its_judge(JUDGED);
+    }
 
     fn config_with_acs(control: u16) -> Vec<u8> {
         let mut c = vec![0u8; 4096];

@@ -256,7 +256,7 @@ pub fn validate(
             warmup: args.warmup,
             check: args.check,
         },
-        backend: format!("{:?}", args.backend).to_lowercase(),
+        backend: args.backend,
         streams: args.streams,
         sockbuf,
         algo: args.algo,

@@ -22,49 +22,84 @@ use crate::profile::amount::Amount;
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
 
 use super::Context;
+use super::judged::{Judged, judge_of, specs};
 use effective::*;
 use fix::*;
 use hierarchy::{Layout, Membership};
 use target::*;
 
 /// Keys a profile may set in `[cgroup]`.
-pub(crate) const KEYS: &[KeySpec] = &[
-    KeySpec {
-        key: "cgroup.hierarchy",
-        kind: Text,
-        why: "cgroup v1 and hybrid layouts are deprecated by systemd and Kubernetes; limits and device isolation of container runtimes differ between them.",
+const JUDGED: &[Judged<Judge>] = &[
+    Judged {
+        judge: Judge::Hierarchy,
+        spec: KeySpec {
+            key: "cgroup.hierarchy",
+            kind: Text,
+            why: "cgroup v1 and hybrid layouts are deprecated by systemd and Kubernetes; limits and device isolation of container runtimes differ between them.",
+        },
     },
-    KeySpec {
-        key: "memory.max",
-        kind: Number,
-        why: "A hard memory limit OOM-kills a rank, and with it the whole synchronous job; /dev/shm pages NCCL uses are charged to it too.",
+    Judged {
+        judge: Judge::Limit,
+        spec: KeySpec {
+            key: "memory.max",
+            kind: Number,
+            why: "A hard memory limit OOM-kills a rank, and with it the whole synchronous job; /dev/shm pages NCCL uses are charged to it too.",
+        },
     },
-    KeySpec {
-        key: "memory.high",
-        kind: Number,
-        why: "Above memory.high the kernel throttles the cgroup and reclaims hard (cgroup-v2 docs), stalling data loaders and every rank waiting on them.",
+    Judged {
+        judge: Judge::Limit,
+        spec: KeySpec {
+            key: "memory.high",
+            kind: Number,
+            why: "Above memory.high the kernel throttles the cgroup and reclaims hard (cgroup-v2 docs), stalling data loaders and every rank waiting on them.",
+        },
     },
-    KeySpec {
-        key: "cpu.max",
-        kind: Number,
-        why: "A CPU quota (in thousandths of a CPU) throttles data-loader workers and NCCL's proxy threads for the rest of each period, adding latency to every collective.",
+    Judged {
+        judge: Judge::Limit,
+        spec: KeySpec {
+            key: "cpu.max",
+            kind: Number,
+            why: "A CPU quota (in thousandths of a CPU) throttles data-loader workers and NCCL's proxy threads for the rest of each period, adding latency to every collective.",
+        },
     },
-    KeySpec {
-        key: "pids.max",
-        kind: Number,
-        why: "Every rank, data-loader worker and their threads (OpenMP, CUDA, NCCL) count as tasks; hitting pids.max fails fork/clone at start-up.",
+    Judged {
+        judge: Judge::Limit,
+        spec: KeySpec {
+            key: "pids.max",
+            kind: Number,
+            why: "Every rank, data-loader worker and their threads (OpenMP, CUDA, NCCL) count as tasks; hitting pids.max fails fork/clone at start-up.",
+        },
     },
-    KeySpec {
-        key: "cpuset.gpus_without_local_cpus",
-        kind: Number,
-        why: "A cpuset that excludes every CPU local to a GPU forces its rank's host work and DMA staging across the socket interconnect.",
+    Judged {
+        judge: Judge::Cpuset,
+        spec: KeySpec {
+            key: "cpuset.gpus_without_local_cpus",
+            kind: Number,
+            why: "A cpuset that excludes every CPU local to a GPU forces its rank's host work and DMA staging across the socket interconnect.",
+        },
     },
-    KeySpec {
-        key: "cpuset.gpus_without_local_memory",
-        kind: Number,
-        why: "A cpuset whose memory nodes exclude a GPU's NUMA node puts that rank's pinned host buffers on the far socket, halving host-device copy bandwidth.",
+    Judged {
+        judge: Judge::Cpuset,
+        spec: KeySpec {
+            key: "cpuset.gpus_without_local_memory",
+            kind: Number,
+            why: "A cpuset whose memory nodes exclude a GPU's NUMA node puts that rank's pinned host buffers on the far socket, halving host-device copy bandwidth.",
+        },
     },
 ];
+
+pub(crate) const KEYS: &[KeySpec] = &specs::<_, { JUDGED.len() }>(JUDGED);
+
+/// What reads a cgroup key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Judge {
+    /// Judged once for the node, before the targets.
+    Hierarchy,
+    /// A controller limit of each target.
+    Limit,
+    /// The GPU/CPU placement of each target.
+    Cpuset,
+}
 
 /// Judges the cgroup of this process (or `--cgroup`) and the profile's slice.
 pub(crate) fn audit(ctx: &Context) -> Vec<Finding> {
@@ -142,14 +177,10 @@ pub(crate) fn audit(ctx: &Context) -> Vec<Finding> {
             target,
         };
         for (key, setting) in &keys {
-            let finding = match key.as_str() {
-                "memory.max" | "memory.high" | "pids.max" | "cpu.max" => {
-                    scope.limit_finding(key, setting)
-                }
-                "cpuset.gpus_without_local_cpus" | "cpuset.gpus_without_local_memory" => {
-                    scope.cpuset_finding(key, setting)
-                }
-                _ => continue,
+            let finding = match judge_of(JUDGED, key) {
+                Some(Judge::Limit) => scope.limit_finding(key, setting),
+                Some(Judge::Cpuset) => scope.cpuset_finding(key, setting),
+                Some(Judge::Hierarchy) | None => continue,
             };
             findings.push(finding);
         }

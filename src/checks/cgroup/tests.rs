@@ -307,3 +307,8 @@ fn image_slice_parents_late_drop_ins_and_bad_values() {
         "/etc/systemd/system/training-big.slice.d/99-site.conf:3: CPUQuota=lots",
     );
 }
+
+#[test]
+fn each_key_reaches_its_judge() {
+    crate::checks::judged::assert_each_key_reaches_its_judge(super::JUDGED);
+}

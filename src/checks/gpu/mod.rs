@@ -19,49 +19,90 @@ use crate::profile::setting::{
 };
 
 use super::Context;
+use super::judged::{Judged, judge_of, specs};
 
-pub(crate) const KEYS: &[KeySpec] = &[
-    KeySpec {
-        key: "gpu.count",
-        kind: Number,
-        why: "A node with fewer GPUs than its kind (one fell off the bus or was not enumerated at boot) fails every job that asks for all of them, or runs it slower on the rest (NHC's check_hw_gpu).",
+const JUDGED: &[Judged<Judge>] = &[
+    Judged {
+        judge: Judge::Count,
+        spec: KeySpec {
+            key: "gpu.count",
+            kind: Number,
+            why: "A node with fewer GPUs than its kind (one fell off the bus or was not enumerated at boot) fails every job that asks for all of them, or runs it slower on the rest (NHC's check_hw_gpu).",
+        },
     },
-    KeySpec {
-        key: "gpu.model",
-        kind: Text,
-        why: "Jobs and their bandwidth baselines are sized for one GPU model; a node with another is a different node (matched as a case-insensitive substring: \"H100\" matches \"NVIDIA H100 80GB HBM3\").",
+    Judged {
+        judge: Judge::Model,
+        spec: KeySpec {
+            key: "gpu.model",
+            kind: Text,
+            why: "Jobs and their bandwidth baselines are sized for one GPU model; a node with another is a different node (matched as a case-insensitive substring: \"H100\" matches \"NVIDIA H100 80GB HBM3\").",
+        },
     },
-    KeySpec {
-        key: "gpu.memory_mib",
-        kind: Number,
-        why: "A GPU showing less memory than its model (another SKU, MIG left on, memory disabled) makes jobs sized for the fleet run out of memory on this node.",
+    Judged {
+        judge: Judge::Memory,
+        spec: KeySpec {
+            key: "gpu.memory_mib",
+            kind: Number,
+            why: "A GPU showing less memory than its model (another SKU, MIG left on, memory disabled) makes jobs sized for the fleet run out of memory on this node.",
+        },
     },
-    KeySpec {
-        key: "gpu.nvlink_count",
-        kind: Number,
-        why: "Each NVLink down takes its share of the GPU's NVLink bandwidth; NCCL's rings and NVLS over that GPU slow down or fall back to PCIe.",
+    Judged {
+        judge: Judge::NvlinkCount,
+        spec: KeySpec {
+            key: "gpu.nvlink_count",
+            kind: Number,
+            why: "Each NVLink down takes its share of the GPU's NVLink bandwidth; NCCL's rings and NVLS over that GPU slow down or fall back to PCIe.",
+        },
     },
-    KeySpec {
-        key: "driver.version",
-        kind: Version,
-        why: "The kernel driver caps the CUDA version the node can run; an older driver fails at CUDA initialisation.",
+    Judged {
+        judge: Judge::Driver,
+        spec: KeySpec {
+            key: "driver.version",
+            kind: Version,
+            why: "The kernel driver caps the CUDA version the node can run; an older driver fails at CUDA initialisation.",
+        },
     },
-    KeySpec {
-        key: "cuda.version",
-        kind: Version,
-        why: "PyTorch wheels are built for a CUDA version; the driver must support at least that version or CUDA fails to initialise.",
+    Judged {
+        judge: Judge::Cuda,
+        spec: KeySpec {
+            key: "cuda.version",
+            kind: Version,
+            why: "PyTorch wheels are built for a CUDA version; the driver must support at least that version or CUDA fails to initialise.",
+        },
     },
-    KeySpec {
-        key: "nccl.version",
-        kind: Version,
-        why: "Older NCCL lacks fixes and algorithms distributed PyTorch relies on (e.g. NVLS, robust socket bootstrap).",
+    Judged {
+        judge: Judge::Nccl,
+        spec: KeySpec {
+            key: "nccl.version",
+            kind: Version,
+            why: "Older NCCL lacks fixes and algorithms distributed PyTorch relies on (e.g. NVLS, robust socket bootstrap).",
+        },
     },
-    KeySpec {
-        key: "cudnn.version",
-        kind: Version,
-        why: "cuDNN runs PyTorch's convolutions and attention kernels; releases before 8.9 lack the fused attention (SDPA) and FP8 paths current models use.",
+    Judged {
+        judge: Judge::Cudnn,
+        spec: KeySpec {
+            key: "cudnn.version",
+            kind: Version,
+            why: "cuDNN runs PyTorch's convolutions and attention kernels; releases before 8.9 lack the fused attention (SDPA) and FP8 paths current models use.",
+        },
     },
 ];
+
+pub(crate) const KEYS: &[KeySpec] = &specs::<_, { JUDGED.len() }>(JUDGED);
+
+/// What reads a GPU key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Judge {
+    /// Judged by [`expected::count`] before the keys, with what the last audit remembered.
+    Count,
+    Model,
+    Memory,
+    NvlinkCount,
+    Driver,
+    Cuda,
+    Nccl,
+    Cudnn,
+}
 
 pub(crate) fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
     let probes = &ctx.probes;
@@ -70,17 +111,20 @@ pub(crate) fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
     findings.extend(nvml(inv));
     findings.extend(xid::audit(ctx, inv));
     for (key, setting) in ctx.profile.area(Area::Gpu) {
-        findings.extend(match key.as_str() {
+        let Some(judge) = judge_of(JUDGED, key) else {
+            findings.push(Check::new(key, Area::Gpu).error("no check for this key"));
+            continue;
+        };
+        findings.extend(match judge {
             // Judged by `expected::count` above, with what the last audit remembered.
-            "gpu.count" => vec![],
-            "gpu.model" => expected::model(ctx, inv, setting),
-            "gpu.memory_mib" => expected::memory(ctx, inv, setting),
-            "gpu.nvlink_count" => expected::nvlink_count(ctx, inv, setting),
-            "driver.version" => vec![versions::driver(ctx, inv, setting)],
-            "cuda.version" => vec![versions::cuda(ctx, inv, probes, setting)],
-            "nccl.version" => vec![versions::nccl(ctx, inv, setting)],
-            "cudnn.version" => vec![stack::cudnn(ctx, inv, setting, &SearchEnv::from_process())],
-            other => vec![Check::new(other, Area::Gpu).error("no check for this key")],
+            Judge::Count => vec![],
+            Judge::Model => expected::model(ctx, inv, setting),
+            Judge::Memory => expected::memory(ctx, inv, setting),
+            Judge::NvlinkCount => expected::nvlink_count(ctx, inv, setting),
+            Judge::Driver => vec![versions::driver(ctx, inv, setting)],
+            Judge::Cuda => vec![versions::cuda(ctx, inv, probes, setting)],
+            Judge::Nccl => vec![versions::nccl(ctx, inv, setting)],
+            Judge::Cudnn => vec![stack::cudnn(ctx, inv, setting, &SearchEnv::from_process())],
         });
     }
     if !inv.gpus.is_empty() {
@@ -256,6 +300,11 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+
+    #[test]
+    fn each_key_reaches_its_judge() {
+        crate::checks::judged::assert_each_key_reaches_its_judge(JUDGED);
+    }
     use crate::inventory::pci::PciLink;
     use crate::testing::Tree;
 

@@ -10,6 +10,7 @@ use crate::inventory::nic::{LinkKind, Nic};
 use crate::profile::setting::Setting;
 
 use super::super::Context;
+use super::super::judged::judge_of;
 
 /// The words a ring key takes besides a number: the NIC's own maximum.
 pub const RING_MAX: &str = "max";
@@ -20,7 +21,7 @@ pub const LOCAL_CPUS: &str = "local_cpus";
 pub fn audit(ctx: &Context, nic: &Nic) -> Vec<Finding> {
     let mut out = Vec::new();
     for (key, setting) in ctx.profile.area(Area::Nic) {
-        let Some(knob) = Knob::from_key(key) else {
+        let Some(super::Judge::Ethtool(knob)) = judge_of(super::JUDGED, key) else {
             continue;
         };
         let check = super::nic_check(ctx, nic, key, setting);

@@ -23,124 +23,219 @@ use crate::profile::setting::{
 };
 
 use super::Context;
+use super::judged::{Judged, judge_of, specs};
+use crate::host::ethtool::Knob;
+use rdma::Port;
 
-pub const KEYS: &[KeySpec] = &[
-    KeySpec {
-        key: "link.speed_mbps",
-        kind: Number,
-        why: "Inter-node all-reduce runs at most at the NIC's line rate; a slower link (or one that negotiated down) caps every step.",
+const JUDGED: &[Judged<Judge>] = &[
+    Judged {
+        judge: Judge::Speed,
+        spec: KeySpec {
+            key: "link.speed_mbps",
+            kind: Number,
+            why: "Inter-node all-reduce runs at most at the NIC's line rate; a slower link (or one that negotiated down) caps every step.",
+        },
     },
-    KeySpec {
-        key: "link.mtu",
-        kind: Number,
-        why: "Jumbo frames (9000) cut per-packet CPU cost by six at high link speeds; NCCL's socket transport is CPU-bound without them.",
+    Judged {
+        judge: Judge::Mtu,
+        spec: KeySpec {
+            key: "link.mtu",
+            kind: Number,
+            why: "Jumbo frames (9000) cut per-packet CPU cost by six at high link speeds; NCCL's socket transport is CPU-bound without them.",
+        },
     },
-    KeySpec {
-        key: "irq.numa_local",
-        kind: Number,
-        why: "NIC interrupts handled on the other socket add a cross-socket hop to every packet; 1 asks for them on the NIC's own NUMA node.",
+    Judged {
+        judge: Judge::IrqNumaLocal,
+        spec: KeySpec {
+            key: "irq.numa_local",
+            kind: Number,
+            why: "NIC interrupts handled on the other socket add a cross-socket hop to every packet; 1 asks for them on the NIC's own NUMA node.",
+        },
     },
-    KeySpec {
-        key: "rdma.rate_mbps",
-        kind: Number,
-        why: "NCCL's IB transport runs at the HCA port's rate; a port that trained down (4X SDR instead of 4X HDR, a bad cable or a narrower width) caps every inter-node step.",
+    Judged {
+        judge: Judge::Port(Port::Rate),
+        spec: KeySpec {
+            key: "rdma.rate_mbps",
+            kind: Number,
+            why: "NCCL's IB transport runs at the HCA port's rate; a port that trained down (4X SDR instead of 4X HDR, a bad cable or a narrower width) caps every inter-node step.",
+        },
     },
-    KeySpec {
-        key: "rdma.hca_count",
-        kind: Number,
-        why: "NCCL stripes inter-node traffic over every HCA (one rail per GPU on HGX nodes); a node that lost one runs its collectives on fewer rails, and the whole job at that node's pace.",
+    Judged {
+        judge: Judge::HcaCount,
+        spec: KeySpec {
+            key: "rdma.hca_count",
+            kind: Number,
+            why: "NCCL stripes inter-node traffic over every HCA (one rail per GPU on HGX nodes); a node that lost one runs its collectives on fewer rails, and the whole job at that node's pace.",
+        },
     },
-    KeySpec {
-        key: "rdma.active_mtu",
-        kind: Number,
-        why: "RoCE carries at most the IB MTU that fits its Ethernet MTU: 1024 bytes per packet at MTU 1500, 4096 at 9000; a quarter of the payload per packet costs bandwidth and message rate.",
+    Judged {
+        judge: Judge::Port(Port::ActiveMtu),
+        spec: KeySpec {
+            key: "rdma.active_mtu",
+            kind: Number,
+            why: "RoCE carries at most the IB MTU that fits its Ethernet MTU: 1024 bytes per packet at MTU 1500, 4096 at 9000; a quarter of the payload per packet costs bandwidth and message rate.",
+        },
     },
-    KeySpec {
-        key: "rdma.link_layer",
-        kind: Text,
-        why: "The profile's figures hold for one fabric: InfiniBand (subnet manager, credit flow control) or Ethernet/RoCE (lossless only with PFC/ECN configured).",
+    Judged {
+        judge: Judge::Port(Port::LinkLayer),
+        spec: KeySpec {
+            key: "rdma.link_layer",
+            kind: Text,
+            why: "The profile's figures hold for one fabric: InfiniBand (subnet manager, credit flow control) or Ethernet/RoCE (lossless only with PFC/ECN configured).",
+        },
     },
-    KeySpec {
-        key: "peer.rtt_ms",
-        kind: Number,
-        why: "Every rendezvous and NCCL bootstrap message pays the round trip, and all-reduce latency grows with it; the DDP tuning checklist wants multi-node latency under 5-10 ms.",
+    Judged {
+        judge: Judge::Peer,
+        spec: KeySpec {
+            key: "peer.rtt_ms",
+            kind: Number,
+            why: "Every rendezvous and NCCL bootstrap message pays the round trip, and all-reduce latency grows with it; the DDP tuning checklist wants multi-node latency under 5-10 ms.",
+        },
     },
-    KeySpec {
-        key: "peer.path_mtu",
-        kind: Number,
-        why: "A path that carries smaller packets than the NICs are set for (a switch port left at 1500) fragments or black-holes jumbo frames; RoCE and NCCL sockets stall.",
+    Judged {
+        judge: Judge::Peer,
+        spec: KeySpec {
+            key: "peer.path_mtu",
+            kind: Number,
+            why: "A path that carries smaller packets than the NICs are set for (a switch port left at 1500) fragments or black-holes jumbo frames; RoCE and NCCL sockets stall.",
+        },
     },
-    KeySpec {
-        key: "ring.rx",
-        kind: Text,
-        why: "A burst from several all-reduce peers fills a default-sized rx ring (1024 descriptors) in microseconds at 100 Gb/s; what does not fit is dropped (rx_out_of_buffer) and TCP backs off. NVIDIA's ConnectX tuning guide raises it to the maximum (8192). `max` asks for the NIC's maximum, a number for that many descriptors (capped at the maximum).",
+    Judged {
+        judge: Judge::Ethtool(Knob::RxRing),
+        spec: KeySpec {
+            key: "ring.rx",
+            kind: Text,
+            why: "A burst from several all-reduce peers fills a default-sized rx ring (1024 descriptors) in microseconds at 100 Gb/s; what does not fit is dropped (rx_out_of_buffer) and TCP backs off. NVIDIA's ConnectX tuning guide raises it to the maximum (8192). `max` asks for the NIC's maximum, a number for that many descriptors (capped at the maximum).",
+        },
     },
-    KeySpec {
-        key: "ring.tx",
-        kind: Text,
-        why: "A deeper tx ring lets NCCL's socket threads queue whole chunks without waiting for the NIC to drain; NVIDIA's ConnectX tuning guide raises it with the rx ring. `max` or a number of descriptors, as for ring.rx.",
+    Judged {
+        judge: Judge::Ethtool(Knob::TxRing),
+        spec: KeySpec {
+            key: "ring.tx",
+            kind: Text,
+            why: "A deeper tx ring lets NCCL's socket threads queue whole chunks without waiting for the NIC to drain; NVIDIA's ConnectX tuning guide raises it with the rx ring. `max` or a number of descriptors, as for ring.rx.",
+        },
     },
-    KeySpec {
-        key: "offload.gro",
-        kind: Number,
-        why: "GRO merges a TCP stream's packets before the stack sees them; without it NCCL's socket transport spends a CPU core per few Gb/s on per-packet work. 1 asks for it on.",
+    Judged {
+        judge: Judge::Ethtool(Knob::Gro),
+        spec: KeySpec {
+            key: "offload.gro",
+            kind: Number,
+            why: "GRO merges a TCP stream's packets before the stack sees them; without it NCCL's socket transport spends a CPU core per few Gb/s on per-packet work. 1 asks for it on.",
+        },
     },
-    KeySpec {
-        key: "offload.lro",
-        kind: Number,
-        why: "LRO merges packets in the NIC but mangles forwarded traffic (bridges, container networks, routing) and is ignored by some drivers in favour of hardware GRO; 0 asks for it off on nodes that forward.",
+    Judged {
+        judge: Judge::Ethtool(Knob::Lro),
+        spec: KeySpec {
+            key: "offload.lro",
+            kind: Number,
+            why: "LRO merges packets in the NIC but mangles forwarded traffic (bridges, container networks, routing) and is ignored by some drivers in favour of hardware GRO; 0 asks for it off on nodes that forward.",
+        },
     },
-    KeySpec {
-        key: "offload.tso",
-        kind: Number,
-        why: "TSO lets the NIC cut 64 KiB sends into MTU-sized packets; without it the CPU segments every NCCL send. 1 asks for it on.",
+    Judged {
+        judge: Judge::Ethtool(Knob::Tso),
+        spec: KeySpec {
+            key: "offload.tso",
+            kind: Number,
+            why: "TSO lets the NIC cut 64 KiB sends into MTU-sized packets; without it the CPU segments every NCCL send. 1 asks for it on.",
+        },
     },
-    KeySpec {
-        key: "offload.gso",
-        kind: Number,
-        why: "GSO segments in software just before the driver when the NIC cannot, which still saves a trip through the stack per packet; 1 asks for it on.",
+    Judged {
+        judge: Judge::Ethtool(Knob::Gso),
+        spec: KeySpec {
+            key: "offload.gso",
+            kind: Number,
+            why: "GSO segments in software just before the driver when the NIC cannot, which still saves a trip through the stack per packet; 1 asks for it on.",
+        },
     },
-    KeySpec {
-        key: "coalesce.adaptive_rx",
-        kind: Number,
-        why: "Adaptive interrupt moderation lengthens the interrupt interval under bulk all-reduce traffic and shortens it for small messages (mlx5's default, which NVIDIA recommends for throughput); 1 asks for it on.",
+    Judged {
+        judge: Judge::Ethtool(Knob::AdaptiveRx),
+        spec: KeySpec {
+            key: "coalesce.adaptive_rx",
+            kind: Number,
+            why: "Adaptive interrupt moderation lengthens the interrupt interval under bulk all-reduce traffic and shortens it for small messages (mlx5's default, which NVIDIA recommends for throughput); 1 asks for it on.",
+        },
     },
-    KeySpec {
-        key: "coalesce.adaptive_tx",
-        kind: Number,
-        why: "Adaptive moderation of transmit-completion interrupts frees CPU under bulk sends; 1 asks for it on.",
+    Judged {
+        judge: Judge::Ethtool(Knob::AdaptiveTx),
+        spec: KeySpec {
+            key: "coalesce.adaptive_tx",
+            kind: Number,
+            why: "Adaptive moderation of transmit-completion interrupts frees CPU under bulk sends; 1 asks for it on.",
+        },
     },
-    KeySpec {
-        key: "coalesce.rx_usecs",
-        kind: Number,
-        why: "A fixed receive-interrupt delay: too short costs an interrupt per few packets at 100 Gb/s, too long adds latency to every small NCCL message (it only holds with adaptive-rx off).",
+    Judged {
+        judge: Judge::Ethtool(Knob::RxUsecs),
+        spec: KeySpec {
+            key: "coalesce.rx_usecs",
+            kind: Number,
+            why: "A fixed receive-interrupt delay: too short costs an interrupt per few packets at 100 Gb/s, too long adds latency to every small NCCL message (it only holds with adaptive-rx off).",
+        },
     },
-    KeySpec {
-        key: "pause.rx",
-        kind: Number,
-        why: "802.3x pause frames stop the link when a receiver's buffer fills: RoCE without PFC needs them for a lossless fabric, while on a TCP fabric one slow receiver pausing a switch port stalls every flow behind it. 1 asks for them honoured, 0 ignored.",
+    Judged {
+        judge: Judge::Ethtool(Knob::PauseRx),
+        spec: KeySpec {
+            key: "pause.rx",
+            kind: Number,
+            why: "802.3x pause frames stop the link when a receiver's buffer fills: RoCE without PFC needs them for a lossless fabric, while on a TCP fabric one slow receiver pausing a switch port stalls every flow behind it. 1 asks for them honoured, 0 ignored.",
+        },
     },
-    KeySpec {
-        key: "pause.tx",
-        kind: Number,
-        why: "Whether the NIC sends 802.3x pause frames when its own buffers fill: lossless RoCE without PFC needs it, a TCP fabric is better off dropping and letting TCP back off. 1 asks for it on, 0 off.",
+    Judged {
+        judge: Judge::Ethtool(Knob::PauseTx),
+        spec: KeySpec {
+            key: "pause.tx",
+            kind: Number,
+            why: "Whether the NIC sends 802.3x pause frames when its own buffers fill: lossless RoCE without PFC needs it, a TCP fabric is better off dropping and letting TCP back off. 1 asks for it on, 0 off.",
+        },
     },
-    KeySpec {
-        key: "channels.combined",
-        kind: Text,
-        why: "Each queue has its own interrupt and CPU: one queue per CPU of the NIC's NUMA node (local_cpus) spreads NCCL's socket streams (RSS) over the CPUs next to the NIC, neither crowding a few of them nor spilling onto the far socket. `local_cpus` or a number of queues (capped at the driver's maximum; rx/tx queue pairs where the driver has no combined ones).",
+    Judged {
+        judge: Judge::Ethtool(Knob::CombinedChannels),
+        spec: KeySpec {
+            key: "channels.combined",
+            kind: Text,
+            why: "Each queue has its own interrupt and CPU: one queue per CPU of the NIC's NUMA node (local_cpus) spreads NCCL's socket streams (RSS) over the CPUs next to the NIC, neither crowding a few of them nor spilling onto the far socket. `local_cpus` or a number of queues (capped at the driver's maximum; rx/tx queue pairs where the driver has no combined ones).",
+        },
     },
-    KeySpec {
-        key: "driver_version.*",
-        kind: Version,
-        why: "NIC and HCA drivers fix GPUDirect RDMA and RoCE bugs release by release; nodes of one fleet should run the version it was qualified with.",
+    Judged {
+        judge: Judge::Version,
+        spec: KeySpec {
+            key: "driver_version.*",
+            kind: Version,
+            why: "NIC and HCA drivers fix GPUDirect RDMA and RoCE bugs release by release; nodes of one fleet should run the version it was qualified with.",
+        },
     },
-    KeySpec {
-        key: "firmware.*",
-        kind: Version,
-        why: "Adapter firmware fixes link training, adaptive routing and RDMA bugs; nodes with different firmware behave differently under the same job.",
+    Judged {
+        judge: Judge::Version,
+        spec: KeySpec {
+            key: "firmware.*",
+            kind: Version,
+            why: "Adapter firmware fixes link training, adaptive routing and RDMA bugs; nodes with different firmware behave differently under the same job.",
+        },
     },
 ];
+
+pub const KEYS: &[KeySpec] = &specs::<_, { JUDGED.len() }>(JUDGED);
+
+/// What reads a NIC key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Judge {
+    /// Each NIC's link speed.
+    Speed,
+    /// Each NIC's MTU.
+    Mtu,
+    /// Each NIC's interrupts ([`irq`] and [`irqbalance`]).
+    IrqNumaLocal,
+    /// A port attribute of each HCA ([`rdma::audit`]).
+    Port(Port),
+    /// The number of HCAs, judged once for the node ([`hcacount::count`]).
+    HcaCount,
+    /// The path to the profile's peers ([`peer::audit`]).
+    Peer,
+    /// An ethtool setting of each NIC ([`ethtool::audit`]).
+    Ethtool(Knob),
+    /// Driver and firmware versions of the chosen NICs ([`versions::audit`]).
+    Version,
+}
 
 pub fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
     let probes = &ctx.probes;
@@ -165,14 +260,22 @@ pub fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
     for nic in &chosen.nics {
         findings.push(link_up(nic, &chosen.why));
         for (key, setting) in ctx.profile.area(Area::Nic) {
-            match key.as_str() {
-                "link.speed_mbps" => findings.push(speed(ctx, nic, setting)),
-                "link.mtu" => findings.push(mtu(ctx, nic, setting)),
-                "irq.numa_local" => {
+            match judge_of(JUDGED, key) {
+                Some(Judge::Speed) => findings.push(speed(ctx, nic, setting)),
+                Some(Judge::Mtu) => findings.push(mtu(ctx, nic, setting)),
+                Some(Judge::IrqNumaLocal) => {
                     findings.extend(irq::audit(ctx, inv, nic, setting));
                     findings.extend(irqbalance::audit(ctx, nic, setting));
                 }
-                _ => {}
+                // Judged below, or once for the node.
+                Some(
+                    Judge::Port(_)
+                    | Judge::HcaCount
+                    | Judge::Peer
+                    | Judge::Ethtool(_)
+                    | Judge::Version,
+                )
+                | None => {}
             }
         }
         findings.extend(ethtool::audit(ctx, nic));
@@ -320,6 +423,20 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+
+    #[test]
+    fn each_key_reaches_its_judge() {
+        crate::checks::judged::assert_each_key_reaches_its_judge(JUDGED);
+    }
+
+    #[test]
+    fn each_ethtool_key_is_its_knob() {
+        for entry in JUDGED {
+            if let Judge::Ethtool(knob) = entry.judge {
+                assert_eq!(knob.key(), entry.spec.key);
+            }
+        }
+    }
     use crate::checks::AuditOptions;
     use crate::finding::Status;
     use crate::inventory::route::FixedRoutes;

@@ -10,7 +10,9 @@ use crate::inventory::pci;
 use crate::inventory::rdma::{RdmaDevice, RdmaPort};
 use crate::profile::setting::Setting;
 
+use super::super::judged::judge_of;
 use super::super::{Context, value_by_rule};
+use super::Judge;
 use super::ncclenv::NcclConfig;
 
 /// Every check of one HCA.
@@ -29,11 +31,13 @@ pub fn audit(ctx: &Context, hca: &RdmaDevice, why: &str, nccl: &NcclConfig) -> V
     for port in &hca.ports {
         out.push(state(hca, port, why));
         for (key, setting) in ctx.profile.area(Area::Nic) {
-            let judge = match key.as_str() {
-                "rdma.rate_mbps" => rate,
-                "rdma.active_mtu" => active_mtu,
-                "rdma.link_layer" => link_layer,
-                _ => continue,
+            let Some(Judge::Port(attribute)) = judge_of(super::JUDGED, key) else {
+                continue;
+            };
+            let judge = match attribute {
+                Port::Rate => rate,
+                Port::ActiveMtu => active_mtu,
+                Port::LinkLayer => link_layer,
             };
             let check = super::super::setting_check(ctx, Area::Nic, key, setting)
                 .suffixed(&format!(".{}.{}", hca.name, port.port));
@@ -47,6 +51,14 @@ pub fn audit(ctx: &Context, hca: &RdmaDevice, why: &str, nccl: &NcclConfig) -> V
         out.push(f);
     }
     out
+}
+
+/// A port attribute the profile judges on every port of every HCA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Port {
+    Rate,
+    ActiveMtu,
+    LinkLayer,
 }
 
 /// The sysfs file of a port attribute, for messages.
