@@ -258,17 +258,9 @@ pub fn rollback_with(root: &Root, operator: &dyn Operator, nft: &dyn Nft) -> Res
         make_state_dir(&state)?;
     }
     let _lock = lock::acquire(&state, lock::WAIT).map_err(runtime)?;
-    let Some(mut record) = journal::load(&state).map_err(runtime)? else {
-        crate::say!(
-            "nothing to roll back: there is no {}",
-            state.path(journal::PATH).display()
-        );
+    let Some(mut record) = to_roll_back(journal::load(&state).map_err(runtime)?, &state) else {
         return Ok(ExitCode::Ok);
     };
-    if record.phase == Phase::RolledBack {
-        crate::say!("nothing to roll back: the last apply was already rolled back");
-        return Ok(ExitCode::Ok);
-    }
     let io = HostIo {
         root,
         nft: has_live_kernel(root).then_some(nft),
@@ -306,6 +298,23 @@ pub fn rollback_with(root: &Root, operator: &dyn Operator, nft: &dyn Nft) -> Res
     Ok(ExitCode::Ok)
 }
 
+/// The journal rollback (or its preview) works from, or `None` after saying why there is
+/// nothing to roll back: no journal, or the last apply already rolled back.
+fn to_roll_back(record: Option<Journal>, state: &Root) -> Option<Journal> {
+    let Some(record) = record else {
+        crate::say!(
+            "nothing to roll back: there is no {}",
+            state.path(journal::PATH).display()
+        );
+        return None;
+    };
+    if record.phase == Phase::RolledBack {
+        crate::say!("nothing to roll back: the last apply was already rolled back");
+        return None;
+    }
+    Some(record)
+}
+
 /// `rollback --dry-run`: what rollback would do to each target, last applied first (the
 /// order rollback restores in), and the directories it would remove; changes nothing, takes
 /// no lock and needs no root, as `apply --dry-run`.
@@ -328,17 +337,9 @@ pub(crate) fn rollback_preview(
     } else {
         journal::load(&state).map_err(runtime)?
     };
-    let Some(record) = record else {
-        crate::say!(
-            "nothing to roll back: there is no {}",
-            journal_path.display()
-        );
+    let Some(record) = to_roll_back(record, &state) else {
         return Ok(ExitCode::Ok);
     };
-    if record.phase == Phase::RolledBack {
-        crate::say!("nothing to roll back: the last apply was already rolled back");
-        return Ok(ExitCode::Ok);
-    }
     let io = HostIo {
         root,
         nft: has_live_kernel(root).then_some(nft),
