@@ -208,6 +208,16 @@ struct CapturedIo<'a> {
     nic: &'a Captured,
 }
 
+impl<'a> CapturedIo<'a> {
+    /// The host's files under `root` (no nftables), and the NIC settings through `nic`.
+    fn over(root: &'a crate::host::Root, nic: &'a Captured) -> Self {
+        CapturedIo {
+            host: HostIo { root, nft: None },
+            nic,
+        }
+    }
+}
+
 impl Io for CapturedIo<'_> {
     fn read(&self, target: &Target) -> Result<State, crate::apply::error::ApplyError> {
         match target {
@@ -241,13 +251,7 @@ fn apply_sets_verifies_persists_and_rollback_restores_both() {
     assert_eq!(changes.len(), 6, "{changes:?}");
     let root = tree.root();
     let nic = Captured::of("mlx5");
-    let io = CapturedIo {
-        host: HostIo {
-            root: &root,
-            nft: None,
-        },
-        nic: &nic,
-    };
+    let io = CapturedIo::over(&root, &nic);
     let plan = plan::build(&changes, &root, &io, LIVE).unwrap();
     let labels: Vec<String> = plan.steps.iter().map(|s| s.target.label()).collect();
     assert!(
@@ -304,13 +308,7 @@ fn a_refused_setting_mid_way_puts_back_every_earlier_one() {
     let tree = node();
     let root = tree.root();
     let nic = Captured::of("bnxt");
-    let io = CapturedIo {
-        host: HostIo {
-            root: &root,
-            nft: None,
-        },
-        nic: &nic,
-    };
+    let io = CapturedIo::over(&root, &nic);
     // The gro step comes first; 9000 rx descriptors is more than bnxt's 2047.
     let changes = [
         Change::Ethtool {
@@ -352,13 +350,7 @@ fn someone_elses_link_file_is_refused_and_a_tampered_journal_entry_too() {
     );
     let root = tree.root();
     let nic = Captured::of("mlx5");
-    let io = CapturedIo {
-        host: HostIo {
-            root: &root,
-            nft: None,
-        },
-        nic: &nic,
-    };
+    let io = CapturedIo::over(&root, &nic);
     let changes = [Change::Ethtool {
         iface: "eth1".into(),
         knob: "ring.rx".into(),
