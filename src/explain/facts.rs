@@ -138,6 +138,12 @@ pub struct Facts {
     gdr_lines: Vec<Evidence>,
     #[serde(skip)]
     no_gdr_lines: Vec<Evidence>,
+    /// nccl-tests' `# Using devices` header, and whether the run ended after it (its `# Avg
+    /// bus bandwidth` summary or a `Test ... failure`): a header alone is a run that hung.
+    #[serde(skip)]
+    tests_header: Option<Evidence>,
+    #[serde(skip)]
+    tests_ended: bool,
     /// NCCL could not connect to a peer (refused, timed out, unreachable): then a loopback
     /// or bridge interface matters even in a log that names one host only.
     #[serde(skip)]
@@ -417,6 +423,17 @@ impl Facts {
         if let Some(gpu) = gpu_of(text) {
             self.gpus.insert(gpu);
         }
+        if self.tests_header.is_none() && text.starts_with('#') && text.contains("Using devices") {
+            self.tests_header = Some(Evidence {
+                line,
+                text: text.to_string(),
+            });
+        }
+        if text.contains("Avg bus bandwidth")
+            || (text.contains("Test ") && text.contains(" failure"))
+        {
+            self.tests_ended = true;
+        }
     }
 
     fn slow(&mut self, what: String, line: u64) {
@@ -469,6 +486,10 @@ impl Facts {
         if one_host && !self.transports.contains_key("NET") && !self.connect_failed {
             self.evidence.remove("virtual_interface_chosen");
             self.evidence.remove("docker_bridge_address");
+        }
+        if let Some(header) = self.tests_header.as_ref().filter(|_| !self.tests_ended) {
+            self.evidence
+                .insert("nccl_tests_hung", vec![header.clone()]);
         }
         if self.net_channels_gdr > 0 && self.net_channels_no_gdr > 0 {
             let mut lines = self.gdr_lines.iter().take(2).cloned().collect::<Vec<_>>();
@@ -644,6 +665,20 @@ mod tests {
         }
         assert_eq!(f.hosts.values.len(), MAX_VALUES);
         assert!(f.hosts.truncated);
+    }
+
+    #[test]
+    fn an_nccl_tests_run_that_stops_after_its_header_hung() {
+        let header = ["# nThread 1 nGpus 2 minBytes 8", "# Using devices"];
+        let f = facts(&header);
+        assert_eq!(f.evidence["nccl_tests_hung"][0].line, 2);
+        for end in [
+            "# Avg bus bandwidth    : 33.3227 ",
+            "h: Test NCCL failure common.cu:959 'internal error'",
+        ] {
+            let f = facts(&[header[0], header[1], end]);
+            assert!(!f.evidence.contains_key("nccl_tests_hung"), "{end}");
+        }
     }
 
     #[test]

@@ -518,7 +518,8 @@ mod tests {
 
     #[test]
     fn a_fallback_stands_only_when_nothing_else_explains_the_failure() {
-        let bare = "RuntimeError: NCCL error in: x.cpp:1, unhandled system error, NCCL version 2.7.8\n";
+        let bare =
+            "RuntimeError: NCCL error in: x.cpp:1, unhandled system error, NCCL version 2.7.8\n";
         let a = run(bare.as_bytes());
         assert_eq!(a.problems[0].rule, "bare-system-error", "{:?}", a.problems);
         assert_eq!(a.not_understood_total, 0);

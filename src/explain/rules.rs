@@ -69,6 +69,7 @@ pub const FACTS: &[&str] = &[
     "virtual_interface_chosen",
     "docker_bridge_address",
     "gdr_partial",
+    "nccl_tests_hung",
 ];
 
 /// A rules file that cannot be used: its file and line, and what is wrong (exit 2).
