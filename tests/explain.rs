@@ -25,7 +25,7 @@ const NOT_NODE: &[&str] = &[
 
 /// The held-out logs' current hit rate and wrong guesses (README.md in the fixtures): a
 /// change to the rules may raise the one and lower the other, never the reverse.
-const BLIND_FLOOR: f64 = 0.64;
+const BLIND_FLOOR: f64 = 0.66;
 const BLIND_WRONG_CEILING: usize = 5;
 
 struct Fixture {

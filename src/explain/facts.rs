@@ -138,6 +138,12 @@ pub struct Facts {
     gdr_lines: Vec<Evidence>,
     #[serde(skip)]
     no_gdr_lines: Vec<Evidence>,
+    /// Socket interfaces chosen (bootstrap, NET/Socket, NET/IB's OOB) that are IPoIB or
+    /// link-local, and whether NCCL's socket or bootstrap code then failed.
+    #[serde(skip)]
+    ipoib_lines: Vec<Evidence>,
+    #[serde(skip)]
+    socket_failed: bool,
     /// nccl-tests' `# Using devices` header, and whether the run ended after it (its `# Avg
     /// bus bandwidth` summary or a `Test ... failure`): a header alone is a run that hung.
     #[serde(skip)]
@@ -200,6 +206,28 @@ fn interface_of(token: &str) -> Option<Interface> {
     })
 }
 
+/// IPoIB (`ib0`, `ibp75s0`) or a link-local address: NCCL prefers `ib*` interfaces for its
+/// sockets by default, and neither is reliably routable between nodes.
+fn is_ipoib_or_link_local(iface: &Interface) -> bool {
+    iface.name.starts_with("ib")
+        || iface.address.starts_with("169.254.")
+        || iface.address.starts_with("fe80:")
+}
+
+/// `NCCL INFO misc/socket.cc:567 -> 2` or `bootstrap.cc:270 -> 2`: an error passed up from
+/// NCCL's socket or bootstrap code; not 6 (`ncclRemoteError`), a peer that went away.
+fn is_socket_trace(text: &str) -> bool {
+    let Some(at) = text.rfind(" -> ") else {
+        return false;
+    };
+    let code: String = text[at + 4..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    let failed = !code.is_empty() && code != "0" && code != "6";
+    failed && (text.contains("socket.cc:") || text.contains("bootstrap.cc:"))
+}
+
 /// An interface a bootstrap or socket transport should never use between nodes.
 pub fn is_virtual(name: &str) -> bool {
     name == "lo"
@@ -241,6 +269,10 @@ impl Facts {
             .any(|e| text.contains(e))
         {
             self.connect_failed = true;
+        }
+        // `misc/socket.cc:567 -> 2`, `bootstrap.cc:270 -> 2`: NCCL's socket code failed.
+        if nccl_at.is_some() && is_socket_trace(text) {
+            self.socket_failed = true;
         }
         let body = match nccl_at {
             Some(at) => &text[at + "NCCL INFO".len()..],
@@ -313,10 +345,21 @@ impl Facts {
                         let list = self.evidence.entry("docker_bridge_address").or_default();
                         keep(list, line, text);
                     }
+                    if is_ipoib_or_link_local(&iface) {
+                        keep(&mut self.ipoib_lines, line, text);
+                    }
                     if self.interfaces.len() < MAX_VALUES {
                         self.interfaces.insert(iface);
                     }
                 }
+            }
+        }
+        if let Some(at) = body.find("; OOB ") {
+            let oob = body[at + "; OOB ".len()..].split_whitespace().next();
+            if let Some(iface) = oob.and_then(interface_of)
+                && is_ipoib_or_link_local(&iface)
+            {
+                keep(&mut self.ipoib_lines, line, text);
             }
         }
         if let Some(at) = body.find("NET/IB : Using ") {
@@ -486,6 +529,10 @@ impl Facts {
         if one_host && !self.transports.contains_key("NET") && !self.connect_failed {
             self.evidence.remove("virtual_interface_chosen");
             self.evidence.remove("docker_bridge_address");
+        }
+        if !self.ipoib_lines.is_empty() && (self.connect_failed || self.socket_failed) {
+            self.evidence
+                .insert("socket_on_ipoib_failed", self.ipoib_lines.clone());
         }
         if let Some(header) = self.tests_header.as_ref().filter(|_| !self.tests_ended) {
             self.evidence
@@ -665,6 +712,32 @@ mod tests {
         }
         assert_eq!(f.hosts.values.len(), MAX_VALUES);
         assert!(f.hosts.truncated);
+    }
+
+    #[test]
+    fn sockets_on_ipoib_or_link_local_matter_only_when_they_fail() {
+        let oob = "h:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB/SHARP ; OOB ibp75s0:192.168.0.103<0>";
+        let boot = "h:1:1 [0] NCCL INFO Bootstrap : Using eth0:169.254.3.1<0>";
+        let trace = "h:1:1 [0] NCCL INFO misc/socket.cc:567 -> 2";
+        for chosen in [oob, boot] {
+            assert!(
+                !facts(&[chosen])
+                    .evidence
+                    .contains_key("socket_on_ipoib_failed")
+            );
+            let f = facts(&[chosen, trace]);
+            assert_eq!(f.evidence["socket_on_ipoib_failed"][0].line, 1, "{chosen}");
+        }
+        let eth = "h:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>";
+        assert!(
+            !facts(&[eth, trace])
+                .evidence
+                .contains_key("socket_on_ipoib_failed")
+        );
+        assert!(!is_socket_trace("h:1:1 [0] NCCL INFO bootstrap.cc:1 -> 0"));
+        assert!(!is_socket_trace(
+            "h:1:1 [0] NCCL INFO misc/socket.cc:80 -> 6"
+        ));
     }
 
     #[test]

@@ -70,6 +70,7 @@ pub const FACTS: &[&str] = &[
     "docker_bridge_address",
     "gdr_partial",
     "nccl_tests_hung",
+    "socket_on_ipoib_failed",
 ];
 
 /// A rules file that cannot be used: its file and line, and what is wrong (exit 2).
