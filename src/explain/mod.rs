@@ -538,10 +538,20 @@ mod tests {
         assert!(a.problems.is_empty(), "{:?}", a.problems);
         assert_eq!(a.not_understood_total, 2);
         assert_eq!(a.not_understood[0].line, 1);
-        // An echo (a peer closed) leaves it standing, ahead of the echo.
+        // A failed connection beside it points at the network, not at /dev/shm (the wrapper
+        // is its echo), and that echo alone explains nothing: shown as not understood.
         let a = run(format!("{bare}ConnectionResetError: Connection reset by peer\n").as_bytes());
+        assert!(a.problems.is_empty(), "{:?}", a.problems);
+        assert_eq!(a.not_understood_total, 1);
+        assert_eq!(a.not_understood[0].line, 2);
+        // An echo (a peer closed) leaves the invalid-usage fallback standing, ahead of it: the
+        // rank with the bad device mapping failed, its peers saw it go.
+        let usage = "RuntimeError: NCCL error in: x.cpp:1, invalid usage, NCCL version 2.7.8\n";
+        let a = run(
+            format!("{usage}h:1:1 [0] NCCL WARN Call to recv failed : Broken pipe\n").as_bytes(),
+        );
         let rules: Vec<&str> = a.problems.iter().map(|p| p.rule.as_str()).collect();
-        assert_eq!(rules, ["bare-system-error", "peer-closed"]);
+        assert_eq!(rules, ["bare-invalid-usage", "peer-closed"]);
     }
 
     #[test]
