@@ -143,7 +143,7 @@ pub struct Facts {
     #[serde(skip)]
     ipoib_lines: Vec<Evidence>,
     #[serde(skip)]
-    socket_failed: bool,
+    socket_failed: Option<Evidence>,
     /// nccl-tests' `# Using devices` header, and whether the run ended after it (its `# Avg
     /// bus bandwidth` summary or a `Test ... failure`): a header alone is a run that hung.
     #[serde(skip)]
@@ -271,8 +271,11 @@ impl Facts {
             self.connect_failed = true;
         }
         // `misc/socket.cc:567 -> 2`, `bootstrap.cc:270 -> 2`: NCCL's socket code failed.
-        if nccl_at.is_some() && is_socket_trace(text) {
-            self.socket_failed = true;
+        if self.socket_failed.is_none() && nccl_at.is_some() && is_socket_trace(text) {
+            self.socket_failed = Some(Evidence {
+                line,
+                text: text.to_string(),
+            });
         }
         let body = match nccl_at {
             Some(at) => &text[at + "NCCL INFO".len()..],
@@ -530,9 +533,10 @@ impl Facts {
             self.evidence.remove("virtual_interface_chosen");
             self.evidence.remove("docker_bridge_address");
         }
-        if !self.ipoib_lines.is_empty() && (self.connect_failed || self.socket_failed) {
-            self.evidence
-                .insert("socket_on_ipoib_failed", self.ipoib_lines.clone());
+        if !self.ipoib_lines.is_empty() && (self.connect_failed || self.socket_failed.is_some()) {
+            let mut lines: Vec<Evidence> = self.ipoib_lines.iter().take(2).cloned().collect();
+            lines.extend(self.socket_failed.clone());
+            self.evidence.insert("socket_on_ipoib_failed", lines);
         }
         if let Some(header) = self.tests_header.as_ref().filter(|_| !self.tests_ended) {
             self.evidence
@@ -726,7 +730,11 @@ mod tests {
                     .contains_key("socket_on_ipoib_failed")
             );
             let f = facts(&[chosen, trace]);
-            assert_eq!(f.evidence["socket_on_ipoib_failed"][0].line, 1, "{chosen}");
+            let lines: Vec<u64> = f.evidence["socket_on_ipoib_failed"]
+                .iter()
+                .map(|e| e.line)
+                .collect();
+            assert_eq!(lines, [1, 2], "{chosen}");
         }
         let eth = "h:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>";
         assert!(
