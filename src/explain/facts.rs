@@ -138,6 +138,18 @@ pub struct Facts {
     gdr_lines: Vec<Evidence>,
     #[serde(skip)]
     no_gdr_lines: Vec<Evidence>,
+    /// Socket interfaces chosen (bootstrap, NET/Socket, NET/IB's OOB) that are IPoIB or
+    /// link-local, and whether NCCL's socket or bootstrap code then failed.
+    #[serde(skip)]
+    ipoib_lines: Vec<Evidence>,
+    #[serde(skip)]
+    socket_failed: Option<Evidence>,
+    /// nccl-tests' `# Using devices` header, and whether the run ended after it (its `# Avg
+    /// bus bandwidth` summary or a `Test ... failure`): a header alone is a run that hung.
+    #[serde(skip)]
+    tests_header: Option<Evidence>,
+    #[serde(skip)]
+    tests_ended: bool,
     /// NCCL could not connect to a peer (refused, timed out, unreachable): then a loopback
     /// or bridge interface matters even in a log that names one host only.
     #[serde(skip)]
@@ -194,6 +206,28 @@ fn interface_of(token: &str) -> Option<Interface> {
     })
 }
 
+/// IPoIB (`ib0`, `ibp75s0`) or a link-local address: NCCL prefers `ib*` interfaces for its
+/// sockets by default, and neither is reliably routable between nodes.
+fn is_ipoib_or_link_local(iface: &Interface) -> bool {
+    iface.name.starts_with("ib")
+        || iface.address.starts_with("169.254.")
+        || iface.address.starts_with("fe80:")
+}
+
+/// `NCCL INFO misc/socket.cc:567 -> 2` or `bootstrap.cc:270 -> 2`: an error passed up from
+/// NCCL's socket or bootstrap code; not 6 (`ncclRemoteError`), a peer that went away.
+fn is_socket_trace(text: &str) -> bool {
+    let Some(at) = text.rfind(" -> ") else {
+        return false;
+    };
+    let code: String = text[at + 4..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    let failed = !code.is_empty() && code != "0" && code != "6";
+    failed && (text.contains("socket.cc:") || text.contains("bootstrap.cc:"))
+}
+
 /// An interface a bootstrap or socket transport should never use between nodes.
 pub fn is_virtual(name: &str) -> bool {
     name == "lo"
@@ -235,6 +269,13 @@ impl Facts {
             .any(|e| text.contains(e))
         {
             self.connect_failed = true;
+        }
+        // `misc/socket.cc:567 -> 2`, `bootstrap.cc:270 -> 2`: NCCL's socket code failed.
+        if self.socket_failed.is_none() && nccl_at.is_some() && is_socket_trace(text) {
+            self.socket_failed = Some(Evidence {
+                line,
+                text: text.to_string(),
+            });
         }
         let body = match nccl_at {
             Some(at) => &text[at + "NCCL INFO".len()..],
@@ -307,10 +348,21 @@ impl Facts {
                         let list = self.evidence.entry("docker_bridge_address").or_default();
                         keep(list, line, text);
                     }
+                    if is_ipoib_or_link_local(&iface) {
+                        keep(&mut self.ipoib_lines, line, text);
+                    }
                     if self.interfaces.len() < MAX_VALUES {
                         self.interfaces.insert(iface);
                     }
                 }
+            }
+        }
+        if let Some(at) = body.find("; OOB ") {
+            let oob = body[at + "; OOB ".len()..].split_whitespace().next();
+            if let Some(iface) = oob.and_then(interface_of)
+                && is_ipoib_or_link_local(&iface)
+            {
+                keep(&mut self.ipoib_lines, line, text);
             }
         }
         if let Some(at) = body.find("NET/IB : Using ") {
@@ -417,6 +469,17 @@ impl Facts {
         if let Some(gpu) = gpu_of(text) {
             self.gpus.insert(gpu);
         }
+        if self.tests_header.is_none() && text.starts_with('#') && text.contains("Using devices") {
+            self.tests_header = Some(Evidence {
+                line,
+                text: text.to_string(),
+            });
+        }
+        if text.contains("Avg bus bandwidth")
+            || (text.contains("Test ") && text.contains(" failure"))
+        {
+            self.tests_ended = true;
+        }
     }
 
     fn slow(&mut self, what: String, line: u64) {
@@ -469,6 +532,15 @@ impl Facts {
         if one_host && !self.transports.contains_key("NET") && !self.connect_failed {
             self.evidence.remove("virtual_interface_chosen");
             self.evidence.remove("docker_bridge_address");
+        }
+        if !self.ipoib_lines.is_empty() && (self.connect_failed || self.socket_failed.is_some()) {
+            let mut lines: Vec<Evidence> = self.ipoib_lines.iter().take(2).cloned().collect();
+            lines.extend(self.socket_failed.clone());
+            self.evidence.insert("socket_on_ipoib_failed", lines);
+        }
+        if let Some(header) = self.tests_header.as_ref().filter(|_| !self.tests_ended) {
+            self.evidence
+                .insert("nccl_tests_hung", vec![header.clone()]);
         }
         if self.net_channels_gdr > 0 && self.net_channels_no_gdr > 0 {
             let mut lines = self.gdr_lines.iter().take(2).cloned().collect::<Vec<_>>();
@@ -644,6 +716,50 @@ mod tests {
         }
         assert_eq!(f.hosts.values.len(), MAX_VALUES);
         assert!(f.hosts.truncated);
+    }
+
+    #[test]
+    fn sockets_on_ipoib_or_link_local_matter_only_when_they_fail() {
+        let oob = "h:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB/SHARP ; OOB ibp75s0:192.168.0.103<0>";
+        let boot = "h:1:1 [0] NCCL INFO Bootstrap : Using eth0:169.254.3.1<0>";
+        let trace = "h:1:1 [0] NCCL INFO misc/socket.cc:567 -> 2";
+        for chosen in [oob, boot] {
+            assert!(
+                !facts(&[chosen])
+                    .evidence
+                    .contains_key("socket_on_ipoib_failed")
+            );
+            let f = facts(&[chosen, trace]);
+            let lines: Vec<u64> = f.evidence["socket_on_ipoib_failed"]
+                .iter()
+                .map(|e| e.line)
+                .collect();
+            assert_eq!(lines, [1, 2], "{chosen}");
+        }
+        let eth = "h:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>";
+        assert!(
+            !facts(&[eth, trace])
+                .evidence
+                .contains_key("socket_on_ipoib_failed")
+        );
+        assert!(!is_socket_trace("h:1:1 [0] NCCL INFO bootstrap.cc:1 -> 0"));
+        assert!(!is_socket_trace(
+            "h:1:1 [0] NCCL INFO misc/socket.cc:80 -> 6"
+        ));
+    }
+
+    #[test]
+    fn an_nccl_tests_run_that_stops_after_its_header_hung() {
+        let header = ["# nThread 1 nGpus 2 minBytes 8", "# Using devices"];
+        let f = facts(&header);
+        assert_eq!(f.evidence["nccl_tests_hung"][0].line, 2);
+        for end in [
+            "# Avg bus bandwidth    : 33.3227 ",
+            "h: Test NCCL failure common.cu:959 'internal error'",
+        ] {
+            let f = facts(&[header[0], header[1], end]);
+            assert!(!f.evidence.contains_key("nccl_tests_hung"), "{end}");
+        }
     }
 
     #[test]

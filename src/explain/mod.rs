@@ -55,6 +55,9 @@ pub struct Problem {
     /// An echo of a failure elsewhere (see [`rules::Rule::symptom`]).
     #[serde(skip)]
     pub symptom: bool,
+    /// The usual cause of a failure that names none (see [`rules::Rule::fallback`]).
+    #[serde(skip)]
+    pub fallback: bool,
     /// The rule that found it, and how many lines matched in all.
     pub rule: String,
     pub matched_lines: u64,
@@ -372,6 +375,19 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
             problems.push(problem);
         }
     }
+    // A fallback stands only alone: beside a cause a rule names, or a failure no rule
+    // explains (which may be that cause), it is no explanation. Echoes and slowdowns leave it
+    // standing; they name no cause of the failure.
+    let named = problems
+        .iter()
+        .any(|p| !p.fallback && !p.symptom && p.priority > HINT_PRIORITY);
+    if named || analysis.not_understood_total > 0 {
+        let fallbacks: Vec<Problem> = problems.extract_if(.., |p| p.fallback).collect();
+        // Beside lines no rule explains, the failure it would have explained is one of them.
+        if !named {
+            admit(&mut analysis, fallbacks);
+        }
+    }
     problems.sort_by(|a, b| {
         b.priority.cmp(&a.priority).then(
             a.evidence
@@ -388,13 +404,7 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
     // An echo (a peer closed the connection) names no cause by itself: its lines are what
     // the log does not explain.
     if !problems.is_empty() && problems.iter().all(|p| p.symptom) {
-        for p in problems.drain(..) {
-            analysis.not_understood_total += p.matched_lines;
-            analysis.not_understood.extend(p.evidence);
-        }
-        analysis.not_understood.sort_by_key(|e| e.line);
-        analysis.not_understood.dedup_by_key(|e| e.line);
-        analysis.not_understood.truncate(MAX_NOT_UNDERSTOOD);
+        admit(&mut analysis, std::mem::take(&mut problems));
     }
     // Two rules of one category on one log are one problem, told by the stronger rule.
     let mut seen = BTreeMap::new();
@@ -407,6 +417,20 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
         analysis.not_understood.truncate(MAX_NOT_UNDERSTOOD);
     }
     Ok(analysis)
+}
+
+/// Lists the lines of `problems` that explain nothing after all as not understood.
+fn admit(analysis: &mut Analysis, problems: Vec<Problem>) {
+    if problems.is_empty() {
+        return;
+    }
+    for p in problems {
+        analysis.not_understood_total += p.matched_lines;
+        analysis.not_understood.extend(p.evidence);
+    }
+    analysis.not_understood.sort_by_key(|e| e.line);
+    analysis.not_understood.dedup_by_key(|e| e.line);
+    analysis.not_understood.truncate(MAX_NOT_UNDERSTOOD);
 }
 
 fn judge(rule: &Rule, tally: Tally, facts: &Facts) -> Option<Problem> {
@@ -443,6 +467,7 @@ fn judge(rule: &Rule, tally: Tally, facts: &Facts) -> Option<Problem> {
         sources: rule.sources.clone(),
         priority: rule.priority,
         symptom: rule.symptom,
+        fallback: rule.fallback,
     })
 }
 
@@ -482,13 +507,51 @@ mod tests {
     #[test]
     fn a_failure_nothing_explains_is_not_understood_rather_than_fine() {
         let a = run(
-            b"RuntimeError: NCCL error in: x.cpp:1, unhandled system error, NCCL version 2.7.8\n",
+            b"RuntimeError: NCCL error in: x.cpp:1, unhandled cuda error, NCCL version 2.7.8\n",
         );
         assert!(a.problems.is_empty());
         assert_eq!(a.not_understood_total, 1);
         let a = run(b"RuntimeError: NCCL error in: x.cpp:1, unhandled system error\nh:1:1 [0] NCCL WARN Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 0\n");
         assert_eq!(a.problems[0].category, "user_code_device_mapping");
         assert_eq!(a.not_understood_total, 0);
+    }
+
+    #[test]
+    fn a_fallback_stands_only_when_nothing_else_explains_the_failure() {
+        let bare =
+            "RuntimeError: NCCL error in: x.cpp:1, unhandled system error, NCCL version 2.7.8\n";
+        let a = run(bare.as_bytes());
+        assert_eq!(a.problems[0].rule, "bare-system-error", "{:?}", a.problems);
+        assert_eq!(a.not_understood_total, 0);
+        // NCCL's own messages around it say what failed, not the usual cause (the wrapper is
+        // their echo).
+        let a = run(format!("h:1:1 [0] NCCL INFO misc/socket.cc:567 -> 2\n{bare}").as_bytes());
+        assert!(a.problems.is_empty(), "{:?}", a.problems);
+        assert_eq!(a.not_understood_total, 1);
+        assert_eq!(a.not_understood[0].line, 1);
+        // A cause a rule names comes instead of it.
+        let a = run(format!("{bare}torch.OutOfMemoryError: CUDA out of memory.\n").as_bytes());
+        let rules: Vec<&str> = a.problems.iter().map(|p| p.rule.as_str()).collect();
+        assert_eq!(rules, ["cuda-oom"]);
+        // An error line no rule explains may be the cause: both are shown, no guess.
+        let a = run(format!("{bare}FrobnicatorError: exploded\n").as_bytes());
+        assert!(a.problems.is_empty(), "{:?}", a.problems);
+        assert_eq!(a.not_understood_total, 2);
+        assert_eq!(a.not_understood[0].line, 1);
+        // A failed connection beside it points at the network, not at /dev/shm (the wrapper
+        // is its echo), and that echo alone explains nothing: shown as not understood.
+        let a = run(format!("{bare}ConnectionResetError: Connection reset by peer\n").as_bytes());
+        assert!(a.problems.is_empty(), "{:?}", a.problems);
+        assert_eq!(a.not_understood_total, 1);
+        assert_eq!(a.not_understood[0].line, 2);
+        // An echo (a peer closed) leaves the invalid-usage fallback standing, ahead of it: the
+        // rank with the bad device mapping failed, its peers saw it go.
+        let usage = "RuntimeError: NCCL error in: x.cpp:1, invalid usage, NCCL version 2.7.8\n";
+        let a = run(
+            format!("{usage}h:1:1 [0] NCCL WARN Call to recv failed : Broken pipe\n").as_bytes(),
+        );
+        let rules: Vec<&str> = a.problems.iter().map(|p| p.rule.as_str()).collect();
+        assert_eq!(rules, ["bare-invalid-usage", "peer-closed"]);
     }
 
     #[test]

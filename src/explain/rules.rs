@@ -69,6 +69,8 @@ pub const FACTS: &[&str] = &[
     "virtual_interface_chosen",
     "docker_bridge_address",
     "gdr_partial",
+    "nccl_tests_hung",
+    "socket_on_ipoib_failed",
 ];
 
 /// A rules file that cannot be used: its file and line, and what is wrong (exit 2).
@@ -216,6 +218,10 @@ pub struct Rule {
     pub unless_within: u64,
     /// An echo of a failure elsewhere: alone it explains nothing.
     pub symptom: bool,
+    /// The usual cause of a failure line that names none itself (a bare `unhandled system
+    /// error`), as the threads established it: it stands only when nothing else in the log
+    /// explains the failure or is left unexplained, never beside a cause a rule names.
+    pub fallback: bool,
     /// A fact about what NCCL did that is evidence by itself.
     pub fact: Option<&'static str>,
     pub cause: String,
@@ -279,6 +285,8 @@ struct RawRule {
     unless_within: Option<i64>,
     #[serde(default)]
     symptom: bool,
+    #[serde(default)]
+    fallback: bool,
     #[serde(default)]
     fact: Option<String>,
     cause: String,
@@ -369,6 +377,11 @@ pub fn parse(file: &str, text: &str) -> Result<RuleSet, RuleError> {
         if any.is_empty() && fact.is_none() {
             return Err(at("needs `any` patterns or a `fact`".into()));
         }
+        if raw.symptom && raw.fallback {
+            return Err(at(
+                "a rule is either a symptom (an echo) or a fallback (a cause), not both".into(),
+            ));
+        }
         if raw.cause.trim().is_empty() || raw.fix.trim().is_empty() {
             return Err(at("cause and fix must not be empty".into()));
         }
@@ -402,6 +415,7 @@ pub fn parse(file: &str, text: &str) -> Result<RuleSet, RuleError> {
             unless: patterns(&raw.unless)?,
             unless_within,
             symptom: raw.symptom,
+            fallback: raw.fallback,
             fact,
             cause: raw.cause,
             fix: raw.fix,
@@ -519,6 +533,11 @@ mod tests {
                 "any = [\"x\"]\nunless_within = 5000",
                 Some(1),
                 "unless_within 5000",
+            ),
+            (
+                "any = [\"x\"]\nsymptom = true\nfallback = true",
+                Some(1),
+                "not both",
             ),
         ] {
             let e = parse("site.toml", &rule(body)).unwrap_err();

@@ -90,6 +90,7 @@ mod tests {
             sources: Vec::new(),
             priority: 1,
             symptom: false,
+            fallback: false,
         }
     }
 
