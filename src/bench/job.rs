@@ -20,7 +20,7 @@ use super::output::{self, Member, RunInfo, Transport, Versions};
 use super::rendezvous::{self, Identity, Joined};
 use super::stats::{Row, average_busbw, total_wrong};
 use super::tcp::{self, TcpBackend};
-use super::{Backend, BenchError, Settings};
+use super::{Backend, BenchError, JobError, Settings};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ExitCode;
@@ -132,10 +132,10 @@ pub(crate) fn run(job: &Job, root: &Root) -> Result<ExitCode, BenchError> {
         return run_rank(job, root, &env, None);
     }
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .map_err(|e| BenchError::Runtime(format!("cannot open a local rendezvous port: {e}")))?;
+        .map_err(JobError::LocalPort)?;
     let port = listener
         .local_addr()
-        .map_err(|e| BenchError::Runtime(e.to_string()))?
+        .map_err(JobError::PortOf)?
         .port();
     let token = random_token();
     let mut children = Vec::new();
@@ -170,7 +170,7 @@ pub(crate) fn run(job: &Job, root: &Root) -> Result<ExitCode, BenchError> {
         Ok(code) => {
             for (rank, status) in statuses {
                 if let Some(s) = status.filter(|s| s.code() != Some(code as i32)) {
-                    return Err(BenchError::Runtime(format!("rank {rank} ended with {s}")));
+                    return Err(JobError::Ended { rank, status: s }.into());
                 }
             }
             Ok(code)
@@ -190,11 +190,7 @@ fn random_token() -> String {
 }
 
 fn spawn_rank(rank: usize, world: usize, port: u16, token: &str) -> Result<Child, BenchError> {
-    let exe = std::env::current_exe().map_err(|e| {
-        BenchError::Runtime(format!(
-            "cannot find this program to start rank {rank}: {e}"
-        ))
-    })?;
+    let exe = std::env::current_exe().map_err(|source| JobError::NoProgram { rank, source })?;
     Command::new(exe)
         .args(std::env::args_os().skip(1))
         .env(CHILD_VAR, "1")
@@ -207,7 +203,7 @@ fn spawn_rank(rank: usize, world: usize, port: u16, token: &str) -> Result<Child
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .spawn()
-        .map_err(|e| BenchError::Runtime(format!("cannot start rank {rank}: {e}")))
+        .map_err(|source| JobError::Start { rank, source }.into())
 }
 
 fn kill_all(children: &mut [(usize, Child)]) {
@@ -295,10 +291,7 @@ fn run_rank(
     };
     let nccl_id = match &resolved {
         Resolved::Nccl(p) if env.rank == 0 => Some(
-            p.nccl
-                .unique_id()
-                .map_err(|e| BenchError::Runtime(e.to_string()))?
-                .to_vec(),
+            p.nccl.unique_id()?.to_vec(),
         ),
         _ => None,
     };
@@ -388,7 +381,7 @@ fn run_rank(
                     .nccl
                     .unique_id()
                     .map(|i| i.to_vec())
-                    .map_err(|e| BenchError::Runtime(e.to_string()))
+                    .map_err(BenchError::from)
             } else {
                 Ok(id)
             };
@@ -629,7 +622,10 @@ fn rank0(
         (None, _) => print(&output::table_footer(&rows, &judged))?,
         (Some(text), None) => print(&text)?,
         (Some(text), Some(path)) => crate::host::atomic::write_output(path, text.as_bytes())
-            .map_err(|e| BenchError::Runtime(format!("cannot write {}: {e}", path.display())))?,
+            .map_err(|source| JobError::Output {
+                path: path.clone(),
+                source,
+            })?,
     }
     if failures.is_empty() {
         Ok(ExitCode::Ok)

@@ -14,7 +14,7 @@ use super::collective::{Collective, Shape};
 use super::control::Group;
 use super::data;
 use super::tcp::{self, TcpBackend};
-use super::{Backend, BenchError, Settings};
+use super::{Backend, BenchError, JobError, Settings};
 use crate::error::ExitCode;
 
 /// At most this many rounds: each node meets this many partners, enough for a median that
@@ -163,7 +163,7 @@ pub(crate) fn run(
                 let pair_hosts = [hosts[a].clone(), hosts[b].clone()];
                 let accept = listener
                     .try_clone()
-                    .map_err(|e| BenchError::Runtime(format!("pairs: {e}")))?;
+                    .map_err(JobError::Pairs)?;
                 let ring = tcp::connect(
                     me,
                     2,
@@ -228,7 +228,7 @@ pub(crate) fn run(
     group.finish(u8::from(failed))?;
     let text = if job.json {
         let mut t = serde_json::to_string_pretty(&verdict)
-            .map_err(|e| BenchError::Runtime(e.to_string()))?;
+            .map_err(JobError::Render)?;
         t.push('\n');
         t
     } else {
@@ -236,7 +236,10 @@ pub(crate) fn run(
     };
     match job.output {
         Some(path) => crate::host::atomic::write_output(path, text.as_bytes())
-            .map_err(|e| BenchError::Runtime(format!("cannot write {}: {e}", path.display())))?,
+            .map_err(|source| JobError::Output {
+                path: path.to_path_buf(),
+                source,
+            })?,
         None => {
             use std::io::Write;
             let mut out = std::io::stdout().lock();

@@ -90,7 +90,7 @@ const AUDIT_LIMITS: checks::TimeLimits = checks::TimeLimits {
 };
 
 pub(crate) fn run(args: &AuditArgs, root: &Root) -> Result<ExitCode> {
-    crate::image::check_root(root).map_err(|e| crate::Error::Runtime(e.to_string()))?;
+    crate::image::check_root(root)?;
     let mode = Mode::detect(root, args.persisted);
     let (profile, chosen_by) = load_profile(args.profile.as_deref(), root)?;
     if let Some(reason) = &chosen_by

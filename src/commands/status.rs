@@ -74,7 +74,7 @@ struct Summary {
 
 /// `gputune status`.
 pub(crate) fn run(args: &StatusArgs, root: &Root) -> Result<ExitCode> {
-    crate::image::check_root(root).map_err(|e| Error::Runtime(e.to_string()))?;
+    crate::image::check_root(root)?;
     let mode = Mode::detect(root, false);
     let image = mode == Mode::Image;
     let state = crate::apply::run::state_root(root, image, &Console);
@@ -86,7 +86,7 @@ pub(crate) fn run(args: &StatusArgs, root: &Root) -> Result<ExitCode> {
     let record = if never {
         None
     } else {
-        journal::load(&state).map_err(|e| Error::Runtime(e.to_string()))?
+        journal::load(&state)?
     };
     let items = match &record {
         Some(j) if j.phase != Phase::RolledBack => {
@@ -102,7 +102,10 @@ pub(crate) fn run(args: &StatusArgs, root: &Root) -> Result<ExitCode> {
     let text = match args.format {
         StatusFormat::Json => {
             let mut text = serde_json::to_string_pretty(&doc)
-                .map_err(|e| Error::Runtime(format!("cannot render the status: {e}")))?;
+                .map_err(|source| Error::Render {
+                    what: "the status",
+                    source,
+                })?;
             text.push('\n');
             text
         }
