@@ -73,6 +73,9 @@ pub enum Error {
     /// `health --slurm` could not reach Slurm or name the node.
     #[error(transparent)]
     Slurm(#[from] crate::commands::health::SlurmStop),
+    /// A preflight rank could not meet rank 0 or hear its verdict.
+    #[error(transparent)]
+    Meet(#[from] crate::preflight::meet::MeetError),
     /// `bench`: exit 1 when the figures fail, 2 for usage, 3 when the job stopped.
     #[error("{0}")]
     Bench(#[from] BenchError),
@@ -92,6 +95,7 @@ impl Error {
             | Error::Log(_)
             | Error::Pin(_)
             | Error::Slurm(_)
+            | Error::Meet(_)
             | Error::Write { .. }
             | Error::Stdout(_)
             | Error::Unseen(_) => ExitCode::Runtime,

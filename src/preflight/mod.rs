@@ -8,7 +8,7 @@
 pub(crate) mod facts;
 pub(crate) mod ifaces;
 pub(crate) mod judge;
-mod meet;
+pub(crate) mod meet;
 pub(crate) mod plan;
 pub(crate) mod probe;
 pub(crate) mod render;
