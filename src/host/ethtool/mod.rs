@@ -26,6 +26,9 @@ pub enum EthtoolError {
     /// Not the live node: nothing to ask.
     #[error("{0}")]
     NotLive(String),
+    /// The kernel's answer is not well-formed netlink.
+    #[error(transparent)]
+    Malformed(#[from] genl::Malformed),
     /// The kernel refused or the answer could not be read; the text says which.
     #[error("{0}")]
     Failed(String),
