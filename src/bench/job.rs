@@ -447,11 +447,15 @@ const COPY_BUDGET: Duration = Duration::from_millis(250);
 
 /// What the path of this run can carry ([`context`]): the NICs across hosts, the GPUs'
 /// interconnect for NCCL on one host, the memory copy rate for TCP on one host.
-fn reference(root: &Root, info: &RunInfo, peers: &[IpAddr]) -> Result<Reference, String> {
+fn reference(
+    root: &Root,
+    info: &RunInfo,
+    peers: &[IpAddr],
+) -> Result<Reference, context::NoReference> {
     let hosts = info.hosts();
     if hosts.len() > 1 && info.backend == Transport::Nccl && !env_is("NCCL_IB_DISABLE", "1") {
         // NCCL's IB transport (InfiniBand, RoCE) takes the RDMA ports, not the IP route.
-        let devices = crate::inventory::rdma::devices(root).map_err(|e| e.to_string())?;
+        let devices = crate::inventory::rdma::devices(root)?;
         let spec = std::env::var("NCCL_IB_HCA").ok();
         let ports = context::ib_ports(&devices, spec.as_deref());
         if let Some(r) = context::of_nics(
@@ -475,11 +479,10 @@ fn reference(root: &Root, info: &RunInfo, peers: &[IpAddr]) -> Result<Reference,
             if nics.len() == 1 { "" } else { "s" },
             crate::say::clean_line(&hosts[1..].join(", "))
         );
-        return context::of_nics(&nics, &why)
-            .ok_or_else(|| "no interface carries the traffic to the other hosts".to_string());
+        return context::of_nics(&nics, &why).ok_or(context::NoReference::NoCarrier);
     }
     if info.backend == Transport::Nccl {
-        let gpus = crate::inventory::gpu::present(root).map_err(|e| e.to_string())?;
+        let gpus = crate::inventory::gpu::present(root)?;
         let used: Vec<_> = gpus.into_iter().take(info.members.len()).collect();
         let nvml = crate::probes::Probes::for_root(root)
             .nvml
@@ -601,7 +604,8 @@ fn rank0(
         (b.clone(), source.clone(), checks)
     });
     let judged = Judged {
-        reference,
+        // Every rendering shows the reason as text.
+        reference: reference.map_err(|why| why.to_string()),
         min_busbw: min_busbw.map(|(g, t, _)| (g, t)),
         baseline,
     };
