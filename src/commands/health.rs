@@ -60,10 +60,15 @@ pub enum HealthFormat {
     Npd,
 }
 
-fn parse_secs(text: &str) -> Result<Duration, String> {
+/// `--timeout` is not a whole number of seconds in range.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("expected whole seconds from 1 to 3600")]
+struct BadSecs;
+
+fn parse_secs(text: &str) -> Result<Duration, BadSecs> {
     match text.parse::<u64>() {
         Ok(secs @ 1..=3600) => Ok(Duration::from_secs(secs)),
-        _ => Err("expected whole seconds from 1 to 3600".into()),
+        _ => Err(BadSecs),
     }
 }
 
