@@ -286,7 +286,7 @@ fn run_rank(
         world: env.world,
         token: env.token.clone(),
         member: member.clone(),
-        backend: transport.name().to_string(),
+        backend: transport,
         settings: job.settings.clone(),
     };
     let nccl_id = match &resolved {
