@@ -150,9 +150,7 @@ pub fn apply_with(
             ));
         }
         let question = format!("Apply these {} changes?", plan.steps.len());
-        let yes = operator
-            .confirm(&question)
-            .map_err(Refusal::Answer)?;
+        let yes = operator.confirm(&question).map_err(Refusal::Answer)?;
         if !yes {
             crate::say!("not applied: nothing was changed");
             return Ok(ExitCode::Ok);

@@ -140,8 +140,7 @@ enum Winner<'a> {
 impl Boot {
     fn read(root: &Root) -> Boot {
         Boot {
-            files: boot::assignments(root)
-                .map(|a| boot::effective(&a)),
+            files: boot::assignments(root).map(|a| boot::effective(&a)),
             tuned: tuned::read(root, false),
         }
     }

@@ -326,7 +326,9 @@ mod tests {
         };
         assert_eq!(at(MAX_PATH).len(), MAX_PATH);
         assert_eq!(target(&Target::Knob(at(MAX_PATH))), Ok(()));
-        let err = target(&Target::Knob(at(MAX_PATH + 1))).unwrap_err().to_string();
+        let err = target(&Target::Knob(at(MAX_PATH + 1)))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not an absolute path"), "{err}");
     }
 
@@ -346,7 +348,9 @@ mod tests {
         assert!(steps(&[after]).is_err(), "the after state is checked too");
         let file = Target::File("/etc/nccl.conf".into());
         assert_eq!(with(file, 100_000), Ok(()));
-        let nul = steps(&[step(knob(), State::Present("1\0".into()))]).unwrap_err().to_string();
+        let nul = steps(&[step(knob(), State::Present("1\0".into()))])
+            .unwrap_err()
+            .to_string();
         assert!(nul.contains("NUL"), "{nul}");
     }
 
@@ -380,7 +384,8 @@ mod tests {
             step(Target::NftTable, State::Absent),
             step(Target::File("/etc/shadow".into()), State::Absent),
         ])
-        .unwrap_err().to_string();
+        .unwrap_err()
+        .to_string();
         assert!(
             err.starts_with("entry 2 (") && err.contains("not a file gputune"),
             "{err}"

@@ -256,9 +256,7 @@ pub enum NoReference {
     Host(#[from] crate::host::HostError),
     #[error("no interface with index {0} under /sys/class/net")]
     NoIndex(u32),
-    #[error(
-        "{0} reports no link speed (/sys/class/net/{0}/speed): a virtual or down interface"
-    )]
+    #[error("{0} reports no link speed (/sys/class/net/{0}/speed): a virtual or down interface")]
     NoSpeed(String),
     /// `nvlink_model`: the model whose NVLink generation is unknown, when links are active.
     #[error(

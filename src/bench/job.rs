@@ -131,12 +131,8 @@ pub(crate) fn run(job: &Job, root: &Root) -> Result<ExitCode, BenchError> {
         };
         return run_rank(job, root, &env, None);
     }
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .map_err(JobError::LocalPort)?;
-    let port = listener
-        .local_addr()
-        .map_err(JobError::PortOf)?
-        .port();
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(JobError::LocalPort)?;
+    let port = listener.local_addr().map_err(JobError::PortOf)?.port();
     let token = random_token();
     let mut children = Vec::new();
     for rank in 1..ranks {
@@ -290,9 +286,7 @@ fn run_rank(
         settings: job.settings.clone(),
     };
     let nccl_id = match &resolved {
-        Resolved::Nccl(p) if env.rank == 0 => Some(
-            p.nccl.unique_id()?.to_vec(),
-        ),
+        Resolved::Nccl(p) if env.rank == 0 => Some(p.nccl.unique_id()?.to_vec()),
         _ => None,
     };
     let joined: Option<Joined> = if env.world == 1 {

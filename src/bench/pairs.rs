@@ -161,9 +161,7 @@ pub(crate) fn run(
                 let me = usize::from(group.rank == b);
                 let pair_addrs = [addrs[a], addrs[b]];
                 let pair_hosts = [hosts[a].clone(), hosts[b].clone()];
-                let accept = listener
-                    .try_clone()
-                    .map_err(JobError::Pairs)?;
+                let accept = listener.try_clone().map_err(JobError::Pairs)?;
                 let ring = tcp::connect(
                     me,
                     2,
@@ -227,19 +225,21 @@ pub(crate) fn run(
     let failed = !verdict.slow.is_empty() || wrong > 0;
     group.finish(u8::from(failed))?;
     let text = if job.json {
-        let mut t = serde_json::to_string_pretty(&verdict)
-            .map_err(JobError::Render)?;
+        let mut t = serde_json::to_string_pretty(&verdict).map_err(JobError::Render)?;
         t.push('\n');
         t
     } else {
         render(&verdict)
     };
     match job.output {
-        Some(path) => crate::host::atomic::write_output(path, text.as_bytes())
-            .map_err(|source| JobError::Output {
-                path: path.to_path_buf(),
-                source,
-            })?,
+        Some(path) => {
+            crate::host::atomic::write_output(path, text.as_bytes()).map_err(|source| {
+                JobError::Output {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            })?
+        }
         None => {
             use std::io::Write;
             let mut out = std::io::stdout().lock();

@@ -77,8 +77,7 @@ fn open(path: Option<&PathBuf>) -> Result<Box<dyn BufRead>> {
 pub(crate) fn run(args: &ExplainArgs, root: &Root) -> Result<ExitCode> {
     let rules = rules::load(root).map_err(|e| Error::Usage(e.to_string()))?;
     let mut reader = open(args.log.as_ref())?;
-    let analysis = explain::analyse(&mut reader, &rules)
-        .map_err(LogError::Read)?;
+    let analysis = explain::analyse(&mut reader, &rules).map_err(LogError::Read)?;
     let checks = if args.check {
         crate::image::check_root(root)?;
         let (profile, _) = super::audit::load_profile(None, root)?;
@@ -103,11 +102,12 @@ pub(crate) fn run(args: &ExplainArgs, root: &Root) -> Result<ExitCode> {
         ExplainFormat::Text => render::text(&analysis, checks.as_deref()),
         ExplainFormat::Json => {
             let mut text =
-                serde_json::to_string_pretty(&render::json(&analysis, checks.as_deref()))
-                    .map_err(|source| Error::Render {
+                serde_json::to_string_pretty(&render::json(&analysis, checks.as_deref())).map_err(
+                    |source| Error::Render {
                         what: "JSON",
                         source,
-                    })?;
+                    },
+                )?;
             text.push('\n');
             text
         }

@@ -35,7 +35,11 @@ pub enum PinError {
         "GPU{rank} ({pci}) has no NUMA node in sysfs (numa_node = -1) on a host with {nodes} nodes; \
          enable ACPI SRAT/proximity domains in the firmware, or bind by hand with numactl"
     )]
-    NoNode { rank: u32, pci: String, nodes: usize },
+    NoNode {
+        rank: u32,
+        pci: String,
+        nodes: usize,
+    },
     #[error("GPU{rank} ({pci}) reports NUMA node {node}, which {} does not list", listing.display())]
     UnlistedNode {
         rank: u32,
@@ -177,11 +181,10 @@ pub(crate) fn run(args: &PinArgs, root: &Root) -> Result<ExitCode> {
         source,
     })?;
     if let Some(nodes) = &binding.memory {
-        bind::set_memory_policy(MemPolicy::Bind, nodes)
-            .map_err(|source| PinError::BindMemory {
-                nodes: nodes.clone(),
-                source,
-            })?;
+        bind::set_memory_policy(MemPolicy::Bind, nodes).map_err(|source| PinError::BindMemory {
+            nodes: nodes.clone(),
+            source,
+        })?;
     }
     if args.verbose {
         eprintln!(

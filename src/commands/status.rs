@@ -83,11 +83,7 @@ pub(crate) fn run(args: &StatusArgs, root: &Root) -> Result<ExitCode> {
     let never = image
         && std::fs::symlink_metadata(state.dir())
             .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
-    let record = if never {
-        None
-    } else {
-        journal::load(&state)?
-    };
+    let record = if never { None } else { journal::load(&state)? };
     let items = match &record {
         Some(j) if j.phase != Phase::RolledBack => {
             let io = HostIo {
@@ -101,11 +97,10 @@ pub(crate) fn run(args: &StatusArgs, root: &Root) -> Result<ExitCode> {
     let doc = document(mode, root, &journal_path, record.as_ref(), items);
     let text = match args.format {
         StatusFormat::Json => {
-            let mut text = serde_json::to_string_pretty(&doc)
-                .map_err(|source| Error::Render {
-                    what: "the status",
-                    source,
-                })?;
+            let mut text = serde_json::to_string_pretty(&doc).map_err(|source| Error::Render {
+                what: "the status",
+                source,
+            })?;
             text.push('\n');
             text
         }

@@ -134,8 +134,7 @@ pub(crate) fn read_device(
         .map_err(|e| DeviceError::Open(e.source))?;
     // Records cleared by `dmesg --clear` are skipped, as dmesg skips them: an administrator
     // who cleared the log after servicing a GPU has answered its old errors.
-    nix::unistd::lseek(fd.as_fd(), 0, nix::unistd::Whence::SeekData)
-        .map_err(DeviceError::Seek)?;
+    nix::unistd::lseek(fd.as_fd(), 0, nix::unistd::Whence::SeekData).map_err(DeviceError::Seek)?;
     let mut file = std::fs::File::from(fd);
     let started = Instant::now();
     // A record is at most 1 KiB of text plus its dictionary; a short buffer is EINVAL.

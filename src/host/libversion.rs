@@ -17,7 +17,7 @@ use super::confine;
 const RODATA_CAP: u64 = 64 << 20;
 
 /// Why no version was found: what each way tried said, in order.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{}", .0.join("; "))]
 pub(crate) struct Unversioned(Vec<String>);
 
@@ -218,7 +218,7 @@ mod tests {
             Ok((2, 18, 1))
         );
         tree.file("/plain", "x");
-        let err = nccl(&root, "/plain").unwrap_err();
+        let err = nccl(&root, "/plain").unwrap_err().to_string();
         assert!(err.contains("not a 64-bit"), "{err}");
     }
 }

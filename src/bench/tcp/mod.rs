@@ -109,9 +109,7 @@ pub fn connect(
     // A neighbour busy with strangers on its data port drops a connection unanswered: that
     // is retried until the deadline, like the rendezvous.
     let open = |to: usize, stream: usize| -> Result<TcpStream, BenchError> {
-        let addr = addrs
-            .get(to)
-            .ok_or(LinkError::NoAddress(to))?;
+        let addr = addrs.get(to).ok_or(LinkError::NoAddress(to))?;
         let target = (addr.ip().to_string(), addr.port());
         let mut wait = Wait::new("data port", format!("rank {to} at {addr}"), deadline);
         loop {
@@ -166,9 +164,7 @@ pub fn connect(
     for (p, slot) in links.iter_mut().enumerate().skip(rank + 1) {
         *slot = Some(open(p, streams)?);
     }
-    let accepted = rx
-        .recv()
-        .map_err(|_| LinkError::ListenerStopped)??;
+    let accepted = rx.recv().map_err(|_| LinkError::ListenerStopped)??;
     let mut recv = Vec::new();
     for ((from, stream), s) in accepted {
         if stream < streams {
@@ -298,9 +294,7 @@ fn accept(
     token: &str,
     deadline: Instant,
 ) -> Result<Vec<(Expected, TcpStream)>, BenchError> {
-    listener
-        .set_nonblocking(true)
-        .map_err(LinkError::Port)?;
+    listener.set_nonblocking(true).map_err(LinkError::Port)?;
     let mut slots: Vec<Option<TcpStream>> = expected.iter().map(|_| None).collect();
     let (tx, rx) = mpsc::channel::<Arrival>();
     let gate = Gate::new("data port");

@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use nix::poll::PollFd;
 
-use super::{LinkError, Reduce};
 use super::link::{Idle, Peer, Spin, failed, interest, poll_all, read_some, write_some};
+use super::{LinkError, Reduce};
 use crate::bench::BenchError;
 use crate::bench::control::JobStop;
 use crate::bench::data::{self, DType, Op};

@@ -149,8 +149,8 @@ impl Session {
             if n == 0 {
                 return Err(Refused::text("the kernel closed the netlink socket"));
             }
-            let messages =
-                genl::messages(&buf[..n.min(buf.len())]).map_err(|e| Refused::text(e.to_string()))?;
+            let messages = genl::messages(&buf[..n.min(buf.len())])
+                .map_err(|e| Refused::text(e.to_string()))?;
             for m in messages {
                 match m {
                     Message::Genl { payload: p, .. } => payload = p.to_vec(),
