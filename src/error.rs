@@ -54,9 +54,10 @@ pub enum Error {
     /// The transaction of apply or rollback failed.
     #[error(transparent)]
     Apply(#[from] crate::apply::error::ApplyError),
-    /// Apply or rollback refused, or stopped and says what it left behind.
+    /// Apply or rollback refused, or stopped and says what it left behind (boxed: it is the
+    /// largest).
     #[error(transparent)]
-    Refused(#[from] crate::apply::error::Refusal),
+    Refused(Box<crate::apply::error::Refusal>),
     /// A document could not be serialised.
     #[error("cannot render {what}: {source}")]
     Render {
@@ -79,6 +80,12 @@ pub enum Error {
     /// `bench`: exit 1 when the figures fail, 2 for usage, 3 when the job stopped.
     #[error("{0}")]
     Bench(#[from] BenchError),
+}
+
+impl From<crate::apply::error::Refusal> for Error {
+    fn from(refusal: crate::apply::error::Refusal) -> Error {
+        Error::Refused(Box::new(refusal))
+    }
 }
 
 impl Error {
