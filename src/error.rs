@@ -45,9 +45,47 @@ pub enum Error {
         "the work is complete and recorded in the journal, but its report could not be written to standard output ({0}); run `gputune audit` to see the node's state"
     )]
     Unseen(#[source] io::Error),
+    /// `--root` names no usable tree.
+    #[error(transparent)]
+    Root(#[from] crate::image::RootError),
+    /// An image's state directory is missing or not safely ours.
+    #[error(transparent)]
+    StateDir(#[from] crate::image::StateDirError),
+    /// The transaction of apply or rollback failed.
+    #[error(transparent)]
+    Apply(#[from] crate::apply::error::ApplyError),
+    /// Apply or rollback refused, or stopped and says what it left behind (boxed: it is the
+    /// largest).
+    #[error(transparent)]
+    Refused(Box<crate::apply::error::Refusal>),
+    /// A document could not be serialised.
+    #[error("cannot render {what}: {source}")]
+    Render {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// `explain`'s log could not be read.
+    #[error(transparent)]
+    Log(#[from] crate::commands::explain::LogError),
+    /// `pin` could not bind or start the command.
+    #[error(transparent)]
+    Pin(#[from] crate::commands::pin::PinError),
+    /// `health --slurm` could not reach Slurm or name the node.
+    #[error(transparent)]
+    Slurm(#[from] crate::commands::health::SlurmStop),
+    /// A preflight rank could not meet rank 0 or hear its verdict.
+    #[error(transparent)]
+    Meet(#[from] crate::preflight::meet::MeetError),
     /// `bench`: exit 1 when the figures fail, 2 for usage, 3 when the job stopped.
     #[error("{0}")]
     Bench(#[from] BenchError),
+}
+
+impl From<crate::apply::error::Refusal> for Error {
+    fn from(refusal: crate::apply::error::Refusal) -> Error {
+        Error::Refused(Box::new(refusal))
+    }
 }
 
 impl Error {
@@ -56,6 +94,15 @@ impl Error {
             Error::Profile(_) | Error::Usage(_) => ExitCode::Usage,
             Error::Host(_)
             | Error::Runtime(_)
+            | Error::Root(_)
+            | Error::StateDir(_)
+            | Error::Apply(_)
+            | Error::Refused(_)
+            | Error::Render { .. }
+            | Error::Log(_)
+            | Error::Pin(_)
+            | Error::Slurm(_)
+            | Error::Meet(_)
             | Error::Write { .. }
             | Error::Stdout(_)
             | Error::Unseen(_) => ExitCode::Runtime,
@@ -80,6 +127,12 @@ pub enum BenchError {
     /// Something stopped the job: a rank left, a library is missing (exit 3).
     #[error("{0}")]
     Runtime(String),
+    /// The TCP backend's data connections failed (exit 3).
+    #[error(transparent)]
+    Link(#[from] crate::bench::tcp::LinkError),
+    /// The job could not start its ranks or write its results (exit 3).
+    #[error(transparent)]
+    Job(#[from] JobError),
     /// NCCL refused or failed, as the library said (exit 3): kept typed so the caller can
     /// tell a call that failed from a library that is missing or too old.
     #[error(transparent)]
@@ -105,6 +158,8 @@ impl BenchError {
         match self {
             BenchError::Usage(_) => ExitCode::Usage,
             BenchError::Runtime(_)
+            | BenchError::Link(_)
+            | BenchError::Job(_)
             | BenchError::Nccl(_)
             | BenchError::Cuda(_)
             | BenchError::Transfer { .. }
@@ -112,4 +167,42 @@ impl BenchError {
             BenchError::Failed(_) => ExitCode::Findings,
         }
     }
+}
+
+/// What stopped a benchmark job on this rank outside its transfers, each with its own text.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error("cannot open a local rendezvous port: {0}")]
+    LocalPort(#[source] io::Error),
+    #[error("{0}")]
+    PortOf(#[source] io::Error),
+    #[error("rank {rank} ended with {status}")]
+    Ended {
+        rank: usize,
+        status: std::process::ExitStatus,
+    },
+    #[error("cannot find this program to start rank {rank}: {source}")]
+    NoProgram {
+        rank: usize,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot start rank {rank}: {source}")]
+    Start {
+        rank: usize,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot allocate {bytes} bytes for size {size}")]
+    Allocate { bytes: usize, size: u64 },
+    #[error("pairs: {0}")]
+    Pairs(#[source] io::Error),
+    #[error("{0}")]
+    Render(#[source] serde_json::Error),
+    #[error("cannot write {}: {source}", path.display())]
+    Output {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
 }

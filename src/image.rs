@@ -65,7 +65,7 @@ pub(crate) fn is_image(root: &Root) -> bool {
 
 /// Why a `--root` cannot be judged at all.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum RootError {
+pub enum RootError {
     #[error("--root {0}: no such directory (is the image mounted?)")]
     Missing(PathBuf),
     #[error("--root {0}: {1}")]

@@ -18,7 +18,7 @@ pub(crate) const SCONTROL_LIMIT: Duration = Duration::from_secs(15);
 
 /// slurmctld could not be asked or refused; the health check must say so, never pass.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum SlurmError {
+pub enum SlurmError {
     #[error("cannot run scontrol: {0}")]
     Exec(#[from] ExecError),
     #[error("scontrol {args} failed: {stderr}")]

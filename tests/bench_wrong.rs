@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::*;
 use gputune::bench::collective::Shape;
 use gputune::bench::data::Op;
-use gputune::bench::output::Member;
+use gputune::bench::output::{Member, Transport};
 use gputune::bench::rendezvous::{self, Identity};
 use gputune::bench::{Backend, BenchError, harness, tcp};
 use gputune::commands::bench::validate;
@@ -68,7 +68,7 @@ fn corrupt_rank_1(port: u16, args: &str) -> Result<u8, BenchError> {
             pid: std::process::id(),
             device: "cpu".into(),
         },
-        backend: "tcp".into(),
+        backend: Transport::Tcp,
         settings: job.settings.clone(),
     };
     let joined = rendezvous::join(&("127.0.0.1".into(), port), me, job.timeout)?;

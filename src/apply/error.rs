@@ -49,3 +49,88 @@ impl ApplyError {
         }
     }
 }
+
+/// Why apply, rollback or a rollback preview stopped (exit 3), each with today's text; the
+/// errors of the transaction itself are [`ApplyError`].
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// The tree under `--root` holds the running kernel's `/proc`.
+    #[error(
+        "{} is a mounted procfs (the running kernel's /proc, bind-mounted into the tree?): apply would change this machine's live settings. Unmount it to apply to the image's files only, or pass --live to write live values too",
+        proc.display()
+    )]
+    MountedProc { proc: PathBuf },
+    /// Checks that could not be read might hide a change (`id: message` each).
+    #[error(
+        "apply changes nothing while checks cannot be read:\n  {}\nfix what they name, or leave their areas out with --only",
+        .0.join("\n  ")
+    )]
+    Unjudged(Vec<String>),
+    /// The journal says an earlier apply never finished.
+    #[error(
+        "an earlier apply was interrupted ({} says `applying`): run `gputune rollback` first",
+        journal.display()
+    )]
+    Interrupted { journal: PathBuf },
+    /// The confirmation could not be read.
+    #[error("cannot read the answer: {0}")]
+    Answer(#[source] std::io::Error),
+    /// The directories apply would create could not be recorded.
+    #[error("cannot record the directories apply creates, nothing was changed: {0}")]
+    CreatedDirs(#[source] std::io::Error),
+    /// The journal could not be written before the first change.
+    #[error("cannot write the journal, nothing was changed: {0}")]
+    Begin(#[source] ApplyError),
+    /// Every change held but the journal could not say so.
+    #[error(
+        "every change was applied and verified, but marking the journal failed ({0}); `gputune rollback` still undoes it"
+    )]
+    Mark(#[source] ApplyError),
+    /// A change failed and every earlier one was restored.
+    #[error(
+        "apply failed at change {} of {of}: {error}\nevery earlier change was restored in reverse order; the node is as it started",
+        step + 1
+    )]
+    Restored {
+        step: usize,
+        of: usize,
+        error: ApplyError,
+    },
+    /// A change failed and some earlier ones could not be restored.
+    #[error(
+        "apply failed at change {} of {of}: {error}\ncould not restore: {}\nthe journal {} keeps the old values: fix the cause and run `gputune rollback`",
+        step + 1,
+        unrestored.join("; "),
+        journal.display()
+    )]
+    Unrestored {
+        step: usize,
+        of: usize,
+        error: ApplyError,
+        unrestored: Vec<String>,
+        journal: PathBuf,
+    },
+    /// Rollback could not restore these targets.
+    #[error(
+        "could not restore: {}\nthe journal is kept: fix the cause and run `gputune rollback` again",
+        .0.join("; ")
+    )]
+    Rollback(Vec<String>),
+    /// The rollback preview could not read these targets.
+    #[error(
+        "cannot read what rollback would restore: {}\nnothing was changed",
+        .0.join("; ")
+    )]
+    Unreadable(Vec<String>),
+    /// The image belongs to someone else.
+    #[error(
+        "{} is an image owned by another user: run gputune as root or as the image's owner",
+        .0.display()
+    )]
+    NotOwner(PathBuf),
+    /// Writing the live node needs root.
+    #[error(
+        "gputune apply and rollback write kernel settings and files under /etc: run it as root (`apply --dry-run` shows the plan without root)"
+    )]
+    NotRoot,
+}

@@ -127,21 +127,33 @@ pub(crate) fn normalize_ports(ports: &[(u16, u16)]) -> Vec<(u16, u16)> {
     merged
 }
 
+/// A line of gputune's own table that [`accepted_ports`] cannot read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ListingError {
+    #[error("unexpected rule `{line}` in table {TABLE}")]
+    Rule { line: String },
+    #[error("unreadable port `{item}` in rule `{line}` of table {TABLE}")]
+    Port { item: String, line: String },
+}
+
 /// The TCP port ranges a table listing accepts (`tcp dport { 29500-29550, 8080 } accept`
 /// or `tcp dport 22 accept`), merged; an error names a line it cannot read.
-pub fn accepted_ports(listing: &str) -> Result<Vec<(u16, u16)>, String> {
+pub fn accepted_ports(listing: &str) -> Result<Vec<(u16, u16)>, ListingError> {
     let mut ports = Vec::new();
     for line in listing.lines().map(str::trim) {
         let Some(rest) = line.strip_prefix("tcp dport ") else {
             continue;
         };
         let Some(spec) = rest.strip_suffix(" accept") else {
-            return Err(format!("unexpected rule `{line}` in table {TABLE}"));
+            return Err(ListingError::Rule {
+                line: line.to_string(),
+            });
         };
         let spec = spec.trim().trim_start_matches('{').trim_end_matches('}');
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            ports.push(parse_range(item).ok_or_else(|| {
-                format!("unreadable port `{item}` in rule `{line}` of table {TABLE}")
+            ports.push(parse_range(item).ok_or_else(|| ListingError::Port {
+                item: item.to_string(),
+                line: line.to_string(),
             })?);
         }
     }

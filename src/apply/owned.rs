@@ -25,6 +25,15 @@ pub(crate) fn limits_key(line: &str) -> Option<String> {
     (fields.len() == 4).then(|| fields[..3].join(" "))
 }
 
+/// A file gputune would merge into but did not create.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{path} exists and was not written by gputune; gputune never edits files it did not create (move its settings elsewhere or remove it, then apply again)"
+)]
+pub(crate) struct NotOurs {
+    pub path: String,
+}
+
 /// The new content of an owned file: its current lines with `entries` replacing the lines
 /// of the same key and new keys appended, after the header and `preamble` (e.g. `[Slice]`).
 /// `existing` not ours is an error naming `path`.
@@ -34,13 +43,13 @@ pub(crate) fn merge(
     preamble: &str,
     entries: &[(String, String)],
     key_of: KeyOf,
-) -> Result<String, String> {
+) -> Result<String, NotOurs> {
     let mut lines: Vec<(Option<String>, String)> = Vec::new();
     if let Some(text) = existing {
         if !is_ours(text) {
-            return Err(format!(
-                "{path} exists and was not written by gputune; gputune never edits files it did not create (move its settings elsewhere or remove it, then apply again)"
-            ));
+            return Err(NotOurs {
+                path: path.to_string(),
+            });
         }
         for line in text.lines() {
             let trimmed = line.trim();
@@ -103,7 +112,8 @@ mod tests {
             &[],
             key_before_equals,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("/etc/nccl.conf") && err.contains("not written by gputune"));
     }
 

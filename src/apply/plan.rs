@@ -461,7 +461,7 @@ fn finish(
             &edit.entries,
             edit.key_of,
         )
-        .map_err(ApplyError::Refused)?;
+        .map_err(|e| ApplyError::Refused(e.to_string()))?;
         want(
             &format!("persist in {}", edit.path),
             target,
@@ -563,7 +563,7 @@ fn firewall_table(
     };
     let mut ports = new.to_vec();
     if let State::Present(text) = current {
-        ports.extend(nft::accepted_ports(&text).map_err(ApplyError::Nft)?);
+        ports.extend(nft::accepted_ports(&text).map_err(|e| ApplyError::Nft(e.to_string()))?);
     }
     Ok(nft::render_table(&ports))
 }

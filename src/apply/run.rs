@@ -4,6 +4,7 @@
 //! into a [`Request`] and maps the outcome to an exit code.
 
 use super::created_dirs;
+use super::error::Refusal;
 use super::io::{HostIo, has_live_kernel};
 use super::journal::{self, Applied, Event, Journal, Phase};
 use super::lock;
@@ -45,7 +46,7 @@ pub fn apply_with(
     operator: &dyn Operator,
     nft: &dyn Nft,
 ) -> Result<ExitCode> {
-    crate::image::check_root(root).map_err(|e| Error::Runtime(e.to_string()))?;
+    crate::image::check_root(root)?;
     let mode = Mode::detect(root, false);
     let image = mode == Mode::Image;
     if image && args.no_persist {
@@ -55,10 +56,10 @@ pub fn apply_with(
         )));
     }
     if crate::image::has_mounted_proc(root) && !args.live {
-        return Err(Error::Runtime(format!(
-            "{} is a mounted procfs (the running kernel's /proc, bind-mounted into the tree?): apply would change this machine's live settings. Unmount it to apply to the image's files only, or pass --live to write live values too",
-            root.path("/proc").display()
-        )));
+        return Err(Refusal::MountedProc {
+            proc: root.path("/proc"),
+        }
+        .into());
     }
     let (profile, _) = crate::checks::chosen::load_profile(Some(&args.profile), root)?;
     if !args.dry_run {
@@ -73,7 +74,7 @@ pub fn apply_with(
     let _lock = if args.dry_run {
         None
     } else {
-        Some(lock::acquire(&state, lock::WAIT).map_err(runtime)?)
+        Some(lock::acquire(&state, lock::WAIT)?)
     };
     let options = AuditOptions {
         persisted: image,
@@ -91,10 +92,7 @@ pub fn apply_with(
         .map(|f| format!("{}: {}", f.id, f.message))
         .collect();
     if !unjudged.is_empty() {
-        return Err(Error::Runtime(format!(
-            "apply changes nothing while checks cannot be read:\n  {}\nfix what they name, or leave their areas out with --only",
-            unjudged.join("\n  ")
-        )));
+        return Err(Refusal::Unjudged(unjudged).into());
     }
     // A skip that keeps its change is a setting read-only here: the plan says it is left out.
     let (fixable, manual): (Vec<_>, Vec<_>) = findings
@@ -111,23 +109,23 @@ pub fn apply_with(
         root,
         nft: live_kernel.then_some(nft),
     };
-    let previous = journal::load(&state).map_err(runtime)?;
+    let previous = journal::load(&state)?;
     if !args.dry_run
         && previous
             .as_ref()
             .is_some_and(|j| j.phase == Phase::Applying)
     {
-        return Err(Error::Runtime(format!(
-            "an earlier apply was interrupted ({} says `applying`): run `gputune rollback` first",
-            state.path(journal::PATH).display()
-        )));
+        return Err(Refusal::Interrupted {
+            journal: state.path(journal::PATH),
+        }
+        .into());
     }
     let plan_options = PlanOptions {
         persist: !args.no_persist,
         live_kernel,
         image,
     };
-    let plan = plan::build(&changes, root, &io, plan_options).map_err(runtime)?;
+    let plan = plan::build(&changes, root, &io, plan_options)?;
     crate::say::write(&render::plan(&profile.name, &plan));
 
     if plan.steps.is_empty() {
@@ -152,39 +150,25 @@ pub fn apply_with(
             ));
         }
         let question = format!("Apply these {} changes?", plan.steps.len());
-        let yes = operator
-            .confirm(&question)
-            .map_err(|e| Error::Runtime(format!("cannot read the answer: {e}")))?;
+        let yes = operator.confirm(&question).map_err(Refusal::Answer)?;
         if !yes {
             crate::say!("not applied: nothing was changed");
             return Ok(ExitCode::Ok);
         }
     }
 
-    created_dirs::remember(&state, root, &plan.steps).map_err(|e| {
-        Error::Runtime(format!(
-            "cannot record the directories apply creates, nothing was changed: {e}"
-        ))
-    })?;
+    created_dirs::remember(&state, root, &plan.steps).map_err(Refusal::CreatedDirs)?;
     let mut record = Journal::begin(previous.as_ref(), &profile.name, &plan.steps);
     record.applies.push(Applied {
         profile: profile.name.clone(),
         changes: plan.steps.len(),
         by: Event::now(),
     });
-    journal::save(&state, &record).map_err(|e| {
-        Error::Runtime(format!(
-            "cannot write the journal, nothing was changed: {e}"
-        ))
-    })?;
+    journal::save(&state, &record).map_err(Refusal::Begin)?;
     match transaction::execute(&plan.steps, &io) {
         Ok(()) => {
             record.phase = Phase::Applied;
-            journal::save(&state, &record).map_err(|e| {
-                Error::Runtime(format!(
-                    "every change was applied and verified, but marking the journal failed ({e}); `gputune rollback` still undoes it"
-                ))
-            })?;
+            journal::save(&state, &record).map_err(Refusal::Mark)?;
             crate::say!(
                 "applied and verified {} changes of profile {}; the previous values are in {}; undo with `gputune rollback{}`",
                 plan.steps.len(),
@@ -200,22 +184,22 @@ pub fn apply_with(
         }
         Err(failure) => {
             if failure.unrestored.is_empty() {
-                journal::restore(&state, previous.as_ref()).map_err(runtime)?;
-                Err(Error::Runtime(format!(
-                    "apply failed at change {} of {}: {}\nevery earlier change was restored in reverse order; the node is as it started",
-                    failure.step + 1,
-                    plan.steps.len(),
-                    failure.error
-                )))
+                journal::restore(&state, previous.as_ref())?;
+                Err(Refusal::Restored {
+                    step: failure.step,
+                    of: plan.steps.len(),
+                    error: failure.error,
+                }
+                .into())
             } else {
-                Err(Error::Runtime(format!(
-                    "apply failed at change {} of {}: {}\ncould not restore: {}\nthe journal {} keeps the old values: fix the cause and run `gputune rollback`",
-                    failure.step + 1,
-                    plan.steps.len(),
-                    failure.error,
-                    failure.unrestored.join("; "),
-                    state.path(journal::PATH).display()
-                )))
+                Err(Refusal::Unrestored {
+                    step: failure.step,
+                    of: plan.steps.len(),
+                    error: failure.error,
+                    unrestored: failure.unrestored,
+                    journal: state.path(journal::PATH),
+                }
+                .into())
             }
         }
     }
@@ -240,7 +224,7 @@ fn report_manual(manual: &[Finding]) -> ExitCode {
 
 /// Rollback with the operator and nftables given.
 pub fn rollback_with(root: &Root, operator: &dyn Operator, nft: &dyn Nft) -> Result<ExitCode> {
-    crate::image::check_root(root).map_err(|e| Error::Runtime(e.to_string()))?;
+    crate::image::check_root(root)?;
     let image = Mode::detect(root, false) == Mode::Image;
     may_write(root, image, operator)?;
     let state = state_root(root, image, operator);
@@ -257,8 +241,8 @@ pub fn rollback_with(root: &Root, operator: &dyn Operator, nft: &dyn Nft) -> Res
         }
         make_state_dir(&state)?;
     }
-    let _lock = lock::acquire(&state, lock::WAIT).map_err(runtime)?;
-    let Some(mut record) = to_roll_back(journal::load(&state).map_err(runtime)?, &state) else {
+    let _lock = lock::acquire(&state, lock::WAIT)?;
+    let Some(mut record) = to_roll_back(journal::load(&state)?, &state) else {
         return Ok(ExitCode::Ok);
     };
     let io = HostIo {
@@ -281,15 +265,12 @@ pub fn rollback_with(root: &Root, operator: &dyn Operator, nft: &dyn Nft) -> Res
         }
     }
     if !failed.is_empty() {
-        return Err(Error::Runtime(format!(
-            "could not restore: {}\nthe journal is kept: fix the cause and run `gputune rollback` again",
-            failed.join("; ")
-        )));
+        return Err(Refusal::Rollback(failed).into());
     }
     created_dirs::remove(&state, root);
     record.phase = Phase::RolledBack;
     record.rolled_back = Some(Event::now());
-    journal::save(&state, &record).map_err(runtime)?;
+    journal::save(&state, &record)?;
     crate::say!(
         "rolled back {} targets changed by profile {}",
         record.steps.len(),
@@ -325,7 +306,7 @@ pub(crate) fn rollback_preview(
 ) -> Result<ExitCode> {
     use crate::apply::target::Target;
     use crate::say::clean_line;
-    crate::image::check_root(root).map_err(|e| Error::Runtime(e.to_string()))?;
+    crate::image::check_root(root)?;
     let image = Mode::detect(root, false) == Mode::Image;
     let state = state_root(root, image, operator);
     let journal_path = state.path(journal::PATH);
@@ -335,7 +316,7 @@ pub(crate) fn rollback_preview(
     {
         None
     } else {
-        journal::load(&state).map_err(runtime)?
+        journal::load(&state)?
     };
     let Some(record) = to_roll_back(record, &state) else {
         return Ok(ExitCode::Ok);
@@ -397,10 +378,7 @@ pub(crate) fn rollback_preview(
     }
     crate::say::write(&out);
     if !unreadable.is_empty() {
-        return Err(Error::Runtime(format!(
-            "cannot read what rollback would restore: {}\nnothing was changed",
-            unreadable.join("; ")
-        )));
+        return Err(Refusal::Unreadable(unreadable).into());
     }
     crate::say!("dry run: nothing was changed");
     Ok(ExitCode::Ok)
@@ -419,14 +397,9 @@ fn may_write(root: &Root, image: bool, operator: &dyn Operator) -> Result<()> {
         if owner == Some(euid) {
             return Ok(());
         }
-        return Err(Error::Runtime(format!(
-            "{} is an image owned by another user: run gputune as root or as the image's owner",
-            root.dir().display()
-        )));
+        return Err(Refusal::NotOwner(root.dir().to_path_buf()).into());
     }
-    Err(Error::Runtime(
-        "gputune apply and rollback write kernel settings and files under /etc: run it as root (`apply --dry-run` shows the plan without root)".into(),
-    ))
+    Err(Refusal::NotRoot.into())
 }
 
 /// Where the journal and lock live: the node's own `/var/lib/gputune` and `/run`, or, for an
@@ -443,12 +416,7 @@ pub(crate) fn state_root(root: &Root, image: bool, operator: &dyn Operator) -> R
 /// Creates an image's state directory (the caller's own, 0700) or refuses one that another
 /// user could change: a host that never ran gputune has none.
 fn make_state_dir(state: &Root) -> Result<()> {
-    crate::image::state::ensure(state.dir()).map_err(|e| Error::Runtime(e.to_string()))
-}
-
-/// Apply's errors stop the job: exit 3 with the message.
-fn runtime(e: crate::apply::error::ApplyError) -> Error {
-    Error::Runtime(e.to_string())
+    Ok(crate::image::state::ensure(state.dir())?)
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use super::owned;
 use super::target::{State, Step, Target};
 use crate::checks::sysctl::boot::{self, Assignment, GPUTUNE_CONF};
 use crate::checks::tuned::{self, Tuned};
-use crate::host::{Root, sysctl};
+use crate::host::{HostError, Root, sysctl};
 use crate::say::clean_line;
 
 /// Whether a target still holds what apply made it.
@@ -99,7 +99,7 @@ pub(crate) fn check(journal: &Journal, root: &Root, io: &dyn Io, live: bool) -> 
             status: Verdict::Unknown,
             message: format!(
                 "tuned is enabled but its profile cannot be read ({}): it may override gputune's sysctls at boot",
-                clean_line(e)
+                clean_line(&e.to_string())
             ),
         });
     }
@@ -122,8 +122,8 @@ fn persisted(steps: &[Step]) -> BTreeMap<String, Assignment> {
 /// What decides a sysctl at boot: the sysctl.d files in systemd-sysctl's order, then the
 /// tuned profile enabled at boot (tuned applies after systemd-sysctl).
 struct Boot {
-    files: Result<BTreeMap<String, Assignment>, String>,
-    tuned: Result<Option<Tuned>, String>,
+    files: Result<BTreeMap<String, Assignment>, HostError>,
+    tuned: Result<Option<Tuned>, tuned::TunedError>,
 }
 
 /// Who sets a sysctl last at boot.
@@ -140,14 +140,12 @@ enum Winner<'a> {
 impl Boot {
     fn read(root: &Root) -> Boot {
         Boot {
-            files: boot::assignments(root)
-                .map(|a| boot::effective(&a))
-                .map_err(|e| e.to_string()),
-            tuned: tuned::read(root, false).map_err(|e| e.to_string()),
+            files: boot::assignments(root).map(|a| boot::effective(&a)),
+            tuned: tuned::read(root, false),
         }
     }
 
-    fn winner(&self, key: &str) -> Result<Winner<'_>, String> {
+    fn winner(&self, key: &str) -> Result<Winner<'_>, &HostError> {
         if let Ok(Some(t)) = &self.tuned
             && let Some(v) = t.sysctl.get(key)
         {
@@ -159,7 +157,7 @@ impl Boot {
         }
         match &self.files {
             Ok(files) => Ok(files.get(key).map_or(Winner::Nothing, Winner::File)),
-            Err(e) => Err(e.clone()),
+            Err(e) => Err(e),
         }
     }
 }
@@ -329,7 +327,10 @@ fn knob_drift(
         },
     };
     let at_boot = match boot.winner(key) {
-        Err(e) => format!("what wins at boot is unknown: {}", clean_line(&e)),
+        Err(e) => format!(
+            "what wins at boot is unknown: {}",
+            clean_line(&e.to_string())
+        ),
         Ok(w) => {
             let whose = match persisted.get(key) {
                 Some(ours) if w.agrees(&ours.value) && w.is_ours() => {
@@ -364,7 +365,7 @@ fn boot_item(ours: &Assignment, boot: &Boot) -> Item {
             item.status = Verdict::Unknown;
             item.message = format!(
                 "the sysctl configuration files cannot be read: {}",
-                clean_line(&e)
+                clean_line(&e.to_string())
             );
             return item;
         }

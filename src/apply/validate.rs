@@ -15,28 +15,62 @@ use crate::finding::Area;
 /// The longest path a journal may name (PATH_MAX).
 const MAX_PATH: usize = 4096;
 
+/// The first entry of a journal apply could not have written (1-based), and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("entry {entry} ({label}): {why}")]
+pub(crate) struct BadEntry {
+    pub entry: usize,
+    pub label: String,
+    pub why: Invalid,
+}
+
+/// Why a target or state is not one apply writes; paths and values quoted as found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Invalid {
+    #[error("`{}` is not a NIC setting gputune apply writes", .0.escape_debug())]
+    NotNic(String),
+    /// `kind`: kernel knob, link or file.
+    #[error("`{path}` is not a {kind} gputune apply writes")]
+    NotOurs { path: String, kind: &'static str },
+    #[error("a state holds a NUL byte")]
+    Nul,
+    #[error("the link would point to `{0}`, not {unit}", unit = firewall::UNIT_FILE)]
+    Pointee(String),
+    #[error("a NIC setting's value `{}` is not a number", .0.escape_debug())]
+    NotNumber(String),
+    #[error("a knob value longer than a page")]
+    TooLong,
+    #[error("`{0}` is not an absolute path")]
+    NotAbsolute(String),
+    #[error("`{}` is not a clean path", .0.escape_debug())]
+    NotClean(String),
+    #[error("`{0}` has `.` or `..` components")]
+    Dots(String),
+}
+
 /// Checks every step; the error names the first bad entry (1-based) and why.
-pub(crate) fn steps(steps: &[Step]) -> Result<(), String> {
+pub(crate) fn steps(steps: &[Step]) -> Result<(), BadEntry> {
     for (i, step) in steps.iter().enumerate() {
         target(&step.target)
             .and_then(|()| states(step))
-            .map_err(|why| format!("entry {} ({}): {why}", i + 1, step.target.label()))?;
+            .map_err(|why| BadEntry {
+                entry: i + 1,
+                label: step.target.label(),
+                why,
+            })?;
     }
     Ok(())
 }
 
 /// Whether apply can write `target`: a clean absolute path to a knob the checks know or a
 /// file gputune owns.
-pub(crate) fn target(target: &Target) -> Result<(), String> {
+pub(crate) fn target(target: &Target) -> Result<(), Invalid> {
     let path = match target {
         Target::NftTable => return Ok(()),
         Target::Ethtool(p) => {
-            return super::nic::parse_target(p).map(|_| ()).ok_or_else(|| {
-                format!(
-                    "`{}` is not a NIC setting gputune apply writes",
-                    p.escape_debug()
-                )
-            });
+            return super::nic::parse_target(p)
+                .map(|_| ())
+                .ok_or_else(|| Invalid::NotNic(p.clone()));
         }
         Target::Knob(p) | Target::File(p) | Target::Link(p) => p,
     };
@@ -50,39 +84,33 @@ pub(crate) fn target(target: &Target) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "`{path}` is not a {} gputune apply writes",
-            match target {
+        Err(Invalid::NotOurs {
+            path: path.clone(),
+            kind: match target {
                 Target::Knob(_) => "kernel knob",
                 Target::Link(_) => "link",
                 _ => "file",
-            }
-        ))
+            },
+        })
     }
 }
 
 /// A link may only point where apply points it; values must be text a knob or file can
 /// hold (no NUL).
-fn states(step: &Step) -> Result<(), String> {
+fn states(step: &Step) -> Result<(), Invalid> {
     for state in [&step.before, &step.after] {
         if let State::Present(v) = state {
             if v.contains('\0') {
-                return Err("a state holds a NUL byte".into());
+                return Err(Invalid::Nul);
             }
             if matches!(step.target, Target::Link(_)) && v != firewall::UNIT_FILE {
-                return Err(format!(
-                    "the link would point to `{v}`, not {}",
-                    firewall::UNIT_FILE
-                ));
+                return Err(Invalid::Pointee(v.clone()));
             }
             if matches!(step.target, Target::Ethtool(_)) && v.parse::<u32>().is_err() {
-                return Err(format!(
-                    "a NIC setting's value `{}` is not a number",
-                    v.escape_debug()
-                ));
+                return Err(Invalid::NotNumber(v.clone()));
             }
             if matches!(step.target, Target::Knob(_)) && v.len() > 4096 {
-                return Err("a knob value longer than a page".into());
+                return Err(Invalid::TooLong);
             }
         }
     }
@@ -91,21 +119,21 @@ fn states(step: &Step) -> Result<(), String> {
 
 /// Absolute, at most PATH_MAX, only plain components (no `.`, `..`, empty or control
 /// characters), so the path means the same thing however it is resolved.
-fn clean(path: &str) -> Result<(), String> {
+fn clean(path: &str) -> Result<(), Invalid> {
     if !path.starts_with('/') || path.len() > MAX_PATH {
-        return Err(format!("`{path}` is not an absolute path"));
+        return Err(Invalid::NotAbsolute(path.to_string()));
     }
     if path.chars().any(char::is_control) || path.contains("//") || path.ends_with('/') {
-        return Err(format!("`{}` is not a clean path", path.escape_debug()));
+        return Err(Invalid::NotClean(path.to_string()));
     }
     for c in Path::new(path).components() {
         match c {
             Component::RootDir | Component::Normal(_) => {}
-            _ => return Err(format!("`{path}` has `.` or `..` components")),
+            _ => return Err(Invalid::Dots(path.to_string())),
         }
     }
     if path.split('/').any(|c| c == "." || c == "..") {
-        return Err(format!("`{path}` has `.` or `..` components"));
+        return Err(Invalid::Dots(path.to_string()));
     }
     Ok(())
 }
@@ -254,13 +282,13 @@ mod tests {
             Target::Link(firewall::UNIT_LINK.into()),
             State::Present("/etc/shadow".into()),
         );
-        let err = steps(&[bad_link]).unwrap_err();
+        let err = steps(&[bad_link]).unwrap_err().to_string();
         assert!(err.starts_with("entry 1 ("), "{err}");
         let bad_value = step(
             Target::Ethtool("eth0/ring.rx".into()),
             State::Present("8192; reboot".into()),
         );
-        let err = steps(&[bad_value]).unwrap_err();
+        let err = steps(&[bad_value]).unwrap_err().to_string();
         assert!(err.contains("not a number"), "{err}");
     }
 
@@ -279,7 +307,7 @@ mod tests {
             ("/sys/fs/cgroup/x/memory.max/", "not a clean path"),
             ("/sys/fs/cgroup/x\n/memory.max", "not a clean path"),
         ] {
-            let err = target(&Target::Knob(path.into())).unwrap_err();
+            let err = target(&Target::Knob(path.into())).unwrap_err().to_string();
             assert!(err.contains(why), "{path:?}: {err}");
         }
         assert_eq!(
@@ -298,7 +326,9 @@ mod tests {
         };
         assert_eq!(at(MAX_PATH).len(), MAX_PATH);
         assert_eq!(target(&Target::Knob(at(MAX_PATH))), Ok(()));
-        let err = target(&Target::Knob(at(MAX_PATH + 1))).unwrap_err();
+        let err = target(&Target::Knob(at(MAX_PATH + 1)))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not an absolute path"), "{err}");
     }
 
@@ -309,7 +339,7 @@ mod tests {
         let with =
             |target: Target, len: usize| steps(&[step(target, State::Present("1".repeat(len)))]);
         assert_eq!(with(knob(), 4096), Ok(()));
-        let err = with(knob(), 4097).unwrap_err();
+        let err = with(knob(), 4097).unwrap_err().to_string();
         assert!(err.contains("longer than a page"), "{err}");
         let after = Step {
             after: State::Present("1".repeat(4097)),
@@ -318,7 +348,9 @@ mod tests {
         assert!(steps(&[after]).is_err(), "the after state is checked too");
         let file = Target::File("/etc/nccl.conf".into());
         assert_eq!(with(file, 100_000), Ok(()));
-        let nul = steps(&[step(knob(), State::Present("1\0".into()))]).unwrap_err();
+        let nul = steps(&[step(knob(), State::Present("1\0".into()))])
+            .unwrap_err()
+            .to_string();
         assert!(nul.contains("NUL"), "{nul}");
     }
 
@@ -352,7 +384,8 @@ mod tests {
             step(Target::NftTable, State::Absent),
             step(Target::File("/etc/shadow".into()), State::Absent),
         ])
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             err.starts_with("entry 2 (") && err.contains("not a file gputune"),
             "{err}"

@@ -32,7 +32,7 @@ const OPENER: &[u8] = b"gputune-bench/1 opener\0";
 
 /// Why a handshake did not complete.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum AuthError {
+pub enum AuthError {
     /// The peer's proof does not match this side's token.
     #[error("wrong job token (it could not prove GPUTUNE_BENCH_TOKEN)")]
     WrongToken,

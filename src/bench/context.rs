@@ -246,9 +246,41 @@ pub(crate) fn ib_ports(devices: &[RdmaDevice], spec: Option<&str>) -> Vec<Link> 
     out
 }
 
+/// Why no reference rate could be derived (the run is then judged without one).
+#[derive(Debug, thiserror::Error)]
+pub enum NoReference {
+    /// The route probe's error names the peer.
+    #[error(transparent)]
+    Route(#[from] crate::probe_error::ProbeError),
+    #[error(transparent)]
+    Host(#[from] crate::host::HostError),
+    #[error("no interface with index {0} under /sys/class/net")]
+    NoIndex(u32),
+    #[error("{0} reports no link speed (/sys/class/net/{0}/speed): a virtual or down interface")]
+    NoSpeed(String),
+    /// `nvlink_model`: the model whose NVLink generation is unknown, when links are active.
+    #[error(
+        "GPU {pci} reports no PCIe link speed and width (current_link_speed, current_link_width){}",
+        nvlink_model.as_ref().map_or(String::new(), |m| format!(" and its NVLink generation is unknown for `{m}`"))
+    )]
+    NoLink {
+        pci: String,
+        nvlink_model: Option<String>,
+    },
+    #[error("GPU {pci}: {gts} GT/s is no PCIe generation")]
+    Generation { pci: String, gts: f64 },
+    #[error("no GPU found under /sys/bus/pci/devices")]
+    NoGpu,
+    #[error("no interface carries the traffic to the other hosts")]
+    NoCarrier,
+}
+
 /// One GPU's interconnect rate per direction and how it was derived: active NVLinks when
 /// NVML reports them and the generation is known from the model, else its PCIe link.
-pub(crate) fn gpu_rate(gpu: &Gpu, nvml: Option<&NvmlGpu>) -> Result<(Source, f64, String), String> {
+pub(crate) fn gpu_rate(
+    gpu: &Gpu,
+    nvml: Option<&NvmlGpu>,
+) -> Result<(Source, f64, String), NoReference> {
     let model = crate::say::clean_line(
         &nvml
             .map(|n| n.name.clone())
@@ -271,19 +303,15 @@ pub(crate) fn gpu_rate(gpu: &Gpu, nvml: Option<&NvmlGpu>) -> Result<(Source, f64
         }
     }
     let (Some(gts), Some(width)) = (gpu.link.current_gts, gpu.link.current_width) else {
-        return Err(format!(
-            "GPU {} reports no PCIe link speed and width (current_link_speed, \
-             current_link_width){}",
-            gpu.pci_address,
-            if active > 0 {
-                format!(" and its NVLink generation is unknown for `{model}`")
-            } else {
-                String::new()
-            }
-        ));
+        return Err(NoReference::NoLink {
+            pci: gpu.pci_address.clone(),
+            nvlink_model: (active > 0).then_some(model),
+        });
     };
-    let (lane, code) = pcie_lane(gts)
-        .ok_or_else(|| format!("GPU {}: {gts} GT/s is no PCIe generation", gpu.pci_address))?;
+    let (lane, code) = pcie_lane(gts).ok_or_else(|| NoReference::Generation {
+        pci: gpu.pci_address.clone(),
+        gts,
+    })?;
     Ok((
         Source::Pcie,
         lane * f64::from(width),
@@ -295,7 +323,7 @@ pub(crate) fn gpu_rate(gpu: &Gpu, nvml: Option<&NvmlGpu>) -> Result<(Source, f64
 }
 
 /// The slowest GPU's interconnect: a ring through every GPU runs at its slowest link.
-pub(crate) fn of_gpus(gpus: &[Gpu], nvml: &[NvmlGpu]) -> Result<Reference, String> {
+pub(crate) fn of_gpus(gpus: &[Gpu], nvml: &[NvmlGpu]) -> Result<Reference, NoReference> {
     let mut rated = Vec::new();
     for g in gpus {
         let facts = nvml.iter().find(|n| n.pci_address == g.pci_address);
@@ -304,7 +332,7 @@ pub(crate) fn of_gpus(gpus: &[Gpu], nvml: &[NvmlGpu]) -> Result<Reference, Strin
     let Some((slowest, (source, rate, how))) =
         rated.iter().min_by(|a, b| a.1.1.total_cmp(&b.1.1)).cloned()
     else {
-        return Err("no GPU found under /sys/bus/pci/devices".into());
+        return Err(NoReference::NoGpu);
     };
     let label = match source {
         Source::Nvlink => how.split(" (").next().unwrap_or("NVLink").to_string(),
@@ -369,16 +397,12 @@ pub fn nics_to(
     root: &Root,
     peers: &[IpAddr],
     routes: &dyn RouteProbe,
-) -> Result<Vec<Link>, String> {
+) -> Result<Vec<Link>, NoReference> {
     let mut indexes = BTreeSet::new();
     for peer in peers {
-        // The probe's error names the peer.
-        indexes.insert(routes.route_to(*peer).map_err(|e| e.to_string())?);
+        indexes.insert(routes.route_to(*peer)?);
     }
-    let names = root
-        .list_dir("/sys/class/net")
-        .map_err(|e| e.to_string())?
-        .unwrap_or_default();
+    let names = root.list_dir("/sys/class/net")?.unwrap_or_default();
     let mut out = Vec::new();
     for index in indexes {
         let name = names
@@ -390,19 +414,14 @@ pub fn nics_to(
                     .and_then(|t| t.trim().parse::<u32>().ok())
                     == Some(index)
             })
-            .ok_or_else(|| format!("no interface with index {index} under /sys/class/net"))?;
+            .ok_or(NoReference::NoIndex(index))?;
         let name = crate::say::clean_line(name);
         let speed = root
             .read_optional(&format!("/sys/class/net/{name}/speed"))
             .ok()
             .flatten()
             .and_then(|t| crate::host::net::parse_speed(&t))
-            .ok_or_else(|| {
-                format!(
-                    "{name} reports no link speed (/sys/class/net/{name}/speed): a virtual \
-                     or down interface"
-                )
-            })?;
+            .ok_or_else(|| NoReference::NoSpeed(name.clone()))?;
         out.push(Link::netdev(&name, speed));
     }
     Ok(out)
@@ -724,15 +743,17 @@ mod tests {
                 Link::netdev("ens2f0", 25_000)
             ]
         );
-        let err = nics_to(&root, &[p1, p3], &routes).unwrap_err();
+        let err = nics_to(&root, &[p1, p3], &routes).unwrap_err().to_string();
         assert!(err.starts_with("veth0 reports no link speed"), "{err}");
-        let err = nics_to(&root, &["10.5.0.1".parse().unwrap()], &routes).unwrap_err();
+        let err = nics_to(&root, &["10.5.0.1".parse().unwrap()], &routes)
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "no route to 10.5.0.1");
         let routes = FixedRoutes {
             default: vec![],
             peers: vec![(p1, 12)],
         };
-        let err = nics_to(&root, &[p1], &routes).unwrap_err();
+        let err = nics_to(&root, &[p1], &routes).unwrap_err().to_string();
         assert_eq!(err, "no interface with index 12 under /sys/class/net");
     }
 
@@ -842,7 +863,9 @@ mod tests {
         let r = of_gpus(&pcie[..1], &[nvml("0000:18:00.0", "NVIDIA Future", 4)]).unwrap();
         assert_eq!(r.source, Source::Pcie);
 
-        let err = of_gpus(&[gpu("0000:18:00.0", None, None)], &[]).unwrap_err();
+        let err = of_gpus(&[gpu("0000:18:00.0", None, None)], &[])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("0000:18:00.0"), "{err}");
         assert!(of_gpus(&[], &[]).is_err());
     }

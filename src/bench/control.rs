@@ -527,6 +527,7 @@ impl Group {
             || !matches!(
                 err,
                 BenchError::Runtime(_)
+                    | BenchError::Link(_)
                     | BenchError::Nccl(_)
                     | BenchError::Cuda(_)
                     | BenchError::Transfer { .. }

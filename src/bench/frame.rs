@@ -9,7 +9,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::Settings;
-use super::output::Member;
+use super::output::{Member, Transport};
 
 /// Marks a gputune bench frame; anything else on the port is refused at once.
 pub const MAGIC: [u8; 4] = *b"GTB1";
@@ -30,7 +30,7 @@ pub enum Message {
         world: usize,
         member: Member,
         data_port: u16,
-        backend: String,
+        backend: Transport,
         settings: Settings,
     },
     /// Rank 0 accepts: every member and its data address (`ip:port`), NCCL's id if used.

@@ -11,7 +11,7 @@ use super::control::Group;
 use super::data::{DType, Op};
 use super::size::{self, SizeStep};
 use super::stats::{Half, Row};
-use super::{Backend, BenchError};
+use super::{Backend, BenchError, JobError};
 use serde::{Deserialize, Serialize};
 
 /// What is measured: the collective, the sizes (`-b`, `-e`, `-f`/`-i`), the data and the
@@ -61,9 +61,9 @@ pub fn run(
             .checked_mul(es)
             .ok_or_else(|| BenchError::Usage(format!("size {size} does not fit in memory")))?;
         let mut input = Vec::new();
-        input.try_reserve_exact(bytes).map_err(|_| {
-            BenchError::Runtime(format!("cannot allocate {bytes} bytes for size {size}"))
-        })?;
+        input
+            .try_reserve_exact(bytes)
+            .map_err(|_| JobError::Allocate { bytes, size })?;
         input.resize(bytes, 0);
         coll.fill_input(plan.dtype, plan.op, group.rank, group.world, &mut input);
         backend.prepare(shape, &input)?;

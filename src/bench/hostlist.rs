@@ -10,12 +10,41 @@ pub(crate) const MAX_HOSTS: usize = 65_536;
 #[error("hostlist {list:?}: {problem}")]
 pub(crate) struct HostlistError {
     pub list: String,
-    pub problem: String,
+    pub problem: Problem,
+}
+
+/// What is wrong with a hostlist; the items and parts are quoted as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Problem {
+    #[error("nested '['")]
+    Nested,
+    #[error("unmatched ']'")]
+    Unmatched,
+    #[error("unclosed '['")]
+    Unclosed,
+    #[error("unclosed '[' in {0:?}")]
+    UnclosedIn(String),
+    #[error("unmatched ']' in {0:?}")]
+    UnmatchedIn(String),
+    #[error("{0:?} is not a number or a range like 01-04")]
+    NotNumber(String),
+    #[error("{0:?} is too large")]
+    TooLarge(String),
+    #[error("range {0:?} runs backwards")]
+    Backwards(String),
+    #[error("more than {MAX_HOSTS} hosts in one bracket")]
+    BigBracket,
+    #[error("more than {MAX_HOSTS} hosts at {0:?}")]
+    TooManyAt(String),
+    #[error("more than {MAX_HOSTS} hosts")]
+    TooMany,
+    #[error("no hosts")]
+    Empty,
 }
 
 /// Every host of `list`, in order (duplicates kept, as Slurm keeps them).
 pub(crate) fn expand(list: &str) -> Result<Vec<String>, HostlistError> {
-    let fail = |problem: String| HostlistError {
+    let fail = |problem: Problem| HostlistError {
         list: list.to_string(),
         problem,
     };
@@ -38,13 +67,13 @@ pub(crate) fn expand(list: &str) -> Result<Vec<String>, HostlistError> {
                     let close = rest[open..]
                         .find(']')
                         .map(|c| open + c)
-                        .ok_or_else(|| fail(format!("unclosed '[' in {item:?}")))?;
+                        .ok_or_else(|| fail(Problem::UnclosedIn(item.to_string())))?;
                     let suffixes = ranges(&rest[open + 1..close]).map_err(&fail)?;
                     // Refused before the cross product is built: `a[0-65534]b[0-65534]` is
                     // four billion names.
                     let count = names.len().saturating_mul(suffixes.len());
                     if hosts.len().saturating_add(count) > MAX_HOSTS {
-                        return Err(fail(format!("more than {MAX_HOSTS} hosts at {item:?}")));
+                        return Err(fail(Problem::TooManyAt(item.to_string())));
                     }
                     names = names
                         .iter()
@@ -55,15 +84,15 @@ pub(crate) fn expand(list: &str) -> Result<Vec<String>, HostlistError> {
             }
         }
         if names.iter().any(|n| n.contains(']')) {
-            return Err(fail(format!("unmatched ']' in {item:?}")));
+            return Err(fail(Problem::UnmatchedIn(item.to_string())));
         }
         hosts.extend(names);
         if hosts.len() > MAX_HOSTS {
-            return Err(fail(format!("more than {MAX_HOSTS} hosts")));
+            return Err(fail(Problem::TooMany));
         }
     }
     if hosts.is_empty() {
-        return Err(fail("no hosts".into()));
+        return Err(fail(Problem::Empty));
     }
     Ok(hosts)
 }
@@ -88,14 +117,14 @@ pub(crate) fn first(list: &str) -> Result<String, HostlistError> {
 }
 
 /// Splits at the commas outside brackets.
-fn split_top_level(list: &str) -> Result<Vec<&str>, String> {
+fn split_top_level(list: &str) -> Result<Vec<&str>, Problem> {
     let mut items = Vec::new();
     let (mut depth, mut start) = (0u32, 0);
     for (i, c) in list.char_indices() {
         match c {
-            '[' if depth > 0 => return Err("nested '['".into()),
+            '[' if depth > 0 => return Err(Problem::Nested),
             '[' => depth = 1,
-            ']' if depth == 0 => return Err("unmatched ']'".into()),
+            ']' if depth == 0 => return Err(Problem::Unmatched),
             ']' => depth = 0,
             ',' if depth == 0 => {
                 items.push(&list[start..i]);
@@ -105,32 +134,32 @@ fn split_top_level(list: &str) -> Result<Vec<&str>, String> {
         }
     }
     if depth > 0 {
-        return Err("unclosed '['".into());
+        return Err(Problem::Unclosed);
     }
     items.push(&list[start..]);
     Ok(items)
 }
 
 /// The suffixes of one bracket: `01-04,07` → `01 02 03 04 07` (zero padding kept).
-fn ranges(inside: &str) -> Result<Vec<String>, String> {
+fn ranges(inside: &str) -> Result<Vec<String>, Problem> {
     let mut out = Vec::new();
     for part in inside.split(',') {
         let part = part.trim();
         let (lo, hi) = part.split_once('-').unwrap_or((part, part));
-        let number = |t: &str| -> Result<u64, String> {
+        let number = |t: &str| -> Result<u64, Problem> {
             if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(format!("{part:?} is not a number or a range like 01-04"));
+                return Err(Problem::NotNumber(part.to_string()));
             }
-            t.parse().map_err(|_| format!("{t:?} is too large"))
+            t.parse().map_err(|_| Problem::TooLarge(t.to_string()))
         };
         let (a, b) = (number(lo)?, number(hi)?);
         if b < a {
-            return Err(format!("range {part:?} runs backwards"));
+            return Err(Problem::Backwards(part.to_string()));
         }
         // The first test keeps the conversion below lossless where usize is 32 bits, and
         // the sum from overflowing.
         if b - a >= MAX_HOSTS as u64 || out.len() + (b - a) as usize >= MAX_HOSTS {
-            return Err(format!("more than {MAX_HOSTS} hosts in one bracket"));
+            return Err(Problem::BigBracket);
         }
         let width = lo.len();
         out.extend((a..=b).map(|n| format!("{n:0width$}")));
@@ -189,7 +218,7 @@ mod tests {
 
     /// The problem exactly, so each check is seen to be the one that refused.
     fn problem(list: &str) -> String {
-        expand(list).unwrap_err().problem
+        expand(list).unwrap_err().problem.to_string()
     }
 
     #[test]

@@ -20,7 +20,7 @@ use super::output::{self, Member, RunInfo, Transport, Versions};
 use super::rendezvous::{self, Identity, Joined};
 use super::stats::{Row, average_busbw, total_wrong};
 use super::tcp::{self, TcpBackend};
-use super::{Backend, BenchError, Settings};
+use super::{Backend, BenchError, JobError, Settings};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ExitCode;
@@ -131,12 +131,8 @@ pub(crate) fn run(job: &Job, root: &Root) -> Result<ExitCode, BenchError> {
         };
         return run_rank(job, root, &env, None);
     }
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .map_err(|e| BenchError::Runtime(format!("cannot open a local rendezvous port: {e}")))?;
-    let port = listener
-        .local_addr()
-        .map_err(|e| BenchError::Runtime(e.to_string()))?
-        .port();
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(JobError::LocalPort)?;
+    let port = listener.local_addr().map_err(JobError::PortOf)?.port();
     let token = random_token();
     let mut children = Vec::new();
     for rank in 1..ranks {
@@ -170,7 +166,7 @@ pub(crate) fn run(job: &Job, root: &Root) -> Result<ExitCode, BenchError> {
         Ok(code) => {
             for (rank, status) in statuses {
                 if let Some(s) = status.filter(|s| s.code() != Some(code as i32)) {
-                    return Err(BenchError::Runtime(format!("rank {rank} ended with {s}")));
+                    return Err(JobError::Ended { rank, status: s }.into());
                 }
             }
             Ok(code)
@@ -190,11 +186,7 @@ fn random_token() -> String {
 }
 
 fn spawn_rank(rank: usize, world: usize, port: u16, token: &str) -> Result<Child, BenchError> {
-    let exe = std::env::current_exe().map_err(|e| {
-        BenchError::Runtime(format!(
-            "cannot find this program to start rank {rank}: {e}"
-        ))
-    })?;
+    let exe = std::env::current_exe().map_err(|source| JobError::NoProgram { rank, source })?;
     Command::new(exe)
         .args(std::env::args_os().skip(1))
         .env(CHILD_VAR, "1")
@@ -207,7 +199,7 @@ fn spawn_rank(rank: usize, world: usize, port: u16, token: &str) -> Result<Child
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .spawn()
-        .map_err(|e| BenchError::Runtime(format!("cannot start rank {rank}: {e}")))
+        .map_err(|source| JobError::Start { rank, source }.into())
 }
 
 fn kill_all(children: &mut [(usize, Child)]) {
@@ -290,16 +282,11 @@ fn run_rank(
         world: env.world,
         token: env.token.clone(),
         member: member.clone(),
-        backend: transport.name().to_string(),
+        backend: transport,
         settings: job.settings.clone(),
     };
     let nccl_id = match &resolved {
-        Resolved::Nccl(p) if env.rank == 0 => Some(
-            p.nccl
-                .unique_id()
-                .map_err(|e| BenchError::Runtime(e.to_string()))?
-                .to_vec(),
-        ),
+        Resolved::Nccl(p) if env.rank == 0 => Some(p.nccl.unique_id()?.to_vec()),
         _ => None,
     };
     let joined: Option<Joined> = if env.world == 1 {
@@ -388,7 +375,7 @@ fn run_rank(
                     .nccl
                     .unique_id()
                     .map(|i| i.to_vec())
-                    .map_err(|e| BenchError::Runtime(e.to_string()))
+                    .map_err(BenchError::from)
             } else {
                 Ok(id)
             };
@@ -454,11 +441,15 @@ const COPY_BUDGET: Duration = Duration::from_millis(250);
 
 /// What the path of this run can carry ([`context`]): the NICs across hosts, the GPUs'
 /// interconnect for NCCL on one host, the memory copy rate for TCP on one host.
-fn reference(root: &Root, info: &RunInfo, peers: &[IpAddr]) -> Result<Reference, String> {
+fn reference(
+    root: &Root,
+    info: &RunInfo,
+    peers: &[IpAddr],
+) -> Result<Reference, context::NoReference> {
     let hosts = info.hosts();
     if hosts.len() > 1 && info.backend == Transport::Nccl && !env_is("NCCL_IB_DISABLE", "1") {
         // NCCL's IB transport (InfiniBand, RoCE) takes the RDMA ports, not the IP route.
-        let devices = crate::inventory::rdma::devices(root).map_err(|e| e.to_string())?;
+        let devices = crate::inventory::rdma::devices(root)?;
         let spec = std::env::var("NCCL_IB_HCA").ok();
         let ports = context::ib_ports(&devices, spec.as_deref());
         if let Some(r) = context::of_nics(
@@ -482,11 +473,10 @@ fn reference(root: &Root, info: &RunInfo, peers: &[IpAddr]) -> Result<Reference,
             if nics.len() == 1 { "" } else { "s" },
             crate::say::clean_line(&hosts[1..].join(", "))
         );
-        return context::of_nics(&nics, &why)
-            .ok_or_else(|| "no interface carries the traffic to the other hosts".to_string());
+        return context::of_nics(&nics, &why).ok_or(context::NoReference::NoCarrier);
     }
     if info.backend == Transport::Nccl {
-        let gpus = crate::inventory::gpu::present(root).map_err(|e| e.to_string())?;
+        let gpus = crate::inventory::gpu::present(root)?;
         let used: Vec<_> = gpus.into_iter().take(info.members.len()).collect();
         let nvml = crate::probes::Probes::for_root(root)
             .nvml
@@ -608,7 +598,8 @@ fn rank0(
         (b.clone(), source.clone(), checks)
     });
     let judged = Judged {
-        reference,
+        // Every rendering shows the reason as text.
+        reference: reference.map_err(|why| why.to_string()),
         min_busbw: min_busbw.map(|(g, t, _)| (g, t)),
         baseline,
     };
@@ -629,7 +620,10 @@ fn rank0(
         (None, _) => print(&output::table_footer(&rows, &judged))?,
         (Some(text), None) => print(&text)?,
         (Some(text), Some(path)) => crate::host::atomic::write_output(path, text.as_bytes())
-            .map_err(|e| BenchError::Runtime(format!("cannot write {}: {e}", path.display())))?,
+            .map_err(|source| JobError::Output {
+                path: path.clone(),
+                source,
+            })?,
     }
     if failures.is_empty() {
         Ok(ExitCode::Ok)

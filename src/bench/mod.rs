@@ -27,7 +27,7 @@ pub(crate) mod wait;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::error::BenchError;
+pub use crate::error::{BenchError, JobError};
 use collective::Shape;
 use data::Op;
 use harness::Sweep;

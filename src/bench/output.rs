@@ -2,7 +2,7 @@
 //! `all_reduce_perf` output) and one JSON document with nccl-tests' `-J` field names, the
 //! settings, versions and hosts (never the environment: it may hold secrets).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::Settings;
 use super::context::{Judged, Reference};
@@ -20,7 +20,7 @@ pub struct Member {
 }
 
 /// The transport a run measured with: `--backend` once resolved (`auto` picks one).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Transport {
     Nccl,

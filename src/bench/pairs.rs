@@ -14,7 +14,7 @@ use super::collective::{Collective, Shape};
 use super::control::Group;
 use super::data;
 use super::tcp::{self, TcpBackend};
-use super::{Backend, BenchError, Settings};
+use super::{Backend, BenchError, JobError, Settings};
 use crate::error::ExitCode;
 
 /// At most this many rounds: each node meets this many partners, enough for a median that
@@ -161,9 +161,7 @@ pub(crate) fn run(
                 let me = usize::from(group.rank == b);
                 let pair_addrs = [addrs[a], addrs[b]];
                 let pair_hosts = [hosts[a].clone(), hosts[b].clone()];
-                let accept = listener
-                    .try_clone()
-                    .map_err(|e| BenchError::Runtime(format!("pairs: {e}")))?;
+                let accept = listener.try_clone().map_err(JobError::Pairs)?;
                 let ring = tcp::connect(
                     me,
                     2,
@@ -227,16 +225,21 @@ pub(crate) fn run(
     let failed = !verdict.slow.is_empty() || wrong > 0;
     group.finish(u8::from(failed))?;
     let text = if job.json {
-        let mut t = serde_json::to_string_pretty(&verdict)
-            .map_err(|e| BenchError::Runtime(e.to_string()))?;
+        let mut t = serde_json::to_string_pretty(&verdict).map_err(JobError::Render)?;
         t.push('\n');
         t
     } else {
         render(&verdict)
     };
     match job.output {
-        Some(path) => crate::host::atomic::write_output(path, text.as_bytes())
-            .map_err(|e| BenchError::Runtime(format!("cannot write {}: {e}", path.display())))?,
+        Some(path) => {
+            crate::host::atomic::write_output(path, text.as_bytes()).map_err(|source| {
+                JobError::Output {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            })?
+        }
         None => {
             use std::io::Write;
             let mut out = std::io::stdout().lock();

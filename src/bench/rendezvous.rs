@@ -16,7 +16,7 @@ use super::auth::{self, AuthError};
 use super::control::Group;
 use super::frame::{self, FrameError, Message};
 use super::gate::{Arrival, Gate, HANDSHAKE_DEADLINE};
-use super::output::Member;
+use super::output::{Member, Transport};
 use super::wait::{Cause, Wait};
 use super::{BenchError, Settings};
 
@@ -37,7 +37,7 @@ pub struct Identity {
     /// The job's secret: proved, never sent.
     pub token: String,
     pub member: Member,
-    pub backend: String,
+    pub backend: Transport,
     pub settings: Settings,
 }
 
@@ -270,7 +270,7 @@ pub fn join(master: &(String, u16), me: Identity, timeout: Duration) -> Result<J
             world: me.world,
             member: me.member.clone(),
             data_port,
-            backend: me.backend.clone(),
+            backend: me.backend,
             settings: me.settings.clone(),
         };
         // Rank 0 gives each connection HANDSHAKE_DEADLINE; a little more here covers the

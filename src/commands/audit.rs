@@ -55,14 +55,23 @@ pub struct AuditArgs {
     pub since: Option<u64>,
 }
 
+/// Why `--peer` is refused (clap says which value).
+#[derive(Debug, thiserror::Error)]
+enum BadPeer {
+    #[error("port 0 is not a port")]
+    PortZero,
+    #[error("expected an IP address or a host name, optionally with :PORT")]
+    NotAHost,
+}
+
 /// `--peer`: an IP address or a host name (resolved later, on the node), with an optional
 /// `:PORT` (`[v6]:PORT` for IPv6).
-fn parse_peer(text: &str) -> Result<String, String> {
+fn parse_peer(text: &str) -> Result<String, BadPeer> {
     let (host, port) = crate::checks::nic::select::split_peer(text);
     if let Some(port) = port
         && port == 0
     {
-        return Err("port 0 is not a port".into());
+        return Err(BadPeer::PortZero);
     }
     let full = text;
     let text = host.as_str();
@@ -77,7 +86,7 @@ fn parse_peer(text: &str) -> Result<String, String> {
     if text.parse::<std::net::IpAddr>().is_ok() || hostname {
         Ok(full.to_string())
     } else {
-        Err("expected an IP address or a host name, optionally with :PORT".into())
+        Err(BadPeer::NotAHost)
     }
 }
 
@@ -90,7 +99,7 @@ const AUDIT_LIMITS: checks::TimeLimits = checks::TimeLimits {
 };
 
 pub(crate) fn run(args: &AuditArgs, root: &Root) -> Result<ExitCode> {
-    crate::image::check_root(root).map_err(|e| crate::Error::Runtime(e.to_string()))?;
+    crate::image::check_root(root)?;
     let mode = Mode::detect(root, args.persisted);
     let (profile, chosen_by) = load_profile(args.profile.as_deref(), root)?;
     if let Some(reason) = &chosen_by

@@ -33,6 +33,21 @@ pub enum ExplainFormat {
     Json,
 }
 
+/// Why the log could not be read (exit 3); `shown` is the path as the user may see it.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("cannot read {shown}: {source}")]
+    Open {
+        shown: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read {0}: it is a directory; name a log file or - for standard input")]
+    Directory(String),
+    #[error("cannot read the log: {0}")]
+    Read(#[source] std::io::Error),
+}
+
 /// How long `--check`'s audit may take, as `audit`'s.
 const CHECK_LIMITS: checks::TimeLimits = checks::TimeLimits {
     per_area: std::time::Duration::from_secs(60),
@@ -46,23 +61,15 @@ fn open(path: Option<&PathBuf>) -> Result<Box<dyn BufRead>> {
         Some(p) => p,
     };
     // The user named it: a FIFO or device is read as asked; a directory is not a log.
-    let file = std::fs::File::open(path).map_err(|e| {
-        Error::Runtime(format!(
-            "cannot read {}: {e}",
-            explain::clean(path.as_os_str().as_encoded_bytes())
-        ))
-    })?;
-    let meta = file.metadata().map_err(|e| {
-        Error::Runtime(format!(
-            "cannot read {}: {e}",
-            explain::clean(path.as_os_str().as_encoded_bytes())
-        ))
-    })?;
+    let shown = || explain::clean(path.as_os_str().as_encoded_bytes());
+    let unreadable = |source| LogError::Open {
+        shown: shown(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    let meta = file.metadata().map_err(unreadable)?;
     if meta.is_dir() {
-        return Err(Error::Runtime(format!(
-            "cannot read {}: it is a directory; name a log file or - for standard input",
-            explain::clean(path.as_os_str().as_encoded_bytes())
-        )));
+        return Err(LogError::Directory(shown()).into());
     }
     Ok(Box::new(BufReader::with_capacity(1 << 16, file)))
 }
@@ -70,10 +77,9 @@ fn open(path: Option<&PathBuf>) -> Result<Box<dyn BufRead>> {
 pub(crate) fn run(args: &ExplainArgs, root: &Root) -> Result<ExitCode> {
     let rules = rules::load(root).map_err(|e| Error::Usage(e.to_string()))?;
     let mut reader = open(args.log.as_ref())?;
-    let analysis = explain::analyse(&mut reader, &rules)
-        .map_err(|e| Error::Runtime(format!("cannot read the log: {e}")))?;
+    let analysis = explain::analyse(&mut reader, &rules).map_err(LogError::Read)?;
     let checks = if args.check {
-        crate::image::check_root(root).map_err(|e| Error::Runtime(e.to_string()))?;
+        crate::image::check_root(root)?;
         let (profile, _) = super::audit::load_profile(None, root)?;
         let mode = Mode::detect(root, false);
         let options = AuditOptions {
@@ -96,8 +102,12 @@ pub(crate) fn run(args: &ExplainArgs, root: &Root) -> Result<ExitCode> {
         ExplainFormat::Text => render::text(&analysis, checks.as_deref()),
         ExplainFormat::Json => {
             let mut text =
-                serde_json::to_string_pretty(&render::json(&analysis, checks.as_deref()))
-                    .map_err(|e| Error::Runtime(format!("cannot render JSON: {e}")))?;
+                serde_json::to_string_pretty(&render::json(&analysis, checks.as_deref())).map_err(
+                    |source| Error::Render {
+                        what: "JSON",
+                        source,
+                    },
+                )?;
             text.push('\n');
             text
         }

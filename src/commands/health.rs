@@ -13,7 +13,7 @@ use clap::{Args, ValueEnum};
 use super::audit::load_profile;
 use crate::checks::limits::LimitsOf;
 use crate::checks::{self, AuditOptions, TimeLimits};
-use crate::error::{Error, ExitCode, Result};
+use crate::error::{ExitCode, Result};
 use crate::finding::{Finding, Status};
 use crate::host::Root;
 use crate::say::clean_line;
@@ -60,10 +60,15 @@ pub enum HealthFormat {
     Npd,
 }
 
-fn parse_secs(text: &str) -> Result<Duration, String> {
+/// `--timeout` is not a whole number of seconds in range.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("expected whole seconds from 1 to 3600")]
+struct BadSecs;
+
+fn parse_secs(text: &str) -> Result<Duration, BadSecs> {
     match text.parse::<u64>() {
         Ok(secs @ 1..=3600) => Ok(Duration::from_secs(secs)),
-        _ => Err("expected whole seconds from 1 to 3600".into()),
+        _ => Err(BadSecs),
     }
 }
 
@@ -91,7 +96,7 @@ fn check(args: &HealthArgs, root: &Root) -> Result<ExitCode> {
         total: args.timeout,
     };
     // A health check of an image (a golden image's CI gate) judges it as audit does.
-    crate::image::check_root(root).map_err(|e| crate::Error::Runtime(e.to_string()))?;
+    crate::image::check_root(root)?;
     let mode = crate::image::Mode::detect(root, false);
     let options = AuditOptions {
         persisted: mode != crate::image::Mode::Live,
@@ -221,11 +226,29 @@ fn limits_of(as_job: bool, env: &dyn Fn(&str) -> Option<String>) -> LimitsOf {
     }
 }
 
+/// Why `--slurm` stopped (exit 3).
+#[derive(Debug, thiserror::Error)]
+pub enum SlurmStop {
+    #[error("slurm: node {node}: {source}")]
+    Node {
+        node: String,
+        #[source]
+        source: slurm::SlurmError,
+    },
+    #[error("slurm: cannot read the host name: {0}")]
+    HostName(#[source] crate::host::HostError),
+    #[error("slurm: no host name and SLURMD_NODENAME is not set")]
+    NoName,
+}
+
 /// Drains or resumes the node in Slurm, and says what it did or why it left the node
 /// alone; any failure to reach slurmctld stops with exit 3. The state is read again just
 /// before a change, so a decision an administrator made meanwhile is not overwritten.
 fn slurm_act(scontrol: &dyn Scontrol, node: &str, reason: Option<&str>) -> Result<()> {
-    let failed = |e: slurm::SlurmError| Error::Runtime(format!("slurm: node {node}: {e}"));
+    let failed = |source| SlurmStop::Node {
+        node: node.to_string(),
+        source,
+    };
     let state = scontrol.show_node(node).map_err(failed)?;
     let mut action = slurm::decide(&state, reason);
     if matches!(action, Action::Drain(_) | Action::Resume) {
@@ -266,13 +289,11 @@ fn node_name() -> Result<String> {
     // The live machine's, also under --root: Slurm knows the node that runs the check.
     let host = Root::live()
         .read_optional("/proc/sys/kernel/hostname")
-        .map_err(|e| Error::Runtime(format!("slurm: cannot read the host name: {e}")))?
+        .map_err(SlurmStop::HostName)?
         .unwrap_or_default();
     let short = clean_line(host.trim().split('.').next().unwrap_or(""));
     if short.is_empty() {
-        return Err(Error::Runtime(
-            "slurm: no host name and SLURMD_NODENAME is not set".into(),
-        ));
+        return Err(SlurmStop::NoName.into());
     }
     Ok(short)
 }

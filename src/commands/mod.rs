@@ -24,9 +24,7 @@ pub(crate) fn run(cli: Cli) -> Result<ExitCode> {
         // A missing root is a failed mount or unpack, not a typo to correct: exit 3, so a
         // pipeline never mistakes it for a usage problem of its own.
         Some(dir) if !dir.is_dir() => {
-            return Err(Error::Runtime(
-                crate::image::RootError::Missing(dir).to_string(),
-            ));
+            return Err(crate::image::RootError::Missing(dir).into());
         }
         Some(dir) => Root::new(dir),
         None => Root::live(),

@@ -3,6 +3,7 @@
 //! node found from the GPU).
 
 use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 
 use clap::Args;
 
@@ -23,6 +24,50 @@ pub struct PinArgs {
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+/// Why pin could not bind or start the command (exit 3).
+#[derive(Debug, thiserror::Error)]
+pub enum PinError {
+    #[error("no NVIDIA GPU found in {}; nothing to pin to", .0.display())]
+    NoGpu(PathBuf),
+    #[error(
+        "GPU{rank} ({pci}) has no NUMA node in sysfs (numa_node = -1) on a host with {nodes} nodes; \
+         enable ACPI SRAT/proximity domains in the firmware, or bind by hand with numactl"
+    )]
+    NoNode {
+        rank: u32,
+        pci: String,
+        nodes: usize,
+    },
+    #[error("GPU{rank} ({pci}) reports NUMA node {node}, which {} does not list", listing.display())]
+    UnlistedNode {
+        rank: u32,
+        pci: String,
+        node: u32,
+        listing: PathBuf,
+    },
+    #[error("NUMA node {node} of GPU{rank} has no CPUs and the GPU lists no local CPUs")]
+    NoCpus { rank: u32, node: u32 },
+    #[error("cannot bind to CPUs {cpus} of NUMA node {node}: {source}")]
+    BindCpus {
+        cpus: CpuList,
+        node: u32,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot bind memory to NUMA node {nodes}: {source}")]
+    BindMemory {
+        nodes: CpuList,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot run {program}: {source}")]
+    Exec {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Environment variables launchers set to the rank's index on its node, in the order read.
@@ -64,10 +109,7 @@ pub(crate) struct Binding {
 pub(crate) fn plan(root: &Root, rank: u32) -> Result<Binding> {
     let gpus = gpu::gpus(&pci::devices(root)?, &gpu::proc_gpus(root)?);
     if gpus.is_empty() {
-        return Err(Error::Runtime(format!(
-            "no NVIDIA GPU found in {}; nothing to pin to",
-            root.path("/sys/bus/pci/devices").display()
-        )));
+        return Err(PinError::NoGpu(root.path("/sys/bus/pci/devices")).into());
     }
     let Some(g) = gpus.get(rank as usize) else {
         return Err(Error::Usage(format!(
@@ -87,20 +129,22 @@ pub(crate) fn plan(root: &Root, rank: u32) -> Result<Binding> {
         (Some(id), _) => id,
         (None, [only]) => only.id,
         (None, _) => {
-            return Err(Error::Runtime(format!(
-                "GPU{rank} ({}) has no NUMA node in sysfs (numa_node = -1) on a host with {} nodes; \
-                 enable ACPI SRAT/proximity domains in the firmware, or bind by hand with numactl",
-                g.pci_address,
-                nodes.len()
-            )));
+            return Err(PinError::NoNode {
+                rank,
+                pci: g.pci_address.clone(),
+                nodes: nodes.len(),
+            }
+            .into());
         }
     };
     let Some(node) = nodes.iter().find(|n| n.id == node_id) else {
-        return Err(Error::Runtime(format!(
-            "GPU{rank} ({}) reports NUMA node {node_id}, which {} does not list",
-            g.pci_address,
-            root.path("/sys/devices/system/node").display()
-        )));
+        return Err(PinError::UnlistedNode {
+            rank,
+            pci: g.pci_address.clone(),
+            node: node_id,
+            listing: root.path("/sys/devices/system/node"),
+        }
+        .into());
     };
     let cpus = if node.cpus.is_empty() {
         local.unwrap_or_default()
@@ -108,9 +152,11 @@ pub(crate) fn plan(root: &Root, rank: u32) -> Result<Binding> {
         node.cpus.clone()
     };
     if cpus.is_empty() {
-        return Err(Error::Runtime(format!(
-            "NUMA node {node_id} of GPU{rank} has no CPUs and the GPU lists no local CPUs"
-        )));
+        return Err(PinError::NoCpus {
+            rank,
+            node: node_id,
+        }
+        .into());
     }
     // A node without memory of its own (or that does not say) cannot be bound to.
     let memory = match node.memory {
@@ -129,15 +175,16 @@ pub(crate) fn plan(root: &Root, rank: u32) -> Result<Binding> {
 pub(crate) fn run(args: &PinArgs, root: &Root) -> Result<ExitCode> {
     let rank = local_rank(args.local_rank, &|v| std::env::var(v).ok())?;
     let binding = plan(root, rank)?;
-    bind::set_cpu_affinity(&binding.cpus).map_err(|e| {
-        Error::Runtime(format!(
-            "cannot bind to CPUs {} of NUMA node {}: {e}",
-            binding.cpus, binding.node
-        ))
+    bind::set_cpu_affinity(&binding.cpus).map_err(|source| PinError::BindCpus {
+        cpus: binding.cpus.clone(),
+        node: binding.node,
+        source,
     })?;
     if let Some(nodes) = &binding.memory {
-        bind::set_memory_policy(MemPolicy::Bind, nodes)
-            .map_err(|e| Error::Runtime(format!("cannot bind memory to NUMA node {nodes}: {e}")))?;
+        bind::set_memory_policy(MemPolicy::Bind, nodes).map_err(|source| PinError::BindMemory {
+            nodes: nodes.clone(),
+            source,
+        })?;
     }
     if args.verbose {
         eprintln!(
@@ -157,7 +204,11 @@ pub(crate) fn run(args: &PinArgs, root: &Root) -> Result<ExitCode> {
         .split_first()
         .ok_or_else(|| Error::Usage("pin needs a command after --".into()))?;
     let err = std::process::Command::new(program).args(rest).exec();
-    Err(Error::Runtime(format!("cannot run {program}: {err}")))
+    Err(PinError::Exec {
+        program: program.clone(),
+        source: err,
+    }
+    .into())
 }
 
 #[cfg(test)]

@@ -74,7 +74,7 @@ struct Summary {
 
 /// `gputune status`.
 pub(crate) fn run(args: &StatusArgs, root: &Root) -> Result<ExitCode> {
-    crate::image::check_root(root).map_err(|e| Error::Runtime(e.to_string()))?;
+    crate::image::check_root(root)?;
     let mode = Mode::detect(root, false);
     let image = mode == Mode::Image;
     let state = crate::apply::run::state_root(root, image, &Console);
@@ -83,11 +83,7 @@ pub(crate) fn run(args: &StatusArgs, root: &Root) -> Result<ExitCode> {
     let never = image
         && std::fs::symlink_metadata(state.dir())
             .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
-    let record = if never {
-        None
-    } else {
-        journal::load(&state).map_err(|e| Error::Runtime(e.to_string()))?
-    };
+    let record = if never { None } else { journal::load(&state)? };
     let items = match &record {
         Some(j) if j.phase != Phase::RolledBack => {
             let io = HostIo {
@@ -101,8 +97,10 @@ pub(crate) fn run(args: &StatusArgs, root: &Root) -> Result<ExitCode> {
     let doc = document(mode, root, &journal_path, record.as_ref(), items);
     let text = match args.format {
         StatusFormat::Json => {
-            let mut text = serde_json::to_string_pretty(&doc)
-                .map_err(|e| Error::Runtime(format!("cannot render the status: {e}")))?;
+            let mut text = serde_json::to_string_pretty(&doc).map_err(|source| Error::Render {
+                what: "the status",
+                source,
+            })?;
             text.push('\n');
             text
         }

@@ -7,6 +7,7 @@ use serde_json::json;
 
 use super::Analysis;
 use super::verify::{Check, Verdict};
+use crate::finding::Status;
 
 /// Version of the JSON document's shape.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -238,9 +239,9 @@ pub fn text(a: &Analysis, checks: Option<&[Check]>) -> String {
             let shown: Vec<String> = check
                 .findings
                 .iter()
-                .filter(|s| s.status != "skip")
+                .filter(|s| s.status != Status::Skip)
                 .take(4)
-                .map(|s| format!("{} is {} ({})", s.id, s.actual, s.status))
+                .map(|s| format!("{} is {} ({})", s.id, s.actual, s.status.name()))
                 .collect();
             let why = if shown.is_empty() {
                 format!(

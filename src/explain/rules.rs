@@ -99,23 +99,32 @@ pub struct Pattern {
     pieces: Vec<String>,
 }
 
+/// Why a phrase cannot be a [`Pattern`]; the phrase is quoted as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadPattern {
+    #[error("pattern {0:?} matches every line")]
+    Everything(String),
+    #[error("pattern {0:?} is longer than {MAX_PATTERN_CHARS} characters")]
+    TooLong(String),
+    #[error("pattern {0:?} holds a control character")]
+    Control(String),
+}
+
 impl Pattern {
-    fn new(text: &str) -> Result<Pattern, String> {
+    fn new(text: &str) -> Result<Pattern, BadPattern> {
         let pieces: Vec<String> = text
             .split('*')
             .filter(|p| !p.is_empty())
             .map(str::to_string)
             .collect();
         if pieces.is_empty() {
-            return Err(format!("pattern {text:?} matches every line"));
+            return Err(BadPattern::Everything(text.to_string()));
         }
         if text.chars().count() > MAX_PATTERN_CHARS {
-            return Err(format!(
-                "pattern {text:?} is longer than {MAX_PATTERN_CHARS} characters"
-            ));
+            return Err(BadPattern::TooLong(text.to_string()));
         }
         if text.chars().any(char::is_control) {
-            return Err(format!("pattern {text:?} holds a control character"));
+            return Err(BadPattern::Control(text.to_string()));
         }
         Ok(Pattern {
             text: text.to_string(),
@@ -320,7 +329,7 @@ pub fn parse(file: &str, text: &str) -> Result<RuleSet, RuleError> {
     for phrase in &raw.context {
         let line = line_of(text, phrase.span().start);
         set.context
-            .push(Pattern::new(phrase.get_ref()).map_err(|m| err(Some(line), m))?);
+            .push(Pattern::new(phrase.get_ref()).map_err(|e| err(Some(line), e.to_string()))?);
     }
     let mut seen = BTreeSet::new();
     for spanned in raw.rule {
@@ -371,7 +380,9 @@ pub fn parse(file: &str, text: &str) -> Result<RuleSet, RuleError> {
                 })?),
             };
         let patterns = |list: &[String]| -> Result<Vec<Pattern>, RuleError> {
-            list.iter().map(|p| Pattern::new(p).map_err(&at)).collect()
+            list.iter()
+                .map(|p| Pattern::new(p).map_err(|e| at(e.to_string())))
+                .collect()
         };
         let any = patterns(&raw.any)?;
         if any.is_empty() && fact.is_none() {

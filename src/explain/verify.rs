@@ -23,7 +23,8 @@ pub enum Verdict {
 #[derive(Debug, Clone, Serialize)]
 pub struct Seen {
     pub id: String,
-    pub status: &'static str,
+    /// Serialised as its name (`pass`, `skip`, ...).
+    pub status: Status,
     pub actual: String,
     pub expected: String,
 }
@@ -45,7 +46,7 @@ pub fn judge(problem: &Problem, findings: &[Finding], profile: &str) -> Check {
         .filter(|f| problem.checks.iter().any(|c| check_matches(c, &f.id)))
         .map(|f| Seen {
             id: clean(&f.id),
-            status: f.status.name(),
+            status: f.status,
             actual: clean(&f.actual),
             expected: clean(&f.expected),
         })

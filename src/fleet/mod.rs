@@ -46,8 +46,18 @@ impl Reading {
     }
 }
 
+/// What fleet passes over: a document it cannot read, or an input it cannot open (the
+/// message naming it).
+#[derive(Debug, thiserror::Error)]
+enum Skip {
+    #[error(transparent)]
+    Doc(#[from] parse::Unread),
+    #[error("{0}")]
+    Input(String),
+}
+
 /// One parsed batch.
-type Parsed = (u64, Vec<Result<NodeDoc, String>>);
+type Parsed = (u64, Vec<Result<NodeDoc, Skip>>);
 
 /// Reads every argument (`-` is `stdin`) and folds every report in, in input order.
 pub(crate) fn read(args: &[PathBuf], stdin: &mut (dyn Read + Send)) -> Reading {
@@ -80,7 +90,7 @@ pub(crate) fn read(args: &[PathBuf], stdin: &mut (dyn Read + Send)) -> Reading {
         drop(done_tx);
         // Folded in input order: batches that finish early wait (a few, by the channels'
         // bounds) for the ones before them.
-        let mut waiting: BTreeMap<u64, Vec<Result<NodeDoc, String>>> = BTreeMap::new();
+        let mut waiting: BTreeMap<u64, Vec<Result<NodeDoc, Skip>>> = BTreeMap::new();
         let mut next = 0u64;
         for (seq, docs) in done_rx {
             waiting.insert(seq, docs);
@@ -88,7 +98,7 @@ pub(crate) fn read(args: &[PathBuf], stdin: &mut (dyn Read + Send)) -> Reading {
                 for doc in docs {
                     match doc {
                         Ok(doc) => reading.fleet.fold(doc),
-                        Err(problem) => reading.problem(problem),
+                        Err(skip) => reading.problem(skip.to_string()),
                     }
                 }
                 next += 1;
@@ -98,7 +108,7 @@ pub(crate) fn read(args: &[PathBuf], stdin: &mut (dyn Read + Send)) -> Reading {
     reading
 }
 
-fn parse_batch(items: Vec<Item>) -> Vec<Result<NodeDoc, String>> {
+fn parse_batch(items: Vec<Item>) -> Vec<Result<NodeDoc, Skip>> {
     let mut out = Vec::with_capacity(items.len());
     for item in items {
         match item {
@@ -106,7 +116,7 @@ fn parse_batch(items: Vec<Item>) -> Vec<Result<NodeDoc, String>> {
                 origin,
                 offset,
                 bytes,
-            } => out.push(parse::node_doc(&origin, offset, &bytes)),
+            } => out.push(parse::node_doc(&origin, offset, &bytes).map_err(Skip::from)),
             // A file that is one report (the usual case) is parsed as it is, not cut first.
             Item::File { origin, bytes } if let Some(doc) = whole(&origin, &bytes) => {
                 out.push(Ok(doc));
@@ -117,21 +127,21 @@ fn parse_batch(items: Vec<Item>) -> Vec<Result<NodeDoc, String>> {
                         offset,
                         prefix: None,
                         bytes,
-                    } => parse::node_doc(&origin, offset, &bytes),
+                    } => parse::node_doc(&origin, offset, &bytes).map_err(Skip::from),
                     split::Piece::Document {
                         offset,
                         prefix: Some(host),
                         bytes,
                     } => {
                         let origin = format!("{origin} ({})", crate::say::cleaned_line(&host));
-                        parse::node_doc(&origin, offset, &bytes)
+                        parse::node_doc(&origin, offset, &bytes).map_err(Skip::from)
                     }
                     split::Piece::Problem { offset, problem } => {
-                        Err(format!("{origin}: byte {offset}: {problem}"))
+                        Err(Skip::Input(format!("{origin}: byte {offset}: {problem}")))
                     }
                 })
             }),
-            Item::Problem(problem) => out.push(Err(problem)),
+            Item::Problem(problem) => out.push(Err(Skip::Input(problem))),
         }
     }
     out

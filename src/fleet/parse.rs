@@ -42,34 +42,52 @@ pub(crate) fn canonical_host(raw: &str) -> Option<String> {
     valid.then_some(host)
 }
 
-/// Reads one document. The error is the message naming it: `ORIGIN: byte N: problem`.
-pub(crate) fn node_doc(origin: &str, offset: u64, bytes: &[u8]) -> Result<NodeDoc, String> {
+/// A document fleet passes over: `ORIGIN: byte N: why`.
+#[derive(Debug, thiserror::Error)]
+#[error("{origin}: byte {offset}: {why}")]
+pub(crate) struct Unread {
+    pub origin: String,
+    pub offset: u64,
+    pub why: Why,
+}
+
+/// Why a document is not read; texts from the document are cleaned for the terminal.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Why {
+    /// Valid JSON, but not shaped as a report: serde's words.
+    #[error("not a gputune audit report: {0}")]
+    NotReport(String),
+    #[error("not a JSON document: {0}")]
+    NotJson(String),
+    #[error("schema_version {0} is not one this gputune reads (1 to {SCHEMA_VERSION})")]
+    Schema(u32),
+    #[error("host.hostname {0:?} is not a host name")]
+    Host(String),
+}
+
+/// Reads one document; the error names it by origin and byte.
+pub(crate) fn node_doc(origin: &str, offset: u64, bytes: &[u8]) -> Result<NodeDoc, Unread> {
     let at = format!("{origin}: byte {offset}");
+    let unread = |offset, why| Unread {
+        origin: origin.to_string(),
+        offset,
+        why,
+    };
     let parsed = Parsed::from_slice(bytes).map_err(|e| {
         let inner = byte_of(bytes, e.line(), e.column());
-        let what = if e.is_data() {
-            "not a gputune audit report"
+        let text = clean(&e.to_string()).into_owned();
+        let why = if e.is_data() {
+            Why::NotReport(text)
         } else {
-            "not a JSON document"
+            Why::NotJson(text)
         };
-        format!(
-            "{origin}: byte {}: {what}: {}",
-            offset + inner,
-            clean(&e.to_string())
-        )
+        unread(offset + inner, why)
     })?;
     if !(1..=SCHEMA_VERSION).contains(&parsed.schema_version) {
-        return Err(format!(
-            "{at}: schema_version {} is not one this gputune reads (1 to {SCHEMA_VERSION})",
-            parsed.schema_version
-        ));
+        return Err(unread(offset, Why::Schema(parsed.schema_version)));
     }
-    let host = canonical_host(&parsed.host.hostname).ok_or_else(|| {
-        format!(
-            "{at}: host.hostname {:?} is not a host name",
-            clean(&parsed.host.hostname)
-        )
-    })?;
+    let host = canonical_host(&parsed.host.hostname)
+        .ok_or_else(|| unread(offset, Why::Host(clean(&parsed.host.hostname).into_owned())))?;
     let checks = parsed
         .findings
         .iter()
@@ -158,7 +176,11 @@ mod tests {
 
     #[test]
     fn what_is_not_a_report_is_named_with_its_byte() {
-        let err = |text: &str| node_doc("r.json", 100, text.as_bytes()).unwrap_err();
+        let err = |text: &str| {
+            node_doc("r.json", 100, text.as_bytes())
+                .unwrap_err()
+                .to_string()
+        };
         assert_eq!(
             err("{}"),
             "r.json: byte 101: not a gputune audit report: missing field `schema_version` at line 1 column 2"

@@ -15,6 +15,17 @@ pub const MAX_CPU_ID: u32 = 65535;
 /// The highest NUMA node number (`MAX_NUMNODES` is at most 1 << 10 on x86; 4096 anywhere).
 pub(crate) const MAX_NODE_ID: u32 = 4095;
 
+/// Why text is not a CPU list; `shown` is its first 64 characters.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CpuListError {
+    #[error("`{shown}` is not a CPU list (example: 0-3,8-11)")]
+    Malformed { shown: String },
+    #[error("`{shown}` names {id}, above {max_id}, the highest number the kernel allows")]
+    TooHigh { shown: String, id: u32, max_id: u32 },
+    #[error("`{shown}…` is longer than any kernel CPU list")]
+    TooLong { shown: String },
+}
+
 /// How many numbers one list may name in all, counting repeats (`0-65535` repeated a
 /// thousand times): parsing stays linear in what a real kernel could write.
 const MAX_WORK: u64 = 1 << 22;
@@ -22,24 +33,26 @@ const MAX_WORK: u64 = 1 << 22;
 impl CpuList {
     /// Parses `0-3,8-11`, `5`, `0-7:2` (stride) or an empty string (no CPUs); CPU numbers
     /// above [`MAX_CPU_ID`] are an error.
-    pub fn parse(text: &str) -> Result<CpuList, String> {
+    pub fn parse(text: &str) -> Result<CpuList, CpuListError> {
         CpuList::parse_capped(text, MAX_CPU_ID)
     }
 
     /// A NUMA node list (`0-1`): like [`CpuList::parse`], capped at [`MAX_NODE_ID`].
-    pub fn parse_nodes(text: &str) -> Result<CpuList, String> {
+    pub fn parse_nodes(text: &str) -> Result<CpuList, CpuListError> {
         CpuList::parse_capped(text, MAX_NODE_ID)
     }
 
     /// Parses with ids capped at `max_id`, into a bitmap first so repeated ranges cost no
     /// more than their length.
-    pub(crate) fn parse_capped(text: &str, max_id: u32) -> Result<CpuList, String> {
+    pub(crate) fn parse_capped(text: &str, max_id: u32) -> Result<CpuList, CpuListError> {
         let text = text.trim();
         if text.is_empty() {
             return Ok(CpuList(BTreeSet::new()));
         }
         let shown: String = text.chars().take(64).collect();
-        let bad = || format!("`{shown}` is not a CPU list (example: 0-3,8-11)");
+        let bad = || CpuListError::Malformed {
+            shown: shown.clone(),
+        };
         let mut bits = vec![0u64; (max_id as usize >> 6) + 1];
         let mut work: u64 = 0;
         for part in text.split(',') {
@@ -68,13 +81,15 @@ impl CpuList {
                 return Err(bad());
             }
             if hi > max_id {
-                return Err(format!(
-                    "`{shown}` names {hi}, above {max_id}, the highest number the kernel allows"
-                ));
+                return Err(CpuListError::TooHigh {
+                    shown,
+                    id: hi,
+                    max_id,
+                });
             }
             work += u64::from((hi - lo) / stride) + 1;
             if work > MAX_WORK {
-                return Err(format!("`{shown}…` is longer than any kernel CPU list"));
+                return Err(CpuListError::TooLong { shown });
             }
             for id in (lo..=hi).step_by(stride as usize) {
                 bits[(id >> 6) as usize] |= 1 << (id & 63);
@@ -211,10 +226,10 @@ mod tests {
         let ranges: Vec<String> = (0..60)
             .map(|i| format!("{}-{}", i * 1_000_000, i * 1_000_000 + 999_999))
             .collect();
-        let err = CpuList::parse(&ranges.join(",")).unwrap_err();
+        let err = CpuList::parse(&ranges.join(",")).unwrap_err().to_string();
         assert!(err.contains("highest number"), "{err}");
         let repeated = vec!["0-65535"; 10_000].join(",");
-        let err = CpuList::parse(&repeated).unwrap_err();
+        let err = CpuList::parse(&repeated).unwrap_err().to_string();
         assert!(err.contains("longer than"), "{err}");
         assert!(start.elapsed() < std::time::Duration::from_secs(5));
     }
@@ -227,7 +242,7 @@ mod tests {
         assert_eq!(CpuList::parse(&full).map(|c| c.len()), Ok(65536));
         let mut past = vec!["0-65535"; 63];
         past.extend(["0-65534", "0-1"]);
-        let err = CpuList::parse(&past.join(",")).unwrap_err();
+        let err = CpuList::parse(&past.join(",")).unwrap_err().to_string();
         assert!(err.contains("longer than"), "{err}");
         let mut under = vec!["0-65535"; 63];
         under.extend(["0-65534", "7"]);

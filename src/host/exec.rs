@@ -22,7 +22,7 @@ pub(crate) struct Output {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum ExecError {
+pub enum ExecError {
     /// The program is not installed (not found on `PATH`).
     #[error("{program}: not installed")]
     NotInstalled { program: String },

@@ -39,6 +39,41 @@ pub(crate) struct KernelLog {
 #[error("{0}")]
 pub(crate) struct Unreadable(pub String);
 
+/// Why `/dev/kmsg` could not be read to its end.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum DeviceError {
+    #[error("{0}")]
+    Open(#[source] io::Error),
+    #[error("lseek: {0}")]
+    Seek(#[source] nix::errno::Errno),
+    #[error("{0}")]
+    Read(#[source] io::Error),
+}
+
+/// Why `journalctl -k` gave no log.
+#[derive(Debug, thiserror::Error)]
+enum JournalError {
+    #[error(transparent)]
+    Exec(#[from] super::exec::ExecError),
+    /// It ran and failed: the first line of its standard error, cleaned.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Why `--since` is not a time.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum SinceError {
+    #[error("{SINCE_FORMS}")]
+    Form,
+    #[error("{0} ago is before 1970")]
+    BeforeEpoch(String),
+    #[error("`{0}` is not a valid date and time; {SINCE_FORMS}")]
+    Invalid(String),
+}
+
+const SINCE_FORMS: &str =
+    "expected @SECONDS, a duration ago (30m, 2h, 1d) or a UTC time (2026-11-25 14:00[:00])";
+
 /// Keeps the driver's lines only: the rest of a busy log is never held in memory.
 fn wanted(message: &str) -> bool {
     message.contains("NVRM:")
@@ -93,14 +128,13 @@ pub(crate) fn read_device(
     root: &Root,
     max_bytes: u64,
     max_time: Duration,
-) -> Result<KernelLog, String> {
+) -> Result<KernelLog, DeviceError> {
     let fd = root
         .open(KMSG, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .map_err(|e| e.source.to_string())?;
+        .map_err(|e| DeviceError::Open(e.source))?;
     // Records cleared by `dmesg --clear` are skipped, as dmesg skips them: an administrator
     // who cleared the log after servicing a GPU has answered its old errors.
-    nix::unistd::lseek(fd.as_fd(), 0, nix::unistd::Whence::SeekData)
-        .map_err(|e| format!("lseek: {e}"))?;
+    nix::unistd::lseek(fd.as_fd(), 0, nix::unistd::Whence::SeekData).map_err(DeviceError::Seek)?;
     let mut file = std::fs::File::from(fd);
     let started = Instant::now();
     // A record is at most 1 KiB of text plus its dictionary; a short buffer is EINVAL.
@@ -134,7 +168,7 @@ pub(crate) fn read_device(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             // EPIPE: the record was overwritten while reading; the next read goes on.
             Err(e) if e.raw_os_error() == Some(libc::EPIPE) => {}
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(DeviceError::Read(e)),
         }
     }
     Ok(KernelLog {
@@ -146,13 +180,13 @@ pub(crate) fn read_device(
 }
 
 /// `journalctl -k` of this boot, with the kernel's monotonic timestamps, within the time cap.
-fn read_journal() -> Result<KernelLog, String> {
+fn read_journal() -> Result<KernelLog, JournalError> {
     let mut cmd = Command::new("journalctl");
     cmd.args(["-k", "-b", "-q", "--no-pager", "-o", "short-monotonic"]);
-    let out = super::exec::run(cmd, MAX_TIME).map_err(|e| e.to_string())?;
+    let out = super::exec::run(cmd, MAX_TIME)?;
     if !out.success {
         let why = out.stderr.lines().next().unwrap_or("failed").to_string();
-        return Err(crate::say::clean_line(&why));
+        return Err(JournalError::Failed(crate::say::clean_line(&why)));
     }
     Ok(KernelLog {
         lines: out
@@ -188,7 +222,7 @@ pub(crate) fn timestamp_usec(line: &str) -> Option<u64> {
 /// `--since`: a time the Xids are judged from, as seconds since the epoch. Takes
 /// `@SECONDS` (epoch), `N{s,m,h,d}` (that long ago) or a UTC date and time
 /// `YYYY-MM-DD[ T]HH:MM[:SS][Z]`.
-pub(crate) fn parse_since(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_since(text: &str) -> Result<u64, SinceError> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -196,15 +230,13 @@ pub(crate) fn parse_since(text: &str) -> Result<u64, String> {
 }
 
 /// [`parse_since`] with `now` given (tests).
-pub(crate) fn parse_since_at(text: &str, now: u64) -> Result<u64, String> {
-    const FORMS: &str =
-        "expected @SECONDS, a duration ago (30m, 2h, 1d) or a UTC time (2026-11-25 14:00[:00])";
+pub(crate) fn parse_since_at(text: &str, now: u64) -> Result<u64, SinceError> {
     let t = text.trim();
     if let Some(epoch) = t.strip_prefix('@') {
-        return epoch.parse().map_err(|_| FORMS.to_string());
+        return epoch.parse().map_err(|_| SinceError::Form);
     }
     if let Some(unit) = t.chars().last().filter(|c| "smhd".contains(*c)) {
-        let n: u64 = t[..t.len() - 1].parse().map_err(|_| FORMS.to_string())?;
+        let n: u64 = t[..t.len() - 1].parse().map_err(|_| SinceError::Form)?;
         let secs = match unit {
             's' => 1,
             'm' => 60,
@@ -214,27 +246,27 @@ pub(crate) fn parse_since_at(text: &str, now: u64) -> Result<u64, String> {
         return n
             .checked_mul(secs)
             .and_then(|ago| now.checked_sub(ago))
-            .ok_or_else(|| format!("{t} ago is before 1970"));
+            .ok_or_else(|| SinceError::BeforeEpoch(t.to_string()));
     }
     let t = t.trim_end_matches('Z');
-    let (date, time) = t.split_once(['T', ' ']).ok_or_else(|| FORMS.to_string())?;
-    let num = |s: &str| s.parse::<i64>().map_err(|_| FORMS.to_string());
+    let (date, time) = t.split_once(['T', ' ']).ok_or(SinceError::Form)?;
+    let num = |s: &str| s.parse::<i64>().map_err(|_| SinceError::Form);
     let d: Vec<&str> = date.split('-').collect();
     let h: Vec<&str> = time.split(':').collect();
     let ([y, mo, da], [hh, mm, rest @ ..]) = (d.as_slice(), h.as_slice()) else {
-        return Err(FORMS.into());
+        return Err(SinceError::Form);
     };
     let (y, mo, da, hh, mm) = (num(y)?, num(mo)?, num(da)?, num(hh)?, num(mm)?);
     let ss = match rest {
         [] => 0,
         [s] => num(s)?,
-        _ => return Err(FORMS.into()),
+        _ => return Err(SinceError::Form),
     };
     if !(1..=12).contains(&mo) || !(1..=31).contains(&da) || hh > 23 || mm > 59 || ss > 60 {
-        return Err(format!("`{text}` is not a valid date and time; {FORMS}"));
+        return Err(SinceError::Invalid(text.to_string()));
     }
     if !(0..=59).contains(&mm) || hh < 0 || ss < 0 || y < 1970 {
-        return Err(FORMS.into());
+        return Err(SinceError::Form);
     }
     // Days from the civil date (Howard Hinnant's algorithm), UTC.
     let y2 = if mo <= 2 { y - 1 } else { y };
@@ -244,7 +276,7 @@ pub(crate) fn parse_since_at(text: &str, now: u64) -> Result<u64, String> {
     let doy = (153 * mp + 2) / 5 + da - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     let days = era * 146_097 + doe - 719_468;
-    u64::try_from(days * 86_400 + hh * 3600 + mm * 60 + ss).map_err(|_| FORMS.to_string())
+    u64::try_from(days * 86_400 + hh * 3600 + mm * 60 + ss).map_err(|_| SinceError::Form)
 }
 
 pub(crate) use super::clock::utc;
@@ -340,7 +372,7 @@ mod tests {
         let full = match read_device(&live, MAX_BYTES, MAX_TIME) {
             Ok(log) => log,
             // Not root, or no /dev/kmsg in this container: the reason is given.
-            Err(e) => return assert!(!e.is_empty()),
+            Err(e) => return assert!(!e.to_string().is_empty()),
         };
         assert!(started.elapsed() < MAX_TIME + Duration::from_secs(1));
         assert_eq!(full.source, KMSG);

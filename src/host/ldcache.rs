@@ -10,30 +10,45 @@ const ENTRY_LEN: usize = 24;
 /// Library file name (`libnccl.so.2`) → the paths the cache lists for it, in cache order.
 pub(crate) type Cache = BTreeMap<String, Vec<String>>;
 
+/// Why bytes are not a cache `ld.so` could use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CacheError {
+    #[error("no glibc-ld.so.cache1.1 header")]
+    NoHeader,
+    #[error("truncated at byte {0}")]
+    Truncated(usize),
+    #[error("{count} entries do not fit in {bytes} bytes")]
+    TooMany { count: usize, bytes: usize },
+    #[error("string offset {0} out of range")]
+    Offset(u32),
+    #[error("unterminated string")]
+    Unterminated,
+}
+
 /// Parses the glibc "new format" cache (also found after an old-format prefix).
-pub fn parse(bytes: &[u8]) -> Result<Cache, String> {
-    let start = find(bytes, MAGIC).ok_or("no glibc-ld.so.cache1.1 header")?;
+pub fn parse(bytes: &[u8]) -> Result<Cache, CacheError> {
+    let start = find(bytes, MAGIC).ok_or(CacheError::NoHeader)?;
     let data = &bytes[start..];
-    let u32_at = |offset: usize| -> Result<u32, String> {
+    let u32_at = |offset: usize| {
         data.get(offset..offset + 4)
             .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .ok_or_else(|| format!("truncated at byte {}", start + offset))
+            .ok_or(CacheError::Truncated(start + offset))
     };
     let count = u32_at(MAGIC.len())? as usize;
     if HEADER_LEN + count.saturating_mul(ENTRY_LEN) > data.len() {
-        return Err(format!(
-            "{count} entries do not fit in {} bytes",
-            data.len()
-        ));
+        return Err(CacheError::TooMany {
+            count,
+            bytes: data.len(),
+        });
     }
-    let string_at = |offset: u32| -> Result<String, String> {
+    let string_at = |offset: u32| {
         let tail = data
             .get(offset as usize..)
-            .ok_or_else(|| format!("string offset {offset} out of range"))?;
+            .ok_or(CacheError::Offset(offset))?;
         let end = tail
             .iter()
             .position(|b| *b == 0)
-            .ok_or("unterminated string")?;
+            .ok_or(CacheError::Unterminated)?;
         Ok(String::from_utf8_lossy(&tail[..end]).into_owned())
     };
     let mut cache = Cache::new();

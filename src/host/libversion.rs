@@ -16,15 +16,43 @@ use super::confine;
 /// The most of `.rodata` scanned (NCCL 2.32's is under 1 MiB).
 const RODATA_CAP: u64 = 64 << 20;
 
+/// Why no version was found: what each way tried said, in order.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .0.join("; "))]
+pub(crate) struct Unversioned(Vec<String>);
+
+/// Why a library's `.rodata` could not be read.
+#[derive(Debug, thiserror::Error)]
+enum ElfError {
+    #[error(transparent)]
+    Open(#[from] super::HostError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("it is a {0}")]
+    NotRegular(&'static str),
+    #[error("its ELF headers point past its end")]
+    PastEnd,
+    #[error("it is not a 64-bit little-endian ELF file")]
+    NotElf,
+    #[error("it has no section table")]
+    NoSections,
+    #[error("its section names are too large")]
+    LargeNames,
+    #[error("its .rodata is larger than {RODATA_CAP} bytes")]
+    LargeRodata,
+    #[error("it has no .rodata section")]
+    NoRodata,
+}
+
 /// `(major, minor, patch)` of the NCCL library at `host_path` inside `root`, or why not.
-pub(crate) fn nccl(root: &Root, host_path: &str) -> Result<(u32, u32, u32), String> {
+pub(crate) fn nccl(root: &Root, host_path: &str) -> Result<(u32, u32, u32), Unversioned> {
     let mut tried = Vec::new();
     match rodata(root, host_path) {
         Ok(bytes) => match find_after(&bytes, b"NCCL version ") {
             Some(v) => return Ok(v),
             None => tried.push("no `NCCL version X.Y.Z` string in its .rodata".to_string()),
         },
-        Err(e) => tried.push(e),
+        Err(e) => tried.push(e.to_string()),
     }
     if let Some(v) = wheel_metadata(root, host_path) {
         return Ok(v);
@@ -40,7 +68,7 @@ pub(crate) fn nccl(root: &Root, host_path: &str) -> Result<(u32, u32, u32), Stri
         }
     }
     tried.push("its file name carries no version".into());
-    Err(tried.join("; "))
+    Err(Unversioned(tried))
 }
 
 /// The first `X.Y.Z` right after `marker` anywhere in `bytes`.
@@ -78,33 +106,29 @@ pub(crate) fn parse_triple(s: &str) -> Option<(u32, u32, u32)> {
 }
 
 /// The `.rodata` section of a 64-bit little-endian ELF file inside the root.
-fn rodata(root: &Root, host_path: &str) -> Result<Vec<u8>, String> {
-    let fd = root
-        .open(
-            host_path,
-            libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY,
-        )
-        .map_err(|e| e.to_string())?;
-    let st = confine::fstat(fd.as_fd()).map_err(|e| e.to_string())?;
+fn rodata(root: &Root, host_path: &str) -> Result<Vec<u8>, ElfError> {
+    let fd = root.open(
+        host_path,
+        libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY,
+    )?;
+    let st = confine::fstat(fd.as_fd())?;
     if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-        return Err(format!("it is a {}", confine::kind_name(st.st_mode)));
+        return Err(ElfError::NotRegular(confine::kind_name(st.st_mode)));
     }
     let file = std::fs::File::from(fd);
     let size = st.st_size as u64;
-    let at = |off: u64, len: u64| -> Result<Vec<u8>, String> {
+    let at = |off: u64, len: u64| -> Result<Vec<u8>, ElfError> {
         use std::os::unix::fs::FileExt;
         if off.checked_add(len).is_none_or(|end| end > size) {
-            return Err("its ELF headers point past its end".into());
+            return Err(ElfError::PastEnd);
         }
         let mut buf = vec![0u8; len as usize];
-        file.read_exact_at(&mut buf, off)
-            .map_err(|e| e.to_string())?;
+        file.read_exact_at(&mut buf, off)?;
         Ok(buf)
     };
-    let not_elf = || "it is not a 64-bit little-endian ELF file".to_string();
-    let head = at(0, 64).map_err(|_| not_elf())?;
+    let head = at(0, 64).map_err(|_| ElfError::NotElf)?;
     if &head[..4] != b"\x7fELF" || head[4] != 2 || head[5] != 1 {
-        return Err(not_elf());
+        return Err(ElfError::NotElf);
     }
     let u16_at = |b: &[u8], o: usize| u16::from_le_bytes([b[o], b[o + 1]]);
     let u32_at = |b: &[u8], o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
@@ -120,14 +144,14 @@ fn rodata(root: &Root, host_path: &str) -> Result<Vec<u8>, String> {
         u64::from(u16_at(&head, 0x3e)),
     );
     if shentsize < 64 || shnum == 0 || shstrndx >= shnum {
-        return Err("it has no section table".into());
+        return Err(ElfError::NoSections);
     }
     let table = at(shoff, shentsize * shnum)?;
     let section = |i: u64| &table[(i * shentsize) as usize..(i * shentsize + 64) as usize];
     let strtab = section(shstrndx);
     let (str_off, str_size) = (u64_at(strtab, 24), u64_at(strtab, 32));
     if str_size > RODATA_CAP {
-        return Err("its section names are too large".into());
+        return Err(ElfError::LargeNames);
     }
     let names = at(str_off, str_size)?;
     for i in 0..shnum {
@@ -137,12 +161,12 @@ fn rodata(root: &Root, host_path: &str) -> Result<Vec<u8>, String> {
         if name.starts_with(b".rodata\0") {
             let (off, len) = (u64_at(sh, 24), u64_at(sh, 32));
             if len > RODATA_CAP {
-                return Err(format!("its .rodata is larger than {RODATA_CAP} bytes"));
+                return Err(ElfError::LargeRodata);
             }
             return at(off, len);
         }
     }
-    Err("it has no .rodata section".into())
+    Err(ElfError::NoRodata)
 }
 
 /// `…/site-packages/nvidia/nccl/lib/libnccl.so.2` → the version in
@@ -194,7 +218,7 @@ mod tests {
             Ok((2, 18, 1))
         );
         tree.file("/plain", "x");
-        let err = nccl(&root, "/plain").unwrap_err();
+        let err = nccl(&root, "/plain").unwrap_err().to_string();
         assert!(err.contains("not a 64-bit"), "{err}");
     }
 }

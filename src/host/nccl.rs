@@ -191,9 +191,9 @@ pub(crate) fn version_of(root: &Root, located: &Located) -> Result<NcclVersion, 
                 patch,
                 code: (major * 10000 + minor * 100 + patch) as i32,
             }),
-            Err(reason) => Err(NcclError::Unread {
+            Err(tried) => Err(NcclError::Unread {
                 path: located.path.clone(),
-                reason,
+                reason: tried.to_string(),
             }),
         },
         _ => Nccl::open(&located.path)?.version(),

@@ -148,20 +148,38 @@ pub(crate) fn is_fallback(name: &str) -> bool {
 /// The longest a netlink answer may take.
 const ANSWER_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// Why the kernel's address dump could not be read.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AddrError {
+    /// `what`: the socket call that failed (socket, bind, connect, send, recv).
+    #[error("netlink {what}: {source}")]
+    Socket {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("netlink socket timeout: {0}")]
+    Timeout(#[source] nix::errno::Errno),
+    #[error("malformed netlink answer: {0}")]
+    Malformed(String),
+    /// The kernel answered the dump with an error.
+    #[error("{0}")]
+    Kernel(#[source] std::io::Error),
+}
+
 /// Every address of every interface, in the kernel's dump order (what `getifaddrs` sees);
 /// interface names from `/sys/class/net/*/ifindex` under `root`.
-pub(crate) fn addresses(root: &Root) -> Result<Vec<IfAddr>, String> {
+pub(crate) fn addresses(root: &Root) -> Result<Vec<IfAddr>, AddrError> {
     let names = names_by_index(root);
-    let mut socket = Socket::new(NETLINK_ROUTE).map_err(|e| format!("netlink socket: {e}"))?;
-    socket
-        .bind_auto()
-        .map_err(|e| format!("netlink bind: {e}"))?;
+    let failed = |what| move |source| AddrError::Socket { what, source };
+    let mut socket = Socket::new(NETLINK_ROUTE).map_err(failed("socket"))?;
+    socket.bind_auto().map_err(failed("bind"))?;
     socket
         .connect(&SocketAddr::new(0, 0))
-        .map_err(|e| format!("netlink connect: {e}"))?;
+        .map_err(failed("connect"))?;
     let tv = nix::sys::time::TimeVal::new(ANSWER_LIMIT.as_secs() as libc::time_t, 0);
     nix::sys::socket::setsockopt(&socket, nix::sys::socket::sockopt::ReceiveTimeout, &tv)
-        .map_err(|e| format!("netlink socket timeout: {e}"))?;
+        .map_err(AddrError::Timeout)?;
     let mut message = AddressMessage::default();
     message.header.family = AddressFamily::Unspec;
     let mut header = NetlinkHeader::default();
@@ -174,15 +192,11 @@ pub(crate) fn addresses(root: &Root) -> Result<Vec<IfAddr>, String> {
     msg.finalize();
     let mut buf = vec![0u8; msg.buffer_len()];
     msg.serialize(&mut buf);
-    socket
-        .send(&buf, 0)
-        .map_err(|e| format!("netlink send: {e}"))?;
+    socket.send(&buf, 0).map_err(failed("send"))?;
     let mut out = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
-        let n = socket
-            .recv(&mut &mut buf[..], 0)
-            .map_err(|e| format!("netlink recv: {e}"))?;
+        let n = socket.recv(&mut &mut buf[..], 0).map_err(failed("recv"))?;
         if n == 0 {
             return Ok(out);
         }
@@ -190,13 +204,15 @@ pub(crate) fn addresses(root: &Root) -> Result<Vec<IfAddr>, String> {
         let data = &buf[..n.min(buf.len())];
         while at < data.len() {
             let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&data[at..])
-                .map_err(|e| format!("malformed netlink answer: {e}"))?;
+                .map_err(|e| AddrError::Malformed(e.to_string()))?;
             let len = msg.header.length as usize;
             match msg.payload {
                 NetlinkPayload::Done(_) => return Ok(out),
                 NetlinkPayload::Error(e) => {
                     if let Some(code) = e.code {
-                        return Err(std::io::Error::from_raw_os_error(-code.get()).to_string());
+                        return Err(AddrError::Kernel(std::io::Error::from_raw_os_error(
+                            -code.get(),
+                        )));
                     }
                 }
                 NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewAddress(a)) => {

@@ -14,7 +14,7 @@ use crate::bench::auth;
 use crate::bench::frame::{self, Message};
 use crate::bench::launch::JobEnv;
 use crate::bench::rendezvous;
-use crate::error::{Error, ExitCode, Result};
+use crate::error::{ExitCode, Result};
 use crate::host::Root;
 use crate::report::table::clean;
 
@@ -50,12 +50,71 @@ fn send(stream: &mut TcpStream, w: &Wire) -> std::io::Result<()> {
     frame::write(stream, &w.to_message())
 }
 
-fn receive(stream: &TcpStream, deadline: Instant) -> std::result::Result<Wire, String> {
-    match frame::read_by(stream, deadline) {
-        Ok(Message::Reject { reason }) => Err(format!("refused: {}", clean(&reason))),
-        Ok(m) => Wire::from_message(m).ok_or_else(|| "an unexpected message".to_string()),
-        Err(e) => Err(e.to_string()),
+/// Why a message from the other side did not arrive as one of ours.
+#[derive(Debug, thiserror::Error)]
+enum Received {
+    /// The other side said no; the reason is cleaned for the terminal.
+    #[error("refused: {}", clean(.0))]
+    Refused(String),
+    #[error("an unexpected message")]
+    Unexpected,
+    #[error(transparent)]
+    Frame(#[from] frame::FrameError),
+}
+
+fn receive(stream: &TcpStream, deadline: Instant) -> std::result::Result<Wire, Received> {
+    match frame::read_by(stream, deadline)? {
+        Message::Reject { reason } => Err(Received::Refused(reason)),
+        m => Wire::from_message(m).ok_or(Received::Unexpected),
     }
+}
+
+/// Why rank 0 turned a connection away (said on its standard error, not fatal).
+#[derive(Debug, thiserror::Error)]
+enum Handshake {
+    #[error(transparent)]
+    Auth(#[from] auth::AuthError),
+    #[error("not a preflight rank")]
+    NotPreflight,
+    #[error("rank {rank} of {theirs}, but this job has {world} ranks")]
+    Mismatch {
+        rank: usize,
+        theirs: usize,
+        world: usize,
+    },
+    #[error("no facts")]
+    NoFacts,
+    #[error(transparent)]
+    Receive(#[from] Received),
+    #[error(transparent)]
+    Send(#[from] std::io::Error),
+    #[error("rank 0 stopped waiting")]
+    Stopped,
+}
+
+/// What stopped a preflight rank (exit 3); `rank ({host})` names the one that stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum MeetError {
+    #[error("rendezvous: {0}")]
+    Rendezvous(#[source] std::io::Error),
+    #[error("{0}")]
+    Nonce(#[source] auth::AuthError),
+    #[error("rank {rank} ({host}): rank 0 at {master} sent no plan: {why}")]
+    NoPlan {
+        rank: usize,
+        host: String,
+        master: String,
+        why: String,
+    },
+    #[error("rank {rank} ({host}): cannot send results to rank 0: {source}")]
+    Results {
+        rank: usize,
+        host: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("rank {rank} ({host}): rank 0 gave no verdict within the timeout")]
+    NoVerdict { rank: usize, host: String },
 }
 
 /// A rank that finished its handshake.
@@ -75,10 +134,10 @@ pub(crate) fn rank0(
     let start = Instant::now();
     let timeout = options.timeout;
     raise_open_files(env.world);
-    let listener = rendezvous::listen(&env.master).map_err(|e| Error::Runtime(e.to_string()))?;
+    let listener = rendezvous::listen(&env.master)?;
     listener
         .set_nonblocking(true)
-        .map_err(|e| Error::Runtime(format!("rendezvous: {e}")))?;
+        .map_err(MeetError::Rendezvous)?;
     let (my_facts, _listeners) = facts::gather(root, env, ports);
     let mut all: Vec<Option<Facts>> = vec![None; env.world];
     all[0] = Some(my_facts.clone());
@@ -96,7 +155,7 @@ pub(crate) fn rank0(
                 (tx.clone(), env.token.clone(), pending.clone(), env.world);
             let spawned = thread::Builder::new().stack_size(1 << 20).spawn(move || {
                 if let Err(why) = handshake(stream, &token, world, &tx) {
-                    eprintln!("# preflight: refused {addr}: {}", clean(&why));
+                    eprintln!("# preflight: refused {addr}: {}", clean(&why.to_string()));
                 }
                 count.fetch_sub(1, Ordering::SeqCst);
             });
@@ -325,39 +384,43 @@ fn handshake(
     token: &str,
     world: usize,
     tx: &mpsc::Sender<Arrival>,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), Handshake> {
     let deadline = Instant::now() + HANDSHAKE;
     let _ = stream.set_nonblocking(false);
-    let opening = auth::accept(&mut stream, token, deadline).map_err(|e| e.to_string())?;
+    let opening = auth::accept(&mut stream, token, deadline)?;
     let Message::PreflightHello {
         rank,
         world: theirs,
         ..
     } = opening
     else {
-        return Err("not a preflight rank".into());
+        return Err(Handshake::NotPreflight);
     };
     if theirs != world || rank == 0 || rank >= world {
-        let reason = format!("rank {rank} of {theirs}, but this job has {world} ranks");
+        let refusal = Handshake::Mismatch {
+            rank,
+            theirs,
+            world,
+        };
         let _ = frame::write(
             &mut stream,
             &Message::Reject {
-                reason: reason.clone(),
+                reason: refusal.to_string(),
             },
         );
-        return Err(reason);
+        return Err(refusal);
     }
     let mut facts = match receive(&stream, deadline)? {
         Wire::Facts(f) => *f,
-        _ => return Err("no facts".into()),
+        _ => return Err(Handshake::NoFacts),
     };
     facts.rank = rank;
     if let Wire::Ping { t1 } = receive(&stream, deadline)? {
-        send(&mut stream, &Wire::Pong { t1, t0: now_ns() }).map_err(|e| e.to_string())?;
+        send(&mut stream, &Wire::Pong { t1, t0: now_ns() })?;
     }
     let _ = stream.set_read_timeout(None);
     tx.send(Arrival { facts, stream })
-        .map_err(|_| "rank 0 stopped waiting".to_string())
+        .map_err(|_| Handshake::Stopped)
 }
 
 fn resolve_all(names: &[String]) -> Vec<(String, std::result::Result<Vec<IpAddr>, String>)> {
@@ -426,7 +489,7 @@ pub(crate) fn member(
             Err(e) => return Ok(unreachable(e.to_string())),
         };
         let hello = Message::PreflightHello {
-            nonce: auth::nonce().map_err(|e| Error::Runtime(e.to_string()))?,
+            nonce: auth::nonce().map_err(MeetError::Nonce)?,
             rank: env.rank,
             world: env.world,
             host: my_facts.host.clone(),
@@ -466,10 +529,13 @@ pub(crate) fn member(
             }) => plan = Some((targets, names, budget_ms)),
             Ok(_) => {}
             Err(e) => {
-                return Err(Error::Runtime(format!(
-                    "rank {} ({host}): rank 0 at {}:{} sent no plan: {e}",
-                    env.rank, env.master.0, env.master.1
-                )));
+                return Err(MeetError::NoPlan {
+                    rank: env.rank,
+                    host: host.to_string(),
+                    master: format!("{}:{}", env.master.0, env.master.1),
+                    why: e.to_string(),
+                }
+                .into());
             }
         }
     }
@@ -491,10 +557,12 @@ pub(crate) fn member(
         clock_offset_ms: offset,
     };
     if let Err(e) = send(&mut stream, &results) {
-        return Err(Error::Runtime(format!(
-            "rank {} ({host}): cannot send results to rank 0: {e}",
-            env.rank
-        )));
+        return Err(MeetError::Results {
+            rank: env.rank,
+            host: host.to_string(),
+            source: e,
+        }
+        .into());
     }
     match receive(&stream, end.max(Instant::now()) + VERDICT_GRACE) {
         Ok(Wire::Verdict { exit_code, line }) => {
@@ -505,9 +573,10 @@ pub(crate) fn member(
                 _ => ExitCode::Runtime,
             })
         }
-        Ok(_) | Err(_) => Err(Error::Runtime(format!(
-            "rank {} ({host}): rank 0 gave no verdict within the timeout",
-            env.rank
-        ))),
+        Ok(_) | Err(_) => Err(MeetError::NoVerdict {
+            rank: env.rank,
+            host: host.to_string(),
+        }
+        .into()),
     }
 }

@@ -8,7 +8,7 @@
 pub(crate) mod facts;
 pub(crate) mod ifaces;
 pub(crate) mod judge;
-mod meet;
+pub(crate) mod meet;
 pub(crate) mod plan;
 pub(crate) mod probe;
 pub(crate) mod render;
@@ -56,7 +56,7 @@ pub(crate) fn run(options: &Options, root: &Root) -> Result<ExitCode> {
             )
         })?;
     let pairs = match &options.pairs_report {
-        Some(path) => Some(render::read_pairs(path).map_err(Error::Usage)?),
+        Some(path) => Some(render::read_pairs(path).map_err(|e| Error::Usage(e.to_string()))?),
         None => None,
     };
     let ports = plan::job_ports(root);

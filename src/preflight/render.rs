@@ -352,29 +352,47 @@ pub(crate) struct MeasuredPair {
     pub bus_bw: f64,
 }
 
+/// Why `--pairs-report` cannot be drawn; every message names the file.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PairsError {
+    #[error("--pairs-report {}: {source}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("--pairs-report {}: not a regular file", .0.display())]
+    NotFile(std::path::PathBuf),
+    #[error(
+        "--pairs-report {}: line {}: not `bench --pairs --format json` output: {source}",
+        path.display(),
+        source.line()
+    )]
+    NotPairs {
+        path: std::path::PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
 /// Reads `--pairs-report` (a regular file, bounded), naming the file in every error.
-pub(crate) fn read_pairs(path: &Path) -> Result<PairsReport, String> {
-    let file =
-        std::fs::File::open(path).map_err(|e| format!("--pairs-report {}: {e}", path.display()))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("--pairs-report {}: {e}", path.display()))?;
+pub(crate) fn read_pairs(path: &Path) -> Result<PairsReport, PairsError> {
+    let unreadable = |source| PairsError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    let meta = file.metadata().map_err(unreadable)?;
     if !meta.is_file() {
-        return Err(format!(
-            "--pairs-report {}: not a regular file",
-            path.display()
-        ));
+        return Err(PairsError::NotFile(path.to_path_buf()));
     }
     let mut text = String::new();
     file.take(PAIRS_LIMIT)
         .read_to_string(&mut text)
-        .map_err(|e| format!("--pairs-report {}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| {
-        format!(
-            "--pairs-report {}: line {}: not `bench --pairs --format json` output: {e}",
-            path.display(),
-            e.line()
-        )
+        .map_err(unreadable)?;
+    serde_json::from_str(&text).map_err(|source| PairsError::NotPairs {
+        path: path.to_path_buf(),
+        source,
     })
 }
 

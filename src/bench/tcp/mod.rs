@@ -109,21 +109,23 @@ pub fn connect(
     // A neighbour busy with strangers on its data port drops a connection unanswered: that
     // is retried until the deadline, like the rendezvous.
     let open = |to: usize, stream: usize| -> Result<TcpStream, BenchError> {
-        let addr = addrs
-            .get(to)
-            .ok_or_else(|| BenchError::Runtime(format!("no address for rank {to}")))?;
+        let addr = addrs.get(to).ok_or(LinkError::NoAddress(to))?;
         let target = (addr.ip().to_string(), addr.port());
         let mut wait = Wait::new("data port", format!("rank {to} at {addr}"), deadline);
         loop {
             let mut s = if options.sockbuf > 0 {
-                connect_with_buffers(addr, options.sockbuf, deadline).map_err(|e| {
-                    BenchError::Runtime(format!("cannot reach rank {to} at {addr}: {e}"))
+                connect_with_buffers(addr, options.sockbuf, deadline).map_err(|source| {
+                    LinkError::Unreachable {
+                        to,
+                        addr: *addr,
+                        source,
+                    }
                 })?
             } else {
                 connect_retrying(&target, &mut wait)?
             };
             let opening = Message::DataHello {
-                nonce: auth::nonce().map_err(|e| BenchError::Runtime(e.to_string()))?,
+                nonce: auth::nonce().map_err(LinkError::Nonce)?,
                 rank,
                 stream,
             };
@@ -136,17 +138,20 @@ pub fn connect(
                     thread::sleep(RETRY_PAUSE);
                 }
                 Err(auth::AuthError::Frame(e)) if e.is_timeout() => {
-                    return Err(BenchError::Runtime(format!(
-                        "rank {to} at {addr} did not answer this rank's data connection within \
-                         {}s ({})",
-                        options.timeout.as_secs(),
-                        Cause::Silent.hint()
-                    )));
+                    return Err(LinkError::Silent {
+                        to,
+                        addr: *addr,
+                        secs: options.timeout.as_secs(),
+                    }
+                    .into());
                 }
-                Err(e) => {
-                    return Err(BenchError::Runtime(format!(
-                        "cannot reach rank {to} at {addr}: {e}"
-                    )));
+                Err(source) => {
+                    return Err(LinkError::Refused {
+                        to,
+                        addr: *addr,
+                        source,
+                    }
+                    .into());
                 }
             }
         }
@@ -159,9 +164,7 @@ pub fn connect(
     for (p, slot) in links.iter_mut().enumerate().skip(rank + 1) {
         *slot = Some(open(p, streams)?);
     }
-    let accepted = rx
-        .recv()
-        .map_err(|_| BenchError::Runtime("the data port's listener stopped".into()))??;
+    let accepted = rx.recv().map_err(|_| LinkError::ListenerStopped)??;
     let mut recv = Vec::new();
     for ((from, stream), s) in accepted {
         if stream < streams {
@@ -183,7 +186,7 @@ pub fn connect(
     let cores = thread::available_parallelism().map_or(1, |n| n.get());
     let local = hosts.iter().filter(|h| Some(*h) == hosts.get(rank)).count();
     let spin = Spin::for_host(local, cores);
-    let socket_error = |e: std::io::Error| BenchError::Runtime(format!("data socket: {e}"));
+    let socket_error = LinkError::Socket;
     let links = links
         .into_iter()
         .enumerate()
@@ -206,6 +209,59 @@ pub fn connect(
         mesh: Mesh::new(rank, world, links, spin, options.timeout),
         fatal,
     })
+}
+
+/// Why the data connections could not be opened or used (exit 3).
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    #[error("no address for rank {0}")]
+    NoAddress(usize),
+    #[error("cannot reach rank {to} at {addr}: {source}")]
+    Unreachable {
+        to: usize,
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot reach rank {to} at {addr}: {source}")]
+    Refused {
+        to: usize,
+        addr: SocketAddr,
+        #[source]
+        source: auth::AuthError,
+    },
+    #[error("{0}")]
+    Nonce(#[source] auth::AuthError),
+    #[error(
+        "rank {to} at {addr} did not answer this rank's data connection within {secs}s ({})",
+        Cause::Silent.hint()
+    )]
+    Silent {
+        to: usize,
+        addr: SocketAddr,
+        secs: u64,
+    },
+    #[error("the data port's listener stopped")]
+    ListenerStopped,
+    #[error("data socket: {0}")]
+    Socket(#[source] std::io::Error),
+    #[error("data port: {0}")]
+    Port(#[source] std::io::Error),
+    /// These ranks did not connect; `strangers` says who came instead, if anyone.
+    #[error(
+        "rank {} did not open its data connections to this rank in time{strangers}",
+        missing.join(", rank ")
+    )]
+    Late {
+        missing: Vec<String>,
+        strangers: String,
+    },
+    #[error("input and output differ in length")]
+    Lengths,
+    #[error("the ring has no connections")]
+    NoRing,
+    #[error("a ring stream stopped")]
+    Stopped,
 }
 
 /// What [`connect`] opened.
@@ -238,9 +294,7 @@ fn accept(
     token: &str,
     deadline: Instant,
 ) -> Result<Vec<(Expected, TcpStream)>, BenchError> {
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| BenchError::Runtime(format!("data port: {e}")))?;
+    listener.set_nonblocking(true).map_err(LinkError::Port)?;
     let mut slots: Vec<Option<TcpStream>> = expected.iter().map(|_| None).collect();
     let (tx, rx) = mpsc::channel::<Arrival>();
     let gate = Gate::new("data port");
@@ -257,13 +311,10 @@ fn accept(
                 .map(|s| format!("; meanwhile {s}"))
                 .unwrap_or_default();
             gate.close_all();
-            return Err(BenchError::Runtime(format!(
-                "rank {} did not open its data connections to this rank in time{strangers}",
-                missing.join(", rank ")
-            )));
+            return Err(LinkError::Late { missing, strangers }.into());
         }
         gate.accept_turn(&listener, token, &tx)
-            .map_err(|e| BenchError::Runtime(format!("data port: {e}")))?;
+            .map_err(LinkError::Port)?;
         // An opening arrives here only once it has proved the job's token.
         while let Ok(Arrival {
             stream,

@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use nix::poll::PollFd;
 
-use super::Reduce;
 use super::link::{Idle, Peer, Spin, failed, interest, poll_all, read_some, write_some};
+use super::{LinkError, Reduce};
 use crate::bench::BenchError;
 use crate::bench::control::JobStop;
 use crate::bench::data::{self, DType, Op};
@@ -151,9 +151,7 @@ impl Ring {
         if let Some(input) = input
             && input.len() != out.len()
         {
-            return Err(BenchError::Runtime(
-                "input and output differ in length".into(),
-            ));
+            return Err(LinkError::Lengths.into());
         }
         if self.world == 1 {
             if let Some(input) = input {
@@ -162,7 +160,7 @@ impl Ring {
             return Ok(());
         }
         if self.links.is_empty() {
-            return Err(BenchError::Runtime("the ring has no connections".into()));
+            return Err(LinkError::NoRing.into());
         }
         let layout = Layout::new(self.rank, self.world, out.len(), dtype, self.links.len());
         for scratch in &mut self.scratch {
@@ -224,7 +222,7 @@ impl Ring {
             Failure::Send(e) => ("sending to", &self.right, e),
             Failure::Recv(e) => ("receiving from", &self.left, e),
             Failure::Interrupted => {
-                return BenchError::Runtime("a ring stream stopped".into());
+                return LinkError::Stopped.into();
             }
         };
         BenchError::Transfer {

@@ -142,23 +142,37 @@ impl<'a> Attr<'a> {
     }
 
     /// The attributes nested inside this one.
-    pub fn nested(&self) -> Result<Vec<Attr<'a>>, String> {
+    pub fn nested(&self) -> Result<Vec<Attr<'a>>, Malformed> {
         attrs(self.data)
     }
 }
 
+/// Why bytes from the kernel are not the netlink the reader expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Malformed {
+    #[error("malformed netlink attribute at byte {at} (length {len} of {of})")]
+    Attr { at: usize, len: usize, of: usize },
+    #[error("malformed netlink message at byte {at} (length {len} of {of})")]
+    Message { at: usize, len: usize, of: usize },
+    #[error("a genetlink message shorter than its header")]
+    ShortGenl,
+    #[error("a netlink error message without its code")]
+    NoCode,
+}
+
 /// Splits a run of attributes; a length that runs past the end is malformed.
-pub fn attrs(buf: &[u8]) -> Result<Vec<Attr<'_>>, String> {
+pub fn attrs(buf: &[u8]) -> Result<Vec<Attr<'_>>, Malformed> {
     let mut out = Vec::new();
     let mut at = 0;
     while at + 4 <= buf.len() {
         let len = u16::from_ne_bytes([buf[at], buf[at + 1]]) as usize;
         let kind = u16::from_ne_bytes([buf[at + 2], buf[at + 3]]) & NLA_TYPE_MASK;
         if len < 4 || at + len > buf.len() {
-            return Err(format!(
-                "malformed netlink attribute at byte {at} (length {len} of {})",
-                buf.len()
-            ));
+            return Err(Malformed::Attr {
+                at,
+                len,
+                of: buf.len(),
+            });
         }
         out.push(Attr {
             kind,
@@ -193,7 +207,7 @@ pub enum Message<'a> {
 }
 
 /// Splits a reply datagram into its messages.
-pub fn messages(buf: &[u8]) -> Result<Vec<Message<'_>>, String> {
+pub fn messages(buf: &[u8]) -> Result<Vec<Message<'_>>, Malformed> {
     let mut out = Vec::new();
     let mut at = 0;
     while at + NLMSG_HDRLEN <= buf.len() {
@@ -202,10 +216,11 @@ pub fn messages(buf: &[u8]) -> Result<Vec<Message<'_>>, String> {
         let kind = u16::from_ne_bytes([buf[at + 4], buf[at + 5]]);
         let flags = u16::from_ne_bytes([buf[at + 6], buf[at + 7]]);
         if len < NLMSG_HDRLEN || at + len > buf.len() {
-            return Err(format!(
-                "malformed netlink message at byte {at} (length {len} of {})",
-                buf.len()
-            ));
+            return Err(Malformed::Message {
+                at,
+                len,
+                of: buf.len(),
+            });
         }
         let body = &buf[at + NLMSG_HDRLEN..at + len];
         out.push(match kind {
@@ -213,7 +228,7 @@ pub fn messages(buf: &[u8]) -> Result<Vec<Message<'_>>, String> {
             NLMSG_ERROR => error(body, flags)?,
             _ => {
                 if body.len() < GENL_HDRLEN {
-                    return Err("a genetlink message shorter than its header".into());
+                    return Err(Malformed::ShortGenl);
                 }
                 Message::Genl {
                     cmd: body[0],
@@ -228,11 +243,11 @@ pub fn messages(buf: &[u8]) -> Result<Vec<Message<'_>>, String> {
 
 /// `struct nlmsgerr`: the (negative) error code, the request's header (or all of it when
 /// not capped), then extended-ack attributes.
-fn error(body: &[u8], flags: u16) -> Result<Message<'_>, String> {
+fn error(body: &[u8], flags: u16) -> Result<Message<'_>, Malformed> {
     let code = body
         .get(..4)
         .map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-        .ok_or("a netlink error message without its code")?;
+        .ok_or(Malformed::NoCode)?;
     if code == 0 {
         return Ok(Message::Ack);
     }

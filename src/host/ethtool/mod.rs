@@ -26,9 +26,17 @@ pub enum EthtoolError {
     /// Not the live node: nothing to ask.
     #[error("{0}")]
     NotLive(String),
-    /// The kernel refused or the answer could not be read; the text says which.
+    /// The kernel refused or the answer could not be read (or was malformed netlink,
+    /// [`genl::Malformed`]); the text says which.
     #[error("{0}")]
     Failed(String),
+}
+
+/// Malformed netlink is a read that failed, as the kernel's refusals are.
+impl From<genl::Malformed> for EthtoolError {
+    fn from(e: genl::Malformed) -> EthtoolError {
+        EthtoolError::Failed(e.to_string())
+    }
 }
 
 /// `ethtool -g`: descriptor ring sizes and their maxima (`None`: the driver has no such ring).

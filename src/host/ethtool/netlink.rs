@@ -110,7 +110,7 @@ impl Session {
                 ),
                 other => other.into_error("resolving the ethtool netlink family", ""),
             })?;
-        let attrs = genl::attrs(&reply).map_err(EthtoolError::Failed)?;
+        let attrs = genl::attrs(&reply)?;
         s.family = genl::find(&attrs, genl::CTRL_ATTR_FAMILY_ID)
             .and_then(Attr::u16)
             .ok_or_else(|| {
@@ -149,7 +149,8 @@ impl Session {
             if n == 0 {
                 return Err(Refused::text("the kernel closed the netlink socket"));
             }
-            let messages = genl::messages(&buf[..n.min(buf.len())]).map_err(Refused::text)?;
+            let messages = genl::messages(&buf[..n.min(buf.len())])
+                .map_err(|e| Refused::text(e.to_string()))?;
             for m in messages {
                 match m {
                     Message::Genl { payload: p, .. } => payload = p.to_vec(),
@@ -352,7 +353,7 @@ fn wanted(a: &mut Attrs, names: &[&str], on: bool) {
 }
 
 fn parsed(payload: &[u8]) -> Result<Vec<Attr<'_>>, EthtoolError> {
-    genl::attrs(payload).map_err(EthtoolError::Failed)
+    Ok(genl::attrs(payload)?)
 }
 
 fn u32_of(attrs: &[Attr], kind: u16) -> Option<u32> {
@@ -412,7 +413,7 @@ pub fn decode_features(payload: &[u8]) -> Result<Features, EthtoolError> {
     let a = parsed(payload)?;
     let set = |kind: u16| -> Result<_, EthtoolError> {
         match genl::find(&a, kind) {
-            Some(bitset) => bits_set(bitset).map_err(EthtoolError::Failed),
+            Some(bitset) => Ok(bits_set(bitset)?),
             None => Err(EthtoolError::Failed(format!(
                 "the features reply has no bitset {kind}"
             ))),
@@ -426,7 +427,7 @@ pub fn decode_features(payload: &[u8]) -> Result<Features, EthtoolError> {
 
 /// The names of the bits that are set in a verbose bitset: every listed bit of a list
 /// (`NOMASK`), else those carrying `VALUE`.
-fn bits_set(bitset: &Attr) -> Result<std::collections::BTreeSet<String>, String> {
+fn bits_set(bitset: &Attr) -> Result<std::collections::BTreeSet<String>, genl::Malformed> {
     let attrs = bitset.nested()?;
     let nomask = genl::find(&attrs, BITSET_NOMASK).is_some();
     let mut out = std::collections::BTreeSet::new();
