@@ -10,6 +10,7 @@ pub mod nft;
 pub(crate) mod node;
 pub(crate) mod source;
 
+use crate::probe_error::{Probe, ProbeError};
 use crate::finding::{Area, Check, Finding, Status};
 use crate::host::sysctl;
 use crate::profile::job::{NcclPorts, format_ports};
@@ -126,6 +127,18 @@ pub(crate) enum RulesetError {
     /// A tool could not be run, or its output not parsed; the message says which.
     #[error("{0}")]
     Unreadable(String),
+}
+
+impl RulesetError {
+    /// The failure by kind, for [`ProbeError::verdict`] to decide on.
+    fn probe_error(&self) -> ProbeError {
+        let reason = self.to_string();
+        match self {
+            RulesetError::NeedsRoot { .. } => ProbeError::Denied(reason),
+            RulesetError::NoTool => ProbeError::Absent(reason),
+            RulesetError::Failed { .. } | RulesetError::Unreadable(_) => ProbeError::Failed(reason),
+        }
+    }
 }
 
 /// Reads every ruleset that can filter input: nftables, then iptables-nft and
@@ -408,12 +421,13 @@ pub(crate) fn audit(ctx: &Context) -> Vec<Finding> {
         .iter()
         .map(|g| match (&g.ranges, &ruleset) {
             (Err(e), _) => g.check().error(e.clone()),
-            (_, Err(e @ RulesetError::NeedsRoot { .. })) => g.check().skip(e.to_string()),
             (_, Err(e @ RulesetError::NoTool)) => g
                 .check()
                 .warn("unknown", "")
                 .with_message(format!("cannot tell: {e}")),
-            (_, Err(e)) => g.check().error(e.to_string()),
+            (_, Err(e)) => e
+                .probe_error()
+                .finding(Probe::Firewall, &g.check(), e.to_string()),
             (Ok(ranges), Ok(rs)) => judge(g, ranges, rs),
         })
         .collect()

@@ -8,6 +8,7 @@ pub(crate) mod stack;
 pub(crate) mod versions;
 pub(crate) mod xid;
 
+use crate::probe_error::Probe;
 use crate::finding::{Area, Check, Finding, Status};
 use crate::host::libsearch::SearchEnv;
 use crate::inventory::Inventory;
@@ -198,6 +199,7 @@ fn nvml(inv: &Inventory) -> Vec<Finding> {
     if let Err(reason) = &inv.nvml {
         let check = Check::new("gpu.nvml", Area::Gpu).expected("NVML available");
         return vec![reason.finding(
+            Probe::Nvml,
             &check,
             format!("skipped: {reason}; sysfs facts are still shown"),
         )];

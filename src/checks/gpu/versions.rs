@@ -1,6 +1,7 @@
 //! The software GPUs train with: NVIDIA driver, CUDA driver API and NCCL versions, judged
 //! against the profile's minimums.
 
+use crate::probe_error::Probe;
 use crate::finding::{Area, Check, Finding};
 use crate::host::Root;
 use crate::host::nccl::{self, SearchEnv};
@@ -83,7 +84,7 @@ pub(crate) fn cuda(ctx: &Context, inv: &Inventory, probes: &Probes, setting: &Se
         Some(v) => (v, "NVML".to_string()),
         None => match probes.cuda.driver_version() {
             Ok(v) => (v, "cuDriverGetVersion in libcuda.so.1".to_string()),
-            Err(reason) => return reason.finding(&check, reason.to_string()),
+            Err(reason) => return reason.finding(Probe::Cuda, &check, reason.to_string()),
         },
     };
     value_by_rule(

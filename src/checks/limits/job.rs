@@ -4,6 +4,7 @@
 //! resource is the submitting session's (limits.conf and limits.d), lowered to slurmd's hard
 //! limit; one that is not propagated is slurmd's own.
 
+use crate::probe_error::{Probe, ProbeError};
 use crate::finding::{Area, Finding, Remedy, Status};
 use crate::profile::amount::Amount;
 use crate::profile::setting::Setting;
@@ -42,7 +43,12 @@ pub(super) fn rlimit(
     };
     let own = match probe.rlimit(resource) {
         Ok(limit) => limit,
-        Err(e) => return check.error(format!("getrlimit({}): {e}", resource.name())),
+        Err(e) => return ProbeError::io_finding(
+                Probe::Limits,
+                &check,
+                &format!("getrlimit({})", resource.name()),
+                &e,
+            ),
     };
     let name = resource.name();
     if !propagation.carries(name) {

@@ -9,6 +9,7 @@ pub(crate) mod probe;
 pub mod shm;
 pub(crate) mod slurm_conf;
 
+use crate::probe_error::{Probe, ProbeError};
 use crate::finding::{Area, Change, Check, Finding, Remedy, Status};
 use crate::profile::amount::Amount;
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
@@ -190,7 +191,12 @@ fn live_rlimit(
     }
     let limit = match probe.rlimit(resource) {
         Ok(limit) => limit,
-        Err(e) => return check.error(format!("getrlimit({}): {e}", resource.name())),
+        Err(e) => return ProbeError::io_finding(
+                Probe::Limits,
+                &check,
+                &format!("getrlimit({})", resource.name()),
+                &e,
+            ),
     };
     let judged = limit.soft.to_string();
     let actual = format!(

@@ -2,6 +2,7 @@
 //! size comes from the tmpfs `size=` option in that root's `/proc/mounts` (tmpfs(5): a
 //! percentage is of RAM, no option means half of RAM) and free space cannot be known.
 
+use crate::probe_error::{Probe, ProbeError};
 use crate::finding::{Area, Check, Finding, Remedy, Status};
 use crate::host::mounts;
 use crate::profile::amount::Amount;
@@ -178,7 +179,7 @@ pub(crate) fn size(ctx: &Context, probe: &dyn LimitsProbe, setting: &Setting) ->
                     finding
                 }
             }
-            Err(e) => check.error(format!("statvfs /dev/shm: {e}")),
+            Err(e) => ProbeError::io_finding(Probe::Limits, &check, "statvfs /dev/shm", &e),
         };
     }
     let Some(mount) = mount else {
@@ -228,7 +229,7 @@ pub(crate) fn free(ctx: &Context, probe: &dyn LimitsProbe, setting: &Setting) ->
                 human(Amount::Finite(space.size.into()))
             ),
         ),
-        Err(e) => check.error(format!("statvfs /dev/shm: {e}")),
+        Err(e) => ProbeError::io_finding(Probe::Limits, &check, "statvfs /dev/shm", &e),
     }
 }
 

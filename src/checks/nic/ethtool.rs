@@ -4,6 +4,7 @@
 //! `ethtool -G/-K/-C/-A/-L` command and the [`Change::Ethtool`] apply makes. These are live
 //! values: under `--root`, in an image or with `--persisted` they are skipped with the reason.
 
+use crate::probe_error::{Probe, ProbeError};
 use crate::finding::{Area, Change, Check, Finding, Remedy};
 use crate::host::ethtool::{Ethtool, EthtoolError, Knob};
 use crate::inventory::nic::{LinkKind, Nic};
@@ -49,16 +50,16 @@ pub fn audit(ctx: &Context, nic: &Nic) -> Vec<Finding> {
 }
 
 /// A read that failed: the driver lacks the group (a skip, not a fault), the node is not
-/// live (a skip), or the kernel could not answer (an error).
+/// live (a skip), or the kernel could not answer (an error); [`ProbeError::verdict`] decides.
 fn unread(check: &Check, nic: &Nic, err: EthtoolError) -> Finding {
-    match err {
-        EthtoolError::Unsupported { .. } => check.skip(match nic.driver.as_deref() {
-            Some(driver) => format!("{err} (driver {driver}): nothing to judge"),
-            None => format!("{err}: nothing to judge"),
-        }),
-        EthtoolError::NotLive(why) => check.skip(why),
-        other => check.error(other.to_string()),
-    }
+    let reason = match (&err, nic.driver.as_deref()) {
+        (EthtoolError::Unsupported { .. }, Some(driver)) => {
+            format!("{err} (driver {driver}): nothing to judge")
+        }
+        (EthtoolError::Unsupported { .. }, None) => format!("{err}: nothing to judge"),
+        _ => err.to_string(),
+    };
+    ProbeError::from(&err).finding(Probe::NicSettings, check, reason)
 }
 
 fn change(nic: &Nic, knob: Knob, value: u32) -> Change {

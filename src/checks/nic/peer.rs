@@ -89,7 +89,7 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
     let ip = match resolve(&host) {
         Ok(ip) => ip,
         Err(reason) => {
-            return vec![connect.why(reason).fail(
+            return vec![connect.why(reason.to_string()).fail(
                 "unresolved",
                 "check the peer's name in DNS or /etc/hosts (MASTER_ADDR must resolve on every node)",
             )];
