@@ -107,18 +107,16 @@ pub struct Context<'a> {
     /// What the sysctl configuration files set at boot, read once for network and memory.
     boot_sysctls: OnceCell<BootSysctls>,
     /// The tuned profile that applies, read once for network and memory.
-    tuned: OnceCell<Result<Option<tuned::Tuned>, String>>,
+    tuned: OnceCell<Result<Option<tuned::Tuned>, tuned::TunedError>>,
 }
 
 /// The sysctl each key gets at boot and where from (systemd-sysctl order), or why the files
 /// could not be read.
-pub(crate) type BootSysctls = Result<BTreeMap<String, Assignment>, String>;
+pub(crate) type BootSysctls = Result<BTreeMap<String, Assignment>, HostError>;
 
 /// Reads what the sysctl configuration files under `root` set at boot.
 pub(crate) fn read_boot_sysctls(root: &Root) -> BootSysctls {
-    boot::assignments(root)
-        .map(|a| boot::effective(&a))
-        .map_err(|e| e.to_string())
+    boot::assignments(root).map(|a| boot::effective(&a))
 }
 
 impl<'a> Context<'a> {
@@ -160,10 +158,9 @@ impl<'a> Context<'a> {
 
     /// The tuned profile that applies (running, on the live node; enabled at boot with
     /// `--persisted`), or why it could not be read; read once per audit.
-    pub(crate) fn tuned(&self) -> &Result<Option<tuned::Tuned>, String> {
-        self.tuned.get_or_init(|| {
-            tuned::read(self.root, !self.options.persisted).map_err(|e| e.to_string())
-        })
+    pub(crate) fn tuned(&self) -> &Result<Option<tuned::Tuned>, tuned::TunedError> {
+        self.tuned
+            .get_or_init(|| tuned::read(self.root, !self.options.persisted))
     }
 }
 

@@ -11,6 +11,7 @@ pub(crate) mod writable;
 use std::collections::BTreeMap;
 
 use crate::finding::{Area, Change, Check, Finding, Remedy, Status};
+use crate::host::HostError;
 use crate::host::sysctl::{self, Vector};
 use crate::profile::setting::Setting;
 
@@ -41,13 +42,13 @@ pub(crate) fn audit(ctx: &Context, area: Area, is_sysctl: impl Fn(&str) -> bool)
             .entry(name.to_string())
             .or_insert_with(|| match (persisted, boot) {
                 (true, Ok(b)) if b.contains_key(name) => Ok(Some(b[name].value.clone())),
-                (true, Err(e)) => Err(e.clone()),
+                (true, Err(e)) => Err(Unread::Files(e)),
                 // No file sets it: after a reboot the kernel default applies, where it is known.
                 (true, Ok(_)) if sysctl::kernel_default(name).is_some() => {
                     Ok(sysctl::kernel_default(name).map(str::to_string))
                 }
                 (true, Ok(_)) if image => Ok(None),
-                _ => sysctl::read(ctx.root, name).map_err(|e| e.to_string()),
+                _ => sysctl::read(ctx.root, name).map_err(Unread::Own),
             });
     }
     let targets = vector_targets(&settings, &values);
@@ -102,7 +103,25 @@ fn unless_read_only(ctx: &Context, finding: Finding) -> Finding {
 
 /// A sysctl's value as read: live, or with `--persisted` what the files set (else the kernel
 /// default); `None` when the kernel has no such sysctl, or nothing says what it will be.
-type Read = Result<Option<String>, String>;
+type Read<'a> = Result<Option<String>, Unread<'a>>;
+
+/// Why a sysctl's value could not be read: the sysctl files every key shares, or its own
+/// `/proc/sys` file.
+#[derive(Debug, thiserror::Error)]
+enum Unread<'a> {
+    #[error(transparent)]
+    Files(&'a HostError),
+    #[error(transparent)]
+    Own(HostError),
+}
+
+/// A vector sysctl's value that is not its count of numbers.
+#[derive(Debug, thiserror::Error)]
+#[error("{} reads `{value}`, expected {} numbers ({})", vector.key, vector.parts.len(), vector.parts.join(", "))]
+struct Malformed {
+    vector: &'static Vector,
+    value: String,
+}
 
 /// How a fix words setting sysctl `name` to a value: live (`sysctl -w`) or persisted.
 type Wording = fn(&str, &str) -> String;
@@ -111,13 +130,13 @@ type Wording = fn(&str, &str) -> String;
 fn read_finding(
     check: &Check,
     setting: &Setting,
-    read: &Read,
+    read: &Read<'_>,
     vector_target: Option<&String>,
     fix: Wording,
 ) -> Finding {
     let name = sysctl::sysctl_of(check.id());
     match read {
-        Err(e) => check.error(e.clone()),
+        Err(e) => check.error(e.to_string()),
         // Kernels before 6.x show the init namespace's net.core limits in no other one.
         Ok(None) if writable::INIT_NETNS_ONLY.contains(&name) => check.skip(format!(
             "{} is absent: this kernel has no {name}, or it belongs to the init network namespace and this process runs in another one (set it on the host)",
@@ -129,7 +148,7 @@ fn read_finding(
         )),
         Ok(Some(value)) => match judge(check.id(), setting, value, vector_target) {
             Ok(judged) => judged.finding(check, fix),
-            Err(e) => check.error(e),
+            Err(e) => check.error(e.to_string()),
         },
     }
 }
@@ -140,7 +159,7 @@ fn read_finding(
 fn at_boot(
     check: &Check,
     setting: &Setting,
-    read: &Read,
+    read: &Read<'_>,
     vector_target: Option<&String>,
     assignment: Option<&Assignment>,
     image: bool,
@@ -159,12 +178,12 @@ fn at_boot(
     let judged = match read {
         Ok(Some(value)) => judge(check.id(), setting, value, vector_target),
         Ok(None) => return unset_at_boot(check, setting, name, image),
-        Err(e) => return check.error(e.clone()),
+        Err(e) => return check.error(e.to_string()),
     };
     let judged = match judged {
         Ok(judged) if judged.status != Status::Error => judged,
         Ok(judged) => return judged.finding(check, persist_fix),
-        Err(e) => return check.error(e),
+        Err(e) => return check.error(e.to_string()),
     };
     let unset = format!("no sysctl.d file sets {name}: after a reboot the kernel default applies");
     match (sysctl::kernel_default(name), judged.status) {
@@ -242,7 +261,7 @@ fn rejected_at_boot(
 fn live_and_boot(
     check: &Check,
     setting: &Setting,
-    read: &Read,
+    read: &Read<'_>,
     vector_target: Option<&String>,
     assignment: Option<&Assignment>,
 ) -> Finding {
@@ -328,7 +347,7 @@ fn sysctl_change(name: &str, value: String) -> Change {
 }
 
 /// The value a profile key judges: the sysctl's value or the part it names.
-fn actual_of(key: &str, value: &str) -> Result<String, String> {
+fn actual_of(key: &str, value: &str) -> Result<String, Malformed> {
     match sysctl::split_part(key) {
         Some((vector, index)) => part_of(value, vector, index),
         None => Ok(value.to_string()),
@@ -354,7 +373,7 @@ fn judge(
     setting: &Setting,
     value: &str,
     vector_target: Option<&String>,
-) -> Result<Judged, String> {
+) -> Result<Judged, Malformed> {
     let (actual, target) = match sysctl::split_part(key) {
         Some((vector, index)) => (part_of(value, vector, index)?, vector_target.cloned()),
         None => (value.to_string(), setting.rule.target(value)),
@@ -397,15 +416,13 @@ pub(crate) fn fix_line(key: &str, value: &str) -> String {
 }
 
 /// Part `index` of a vector sysctl's value, or why the value is malformed.
-fn part_of(value: &str, vector: &Vector, index: usize) -> Result<String, String> {
+fn part_of(value: &str, vector: &'static Vector, index: usize) -> Result<String, Malformed> {
     let parts: Vec<&str> = value.split_whitespace().collect();
     if parts.len() != vector.parts.len() || parts.iter().any(|p| p.parse::<i64>().is_err()) {
-        return Err(format!(
-            "{} reads `{value}`, expected {} numbers ({})",
-            vector.key,
-            vector.parts.len(),
-            vector.parts.join(", ")
-        ));
+        return Err(Malformed {
+            vector,
+            value: value.to_string(),
+        });
     }
     Ok(parts[index].to_string())
 }
@@ -414,7 +431,7 @@ fn part_of(value: &str, vector: &Vector, index: usize) -> Result<String, String>
 /// where its rule wants it; parts that need no change keep their current value.
 fn vector_targets(
     settings: &[(&String, &Setting)],
-    values: &BTreeMap<String, Read>,
+    values: &BTreeMap<String, Read<'_>>,
 ) -> BTreeMap<String, String> {
     let mut targets: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (key, setting) in settings {
