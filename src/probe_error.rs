@@ -45,7 +45,12 @@ impl ProbeError {
 
     /// The finding `check` becomes when `probe` failed this way: the one place a probe
     /// failure turns into a verdict, with `reason` (which quotes the failure) as the message.
-    pub(crate) fn finding(&self, probe: Probe, check: &Check, reason: impl Into<String>) -> Finding {
+    pub(crate) fn finding(
+        &self,
+        probe: Probe,
+        check: &Check,
+        reason: impl Into<String>,
+    ) -> Finding {
         match self.verdict(probe) {
             Status::Skip => check.skip(reason),
             _ => check.error(reason),
@@ -84,7 +89,7 @@ impl ProbeError {
     }
 }
 
-/// The live probes of [`crate::probes::Probes`] whose failure becomes a finding (a NIC's
+/// The live probes of [`crate::probe::Probes`] whose failure becomes a finding (a NIC's
 /// driver info, when unreadable, only leaves its driver and firmware unknown).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Probe {
@@ -156,7 +161,10 @@ mod tests {
         assert_eq!(verdicts(Probe::Firewall), [Skip, Error, Skip, Error]);
         assert_eq!(verdicts(Probe::NicSettings), [Skip, Skip, Error, Error]);
         let f = ProbeError::Failed("b".into()).finding(Probe::Limits, &check, "b");
-        assert_eq!((f.status, f.actual.as_str(), f.message.as_str()), (Error, "?", "b"));
+        assert_eq!(
+            (f.status, f.actual.as_str(), f.message.as_str()),
+            (Error, "?", "b")
+        );
     }
 
     #[test]

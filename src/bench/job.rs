@@ -476,7 +476,7 @@ fn reference(root: &Root, info: &RunInfo, peers: &[IpAddr]) -> Result<Reference,
         }
     }
     if hosts.len() > 1 {
-        let nics = context::nics_to(root, peers, &crate::inventory::route::Netlink)?;
+        let nics = context::nics_to(root, peers, &crate::probe::route::Netlink)?;
         let why = format!(
             "the interface{} rank 0 routes to {} through",
             if nics.len() == 1 { "" } else { "s" },
@@ -488,7 +488,7 @@ fn reference(root: &Root, info: &RunInfo, peers: &[IpAddr]) -> Result<Reference,
     if info.backend == Transport::Nccl {
         let gpus = crate::inventory::gpu::present(root).map_err(|e| e.to_string())?;
         let used: Vec<_> = gpus.into_iter().take(info.members.len()).collect();
-        let nvml = crate::probes::Probes::for_root(root)
+        let nvml = crate::probe::Probes::for_root(root)
             .nvml
             .probe()
             .map(|f| f.gpus)

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use crate::host::{HostError, Root};
 use crate::inventory::Inventory;
-use crate::probes::Probes;
+use crate::probe::Probes;
 use crate::profile::Profile;
 use crate::profile::setting::{KeySpec, Setting, Severity};
 use sysctl::boot::{self, Assignment};

@@ -3,10 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::nvml::NvmlGpu;
 use super::pci::{PciDevice, PciLink};
 use crate::host::cpulist::CpuList;
 use crate::host::{HostError, Root};
+use crate::probe::nvml::NvmlGpu;
 
 /// NVIDIA's PCI vendor id.
 pub(crate) const NVIDIA_VENDOR: u32 = 0x10de;

@@ -8,17 +8,16 @@ pub mod iptables;
 pub mod model;
 pub mod nft;
 pub(crate) mod node;
-pub(crate) mod source;
 
-use crate::probe_error::{Probe, ProbeError};
 use crate::finding::{Area, Check, Finding, Status};
 use crate::host::sysctl;
+use crate::probe_error::{Probe, ProbeError};
 use crate::profile::job::{NcclPorts, format_ports};
 use crate::profile::setting::KeySpec;
 
 use super::Context;
+use crate::probe::firewall::FirewallProbe;
 use model::{Place, Table, Tool, Verdict, Walk};
-use source::FirewallProbe;
 
 /// The firewall area has no judged settings: the ports come from the profile's `[job]`.
 pub(crate) const KEYS: &[KeySpec] = &[];
@@ -149,7 +148,7 @@ pub(crate) fn read_ruleset(runner: &dyn FirewallProbe) -> Result<Ruleset, Rulese
     let mut tables = Vec::new();
     let mut any_tool = false;
     let mut blind_spot = None;
-    let failed = |what: &str, out: &source::Output| {
+    let failed = |what: &str, out: &crate::probe::firewall::Output| {
         let detail = out.stderr.trim();
         // The tools' own words for a missing CAP_NET_ADMIN.
         if detail.contains("Operation not permitted") || detail.contains("Permission denied") {

@@ -1,12 +1,12 @@
 //! The software GPUs train with: NVIDIA driver, CUDA driver API and NCCL versions, judged
 //! against the profile's minimums.
 
-use crate::probe_error::Probe;
 use crate::finding::{Area, Check, Finding};
 use crate::host::Root;
 use crate::host::nccl::{self, SearchEnv};
 use crate::inventory::Inventory;
-use crate::probes::Probes;
+use crate::probe::Probes;
+use crate::probe_error::Probe;
 use crate::profile::setting::Setting;
 
 use super::super::{Context, by_rule_found, setting_check, value_by_rule};
@@ -32,10 +32,14 @@ const MODULE_VERSION: &str = "/sys/module/nvidia/version";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum NoDriver {
     /// The driver is bound, but the files that name its version are missing.
-    #[error("the nvidia driver is bound to the GPUs but neither {PROC_VERSION} nor {MODULE_VERSION} is readable (a partial snapshot?)")]
+    #[error(
+        "the nvidia driver is bound to the GPUs but neither {PROC_VERSION} nor {MODULE_VERSION} is readable (a partial snapshot?)"
+    )]
     Unreadable,
     /// The kernel module is not loaded.
-    #[error("NVIDIA driver not found (no {PROC_VERSION}, no {MODULE_VERSION}: the nvidia kernel module is not loaded)")]
+    #[error(
+        "NVIDIA driver not found (no {PROC_VERSION}, no {MODULE_VERSION}: the nvidia kernel module is not loaded)"
+    )]
     NotLoaded,
 }
 

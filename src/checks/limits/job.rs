@@ -4,15 +4,15 @@
 //! resource is the submitting session's (limits.conf and limits.d), lowered to slurmd's hard
 //! limit; one that is not propagated is slurmd's own.
 
-use crate::probe_error::{Probe, ProbeError};
 use crate::finding::{Area, Finding, Remedy, Status};
+use crate::probe_error::{Probe, ProbeError};
 use crate::profile::amount::Amount;
 use crate::profile::setting::Setting;
 
-use super::probe::{LimitsProbe, Resource};
 use super::slurm_conf::Propagation;
 use super::{LimitsFiles, file_amount, limit_fix, show, systemd_value};
 use crate::checks::{Context, by_rule_with, setting_check};
+use crate::probe::limits::{LimitsProbe, Resource};
 
 /// Whose resource limits the live limit checks judge.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -43,12 +43,14 @@ pub(super) fn rlimit(
     };
     let own = match probe.rlimit(resource) {
         Ok(limit) => limit,
-        Err(e) => return ProbeError::io_finding(
+        Err(e) => {
+            return ProbeError::io_finding(
                 Probe::Limits,
                 &check,
                 &format!("getrlimit({})", resource.name()),
                 &e,
-            ),
+            );
+        }
     };
     let name = resource.name();
     if !propagation.carries(name) {

@@ -5,18 +5,17 @@
 pub(crate) mod job;
 pub mod logind;
 pub mod pam;
-pub(crate) mod probe;
 pub mod shm;
 pub(crate) mod slurm_conf;
 
-use crate::probe_error::{Probe, ProbeError};
 use crate::finding::{Area, Change, Check, Finding, Remedy, Status};
+use crate::probe_error::{Probe, ProbeError};
 use crate::profile::amount::Amount;
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
 
 use super::{Context, by_rule_with, setting_check};
+use crate::probe::limits::{LimitsProbe, Resource};
 pub(crate) use job::LimitsOf;
-use probe::{LimitsProbe, Resource};
 
 /// The file `apply` writes limits to (DESIGN.md).
 pub(crate) const GPUTUNE_LIMITS_FILE: &str = "/etc/security/limits.d/90-gputune.conf";
@@ -191,12 +190,14 @@ fn live_rlimit(
     }
     let limit = match probe.rlimit(resource) {
         Ok(limit) => limit,
-        Err(e) => return ProbeError::io_finding(
+        Err(e) => {
+            return ProbeError::io_finding(
                 Probe::Limits,
                 &check,
                 &format!("getrlimit({})", resource.name()),
                 &e,
-            ),
+            );
+        }
     };
     let judged = limit.soft.to_string();
     let actual = format!(

@@ -2,15 +2,15 @@
 //! size comes from the tmpfs `size=` option in that root's `/proc/mounts` (tmpfs(5): a
 //! percentage is of RAM, no option means half of RAM) and free space cannot be known.
 
-use crate::probe_error::{Probe, ProbeError};
 use crate::finding::{Area, Check, Finding, Remedy, Status};
 use crate::host::mounts;
+use crate::probe_error::{Probe, ProbeError};
 use crate::profile::amount::Amount;
 use crate::profile::setting::Setting;
 
 use super::super::{Context, by_rule_with, setting_check};
 use super::human;
-use super::probe::LimitsProbe;
+use crate::probe::limits::LimitsProbe;
 
 const SHM: &str = "/dev/shm";
 

@@ -4,10 +4,10 @@
 //! `ethtool -G/-K/-C/-A/-L` command and the [`Change::Ethtool`] apply makes. These are live
 //! values: under `--root`, in an image or with `--persisted` they are skipped with the reason.
 
-use crate::probe_error::{Probe, ProbeError};
 use crate::finding::{Area, Change, Check, Finding, Remedy};
 use crate::host::ethtool::{Ethtool, EthtoolError, Knob};
 use crate::inventory::nic::{LinkKind, Nic};
+use crate::probe_error::{Probe, ProbeError};
 use crate::profile::setting::Setting;
 
 use super::super::Context;

@@ -82,7 +82,7 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
     if !ctx.root.is_live() {
         return vec![connect.skip(format!(
             "{} {}",
-            crate::probes::NOT_LIVE,
+            crate::probe::NOT_LIVE,
             ctx.root.dir().display()
         ))];
     }

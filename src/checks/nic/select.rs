@@ -13,8 +13,9 @@ use crate::finding::{Area, Check, Finding};
 use crate::host::Root;
 use crate::inventory::nic::Nic;
 use crate::inventory::rdma::RdmaDevice;
-use crate::inventory::{FabricDevice, Inventory, route};
-use crate::probes::Probes;
+use crate::inventory::{FabricDevice, Inventory};
+use crate::probe::Probes;
+use crate::probe::route;
 
 use super::super::Context;
 use super::fastest_up;
@@ -64,8 +65,8 @@ pub fn training<'a>(
     let peer = ctx.options.peer.as_deref();
     let (chosen, unrouted) = fabric(ctx.root, inv, probes, peer);
     if let (Some(peer), Some(reason)) = (peer, unrouted) {
-        let check =
-            Check::new("nic.peer_route", Area::Nic).expected(format!("an interface routes to {peer}"));
+        let check = Check::new("nic.peer_route", Area::Nic)
+            .expected(format!("an interface routes to {peer}"));
         findings.push(reason.finding(Probe::Routes, &check, reason.to_string()));
     }
     chosen

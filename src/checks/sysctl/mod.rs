@@ -461,7 +461,7 @@ fn vector_targets(
 mod tests {
     use super::*;
     use crate::checks::AuditOptions;
-    use crate::probes::Probes;
+    use crate::probe::Probes;
     use crate::testing::Tree;
 
     const PROFILE: &str = r#"
