@@ -17,7 +17,7 @@ pub mod sysctl;
 pub(crate) mod tuned;
 mod typed;
 
-use crate::finding::{Area, Check, Finding, Remedy};
+use crate::finding::{Area, Check, Finding, Fixing};
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::sync::mpsc;
@@ -260,25 +260,24 @@ pub fn run(ctx: &Context, only: &[Area]) -> Vec<Finding> {
         .filter(|a| only.is_empty() || only.contains(&a.area))
         .flat_map(|a| a.run(ctx))
         .collect();
-    // In an image every skip is for want of a running node: say so the same way everywhere.
-    if ctx.options.image() {
-        for f in &mut findings {
-            if f.status == crate::finding::Status::Skip
-                && !f.message.starts_with(crate::image::NO_KERNEL)
-            {
-                f.message = format!("{}: {}", crate::image::NO_KERNEL, f.message);
-            }
-        }
-    }
     for f in &mut findings {
         conclude(ctx, f);
     }
     findings
 }
 
-/// The last word on a finding: `--skip` and a profile's `severity = "off"` make it a skip
-/// saying who turned it off, and it carries the severity of the setting behind it.
+/// The last word on a finding, the one place every check's verdict passes after its area
+/// judged it: in an image a skip says it is for want of a running node, `--skip` and a
+/// profile's `severity = "off"` make it a skip saying who turned it off, and it carries the
+/// severity of the setting behind it and, typed, what that setting wants and what was found.
 fn conclude(ctx: &Context, f: &mut Finding) {
+    // In an image every skip is for want of a running node: say so the same way everywhere.
+    if ctx.options.image()
+        && f.status == crate::finding::Status::Skip
+        && !f.message.starts_with(crate::image::NO_KERNEL)
+    {
+        f.message = format!("{}: {}", crate::image::NO_KERNEL, f.message);
+    }
     let setting = ctx.profile.governing(f.area, &f.id);
     if ctx
         .options
@@ -468,36 +467,21 @@ pub(crate) fn setting_check(ctx: &Context, area: Area, key: &str, setting: &Sett
 }
 
 /// `value` judged by `setting`'s rule, `actual` being what the report shows and `fix` what
-/// makes it pass: the rule's verdict, with the rule's own complaint as the message when it
-/// cannot compare them.
+/// makes it pass (a text, or a remedy worked out from the verdict: see [`Fixing`]): the
+/// rule's verdict, with the rule's own complaint as the message when it cannot compare them.
 pub(crate) fn by_rule(
     check: &Check,
     setting: &Setting,
     value: &str,
     actual: impl Into<String>,
-    fix: impl Into<String>,
+    fix: impl Fixing,
 ) -> Finding {
     let (status, problem) = setting.status_for(value);
-    typed(
-        with_problem(check.judge(status, actual, fix), problem),
-        value,
-    )
-}
-
-/// [`by_rule`] for a fix worked out from the verdict: `remedy` is asked only when the value
-/// fails or warns (see [`Check::judge_with`]).
-pub(crate) fn by_rule_with(
-    check: &Check,
-    setting: &Setting,
-    value: &str,
-    actual: impl Into<String>,
-    remedy: impl FnOnce() -> Option<Remedy>,
-) -> Finding {
-    let (status, problem) = setting.status_for(value);
-    typed(
-        with_problem(check.judge_with(status, actual, remedy), problem),
-        value,
-    )
+    let check = match problem {
+        Some(problem) => check.clone().why(problem),
+        None => check.clone(),
+    };
+    typed(check.judge(status, actual, fix), value)
 }
 
 /// The judged value, typed for scripts, beside the text the report shows.
@@ -505,14 +489,6 @@ fn typed(finding: Finding, value: &str) -> Finding {
     Finding {
         actual_value: typed::value(value, &finding.id),
         ..finding
-    }
-}
-
-/// The rule's own complaint, when it could not compare the value, as the finding's message.
-fn with_problem(finding: Finding, problem: Option<String>) -> Finding {
-    match problem {
-        Some(problem) => finding.with_message(problem),
-        None => finding,
     }
 }
 
@@ -525,7 +501,7 @@ pub(crate) fn by_rule_found(
     found: impl std::fmt::Display,
     sep: &str,
     value: String,
-    fix: impl Into<String>,
+    fix: impl Fixing,
 ) -> Finding {
     let (status, problem) = setting.status_for(&value);
     let check = match problem {
@@ -541,7 +517,7 @@ pub(crate) fn value_by_rule(
     check: &Check,
     setting: &Setting,
     value: impl ToString,
-    fix: impl Into<String>,
+    fix: impl Fixing,
 ) -> Finding {
     let value = value.to_string();
     by_rule(check, setting, &value, value.clone(), fix)

@@ -422,8 +422,8 @@ pub(crate) fn audit(ctx: &Context) -> Vec<Finding> {
             (Err(e), _) => g.check().error(e.clone()),
             (_, Err(e @ RulesetError::NoTool)) => g
                 .check()
-                .warn("unknown", "")
-                .with_message(format!("cannot tell: {e}")),
+                .why(format!("cannot tell: {e}"))
+                .warn("unknown", ""),
             (_, Err(e)) => e
                 .probe_error()
                 .finding(Probe::Firewall, &g.check(), e.to_string()),
@@ -495,11 +495,12 @@ fn judge(group: &Group, ranges: &[(u16, u16)], rs: &Ruleset) -> Finding {
         && rs.tools.is_empty()
     {
         return check
+            .clone()
+            .why(format!("cannot tell: {blind}. {}", group.why))
             .warn(
                 "no iptables rules; nftables unknown",
                 "install nftables (the nft tool) so the rules can be read",
-            )
-            .with_message(format!("cannot tell: {blind}. {}", group.why));
+            );
     }
     if rs.tools.is_empty() {
         return check.pass("no firewall: no filtering rules or drop policy on the input path");
@@ -577,7 +578,7 @@ fn judge(group: &Group, ranges: &[(u16, u16)], rs: &Ruleset) -> Finding {
             .collect::<Vec<_>>()
             .join("; ")
     );
-    check.judge(worst, actual, fix).with_message(message)
+    check.clone().why(message).judge(worst, actual, fix)
 }
 
 /// The command that opens `ports` (`29500-29550,50000-51000`) in the tool that decided.

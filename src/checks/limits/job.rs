@@ -11,7 +11,7 @@ use crate::profile::setting::Setting;
 
 use super::slurm_conf::Propagation;
 use super::{LimitsFiles, file_amount, limit_fix, show, systemd_value};
-use crate::checks::{Context, by_rule_with, setting_check};
+use crate::checks::{Context, by_rule, setting_check};
 use crate::probe::limits::{LimitsProbe, Resource};
 
 /// Whose resource limits the live limit checks judge.
@@ -65,7 +65,7 @@ pub(super) fn rlimit(
             "judged as a Slurm job gets it, by {}",
             propagation.source
         ));
-        return by_rule_with(&check, setting, &judged, actual, || {
+        return by_rule(&check, setting, &judged, actual, || {
             slurmd_fix(resource, setting, &judged, "a job inherits slurmd's limit")
         });
     }
@@ -92,7 +92,7 @@ pub(super) fn rlimit(
             "at most {} (slurmd's hard limit caps every job's soft limit)",
             show(resource, own.hard)
         );
-        return check.judge_with(status, actual, || {
+        return check.judge(status, actual, || {
             slurmd_fix(
                 resource,
                 setting,
@@ -122,7 +122,7 @@ pub(super) fn rlimit(
             soft.place
         )
     };
-    by_rule_with(&check, setting, &judged, actual, || {
+    by_rule(&check, setting, &judged, actual, || {
         if capped {
             slurmd_fix(
                 resource,

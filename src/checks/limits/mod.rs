@@ -13,7 +13,7 @@ use crate::probe_error::{Probe, ProbeError};
 use crate::profile::amount::Amount;
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
 
-use super::{Context, by_rule_with, setting_check};
+use super::{Context, by_rule, setting_check};
 use crate::probe::limits::{LimitsProbe, Resource};
 pub(crate) use job::LimitsOf;
 
@@ -205,7 +205,7 @@ fn live_rlimit(
         show(resource, limit.soft),
         show(resource, limit.hard)
     );
-    by_rule_with(&check, setting, &judged, actual, || {
+    by_rule(&check, setting, &judged, actual, || {
         limit_fix(resource, setting, &judged)
     })
 }
@@ -367,7 +367,7 @@ fn login_rlimit(
         None => check,
     };
     let check = notes.into_iter().fold(check, Check::noted);
-    check.judge_with(status, actual, || limit_fix(resource, setting, &judged))
+    check.judge(status, actual, || limit_fix(resource, setting, &judged))
 }
 
 fn remove_ipc(ctx: &Context, setting: &Setting) -> Finding {
@@ -389,7 +389,7 @@ fn remove_ipc(ctx: &Context, setting: &Setting) -> Finding {
         "{word} ({})",
         place.unwrap_or_else(|| "systemd default".into())
     );
-    by_rule_with(&check, setting, word, actual, || {
+    by_rule(&check, setting, word, actual, || {
         let target = setting.rule.target(word).unwrap_or_else(|| "no".into());
         Some(Remedy::applied(
             format!(

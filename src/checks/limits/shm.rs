@@ -8,7 +8,7 @@ use crate::probe_error::{Probe, ProbeError};
 use crate::profile::amount::Amount;
 use crate::profile::setting::Setting;
 
-use super::super::{Context, by_rule_with, setting_check};
+use super::super::{Context, by_rule, setting_check};
 use super::human;
 use crate::probe::limits::LimitsProbe;
 
@@ -66,7 +66,7 @@ fn fix(target: &str) -> String {
 
 fn judge(check: &Check, setting: &Setting, bytes: u64, actual: String) -> Finding {
     let judged = bytes.to_string();
-    by_rule_with(check, setting, &judged, actual, || {
+    by_rule(check, setting, &judged, actual, || {
         let target = setting.rule.target(&judged)?;
         let target = Amount::parse(&target)
             .map(|a| human(a).replace(' ', "").replace("iB", ""))

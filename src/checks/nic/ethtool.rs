@@ -129,7 +129,7 @@ fn ring(e: &dyn Ethtool, nic: &Nic, knob: Knob, check: Check, setting: &Setting)
             format!("{} has {current} of at most {max} descriptors", nic.name),
             "; ",
         )
-        .judge_with(status, format!("{current} (max {max})"), || {
+        .judge(status, format!("{current} (max {max})"), || {
             Some(remedy(nic, knob, want))
         })
 }
@@ -201,7 +201,7 @@ fn channels(e: &dyn Ethtool, nic: &Nic, check: Check, setting: &Setting) -> Find
     check
         .expected(expected)
         .found(format!("{name} runs {current} {kind} queues"), "; ")
-        .judge_with(status, format!("{current} {kind} (max {max})"), || {
+        .judge(status, format!("{current} {kind} (max {max})"), || {
             Some(if combined {
                 remedy(nic, Knob::CombinedChannels, want)
             } else {
@@ -263,7 +263,7 @@ fn switch_or_number(
             check = check.noted("adaptive-rx is on, so the driver moves rx-usecs by itself");
         }
     }
-    super::super::by_rule_with(&check, setting, &current.to_string(), shown, || {
+    super::super::by_rule(&check, setting, &current.to_string(), shown, || {
         let want = target?;
         if fixed {
             return Some(Remedy::by_hand(format!(

@@ -188,8 +188,9 @@ fn at_boot(
     let unset = format!("no sysctl.d file sets {name}: after a reboot the kernel default applies");
     match (sysctl::kernel_default(name), judged.status) {
         (Some(default), Status::Pass) => check
-            .pass(format!("{} (kernel default)", judged.actual))
-            .with_message(format!("{unset}, and its default `{default}` passes")),
+            .clone()
+            .why(format!("{unset}, and its default `{default}` passes"))
+            .pass(format!("{} (kernel default)", judged.actual)),
         (Some(default), _) => Judged {
             actual: format!("{} (kernel default)", judged.actual),
             ..judged
@@ -199,11 +200,12 @@ fn at_boot(
             persist_fix,
         ),
         (None, Status::Pass) => check
-            .warn(judged.actual.clone(), persist_fix(name, &judged.actual))
-            .with_message(format!(
+            .clone()
+            .why(format!(
                 "{unset}; it passes only while the default is `{}`",
                 judged.actual
             ))
+            .warn(judged.actual.clone(), persist_fix(name, &judged.actual))
             .with_change(sysctl_change(name, judged.actual)),
         (None, _) => judged.finding(&check.clone().found(unset, "; "), persist_fix),
     }
@@ -213,9 +215,14 @@ fn at_boot(
 /// decides at boot, so a plain key whose rule names a value is fixed by persisting that.
 fn unset_at_boot(check: &Check, setting: &Setting, name: &str, image: bool) -> Finding {
     let subject = if image { "the image" } else { "the node" };
+    let vector = sysctl::split_part(check.id()).is_some();
     check
-        .judge_with(Status::Warn, "unset", || {
-            if sysctl::split_part(check.id()).is_some() {
+        .clone()
+        .why(format!(
+            "no sysctl.d file in {subject} sets {name}: the running kernel will decide its value at boot (it varies by kernel version or memory size)"
+        ))
+        .judge(Status::Warn, "unset", || {
+            if vector {
                 return None;
             }
             let target = setting.rule.target("")?;
@@ -224,9 +231,6 @@ fn unset_at_boot(check: &Check, setting: &Setting, name: &str, image: bool) -> F
                 sysctl_change(name, target),
             ))
         })
-        .with_message(format!(
-            "no sysctl.d file in {subject} sets {name}: the running kernel will decide its value at boot (it varies by kernel version or memory size)"
-        ))
 }
 
 /// `--persisted` where the winning line holds a value the kernel rejects: systemd-sysctl
@@ -240,6 +244,12 @@ fn rejected_at_boot(
     why: &str,
 ) -> Finding {
     check
+        .clone()
+        .why(format!(
+            "at boot {} sets {name} = {}, which the kernel rejects ({why}): systemd-sysctl fails to set it and the kernel keeps its default",
+            a.origin(),
+            a.value
+        ))
         .judge(
             setting.severity.status(),
             a.value.clone(),
@@ -248,11 +258,6 @@ fn rejected_at_boot(
                 a.origin()
             ),
         )
-        .with_message(format!(
-            "at boot {} sets {name} = {}, which the kernel rejects ({why}): systemd-sysctl fails to set it and the kernel keeps its default",
-            a.origin(),
-            a.value
-        ))
 }
 
 /// A live finding, with what the files would set at boot: right live but not persisted
@@ -315,7 +320,7 @@ fn live_and_boot(
                 a.origin(),
                 a.value
             );
-            finding.with_message(message)
+            Finding { message, ..finding }
         }
         _ => finding,
     }
@@ -325,8 +330,9 @@ fn live_and_boot(
 fn lost_at_reboot(check: &Check, actual: String, live: &str, message: String) -> Finding {
     let name = sysctl::sysctl_of(check.id());
     check
+        .clone()
+        .why(message)
         .warn(actual, persist_fix(name, live))
-        .with_message(message)
         .with_change(sysctl_change(name, live.to_string()))
 }
 
@@ -392,17 +398,17 @@ impl Judged {
     fn finding(self, check: &Check, fix: Wording) -> Finding {
         let name = sysctl::sysctl_of(check.id());
         let target = self.target;
-        let finding = check.judge_with(self.status, self.actual, || {
+        let check = match &self.problem {
+            Some(p) => check.clone().why(format!("{name}: {p}")),
+            None => check.clone(),
+        };
+        check.judge(self.status, self.actual, || {
             let target = target?;
             Some(Remedy::applied(
                 fix(name, &target),
                 sysctl_change(name, target),
             ))
-        });
-        match self.problem {
-            Some(p) => finding.with_message(format!("{name}: {p}")),
-            None => finding,
-        }
+        })
     }
 }
 
