@@ -148,9 +148,10 @@ impl Remedy {
     }
 }
 
-/// What a judged check shows as its fix, given its verdict: a text is shown for every
-/// verdict but a pass; a remedy worked out from the verdict (a closure) is asked only when
-/// the check fails or warns, and gives `None` when no one value makes it pass.
+/// What a judged check shows as its fix, given its verdict: a text (or a [`Remedy`] with
+/// its change) is shown for every verdict but a pass; a remedy worked out from the verdict
+/// (a closure) is asked only when the check fails or warns, and gives `None` when no one
+/// value makes it pass.
 pub(crate) trait Fixing {
     fn remedy(self, status: Status) -> Option<Remedy>;
 }
@@ -164,6 +165,12 @@ impl Fixing for String {
 impl Fixing for &str {
     fn remedy(self, status: Status) -> Option<Remedy> {
         self.to_string().remedy(status)
+    }
+}
+
+impl Fixing for Remedy {
+    fn remedy(self, status: Status) -> Option<Remedy> {
+        (status != Status::Pass).then_some(self)
     }
 }
 
@@ -275,19 +282,19 @@ impl Check {
         &self.id
     }
 
-    /// The check holds.
+    /// The check holds: [`judge`](Check::judge) with its own verdict.
     pub(crate) fn pass(&self, actual: impl Into<String>) -> Finding {
-        self.judged(Status::Pass, actual.into(), String::new())
+        self.judge(Status::Pass, actual, "")
     }
 
     /// The check holds, but something deserves attention; `fix` says what.
-    pub(crate) fn warn(&self, actual: impl Into<String>, fix: impl Into<String>) -> Finding {
-        self.judged(Status::Warn, actual.into(), fix.into())
+    pub(crate) fn warn(&self, actual: impl Into<String>, fix: impl Fixing) -> Finding {
+        self.judge(Status::Warn, actual, fix)
     }
 
     /// The check fails; `fix` is the exact command or edit that makes it pass.
-    pub(crate) fn fail(&self, actual: impl Into<String>, fix: impl Into<String>) -> Finding {
-        self.judged(Status::Fail, actual.into(), fix.into())
+    pub(crate) fn fail(&self, actual: impl Into<String>, fix: impl Fixing) -> Finding {
+        self.judge(Status::Fail, actual, fix)
     }
 
     /// A verdict reached elsewhere (a profile setting's rule or severity, a worst case):
@@ -345,11 +352,6 @@ impl Check {
 }
 
 impl Finding {
-    /// The change `apply` makes to fix this finding.
-    pub(crate) fn with_change(mut self, change: Change) -> Self {
-        self.change = Some(change);
-        self
-    }
 
     /// Not judged after all: a skip saying why (`skipped by --skip`), with nothing to fix.
     pub(crate) fn skipped(self, reason: impl Into<String>) -> Self {

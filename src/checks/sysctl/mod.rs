@@ -205,8 +205,13 @@ fn at_boot(
                 "{unset}; it passes only while the default is `{}`",
                 judged.actual
             ))
-            .warn(judged.actual.clone(), persist_fix(name, &judged.actual))
-            .with_change(sysctl_change(name, judged.actual)),
+            .warn(
+                judged.actual.clone(),
+                Remedy::applied(
+                    persist_fix(name, &judged.actual),
+                    sysctl_change(name, judged.actual),
+                ),
+            ),
         (None, _) => judged.finding(&check.clone().found(unset, "; "), persist_fix),
     }
 }
@@ -332,8 +337,13 @@ fn lost_at_reboot(check: &Check, actual: String, live: &str, message: String) ->
     check
         .clone()
         .why(message)
-        .warn(actual, persist_fix(name, live))
-        .with_change(sysctl_change(name, live.to_string()))
+        .warn(
+            actual,
+            Remedy::applied(
+                persist_fix(name, live),
+                sysctl_change(name, live.to_string()),
+            ),
+        )
 }
 
 /// How to persist a sysctl by hand (apply does it in its own file).
