@@ -29,7 +29,7 @@ const WHY_NCCL: &str = "NCCL's bootstrap and socket transport listen on ephemera
 struct Group {
     id: &'static str,
     why: &'static str,
-    ranges: Result<Vec<(u16, u16)>, String>,
+    ranges: Result<Vec<(u16, u16)>, PortRangeError>,
     source: String,
 }
 
@@ -86,15 +86,25 @@ fn groups(ctx: &Context) -> Vec<Group> {
     out
 }
 
-fn local_port_range(ctx: &Context) -> Result<Vec<(u16, u16)>, String> {
-    let key = "net.ipv4.ip_local_port_range";
-    let value = sysctl::read(ctx.root, key)
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("{} is absent", sysctl::host_path(key)))?;
+const LOCAL_PORT_RANGE: &str = "net.ipv4.ip_local_port_range";
+
+/// Why the ports of [`LOCAL_PORT_RANGE`] are unknown.
+#[derive(Debug, thiserror::Error)]
+enum PortRangeError {
+    #[error(transparent)]
+    Unreadable(#[from] crate::host::HostError),
+    #[error("{} is absent", sysctl::host_path(LOCAL_PORT_RANGE))]
+    Absent,
+    #[error("{LOCAL_PORT_RANGE} reads `{0}`, not two port numbers")]
+    Malformed(String),
+}
+
+fn local_port_range(ctx: &Context) -> Result<Vec<(u16, u16)>, PortRangeError> {
+    let value = sysctl::read(ctx.root, LOCAL_PORT_RANGE)?.ok_or(PortRangeError::Absent)?;
     let mut f = value.split_whitespace().map(str::parse::<u16>);
     match (f.next(), f.next()) {
         (Some(Ok(lo)), Some(Ok(hi))) if lo <= hi => Ok(vec![(lo, hi)]),
-        _ => Err(format!("{key} reads `{value}`, not two port numbers")),
+        _ => Err(PortRangeError::Malformed(value)),
     }
 }
 
@@ -419,7 +429,7 @@ pub(crate) fn audit(ctx: &Context) -> Vec<Finding> {
     groups
         .iter()
         .map(|g| match (&g.ranges, &ruleset) {
-            (Err(e), _) => g.check().error(e.clone()),
+            (Err(e), _) => g.check().error(e.to_string()),
             (_, Err(e @ RulesetError::NoTool)) => g
                 .check()
                 .why(format!("cannot tell: {e}"))

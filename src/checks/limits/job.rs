@@ -9,7 +9,7 @@ use crate::probe_error::{Probe, ProbeError};
 use crate::profile::amount::Amount;
 use crate::profile::setting::Setting;
 
-use super::slurm_conf::Propagation;
+use super::slurm_conf::{Propagation, SlurmConfError};
 use super::{LimitsFiles, file_amount, limit_fix, show, systemd_value};
 use crate::checks::{Context, by_rule, setting_check};
 use crate::probe::limits::{LimitsProbe, Resource};
@@ -31,7 +31,7 @@ pub(super) fn rlimit(
     ctx: &Context,
     probe: &dyn LimitsProbe,
     files: &LimitsFiles,
-    propagation: &Result<Propagation, String>,
+    propagation: &Result<Propagation, SlurmConfError>,
     resource: Resource,
     key: &str,
     setting: &Setting,
