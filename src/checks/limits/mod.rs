@@ -373,8 +373,7 @@ fn login_rlimit(
 fn remove_ipc(ctx: &Context, setting: &Setting) -> Finding {
     let check = setting_check(ctx, Area::Limits, "logind.RemoveIPC", setting);
     let value = match logind::read(ctx.root) {
-        Ok(Ok(value)) => value,
-        Ok(Err(e)) => return check.error(e),
+        Ok(value) => value,
         Err(e) => return check.error(e.to_string()),
     };
     let (remove, place) = match value {
