@@ -352,7 +352,6 @@ impl Check {
 }
 
 impl Finding {
-
     /// Not judged after all: a skip saying why (`skipped by --skip`), with nothing to fix.
     pub(crate) fn skipped(self, reason: impl Into<String>) -> Self {
         Finding {

@@ -58,12 +58,10 @@ pub fn parse_remove_ipc(file: &str, text: &str) -> Result<Option<bool>, Malforme
             });
         };
         if section == "Login" && key.trim() == "RemoveIPC" {
-            value = Some(
-                parse_bool(v.trim()).ok_or_else(|| Malformed::NotBoolean {
-                    place: format!("{file}:{}", index + 1),
-                    value: v.trim().to_string(),
-                })?,
-            );
+            value = Some(parse_bool(v.trim()).ok_or_else(|| Malformed::NotBoolean {
+                place: format!("{file}:{}", index + 1),
+                value: v.trim().to_string(),
+            })?);
         }
     }
     Ok(value)

@@ -20,7 +20,9 @@ pub(crate) enum SlurmConfError {
     NoInclude(String),
     #[error("{0}: Include nested deeper than {MAX_INCLUDE_DEPTH}")]
     TooDeep(String),
-    #[error("{0} and {1}: PropagateResourceLimits and PropagateResourceLimitsExcept are mutually exclusive (Slurm refuses such a slurm.conf)")]
+    #[error(
+        "{0} and {1}: PropagateResourceLimits and PropagateResourceLimitsExcept are mutually exclusive (Slurm refuses such a slurm.conf)"
+    )]
     Both(String, String),
     #[error("{place}: {word:?} is not a resource limit Slurm propagates (one of ALL, NONE, {names})", names = NAMES.join(", "))]
     NotALimit { place: String, word: String },

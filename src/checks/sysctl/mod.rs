@@ -334,16 +334,13 @@ fn live_and_boot(
 /// Right live but lost at reboot: a warning whose change persists the `live` value.
 fn lost_at_reboot(check: &Check, actual: String, live: &str, message: String) -> Finding {
     let name = sysctl::sysctl_of(check.id());
-    check
-        .clone()
-        .why(message)
-        .warn(
-            actual,
-            Remedy::applied(
-                persist_fix(name, live),
-                sysctl_change(name, live.to_string()),
-            ),
-        )
+    check.clone().why(message).warn(
+        actual,
+        Remedy::applied(
+            persist_fix(name, live),
+            sysctl_change(name, live.to_string()),
+        ),
+    )
 }
 
 /// How to persist a sysctl by hand (apply does it in its own file).
