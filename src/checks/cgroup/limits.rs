@@ -90,9 +90,7 @@ pub(crate) fn parse_cpu_max(text: &str) -> Result<CpuQuota, Malformed> {
 pub(crate) fn parse_v1_cpu(quota_text: &str, period_text: &str) -> Result<CpuQuota, Malformed> {
     let q = quota_text.trim();
     let p = period_text.trim();
-    let period: u64 = p
-        .parse()
-        .map_err(|_| Malformed::NotPeriod(p.to_string()))?;
+    let period: u64 = p.parse().map_err(|_| Malformed::NotPeriod(p.to_string()))?;
     let q: i64 = q.parse().map_err(|_| Malformed::NotQuota(q.to_string()))?;
     quota(u64::try_from(q).ok(), period)
 }
