@@ -148,6 +148,46 @@ impl Remedy {
     }
 }
 
+/// What a judged check shows as its fix, given its verdict: a text (or a [`Remedy`] with
+/// its change) is shown for every verdict but a pass; a remedy worked out from the verdict
+/// (a closure) is asked only when the check fails or warns, and gives `None` when no one
+/// value makes it pass.
+pub(crate) trait Fixing {
+    fn remedy(self, status: Status) -> Option<Remedy>;
+}
+
+impl Fixing for String {
+    fn remedy(self, status: Status) -> Option<Remedy> {
+        (status != Status::Pass).then(|| Remedy::by_hand(self))
+    }
+}
+
+impl Fixing for &str {
+    fn remedy(self, status: Status) -> Option<Remedy> {
+        self.to_string().remedy(status)
+    }
+}
+
+impl Fixing for Remedy {
+    fn remedy(self, status: Status) -> Option<Remedy> {
+        (status != Status::Pass).then_some(self)
+    }
+}
+
+impl Fixing for &String {
+    fn remedy(self, status: Status) -> Option<Remedy> {
+        self.clone().remedy(status)
+    }
+}
+
+impl<F: FnOnce() -> Option<Remedy>> Fixing for F {
+    fn remedy(self, status: Status) -> Option<Remedy> {
+        matches!(status, Status::Fail | Status::Warn)
+            .then(self)
+            .flatten()
+    }
+}
+
 /// One check's verdict, with everything a person needs to act on it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Finding {
@@ -242,49 +282,33 @@ impl Check {
         &self.id
     }
 
-    /// The check holds.
+    /// The check holds: [`judge`](Check::judge) with its own verdict.
     pub(crate) fn pass(&self, actual: impl Into<String>) -> Finding {
-        self.judged(Status::Pass, actual.into(), String::new())
+        self.judge(Status::Pass, actual, "")
     }
 
     /// The check holds, but something deserves attention; `fix` says what.
-    pub(crate) fn warn(&self, actual: impl Into<String>, fix: impl Into<String>) -> Finding {
-        self.judged(Status::Warn, actual.into(), fix.into())
+    pub(crate) fn warn(&self, actual: impl Into<String>, fix: impl Fixing) -> Finding {
+        self.judge(Status::Warn, actual, fix)
     }
 
     /// The check fails; `fix` is the exact command or edit that makes it pass.
-    pub(crate) fn fail(&self, actual: impl Into<String>, fix: impl Into<String>) -> Finding {
-        self.judged(Status::Fail, actual.into(), fix.into())
+    pub(crate) fn fail(&self, actual: impl Into<String>, fix: impl Fixing) -> Finding {
+        self.judge(Status::Fail, actual, fix)
     }
 
-    /// A verdict reached elsewhere (a profile setting's severity, say); `fix` is dropped
-    /// when it passes.
+    /// A verdict reached elsewhere (a profile setting's rule or severity, a worst case):
+    /// the one way a judged check concludes. What it shows as its fix is `fix`'s to say
+    /// (see [`Fixing`]).
     pub(crate) fn judge(
         &self,
         status: Status,
         actual: impl Into<String>,
-        fix: impl Into<String>,
+        fix: impl Fixing,
     ) -> Finding {
-        let fix = if status == Status::Pass {
-            String::new()
-        } else {
-            fix.into()
-        };
-        self.judged(status, actual.into(), fix)
-    }
-
-    /// A verdict reached elsewhere whose fix is worked out from it: `remedy` is asked only
-    /// when the check fails or warns, and gives `None` when no one value makes it pass.
-    pub(crate) fn judge_with(
-        &self,
-        status: Status,
-        actual: impl Into<String>,
-        remedy: impl FnOnce() -> Option<Remedy>,
-    ) -> Finding {
-        let remedy = matches!(status, Status::Fail | Status::Warn)
-            .then(remedy)
-            .flatten();
-        let (fix, change) = remedy.map_or_else(Default::default, |r| (r.fix, r.change));
+        let (fix, change) = fix
+            .remedy(status)
+            .map_or_else(Default::default, |r| (r.fix, r.change));
         Finding {
             change,
             ..self.judged(status, actual.into(), fix)
@@ -328,12 +352,6 @@ impl Check {
 }
 
 impl Finding {
-    /// The change `apply` makes to fix this finding.
-    pub(crate) fn with_change(mut self, change: Change) -> Self {
-        self.change = Some(change);
-        self
-    }
-
     /// Not judged after all: a skip saying why (`skipped by --skip`), with nothing to fix.
     pub(crate) fn skipped(self, reason: impl Into<String>) -> Self {
         Finding {
@@ -346,11 +364,5 @@ impl Finding {
             actual_value: None,
             ..self
         }
-    }
-
-    /// Replaces the message (a verdict that says more than the check's reason).
-    pub(crate) fn with_message(mut self, message: impl Into<String>) -> Self {
-        self.message = message.into();
-        self
     }
 }

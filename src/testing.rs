@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use crate::checks::{AREAS, AuditOptions, Context};
 use crate::finding::{Area, Finding, Status};
 use crate::host::Root;
-use crate::probes::Probes;
+use crate::probe::Probes;
 use crate::profile::{Loader, Profile};
 
 /// A path under `tests/fixtures`.

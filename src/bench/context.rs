@@ -17,10 +17,10 @@ use serde::Serialize;
 use super::stats::Row;
 use crate::host::Root;
 use crate::inventory::gpu::Gpu;
-use crate::inventory::nvml::NvmlGpu;
 use crate::inventory::pci::PciLink;
 use crate::inventory::rdma::RdmaDevice;
-use crate::inventory::route::RouteProbe;
+use crate::probe::nvml::NvmlGpu;
+use crate::probe::route::RouteProbe;
 use crate::profile::bandwidth::percent;
 use crate::profile::{Baseline, Threshold};
 
@@ -576,7 +576,7 @@ fn percent_1(fraction: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inventory::nvml::NvLink;
+    use crate::probe::nvml::NvLink;
 
     #[test]
     fn link_speeds_are_bits_and_busbw_is_bytes() {
@@ -715,7 +715,7 @@ mod tests {
     /// peers behind two NICs sum; one behind a NIC without a speed is no reference.
     #[test]
     fn nics_are_found_by_the_routes_index_under_the_root() {
-        use crate::inventory::route::FixedRoutes;
+        use crate::probe::route::FixedRoutes;
         let tree = crate::testing::Tree::with(&[
             ("sys/class/net/lo/ifindex", "1\n"),
             ("sys/class/net/ens1f0/ifindex", "4\n"),

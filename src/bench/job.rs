@@ -467,7 +467,7 @@ fn reference(
         }
     }
     if hosts.len() > 1 {
-        let nics = context::nics_to(root, peers, &crate::inventory::route::Netlink)?;
+        let nics = context::nics_to(root, peers, &crate::probe::route::Netlink)?;
         let why = format!(
             "the interface{} rank 0 routes to {} through",
             if nics.len() == 1 { "" } else { "s" },
@@ -478,7 +478,7 @@ fn reference(
     if info.backend == Transport::Nccl {
         let gpus = crate::inventory::gpu::present(root)?;
         let used: Vec<_> = gpus.into_iter().take(info.members.len()).collect();
-        let nvml = crate::probes::Probes::for_root(root)
+        let nvml = crate::probe::Probes::for_root(root)
             .nvml
             .probe()
             .map(|f| f.gpus)

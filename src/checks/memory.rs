@@ -6,7 +6,7 @@ use crate::host::cmdline;
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
 
 use super::judged::{Judged, judge_of, specs};
-use super::{Context, by_rule, by_rule_with, setting_check};
+use super::{Context, by_rule, setting_check};
 
 const THP_ENABLED: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
 const THP_DEFRAG: &str = "/sys/kernel/mm/transparent_hugepage/defrag";
@@ -252,12 +252,18 @@ fn thp_at_boot(ctx: &Context, key: &str, setting: &Setting) -> Finding {
         )),
     };
     if let Some((value, file)) = cmdline::param(&words, "transparent_hugepage") {
-        return by_rule_with(&check, setting, value, format!("{value} ({file})"), || {
+        return by_rule(&check, setting, value, format!("{value} ({file})"), || {
             Some(remedy(setting.rule.target(value)?))
         });
     }
     check
-        .judge_with(Status::Warn, "unset", || {
+        .why(format!(
+            "no transparent_hugepage= on the kernel command line ({} or GRUB's {} and {}/*.cfg): the kernel's build default will decide at boot (`always` on many distributions)",
+            cmdline::KERNEL_CMDLINE,
+            cmdline::GRUB_DEFAULT,
+            cmdline::GRUB_DROP_INS
+        ))
+        .judge(Status::Warn, "unset", || {
             Some(remedy(
                 setting
                     .rule
@@ -265,12 +271,6 @@ fn thp_at_boot(ctx: &Context, key: &str, setting: &Setting) -> Finding {
                     .unwrap_or_else(|| "madvise".into()),
             ))
         })
-        .with_message(format!(
-            "no transparent_hugepage= on the kernel command line ({} or GRUB's {} and {}/*.cfg): the kernel's build default will decide at boot (`always` on many distributions)",
-            cmdline::KERNEL_CMDLINE,
-            cmdline::GRUB_DEFAULT,
-            cmdline::GRUB_DROP_INS
-        ))
 }
 
 /// The selected word of a THP knob: `always [madvise] never` → `madvise`.
@@ -297,7 +297,7 @@ fn thp(ctx: &Context, key: &str, setting: &Setting, path: &str) -> Finding {
             text.trim()
         ));
     };
-    by_rule_with(&check, setting, actual, actual, || {
+    by_rule(&check, setting, actual, actual, || {
         let target = setting.rule.target(actual)?;
         let persist = if path == THP_ENABLED {
             format!(

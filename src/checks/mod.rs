@@ -17,7 +17,7 @@ pub mod sysctl;
 pub(crate) mod tuned;
 mod typed;
 
-use crate::finding::{Area, Check, Finding, Remedy};
+use crate::finding::{Area, Check, Finding, Fixing};
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::sync::mpsc;
@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use crate::host::{HostError, Root};
 use crate::inventory::Inventory;
-use crate::probes::Probes;
+use crate::probe::Probes;
 use crate::profile::Profile;
 use crate::profile::setting::{KeySpec, Setting, Severity};
 use sysctl::boot::{self, Assignment};
@@ -107,18 +107,16 @@ pub struct Context<'a> {
     /// What the sysctl configuration files set at boot, read once for network and memory.
     boot_sysctls: OnceCell<BootSysctls>,
     /// The tuned profile that applies, read once for network and memory.
-    tuned: OnceCell<Result<Option<tuned::Tuned>, String>>,
+    tuned: OnceCell<Result<Option<tuned::Tuned>, tuned::TunedError>>,
 }
 
 /// The sysctl each key gets at boot and where from (systemd-sysctl order), or why the files
 /// could not be read.
-pub(crate) type BootSysctls = Result<BTreeMap<String, Assignment>, String>;
+pub(crate) type BootSysctls = Result<BTreeMap<String, Assignment>, HostError>;
 
 /// Reads what the sysctl configuration files under `root` set at boot.
 pub(crate) fn read_boot_sysctls(root: &Root) -> BootSysctls {
-    boot::assignments(root)
-        .map(|a| boot::effective(&a))
-        .map_err(|e| e.to_string())
+    boot::assignments(root).map(|a| boot::effective(&a))
 }
 
 impl<'a> Context<'a> {
@@ -160,10 +158,9 @@ impl<'a> Context<'a> {
 
     /// The tuned profile that applies (running, on the live node; enabled at boot with
     /// `--persisted`), or why it could not be read; read once per audit.
-    pub(crate) fn tuned(&self) -> &Result<Option<tuned::Tuned>, String> {
-        self.tuned.get_or_init(|| {
-            tuned::read(self.root, !self.options.persisted).map_err(|e| e.to_string())
-        })
+    pub(crate) fn tuned(&self) -> &Result<Option<tuned::Tuned>, tuned::TunedError> {
+        self.tuned
+            .get_or_init(|| tuned::read(self.root, !self.options.persisted))
     }
 }
 
@@ -263,25 +260,24 @@ pub fn run(ctx: &Context, only: &[Area]) -> Vec<Finding> {
         .filter(|a| only.is_empty() || only.contains(&a.area))
         .flat_map(|a| a.run(ctx))
         .collect();
-    // In an image every skip is for want of a running node: say so the same way everywhere.
-    if ctx.options.image() {
-        for f in &mut findings {
-            if f.status == crate::finding::Status::Skip
-                && !f.message.starts_with(crate::image::NO_KERNEL)
-            {
-                f.message = format!("{}: {}", crate::image::NO_KERNEL, f.message);
-            }
-        }
-    }
     for f in &mut findings {
         conclude(ctx, f);
     }
     findings
 }
 
-/// The last word on a finding: `--skip` and a profile's `severity = "off"` make it a skip
-/// saying who turned it off, and it carries the severity of the setting behind it.
+/// The last word on a finding, the one place every check's verdict passes after its area
+/// judged it: in an image a skip says it is for want of a running node, `--skip` and a
+/// profile's `severity = "off"` make it a skip saying who turned it off, and it carries the
+/// severity of the setting behind it and, typed, what that setting wants and what was found.
 fn conclude(ctx: &Context, f: &mut Finding) {
+    // In an image every skip is for want of a running node: say so the same way everywhere.
+    if ctx.options.image()
+        && f.status == crate::finding::Status::Skip
+        && !f.message.starts_with(crate::image::NO_KERNEL)
+    {
+        f.message = format!("{}: {}", crate::image::NO_KERNEL, f.message);
+    }
     let setting = ctx.profile.governing(f.area, &f.id);
     if ctx
         .options
@@ -471,36 +467,21 @@ pub(crate) fn setting_check(ctx: &Context, area: Area, key: &str, setting: &Sett
 }
 
 /// `value` judged by `setting`'s rule, `actual` being what the report shows and `fix` what
-/// makes it pass: the rule's verdict, with the rule's own complaint as the message when it
-/// cannot compare them.
+/// makes it pass (a text, or a remedy worked out from the verdict: see [`Fixing`]): the
+/// rule's verdict, with the rule's own complaint as the message when it cannot compare them.
 pub(crate) fn by_rule(
     check: &Check,
     setting: &Setting,
     value: &str,
     actual: impl Into<String>,
-    fix: impl Into<String>,
+    fix: impl Fixing,
 ) -> Finding {
     let (status, problem) = setting.status_for(value);
-    typed(
-        with_problem(check.judge(status, actual, fix), problem),
-        value,
-    )
-}
-
-/// [`by_rule`] for a fix worked out from the verdict: `remedy` is asked only when the value
-/// fails or warns (see [`Check::judge_with`]).
-pub(crate) fn by_rule_with(
-    check: &Check,
-    setting: &Setting,
-    value: &str,
-    actual: impl Into<String>,
-    remedy: impl FnOnce() -> Option<Remedy>,
-) -> Finding {
-    let (status, problem) = setting.status_for(value);
-    typed(
-        with_problem(check.judge_with(status, actual, remedy), problem),
-        value,
-    )
+    let check = match problem {
+        Some(problem) => check.clone().why(problem),
+        None => check.clone(),
+    };
+    typed(check.judge(status, actual, fix), value)
 }
 
 /// The judged value, typed for scripts, beside the text the report shows.
@@ -508,14 +489,6 @@ fn typed(finding: Finding, value: &str) -> Finding {
     Finding {
         actual_value: typed::value(value, &finding.id),
         ..finding
-    }
-}
-
-/// The rule's own complaint, when it could not compare the value, as the finding's message.
-fn with_problem(finding: Finding, problem: Option<String>) -> Finding {
-    match problem {
-        Some(problem) => finding.with_message(problem),
-        None => finding,
     }
 }
 
@@ -528,7 +501,7 @@ pub(crate) fn by_rule_found(
     found: impl std::fmt::Display,
     sep: &str,
     value: String,
-    fix: impl Into<String>,
+    fix: impl Fixing,
 ) -> Finding {
     let (status, problem) = setting.status_for(&value);
     let check = match problem {
@@ -544,7 +517,7 @@ pub(crate) fn value_by_rule(
     check: &Check,
     setting: &Setting,
     value: impl ToString,
-    fix: impl Into<String>,
+    fix: impl Fixing,
 ) -> Finding {
     let value = value.to_string();
     by_rule(check, setting, &value, value.clone(), fix)

@@ -175,7 +175,7 @@ pub(crate) fn conflicts(
                 vec![
                     Check::new("tuned.profile", area)
                         .expected("a readable tuned profile")
-                        .error(e.clone()),
+                        .error(e.to_string()),
                 ]
             } else {
                 Vec::new()

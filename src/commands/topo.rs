@@ -10,7 +10,7 @@ use crate::checks::nic::select;
 use crate::error::{ExitCode, Result};
 use crate::host::Root;
 use crate::inventory::{Inventory, Matrix, gpu_label};
-use crate::probes::Probes;
+use crate::probe::Probes;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum TopoFormat {

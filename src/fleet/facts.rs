@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use crate::host::Root;
-use crate::inventory::ethtool::NoEthtool;
 use crate::inventory::{nic, rdma};
+use crate::probe::ethtool::NoEthtool;
 
 /// `name → value`, dotted names (`nic.eth0.speed_mbps`); what cannot be read is left out.
 pub(crate) fn read(root: &Root) -> BTreeMap<String, String> {

@@ -3,10 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::nvml::NvmlGpu;
 use super::pci::{PciDevice, PciLink};
 use crate::host::cpulist::CpuList;
 use crate::host::{HostError, Root};
+use crate::probe::nvml::NvmlGpu;
 
 /// NVIDIA's PCI vendor id.
 pub(crate) const NVIDIA_VENDOR: u32 = 0x10de;
@@ -191,39 +191,57 @@ impl Remembered {
 
     /// Parses the file, refusing what gputune would not have written (it may have been
     /// edited by hand): another schema, an address that is no PCI address.
-    pub(crate) fn parse(text: &str) -> Result<Remembered, String> {
-        let r: Remembered = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    pub(crate) fn parse(text: &str) -> Result<Remembered, Refused> {
+        let r: Remembered = serde_json::from_str(text).map_err(Refused::Json)?;
         if r.schema_version != Self::SCHEMA {
-            return Err(format!(
-                "schema_version {} (this gputune writes {})",
-                r.schema_version,
-                Self::SCHEMA
-            ));
+            return Err(Refused::Schema(r.schema_version));
         }
         if let Some(bad) = r
             .gpus
             .iter()
             .find(|g| !super::pci::is_pci_address(&g.pci_address))
         {
-            return Err(format!(
-                "`{}` is not a PCI address",
-                crate::say::clean_line(&bad.pci_address)
-            ));
+            return Err(Refused::NotPci(crate::say::clean_line(&bad.pci_address)));
         }
         Ok(r)
     }
 }
 
+/// Why a remembered inventory is not one gputune would have written.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Refused {
+    #[error("{0}")]
+    Json(#[source] serde_json::Error),
+    #[error("schema_version {0} (this gputune writes {schema})", schema = Remembered::SCHEMA)]
+    Schema(u32),
+    #[error("`{0}` is not a PCI address")]
+    NotPci(String),
+}
+
+/// Why the remembered inventory cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RememberedError {
+    #[error(transparent)]
+    Unreadable(#[from] HostError),
+    #[error("{}: {why}", path.display())]
+    Refused {
+        path: std::path::PathBuf,
+        #[source]
+        why: Refused,
+    },
+}
+
 /// The remembered GPUs under `root`, `None` when no audit wrote them; an unreadable or
 /// malformed file is the error, with its path.
-pub(crate) fn read_remembered(root: &Root) -> Result<Option<Remembered>, String> {
-    let shown = || root.path(REMEMBERED).display().to_string();
-    match root.read_capped(REMEMBERED, REMEMBERED_CAP) {
-        Ok(None) => Ok(None),
-        Ok(Some(bytes)) => Remembered::parse(&String::from_utf8_lossy(&bytes))
+pub(crate) fn read_remembered(root: &Root) -> Result<Option<Remembered>, RememberedError> {
+    match root.read_capped(REMEMBERED, REMEMBERED_CAP)? {
+        None => Ok(None),
+        Some(bytes) => Remembered::parse(&String::from_utf8_lossy(&bytes))
             .map(Some)
-            .map_err(|e| format!("{}: {e}", shown())),
-        Err(e) => Err(e.to_string()),
+            .map_err(|why| RememberedError::Refused {
+                path: root.path(REMEMBERED),
+                why,
+            }),
     }
 }
 
@@ -304,7 +322,7 @@ mod tests {
     fn remembered_inventories_round_trip_and_hand_edits_are_refused() {
         let tree = crate::testing::Tree::new();
         let root = tree.root();
-        assert_eq!(read_remembered(&root), Ok(None));
+        assert!(matches!(read_remembered(&root), Ok(None)));
         let found = gpus(&[dev("0000:05:00.0", NVIDIA_VENDOR, 0x030200)], &[]);
         remember(&root, &found, 1_700_000_000).unwrap();
         let back = read_remembered(&root).unwrap().unwrap();
@@ -327,7 +345,7 @@ mod tests {
             ),
         ] {
             tree.file(REMEMBERED, text);
-            let err = read_remembered(&root).unwrap_err();
+            let err = read_remembered(&root).unwrap_err().to_string();
             assert!(
                 err.contains(want) && err.contains("gpus.json"),
                 "{text}: {err}"

@@ -4,16 +4,12 @@
 //! platform checks all read this one inventory.
 
 pub(crate) mod affinity;
-pub(crate) mod cuda;
-pub(crate) mod ethtool;
 pub(crate) mod gpu;
 pub(crate) mod nic;
 pub(crate) mod numa;
-pub(crate) mod nvml;
 pub(crate) mod pci;
 pub(crate) mod pcie_cap;
 pub(crate) mod rdma;
-pub(crate) mod route;
 
 use std::fmt::Display;
 
@@ -21,11 +17,11 @@ use serde::{Serialize, Serializer};
 
 use crate::host::cpulist::CpuList;
 use crate::host::{HostError, Root};
+use crate::probe::nvml::NvmlFacts;
 use affinity::{Path, Place};
 use gpu::Gpu;
 use nic::{Nic, SkippedNic};
 use numa::NumaNode;
-use nvml::NvmlFacts;
 use rdma::RdmaDevice;
 
 /// The node's hardware.
@@ -43,10 +39,7 @@ pub(crate) struct Inventory {
 
 impl Inventory {
     /// Reads everything; only unreadable (not missing) files are errors.
-    pub(crate) fn read(
-        root: &Root,
-        probes: &crate::probes::Probes,
-    ) -> Result<Inventory, HostError> {
+    pub(crate) fn read(root: &Root, probes: &crate::probe::Probes) -> Result<Inventory, HostError> {
         let numa_nodes = numa::nodes(root)?;
         let devices = pci::devices(root)?;
         let mut gpus = gpu::gpus(&devices, &gpu::proc_gpus(root)?);

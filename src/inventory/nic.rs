@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::ethtool::EthtoolProbe;
 use super::pci::{self, PciLink, pci_function};
 use super::rdma::RdmaDevice;
 use crate::host::cpulist::CpuList;
 use crate::host::{HostError, Root};
+use crate::probe::ethtool::EthtoolProbe;
 
 /// One physical (device-backed) interface.
 #[derive(Debug, Clone, PartialEq, Serialize)]

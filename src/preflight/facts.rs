@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, ToSocketAddrs};
 
 use crate::bench::launch::{JobEnv, Launcher};
-use crate::checks::firewall::{model, read_ruleset, source::LiveFirewall};
+use crate::checks::firewall::{model, read_ruleset};
 use crate::checks::nic::ncclenv::NcclConfig;
 use crate::host::Root;
+use crate::probe::firewall::LiveFirewall;
 use crate::profile::job::{NcclPorts, PortRanges};
 
 use super::ifaces;
@@ -119,8 +120,8 @@ pub(crate) fn versions(root: &Root) -> BTreeMap<String, String> {
         .and_then(|t| crate::checks::gpu::versions::parse_proc_driver_version(&t));
     v.insert("driver".into(), driver.unwrap_or_else(|| "none".into()));
     let cuda = if root.is_live() {
-        use crate::inventory::cuda::CudaProbe;
-        crate::inventory::cuda::RealCuda.driver_version().ok()
+        use crate::probe::cuda::CudaProbe;
+        crate::probe::cuda::RealCuda.driver_version().ok()
     } else {
         None
     };

@@ -96,9 +96,12 @@ impl Scope<'_> {
             self.layout.mount_of("cpuset"),
             self.target.path(self.layout, "cpuset"),
         ) else {
-            return check.pass("0 (no cpuset)").with_message(format!(
-                "no cpuset controller applies, so all {noun} are allowed"
-            ));
+            return check
+                .clone()
+                .why(format!(
+                    "no cpuset controller applies, so all {noun} are allowed"
+                ))
+                .pass("0 (no cpuset)");
         };
         if !self.ctx.root.exists(&format!(
             "{mount}{}",
@@ -139,7 +142,7 @@ impl Scope<'_> {
             "{judged}: {detail} (cpuset of {from}), {}",
             self.target.label
         );
-        crate::checks::by_rule_with(&check, setting, &judged, actual, || {
+        crate::checks::by_rule(&check, setting, &judged, actual, || {
             let mut wanted = allowed.clone();
             for (_, local) in &without {
                 wanted.extend(local.iter().copied());

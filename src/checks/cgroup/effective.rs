@@ -20,15 +20,12 @@ pub(super) enum LimitError {
     /// The key has no cgroup v1 counterpart.
     #[error("cgroup v1 has no {key}")]
     NotInV1 { key: String },
-    /// A limit file could not be read or parsed; the message names it.
-    #[error("{0}")]
-    Unreadable(String),
-}
-
-impl From<String> for LimitError {
-    fn from(problem: String) -> Self {
-        LimitError::Unreadable(problem)
-    }
+    /// A limit file could not be read.
+    #[error(transparent)]
+    Unreadable(#[from] crate::host::HostError),
+    /// A limit file holds what the kernel does not write there.
+    #[error(transparent)]
+    Malformed(#[from] limits::Malformed),
 }
 
 pub(super) fn controller_of(key: &str) -> &str {
@@ -56,11 +53,7 @@ pub(super) fn read_limit(
         period_us: 100_000,
     };
     for cg in hierarchy::ancestors(path) {
-        let read = |file: &str| -> Result<Option<String>, String> {
-            ctx.root
-                .read_optional(&format!("{}/{file}", dir(&cg)))
-                .map_err(|e| e.to_string())
-        };
+        let read = |file: &str| ctx.root.read_optional(&format!("{}/{file}", dir(&cg)));
         let parsed: Option<(Amount, u64)> = match (key, v1) {
             ("memory.high", true) => {
                 return Err(LimitError::NotInV1 { key: key.into() });

@@ -8,7 +8,7 @@ use crate::image::NO_KERNEL;
 use crate::profile::amount::Amount;
 use crate::profile::setting::Setting;
 
-use super::super::{Context, by_rule_with, setting_check};
+use super::super::{Context, by_rule, setting_check};
 use super::units::{self, Assignment, Value};
 
 /// The drop-in `gputune apply` writes for a slice; a drop-in sorting after it wins over it.
@@ -107,6 +107,10 @@ fn slice_finding(
                 format!(", on parent slice {unit}")
             };
             return check
+                .clone()
+                .why(format!(
+                    "cannot tell: the limit is {what}, which only the running node knows; the running system decides"
+                ))
                 .warn(
                     format!(
                         "{what} ({property}={} at {}:{}{parent}), {label}",
@@ -119,10 +123,7 @@ fn slice_finding(
                         at.line,
                         setting.rule.describe()
                     ),
-                )
-                .with_message(format!(
-                    "cannot tell: the limit is {what}, which only the running node knows; the running system decides"
-                ));
+                );
         }
         Judged::Amount(amount, set) => (amount, set),
     };
@@ -141,7 +142,7 @@ fn slice_finding(
         None => format!("{shown} (no unit file sets {property}=: systemd's default, no limit)"),
     };
     let judged_text = amount.to_string();
-    by_rule_with(
+    by_rule(
         check,
         setting,
         &judged_text,

@@ -3,27 +3,42 @@
 
 use crate::profile::amount::Amount;
 
+/// A limit file's text that is not what the kernel writes there.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Malformed {
+    #[error("`{0}` is not `max` or a number")]
+    NotMax(String),
+    #[error("`{0}` is not a number of bytes")]
+    NotBytes(String),
+    #[error("CPU period is 0")]
+    ZeroPeriod,
+    #[error("`{0}` is not `QUOTA PERIOD` (e.g. `max 100000`)")]
+    NotCpuMax(String),
+    #[error("cpu.cfs_period_us `{0}` is not a number")]
+    NotPeriod(String),
+    #[error("cpu.cfs_quota_us `{0}` is not a number")]
+    NotQuota(String),
+}
+
 /// v1 writes "no limit" as the largest page-aligned counter (9223372036854771712 on 4 KiB
 /// pages); anything at or above 2^62 bytes is no limit in practice.
 const V1_UNLIMITED: i128 = 1 << 62;
 
 /// `memory.max` / `memory.high` / `pids.max` (v2, and `pids.max` on v1): `max` or a number.
-pub(crate) fn parse_max(text: &str) -> Result<Amount, String> {
+pub(crate) fn parse_max(text: &str) -> Result<Amount, Malformed> {
     let t = text.trim();
     if t == "max" {
         return Ok(Amount::Unlimited);
     }
     t.parse::<u64>()
         .map(|n| Amount::Finite(n.into()))
-        .map_err(|_| format!("`{t}` is not `max` or a number"))
+        .map_err(|_| Malformed::NotMax(t.to_string()))
 }
 
 /// v1 `memory.limit_in_bytes`: bytes, with the huge "unlimited" counter.
-pub(crate) fn parse_v1_memory(text: &str) -> Result<Amount, String> {
+pub(crate) fn parse_v1_memory(text: &str) -> Result<Amount, Malformed> {
     let t = text.trim();
-    let n: i128 = t
-        .parse()
-        .map_err(|_| format!("`{t}` is not a number of bytes"))?;
+    let n: i128 = t.parse().map_err(|_| Malformed::NotBytes(t.to_string()))?;
     Ok(if !(0..V1_UNLIMITED).contains(&n) {
         Amount::Unlimited
     } else {
@@ -38,9 +53,9 @@ pub(crate) struct CpuQuota {
     pub period_us: u64,
 }
 
-fn quota(quota_us: Option<u64>, period_us: u64) -> Result<CpuQuota, String> {
+fn quota(quota_us: Option<u64>, period_us: u64) -> Result<CpuQuota, Malformed> {
     if period_us == 0 {
-        return Err("CPU period is 0".into());
+        return Err(Malformed::ZeroPeriod);
     }
     Ok(CpuQuota {
         millicpus: match quota_us {
@@ -52,9 +67,9 @@ fn quota(quota_us: Option<u64>, period_us: u64) -> Result<CpuQuota, String> {
 }
 
 /// v2 `cpu.max`: `max 100000` or `400000 100000` (quota and period in µs).
-pub(crate) fn parse_cpu_max(text: &str) -> Result<CpuQuota, String> {
+pub(crate) fn parse_cpu_max(text: &str) -> Result<CpuQuota, Malformed> {
     let t = text.trim();
-    let bad = || format!("`{t}` is not `QUOTA PERIOD` (e.g. `max 100000`)");
+    let bad = || Malformed::NotCpuMax(t.to_string());
     let mut fields = t.split_whitespace();
     let (Some(q), period, None) = (fields.next(), fields.next(), fields.next()) else {
         return Err(bad());
@@ -72,15 +87,11 @@ pub(crate) fn parse_cpu_max(text: &str) -> Result<CpuQuota, String> {
 }
 
 /// v1 `cpu.cfs_quota_us` (`-1` = no limit) and `cpu.cfs_period_us`.
-pub(crate) fn parse_v1_cpu(quota_text: &str, period_text: &str) -> Result<CpuQuota, String> {
+pub(crate) fn parse_v1_cpu(quota_text: &str, period_text: &str) -> Result<CpuQuota, Malformed> {
     let q = quota_text.trim();
     let p = period_text.trim();
-    let period: u64 = p
-        .parse()
-        .map_err(|_| format!("cpu.cfs_period_us `{p}` is not a number"))?;
-    let q: i64 = q
-        .parse()
-        .map_err(|_| format!("cpu.cfs_quota_us `{q}` is not a number"))?;
+    let period: u64 = p.parse().map_err(|_| Malformed::NotPeriod(p.to_string()))?;
+    let q: i64 = q.parse().map_err(|_| Malformed::NotQuota(q.to_string()))?;
     quota(u64::try_from(q).ok(), period)
 }
 

@@ -240,7 +240,7 @@ impl Scope<'_> {
             None if path == "/" => "max (root cgroup: no limit)".into(),
             None => format!("max (no limit between {path} and the root)"),
         };
-        super::by_rule_with(
+        super::by_rule(
             &check,
             setting,
             &judged,

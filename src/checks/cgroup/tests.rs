@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use crate::checks::AuditOptions;
 use crate::finding::{Area, Finding, Status};
 use crate::host::Root;
-use crate::probes::Probes;
+use crate::probe::Probes;
 use crate::testing::{Tree, assert_contains, assert_starts, audit, expect, fixture};
 
 /// The cgroup findings of `root` under a profile setting every cgroup key.

@@ -426,7 +426,7 @@ fn mark_tests_see_only_the_bits_rules_set() {
 
 #[test]
 fn what_is_not_followed_names_the_rule_to_read() {
-    use crate::checks::firewall::source::{FirewallProbe, Output};
+    use crate::probe::firewall::{FirewallProbe, Output};
     struct Save(String);
     impl FirewallProbe for Save {
         fn run(&self, program: &str, _: &[&str]) -> std::io::Result<Option<Output>> {
@@ -440,7 +440,7 @@ fn what_is_not_followed_names_the_rule_to_read() {
     let save = "*filter\n:INPUT DROP [0:0]\n-A INPUT -p tcp --dport 29500 -m limit --limit 5/sec -j ACCEPT\nCOMMIT\n";
     let tree = crate::testing::Tree::new();
     let profile = tree.profile("/p.toml", "[job]\nrendezvous_ports = \"29500\"\n");
-    let mut probes = crate::probes::Probes::absent("in a test");
+    let mut probes = crate::probe::Probes::absent("in a test");
     probes.firewall = Box::new(Save(save.into()));
     let findings = crate::testing::audit(
         &crate::host::Root::live(),
@@ -459,7 +459,7 @@ fn what_is_not_followed_names_the_rule_to_read() {
 
 #[test]
 fn a_ruleset_json_cut_short_at_a_dormant_table_is_read_table_by_table() {
-    use crate::checks::firewall::source::{FirewallProbe, Output};
+    use crate::probe::firewall::{FirewallProbe, Output};
     // What nft 1.0.6 prints when a dormant table follows: the document stops at its flags.
     const CUT: &str = r#"{"nftables": [{"metainfo": {"version": "1.0.6"}}, {"table": {"family": "ip", "name": "d", "handle": 2, "flags": "#;
     const T0: &str = r#"{"nftables": [{"metainfo": {"version": "1.0.6"}}, {"table": {"family": "ip", "name": "t0", "handle": 1}}, {"chain": {"family": "ip", "table": "t0", "name": "c", "handle": 1, "type": "filter", "hook": "input", "prio": 0, "policy": "accept"}}, {"rule": {"family": "ip", "table": "t0", "chain": "c", "handle": 2, "expr": [{"match": {"op": "==", "left": {"payload": {"protocol": "tcp", "field": "dport"}}, "right": 29500}}, {"drop": null}]}}]}"#;

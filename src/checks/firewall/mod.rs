@@ -8,16 +8,16 @@ pub mod iptables;
 pub mod model;
 pub mod nft;
 pub(crate) mod node;
-pub(crate) mod source;
 
 use crate::finding::{Area, Check, Finding, Status};
 use crate::host::sysctl;
+use crate::probe_error::{Probe, ProbeError};
 use crate::profile::job::{NcclPorts, format_ports};
 use crate::profile::setting::KeySpec;
 
 use super::Context;
+use crate::probe::firewall::FirewallProbe;
 use model::{Place, Table, Tool, Verdict, Walk};
-use source::FirewallProbe;
 
 /// The firewall area has no judged settings: the ports come from the profile's `[job]`.
 pub(crate) const KEYS: &[KeySpec] = &[];
@@ -29,7 +29,7 @@ const WHY_NCCL: &str = "NCCL's bootstrap and socket transport listen on ephemera
 struct Group {
     id: &'static str,
     why: &'static str,
-    ranges: Result<Vec<(u16, u16)>, String>,
+    ranges: Result<Vec<(u16, u16)>, PortRangeError>,
     source: String,
 }
 
@@ -86,15 +86,25 @@ fn groups(ctx: &Context) -> Vec<Group> {
     out
 }
 
-fn local_port_range(ctx: &Context) -> Result<Vec<(u16, u16)>, String> {
-    let key = "net.ipv4.ip_local_port_range";
-    let value = sysctl::read(ctx.root, key)
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("{} is absent", sysctl::host_path(key)))?;
+const LOCAL_PORT_RANGE: &str = "net.ipv4.ip_local_port_range";
+
+/// Why the ports of [`LOCAL_PORT_RANGE`] are unknown.
+#[derive(Debug, thiserror::Error)]
+enum PortRangeError {
+    #[error(transparent)]
+    Unreadable(#[from] crate::host::HostError),
+    #[error("{} is absent", sysctl::host_path(LOCAL_PORT_RANGE))]
+    Absent,
+    #[error("{LOCAL_PORT_RANGE} reads `{0}`, not two port numbers")]
+    Malformed(String),
+}
+
+fn local_port_range(ctx: &Context) -> Result<Vec<(u16, u16)>, PortRangeError> {
+    let value = sysctl::read(ctx.root, LOCAL_PORT_RANGE)?.ok_or(PortRangeError::Absent)?;
     let mut f = value.split_whitespace().map(str::parse::<u16>);
     match (f.next(), f.next()) {
         (Some(Ok(lo)), Some(Ok(hi))) if lo <= hi => Ok(vec![(lo, hi)]),
-        _ => Err(format!("{key} reads `{value}`, not two port numbers")),
+        _ => Err(PortRangeError::Malformed(value)),
     }
 }
 
@@ -128,6 +138,18 @@ pub(crate) enum RulesetError {
     Unreadable(String),
 }
 
+impl RulesetError {
+    /// The failure by kind, for [`ProbeError::verdict`] to decide on.
+    fn probe_error(&self) -> ProbeError {
+        let reason = self.to_string();
+        match self {
+            RulesetError::NeedsRoot { .. } => ProbeError::Denied(reason),
+            RulesetError::NoTool => ProbeError::Absent(reason),
+            RulesetError::Failed { .. } | RulesetError::Unreadable(_) => ProbeError::Failed(reason),
+        }
+    }
+}
+
 /// Reads every ruleset that can filter input: nftables, then iptables-nft and
 /// iptables-legacy (iptables-nft tables replace their nft view, whose `xt` matches nft
 /// cannot show). A tool is only run when it can have something to show, which saves a
@@ -136,7 +158,7 @@ pub(crate) fn read_ruleset(runner: &dyn FirewallProbe) -> Result<Ruleset, Rulese
     let mut tables = Vec::new();
     let mut any_tool = false;
     let mut blind_spot = None;
-    let failed = |what: &str, out: &source::Output| {
+    let failed = |what: &str, out: &crate::probe::firewall::Output| {
         let detail = out.stderr.trim();
         // The tools' own words for a missing CAP_NET_ADMIN.
         if detail.contains("Operation not permitted") || detail.contains("Permission denied") {
@@ -407,13 +429,14 @@ pub(crate) fn audit(ctx: &Context) -> Vec<Finding> {
     groups
         .iter()
         .map(|g| match (&g.ranges, &ruleset) {
-            (Err(e), _) => g.check().error(e.clone()),
-            (_, Err(e @ RulesetError::NeedsRoot { .. })) => g.check().skip(e.to_string()),
+            (Err(e), _) => g.check().error(e.to_string()),
             (_, Err(e @ RulesetError::NoTool)) => g
                 .check()
-                .warn("unknown", "")
-                .with_message(format!("cannot tell: {e}")),
-            (_, Err(e)) => g.check().error(e.to_string()),
+                .why(format!("cannot tell: {e}"))
+                .warn("unknown", ""),
+            (_, Err(e)) => e
+                .probe_error()
+                .finding(Probe::Firewall, &g.check(), e.to_string()),
             (Ok(ranges), Ok(rs)) => judge(g, ranges, rs),
         })
         .collect()
@@ -482,11 +505,12 @@ fn judge(group: &Group, ranges: &[(u16, u16)], rs: &Ruleset) -> Finding {
         && rs.tools.is_empty()
     {
         return check
+            .clone()
+            .why(format!("cannot tell: {blind}. {}", group.why))
             .warn(
                 "no iptables rules; nftables unknown",
                 "install nftables (the nft tool) so the rules can be read",
-            )
-            .with_message(format!("cannot tell: {blind}. {}", group.why));
+            );
     }
     if rs.tools.is_empty() {
         return check.pass("no firewall: no filtering rules or drop policy on the input path");
@@ -564,7 +588,7 @@ fn judge(group: &Group, ranges: &[(u16, u16)], rs: &Ruleset) -> Finding {
             .collect::<Vec<_>>()
             .join("; ")
     );
-    check.judge(worst, actual, fix).with_message(message)
+    check.clone().why(message).judge(worst, actual, fix)
 }
 
 /// The command that opens `ports` (`29500-29550,50000-51000`) in the tool that decided.

@@ -5,11 +5,11 @@
 use std::collections::BTreeMap;
 use std::io;
 
-use super::source::{FirewallProbe, Output};
 use super::*;
 use crate::checks::AuditOptions;
 use crate::host::Root;
-use crate::probes::Probes;
+use crate::probe::Probes;
+use crate::probe::firewall::{FirewallProbe, Output};
 use crate::testing::{Tree, assert_contains, assert_starts, expect, fixture};
 
 /// A tool's output captured in `tests/fixtures/firewall`.

@@ -4,7 +4,7 @@
 
 use crate::finding::{Area, Check, Finding};
 use crate::inventory::gpu::Gpu;
-use crate::inventory::nvml::NvmlGpu;
+use crate::probe::nvml::NvmlGpu;
 
 /// `gpuN.row_remap`: a failed remapping (no spare row left: NVIDIA's replacement
 /// criterion) or one pending a reset fails; otherwise the counts pass.

@@ -12,7 +12,8 @@ use crate::finding::{Area, Check, Finding, Status};
 use crate::host::libsearch::SearchEnv;
 use crate::inventory::Inventory;
 use crate::inventory::gpu::Gpu;
-use crate::inventory::nvml::NvmlGpu;
+use crate::probe::nvml::NvmlGpu;
+use crate::probe_error::Probe;
 use crate::profile::setting::{
     KeySpec,
     ValueKind::{Number, Text, Version},
@@ -198,6 +199,7 @@ fn nvml(inv: &Inventory) -> Vec<Finding> {
     if let Err(reason) = &inv.nvml {
         let check = Check::new("gpu.nvml", Area::Gpu).expected("NVML available");
         return vec![reason.finding(
+            Probe::Nvml,
             &check,
             format!("skipped: {reason}; sysfs facts are still shown"),
         )];
@@ -375,8 +377,8 @@ mod tests {
         peer: &str,
         persistence: bool,
         ecc: u64,
-    ) -> crate::inventory::nvml::NvmlGpu {
-        crate::inventory::nvml::NvmlGpu {
+    ) -> crate::probe::nvml::NvmlGpu {
+        crate::probe::nvml::NvmlGpu {
             pci_address: addr.into(),
             name: "NVIDIA A100-SXM4-80GB".into(),
             memory_bytes: Some(80 << 30),
@@ -384,7 +386,7 @@ mod tests {
             ecc_uncorrected: Some(ecc),
             nvlink_peers: vec![peer.into(); 12],
             nvlinks: (0..12)
-                .map(|link| crate::inventory::nvml::NvLink { link, active: true })
+                .map(|link| crate::probe::nvml::NvLink { link, active: true })
                 .collect(),
             remapped_rows: None,
             retired_pages: None,
@@ -396,12 +398,12 @@ mod tests {
     /// inventory those facts give.
     fn audit_base(
         tree: &Tree,
-        facts: crate::inventory::nvml::NvmlFacts,
+        facts: crate::probe::nvml::NvmlFacts,
     ) -> (BTreeMap<String, Finding>, Inventory) {
         use crate::checks::AuditOptions;
         let root = tree.root();
-        let mut probes = crate::probes::Probes::absent("in a test");
-        probes.nvml = Box::new(crate::inventory::nvml::FixedNvml(facts));
+        let mut probes = crate::probe::Probes::absent("in a test");
+        probes.nvml = Box::new(crate::probe::nvml::FixedNvml(facts));
         let inv = Inventory::read(&root, &probes).unwrap();
         let options = AuditOptions::default();
         let f = crate::testing::audit_areas(&root, "base", &options, probes, &[]);
@@ -410,7 +412,7 @@ mod tests {
 
     #[test]
     fn nvml_facts_enrich_the_inventory_and_drive_health_checks() {
-        use crate::inventory::nvml::NvmlFacts;
+        use crate::probe::nvml::NvmlFacts;
         let tree = two_gpu_root();
         let (f, inv) = audit_base(
             &tree,
@@ -444,7 +446,7 @@ mod tests {
 
     #[test]
     fn an_nvlink_that_is_down_fails() {
-        use crate::inventory::nvml::{NvLink, NvmlFacts};
+        use crate::probe::nvml::{NvLink, NvmlFacts};
         let tree = two_gpu_root();
         let mut broken = nvml_gpu("0000:18:00.0", "0000:2a:00.0", true, 0);
         broken.nvlinks[3] = NvLink {
@@ -486,7 +488,7 @@ mod tests {
     #[test]
     fn nvml_memory_nvlinks_and_memory_repairs_are_judged_per_gpu() {
         use crate::ffi::nvml::RemappedRows;
-        use crate::inventory::nvml::{NvmlFacts, RetiredPages};
+        use crate::probe::nvml::{NvmlFacts, RetiredPages};
         let tree = two_gpu_root();
         tree.file(
             "/etc/gputune/profiles/site.toml",
@@ -519,8 +521,8 @@ mod tests {
             pending: true,
         });
         let root = tree.root();
-        let mut probes = crate::probes::Probes::absent("in a test");
-        probes.nvml = Box::new(crate::inventory::nvml::FixedNvml(NvmlFacts {
+        let mut probes = crate::probe::Probes::absent("in a test");
+        probes.nvml = Box::new(crate::probe::nvml::FixedNvml(NvmlFacts {
             gpus: vec![small, worn],
             ..Default::default()
         }));
@@ -556,7 +558,7 @@ mod tests {
 
     #[test]
     fn an_old_cuda_fails_the_profile() {
-        use crate::inventory::nvml::NvmlFacts;
+        use crate::probe::nvml::NvmlFacts;
         let tree = two_gpu_root();
         tree.file("/sys/module/nvidia/version", "470.57.02\n");
         let (f, _) = audit_base(

@@ -7,7 +7,7 @@ use crate::host::libsearch::SearchEnv;
 use crate::host::version::Version;
 use crate::host::{cudnn, torch};
 use crate::inventory::Inventory;
-use crate::probes::Probes;
+use crate::probe::Probes;
 use crate::profile::setting::Setting;
 
 use super::super::{Context, by_rule_found, setting_check};

@@ -5,7 +5,8 @@ use crate::finding::{Area, Check, Finding};
 use crate::host::Root;
 use crate::host::nccl::{self, SearchEnv};
 use crate::inventory::Inventory;
-use crate::probes::Probes;
+use crate::probe::Probes;
+use crate::probe_error::Probe;
 use crate::profile::setting::Setting;
 
 use super::super::{Context, by_rule_found, setting_check, value_by_rule};
@@ -24,15 +25,33 @@ pub(crate) fn parse_proc_driver_version(text: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+const PROC_VERSION: &str = "/proc/driver/nvidia/version";
+const MODULE_VERSION: &str = "/sys/module/nvidia/version";
+
+/// Why the loaded driver's version is unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NoDriver {
+    /// The driver is bound, but the files that name its version are missing.
+    #[error(
+        "the nvidia driver is bound to the GPUs but neither {PROC_VERSION} nor {MODULE_VERSION} is readable (a partial snapshot?)"
+    )]
+    Unreadable,
+    /// The kernel module is not loaded.
+    #[error(
+        "NVIDIA driver not found (no {PROC_VERSION}, no {MODULE_VERSION}: the nvidia kernel module is not loaded)"
+    )]
+    NotLoaded,
+}
+
 /// The loaded driver's version and the file it came from, or why there is none.
-pub(crate) fn driver_version(root: &Root, inv: &Inventory) -> Result<(String, String), String> {
-    let proc_file = "/proc/driver/nvidia/version";
+pub(crate) fn driver_version(root: &Root, inv: &Inventory) -> Result<(String, String), NoDriver> {
+    let proc_file = PROC_VERSION;
     if let Ok(Some(text)) = root.read_optional(proc_file)
         && let Some(v) = parse_proc_driver_version(&text)
     {
         return Ok((v, proc_file.into()));
     }
-    let module = "/sys/module/nvidia/version";
+    let module = MODULE_VERSION;
     if let Ok(Some(text)) = root.read_optional(module)
         && !text.trim().is_empty()
     {
@@ -52,20 +71,16 @@ pub(crate) fn driver_version(root: &Root, inv: &Inventory) -> Result<(String, St
             .iter()
             .any(|g| g.driver.as_deref() == Some("nvidia"))
     {
-        return Err(format!(
-            "the nvidia driver is bound to the GPUs but neither {proc_file} nor {module} is readable (a partial snapshot?)"
-        ));
+        return Err(NoDriver::Unreadable);
     }
-    Err(format!(
-        "NVIDIA driver not found (no {proc_file}, no {module}: the nvidia kernel module is not loaded)"
-    ))
+    Err(NoDriver::NotLoaded)
 }
 
 /// `driver.version`.
 pub(crate) fn driver(ctx: &Context, inv: &Inventory, setting: &Setting) -> Finding {
     let check = setting_check(ctx, Area::Gpu, "driver.version", setting);
     match driver_version(ctx.root, inv) {
-        Err(reason) => check.skip(reason),
+        Err(reason) => check.skip(reason.to_string()),
         Ok((version, source)) => value_by_rule(
             &check.found(format!("from {source}"), ". "),
             setting,
@@ -83,7 +98,7 @@ pub(crate) fn cuda(ctx: &Context, inv: &Inventory, probes: &Probes, setting: &Se
         Some(v) => (v, "NVML".to_string()),
         None => match probes.cuda.driver_version() {
             Ok(v) => (v, "cuDriverGetVersion in libcuda.so.1".to_string()),
-            Err(reason) => return reason.finding(&check, reason.to_string()),
+            Err(reason) => return reason.finding(Probe::Cuda, &check, reason.to_string()),
         },
     };
     value_by_rule(

@@ -521,7 +521,7 @@ mod tests {
         use crate::checks::AuditOptions;
         use crate::testing::Tree;
         let run = |tree: &Tree, options: &AuditOptions| {
-            let probes = crate::probes::Probes::absent("in a test");
+            let probes = crate::probe::Probes::absent("in a test");
             crate::testing::audit(&tree.root(), "base", options, probes, Area::Gpu)
         };
         let gpu = Tree::new();

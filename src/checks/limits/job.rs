@@ -5,13 +5,14 @@
 //! limit; one that is not propagated is slurmd's own.
 
 use crate::finding::{Area, Finding, Remedy, Status};
+use crate::probe_error::{Probe, ProbeError};
 use crate::profile::amount::Amount;
 use crate::profile::setting::Setting;
 
-use super::probe::{LimitsProbe, Resource};
-use super::slurm_conf::Propagation;
+use super::slurm_conf::{Propagation, SlurmConfError};
 use super::{LimitsFiles, file_amount, limit_fix, show, systemd_value};
-use crate::checks::{Context, by_rule_with, setting_check};
+use crate::checks::{Context, by_rule, setting_check};
+use crate::probe::limits::{LimitsProbe, Resource};
 
 /// Whose resource limits the live limit checks judge.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -30,7 +31,7 @@ pub(super) fn rlimit(
     ctx: &Context,
     probe: &dyn LimitsProbe,
     files: &LimitsFiles,
-    propagation: &Result<Propagation, String>,
+    propagation: &Result<Propagation, SlurmConfError>,
     resource: Resource,
     key: &str,
     setting: &Setting,
@@ -42,7 +43,14 @@ pub(super) fn rlimit(
     };
     let own = match probe.rlimit(resource) {
         Ok(limit) => limit,
-        Err(e) => return check.error(format!("getrlimit({}): {e}", resource.name())),
+        Err(e) => {
+            return ProbeError::io_finding(
+                Probe::Limits,
+                &check,
+                &format!("getrlimit({})", resource.name()),
+                &e,
+            );
+        }
     };
     let name = resource.name();
     if !propagation.carries(name) {
@@ -57,7 +65,7 @@ pub(super) fn rlimit(
             "judged as a Slurm job gets it, by {}",
             propagation.source
         ));
-        return by_rule_with(&check, setting, &judged, actual, || {
+        return by_rule(&check, setting, &judged, actual, || {
             slurmd_fix(resource, setting, &judged, "a job inherits slurmd's limit")
         });
     }
@@ -84,7 +92,7 @@ pub(super) fn rlimit(
             "at most {} (slurmd's hard limit caps every job's soft limit)",
             show(resource, own.hard)
         );
-        return check.judge_with(status, actual, || {
+        return check.judge(status, actual, || {
             slurmd_fix(
                 resource,
                 setting,
@@ -114,7 +122,7 @@ pub(super) fn rlimit(
             soft.place
         )
     };
-    by_rule_with(&check, setting, &judged, actual, || {
+    by_rule(&check, setting, &judged, actual, || {
         if capped {
             slurmd_fix(
                 resource,

@@ -20,8 +20,26 @@ const DAEMONS: &[&str] = &[
     "/lib/systemd/systemd-logind",
 ];
 
+/// A line of a logind file that systemd would not take, with its `file:line`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Malformed {
+    #[error("{place}: `{line}` is neither a [section] nor KEY=VALUE")]
+    NotKeyValue { place: String, line: String },
+    #[error("{place}: RemoveIPC=`{value}` is not a boolean")]
+    NotBoolean { place: String, value: String },
+}
+
+/// Why logind's `RemoveIPC=` is unknown.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LogindError {
+    #[error(transparent)]
+    Unreadable(#[from] HostError),
+    #[error(transparent)]
+    Malformed(#[from] Malformed),
+}
+
 /// The last `RemoveIPC=` in the `[Login]` section of one file, or `None` when it sets none.
-pub fn parse_remove_ipc(file: &str, text: &str) -> Result<Option<bool>, String> {
+pub fn parse_remove_ipc(file: &str, text: &str) -> Result<Option<bool>, Malformed> {
     let mut section = String::new();
     let mut value = None;
     for (index, raw) in text.lines().enumerate() {
@@ -34,18 +52,15 @@ pub fn parse_remove_ipc(file: &str, text: &str) -> Result<Option<bool>, String> 
             continue;
         }
         let Some((key, v)) = line.split_once('=') else {
-            return Err(format!(
-                "{file}:{}: `{line}` is neither a [section] nor KEY=VALUE",
-                index + 1
-            ));
+            return Err(Malformed::NotKeyValue {
+                place: format!("{file}:{}", index + 1),
+                line: line.to_string(),
+            });
         };
         if section == "Login" && key.trim() == "RemoveIPC" {
-            value = Some(parse_bool(v.trim()).ok_or_else(|| {
-                format!(
-                    "{file}:{}: RemoveIPC=`{}` is not a boolean",
-                    index + 1,
-                    v.trim()
-                )
+            value = Some(parse_bool(v.trim()).ok_or_else(|| Malformed::NotBoolean {
+                place: format!("{file}:{}", index + 1),
+                value: v.trim().to_string(),
             })?);
         }
     }
@@ -71,9 +86,9 @@ pub(crate) enum RemoveIpc {
 }
 
 /// Reads the main file and drop-ins in the order systemd-logind applies them.
-pub(crate) fn read(root: &Root) -> Result<Result<RemoveIpc, String>, HostError> {
+pub(crate) fn read(root: &Root) -> Result<RemoveIpc, LogindError> {
     if !DAEMONS.iter().any(|d| root.exists(d)) {
-        return Ok(Ok(RemoveIpc::NoLogind));
+        return Ok(RemoveIpc::NoLogind);
     }
     let mut files: Vec<String> = Vec::new();
     if let Some(main) = MAIN_FILES.iter().find(|f| root.exists(f)) {
@@ -98,18 +113,14 @@ pub(crate) fn read(root: &Root) -> Result<Result<RemoveIpc, String>, HostError> 
         let Some(text) = root.read_optional(&file)? else {
             continue;
         };
-        match parse_remove_ipc(&file, &text) {
-            Ok(Some(remove)) => {
-                result = RemoveIpc::Set {
-                    remove,
-                    place: Some(file),
-                }
+        if let Some(remove) = parse_remove_ipc(&file, &text)? {
+            result = RemoveIpc::Set {
+                remove,
+                place: Some(file),
             }
-            Ok(None) => {}
-            Err(e) => return Ok(Err(e)),
         }
     }
-    Ok(Ok(result))
+    Ok(result)
 }
 
 #[cfg(test)]
@@ -140,6 +151,7 @@ mod tests {
         assert!(
             parse_remove_ipc("logind.conf", "[Login]\nRemoveIPC=maybe\n")
                 .unwrap_err()
+                .to_string()
                 .starts_with("logind.conf:2:")
         );
     }
@@ -148,11 +160,11 @@ mod tests {
     fn drop_ins_override_in_name_order_and_etc_masks_usr() {
         let tree = Tree::new();
         let root = tree.root();
-        assert_eq!(read(&root).unwrap(), Ok(RemoveIpc::NoLogind));
+        assert_eq!(read(&root).ok(), Some(RemoveIpc::NoLogind));
         tree.file("/usr/lib/systemd/systemd-logind", "");
         assert_eq!(
-            read(&root).unwrap(),
-            Ok(RemoveIpc::Set {
+            read(&root).ok(),
+            Some(RemoveIpc::Set {
                 remove: true,
                 place: None
             })
@@ -167,8 +179,8 @@ mod tests {
             "[Login]\nRemoveIPC=yes\n",
         );
         assert_eq!(
-            read(&root).unwrap(),
-            Ok(RemoveIpc::Set {
+            read(&root).ok(),
+            Some(RemoveIpc::Set {
                 remove: false,
                 place: Some("/usr/lib/systemd/logind.conf.d/50-x.conf".into())
             })
@@ -176,8 +188,8 @@ mod tests {
         // An /etc drop-in of the same name masks the vendor one.
         tree.file("/etc/systemd/logind.conf.d/50-x.conf", "[Login]\n");
         assert_eq!(
-            read(&root).unwrap(),
-            Ok(RemoveIpc::Set {
+            read(&root).ok(),
+            Some(RemoveIpc::Set {
                 remove: true,
                 place: Some("/usr/lib/systemd/logind.conf.d/10-a.conf".into())
             })

@@ -5,17 +5,17 @@
 pub(crate) mod job;
 pub mod logind;
 pub mod pam;
-pub(crate) mod probe;
 pub mod shm;
 pub(crate) mod slurm_conf;
 
 use crate::finding::{Area, Change, Check, Finding, Remedy, Status};
+use crate::probe_error::{Probe, ProbeError};
 use crate::profile::amount::Amount;
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
 
-use super::{Context, by_rule_with, setting_check};
+use super::{Context, by_rule, setting_check};
+use crate::probe::limits::{LimitsProbe, Resource};
 pub(crate) use job::LimitsOf;
-use probe::{LimitsProbe, Resource};
 
 /// The file `apply` writes limits to (DESIGN.md).
 pub(crate) const GPUTUNE_LIMITS_FILE: &str = "/etc/security/limits.d/90-gputune.conf";
@@ -190,7 +190,14 @@ fn live_rlimit(
     }
     let limit = match probe.rlimit(resource) {
         Ok(limit) => limit,
-        Err(e) => return check.error(format!("getrlimit({}): {e}", resource.name())),
+        Err(e) => {
+            return ProbeError::io_finding(
+                Probe::Limits,
+                &check,
+                &format!("getrlimit({})", resource.name()),
+                &e,
+            );
+        }
     };
     let judged = limit.soft.to_string();
     let actual = format!(
@@ -198,7 +205,7 @@ fn live_rlimit(
         show(resource, limit.soft),
         show(resource, limit.hard)
     );
-    by_rule_with(&check, setting, &judged, actual, || {
+    by_rule(&check, setting, &judged, actual, || {
         limit_fix(resource, setting, &judged)
     })
 }
@@ -360,14 +367,13 @@ fn login_rlimit(
         None => check,
     };
     let check = notes.into_iter().fold(check, Check::noted);
-    check.judge_with(status, actual, || limit_fix(resource, setting, &judged))
+    check.judge(status, actual, || limit_fix(resource, setting, &judged))
 }
 
 fn remove_ipc(ctx: &Context, setting: &Setting) -> Finding {
     let check = setting_check(ctx, Area::Limits, "logind.RemoveIPC", setting);
     let value = match logind::read(ctx.root) {
-        Ok(Ok(value)) => value,
-        Ok(Err(e)) => return check.error(e),
+        Ok(value) => value,
         Err(e) => return check.error(e.to_string()),
     };
     let (remove, place) = match value {
@@ -382,7 +388,7 @@ fn remove_ipc(ctx: &Context, setting: &Setting) -> Finding {
         "{word} ({})",
         place.unwrap_or_else(|| "systemd default".into())
     );
-    by_rule_with(&check, setting, word, actual, || {
+    by_rule(&check, setting, word, actual, || {
         let target = setting.rule.target(word).unwrap_or_else(|| "no".into());
         Some(Remedy::applied(
             format!(

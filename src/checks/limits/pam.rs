@@ -122,23 +122,37 @@ pub fn parse(file: &str, text: &str) -> (Vec<Entry>, Vec<String>) {
 
 type Fields = (Domain, Kind, String, (Value, Option<String>));
 
-fn parse_fields(fields: &[&str]) -> Result<Fields, String> {
+/// Why pam_limits would skip a line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum BadLine {
+    #[error("expected `<domain> <type> <item> <value>`, found {0} fields")]
+    Fields(usize),
+    #[error("type `{0}` is not soft, hard or -")]
+    Kind(String),
+    #[error("unknown item `{0}`")]
+    Item(String),
+    #[error("value `{0}` is not a number or unlimited")]
+    Value(String),
+    #[error("domain `{0}` has a bad id range")]
+    IdRange(String),
+    #[error("domain `@` names no group")]
+    NoGroup,
+}
+
+fn parse_fields(fields: &[&str]) -> Result<Fields, BadLine> {
     let [domain, kind, item, value] = fields else {
-        return Err(format!(
-            "expected `<domain> <type> <item> <value>`, found {} fields",
-            fields.len()
-        ));
+        return Err(BadLine::Fields(fields.len()));
     };
     let domain = parse_domain(domain)?;
     let kind = match *kind {
         "soft" => Kind::Soft,
         "hard" => Kind::Hard,
         "-" => Kind::Both,
-        other => return Err(format!("type `{other}` is not soft, hard or -")),
+        other => return Err(BadLine::Kind(other.to_string())),
     };
     let item = item.to_ascii_lowercase();
     if !ITEMS.contains(&item.as_str()) {
-        return Err(format!("unknown item `{item}`"));
+        return Err(BadLine::Item(item));
     }
     Ok((domain, kind, item, parse_value(value)?))
 }
@@ -147,7 +161,7 @@ fn parse_fields(fields: &[&str]) -> Result<Fields, String> {
 /// (`strtoul`/`strtoull` in pam_limits.c's process_limit, which refuses the line only when no
 /// digit is read). So `9000x` is 9000 and `128k` is 128, not 131072: the note says so. A
 /// number too large saturates at ULLONG_MAX, which is RLIM_INFINITY.
-fn parse_value(text: &str) -> Result<(Value, Option<String>), String> {
+fn parse_value(text: &str) -> Result<(Value, Option<String>), BadLine> {
     if matches!(
         text.to_ascii_lowercase().as_str(),
         "unlimited" | "infinity" | "-1"
@@ -159,7 +173,7 @@ fn parse_value(text: &str) -> Result<(Value, Option<String>), String> {
         .unwrap_or(text.len());
     let digits = &text[..end];
     if digits.is_empty() {
-        return Err(format!("value `{text}` is not a number or unlimited"));
+        return Err(BadLine::Value(text.to_string()));
     }
     let value = digits
         .parse::<u64>()
@@ -173,16 +187,16 @@ fn parse_value(text: &str) -> Result<(Value, Option<String>), String> {
     Ok((value, note))
 }
 
-fn parse_domain(text: &str) -> Result<Domain, String> {
-    let range = |t: &str| -> Result<(Option<u32>, Option<u32>), String> {
+fn parse_domain(text: &str) -> Result<Domain, BadLine> {
+    let range = |t: &str| -> Result<(Option<u32>, Option<u32>), BadLine> {
         let (lo, hi) = t.split_once(':').unwrap_or((t, t));
-        let bound = |s: &str| -> Result<Option<u32>, String> {
+        let bound = |s: &str| -> Result<Option<u32>, BadLine> {
             if s.is_empty() {
                 Ok(None)
             } else {
                 s.parse()
                     .map(Some)
-                    .map_err(|_| format!("domain `{text}` has a bad id range"))
+                    .map_err(|_| BadLine::IdRange(text.to_string()))
             }
         };
         Ok((bound(lo)?, bound(hi)?))
@@ -196,7 +210,7 @@ fn parse_domain(text: &str) -> Result<Domain, String> {
             return Ok(Domain::GidRange(lo, hi));
         }
         if group.is_empty() {
-            return Err("domain `@` names no group".into());
+            return Err(BadLine::NoGroup);
         }
         return Ok(Domain::Group(group.to_string()));
     }

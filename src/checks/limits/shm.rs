@@ -4,12 +4,13 @@
 
 use crate::finding::{Area, Check, Finding, Remedy, Status};
 use crate::host::mounts;
+use crate::probe_error::{Probe, ProbeError};
 use crate::profile::amount::Amount;
 use crate::profile::setting::Setting;
 
-use super::super::{Context, by_rule_with, setting_check};
+use super::super::{Context, by_rule, setting_check};
 use super::human;
-use super::probe::LimitsProbe;
+use crate::probe::limits::LimitsProbe;
 
 const SHM: &str = "/dev/shm";
 
@@ -65,7 +66,7 @@ fn fix(target: &str) -> String {
 
 fn judge(check: &Check, setting: &Setting, bytes: u64, actual: String) -> Finding {
     let judged = bytes.to_string();
-    by_rule_with(check, setting, &judged, actual, || {
+    by_rule(check, setting, &judged, actual, || {
         let target = setting.rule.target(&judged)?;
         let target = Amount::parse(&target)
             .map(|a| human(a).replace(' ', "").replace("iB", ""))
@@ -178,7 +179,7 @@ pub(crate) fn size(ctx: &Context, probe: &dyn LimitsProbe, setting: &Setting) ->
                     finding
                 }
             }
-            Err(e) => check.error(format!("statvfs /dev/shm: {e}")),
+            Err(e) => ProbeError::io_finding(Probe::Limits, &check, "statvfs /dev/shm", &e),
         };
     }
     let Some(mount) = mount else {
@@ -228,7 +229,7 @@ pub(crate) fn free(ctx: &Context, probe: &dyn LimitsProbe, setting: &Setting) ->
                 human(Amount::Finite(space.size.into()))
             ),
         ),
-        Err(e) => check.error(format!("statvfs /dev/shm: {e}")),
+        Err(e) => ProbeError::io_finding(Probe::Limits, &check, "statvfs /dev/shm", &e),
     }
 }
 

@@ -4,7 +4,29 @@
 //! task's soft limit, lowered to its own hard limit (`_set_limit` in slurmstepd's
 //! `ulimits.c`); a limit that is not propagated stays what slurmd has.
 
-use crate::host::Root;
+use crate::host::{HostError, Root};
+
+/// Why slurm.conf does not say which limits a job takes; each names the file (and line).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SlurmConfError {
+    #[error("SLURM_CONF={0:?} is not an absolute path")]
+    Relative(String),
+    #[error("SLURM_CONF={0}: no such file")]
+    NoConf(String),
+    #[error(transparent)]
+    Unreadable(#[from] HostError),
+    /// A file an `Include` names is missing.
+    #[error("{0}: no such file")]
+    NoInclude(String),
+    #[error("{0}: Include nested deeper than {MAX_INCLUDE_DEPTH}")]
+    TooDeep(String),
+    #[error(
+        "{0} and {1}: PropagateResourceLimits and PropagateResourceLimitsExcept are mutually exclusive (Slurm refuses such a slurm.conf)"
+    )]
+    Both(String, String),
+    #[error("{place}: {word:?} is not a resource limit Slurm propagates (one of ALL, NONE, {names})", names = NAMES.join(", "))]
+    NotALimit { place: String, word: String },
+}
 
 /// The resource names slurm.conf accepts (`slurm_rlimits_info.c`).
 const NAMES: &[&str] = &[
@@ -50,29 +72,21 @@ struct Line {
 /// Reads the node's slurm.conf: `explicit` (`SLURM_CONF`) when given, else the first that
 /// exists of [`CANDIDATES`]. No slurm.conf at all is Slurm's default (every limit propagated),
 /// said in the source. Errors name the file and line.
-pub(crate) fn read(root: &Root, explicit: Option<&str>) -> Result<Propagation, String> {
+pub(crate) fn read(root: &Root, explicit: Option<&str>) -> Result<Propagation, SlurmConfError> {
     let path = match explicit {
         Some(path) if !path.starts_with('/') => {
-            return Err(format!("SLURM_CONF={path:?} is not an absolute path"));
+            return Err(SlurmConfError::Relative(path.to_string()));
         }
         Some(path) => {
-            if root
-                .read_optional(path)
-                .map_err(|e| e.to_string())?
-                .is_none()
-            {
-                return Err(format!("SLURM_CONF={path}: no such file"));
+            if root.read_optional(path)?.is_none() {
+                return Err(SlurmConfError::NoConf(path.to_string()));
             }
             Some(path.to_string())
         }
         None => {
             let mut found = None;
             for candidate in CANDIDATES {
-                if root
-                    .read_optional(candidate)
-                    .map_err(|e| e.to_string())?
-                    .is_some()
-                {
+                if root.read_optional(candidate)?.is_some() {
                     found = Some(candidate.to_string());
                     break;
                 }
@@ -94,12 +108,13 @@ pub(crate) fn read(root: &Root, explicit: Option<&str>) -> Result<Propagation, S
 
 /// Slurm's rule: `PropagateResourceLimits` lists what is propagated (`ALL`, `NONE` or names),
 /// `PropagateResourceLimitsExcept` what is not; both at once is an error slurmctld refuses.
-fn resolve(path: &str, only: Option<Line>, except: Option<Line>) -> Result<Propagation, String> {
+fn resolve(
+    path: &str,
+    only: Option<Line>,
+    except: Option<Line>,
+) -> Result<Propagation, SlurmConfError> {
     match (only, except) {
-        (Some(a), Some(b)) => Err(format!(
-            "{} and {}: PropagateResourceLimits and PropagateResourceLimitsExcept are mutually exclusive (Slurm refuses such a slurm.conf)",
-            a.place, b.place
-        )),
+        (Some(a), Some(b)) => Err(SlurmConfError::Both(a.place, b.place)),
         (None, None) => Ok(Propagation {
             propagated: NAMES.to_vec(),
             source: format!("PropagateResourceLimits=ALL (Slurm's default; {path} sets neither)"),
@@ -129,7 +144,7 @@ fn resolve(path: &str, only: Option<Line>, except: Option<Line>) -> Result<Propa
 }
 
 /// The names of a comma list; `ALL` and `NONE` stand alone.
-fn names(line: &Line) -> Result<Vec<&'static str>, String> {
+fn names(line: &Line) -> Result<Vec<&'static str>, SlurmConfError> {
     let mut out = Vec::new();
     for word in line.value.split(',').map(str::trim) {
         if word.eq_ignore_ascii_case("ALL") {
@@ -138,11 +153,10 @@ fn names(line: &Line) -> Result<Vec<&'static str>, String> {
         } else if let Some(name) = NAMES.iter().find(|n| n.eq_ignore_ascii_case(word)) {
             out.push(*name);
         } else {
-            return Err(format!(
-                "{}: {word:?} is not a resource limit Slurm propagates (one of ALL, NONE, {})",
-                line.place,
-                NAMES.join(", ")
-            ));
+            return Err(SlurmConfError::NotALimit {
+                place: line.place.clone(),
+                word: word.to_string(),
+            });
         }
     }
     out.sort_unstable();
@@ -158,16 +172,13 @@ fn collect(
     depth: usize,
     only: &mut Option<Line>,
     except: &mut Option<Line>,
-) -> Result<(), String> {
+) -> Result<(), SlurmConfError> {
     if depth > MAX_INCLUDE_DEPTH {
-        return Err(format!(
-            "{path}: Include nested deeper than {MAX_INCLUDE_DEPTH}"
-        ));
+        return Err(SlurmConfError::TooDeep(path.to_string()));
     }
     let text = root
-        .read_optional(path)
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("{path}: no such file"))?;
+        .read_optional(path)?
+        .ok_or_else(|| SlurmConfError::NoInclude(path.to_string()))?;
     for (index, raw) in text.lines().enumerate() {
         let place = format!("{path}:{}", index + 1);
         let line = raw.split('#').next().unwrap_or("").trim();
@@ -215,7 +226,7 @@ mod tests {
         for (path, text) in files {
             tree.file(path, text);
         }
-        read(&tree.root(), None)
+        read(&tree.root(), None).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -294,7 +305,9 @@ mod tests {
         assert!(looped.contains("nested deeper"), "{looped}");
         let tree = Tree::new();
         assert!(read(&tree.root(), Some("relative.conf")).is_err());
-        let gone = read(&tree.root(), Some("/etc/slurm/nope.conf")).unwrap_err();
+        let gone = read(&tree.root(), Some("/etc/slurm/nope.conf"))
+            .unwrap_err()
+            .to_string();
         assert!(gone.contains("SLURM_CONF=/etc/slurm/nope.conf"), "{gone}");
     }
 }

@@ -4,11 +4,11 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;
 
-use super::probe::{LimitsProbe, Resource, Rlimit, Space};
 use super::*;
 use crate::checks::AuditOptions;
 use crate::host::Root;
-use crate::probes::Probes;
+use crate::probe::Probes;
+use crate::probe::limits::{LimitsProbe, Resource, Rlimit, Space};
 use crate::testing::{Tree, assert_contains, assert_starts, expect, fixture};
 
 /// Live facts chosen by the test.

@@ -7,6 +7,7 @@
 use crate::finding::{Area, Change, Check, Finding, Remedy};
 use crate::host::ethtool::{Ethtool, EthtoolError, Knob};
 use crate::inventory::nic::{LinkKind, Nic};
+use crate::probe_error::{Probe, ProbeError};
 use crate::profile::setting::Setting;
 
 use super::super::Context;
@@ -49,16 +50,16 @@ pub fn audit(ctx: &Context, nic: &Nic) -> Vec<Finding> {
 }
 
 /// A read that failed: the driver lacks the group (a skip, not a fault), the node is not
-/// live (a skip), or the kernel could not answer (an error).
+/// live (a skip), or the kernel could not answer (an error); [`ProbeError::verdict`] decides.
 fn unread(check: &Check, nic: &Nic, err: EthtoolError) -> Finding {
-    match err {
-        EthtoolError::Unsupported { .. } => check.skip(match nic.driver.as_deref() {
-            Some(driver) => format!("{err} (driver {driver}): nothing to judge"),
-            None => format!("{err}: nothing to judge"),
-        }),
-        EthtoolError::NotLive(why) => check.skip(why),
-        other => check.error(other.to_string()),
-    }
+    let reason = match (&err, nic.driver.as_deref()) {
+        (EthtoolError::Unsupported { .. }, Some(driver)) => {
+            format!("{err} (driver {driver}): nothing to judge")
+        }
+        (EthtoolError::Unsupported { .. }, None) => format!("{err}: nothing to judge"),
+        _ => err.to_string(),
+    };
+    ProbeError::from(&err).finding(Probe::NicSettings, check, reason)
 }
 
 fn change(nic: &Nic, knob: Knob, value: u32) -> Change {
@@ -128,7 +129,7 @@ fn ring(e: &dyn Ethtool, nic: &Nic, knob: Knob, check: Check, setting: &Setting)
             format!("{} has {current} of at most {max} descriptors", nic.name),
             "; ",
         )
-        .judge_with(status, format!("{current} (max {max})"), || {
+        .judge(status, format!("{current} (max {max})"), || {
             Some(remedy(nic, knob, want))
         })
 }
@@ -200,7 +201,7 @@ fn channels(e: &dyn Ethtool, nic: &Nic, check: Check, setting: &Setting) -> Find
     check
         .expected(expected)
         .found(format!("{name} runs {current} {kind} queues"), "; ")
-        .judge_with(status, format!("{current} {kind} (max {max})"), || {
+        .judge(status, format!("{current} {kind} (max {max})"), || {
             Some(if combined {
                 remedy(nic, Knob::CombinedChannels, want)
             } else {
@@ -262,7 +263,7 @@ fn switch_or_number(
             check = check.noted("adaptive-rx is on, so the driver moves rx-usecs by itself");
         }
     }
-    super::super::by_rule_with(&check, setting, &current.to_string(), shown, || {
+    super::super::by_rule(&check, setting, &current.to_string(), shown, || {
         let want = target?;
         if fixed {
             return Some(Remedy::by_hand(format!(

@@ -2,7 +2,7 @@
 //! the NIC (`/sys/class/net/X/device/msi_irqs`) whose `smp_affinity_list` reaches outside
 //! that node's CPUs gets a `Change::IrqAffinity`. irqbalance, when running, moves them back.
 
-use crate::finding::{Area, Change, Check, Finding};
+use crate::finding::{Area, Change, Check, Finding, Remedy};
 use crate::host::cpulist::CpuList;
 use crate::inventory::Inventory;
 use crate::inventory::nic::Nic;
@@ -114,12 +114,14 @@ pub fn audit(ctx: &Context, inv: &Inventory, nic: &Nic, setting: &Setting) -> Ve
             .judge(
                 setting.severity.status(),
                 current.to_string(),
-                format!("echo {} > /proc/irq/{irq}/smp_affinity_list", node.cpus),
-            )
-            .with_change(Change::IrqAffinity {
-                irq: *irq,
-                cpus: node.cpus.to_string(),
-            });
+                Remedy::applied(
+                    format!("echo {} > /proc/irq/{irq}/smp_affinity_list", node.cpus),
+                    Change::IrqAffinity {
+                        irq: *irq,
+                        cpus: node.cpus.to_string(),
+                    },
+                ),
+            );
         out.push(f);
     }
     if remote == 0 {

@@ -439,8 +439,8 @@ mod tests {
     }
     use crate::checks::AuditOptions;
     use crate::finding::Status;
-    use crate::inventory::route::FixedRoutes;
-    use crate::probes::Probes;
+    use crate::probe::Probes;
+    use crate::probe::route::FixedRoutes;
     use crate::testing::Tree;
 
     /// Two PCI NICs: eth0 (10 GbE, ifindex 2) and eth1 (100 GbE, ifindex 3).
@@ -554,7 +554,7 @@ mod tests {
         let tree = two_nics();
         let (nics, _) = crate::inventory::nic::nics(
             &tree.root(),
-            &crate::inventory::ethtool::NoEthtool("test".into()),
+            &crate::probe::ethtool::NoEthtool("test".into()),
             &[],
         )
         .unwrap();

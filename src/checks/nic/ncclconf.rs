@@ -1,7 +1,7 @@
 //! The NCCL settings the node needs, as `/etc/nccl.conf` lines (`apply` writes them):
 //! `NCCL_SOCKET_IFNAME` naming the NIC NCCL's bootstrap and socket transport should use.
 
-use crate::finding::{Area, Change, Check, Finding};
+use crate::finding::{Area, Change, Check, Finding, Remedy};
 use crate::inventory::nic::Nic;
 
 use super::super::Context;
@@ -90,18 +90,19 @@ pub fn socket_ifname(ctx: &Context, judged: &[&Nic]) -> Finding {
     {
         return check.pass(actual);
     }
-    check
-        .warn(
-            actual,
+    check.warn(
+        actual,
+        Remedy::applied(
             format!(
                 "add `NCCL_SOCKET_IFNAME={}` to /etc/nccl.conf (gputune apply writes it)",
                 nic.name
             ),
-        )
-        .with_change(Change::NcclEnv {
-            key: "NCCL_SOCKET_IFNAME".into(),
-            value: nic.name.clone(),
-        })
+            Change::NcclEnv {
+                key: "NCCL_SOCKET_IFNAME".into(),
+                value: nic.name.clone(),
+            },
+        ),
+    )
 }
 
 #[cfg(test)]

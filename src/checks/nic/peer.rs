@@ -82,14 +82,14 @@ pub fn audit(ctx: &Context) -> Vec<Finding> {
     if !ctx.root.is_live() {
         return vec![connect.skip(format!(
             "{} {}",
-            crate::probes::NOT_LIVE,
+            crate::probe::NOT_LIVE,
             ctx.root.dir().display()
         ))];
     }
     let ip = match resolve(&host) {
         Ok(ip) => ip,
         Err(reason) => {
-            return vec![connect.why(reason).fail(
+            return vec![connect.why(reason.to_string()).fail(
                 "unresolved",
                 "check the peer's name in DNS or /etc/hosts (MASTER_ADDR must resolve on every node)",
             )];

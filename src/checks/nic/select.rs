@@ -6,14 +6,16 @@
 //! The numa area (each GPU's nearest NIC) and `gputune topo` (the affinity matrix's NIC
 //! columns) take the same devices from [`fabric`], so all three agree on what the fabric is.
 
+use crate::probe_error::{Probe, ProbeError};
 use std::net::{IpAddr, ToSocketAddrs};
 
 use crate::finding::{Area, Check, Finding};
 use crate::host::Root;
 use crate::inventory::nic::Nic;
 use crate::inventory::rdma::RdmaDevice;
-use crate::inventory::{FabricDevice, Inventory, route};
-use crate::probes::Probes;
+use crate::inventory::{FabricDevice, Inventory};
+use crate::probe::Probes;
+use crate::probe::route;
 
 use super::super::Context;
 use super::fastest_up;
@@ -63,11 +65,9 @@ pub fn training<'a>(
     let peer = ctx.options.peer.as_deref();
     let (chosen, unrouted) = fabric(ctx.root, inv, probes, peer);
     if let (Some(peer), Some(reason)) = (peer, unrouted) {
-        findings.push(
-            Check::new("nic.peer_route", Area::Nic)
-                .expected(format!("an interface routes to {peer}"))
-                .skip(reason),
-        );
+        let check = Check::new("nic.peer_route", Area::Nic)
+            .expected(format!("an interface routes to {peer}"));
+        findings.push(reason.finding(Probe::Routes, &check, reason.to_string()));
     }
     chosen
 }
@@ -80,7 +80,7 @@ pub fn fabric<'a>(
     inv: &'a Inventory,
     probes: &Probes,
     peer: Option<&str>,
-) -> (Chosen<'a>, Option<String>) {
+) -> (Chosen<'a>, Option<ProbeError>) {
     let mut unrouted = None;
     if let Some(peer) = peer {
         match peer_nic(inv, probes, peer) {
@@ -179,28 +179,32 @@ pub fn split_peer(text: &str) -> (String, Option<u16>) {
     }
 }
 
-fn peer_nic<'a>(inv: &'a Inventory, probes: &Probes, peer: &str) -> Result<&'a Nic, String> {
+fn peer_nic<'a>(inv: &'a Inventory, probes: &Probes, peer: &str) -> Result<&'a Nic, ProbeError> {
     let (host, _) = split_peer(peer);
     let addr = resolve(&host)?;
-    let ifindex = probes.routes.route_to(addr).map_err(|e| e.to_string())?;
+    let ifindex = probes.routes.route_to(addr)?;
     inv.nics
         .iter()
         .find(|n| n.ifindex == Some(ifindex))
         .ok_or_else(|| {
-            format!("the route to {peer} leaves through interface index {ifindex}, a virtual interface (bond, VLAN, bridge or loopback) whose ports are judged instead")
+            ProbeError::Absent(format!("the route to {peer} leaves through interface index {ifindex}, a virtual interface (bond, VLAN, bridge or loopback) whose ports are judged instead"))
         })
 }
 
 /// The address of `--peer` (`HOST` or `HOST:PORT` already split off by the caller).
-pub fn resolve(peer: &str) -> Result<IpAddr, String> {
+pub fn resolve(peer: &str) -> Result<IpAddr, ProbeError> {
     match peer.parse() {
         Ok(a) => Ok(a),
         Err(_) => (peer, 0)
             .to_socket_addrs()
-            .map_err(|e| format!("--peer {peer}: not an address and cannot be resolved: {e}"))?
+            .map_err(|e| {
+                ProbeError::Failed(format!(
+                    "--peer {peer}: not an address and cannot be resolved: {e}"
+                ))
+            })?
             .next()
             .map(|s| s.ip())
-            .ok_or_else(|| format!("--peer {peer}: resolves to no address")),
+            .ok_or_else(|| ProbeError::Absent(format!("--peer {peer}: resolves to no address"))),
     }
 }
 

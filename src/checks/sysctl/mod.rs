@@ -11,6 +11,7 @@ pub(crate) mod writable;
 use std::collections::BTreeMap;
 
 use crate::finding::{Area, Change, Check, Finding, Remedy, Status};
+use crate::host::HostError;
 use crate::host::sysctl::{self, Vector};
 use crate::profile::setting::Setting;
 
@@ -41,13 +42,13 @@ pub(crate) fn audit(ctx: &Context, area: Area, is_sysctl: impl Fn(&str) -> bool)
             .entry(name.to_string())
             .or_insert_with(|| match (persisted, boot) {
                 (true, Ok(b)) if b.contains_key(name) => Ok(Some(b[name].value.clone())),
-                (true, Err(e)) => Err(e.clone()),
+                (true, Err(e)) => Err(Unread::Files(e)),
                 // No file sets it: after a reboot the kernel default applies, where it is known.
                 (true, Ok(_)) if sysctl::kernel_default(name).is_some() => {
                     Ok(sysctl::kernel_default(name).map(str::to_string))
                 }
                 (true, Ok(_)) if image => Ok(None),
-                _ => sysctl::read(ctx.root, name).map_err(|e| e.to_string()),
+                _ => sysctl::read(ctx.root, name).map_err(Unread::Own),
             });
     }
     let targets = vector_targets(&settings, &values);
@@ -102,7 +103,25 @@ fn unless_read_only(ctx: &Context, finding: Finding) -> Finding {
 
 /// A sysctl's value as read: live, or with `--persisted` what the files set (else the kernel
 /// default); `None` when the kernel has no such sysctl, or nothing says what it will be.
-type Read = Result<Option<String>, String>;
+type Read<'a> = Result<Option<String>, Unread<'a>>;
+
+/// Why a sysctl's value could not be read: the sysctl files every key shares, or its own
+/// `/proc/sys` file.
+#[derive(Debug, thiserror::Error)]
+enum Unread<'a> {
+    #[error(transparent)]
+    Files(&'a HostError),
+    #[error(transparent)]
+    Own(HostError),
+}
+
+/// A vector sysctl's value that is not its count of numbers.
+#[derive(Debug, thiserror::Error)]
+#[error("{} reads `{value}`, expected {} numbers ({})", vector.key, vector.parts.len(), vector.parts.join(", "))]
+struct Malformed {
+    vector: &'static Vector,
+    value: String,
+}
 
 /// How a fix words setting sysctl `name` to a value: live (`sysctl -w`) or persisted.
 type Wording = fn(&str, &str) -> String;
@@ -111,13 +130,13 @@ type Wording = fn(&str, &str) -> String;
 fn read_finding(
     check: &Check,
     setting: &Setting,
-    read: &Read,
+    read: &Read<'_>,
     vector_target: Option<&String>,
     fix: Wording,
 ) -> Finding {
     let name = sysctl::sysctl_of(check.id());
     match read {
-        Err(e) => check.error(e.clone()),
+        Err(e) => check.error(e.to_string()),
         // Kernels before 6.x show the init namespace's net.core limits in no other one.
         Ok(None) if writable::INIT_NETNS_ONLY.contains(&name) => check.skip(format!(
             "{} is absent: this kernel has no {name}, or it belongs to the init network namespace and this process runs in another one (set it on the host)",
@@ -129,7 +148,7 @@ fn read_finding(
         )),
         Ok(Some(value)) => match judge(check.id(), setting, value, vector_target) {
             Ok(judged) => judged.finding(check, fix),
-            Err(e) => check.error(e),
+            Err(e) => check.error(e.to_string()),
         },
     }
 }
@@ -140,7 +159,7 @@ fn read_finding(
 fn at_boot(
     check: &Check,
     setting: &Setting,
-    read: &Read,
+    read: &Read<'_>,
     vector_target: Option<&String>,
     assignment: Option<&Assignment>,
     image: bool,
@@ -159,18 +178,19 @@ fn at_boot(
     let judged = match read {
         Ok(Some(value)) => judge(check.id(), setting, value, vector_target),
         Ok(None) => return unset_at_boot(check, setting, name, image),
-        Err(e) => return check.error(e.clone()),
+        Err(e) => return check.error(e.to_string()),
     };
     let judged = match judged {
         Ok(judged) if judged.status != Status::Error => judged,
         Ok(judged) => return judged.finding(check, persist_fix),
-        Err(e) => return check.error(e),
+        Err(e) => return check.error(e.to_string()),
     };
     let unset = format!("no sysctl.d file sets {name}: after a reboot the kernel default applies");
     match (sysctl::kernel_default(name), judged.status) {
         (Some(default), Status::Pass) => check
-            .pass(format!("{} (kernel default)", judged.actual))
-            .with_message(format!("{unset}, and its default `{default}` passes")),
+            .clone()
+            .why(format!("{unset}, and its default `{default}` passes"))
+            .pass(format!("{} (kernel default)", judged.actual)),
         (Some(default), _) => Judged {
             actual: format!("{} (kernel default)", judged.actual),
             ..judged
@@ -180,12 +200,18 @@ fn at_boot(
             persist_fix,
         ),
         (None, Status::Pass) => check
-            .warn(judged.actual.clone(), persist_fix(name, &judged.actual))
-            .with_message(format!(
+            .clone()
+            .why(format!(
                 "{unset}; it passes only while the default is `{}`",
                 judged.actual
             ))
-            .with_change(sysctl_change(name, judged.actual)),
+            .warn(
+                judged.actual.clone(),
+                Remedy::applied(
+                    persist_fix(name, &judged.actual),
+                    sysctl_change(name, judged.actual),
+                ),
+            ),
         (None, _) => judged.finding(&check.clone().found(unset, "; "), persist_fix),
     }
 }
@@ -194,9 +220,14 @@ fn at_boot(
 /// decides at boot, so a plain key whose rule names a value is fixed by persisting that.
 fn unset_at_boot(check: &Check, setting: &Setting, name: &str, image: bool) -> Finding {
     let subject = if image { "the image" } else { "the node" };
+    let vector = sysctl::split_part(check.id()).is_some();
     check
-        .judge_with(Status::Warn, "unset", || {
-            if sysctl::split_part(check.id()).is_some() {
+        .clone()
+        .why(format!(
+            "no sysctl.d file in {subject} sets {name}: the running kernel will decide its value at boot (it varies by kernel version or memory size)"
+        ))
+        .judge(Status::Warn, "unset", || {
+            if vector {
                 return None;
             }
             let target = setting.rule.target("")?;
@@ -205,9 +236,6 @@ fn unset_at_boot(check: &Check, setting: &Setting, name: &str, image: bool) -> F
                 sysctl_change(name, target),
             ))
         })
-        .with_message(format!(
-            "no sysctl.d file in {subject} sets {name}: the running kernel will decide its value at boot (it varies by kernel version or memory size)"
-        ))
 }
 
 /// `--persisted` where the winning line holds a value the kernel rejects: systemd-sysctl
@@ -221,6 +249,12 @@ fn rejected_at_boot(
     why: &str,
 ) -> Finding {
     check
+        .clone()
+        .why(format!(
+            "at boot {} sets {name} = {}, which the kernel rejects ({why}): systemd-sysctl fails to set it and the kernel keeps its default",
+            a.origin(),
+            a.value
+        ))
         .judge(
             setting.severity.status(),
             a.value.clone(),
@@ -229,11 +263,6 @@ fn rejected_at_boot(
                 a.origin()
             ),
         )
-        .with_message(format!(
-            "at boot {} sets {name} = {}, which the kernel rejects ({why}): systemd-sysctl fails to set it and the kernel keeps its default",
-            a.origin(),
-            a.value
-        ))
 }
 
 /// A live finding, with what the files would set at boot: right live but not persisted
@@ -242,7 +271,7 @@ fn rejected_at_boot(
 fn live_and_boot(
     check: &Check,
     setting: &Setting,
-    read: &Read,
+    read: &Read<'_>,
     vector_target: Option<&String>,
     assignment: Option<&Assignment>,
 ) -> Finding {
@@ -296,7 +325,7 @@ fn live_and_boot(
                 a.origin(),
                 a.value
             );
-            finding.with_message(message)
+            Finding { message, ..finding }
         }
         _ => finding,
     }
@@ -305,10 +334,13 @@ fn live_and_boot(
 /// Right live but lost at reboot: a warning whose change persists the `live` value.
 fn lost_at_reboot(check: &Check, actual: String, live: &str, message: String) -> Finding {
     let name = sysctl::sysctl_of(check.id());
-    check
-        .warn(actual, persist_fix(name, live))
-        .with_message(message)
-        .with_change(sysctl_change(name, live.to_string()))
+    check.clone().why(message).warn(
+        actual,
+        Remedy::applied(
+            persist_fix(name, live),
+            sysctl_change(name, live.to_string()),
+        ),
+    )
 }
 
 /// How to persist a sysctl by hand (apply does it in its own file).
@@ -328,7 +360,7 @@ fn sysctl_change(name: &str, value: String) -> Change {
 }
 
 /// The value a profile key judges: the sysctl's value or the part it names.
-fn actual_of(key: &str, value: &str) -> Result<String, String> {
+fn actual_of(key: &str, value: &str) -> Result<String, Malformed> {
     match sysctl::split_part(key) {
         Some((vector, index)) => part_of(value, vector, index),
         None => Ok(value.to_string()),
@@ -354,7 +386,7 @@ fn judge(
     setting: &Setting,
     value: &str,
     vector_target: Option<&String>,
-) -> Result<Judged, String> {
+) -> Result<Judged, Malformed> {
     let (actual, target) = match sysctl::split_part(key) {
         Some((vector, index)) => (part_of(value, vector, index)?, vector_target.cloned()),
         None => (value.to_string(), setting.rule.target(value)),
@@ -373,17 +405,17 @@ impl Judged {
     fn finding(self, check: &Check, fix: Wording) -> Finding {
         let name = sysctl::sysctl_of(check.id());
         let target = self.target;
-        let finding = check.judge_with(self.status, self.actual, || {
+        let check = match &self.problem {
+            Some(p) => check.clone().why(format!("{name}: {p}")),
+            None => check.clone(),
+        };
+        check.judge(self.status, self.actual, || {
             let target = target?;
             Some(Remedy::applied(
                 fix(name, &target),
                 sysctl_change(name, target),
             ))
-        });
-        match self.problem {
-            Some(p) => finding.with_message(format!("{name}: {p}")),
-            None => finding,
-        }
+        })
     }
 }
 
@@ -397,15 +429,13 @@ pub(crate) fn fix_line(key: &str, value: &str) -> String {
 }
 
 /// Part `index` of a vector sysctl's value, or why the value is malformed.
-fn part_of(value: &str, vector: &Vector, index: usize) -> Result<String, String> {
+fn part_of(value: &str, vector: &'static Vector, index: usize) -> Result<String, Malformed> {
     let parts: Vec<&str> = value.split_whitespace().collect();
     if parts.len() != vector.parts.len() || parts.iter().any(|p| p.parse::<i64>().is_err()) {
-        return Err(format!(
-            "{} reads `{value}`, expected {} numbers ({})",
-            vector.key,
-            vector.parts.len(),
-            vector.parts.join(", ")
-        ));
+        return Err(Malformed {
+            vector,
+            value: value.to_string(),
+        });
     }
     Ok(parts[index].to_string())
 }
@@ -414,7 +444,7 @@ fn part_of(value: &str, vector: &Vector, index: usize) -> Result<String, String>
 /// where its rule wants it; parts that need no change keep their current value.
 fn vector_targets(
     settings: &[(&String, &Setting)],
-    values: &BTreeMap<String, Read>,
+    values: &BTreeMap<String, Read<'_>>,
 ) -> BTreeMap<String, String> {
     let mut targets: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (key, setting) in settings {
@@ -444,7 +474,7 @@ fn vector_targets(
 mod tests {
     use super::*;
     use crate::checks::AuditOptions;
-    use crate::probes::Probes;
+    use crate::probe::Probes;
     use crate::testing::Tree;
 
     const PROFILE: &str = r#"

@@ -11,7 +11,7 @@ use crate::apply::transaction;
 use crate::checks::AuditOptions;
 use crate::finding::Status;
 use crate::host::ethtool::captured::Captured;
-use crate::probes::Probes;
+use crate::probe::Probes;
 use crate::testing::Tree;
 
 /// One PCI NIC `eth1` (100 GbE, up, NUMA-local CPUs 0-15, MSI vectors 98 and 99).

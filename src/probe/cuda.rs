@@ -19,7 +19,7 @@ impl CudaProbe for RealCuda {
     fn driver_version(&self) -> Result<String, ProbeError> {
         use crate::ffi::cuda::{self, CudaError};
         match cuda::driver_version() {
-            Ok(version) => Ok(super::nvml::cuda_version_text(version)),
+            Ok(version) => Ok(crate::probe::nvml::cuda_version_text(version)),
             Err(CudaError::NoDriver(e)) => Err(ProbeError::Absent(format!(
                 "NVIDIA driver not found ({CUDA_LIBRARY} cannot be loaded: {})",
                 e.message

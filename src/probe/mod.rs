@@ -1,15 +1,23 @@
 //! Live facts: what gputune learns other than by reading files (NVML, libcuda, ethtool,
 //! netlink, getrlimit/statvfs, the firewall tools). Checks reach them only through the
 //! [`Probes`] in their [`Context`](crate::checks::Context), so tests hand in fixed ones and
-//! `--root` gets absent ones that say why.
+//! `--root` gets absent ones that say why. Each probe's trait, its real implementation and
+//! its absent one live here, below `checks/` and `inventory/`, which only use them.
 
-use crate::checks::firewall::source::{FirewallProbe, LiveFirewall, NoFirewall};
-use crate::checks::limits::probe::{LimitsProbe, LiveLimits, NoLimits};
+pub(crate) mod cuda;
+pub(crate) mod ethtool;
+pub(crate) mod firewall;
+pub(crate) mod limits;
+pub(crate) mod nvml;
+pub(crate) mod route;
+
 use crate::host::Root;
-use crate::inventory::cuda::{self, CudaProbe};
-use crate::inventory::ethtool::{self, EthtoolProbe};
-use crate::inventory::nvml::{self, NvmlProbe};
-use crate::inventory::route::{self, RouteProbe};
+use cuda::CudaProbe;
+use ethtool::EthtoolProbe;
+use firewall::{FirewallProbe, LiveFirewall, NoFirewall};
+use limits::{LimitsProbe, LiveLimits, NoLimits};
+use nvml::NvmlProbe;
+use route::RouteProbe;
 
 /// The sources that are not files. On `--root DIR` they would describe the machine
 /// gputune runs on rather than DIR, so they are replaced by absent ones saying so.
