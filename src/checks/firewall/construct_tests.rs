@@ -311,6 +311,12 @@ fn source_ports_are_ephemeral() {
         29500,
     );
     assert_eq!(verdicts(&walks), [Verdict::Accepted, Verdict::Dropped]);
+    // 1024 is the lowest port a peer's connection may come from.
+    let walks = evaluate(
+        &input("DROP", &["-p tcp --sport 1000:1024 -j ACCEPT"]),
+        29500,
+    );
+    assert_eq!(verdicts(&walks), [Verdict::Accepted, Verdict::Dropped]);
 }
 
 #[test]
@@ -417,6 +423,22 @@ fn mark_tests_see_only_the_bits_rules_set() {
         ],
     );
     assert_eq!(one(&other, &Facts::default()), Verdict::Accepted);
+    // Clearing bits sets none.
+    let and = input(
+        "DROP",
+        &[
+            "-j MARK --and-mark 0xfffeffff",
+            "-m mark --mark 0x10000/0x10000 -j ACCEPT",
+        ],
+    );
+    assert_eq!(one(&and, &Facts::default()), Verdict::Dropped);
+    // A bit two tables set is still set.
+    let twice = ipt(
+        "*mangle\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -j MARK --set-xmark 0x10000/0x10000\nCOMMIT\n\
+         *filter\n:INPUT DROP [0:0]\n-A INPUT -j MARK --set-xmark 0x10000/0x10000\n\
+         -A INPUT -m mark --mark 0x10000/0x10000 -j ACCEPT\nCOMMIT\n",
+    );
+    assert!(matches!(one(&twice, &Facts::default()), Verdict::CannotTell(t) if t.contains("mark")));
     let restore = input(
         "DROP",
         &["-j CONNMARK --restore-mark", "-m mark --mark 0x1 -j ACCEPT"],
@@ -514,4 +536,69 @@ fn a_port_ipset_is_a_port_test() {
     });
     assert_eq!(one(&tables, &Facts::default()), Verdict::Accepted);
     assert_eq!(verdicts(&evaluate(&tables, 29503)), [Verdict::Dropped]);
+}
+
+#[test]
+fn iptables_options_read_at_their_forks() {
+    let f = Facts::default();
+    // Every protocol, spelt either way, is no test at all.
+    for proto in ["all", "0"] {
+        let rule = format!("-p {proto} -j DROP");
+        assert_eq!(
+            one(&input("ACCEPT", &[&rule]), &f),
+            Verdict::Dropped,
+            "{rule}"
+        );
+    }
+    // A connection nothing marked has mark 0.
+    assert_eq!(
+        one(&input("DROP", &["-m connmark --mark 0x1 -j ACCEPT"]), &f),
+        Verdict::Dropped
+    );
+    // A peer's packet is addressed to one of the node's own (LOCAL) addresses.
+    assert_eq!(
+        one(
+            &input("ACCEPT", &["-m addrtype --dst-type LOCAL -j DROP"]),
+            &f
+        ),
+        Verdict::Dropped
+    );
+    assert_eq!(
+        one(
+            &input(
+                "ACCEPT",
+                &["-m addrtype --dst-type BROADCAST,MULTICAST -j DROP"]
+            ),
+            &f
+        ),
+        Verdict::Accepted
+    );
+}
+
+#[test]
+fn the_security_table_runs_after_filter_accepts() {
+    let tables = ipt(
+        "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp --dport 29500 -j ACCEPT\nCOMMIT\n\
+         *security\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp --dport 29500 -j DROP\nCOMMIT\n",
+    );
+    assert_eq!(one(&tables, &Facts::default()), Verdict::Dropped);
+}
+
+#[test]
+fn a_target_not_followed_names_its_rule() {
+    // conntrack is on (the REDIRECT), so nat PREROUTING runs; the rule to read is the
+    // REDIRECT itself, not a chain of that name.
+    let tables = ipt(
+        "*nat\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -p tcp --dport 29500 -j REDIRECT --to-ports 1\nCOMMIT\n",
+    );
+    let walks = evaluate(&tables, 29500);
+    assert_eq!(
+        walks[0].verdict,
+        Verdict::CannotTell("verdict `REDIRECT` is not modelled".into())
+    );
+    assert!(
+        walks[0].decided_by.contains("rule 1"),
+        "{}",
+        walks[0].decided_by
+    );
 }

@@ -510,3 +510,117 @@ fn a_native_ip_table_is_read_from_nft_not_iptables_nft_save() {
     let walks = model::evaluate(&rs.tables, 29500);
     assert_eq!(walks[0].verdict, model::Verdict::Dropped);
 }
+
+#[test]
+fn nccl_ports_from_the_local_port_range_are_named() {
+    let findings = |range: &str| {
+        let tree = Tree::new();
+        tree.file("/proc/sys/net/ipv4/ip_local_port_range", range);
+        let profile = tree.profile("/p.toml", "[job]\nnccl_ports = \"ip_local_port_range\"\n");
+        let probes = Probes::absent("in a test");
+        let options = AuditOptions::default();
+        crate::testing::audit(&tree.root(), &profile, &options, probes, Area::Firewall)
+    };
+    // Under --root the rules are not read, but the expectation still names the ports.
+    let f = findings("32768\t60999\n");
+    let nccl = expect(&f, "firewall.nccl_ports", Status::Skip);
+    assert_eq!(nccl.expected, "inbound TCP 32768-60999 accepted");
+    let f = findings("29500 29500\n");
+    assert_eq!(
+        f["firewall.nccl_ports"].expected,
+        "inbound TCP 29500 accepted"
+    );
+    // A range that is not one says where the ports would come from, not a wrong range.
+    for bad in ["60999 32768\n", "32768\n", "many ports\n"] {
+        assert_eq!(
+            findings(bad)["firewall.nccl_ports"].expected,
+            "inbound TCP to net.ipv4.ip_local_port_range accepted",
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn either_ufw_chain_makes_ufw_the_fix() {
+    for chain in ["ufw-before-input", "ufw-user-input"] {
+        let save =
+            format!("*filter\n:INPUT DROP [0:0]\n:{chain} - [0:0]\n-A INPUT -j {chain}\nCOMMIT\n");
+        let f = audit(
+            Canned::new(&[("iptables-legacy-save", true, &save, "")]),
+            &Root::live(),
+        );
+        let rdv = expect(&f, "firewall.rendezvous_ports", Status::Fail);
+        assert_starts(&rdv.actual, "ufw (iptables-legacy): 29500-29550: dropped");
+        assert_eq!(rdv.fix, "ufw allow 29500:29550/tcp", "{chain}");
+    }
+}
+
+#[test]
+fn the_live_probe_reads_the_kernel_s_legacy_table_names() {
+    use super::source::LiveFirewall;
+    let tree = Tree::new();
+    // No ip_tables module, no file: no legacy table, so iptables-legacy-save need not run.
+    assert_eq!(
+        LiveFirewall(tree.root()).legacy_tables(),
+        Some(String::new())
+    );
+    tree.file("/proc/net/ip_tables_names", "filter\nnat\n");
+    assert_eq!(
+        LiveFirewall(tree.root()).legacy_tables(),
+        Some("filter\nnat\n".to_string())
+    );
+    // Unreadable: cannot tell, so the tool is run rather than guessed about.
+    let tree = Tree::new();
+    tree.dir("/proc/net/ip_tables_names");
+    assert_eq!(LiveFirewall(tree.root()).legacy_tables(), None);
+}
+
+#[test]
+fn an_inet_rule_for_one_family_sees_the_peer_s_ipv4_packets_or_none() {
+    use model::Verdict::{Accepted, Dropped};
+    let ruleset = |family: &str| {
+        format!(
+            r#"{{"table": {{"family": "inet", "name": "f"}}}}, {{"chain": {{"family": "inet", "table": "f", "name": "c", "type": "filter", "hook": "input", "prio": 0, "policy": "accept"}}}},
+            {{"rule": {{"family": "inet", "table": "f", "chain": "c", "handle": 2, "expr": [{{"match": {{"op": "==", "left": {{"meta": {{"key": "nfproto"}}}}, "right": "{family}"}}}}, {{"drop": null}}]}}}}"#
+        )
+    };
+    assert_eq!(nft_verdicts(&ruleset("ipv4")), [Dropped]);
+    assert_eq!(nft_verdicts(&ruleset("ipv6")), [Accepted]);
+}
+
+#[test]
+fn a_mark_an_nft_rule_sets_is_one_a_later_test_may_see() {
+    // `meta mark set VALUE` then `meta mark & 0x10000 == 0x10000 accept`, under policy drop.
+    let ruleset = |value: u32| {
+        format!(
+            r#"{{"table": {{"family": "inet", "name": "f"}}}}, {{"chain": {{"family": "inet", "table": "f", "name": "c", "type": "filter", "hook": "input", "prio": 0, "policy": "drop"}}}},
+            {{"rule": {{"family": "inet", "table": "f", "chain": "c", "handle": 2, "expr": [{{"mangle": {{"key": {{"meta": {{"key": "mark"}}}}, "value": {value}}}}}]}}}},
+            {{"rule": {{"family": "inet", "table": "f", "chain": "c", "handle": 3, "expr": [{{"match": {{"op": "==", "left": {{"&": [{{"meta": {{"key": "mark"}}}}, 65536]}}, "right": 65536}}}}, {{"accept": null}}]}}}}"#
+        )
+    };
+    let v = nft_verdicts(&ruleset(0x10000));
+    assert!(
+        !v.is_empty()
+            && v.iter()
+                .all(|v| matches!(v, model::Verdict::CannotTell(t) if t.contains("sets marks"))),
+        "{v:?}"
+    );
+    // Another bit set: the test still sees 0.
+    assert_eq!(nft_verdicts(&ruleset(0x4)), [model::Verdict::Dropped]);
+}
+
+#[test]
+fn a_ct_state_verdict_map_picks_the_entry_of_the_chain_s_place() {
+    use model::Verdict::{Accepted, Dropped};
+    // `ct state vmap { established : accept, invalid : drop, new : drop }` at `prio`:
+    // before conntrack (-300) a packet's state is `invalid`.
+    let ruleset = |prio: i32, new: &str| {
+        format!(
+            r#"{{"table": {{"family": "inet", "name": "f"}}}}, {{"chain": {{"family": "inet", "table": "f", "name": "c", "type": "filter", "hook": "prerouting", "prio": {prio}, "policy": "accept"}}}},
+            {{"rule": {{"family": "inet", "table": "f", "chain": "c", "handle": 2, "expr": [{{"vmap": {{"key": {{"ct": {{"key": "state"}}}}, "data": {{"set": [["established", {{"accept": null}}], ["invalid", {{"drop": null}}], ["new", {{"{new}": null}}]]}}}}}}]}}}}"#
+        )
+    };
+    assert_eq!(nft_verdicts(&ruleset(-300, "accept")), [Dropped]);
+    assert_eq!(nft_verdicts(&ruleset(0, "accept")), [Accepted]);
+    assert_eq!(nft_verdicts(&ruleset(0, "drop")), [Dropped]);
+}
