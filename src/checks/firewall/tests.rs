@@ -557,7 +557,7 @@ fn either_ufw_chain_makes_ufw_the_fix() {
 
 #[test]
 fn the_live_probe_reads_the_kernel_s_legacy_table_names() {
-    use super::source::LiveFirewall;
+    use crate::probe::firewall::LiveFirewall;
     let tree = Tree::new();
     // No ip_tables module, no file: no legacy table, so iptables-legacy-save need not run.
     assert_eq!(
