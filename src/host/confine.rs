@@ -501,5 +501,47 @@ mod tests {
         assert!(!is_temp_for(b".nccl.conf.12x4.tmp", b"nccl.conf"));
         assert!(!is_temp_for(b"nccl.conf", b"nccl.conf"));
         assert!(!is_temp_for(b".other.1.tmp", b"nccl.conf"));
+        // Someone else's file that only looks like one is never removed.
+        for theirs in [
+            &b".nccl.conf.gputune-.tmp"[..],
+            b".nccl.conf.gputune-notes.tmp",
+            b".nccl.conf..tmp",
+        ] {
+            assert!(
+                !is_temp_for(theirs, b"nccl.conf"),
+                "{}",
+                String::from_utf8_lossy(theirs)
+            );
+        }
+    }
+
+    /// `--root` must name a directory: a file is refused when the root is opened, not
+    /// later as a puzzling "not a directory" on every path under it.
+    #[test]
+    fn a_root_that_is_not_a_directory_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("image.tar");
+        fs::write(&file, "x").unwrap();
+        let e = open_root(&file).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOTDIR), "{e}");
+    }
+
+    /// A file the kernel creates under the root (the lock) is its owner's to read and write
+    /// and nobody's to run, and an exclusive create happens once.
+    #[test]
+    fn files_created_through_the_kernel_get_a_usable_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tree();
+        let root = open_root(&dir.path().join("root")).unwrap();
+        let create = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL;
+        drop(open(root.as_fd(), "/etc/gputune.lock", create).unwrap());
+        let mode = fs::metadata(dir.path().join("root/etc/gputune.lock"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o700, 0o600, "{mode:o}");
+        assert_eq!(mode & 0o111, 0, "{mode:o}");
+        let e = open(root.as_fd(), "/etc/gputune.lock", create).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EEXIST), "{e}");
     }
 }

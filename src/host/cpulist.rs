@@ -213,6 +213,7 @@ mod tests {
         assert_eq!(list("xyz"), None);
         assert_eq!(list("1,,2"), None);
         assert_eq!(list("123456789"), None);
+        assert_eq!(list("000000001"), None, "nine digits is no kernel word");
         let widest = vec!["80000000"; 2048].join(",");
         let cpus = CpuList::parse_mask(&widest).unwrap();
         assert_eq!((cpus.len(), cpus.0.last()), (2048, Some(&MAX_CPU_ID)));
@@ -232,6 +233,17 @@ mod tests {
         let err = CpuList::parse(&repeated).unwrap_err().to_string();
         assert!(err.contains("longer than"), "{err}");
         assert!(start.elapsed() < std::time::Duration::from_secs(5));
+    }
+
+    /// A NIC's local CPUs inside a NUMA node's, an IRQ's affinity inside what it may use.
+    #[test]
+    fn emptiness_and_containment() {
+        let cpus = |t: &str| CpuList::parse(t).unwrap();
+        assert!(cpus("").is_empty());
+        assert!(!cpus("7").is_empty());
+        assert!(cpus("0-7").contains_all(&cpus("2-3,6")));
+        assert!(cpus("0-7").contains_all(&cpus("")));
+        assert!(!cpus("0-7").contains_all(&cpus("6-8")));
     }
 
     /// The work cap is inclusive: exactly 2^22 numbers parse, a list that steps past it

@@ -114,6 +114,8 @@ fn every_state_spelling() {
             false,
         ),
         ("DOWN+REBOOT_ISSUED", &[Down, RebootIssued], true, false),
+        ("IDLE+REBOOT_ISSUED", &[Idle, RebootIssued], true, false),
+        ("idle^", &[Idle, RebootIssued], true, false),
         ("REBOOT", &[RebootRequested], true, false),
         ("REBOOT^", &[RebootIssued, RebootRequested], true, false),
         ("boot", &[RebootRequested], true, false),
@@ -245,4 +247,10 @@ fn leaving_a_node_says_why_without_its_escapes() {
         why.contains("not gputune's") && why.contains("bad dimm"),
         "{why}"
     );
+    // Our own drain on a failing run: said to be ours, never "not gputune's".
+    let ours = node("IDLE+DRAIN", "gputune: x [root@t]");
+    let Action::Leave(why) = decide(&ours, Some("gputune: y")) else {
+        panic!("our drain is kept while the node fails");
+    };
+    assert!(why.contains("already drained by gputune"), "{why}");
 }

@@ -51,16 +51,17 @@ pub(crate) fn write_output(path: &Path, bytes: &[u8]) -> io::Result<()> {
 
 fn resolve(named: &Path) -> io::Result<Dest> {
     let me = nix::unistd::geteuid().as_raw();
-    let mut path = named.to_path_buf();
+    // `./` before a relative name, so every path names its directory (joining an absolute
+    // path gives it back; a relative link's target is joined to a directory so named).
+    let mut path = Path::new(".").join(named);
     for _ in 0..=MAX_LINKS {
-        let name = path
-            .file_name()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the path names no file"))?
-            .to_os_string();
-        let parent = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
+        let (Some(name), Some(parent)) = (path.file_name(), path.parent()) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the path names no file",
+            ));
         };
+        let (name, parent) = (name.to_os_string(), parent.to_path_buf());
         let dir = open_or_create_dir(&parent)?;
         let Some(st) = confine::lstat_at(dir.as_fd(), &name)? else {
             return Ok(Dest::Replace { dir, name });
@@ -146,10 +147,9 @@ fn open_or_create_dir(dir: &Path) -> io::Result<OwnedFd> {
             return Err(e);
         }
         missing.push(cur.to_path_buf());
-        match cur.parent() {
-            Some(p) if !p.as_os_str().is_empty() => cur = p,
-            _ => break,
-        }
+        // `dir` starts at `/` or `.` (see `resolve`), which always exist.
+        let Some(parent) = cur.parent() else { break };
+        cur = parent;
     }
     for d in missing.iter().rev() {
         let made = match std::fs::create_dir(d) {
@@ -175,6 +175,7 @@ mod tests {
     use nix::sys::stat;
     use nix::unistd::{self, Uid};
     use std::fs;
+    use std::io::Read;
     use std::os::unix::fs::FileTypeExt;
 
     const NOBODY: u32 = 65534;
@@ -207,6 +208,39 @@ mod tests {
         fs::symlink_metadata(path).unwrap().is_file() && fs::read_to_string(path).unwrap() == text
     }
 
+    /// The test's end of a FIFO, opened for reading and writing (Linux allows it on a FIFO)
+    /// and non-blocking: whoever opens the FIFO then never waits for a peer, and reading never
+    /// waits for data, so a write that wrongly goes into the FIFO shows up here instead of
+    /// hanging the test.
+    struct Listener(fs::File);
+
+    impl Listener {
+        fn on(fifo: &Path) -> Self {
+            let file = fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(fifo)
+                .unwrap();
+            Self(file)
+        }
+
+        /// What was written into the FIFO since the last call.
+        fn received(&mut self) -> String {
+            let mut got = Vec::new();
+            let mut buf = [0; 4096];
+            loop {
+                match self.0.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) => panic!("reading the FIFO: {e}"),
+                }
+            }
+            String::from_utf8(got).unwrap()
+        }
+    }
+
     #[test]
     fn links_planted_in_another_users_directory_are_replaced_not_followed() {
         let top = tempfile::tempdir().unwrap();
@@ -217,16 +251,17 @@ mod tests {
         null_device(&kmsg);
         let fifo = top.path().join("fifo");
         unistd::mkfifo(&fifo, Mode::from_bits_truncate(0o666)).unwrap();
+        let mut listener = Listener::on(&fifo);
         for target in [&victim, &kmsg, &fifo] {
             let out = dir.join("gputune.prom");
             let _ = fs::remove_file(&out);
             std::os::unix::fs::symlink(target, &out).unwrap();
             lchown_nobody(&out);
-            // A FIFO with no reader would block here forever if it were followed.
             write_output(&out, b"report\n").unwrap();
             assert!(is_regular_with(&out, "report\n"), "{}", target.display());
         }
         assert_eq!(fs::read_to_string(&victim).unwrap(), "keep\n");
+        assert_eq!(listener.received(), "");
         assert!(
             fs::symlink_metadata(&kmsg)
                 .unwrap()
@@ -243,8 +278,10 @@ mod tests {
         let out = dir.join("gputune.prom");
         unistd::mkfifo(&out, Mode::from_bits_truncate(0o666)).unwrap();
         std::os::unix::fs::lchown(&out, Some(NOBODY), None).unwrap();
+        let mut listener = Listener::on(&out);
         write_output(&out, b"report\n").unwrap();
         assert!(is_regular_with(&out, "report\n"));
+        assert_eq!(listener.received(), "");
     }
 
     #[test]
@@ -294,7 +331,8 @@ mod tests {
         let top = tempfile::tempdir().unwrap();
         fs::set_permissions(top.path(), fs::Permissions::from_mode(0o755)).unwrap();
         let file = top.path().join("redirected");
-        let handle = fs::File::create(&file).unwrap();
+        let mut handle = fs::File::create(&file).unwrap();
+        handle.write_all(b"before\n").unwrap();
         let link = top.path().join("stdout");
         use std::os::fd::AsRawFd;
         std::os::unix::fs::symlink(format!("/proc/self/fd/{}", handle.as_raw_fd()), &link).unwrap();
@@ -305,7 +343,8 @@ mod tests {
                 .file_type()
                 .is_symlink()
         );
-        assert_eq!(fs::read_to_string(&file).unwrap(), "report\n");
+        // Added after what the handle wrote, as `>>` would: not a new file in its place.
+        assert_eq!(fs::read_to_string(&file).unwrap(), "before\nreport\n");
     }
 
     #[test]
@@ -316,13 +355,10 @@ mod tests {
         unistd::mkfifo(&fifo, Mode::from_bits_truncate(0o600)).unwrap();
         let link = top.path().join("out");
         std::os::unix::fs::symlink(&fifo, &link).unwrap();
-        for path in [fifo.clone(), link] {
-            let reader = {
-                let fifo = fifo.clone();
-                std::thread::spawn(move || fs::read_to_string(fifo).unwrap())
-            };
-            write_output(&path, b"through\n").unwrap();
-            assert_eq!(reader.join().unwrap(), "through\n");
+        let mut listener = Listener::on(&fifo);
+        for path in [&fifo, &link] {
+            write_output(path, b"through\n").unwrap();
+            assert_eq!(listener.received(), "through\n", "{}", path.display());
         }
         assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
     }
@@ -340,8 +376,56 @@ mod tests {
                 .mode();
             assert_eq!(mode & 0o7777, 0o755, "{d}");
         }
+        // `..` after a directory it makes: the directory exists when `..` is reached.
+        let out = top.path().join("new/../other/x.json");
+        write_output(&out, b"x\n").unwrap();
+        assert!(is_regular_with(&top.path().join("other/x.json"), "x\n"));
         // A file where a directory should be is still an error, naming nothing made.
         fs::write(top.path().join("flat"), "").unwrap();
         assert!(write_output(&top.path().join("flat/x.json"), b"x").is_err());
+        // A directory that cannot be made is named.
+        std::os::unix::fs::symlink(top.path().join("nowhere"), top.path().join("dangling"))
+            .unwrap();
+        let err = write_output(&top.path().join("dangling/sub/x.json"), b"x").unwrap_err();
+        assert!(
+            err.to_string().contains("cannot create the directory")
+                && err.to_string().contains("dangling/sub"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_entry_is_trusted_only_where_nobody_else_could_have_put_it() {
+        const ME: u32 = 1000;
+        const OTHER: u32 = 65534;
+        let top = tempfile::tempdir().unwrap();
+        let base = stat::stat(top.path()).unwrap();
+        let with = |uid: u32, mode: u32| {
+            let mut st = base;
+            st.st_uid = uid;
+            st.st_mode = mode;
+            st
+        };
+        let dir = |uid: u32, perm: u32| with(uid, libc::S_IFDIR | perm);
+        let entry = |uid: u32| with(uid, libc::S_IFLNK | 0o777);
+        // (directory's owner, its permissions, entry's owner, trusted)
+        let cases = [
+            (0, 0o755, OTHER, true),
+            (ME, 0o700, OTHER, true),
+            (OTHER, 0o755, ME, false),
+            (0, 0o775, ME, false),
+            (0, 0o757, ME, false),
+            (0, 0o1777, 0, true),
+            (0, 0o1777, ME, true),
+            (0, 0o1777, OTHER, false),
+            (OTHER, 0o1777, ME, false),
+        ];
+        for (owner, perm, planted_by, trusted) in cases {
+            assert_eq!(
+                guarded(&dir(owner, perm), &entry(planted_by), ME),
+                trusted,
+                "directory {owner} {perm:o}, entry {planted_by}"
+            );
+        }
     }
 }
