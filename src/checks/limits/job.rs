@@ -5,12 +5,11 @@
 //! limit; one that is not propagated is slurmd's own.
 
 use crate::finding::{Area, Finding, Remedy, Status};
-use crate::probe_error::{Probe, ProbeError};
 use crate::profile::amount::Amount;
 use crate::profile::setting::Setting;
 
 use super::slurm_conf::{Propagation, SlurmConfError};
-use super::{LimitsFiles, file_amount, limit_fix, show, systemd_value};
+use super::{LimitsFiles, file_amount, limit_fix, read_rlimit, show, systemd_value};
 use crate::checks::{Context, by_rule, setting_check};
 use crate::probe::limits::{LimitsProbe, Resource};
 
@@ -41,16 +40,9 @@ pub(super) fn rlimit(
         Ok(p) => p,
         Err(e) => return check.error(format!("slurm.conf: {e}")),
     };
-    let own = match probe.rlimit(resource) {
+    let own = match read_rlimit(probe, resource, &check) {
         Ok(limit) => limit,
-        Err(e) => {
-            return ProbeError::io_finding(
-                Probe::Limits,
-                &check,
-                &format!("getrlimit({})", resource.name()),
-                &e,
-            );
-        }
+        Err(finding) => return *finding,
     };
     let name = resource.name();
     if !propagation.carries(name) {

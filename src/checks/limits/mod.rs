@@ -14,7 +14,7 @@ use crate::profile::amount::Amount;
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
 
 use super::{Context, by_rule, setting_check};
-use crate::probe::limits::{LimitsProbe, Resource};
+use crate::probe::limits::{LimitsProbe, Resource, Rlimit};
 pub(crate) use job::LimitsOf;
 
 /// The file `apply` writes limits to (DESIGN.md).
@@ -177,6 +177,18 @@ fn limit_fix(resource: Resource, setting: &Setting, judged: &str) -> Option<Reme
     ))
 }
 
+/// This process's `resource` limit, or the finding `check` becomes when it cannot be read.
+fn read_rlimit(
+    probe: &dyn LimitsProbe,
+    resource: Resource,
+    check: &Check,
+) -> Result<Rlimit, Box<Finding>> {
+    probe.rlimit(resource).map_err(|e| {
+        let what = format!("getrlimit({})", resource.name());
+        Box::new(ProbeError::io_finding(Probe::Limits, check, &what, &e))
+    })
+}
+
 fn live_rlimit(
     ctx: &Context,
     probe: &dyn LimitsProbe,
@@ -188,16 +200,9 @@ fn live_rlimit(
     if let Some(reason) = live_facts(ctx) {
         return check.skip(reason);
     }
-    let limit = match probe.rlimit(resource) {
+    let limit = match read_rlimit(probe, resource, &check) {
         Ok(limit) => limit,
-        Err(e) => {
-            return ProbeError::io_finding(
-                Probe::Limits,
-                &check,
-                &format!("getrlimit({})", resource.name()),
-                &e,
-            );
-        }
+        Err(finding) => return *finding,
     };
     let judged = limit.soft.to_string();
     let actual = format!(
