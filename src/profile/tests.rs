@@ -619,3 +619,33 @@ fn nic_ring_and_channel_keys_take_their_word_or_a_count() {
         assert!(err.contains("nic.toml:2"), "{bad}: {err}");
     }
 }
+
+#[test]
+fn a_version_key_refuses_every_other_rule_and_a_text_key_refuses_a_negative_number() {
+    for rule in [
+        "equals = \"2.18\"",
+        "min = 2",
+        "max = 3",
+        "one_of = [\"2.18\"]",
+    ] {
+        let err = load_by_path("/p/v.toml", &format!("[gpu]\nnccl = {{ {rule} }}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("holds a version"), "{rule}: {err}");
+    }
+    assert!(load_by_path("/p/v.toml", "[gpu]\nnccl = { version = \">=2.18\" }\n").is_ok());
+    // A number stands for a count only in keys that take a word or a count.
+    let err = load_by_path("/p/t.toml", "[memory]\nthp = { equals = -1 }\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("expected text, found integer"), "{err}");
+}
+
+#[test]
+fn equal_min_and_max_pin_one_value() {
+    let profile = load_by_path(
+        "/p/m.toml",
+        "[network]\n\"net.core.rmem_max\" = { min = 5, max = 5 }\n",
+    );
+    assert!(profile.is_ok(), "{:?}", profile.err());
+}
