@@ -11,14 +11,14 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::context::{self, Judged, Reference};
-use super::control::Group;
-use super::harness;
-use super::launch::{self, JobEnv, Launcher};
+use super::control::group::Group;
+use super::control::launch::{self, JobEnv, Launcher};
+use super::control::rendezvous::{self, Identity, Joined};
+use super::measure::context::{self, Judged, Reference};
+use super::measure::harness;
+use super::measure::output::{self, Member, RunInfo, Transport, Versions};
+use super::measure::stats::{Row, average_busbw, total_wrong};
 use super::nccl::{self, NcclBackend, NcclStack};
-use super::output::{self, Member, RunInfo, Transport, Versions};
-use super::rendezvous::{self, Identity, Joined};
-use super::stats::{Row, average_busbw, total_wrong};
 use super::tcp::{self, TcpBackend};
 use super::{Backend, BenchError, JobError, Settings};
 use serde::{Deserialize, Serialize};
@@ -608,7 +608,7 @@ fn rank0(
     let document = match job.format {
         Format::Table => None,
         Format::Json => Some(output::json(&info, &rows, &judged)),
-        Format::Prometheus => Some(super::prometheus::render(
+        Format::Prometheus => Some(super::measure::prometheus::render(
             job.settings.sweep.collective.name(),
             &info,
             &rows,

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use super::{NcclStack, Place, rt};
 use crate::bench::BenchError;
-use crate::bench::control::JobStop;
+use crate::bench::control::group::JobStop;
 use crate::ffi::cuda::Context;
 use crate::ffi::nccl::{Communicator, Config, NcclResult, UNIQUE_ID_BYTES};
 

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::bench::collective::{Collective, Shape};
-use crate::bench::control::JobStop;
-use crate::bench::data::{DType, Op};
+use crate::bench::control::group::JobStop;
+use crate::bench::measure::collective::{Collective, Shape};
+use crate::bench::measure::data::{DType, Op};
 use crate::bench::{Backend, BenchError};
 use crate::ffi::cuda::{Context, Cuda, CudaError, DeviceBuffer, Stream};
 use crate::ffi::nccl::{

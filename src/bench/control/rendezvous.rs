@@ -13,12 +13,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::auth::{self, AuthError};
-use super::control::Group;
 use super::frame::{self, FrameError, Message};
 use super::gate::{Arrival, Gate, HANDSHAKE_DEADLINE};
-use super::output::{Member, Transport};
+use super::group::Group;
 use super::wait::{Cause, Wait};
-use super::{BenchError, Settings};
+use crate::bench::measure::output::{Member, Transport};
+use crate::bench::{BenchError, Settings};
 
 /// What this rank knows of the job when the rendezvous is done.
 pub struct Joined {

@@ -4,9 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Settings;
 use super::context::{Judged, Reference};
 use super::stats::{Half, Row, average_busbw, total_wrong};
+use crate::bench::Settings;
 use crate::profile::Threshold;
 
 /// One rank of the job as the header lists it.
@@ -121,14 +121,14 @@ pub fn table_header(info: &RunInfo) -> String {
     if info.backend == Transport::Tcp {
         use super::collective::Collective;
         let algo = match (s.sweep.collective, s.algo) {
-            (Collective::AllReduce, super::Algo::Auto) => format!(
+            (Collective::AllReduce, crate::bench::Algo::Auto) => format!(
                 "auto (rd up to {} B, rabenseifner below {} B, ring from there)",
-                super::Algo::RD_MAX,
-                super::Algo::RABENSEIFNER_MAX
+                crate::bench::Algo::RD_MAX,
+                crate::bench::Algo::RABENSEIFNER_MAX
             ),
-            (Collective::AllGather, super::Algo::Auto) => format!(
+            (Collective::AllGather, crate::bench::Algo::Auto) => format!(
                 "auto (rd up to {} B with a power-of-two rank count, ring otherwise)",
-                super::Algo::RD_MAX
+                crate::bench::Algo::RD_MAX
             ),
             (Collective::ReduceScatter, _) => "ring".to_string(),
             (Collective::Broadcast, _) => "binomial tree".to_string(),
@@ -334,9 +334,9 @@ pub fn json(info: &RunInfo, rows: &[Row], judged: &Judged) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::data::{DType, Op};
-    use crate::bench::harness::Sweep;
-    use crate::bench::size::SizeStep;
+    use crate::bench::measure::data::{DType, Op};
+    use crate::bench::measure::harness::Sweep;
+    use crate::bench::measure::size::SizeStep;
 
     #[test]
     fn backend_words_serialise_as_before_the_enums() {
@@ -363,7 +363,7 @@ mod tests {
             backend: Transport::Tcp,
             settings: Settings {
                 sweep: Sweep {
-                    collective: crate::bench::collective::Collective::AllReduce,
+                    collective: crate::bench::measure::collective::Collective::AllReduce,
                     min_bytes: 8,
                     max_bytes: 16,
                     step: SizeStep::Factor(2),
@@ -449,15 +449,15 @@ mod tests {
     }
 
     fn judged() -> Judged {
-        let reference = crate::bench::context::of_nics(
-            &[crate::bench::context::Link::netdev("eth9", 20_000)],
+        let reference = crate::bench::measure::context::of_nics(
+            &[crate::bench::measure::context::Link::netdev("eth9", 20_000)],
             "test route",
         );
         let baseline = crate::profile::Baseline {
             tolerance: 0.1,
             sizes: [(8, 1.0)].into(),
         };
-        let checks = crate::bench::context::judge_baseline(&baseline, &[row(8, Some(0))]);
+        let checks = crate::bench::measure::context::judge_baseline(&baseline, &[row(8, Some(0))]);
         Judged {
             reference: reference.ok_or_else(String::new),
             min_busbw: Some((2.0, Threshold::Fraction(0.8))),

@@ -16,10 +16,10 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::BenchError;
 use super::figures;
 use super::frame::{self, FrameError, Message};
-use super::output::Member;
+use crate::bench::BenchError;
+use crate::bench::measure::output::Member;
 
 /// The longest a failing rank waits for rank 0's verdict before giving its own reason.
 const VERDICT_GRACE: Duration = Duration::from_secs(3);

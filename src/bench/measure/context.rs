@@ -880,7 +880,7 @@ mod tests {
     }
 
     fn row(size: u64, out: f64) -> Row {
-        let h = crate::bench::stats::Half {
+        let h = crate::bench::measure::stats::Half {
             time: 1.0,
             alg_bw: out,
             bus_bw: out,
@@ -893,7 +893,7 @@ mod tests {
             redop: "sum",
             root: -1,
             out_of_place: h,
-            in_place: crate::bench::stats::Half { bus_bw: 100.0, ..h },
+            in_place: crate::bench::measure::stats::Half { bus_bw: 100.0, ..h },
             algo: None,
         }
     }
