@@ -10,11 +10,10 @@ use crate::common;
 use std::time::Duration;
 
 use common::*;
-use gputune::bench::control::rendezvous::{self, Identity};
+use gputune::bench::control::rendezvous::{self, Identity, Member, Transport};
 use gputune::bench::measure::collective::Shape;
 use gputune::bench::measure::data::Op;
 use gputune::bench::measure::harness;
-use gputune::bench::measure::output::{Member, Transport};
 use gputune::bench::{Backend, BenchError, tcp};
 use gputune::commands::bench::validate;
 

@@ -13,10 +13,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::control::group::Group;
 use super::control::launch::{self, JobEnv, Launcher};
-use super::control::rendezvous::{self, Identity, Joined};
+use super::control::rendezvous::{self, Identity, Joined, Member, Transport};
 use super::measure::context::{self, Judged, Reference};
 use super::measure::harness;
-use super::measure::output::{self, Member, RunInfo, Transport, Versions};
+use super::measure::output::{self, RunInfo, Versions};
 use super::measure::stats::{Row, average_busbw, total_wrong};
 use super::nccl::{self, NcclBackend, NcclStack};
 use super::tcp::{self, TcpBackend};

@@ -131,7 +131,7 @@ mod tests {
     fn a_bad_report_stops_the_job_naming_the_rank() {
         use crate::bench::control::frame::{self, Message};
         use crate::bench::control::group::Group;
-        use crate::bench::measure::output::Member;
+        use crate::bench::control::rendezvous::Member;
         use crate::error::ExitCode;
         use std::net::{TcpListener, TcpStream};
         use std::time::Duration;

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use super::figures;
 use super::frame::{self, FrameError, Message};
+use super::rendezvous::Member;
 use crate::bench::BenchError;
-use crate::bench::measure::output::Member;
 
 /// The longest a failing rank waits for rank 0's verdict before giving its own reason.
 const VERDICT_GRACE: Duration = Duration::from_secs(3);

@@ -12,13 +12,48 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
+
 use super::auth::{self, AuthError};
 use super::frame::{self, FrameError, Message};
 use super::gate::{Arrival, Gate, HANDSHAKE_DEADLINE};
 use super::group::Group;
 use super::wait::{Cause, Wait};
-use crate::bench::measure::output::{Member, Transport};
 use crate::bench::{BenchError, Settings};
+
+/// One rank of the job as the header lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    pub rank: usize,
+    pub host: String,
+    pub pid: u32,
+    /// What the rank measures with: a GPU's name, or `cpu`.
+    pub device: String,
+}
+
+/// The transport a run measured with: `--backend` once resolved (`auto` picks one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    Nccl,
+    Tcp,
+}
+
+impl Transport {
+    /// The word headers, labels and the rendezvous use: `nccl`, `tcp`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Nccl => "nccl",
+            Transport::Tcp => "tcp",
+        }
+    }
+}
+
+impl std::fmt::Display for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// What this rank knows of the job when the rendezvous is done.
 pub struct Joined {

@@ -2,46 +2,13 @@
 //! `all_reduce_perf` output) and one JSON document with nccl-tests' `-J` field names, the
 //! settings, versions and hosts (never the environment: it may hold secrets).
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::context::{Judged, Reference};
 use super::stats::{Half, Row, average_busbw, total_wrong};
 use crate::bench::Settings;
+use crate::bench::control::rendezvous::{Member, Transport};
 use crate::profile::Threshold;
-
-/// One rank of the job as the header lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct Member {
-    pub rank: usize,
-    pub host: String,
-    pub pid: u32,
-    /// What the rank measures with: a GPU's name, or `cpu`.
-    pub device: String,
-}
-
-/// The transport a run measured with: `--backend` once resolved (`auto` picks one).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Transport {
-    Nccl,
-    Tcp,
-}
-
-impl Transport {
-    /// The word headers, labels and the rendezvous use: `nccl`, `tcp`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Transport::Nccl => "nccl",
-            Transport::Tcp => "tcp",
-        }
-    }
-}
-
-impl std::fmt::Display for Transport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// Everything a rendering needs besides the rows.
 #[derive(Debug, Clone, Serialize)]

@@ -154,7 +154,8 @@ fn bytes_per_second(gb_per_second: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::measure::output::{Member, Versions};
+    use crate::bench::control::rendezvous::Member;
+    use crate::bench::measure::output::Versions;
     use crate::bench::measure::stats::Half;
 
     fn info() -> RunInfo {
@@ -176,7 +177,7 @@ mod tests {
             algo: crate::bench::Algo::Auto,
         };
         RunInfo {
-            backend: crate::bench::measure::output::Transport::Tcp,
+            backend: crate::bench::control::rendezvous::Transport::Tcp,
             settings: job,
             members: vec![Member {
                 rank: 0,
