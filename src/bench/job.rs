@@ -598,8 +598,7 @@ fn rank0(
         (b.clone(), source.clone(), checks)
     });
     let judged = Judged {
-        // Every rendering shows the reason as text.
-        reference: reference.map_err(|why| why.to_string()),
+        reference,
         min_busbw: min_busbw.map(|(g, t, _)| (g, t)),
         baseline,
     };

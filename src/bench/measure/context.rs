@@ -477,10 +477,10 @@ pub fn judge_baseline(baseline: &Baseline, rows: &[Row]) -> Vec<BaselineCheck> {
 }
 
 /// What a run was judged against besides its exactness, for every rendering.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub struct Judged {
-    /// The reference rate, or why there is none.
-    pub reference: Result<Reference, String>,
+    /// The reference rate, or why there is none (each rendering shows the reason as text).
+    pub reference: Result<Reference, NoReference>,
     /// The threshold in GB/s, as given (a percentage resolved against the reference).
     pub min_busbw: Option<(f64, Threshold)>,
     /// The baseline, where it came from, and each measured size that has one, judged.
@@ -489,9 +489,9 @@ pub struct Judged {
 
 impl Judged {
     /// Nothing to judge against: no reference, threshold or baseline.
-    pub fn nothing(why: &str) -> Judged {
+    pub fn nothing(why: NoReference) -> Judged {
         Judged {
-            reference: Err(why.to_string()),
+            reference: Err(why),
             min_busbw: None,
             baseline: None,
         }

@@ -180,7 +180,7 @@ struct Document<'a> {
     /// What the path can carry; null with `reference_unavailable` saying why.
     reference: Option<ReferenceDoc<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    reference_unavailable: Option<&'a str>,
+    reference_unavailable: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     baseline: Option<BaselineDoc<'a>>,
 }
@@ -272,7 +272,7 @@ pub fn json(info: &RunInfo, rows: &[Row], judged: &Judged) -> String {
             Threshold::Gbps(_) => None,
         }),
         reference,
-        reference_unavailable: judged.reference.as_ref().err().map(String::as_str),
+        reference_unavailable: judged.reference.as_ref().err().map(ToString::to_string),
         baseline: judged
             .baseline
             .as_ref()
@@ -301,6 +301,7 @@ pub fn json(info: &RunInfo, rows: &[Row], judged: &Judged) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::measure::context::NoReference;
     use crate::bench::measure::data::{DType, Op};
     use crate::bench::measure::harness::Sweep;
     use crate::bench::measure::size::SizeStep;
@@ -426,7 +427,7 @@ mod tests {
         };
         let checks = crate::bench::measure::context::judge_baseline(&baseline, &[row(8, Some(0))]);
         Judged {
-            reference: reference.ok_or_else(String::new),
+            reference: reference.ok_or(NoReference::NoGpu),
             min_busbw: Some((2.0, Threshold::Fraction(0.8))),
             baseline: Some((baseline, "profile p [bench.baseline]".into(), checks)),
         }
@@ -435,7 +436,7 @@ mod tests {
     #[test]
     fn footer_and_json_carry_the_average() {
         let rows = [row(8, Some(0)), row(16, Some(0))];
-        let f = table_footer(&rows, &Judged::nothing("test"));
+        let f = table_footer(&rows, &Judged::nothing(NoReference::NoGpu));
         assert!(f.contains("# Out of bounds values : 0 OK"));
         assert!(f.contains("# Avg bus bandwidth    : 1.000000"), "{f}");
         let doc: serde_json::Value =
@@ -464,9 +465,13 @@ mod tests {
         );
         assert!(doc.get("reference_unavailable").is_none());
         let none: serde_json::Value =
-            serde_json::from_str(&json(&info(), &rows, &Judged::nothing("why"))).unwrap();
+            serde_json::from_str(&json(&info(), &rows, &Judged::nothing(NoReference::NoGpu)))
+                .unwrap();
         assert!(none["reference"].is_null());
-        assert_eq!(none["reference_unavailable"], "why");
+        assert_eq!(
+            none["reference_unavailable"],
+            "no GPU found under /sys/bus/pci/devices"
+        );
         let footer = table_footer(&rows, &judged());
         for line in [
             "# Reference: 2.500 GB/s per direction, 20 Gb/s link (eth9): /sys/class/net/eth9/speed 20000 Mb/s, ÷ 8 bits per byte; test route\n",

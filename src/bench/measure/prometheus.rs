@@ -233,7 +233,7 @@ mod tests {
         let checks =
             crate::bench::measure::context::judge_baseline(&baseline, std::slice::from_ref(&row));
         let judged = Judged {
-            reference: reference.ok_or_else(String::new),
+            reference: reference.ok_or(crate::bench::measure::context::NoReference::NoGpu),
             min_busbw: Some((3.0, crate::profile::Threshold::Gbps(3.0))),
             baseline: Some((baseline, "p".into(), checks)),
         };
