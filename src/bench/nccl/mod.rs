@@ -37,7 +37,8 @@ pub(crate) struct NcclStack {
 }
 
 /// Why the NCCL backend could not start or stopped, each with its own text (exit 3). A call
-/// NCCL refused, or an error it reported, stays the library's own [`NcclError`].
+/// NCCL refused, or an error it reported, stays the library's own
+/// [`NcclError`](crate::ffi::nccl::NcclError).
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
     #[error(
