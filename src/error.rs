@@ -127,6 +127,15 @@ pub enum BenchError {
     /// Something stopped the job: a rank left, a library is missing (exit 3).
     #[error("{0}")]
     Runtime(String),
+    /// The control connections failed: a rank stalled, left or reported nonsense (exit 3).
+    #[error(transparent)]
+    Control(#[from] crate::bench::control::group::ControlError),
+    /// The ranks could not meet at rank 0's rendezvous (exit 3).
+    #[error(transparent)]
+    Rendezvous(#[from] crate::bench::control::rendezvous::RendezvousError),
+    /// The NCCL backend could not start or stopped, outside a failed NCCL call (exit 3).
+    #[error(transparent)]
+    NcclBackend(#[from] crate::bench::nccl::BackendError),
     /// The TCP backend's data connections failed (exit 3).
     #[error(transparent)]
     Link(#[from] crate::bench::tcp::LinkError),
@@ -158,6 +167,9 @@ impl BenchError {
         match self {
             BenchError::Usage(_) => ExitCode::Usage,
             BenchError::Runtime(_)
+            | BenchError::Control(_)
+            | BenchError::Rendezvous(_)
+            | BenchError::NcclBackend(_)
             | BenchError::Link(_)
             | BenchError::Job(_)
             | BenchError::Nccl(_)

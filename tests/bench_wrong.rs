@@ -10,11 +10,11 @@ use crate::common;
 use std::time::Duration;
 
 use common::*;
-use gputune::bench::collective::Shape;
-use gputune::bench::data::Op;
-use gputune::bench::output::{Member, Transport};
-use gputune::bench::rendezvous::{self, Identity};
-use gputune::bench::{Backend, BenchError, harness, tcp};
+use gputune::bench::control::rendezvous::{self, Identity, Member, Transport};
+use gputune::bench::measure::collective::Shape;
+use gputune::bench::measure::data::Op;
+use gputune::bench::measure::harness;
+use gputune::bench::{Backend, BenchError, tcp};
 use gputune::commands::bench::validate;
 
 const TOKEN: &str = "tok-0f-a-job-with-a-corrupt-rank";

@@ -169,11 +169,11 @@ proptest! {
     #[test]
     fn rendezvous_frames(bytes in proptest::collection::vec(any::<u8>(), 0..1024)) {
         bounded(|| {
-            let _ = gputune::bench::frame::read(&mut &bytes[..]);
-            let mut framed = gputune::bench::frame::MAGIC.to_vec();
+            let _ = gputune::bench::control::frame::read(&mut &bytes[..]);
+            let mut framed = gputune::bench::control::frame::MAGIC.to_vec();
             framed.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
             framed.extend_from_slice(&bytes);
-            let _ = gputune::bench::frame::read(&mut &framed[..]);
+            let _ = gputune::bench::control::frame::read(&mut &framed[..]);
         });
     }
 }

@@ -11,14 +11,14 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::context::{self, Judged, Reference};
-use super::control::Group;
-use super::harness;
-use super::launch::{self, JobEnv, Launcher};
+use super::control::group::Group;
+use super::control::launch::{self, JobEnv, Launcher};
+use super::control::rendezvous::{self, Identity, Joined, Member, Transport};
+use super::measure::context::{self, Judged, Reference};
+use super::measure::harness;
+use super::measure::output::{self, RunInfo, Versions};
+use super::measure::stats::{Row, average_busbw, total_wrong};
 use super::nccl::{self, NcclBackend, NcclStack};
-use super::output::{self, Member, RunInfo, Transport, Versions};
-use super::rendezvous::{self, Identity, Joined};
-use super::stats::{Row, average_busbw, total_wrong};
 use super::tcp::{self, TcpBackend};
 use super::{Backend, BenchError, JobError, Settings};
 use serde::{Deserialize, Serialize};
@@ -598,8 +598,7 @@ fn rank0(
         (b.clone(), source.clone(), checks)
     });
     let judged = Judged {
-        // Every rendering shows the reason as text.
-        reference: reference.map_err(|why| why.to_string()),
+        reference,
         min_busbw: min_busbw.map(|(g, t, _)| (g, t)),
         baseline,
     };
@@ -608,7 +607,7 @@ fn rank0(
     let document = match job.format {
         Format::Table => None,
         Format::Json => Some(output::json(&info, &rows, &judged)),
-        Format::Prometheus => Some(super::prometheus::render(
+        Format::Prometheus => Some(super::measure::prometheus::render(
             job.settings.sweep.collective.name(),
             &info,
             &rows,

@@ -3,34 +3,19 @@
 //! and a control plane ([`control`]) that joins the ranks, synchronises them and makes every
 //! rank stop within the timeout when one of them dies or stalls.
 
-pub(crate) mod auth;
-pub mod collective;
-pub mod context;
 pub mod control;
-pub mod data;
-pub(crate) mod figures;
-pub mod frame;
-pub(crate) mod gate;
-pub mod harness;
-pub(crate) mod hostlist;
 pub(crate) mod job;
-pub(crate) mod launch;
+pub mod measure;
 pub(crate) mod nccl;
-pub mod output;
 pub(crate) mod pairs;
-pub(crate) mod prometheus;
-pub mod rendezvous;
-pub(crate) mod size;
-pub(crate) mod stats;
 pub mod tcp;
-pub(crate) mod wait;
 
 use serde::{Deserialize, Serialize};
 
 pub use crate::error::{BenchError, JobError};
-use collective::Shape;
-use data::Op;
-use harness::Sweep;
+use measure::collective::Shape;
+use measure::data::Op;
+use measure::harness::Sweep;
 
 /// The settings every rank must share; rank 0 refuses a rank whose settings differ.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -101,8 +86,8 @@ impl Algo {
 /// Moves the data of one collective. Buffers live wherever the backend keeps them (host
 /// memory for TCP, device memory for NCCL); the harness only sees bytes at the edges.
 pub trait Backend {
-    /// Allocates buffers for one row (`shape`, see [`collective::Collective::counts`]) and
-    /// loads this rank's send buffer, `input`.
+    /// Allocates buffers for one row (`shape`, see
+    /// [`measure::collective::Collective::counts`]) and loads this rank's send buffer, `input`.
     fn prepare(&mut self, shape: Shape, input: &[u8]) -> Result<(), BenchError>;
     /// Runs `iters` operations back to back and returns once the last one completed.
     fn run(&mut self, op: Op, in_place: bool, iters: usize) -> Result<(), BenchError>;

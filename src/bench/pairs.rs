@@ -10,9 +10,9 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::collective::{Collective, Shape};
-use super::control::Group;
-use super::data;
+use super::control::group::Group;
+use super::measure::collective::{Collective, Shape};
+use super::measure::data;
 use super::tcp::{self, TcpBackend};
 use super::{Backend, BenchError, JobError, Settings};
 use crate::error::ExitCode;
@@ -139,7 +139,7 @@ pub(crate) fn run(
 ) -> Result<ExitCode, BenchError> {
     let size = *job.settings.sweep.sizes().last().unwrap_or(&0);
     let (dtype, op) = (job.settings.sweep.dtype, job.settings.sweep.op);
-    let count = super::harness::element_count(size, dtype);
+    let count = super::measure::harness::element_count(size, dtype);
     let bytes = count as usize * dtype.size();
     let hosts: Vec<String> = group.members.iter().map(|m| m.host.clone()).collect();
     let options = tcp::Options {

@@ -6,12 +6,12 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 
 use crate::bench::BenchError;
-use crate::bench::collective::Collective;
-use crate::bench::data::{DType, Op};
-use crate::bench::harness::Sweep;
+use crate::bench::control::launch;
 use crate::bench::job::{self, Choice, Format, Job};
-use crate::bench::launch;
-use crate::bench::size::{self, SizeStep};
+use crate::bench::measure::collective::Collective;
+use crate::bench::measure::data::{DType, Op};
+use crate::bench::measure::harness::Sweep;
+use crate::bench::measure::size::{self, SizeStep};
 use crate::bench::{Algo, Settings};
 use crate::error::{ExitCode, Result};
 use crate::host::Root;

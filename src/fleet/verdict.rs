@@ -9,7 +9,7 @@ use std::cmp::Reverse;
 use serde::Serialize;
 
 use super::groups::{Fleet, Group, Key, NodeSet};
-use crate::bench::hostlist;
+use crate::bench::control::hostlist;
 use crate::finding::Status;
 
 /// Areas whose values (driver, CUDA, NCCL, cuDNN versions; NICs, speeds, GID index) must be

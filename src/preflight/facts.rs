@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, ToSocketAddrs};
 
-use crate::bench::launch::{JobEnv, Launcher};
+use crate::bench::control::launch::{JobEnv, Launcher};
 use crate::checks::firewall::{model, read_ruleset};
 use crate::checks::nic::ncclenv::NcclConfig;
 use crate::host::Root;

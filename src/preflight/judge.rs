@@ -7,7 +7,7 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
-use crate::bench::hostlist;
+use crate::bench::control::hostlist;
 
 use super::ifaces;
 use super::wire::{Cell, Facts, Mtu};

@@ -10,10 +10,10 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::bench::auth;
-use crate::bench::frame::{self, Message};
-use crate::bench::launch::JobEnv;
-use crate::bench::rendezvous;
+use crate::bench::control::auth;
+use crate::bench::control::frame::{self, Message};
+use crate::bench::control::launch::JobEnv;
+use crate::bench::control::rendezvous;
 use crate::error::{ExitCode, Result};
 use crate::host::Root;
 use crate::report::table::clean;
@@ -372,7 +372,7 @@ fn slurm_host(vars: &BTreeMap<String, String>, rank: usize, world: usize) -> Opt
     let list = vars
         .get("SLURM_STEP_NODELIST")
         .or_else(|| vars.get("SLURM_JOB_NODELIST"))?;
-    let hosts = crate::bench::hostlist::expand(list).ok()?;
+    let hosts = crate::bench::control::hostlist::expand(list).ok()?;
     (hosts.len() == world)
         .then(|| hosts.get(rank).cloned())
         .flatten()
@@ -479,7 +479,7 @@ pub(crate) fn member(
     // Rank 0 drops connections past its handshake limit (thousands arriving at once): a
     // connection closed before the token was proved is retried while the join lasts.
     let mut stream = loop {
-        let mut wait = crate::bench::wait::Wait::new(
+        let mut wait = crate::bench::control::wait::Wait::new(
             "preflight",
             format!("rank 0's preflight at {}:{}", env.master.0, env.master.1),
             join_by,

@@ -1,9 +1,9 @@
 //! `gputune preflight`: started by the job's own launcher on every node, it checks that the
 //! job will start (names, `MASTER_ADDR`, NCCL's interface, versions, every pair's ports)
 //! before the first GPU-hour is spent. Ranks meet through the bench's launcher detection and
-//! authenticated frames ([`crate::bench::launch`], [`crate::bench::auth`]); unlike the
-//! bench's rendezvous, a rank that never arrives does not stop the check: rank 0 reports it
-//! with everything else when the deadline comes.
+//! authenticated frames ([`crate::bench::control::launch`],
+//! [`crate::bench::control::auth`]); unlike the bench's rendezvous, a rank that never arrives
+//! does not stop the check: rank 0 reports it with everything else when the deadline comes.
 
 pub(crate) mod facts;
 pub(crate) mod ifaces;
@@ -46,7 +46,7 @@ pub(crate) struct Options {
 /// Runs this rank's part of the check.
 pub(crate) fn run(options: &Options, root: &Root) -> Result<ExitCode> {
     let vars: std::collections::BTreeMap<String, String> = std::env::vars().collect();
-    let env = crate::bench::launch::from_vars_up_to(&vars, MAX_WORLD)
+    let env = crate::bench::control::launch::from_vars_up_to(&vars, MAX_WORLD)
         .map_err(|e| Error::Usage(e.to_string()))?
         .ok_or_else(|| {
             Error::Usage(

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bench::hostlist;
+use crate::bench::control::hostlist;
 use crate::report::table::clean;
 
 use super::facts::JobPorts;
@@ -249,7 +249,7 @@ pub(crate) fn table(r: &Report) -> String {
         let _ = writeln!(
             out,
             "\nranks that joined but sent no results in time: {}",
-            crate::bench::rendezvous::rank_ranges(&r.silent)
+            crate::bench::control::rendezvous::rank_ranges(&r.silent)
         );
     }
     let hosts = r.matrix_hosts();

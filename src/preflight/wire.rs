@@ -112,16 +112,18 @@ pub(crate) enum Wire {
 }
 
 impl Wire {
-    pub(crate) fn to_message(&self) -> crate::bench::frame::Message {
-        crate::bench::frame::Message::Preflight {
+    pub(crate) fn to_message(&self) -> crate::bench::control::frame::Message {
+        crate::bench::control::frame::Message::Preflight {
             body: serde_json::to_value(self).unwrap_or(serde_json::Value::Null),
         }
     }
 
     /// The preflight message inside a frame, or `None` for anything else.
-    pub(crate) fn from_message(m: crate::bench::frame::Message) -> Option<Wire> {
+    pub(crate) fn from_message(m: crate::bench::control::frame::Message) -> Option<Wire> {
         match m {
-            crate::bench::frame::Message::Preflight { body } => serde_json::from_value(body).ok(),
+            crate::bench::control::frame::Message::Preflight { body } => {
+                serde_json::from_value(body).ok()
+            }
             _ => None,
         }
     }
@@ -172,8 +174,8 @@ mod tests {
             },
         ] {
             let m = w.to_message();
-            let bytes = crate::bench::frame::body(&m);
-            let back = crate::bench::frame::parse_body(&bytes).unwrap();
+            let bytes = crate::bench::control::frame::body(&m);
+            let back = crate::bench::control::frame::parse_body(&bytes).unwrap();
             assert_eq!(Wire::from_message(back), Some(w));
         }
     }

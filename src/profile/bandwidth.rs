@@ -136,7 +136,7 @@ impl Baseline {
                 tolerance = Some(t.map_err(|m| (value.span().start, name.clone(), m))?);
                 continue;
             }
-            let size = crate::bench::size::parse_size(&name)
+            let size = crate::bench::measure::size::parse_size(&name)
                 .ok()
                 .filter(|s| *s > 0)
                 .ok_or_else(|| {

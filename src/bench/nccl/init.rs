@@ -19,17 +19,14 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{NcclStack, Place, rt};
+use super::{BackendError, NcclStack, Place};
 use crate::bench::BenchError;
-use crate::bench::control::JobStop;
+use crate::bench::control::group::JobStop;
 use crate::ffi::cuda::Context;
 use crate::ffi::nccl::{Communicator, Config, NcclResult, UNIQUE_ID_BYTES};
 
 fn too_slow(timeout: Duration) -> BenchError {
-    rt(format!(
-        "ncclCommInitRank did not complete within {}s: a rank is missing or NCCL cannot connect (check NCCL_SOCKET_IFNAME and the firewall)",
-        timeout.as_secs()
-    ))
+    BackendError::InitStalled(timeout.as_secs()).into()
 }
 
 /// Why to stop waiting for the communicator, once it is time.
@@ -58,8 +55,8 @@ pub(crate) fn init(
         let failure = match comm.state() {
             Ok(NcclResult::SUCCESS) => return Ok(comm),
             Ok(NcclResult::IN_PROGRESS) => stop(fatal, deadline, timeout),
-            Ok(code) => Some(rt(stack.nccl.failure("ncclCommInitRankConfig", code))),
-            Err(e) => Some(rt(e)),
+            Ok(code) => Some(stack.nccl.failure("ncclCommInitRankConfig", code).into()),
+            Err(e) => Some(e.into()),
         };
         if let Some(e) = failure {
             comm.abort();
@@ -94,12 +91,12 @@ fn join_on_thread(
                 &id,
             ));
         })
-        .map_err(|e| rt(format!("cannot start a thread: {e}")))?;
+        .map_err(BackendError::Thread)?;
     loop {
         match rx.recv_timeout(Duration::from_millis(20)) {
             Ok(joined) => return joined.map_err(BenchError::from),
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(rt("ncclCommInitRank's thread ended without an answer"));
+                return Err(BackendError::InitVanished.into());
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }

@@ -8,13 +8,14 @@
 
 pub(crate) mod init;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::bench::collective::{Collective, Shape};
-use crate::bench::control::JobStop;
-use crate::bench::data::{DType, Op};
+use crate::bench::control::group::JobStop;
+use crate::bench::measure::collective::{Collective, Shape};
+use crate::bench::measure::data::{DType, Op};
 use crate::bench::{Backend, BenchError};
 use crate::ffi::cuda::{Context, Cuda, CudaError, DeviceBuffer, Stream};
 use crate::ffi::nccl::{
@@ -35,27 +36,71 @@ pub(crate) struct NcclStack {
     pub devices: usize,
 }
 
-/// A failure to report as is (exit 3).
-fn rt(e: impl ToString) -> BenchError {
-    BenchError::Runtime(e.to_string())
+/// Why the NCCL backend could not start or stopped, each with its own text (exit 3). A call
+/// NCCL refused, or an error it reported, stays the library's own
+/// [`NcclError`](crate::ffi::nccl::NcclError).
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error(
+        "NCCL not found ({SONAME} not in: {}); set GPUTUNE_NCCL_LIB to its path, or use \
+         --backend tcp",
+        searched.join("; ")
+    )]
+    NotFound { searched: Vec<String> },
+    /// NCCL loaded, but the CUDA driver did not.
+    #[error(
+        "NCCL {version} found at {}, but {source}; use --backend tcp to measure the network \
+         without GPUs",
+        path.display()
+    )]
+    NoCuda {
+        version: NcclVersion,
+        path: PathBuf,
+        #[source]
+        source: CudaError,
+    },
+    #[error(
+        "NCCL {version} at {} is too old: bench needs {}.{} or newer (avg and bf16)",
+        path.display(),
+        MIN_VERSION.0,
+        MIN_VERSION.1
+    )]
+    TooOld { version: NcclVersion, path: PathBuf },
+    #[error("rank 0 sent an NCCL id of {0} bytes, not {UNIQUE_ID_BYTES}")]
+    IdLength(usize),
+    #[error("cannot allocate {0} bytes of host memory")]
+    HostMemory(usize),
+    #[error("the NCCL backend ran before it was prepared")]
+    Unprepared,
+    #[error("the NCCL communicator was aborted")]
+    Aborted,
+    #[error(
+        "{ops} operation(s) did not complete within {secs}s: a rank stalled or the network \
+         dropped (communicator aborted)"
+    )]
+    Stalled { ops: usize, secs: u64 },
+    #[error(
+        "ncclCommInitRank did not complete within {0}s: a rank is missing or NCCL cannot \
+         connect (check NCCL_SOCKET_IFNAME and the firewall)"
+    )]
+    InitStalled(u64),
+    #[error("cannot start a thread: {0}")]
+    Thread(#[source] std::io::Error),
+    #[error("ncclCommInitRank's thread ended without an answer")]
+    InitVanished,
 }
 
 /// Loads NCCL and CUDA and counts GPUs; each way of failing is its own message.
 pub(crate) fn probe(root: &Root) -> Result<NcclStack, BenchError> {
-    let located = locate(root, &SearchEnv::from_process()).map_err(|searched| {
-        rt(format!(
-            "NCCL not found ({SONAME} not in: {}); set GPUTUNE_NCCL_LIB to its path, or use --backend tcp",
-            searched.join("; ")
-        ))
-    })?;
+    let located = locate(root, &SearchEnv::from_process())
+        .map_err(|searched| BackendError::NotFound { searched })?;
     let nccl = crate::host::nccl::load(root, &located).map_err(BenchError::from)?;
     let version = nccl.version().map_err(BenchError::from)?;
     check_version(version, &located.path)?;
-    let with_nccl = |e: CudaError| {
-        rt(format!(
-            "NCCL {version} found at {}, but {e}; use --backend tcp to measure the network without GPUs",
-            located.path.display()
-        ))
+    let with_nccl = |source: CudaError| BackendError::NoCuda {
+        version,
+        path: located.path.clone(),
+        source,
     };
     let cuda = Cuda::open().map_err(with_nccl)?;
     let devices = cuda.device_count().map_err(with_nccl)?;
@@ -73,12 +118,11 @@ pub(crate) fn check_version(
     path: &std::path::Path,
 ) -> Result<(), BenchError> {
     if (version.major, version.minor) < MIN_VERSION {
-        return Err(rt(format!(
-            "NCCL {version} at {} is too old: bench needs {}.{} or newer (avg and bf16)",
-            path.display(),
-            MIN_VERSION.0,
-            MIN_VERSION.1
-        )));
+        return Err(BackendError::TooOld {
+            version,
+            path: path.to_path_buf(),
+        }
+        .into());
     }
     Ok(())
 }
@@ -225,7 +269,7 @@ fn host_buffer(len: usize) -> Result<Vec<u8>, BenchError> {
     let mut buffer = Vec::new();
     buffer
         .try_reserve_exact(len)
-        .map_err(|_| rt(format!("cannot allocate {len} bytes of host memory")))?;
+        .map_err(|_| BackendError::HostMemory(len))?;
     buffer.resize(len, 0);
     Ok(buffer)
 }
@@ -239,8 +283,6 @@ enum Until {
     Finished,
 }
 
-const ABORTED: &str = "the NCCL communicator was aborted";
-
 /// Why to stop waiting for NCCL, once it is time: the control plane's verdict first, else
 /// `late()` once `deadline` passed.
 fn stop_reason(
@@ -251,7 +293,7 @@ fn stop_reason(
     if fatal.is_raised()
         && let Some(reason) = fatal.reason()
     {
-        return Some(rt(reason));
+        return Some(BenchError::Runtime(reason));
     }
     (Instant::now() >= deadline).then(late)
 }
@@ -267,12 +309,9 @@ impl NcclBackend {
         timeout: Duration,
         fatal: Arc<JobStop>,
     ) -> Result<NcclBackend, BenchError> {
-        let id: &[u8; UNIQUE_ID_BYTES] = id.try_into().map_err(|_| {
-            rt(format!(
-                "rank 0 sent an NCCL id of {} bytes, not {UNIQUE_ID_BYTES}",
-                id.len()
-            ))
-        })?;
+        let id: &[u8; UNIQUE_ID_BYTES] = id
+            .try_into()
+            .map_err(|_| BackendError::IdLength(id.len()))?;
         // Each of these releases itself if a later step fails.
         let device = probe.cuda.device(place.ordinal).map_err(BenchError::from)?;
         let context = probe
@@ -297,9 +336,7 @@ impl NcclBackend {
     }
 
     fn buffers(&self) -> Result<&Buffers, BenchError> {
-        self.buffers
-            .as_ref()
-            .ok_or_else(|| rt("the NCCL backend ran before it was prepared"))
+        Ok(self.buffers.as_ref().ok_or(BackendError::Unprepared)?)
     }
 
     /// Bytes the in-place buffer holds: the larger of send and receive.
@@ -321,7 +358,7 @@ impl NcclBackend {
 
     /// Queues one operation, its buffers `shift` bytes in.
     fn launch(&self, op: Op, in_place: bool, shift: usize) -> Result<Progress, BenchError> {
-        let comm = self.comm.as_ref().ok_or_else(|| rt(ABORTED))?;
+        let comm = self.comm.as_ref().ok_or(BackendError::Aborted)?;
         let [send, recv] = self.places(self.buffers()?, in_place, shift);
         let call = nccl_call(self.shape.collective, self.shape.counts.param, red_op(op));
         comm.launch(call, data_type(self.shape.dtype), send, recv, &self.stream)
@@ -338,11 +375,11 @@ impl NcclBackend {
                 Err(e) => return Err(self.abort(e)),
             }
             let late = || {
-                rt(format!(
-                    "{} operation(s) did not complete within {}s: a rank stalled or the network dropped (communicator aborted)",
-                    ops.max(1),
-                    self.timeout.as_secs()
-                ))
+                BackendError::Stalled {
+                    ops: ops.max(1),
+                    secs: self.timeout.as_secs(),
+                }
+                .into()
             };
             if let Some(reason) = stop_reason(&self.fatal, deadline, late) {
                 return Err(self.abort(reason));
@@ -353,11 +390,11 @@ impl NcclBackend {
 
     /// Whether `until` holds now; an error once NCCL or the stream reports one.
     fn poll(&self, until: Until) -> Result<bool, BenchError> {
-        let comm = self.comm.as_ref().ok_or_else(|| rt(ABORTED))?;
+        let comm = self.comm.as_ref().ok_or(BackendError::Aborted)?;
         match comm.state().map_err(BenchError::from)? {
             NcclResult::SUCCESS => {}
             NcclResult::IN_PROGRESS => return Ok(false),
-            code => return Err(rt(comm.reported(code))),
+            code => return Err(comm.reported(code).into()),
         }
         match until {
             Until::Queued => Ok(true),
@@ -367,11 +404,11 @@ impl NcclBackend {
 
     /// Aborts the communicator (once; later calls find none) and returns `reason` as the
     /// error.
-    fn abort(&mut self, reason: impl ToString) -> BenchError {
+    fn abort(&mut self, reason: BenchError) -> BenchError {
         if let Some(comm) = self.comm.take() {
             comm.abort();
         }
-        rt(reason)
+        reason
     }
 }
 
@@ -387,12 +424,9 @@ impl Backend for NcclBackend {
             self.buffers = Some(Buffers { send, recv });
         }
         self.input.clear();
-        self.input.try_reserve_exact(input.len()).map_err(|_| {
-            rt(format!(
-                "cannot allocate {} bytes of host memory",
-                input.len()
-            ))
-        })?;
+        self.input
+            .try_reserve_exact(input.len())
+            .map_err(|_| BackendError::HostMemory(input.len()))?;
         self.input.extend_from_slice(input);
         self.buffers()?
             .send
@@ -455,6 +489,86 @@ mod tests {
         );
         assert!(check_version(NcclVersion::from_code(21003), path).is_ok());
         assert!(check_version(NcclVersion::from_code(23203), path).is_ok());
+    }
+
+    #[test]
+    fn each_backend_failure_reads_as_the_text_it_replaced() {
+        let version = NcclVersion::from_code(21805);
+        let path = PathBuf::from("/opt/nccl/libnccl.so.2");
+        let cuda = CudaError::NoDevice("CUDA_ERROR_NO_DEVICE".into());
+        let cuda_text = cuda.to_string();
+        let cases: Vec<(BackendError, String)> = vec![
+            (
+                BackendError::NotFound {
+                    searched: vec!["/a".into(), "/b".into()],
+                },
+                "NCCL not found (libnccl.so.2 not in: /a; /b); set GPUTUNE_NCCL_LIB to its path, \
+                 or use --backend tcp"
+                    .to_string(),
+            ),
+            (
+                BackendError::NoCuda {
+                    version,
+                    path: path.clone(),
+                    source: cuda,
+                },
+                format!(
+                    "NCCL 2.18.5 found at /opt/nccl/libnccl.so.2, but {cuda_text}; use --backend \
+                     tcp to measure the network without GPUs"
+                ),
+            ),
+            (
+                BackendError::TooOld { version, path },
+                "NCCL 2.18.5 at /opt/nccl/libnccl.so.2 is too old: bench needs 2.10 or newer (avg \
+                 and bf16)"
+                    .to_string(),
+            ),
+            (
+                BackendError::IdLength(12),
+                "rank 0 sent an NCCL id of 12 bytes, not 128".to_string(),
+            ),
+            (
+                BackendError::HostMemory(1 << 20),
+                "cannot allocate 1048576 bytes of host memory".to_string(),
+            ),
+            (
+                BackendError::Unprepared,
+                "the NCCL backend ran before it was prepared".to_string(),
+            ),
+            (
+                BackendError::Aborted,
+                "the NCCL communicator was aborted".to_string(),
+            ),
+            (
+                BackendError::Stalled { ops: 20, secs: 30 },
+                "20 operation(s) did not complete within 30s: a rank stalled or the network \
+                 dropped (communicator aborted)"
+                    .to_string(),
+            ),
+            (
+                BackendError::InitStalled(30),
+                "ncclCommInitRank did not complete within 30s: a rank is missing or NCCL cannot \
+                 connect (check NCCL_SOCKET_IFNAME and the firewall)"
+                    .to_string(),
+            ),
+            (
+                BackendError::Thread(std::io::Error::from(std::io::ErrorKind::OutOfMemory)),
+                format!(
+                    "cannot start a thread: {}",
+                    std::io::Error::from(std::io::ErrorKind::OutOfMemory)
+                ),
+            ),
+            (
+                BackendError::InitVanished,
+                "ncclCommInitRank's thread ended without an answer".to_string(),
+            ),
+        ];
+        for (err, text) in cases {
+            assert_eq!(err.to_string(), text);
+            let bench = BenchError::from(err);
+            assert_eq!(bench.to_string(), text);
+            assert_eq!(bench.exit_code(), crate::error::ExitCode::Runtime);
+        }
     }
 
     #[test]

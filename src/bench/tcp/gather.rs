@@ -9,7 +9,7 @@
 
 use super::Reduce;
 use super::pairwise::{Mesh, Result, split};
-use crate::bench::data::{self, Op};
+use crate::bench::measure::data::{self, Op};
 
 /// Byte range of rank `k`'s block of `per` bytes.
 fn block(k: usize, per: usize) -> std::ops::Range<usize> {

@@ -17,7 +17,7 @@ use std::time::Duration;
 use super::Reduce;
 use super::link::{Link, Peer, Spin};
 use super::ring::segment;
-use crate::bench::data::{self, Op};
+use crate::bench::measure::data::{self, Op};
 
 /// One rank's connections to every other rank.
 pub struct Mesh {

@@ -23,8 +23,8 @@ use nix::poll::PollFd;
 use super::link::{Idle, Peer, Spin, failed, interest, poll_all, read_some, write_some};
 use super::{LinkError, Reduce};
 use crate::bench::BenchError;
-use crate::bench::control::JobStop;
-use crate::bench::data::{self, DType, Op};
+use crate::bench::control::group::JobStop;
+use crate::bench::measure::data::{self, DType, Op};
 
 /// Bytes per slice: the largest write a stream makes per turn and the reduce-scatter's
 /// scratch. Reduced bytes are forwarded as they land whatever the slice, so pipelining does

@@ -26,7 +26,7 @@ result_codes! {
 
 /// NCCL's version as `ncclGetVersion` reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct NcclVersion {
+pub struct NcclVersion {
     pub major: u32,
     pub minor: u32,
     pub patch: u32,

@@ -129,9 +129,9 @@ mod tests {
     /// the job stops with exit 3 naming that rank, and the rank is told why.
     #[test]
     fn a_bad_report_stops_the_job_naming_the_rank() {
-        use crate::bench::control::Group;
-        use crate::bench::frame::{self, Message};
-        use crate::bench::output::Member;
+        use crate::bench::control::frame::{self, Message};
+        use crate::bench::control::group::Group;
+        use crate::bench::control::rendezvous::Member;
         use crate::error::ExitCode;
         use std::net::{TcpListener, TcpStream};
         use std::time::Duration;

@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::Settings;
-use super::output::{Member, Transport};
+use super::rendezvous::{Member, Transport};
+use crate::bench::Settings;
 
 /// Marks a gputune bench frame; anything else on the port is refused at once.
 pub const MAGIC: [u8; 4] = *b"GTB1";

@@ -372,7 +372,7 @@ mod tests {
     /// Two ranks open the TCP ring over `listeners` and reduce exactly.
     fn ring_of_two_reduces(listeners: Vec<TcpListener>, addrs: &[std::net::SocketAddr]) {
         use crate::bench::Backend;
-        use crate::bench::data::{DType, Op};
+        use crate::bench::measure::data::{DType, Op};
         use crate::bench::tcp::{self, Options, TcpBackend};
         use std::sync::Arc;
         let hosts = vec!["a".to_string(), "b".to_string()];
@@ -395,7 +395,7 @@ mod tests {
                     let input: Vec<u8> = (0..64)
                         .flat_map(|_| ((rank + 1) as f32).to_ne_bytes())
                         .collect();
-                    use crate::bench::collective::{Collective, Shape};
+                    use crate::bench::measure::collective::{Collective, Shape};
                     let shape = Shape::new(Collective::AllReduce, DType::F32, 64, 2);
                     backend.prepare(shape, &input).unwrap();
                     backend.run(Op::Sum, false, 1).unwrap();

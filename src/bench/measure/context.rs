@@ -477,10 +477,10 @@ pub fn judge_baseline(baseline: &Baseline, rows: &[Row]) -> Vec<BaselineCheck> {
 }
 
 /// What a run was judged against besides its exactness, for every rendering.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub struct Judged {
-    /// The reference rate, or why there is none.
-    pub reference: Result<Reference, String>,
+    /// The reference rate, or why there is none (each rendering shows the reason as text).
+    pub reference: Result<Reference, NoReference>,
     /// The threshold in GB/s, as given (a percentage resolved against the reference).
     pub min_busbw: Option<(f64, Threshold)>,
     /// The baseline, where it came from, and each measured size that has one, judged.
@@ -489,9 +489,9 @@ pub struct Judged {
 
 impl Judged {
     /// Nothing to judge against: no reference, threshold or baseline.
-    pub fn nothing(why: &str) -> Judged {
+    pub fn nothing(why: NoReference) -> Judged {
         Judged {
-            reference: Err(why.to_string()),
+            reference: Err(why),
             min_busbw: None,
             baseline: None,
         }
@@ -880,7 +880,7 @@ mod tests {
     }
 
     fn row(size: u64, out: f64) -> Row {
-        let h = crate::bench::stats::Half {
+        let h = crate::bench::measure::stats::Half {
             time: 1.0,
             alg_bw: out,
             bus_bw: out,
@@ -893,7 +893,7 @@ mod tests {
             redop: "sum",
             root: -1,
             out_of_place: h,
-            in_place: crate::bench::stats::Half { bus_bw: 100.0, ..h },
+            in_place: crate::bench::measure::stats::Half { bus_bw: 100.0, ..h },
             algo: None,
         }
     }

@@ -154,18 +154,19 @@ fn bytes_per_second(gb_per_second: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::output::{Member, Versions};
-    use crate::bench::stats::Half;
+    use crate::bench::control::rendezvous::Member;
+    use crate::bench::measure::output::Versions;
+    use crate::bench::measure::stats::Half;
 
     fn info() -> RunInfo {
         let job = crate::bench::Settings {
-            sweep: crate::bench::harness::Sweep {
-                collective: crate::bench::collective::Collective::AllReduce,
+            sweep: crate::bench::measure::harness::Sweep {
+                collective: crate::bench::measure::collective::Collective::AllReduce,
                 min_bytes: 1 << 20,
                 max_bytes: 1 << 20,
-                step: crate::bench::size::SizeStep::Factor(2),
-                dtype: crate::bench::data::DType::F32,
-                op: crate::bench::data::Op::Sum,
+                step: crate::bench::measure::size::SizeStep::Factor(2),
+                dtype: crate::bench::measure::data::DType::F32,
+                op: crate::bench::measure::data::Op::Sum,
                 iters: 1,
                 warmup: 0,
                 check: 1,
@@ -176,7 +177,7 @@ mod tests {
             algo: crate::bench::Algo::Auto,
         };
         RunInfo {
-            backend: crate::bench::output::Transport::Tcp,
+            backend: crate::bench::control::rendezvous::Transport::Tcp,
             settings: job,
             members: vec![Member {
                 rank: 0,
@@ -209,7 +210,7 @@ mod tests {
             bus_bw,
             nwrong: Some(0),
         };
-        let row = crate::bench::stats::Row {
+        let row = crate::bench::measure::stats::Row {
             algo: None,
             size: 1 << 20,
             count: 1 << 18,
@@ -219,17 +220,20 @@ mod tests {
             out_of_place: half(12.5, 6.25),
             in_place: half(2.5, 1.25),
         };
-        let reference = crate::bench::context::of_nics(
-            &[crate::bench::context::Link::netdev("eth0", 100_000)],
+        let reference = crate::bench::measure::context::of_nics(
+            &[crate::bench::measure::context::Link::netdev(
+                "eth0", 100_000,
+            )],
             "r",
         );
         let baseline = crate::profile::Baseline {
             tolerance: 0.1,
             sizes: [(1 << 20, 20.0)].into(),
         };
-        let checks = crate::bench::context::judge_baseline(&baseline, std::slice::from_ref(&row));
+        let checks =
+            crate::bench::measure::context::judge_baseline(&baseline, std::slice::from_ref(&row));
         let judged = Judged {
-            reference: reference.ok_or_else(String::new),
+            reference: reference.ok_or(crate::bench::measure::context::NoReference::NoGpu),
             min_busbw: Some((3.0, crate::profile::Threshold::Gbps(3.0))),
             baseline: Some((baseline, "p".into(), checks)),
         };

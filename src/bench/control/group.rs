@@ -16,10 +16,10 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::BenchError;
 use super::figures;
 use super::frame::{self, FrameError, Message};
-use super::output::Member;
+use super::rendezvous::Member;
+use crate::bench::BenchError;
 
 /// The longest a failing rank waits for rank 0's verdict before giving its own reason.
 const VERDICT_GRACE: Duration = Duration::from_secs(3);
@@ -122,8 +122,54 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn runtime(message: String) -> BenchError {
-    BenchError::Runtime(message)
+/// Why the control connections failed this rank, each with its own text (exit 3). The
+/// job's verdict itself, a reason rank 0 sent or raised, stays a [`BenchError::Runtime`]: its
+/// text is all there is of it.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// A control connection could not be set up for its reader thread.
+    #[error("control connection: {0}")]
+    Connection(#[source] std::io::Error),
+    /// This rank could not write to rank 0.
+    #[error("lost the connection to rank 0: {0}")]
+    LostRoot(#[source] std::io::Error),
+    /// Rank 0 waited `--timeout` for these ranks (rank and host) to reach `what`.
+    #[error(
+        "rank{} {} did not reach {what} within {secs}s (stalled or unreachable)",
+        if missing.len() == 1 { "" } else { "s" },
+        missing.iter().map(|(r, h)| format!("{r} ({h})")).collect::<Vec<_>>().join(", ")
+    )]
+    Stalled {
+        missing: Vec<(usize, String)>,
+        what: &'static str,
+        secs: u64,
+    },
+    /// Another rank waited `--timeout` for rank 0 on `host`.
+    #[error("no word from rank 0 ({host}) for {secs}s while waiting for {what}: the job stalled")]
+    RootSilent {
+        host: String,
+        secs: u64,
+        what: &'static str,
+    },
+    /// A rank's figures could not be a measurement ([`figures::check`]).
+    #[error(
+        "rank {rank} ({host}) reported impossible figures: {bad}; it is broken or not a rank of this job"
+    )]
+    BadFigures {
+        rank: usize,
+        host: String,
+        bad: figures::BadFigures,
+    },
+    /// Rank 0 gave no verdict within the grace after this rank failed with `saw`.
+    #[error(
+        "rank 0 ({host}) did not answer within {:.1}s (it stalled or is unreachable); this rank saw: {saw}",
+        grace.as_secs_f64()
+    )]
+    NoVerdict {
+        host: String,
+        grace: Duration,
+        saw: Box<BenchError>,
+    },
 }
 
 /// A message from a peer, or its connection's end.
@@ -191,9 +237,7 @@ impl Group {
         let mut writers = Vec::new();
         let mut readers = Vec::new();
         for (rank, stream) in streams {
-            let reader = stream
-                .try_clone()
-                .map_err(|e| runtime(format!("control connection: {e}")))?;
+            let reader = stream.try_clone().map_err(ControlError::Connection)?;
             readers.push((rank, reader));
             writers.push(Mutex::new(stream));
         }
@@ -264,9 +308,7 @@ impl Group {
     ) -> Result<Group, BenchError> {
         let fatal: Arc<JobStop> = Arc::default();
         let (tx, events) = mpsc::channel();
-        let mut reader = stream
-            .try_clone()
-            .map_err(|e| runtime(format!("control connection: {e}")))?;
+        let mut reader = stream.try_clone().map_err(ControlError::Connection)?;
         let host0 = members.first().map(|m| m.host.clone()).unwrap_or_default();
         let f = fatal.clone();
         thread::spawn(move || {
@@ -326,7 +368,7 @@ impl Group {
         };
         frame::write(&mut *lock(w), m).map_err(|e| {
             self.stopped()
-                .unwrap_or_else(|| runtime(format!("lost the connection to rank 0: {e}")))
+                .unwrap_or_else(|| ControlError::LostRoot(e).into())
         })
     }
 
@@ -350,7 +392,7 @@ impl Group {
     fn gather(
         &self,
         want: impl Fn(&Message) -> bool,
-        what: &str,
+        what: &'static str,
     ) -> Result<BTreeMap<usize, Message>, BenchError> {
         let deadline = Instant::now() + self.timeout;
         let mut got = BTreeMap::new();
@@ -360,18 +402,16 @@ impl Group {
             }
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
-                let missing: Vec<String> = (1..self.world)
-                    .filter(|r| !got.contains_key(r))
-                    .map(|r| format!("{r} ({})", self.host(r)))
-                    .collect();
-                let reason = format!(
-                    "rank{} {} did not reach {what} within {}s (stalled or unreachable)",
-                    if missing.len() == 1 { "" } else { "s" },
-                    missing.join(", "),
-                    self.timeout.as_secs()
-                );
-                self.abort(reason);
-                return Err(self.stopped().unwrap_or_else(|| runtime(what.to_string())));
+                let stalled = ControlError::Stalled {
+                    missing: (1..self.world)
+                        .filter(|r| !got.contains_key(r))
+                        .map(|r| (r, self.host(r).to_string()))
+                        .collect(),
+                    what,
+                    secs: self.timeout.as_secs(),
+                };
+                self.abort(stalled.to_string());
+                return Err(self.stopped().unwrap_or_else(|| stalled.into()));
             }
             if let Some((rank, m)) = self.next(&want, remaining) {
                 got.insert(rank, m);
@@ -384,7 +424,7 @@ impl Group {
     fn await_root(
         &self,
         want: impl Fn(&Message) -> bool,
-        what: &str,
+        what: &'static str,
     ) -> Result<Message, BenchError> {
         let deadline = Instant::now() + self.timeout;
         loop {
@@ -393,11 +433,12 @@ impl Group {
             }
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
-                return Err(runtime(format!(
-                    "no word from rank 0 ({}) for {}s while waiting for {what}: the job stalled",
-                    self.host(0),
-                    self.timeout.as_secs()
-                )));
+                return Err(ControlError::RootSilent {
+                    host: self.host(0).to_string(),
+                    secs: self.timeout.as_secs(),
+                    what,
+                }
+                .into());
             }
             if let Some((_, m)) = self.next(&want, remaining) {
                 return Ok(m);
@@ -488,12 +529,13 @@ impl Group {
             } = m
             {
                 if let Err(bad) = figures::check(t, w, wrong, max_wrong) {
-                    let reason = format!(
-                        "rank {rank} ({}) reported impossible figures: {bad}; it is broken or not a rank of this job",
-                        self.host(rank)
-                    );
-                    self.abort(reason.clone());
-                    return Err(runtime(reason));
+                    let bad = ControlError::BadFigures {
+                        rank,
+                        host: self.host(rank).to_string(),
+                        bad,
+                    };
+                    self.abort(bad.to_string());
+                    return Err(bad.into());
                 }
                 all.push((t, w));
             }
@@ -527,6 +569,9 @@ impl Group {
             || !matches!(
                 err,
                 BenchError::Runtime(_)
+                    | BenchError::Control(_)
+                    | BenchError::Rendezvous(_)
+                    | BenchError::NcclBackend(_)
                     | BenchError::Link(_)
                     | BenchError::Nccl(_)
                     | BenchError::Cuda(_)
@@ -564,11 +609,12 @@ impl Group {
                 thread::sleep(Duration::from_millis(10));
             }
             self.stopped().unwrap_or_else(|| {
-                runtime(format!(
-                    "rank 0 ({}) did not answer within {:.1}s (it stalled or is unreachable); this rank saw: {err}",
-                    self.host(0),
-                    grace.as_secs_f64()
-                ))
+                ControlError::NoVerdict {
+                    host: self.host(0).to_string(),
+                    grace,
+                    saw: Box::new(err),
+                }
+                .into()
             })
         }
     }
@@ -638,6 +684,81 @@ fn abort_all(fatal: &JobStop, hub: &Hub, reason: String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_control_failure_reads_as_the_text_it_replaced() {
+        let io = || std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        let io_text = io().to_string();
+        let bad = figures::BadFigures::Checked {
+            half: "in-place",
+            reported: true,
+        };
+        let cases: Vec<(ControlError, String)> = vec![
+            (
+                ControlError::Connection(io()),
+                format!("control connection: {io_text}"),
+            ),
+            (
+                ControlError::LostRoot(io()),
+                format!("lost the connection to rank 0: {io_text}"),
+            ),
+            (
+                ControlError::Stalled {
+                    missing: vec![(2, "c".into()), (5, "f".into())],
+                    what: "the barrier",
+                    secs: 30,
+                },
+                "ranks 2 (c), 5 (f) did not reach the barrier within 30s (stalled or unreachable)"
+                    .to_string(),
+            ),
+            (
+                ControlError::Stalled {
+                    missing: vec![(1, "b".into())],
+                    what: "the end of a size",
+                    secs: 5,
+                },
+                "rank 1 (b) did not reach the end of a size within 5s (stalled or unreachable)"
+                    .to_string(),
+            ),
+            (
+                ControlError::RootSilent {
+                    host: "a".into(),
+                    secs: 30,
+                    what: "the end of the run",
+                },
+                "no word from rank 0 (a) for 30s while waiting for the end of the run: the job \
+                 stalled"
+                    .to_string(),
+            ),
+            (
+                ControlError::BadFigures {
+                    rank: 3,
+                    host: "d".into(),
+                    bad: bad.clone(),
+                },
+                format!(
+                    "rank 3 (d) reported impossible figures: {bad}; it is broken or not a rank of \
+                     this job"
+                ),
+            ),
+            (
+                ControlError::NoVerdict {
+                    host: "a".into(),
+                    grace: Duration::from_millis(1500),
+                    saw: Box::new(BenchError::Runtime("cannot allocate".into())),
+                },
+                "rank 0 (a) did not answer within 1.5s (it stalled or is unreachable); this rank \
+                 saw: cannot allocate"
+                    .to_string(),
+            ),
+        ];
+        for (err, text) in cases {
+            assert_eq!(err.to_string(), text);
+            let bench = BenchError::from(err);
+            assert_eq!(bench.to_string(), text);
+            assert_eq!(bench.exit_code(), crate::error::ExitCode::Runtime);
+        }
+    }
 
     #[test]
     fn the_rank_blamed_but_silent_is_the_culprit() {

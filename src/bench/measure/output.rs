@@ -2,46 +2,13 @@
 //! `all_reduce_perf` output) and one JSON document with nccl-tests' `-J` field names, the
 //! settings, versions and hosts (never the environment: it may hold secrets).
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use super::Settings;
 use super::context::{Judged, Reference};
 use super::stats::{Half, Row, average_busbw, total_wrong};
+use crate::bench::Settings;
+use crate::bench::control::rendezvous::{Member, Transport};
 use crate::profile::Threshold;
-
-/// One rank of the job as the header lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct Member {
-    pub rank: usize,
-    pub host: String,
-    pub pid: u32,
-    /// What the rank measures with: a GPU's name, or `cpu`.
-    pub device: String,
-}
-
-/// The transport a run measured with: `--backend` once resolved (`auto` picks one).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Transport {
-    Nccl,
-    Tcp,
-}
-
-impl Transport {
-    /// The word headers, labels and the rendezvous use: `nccl`, `tcp`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Transport::Nccl => "nccl",
-            Transport::Tcp => "tcp",
-        }
-    }
-}
-
-impl std::fmt::Display for Transport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// Everything a rendering needs besides the rows.
 #[derive(Debug, Clone, Serialize)]
@@ -121,14 +88,14 @@ pub fn table_header(info: &RunInfo) -> String {
     if info.backend == Transport::Tcp {
         use super::collective::Collective;
         let algo = match (s.sweep.collective, s.algo) {
-            (Collective::AllReduce, super::Algo::Auto) => format!(
+            (Collective::AllReduce, crate::bench::Algo::Auto) => format!(
                 "auto (rd up to {} B, rabenseifner below {} B, ring from there)",
-                super::Algo::RD_MAX,
-                super::Algo::RABENSEIFNER_MAX
+                crate::bench::Algo::RD_MAX,
+                crate::bench::Algo::RABENSEIFNER_MAX
             ),
-            (Collective::AllGather, super::Algo::Auto) => format!(
+            (Collective::AllGather, crate::bench::Algo::Auto) => format!(
                 "auto (rd up to {} B with a power-of-two rank count, ring otherwise)",
-                super::Algo::RD_MAX
+                crate::bench::Algo::RD_MAX
             ),
             (Collective::ReduceScatter, _) => "ring".to_string(),
             (Collective::Broadcast, _) => "binomial tree".to_string(),
@@ -213,7 +180,7 @@ struct Document<'a> {
     /// What the path can carry; null with `reference_unavailable` saying why.
     reference: Option<ReferenceDoc<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    reference_unavailable: Option<&'a str>,
+    reference_unavailable: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     baseline: Option<BaselineDoc<'a>>,
 }
@@ -305,7 +272,7 @@ pub fn json(info: &RunInfo, rows: &[Row], judged: &Judged) -> String {
             Threshold::Gbps(_) => None,
         }),
         reference,
-        reference_unavailable: judged.reference.as_ref().err().map(String::as_str),
+        reference_unavailable: judged.reference.as_ref().err().map(ToString::to_string),
         baseline: judged
             .baseline
             .as_ref()
@@ -334,9 +301,10 @@ pub fn json(info: &RunInfo, rows: &[Row], judged: &Judged) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::data::{DType, Op};
-    use crate::bench::harness::Sweep;
-    use crate::bench::size::SizeStep;
+    use crate::bench::measure::context::NoReference;
+    use crate::bench::measure::data::{DType, Op};
+    use crate::bench::measure::harness::Sweep;
+    use crate::bench::measure::size::SizeStep;
 
     #[test]
     fn backend_words_serialise_as_before_the_enums() {
@@ -363,7 +331,7 @@ mod tests {
             backend: Transport::Tcp,
             settings: Settings {
                 sweep: Sweep {
-                    collective: crate::bench::collective::Collective::AllReduce,
+                    collective: crate::bench::measure::collective::Collective::AllReduce,
                     min_bytes: 8,
                     max_bytes: 16,
                     step: SizeStep::Factor(2),
@@ -449,17 +417,17 @@ mod tests {
     }
 
     fn judged() -> Judged {
-        let reference = crate::bench::context::of_nics(
-            &[crate::bench::context::Link::netdev("eth9", 20_000)],
+        let reference = crate::bench::measure::context::of_nics(
+            &[crate::bench::measure::context::Link::netdev("eth9", 20_000)],
             "test route",
         );
         let baseline = crate::profile::Baseline {
             tolerance: 0.1,
             sizes: [(8, 1.0)].into(),
         };
-        let checks = crate::bench::context::judge_baseline(&baseline, &[row(8, Some(0))]);
+        let checks = crate::bench::measure::context::judge_baseline(&baseline, &[row(8, Some(0))]);
         Judged {
-            reference: reference.ok_or_else(String::new),
+            reference: reference.ok_or(NoReference::NoGpu),
             min_busbw: Some((2.0, Threshold::Fraction(0.8))),
             baseline: Some((baseline, "profile p [bench.baseline]".into(), checks)),
         }
@@ -468,7 +436,7 @@ mod tests {
     #[test]
     fn footer_and_json_carry_the_average() {
         let rows = [row(8, Some(0)), row(16, Some(0))];
-        let f = table_footer(&rows, &Judged::nothing("test"));
+        let f = table_footer(&rows, &Judged::nothing(NoReference::NoGpu));
         assert!(f.contains("# Out of bounds values : 0 OK"));
         assert!(f.contains("# Avg bus bandwidth    : 1.000000"), "{f}");
         let doc: serde_json::Value =
@@ -497,9 +465,13 @@ mod tests {
         );
         assert!(doc.get("reference_unavailable").is_none());
         let none: serde_json::Value =
-            serde_json::from_str(&json(&info(), &rows, &Judged::nothing("why"))).unwrap();
+            serde_json::from_str(&json(&info(), &rows, &Judged::nothing(NoReference::NoGpu)))
+                .unwrap();
         assert!(none["reference"].is_null());
-        assert_eq!(none["reference_unavailable"], "why");
+        assert_eq!(
+            none["reference_unavailable"],
+            "no GPU found under /sys/bus/pci/devices"
+        );
         let footer = table_footer(&rows, &judged());
         for line in [
             "# Reference: 2.500 GB/s per direction, 20 Gb/s link (eth9): /sys/class/net/eth9/speed 20000 Mb/s, ÷ 8 bits per byte; test route\n",

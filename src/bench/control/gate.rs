@@ -261,8 +261,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::auth::AuthError;
-    use crate::bench::frame::{self, FrameError};
+    use crate::bench::control::auth::AuthError;
+    use crate::bench::control::frame::{self, FrameError};
 
     /// At capacity a newcomer is refused while every open handshake is younger than the
     /// grace period, and takes the oldest one's place after it: the evicted peer's connection

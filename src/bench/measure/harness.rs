@@ -7,15 +7,15 @@
 use std::time::Instant;
 
 use super::collective::{Collective, Shape};
-use super::control::Group;
 use super::data::{DType, Op};
 use super::size::{self, SizeStep};
 use super::stats::{Half, Row};
-use super::{Backend, BenchError, JobError};
+use crate::bench::control::group::Group;
+use crate::bench::{Backend, BenchError, JobError};
 use serde::{Deserialize, Serialize};
 
 /// What is measured: the collective, the sizes (`-b`, `-e`, `-f`/`-i`), the data and the
-/// iteration counts. Part of every rank's [`Settings`](super::Settings).
+/// iteration counts. Part of every rank's [`Settings`](crate::bench::Settings).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sweep {
     pub collective: Collective,
