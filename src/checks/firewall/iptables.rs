@@ -42,12 +42,14 @@ fn builtin(table: &str, chain: &str) -> Option<(Hook, i32)> {
 /// Why `iptables-save` output could not be read: the tool, the line and what is wrong there.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SaveError {
+    /// Line `line` (from 1) cannot be read.
     #[error("{} line {line}: {problem}", tool.name())]
     Line {
         tool: Tool,
         line: usize,
         problem: LineError,
     },
+    /// The output ends inside a table: it was cut short.
     #[error("{}: a *table has no COMMIT", .0.name())]
     NoCommit(Tool),
 }

@@ -148,10 +148,13 @@ pub(crate) enum Unreadable {
         #[source]
         error: std::io::Error,
     },
+    /// `nft -j list ruleset` (or the tables pieced together) is not a ruleset.
     #[error(transparent)]
     Nft(#[from] nft::NftError),
+    /// `nft -j list ruleset` is not JSON, and neither is some table's own listing.
     #[error(transparent)]
     TableByTable(#[from] TableByTable),
+    /// An `iptables-save` flavour printed a line it never prints.
     #[error(transparent)]
     Save(#[from] iptables::SaveError),
 }
