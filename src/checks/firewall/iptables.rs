@@ -39,8 +39,56 @@ fn builtin(table: &str, chain: &str) -> Option<(Hook, i32)> {
     })
 }
 
+/// Why `iptables-save` output could not be read: the tool, the line and what is wrong there.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SaveError {
+    /// Line `line` (from 1) cannot be read.
+    #[error("{} line {line}: {problem}", tool.name())]
+    Line {
+        tool: Tool,
+        line: usize,
+        problem: LineError,
+    },
+    /// The output ends inside a table: it was cut short.
+    #[error("{}: a *table has no COMMIT", .0.name())]
+    NoCommit(Tool),
+}
+
+/// What is wrong with one line of `iptables-save` output.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LineError {
+    #[error("chain declared outside a *table")]
+    ChainOutsideTable,
+    #[error("malformed chain line `{0}`")]
+    MalformedChain(String),
+    #[error("policy `{0}` is not ACCEPT or DROP")]
+    Policy(String),
+    #[error("rule outside a *table")]
+    RuleOutsideTable,
+    #[error(transparent)]
+    Quote(#[from] UnterminatedQuote),
+    #[error("rule names no chain")]
+    NoChain,
+    #[error("COMMIT outside a *table")]
+    CommitOutsideTable,
+    #[error("rule for undeclared chain {0}")]
+    UndeclaredChain(String),
+    #[error("unexpected line `{0}`")]
+    Unexpected(String),
+}
+
+/// A `"` that opens a string the line never closes; carries the line.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unterminated quote in `{0}`")]
+pub struct UnterminatedQuote(String);
+
+/// A comment that says "incompatible" but names no table; carries the line.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` names no table")]
+pub(crate) struct NamesNoTable(String);
+
 /// Splits a line as iptables-save quotes it: words, and "double quoted" strings.
-fn words(line: &str) -> Result<Vec<String>, String> {
+fn words(line: &str) -> Result<Vec<String>, UnterminatedQuote> {
     let mut out = Vec::new();
     let mut chars = line.chars().peekable();
     while let Some(&c) = chars.peek() {
@@ -63,7 +111,7 @@ fn words(line: &str) -> Result<Vec<String>, String> {
                 }
             }
             if !closed {
-                return Err(format!("unterminated quote in `{line}`"));
+                return Err(UnterminatedQuote(line.to_string()));
             }
         } else {
             while let Some(&c) = chars.peek() {
@@ -103,7 +151,7 @@ type OpenTable = (String, BTreeMap<String, Chain>, Vec<PendingRule>);
 /// `# Table `mangle' is incompatible, use 'nft' tool.` lines: their nft view stands in for
 /// them, and every other table it shows is read as usual. `Err` names a line that says
 /// "incompatible" but no table.
-pub(crate) fn incompatible_tables(text: &str) -> Result<Vec<String>, String> {
+pub(crate) fn incompatible_tables(text: &str) -> Result<Vec<String>, NamesNoTable> {
     let mut names = Vec::new();
     for line in text.lines() {
         let Some(comment) = line.trim().strip_prefix('#') else {
@@ -120,7 +168,7 @@ pub(crate) fn incompatible_tables(text: &str) -> Result<Vec<String>, String> {
             .filter(|name| !name.is_empty() && !name.contains(char::is_whitespace));
         match name {
             Some(name) => names.push(name.to_string()),
-            None => return Err(format!("`{}` names no table", line.trim())),
+            None => return Err(NamesNoTable(line.trim().to_string())),
         }
     }
     Ok(names)
@@ -152,13 +200,17 @@ pub(crate) fn port_set(save: &str) -> Option<Vec<(u16, u16)>> {
 }
 
 /// Parses the whole output; errors name the line.
-pub fn parse(text: &str, tool: Tool) -> Result<Vec<Table>, String> {
+pub fn parse(text: &str, tool: Tool) -> Result<Vec<Table>, SaveError> {
     let mut tables: Vec<Table> = Vec::new();
     let mut current: Option<OpenTable> = None;
     for (index, raw) in text.lines().enumerate() {
         let n = index + 1;
         let line = raw.trim();
-        let err = |m: String| format!("{} line {n}: {m}", tool.name());
+        let err = |problem: LineError| SaveError::Line {
+            tool,
+            line: n,
+            problem,
+        };
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
@@ -166,11 +218,11 @@ pub fn parse(text: &str, tool: Tool) -> Result<Vec<Table>, String> {
             current = Some((name.to_string(), BTreeMap::new(), Vec::new()));
         } else if let Some(decl) = line.strip_prefix(':') {
             let Some((table, chains, _)) = current.as_mut() else {
-                return Err(err("chain declared outside a *table".into()));
+                return Err(err(LineError::ChainOutsideTable));
             };
             let mut f = decl.split_whitespace();
             let (Some(name), Some(policy)) = (f.next(), f.next()) else {
-                return Err(err(format!("malformed chain line `{line}`")));
+                return Err(err(LineError::MalformedChain(line.to_string())));
             };
             let base = match builtin(table, name) {
                 Some((hook, priority)) => Some(Base {
@@ -185,7 +237,7 @@ pub fn parse(text: &str, tool: Tool) -> Result<Vec<Table>, String> {
                         "ACCEPT" => Policy::Accept,
                         "DROP" => Policy::Drop,
                         other => {
-                            return Err(err(format!("policy `{other}` is not ACCEPT or DROP")));
+                            return Err(err(LineError::Policy(other.to_string())));
                         }
                     },
                 }),
@@ -201,17 +253,14 @@ pub fn parse(text: &str, tool: Tool) -> Result<Vec<Table>, String> {
             );
         } else if line.starts_with("-A ") || line.starts_with("-I ") {
             let Some((_, _, rules)) = current.as_mut() else {
-                return Err(err("rule outside a *table".into()));
+                return Err(err(LineError::RuleOutsideTable));
             };
-            let w = words(line).map_err(err)?;
-            let chain = w
-                .get(1)
-                .cloned()
-                .ok_or_else(|| err("rule names no chain".into()))?;
+            let w = words(line).map_err(|e| err(e.into()))?;
+            let chain = w.get(1).cloned().ok_or_else(|| err(LineError::NoChain))?;
             rules.push((chain, w[2..].to_vec(), line.to_string()));
         } else if line == "COMMIT" {
             let Some((name, mut chains, rules)) = current.take() else {
-                return Err(err("COMMIT outside a *table".into()));
+                return Err(err(LineError::CommitOutsideTable));
             };
             let mut numbers: BTreeMap<String, usize> = BTreeMap::new();
             let conntrack = rules.iter().any(|(_, args, _)| tracks(args));
@@ -226,7 +275,7 @@ pub fn parse(text: &str, tool: Tool) -> Result<Vec<Table>, String> {
                 rule.position = Some(*number as u64);
                 match chains.get_mut(&chain) {
                     Some(c) => c.rules.push(rule),
-                    None => return Err(err(format!("rule for undeclared chain {chain}"))),
+                    None => return Err(err(LineError::UndeclaredChain(chain))),
                 }
             }
             tables.push(Table {
@@ -238,11 +287,11 @@ pub fn parse(text: &str, tool: Tool) -> Result<Vec<Table>, String> {
                 mark_bits,
             });
         } else {
-            return Err(err(format!("unexpected line `{line}`")));
+            return Err(err(LineError::Unexpected(line.to_string())));
         }
     }
     if current.is_some() {
-        return Err(format!("{}: a *table has no COMMIT", tool.name()));
+        return Err(SaveError::NoCommit(tool));
     }
     Ok(tables)
 }
@@ -750,7 +799,10 @@ mod tests {
                 "ACCEPT"
             ]
         );
-        assert!(words("-A INPUT --comment \"open").is_err());
+        assert_eq!(
+            words("-A INPUT --comment \"open"),
+            Err(UnterminatedQuote("-A INPUT --comment \"open".into()))
+        );
     }
 
     #[test]
@@ -784,26 +836,71 @@ mod tests {
             names("*filter\n-A INPUT -m comment --comment \"incompatible with foo\" -j REJECT\n"),
             ok(&[])
         );
-        assert!(names("# something incompatible happened\n").is_err());
+        assert_eq!(
+            names("  # something incompatible happened\n")
+                .unwrap_err()
+                .to_string(),
+            "`# something incompatible happened` names no table"
+        );
     }
 
     #[test]
     fn malformed_input_names_the_line() {
+        let at = |line: usize, problem: LineError| SaveError::Line {
+            tool: Tool::IptablesLegacy,
+            line,
+            problem,
+        };
         let cases = [
-            ("-A INPUT -j DROP\n", "line 1"),
-            ("*filter\n:INPUT MAYBE [0:0]\nCOMMIT\n", "line 2"),
+            ("-A INPUT -j DROP\n", at(1, LineError::RuleOutsideTable)),
+            (":INPUT ACCEPT [0:0]\n", at(1, LineError::ChainOutsideTable)),
+            ("COMMIT\n", at(1, LineError::CommitOutsideTable)),
+            (
+                "*filter\n:INPUT\nCOMMIT\n",
+                at(2, LineError::MalformedChain(":INPUT".into())),
+            ),
+            (
+                "*filter\n:INPUT MAYBE [0:0]\nCOMMIT\n",
+                at(2, LineError::Policy("MAYBE".into())),
+            ),
             (
                 "*filter\n:INPUT ACCEPT [0:0]\n-A OTHER -j DROP\nCOMMIT\n",
-                "line 4",
+                at(4, LineError::UndeclaredChain("OTHER".into())),
             ),
-            ("*filter\n:INPUT ACCEPT [0:0]\n", "no COMMIT"),
-            ("*filter\nnonsense\n", "line 2"),
+            (
+                "*filter\n-A INPUT --comment \"open\n",
+                at(
+                    2,
+                    UnterminatedQuote("-A INPUT --comment \"open".into()).into(),
+                ),
+            ),
+            (
+                "*filter\n:INPUT ACCEPT [0:0]\n",
+                SaveError::NoCommit(Tool::IptablesLegacy),
+            ),
+            (
+                "*filter\nnonsense\n",
+                at(2, LineError::Unexpected("nonsense".into())),
+            ),
         ];
         for (text, want) in cases {
-            let e = parse(text, Tool::IptablesLegacy).unwrap_err();
-            assert!(e.contains(want), "{e}");
+            assert_eq!(parse(text, Tool::IptablesLegacy), Err(want), "{text}");
         }
         assert_eq!(parse("", Tool::IptablesLegacy).unwrap(), vec![]);
+        // What the audit shows: the tool, the line and the problem, as before.
+        let shown = |text: &str, tool| parse(text, tool).unwrap_err().to_string();
+        assert_eq!(
+            shown("*filter\n:INPUT MAYBE [0:0]\nCOMMIT\n", Tool::IptablesNft),
+            "iptables-nft line 2: policy `MAYBE` is not ACCEPT or DROP"
+        );
+        assert_eq!(
+            shown("*filter\n-A INPUT -j \"x\n", Tool::IptablesLegacy),
+            "iptables-legacy line 2: unterminated quote in `-A INPUT -j \"x`"
+        );
+        assert_eq!(
+            shown("*nat\n", Tool::IptablesLegacy),
+            "iptables-legacy: a *table has no COMMIT"
+        );
     }
 
     #[test]

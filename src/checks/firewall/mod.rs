@@ -122,7 +122,7 @@ pub(crate) struct Ruleset {
 }
 
 /// Why the rules could not be read; the audit skips, warns or errs on the variant.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum RulesetError {
     /// The tool refused for want of CAP_NET_ADMIN.
     #[error("{what}: permission denied; reading the firewall needs root (CAP_NET_ADMIN)")]
@@ -134,8 +134,43 @@ pub(crate) enum RulesetError {
     #[error("{what} failed: {detail}")]
     Failed { what: String, detail: String },
     /// A tool could not be run, or its output not parsed; the message says which.
-    #[error("{0}")]
-    Unreadable(String),
+    #[error(transparent)]
+    Unreadable(#[from] Unreadable),
+}
+
+/// Why a tool's rules could not be read.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Unreadable {
+    /// The tool could not be run (or ran past [`TOOL_LIMIT`](crate::probe::firewall::TOOL_LIMIT)).
+    #[error("{program}: {error}")]
+    Run {
+        program: String,
+        #[source]
+        error: std::io::Error,
+    },
+    /// `nft -j list ruleset` (or the tables pieced together) is not a ruleset.
+    #[error(transparent)]
+    Nft(#[from] nft::NftError),
+    /// `nft -j list ruleset` is not JSON, and neither is some table's own listing.
+    #[error(transparent)]
+    TableByTable(#[from] TableByTable),
+    /// An `iptables-save` flavour printed a line it never prints.
+    #[error(transparent)]
+    Save(#[from] iptables::SaveError),
+}
+
+/// Why the ruleset could not be pieced together table by table when its whole `nft -j`
+/// listing is not JSON.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TableByTable {
+    #[error("nft list tables: {0}")]
+    Run(#[source] std::io::Error),
+    #[error("nft -j list ruleset is not JSON, and nft list tables failed")]
+    ListFailed,
+    #[error("nft -j list ruleset is not JSON, and nft list tables names no table")]
+    NoTable,
+    #[error("nft -j list table {family} {name} is not JSON (nor is the whole ruleset's)")]
+    NotJson { family: String, name: String },
 }
 
 impl RulesetError {
@@ -171,9 +206,10 @@ pub(crate) fn read_ruleset(runner: &dyn FirewallProbe) -> Result<Ruleset, Rulese
         }
     };
     let run = |program: &str, args: &[&str]| {
-        runner
-            .run(program, args)
-            .map_err(|e| RulesetError::Unreadable(format!("{program}: {e}")))
+        runner.run(program, args).map_err(|error| Unreadable::Run {
+            program: program.into(),
+            error,
+        })
     };
     let nft = run("nft", &["-j", "list", "ruleset"])?;
     let nft_listed = nft.as_ref().is_some_and(|out| out.success);
@@ -217,10 +253,9 @@ pub(crate) fn read_ruleset(runner: &dyn FirewallProbe) -> Result<Ruleset, Rulese
             let json = if serde_json::from_str::<serde_json::Value>(&out.stdout).is_ok() {
                 out.stdout.clone()
             } else {
-                table_by_table(runner, &dormant).map_err(RulesetError::Unreadable)?
+                table_by_table(runner, &dormant).map_err(Unreadable::from)?
             };
-            tables =
-                nft::parse_full(&json, &dormant, &devices).map_err(RulesetError::Unreadable)?;
+            tables = nft::parse_full(&json, &dormant, &devices).map_err(Unreadable::from)?;
             xt_tables = nft::tables_with_xt(&json)
                 .into_iter()
                 .filter(|name| tables.iter().any(|t| t.id == format!("ip {name}")))
@@ -283,7 +318,7 @@ pub(crate) fn read_ruleset(runner: &dyn FirewallProbe) -> Result<Ruleset, Rulese
         } else {
             Tool::IptablesLegacy
         });
-        let mut parsed = iptables::parse(&out.stdout, tool).map_err(RulesetError::Unreadable)?;
+        let mut parsed = iptables::parse(&out.stdout, tool).map_err(Unreadable::from)?;
         parsed.retain(|t| !incompatible.contains(&t.id));
         if tool == Tool::IptablesNft {
             if nft_listed {
@@ -346,12 +381,12 @@ pub(crate) fn read_ruleset(runner: &dyn FirewallProbe) -> Result<Ruleset, Rulese
 fn table_by_table(
     runner: &dyn FirewallProbe,
     dormant: &dyn Fn(&str, &str) -> Option<bool>,
-) -> Result<String, String> {
+) -> Result<String, TableByTable> {
     let list = runner
         .run("nft", &["list", "tables"])
-        .map_err(|e| format!("nft list tables: {e}"))?
+        .map_err(TableByTable::Run)?
         .filter(|out| out.success)
-        .ok_or("nft -j list ruleset is not JSON, and nft list tables failed")?;
+        .ok_or(TableByTable::ListFailed)?;
     let mut items = Vec::new();
     let mut listed_tables = 0;
     for line in list.stdout.lines() {
@@ -378,15 +413,16 @@ fn table_by_table(
             ),
             None if dormant(family, name) == Some(true) => {}
             None => {
-                return Err(format!(
-                    "nft -j list table {family} {name} is not JSON (nor is the whole ruleset's)"
-                ));
+                return Err(TableByTable::NotJson {
+                    family: family.into(),
+                    name: name.into(),
+                });
             }
         }
     }
     if listed_tables == 0 {
         // A ruleset whose JSON is broken has tables: a listing without any is no answer.
-        return Err("nft -j list ruleset is not JSON, and nft list tables names no table".into());
+        return Err(TableByTable::NoTable);
     }
     Ok(serde_json::json!({ "nftables": items }).to_string())
 }

@@ -383,18 +383,28 @@ impl Conntrack {
     }
 
     /// The state `ct state` shows for the packet here, or why it cannot be told.
-    fn state(self) -> Result<&'static str, String> {
+    fn state(self) -> Result<&'static str, StateUnknown> {
         match self {
             Conntrack::Tracked => Ok("new"),
             Conntrack::NotYet => Ok("invalid"),
-            Conntrack::Unsure => Err(format!(
-                "the conntrack state in a prerouting chain of priority {}, where conntrack \
-                 itself runs",
-                Conntrack::PRIORITY
-            )),
-            Conntrack::Bridge => Err("the conntrack state in a bridge family chain".into()),
+            Conntrack::Unsure => Err(StateUnknown::AtConntrack),
+            Conntrack::Bridge => Err(StateUnknown::Bridge),
         }
     }
+}
+
+/// Why the conntrack state of a new connection's first packet cannot be told in a chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum StateUnknown {
+    /// The chain runs at conntrack's own priority, in an undefined order with it.
+    #[error(
+        "the conntrack state in a prerouting chain of priority {}, where conntrack itself runs",
+        Conntrack::PRIORITY
+    )]
+    AtConntrack,
+    /// A bridge chain sees tracked packets only where the bridge conntrack module is loaded.
+    #[error("the conntrack state in a bridge family chain")]
+    Bridge,
 }
 
 fn in_ranges(port: u16, ranges: &[(u16, u16)]) -> bool {
@@ -523,7 +533,7 @@ fn judge(m: &Match, port: u16, conntrack: Conntrack, facts: &Facts, link: bool) 
         // A new connection's first packet, as this chain sees it.
         Match::CtState { states, negate } => match conntrack.state() {
             Ok(state) => flip(states.iter().any(|s| s == state), *negate),
-            Err(why) => Tri::Unknown(why),
+            Err(why) => Tri::Unknown(why.to_string()),
         },
         Match::CtStatus { holds, text } => match conntrack {
             Conntrack::Tracked => flip(*holds, false),

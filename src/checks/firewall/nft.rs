@@ -8,10 +8,27 @@ use serde_json::Value;
 
 use super::model::{Action, Base, Chain, ChainKind, Hook, Match, Policy, Rule, Table, Tool};
 
+/// Why `nft -j` output could not be read; the objects it names are quoted as JSON.
+#[derive(Debug, thiserror::Error)]
+pub enum NftError {
+    #[error("nft -j output is not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    #[error("nft -j output has no `nftables` array")]
+    NoArray,
+    #[error("nft table without family or name: {0}")]
+    UnnamedTable(Value),
+    #[error("nft chain without a name: {0}")]
+    UnnamedChain(Value),
+    #[error("nft base chain without a numeric priority: {0}")]
+    NoPriority(Value),
+    #[error("nft chain policy `{0}` is not accept or drop")]
+    Policy(String),
+}
+
 /// Parses the JSON document; only `ip`, `inet`, `netdev` and `bridge` tables can filter
 /// IPv4 input (an `arp` table that filters is named as "cannot tell"). A table whose flags
 /// `nft -j` prints unreadably is kept, which can only make the verdict stricter.
-pub fn parse(json: &str) -> Result<Vec<Table>, String> {
+pub fn parse(json: &str) -> Result<Vec<Table>, NftError> {
     parse_with(json, &|_, _| None)
 }
 
@@ -60,7 +77,7 @@ pub(crate) fn ingress_devices(text: &str) -> BTreeMap<String, Vec<String>> {
 pub(crate) fn parse_with(
     json: &str,
     dormant: &dyn Fn(&str, &str) -> Option<bool>,
-) -> Result<Vec<Table>, String> {
+) -> Result<Vec<Table>, NftError> {
     parse_full(json, dormant, &|_, _| BTreeMap::new())
 }
 
@@ -73,13 +90,12 @@ pub(crate) fn parse_full(
     json: &str,
     dormant: &dyn Fn(&str, &str) -> Option<bool>,
     devices: &Devices<'_>,
-) -> Result<Vec<Table>, String> {
-    let doc: Value =
-        serde_json::from_str(json).map_err(|e| format!("nft -j output is not JSON: {e}"))?;
+) -> Result<Vec<Table>, NftError> {
+    let doc: Value = serde_json::from_str(json).map_err(NftError::NotJson)?;
     let items = doc
         .get("nftables")
         .and_then(Value::as_array)
-        .ok_or("nft -j output has no `nftables` array")?;
+        .ok_or(NftError::NoArray)?;
 
     let mut tables: BTreeMap<(String, String), Table> = BTreeMap::new();
     let mut sets: BTreeMap<(String, String, String), Vec<Value>> = BTreeMap::new();
@@ -98,7 +114,7 @@ pub(crate) fn parse_full(
                 t.get("family").and_then(Value::as_str),
                 t.get("name").and_then(Value::as_str),
             ) else {
-                return Err(format!("nft table without family or name: {t}"));
+                return Err(NftError::UnnamedTable(t.clone()));
             };
             if relevant(family) || family == "arp" {
                 if is_dormant(t, &|| dormant(family, name)) {
@@ -137,7 +153,7 @@ pub(crate) fn parse_full(
                 continue;
             };
             let Some(name) = c.get("name").and_then(Value::as_str) else {
-                return Err(format!("nft chain without a name: {c}"));
+                return Err(NftError::UnnamedChain(c.clone()));
             };
             // Newer nft prints an ingress chain's devices as `dev` (one or a list).
             let dev: Option<Vec<String>> = match c.get("dev") {
@@ -401,7 +417,7 @@ fn tracks(v: &Value) -> bool {
     }
 }
 
-fn base_of(c: &Value) -> Result<Option<Base>, String> {
+fn base_of(c: &Value) -> Result<Option<Base>, NftError> {
     let Some(hook) = c.get("hook").and_then(Value::as_str) else {
         return Ok(None);
     };
@@ -427,11 +443,11 @@ fn base_of(c: &Value) -> Result<Option<Base>, String> {
     let priority = c
         .get("prio")
         .and_then(Value::as_i64)
-        .ok_or_else(|| format!("nft base chain without a numeric priority: {c}"))?;
+        .ok_or_else(|| NftError::NoPriority(c.clone()))?;
     let policy = match c.get("policy").and_then(Value::as_str) {
         None | Some("accept") => Policy::Accept,
         Some("drop") => Policy::Drop,
-        Some(other) => return Err(format!("nft chain policy `{other}` is not accept or drop")),
+        Some(other) => return Err(NftError::Policy(other.to_string())),
     };
     Ok(Some(Base {
         hook,
@@ -1062,5 +1078,69 @@ fn describe(m: &Match) -> String {
         | Match::Unfixed { text }
         | Match::Unknown { text }
         | Match::Forked { text, .. } => text.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_document_that_cannot_be_read_says_what_is_wrong() {
+        let doc = |items: &[&str]| format!(r#"{{"nftables": [{}]}}"#, items.join(", "));
+        let table = r#"{"table": {"family": "ip", "name": "t"}}"#;
+        let chain = |rest: &str| {
+            format!(r#"{{"chain": {{"family": "ip", "table": "t", "name": "c"{rest}}}}}"#)
+        };
+        let base = |rest: &str| chain(&format!(r#", "type": "filter", "hook": "input"{rest}"#));
+        let shown = |json: &str| parse(json).err().map(|e| e.to_string());
+
+        let e = parse("{not json").err();
+        assert!(matches!(e, Some(NftError::NotJson(_))), "{e:?}");
+        assert_eq!(
+            shown("{not json"),
+            Some("nft -j output is not JSON: key must be a string at line 1 column 2".into())
+        );
+        assert!(matches!(parse("{}"), Err(NftError::NoArray)));
+        assert_eq!(
+            shown("{}"),
+            Some("nft -j output has no `nftables` array".into())
+        );
+        let json = doc(&[r#"{"table": {"family": "ip"}}"#]);
+        assert!(matches!(parse(&json), Err(NftError::UnnamedTable(_))));
+        assert_eq!(
+            shown(&json),
+            Some(r#"nft table without family or name: {"family":"ip"}"#.into())
+        );
+        let json = doc(&[table, r#"{"chain": {"family": "ip", "table": "t"}}"#]);
+        assert!(matches!(parse(&json), Err(NftError::UnnamedChain(_))));
+        assert_eq!(
+            shown(&json),
+            Some(r#"nft chain without a name: {"family":"ip","table":"t"}"#.into())
+        );
+        let json = doc(&[table, &base("")]);
+        assert!(matches!(parse(&json), Err(NftError::NoPriority(_))));
+        assert_eq!(
+            shown(&json),
+            Some(
+                r#"nft base chain without a numeric priority: {"family":"ip","hook":"input","name":"c","table":"t","type":"filter"}"#
+                    .into()
+            )
+        );
+        let json = doc(&[table, &base(r#", "prio": 0, "policy": "queue""#)]);
+        assert!(matches!(parse(&json), Err(NftError::Policy(p)) if p == "queue"));
+        assert_eq!(
+            shown(&json),
+            Some("nft chain policy `queue` is not accept or drop".into())
+        );
+        // A regular chain needs neither priority nor policy; an unknown hook is no base.
+        assert!(parse(&doc(&[table, &chain("")])).is_ok());
+        assert!(
+            parse(&doc(&[
+                table,
+                &chain(r#", "type": "filter", "hook": "output""#)
+            ]))
+            .is_ok()
+        );
     }
 }

@@ -9,7 +9,7 @@ use super::*;
 use crate::checks::AuditOptions;
 use crate::host::Root;
 use crate::probe::Probes;
-use crate::probe::firewall::{FirewallProbe, Output};
+use crate::probe::firewall::{FirewallProbe, NoFirewall, Output};
 use crate::testing::{Tree, assert_contains, assert_starts, expect, fixture};
 
 /// A tool's output captured in `tests/fixtures/firewall`.
@@ -623,4 +623,89 @@ fn a_ct_state_verdict_map_picks_the_entry_of_the_chain_s_place() {
     assert_eq!(nft_verdicts(&ruleset(-300, "accept")), [Dropped]);
     assert_eq!(nft_verdicts(&ruleset(0, "accept")), [Accepted]);
     assert_eq!(nft_verdicts(&ruleset(0, "drop")), [Dropped]);
+}
+
+/// Why `runner`'s rules could not be read; panics if they could, or failed otherwise.
+fn unreadable(runner: &dyn FirewallProbe) -> Unreadable {
+    match read_ruleset(runner).err() {
+        Some(RulesetError::Unreadable(e)) => e,
+        other => panic!("not unreadable: {other:?}"),
+    }
+}
+
+#[test]
+fn rules_that_cannot_be_read_say_why() {
+    // A tool that cannot be run names itself.
+    let e = unreadable(&NoFirewall("no tools here".into()));
+    assert!(
+        matches!(&e, Unreadable::Run { program, .. } if program == "nft"),
+        "{e:?}"
+    );
+    assert_eq!(e.to_string(), "nft: no tools here");
+    // nft's JSON broken, and no table listed to read one by one.
+    let e = unreadable(&Canned::new(&[("nft", true, "{not json", "")]));
+    assert!(
+        matches!(e, Unreadable::TableByTable(TableByTable::NoTable)),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "nft -j list ruleset is not JSON, and nft list tables names no table"
+    );
+    // JSON, but not nft's.
+    let e = unreadable(&Canned::new(&[("nft", true, "{}", "")]));
+    assert!(
+        matches!(e, Unreadable::Nft(nft::NftError::NoArray)),
+        "{e:?}"
+    );
+    assert_eq!(e.to_string(), "nft -j output has no `nftables` array");
+    // iptables-save output that is not.
+    let e = unreadable(&Canned::new(&[(
+        "iptables-legacy-save",
+        true,
+        "*filter\nnonsense\n",
+        "",
+    )]));
+    assert!(matches!(e, Unreadable::Save(_)), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "iptables-legacy line 2: unexpected line `nonsense`"
+    );
+    // The audit shows the same words as an error.
+    let f = audit(Canned::new(&[("nft", true, "{}", "")]), &Root::live());
+    let nccl = expect(&f, "firewall.nccl_ports", Status::Error);
+    assert_eq!(nccl.message, "nft -j output has no `nftables` array");
+}
+
+#[test]
+fn a_ruleset_pieced_together_table_by_table_names_what_is_missing() {
+    let never = |_: &str, _: &str| None;
+    let dormant = |_: &str, _: &str| Some(true);
+    let e = table_by_table(&NoFirewall("not live".into()), &never).unwrap_err();
+    assert!(matches!(e, TableByTable::Run(_)), "{e:?}");
+    assert_eq!(e.to_string(), "nft list tables: not live");
+    for listing in [Canned::new(&[]), Canned::new(&[("nft", false, "", "")])] {
+        let e = table_by_table(&listing, &never).unwrap_err();
+        assert!(matches!(e, TableByTable::ListFailed), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "nft -j list ruleset is not JSON, and nft list tables failed"
+        );
+    }
+    // Every nft command answers this text: a table list, but no table's JSON.
+    let tables = Canned::new(&[("nft", true, "table ip x\n", "")]);
+    let e = table_by_table(&tables, &never).unwrap_err();
+    assert!(
+        matches!(&e, TableByTable::NotJson { family, name } if family == "ip" && name == "x"),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "nft -j list table ip x is not JSON (nor is the whole ruleset's)"
+    );
+    // A dormant table that cannot be listed is left out.
+    assert_eq!(
+        table_by_table(&tables, &dormant).unwrap(),
+        r#"{"nftables":[]}"#
+    );
 }

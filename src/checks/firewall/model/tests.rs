@@ -473,12 +473,25 @@ fn ct_state_is_invalid_before_conntrack_and_new_after() {
     assert_cases(cases, |(hook, priority, policy, rules)| {
         verdicts_at(hook, priority, policy, rules)
     });
-    // At conntrack's own priority the order is not defined.
-    for rules in [drop_invalid(), vmap()] {
-        assert!(matches!(
-            verdicts_at(Prerouting, -200, Accept, rules)[..],
-            [Verdict::CannotTell(_), ..]
-        ));
+    // At conntrack's own priority the order is not defined; a bridge chain sees a tracked
+    // packet only where the bridge conntrack module is loaded. The verdict says which.
+    let at_conntrack = "the conntrack state in a prerouting chain of priority -200, where \
+                        conntrack itself runs";
+    let bridge = "the conntrack state in a bridge family chain";
+    for (hook, priority, why) in [
+        (Prerouting, -200, at_conntrack),
+        (Hook::BridgePrerouting, -200, bridge),
+        (Hook::BridgeInput, 0, bridge),
+    ] {
+        let v = verdicts_at(hook, priority, Accept, drop_invalid());
+        assert!(
+            matches!(&v[..], [Verdict::CannotTell(t), ..] if t.contains(why)),
+            "{v:?}"
+        );
+        assert_eq!(
+            verdicts_at(hook, priority, Accept, vmap())[..],
+            [Verdict::CannotTell(format!("{why} is not modelled"))]
+        );
     }
     // A chain jumped to sees the state of the base chain that jumped.
     let t = table(
