@@ -117,12 +117,23 @@ pub(crate) struct SwapArea {
     pub size_kib: u64,
 }
 
+/// `/proc/swaps` text that is not what the kernel writes there.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum BadSwaps {
+    #[error("/proc/swaps has no `Filename Type Size Used Priority` header")]
+    NoHeader,
+    #[error("/proc/swaps: size `{size}` of {name} is not a number")]
+    NotASize { name: String, size: String },
+    #[error("/proc/swaps: malformed line `{0}`")]
+    Malformed(String),
+}
+
 /// Parses `/proc/swaps`: a header line, then `Filename Type Size Used Priority` rows.
-pub(crate) fn parse_swaps(text: &str) -> Result<Vec<SwapArea>, String> {
+pub(crate) fn parse_swaps(text: &str) -> Result<Vec<SwapArea>, BadSwaps> {
     let mut lines = text.lines();
     match lines.next() {
         Some(header) if header.starts_with("Filename") => {}
-        _ => return Err("/proc/swaps has no `Filename Type Size Used Priority` header".into()),
+        _ => return Err(BadSwaps::NoHeader),
     }
     lines
         .filter(|l| !l.trim().is_empty())
@@ -135,8 +146,11 @@ pub(crate) fn parse_swaps(text: &str) -> Result<Vec<SwapArea>, String> {
                         name: name.to_string(),
                         size_kib,
                     })
-                    .map_err(|_| format!("/proc/swaps: size `{size}` of {name} is not a number")),
-                _ => Err(format!("/proc/swaps: malformed line `{line}`")),
+                    .map_err(|_| BadSwaps::NotASize {
+                        name: name.to_string(),
+                        size: size.to_string(),
+                    }),
+                _ => Err(BadSwaps::Malformed(line.into())),
             }
         })
         .collect()
@@ -151,7 +165,7 @@ fn swap(ctx: &Context, setting: &Setting) -> Finding {
     };
     let areas = match parse_swaps(&text) {
         Ok(areas) => areas,
-        Err(e) => return check.error(e),
+        Err(e) => return check.error(e.to_string()),
     };
     let count = areas.len().to_string();
     let total_mib: u64 = areas.iter().map(|a| a.size_kib).sum::<u64>() / 1024;
@@ -346,18 +360,29 @@ mod tests {
                     },
                 ]),
             ),
-            ("", Err(())),
-            ("garbage\n", Err(())),
+            ("", Err(BadSwaps::NoHeader)),
+            ("garbage\n", Err(BadSwaps::NoHeader)),
             (
                 "Filename Type Size Used Priority\n/swapfile file big 0 -2\n",
-                Err(()),
+                Err(BadSwaps::NotASize {
+                    name: "/swapfile".into(),
+                    size: "big".into(),
+                }),
             ),
             (
                 "Filename Type Size Used Priority\n/swapfile file\n",
-                Err(()),
+                Err(BadSwaps::Malformed("/swapfile file".into())),
             ),
         ];
-        assert_cases(cases, |text| parse_swaps(text).map_err(|_| ()));
+        assert_cases(cases, parse_swaps);
+        assert_eq!(
+            BadSwaps::NotASize {
+                name: "/swapfile".into(),
+                size: "big".into()
+            }
+            .to_string(),
+            "/proc/swaps: size `big` of /swapfile is not a number"
+        );
     }
 
     #[test]

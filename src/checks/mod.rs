@@ -53,14 +53,24 @@ pub struct AuditOptions {
     pub since: Option<u64>,
 }
 
+/// A `--skip` value that names no check id; clap prints it after the value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum BadSkipId {
+    #[error("an empty check id (ids look like net.core.rmem_max)")]
+    Empty,
+    /// White space or a control character inside the id.
+    #[error("a check id has no spaces (ids look like net.core.rmem_max)")]
+    Spaces,
+}
+
 /// Parses one `--skip` ID: a check id as reports print it, no spaces or control characters.
-pub(crate) fn parse_skip_id(text: &str) -> Result<String, String> {
+pub(crate) fn parse_skip_id(text: &str) -> Result<String, BadSkipId> {
     let id = text.trim();
     if id.is_empty() {
-        return Err("an empty check id (ids look like net.core.rmem_max)".into());
+        return Err(BadSkipId::Empty);
     }
     if id.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err("a check id has no spaces (ids look like net.core.rmem_max)".into());
+        return Err(BadSkipId::Spaces);
     }
     Ok(id.to_string())
 }
@@ -526,6 +536,14 @@ pub(crate) fn value_by_rule(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn skip_ids() {
+        assert_eq!(parse_skip_id(" vm.swappiness "), Ok("vm.swappiness".into()));
+        assert_eq!(parse_skip_id(" \t"), Err(BadSkipId::Empty));
+        assert_eq!(parse_skip_id("vm swappiness"), Err(BadSkipId::Spaces));
+        assert_eq!(parse_skip_id("vm.\u{7}x"), Err(BadSkipId::Spaces));
+    }
 
     #[test]
     fn every_area_has_one_registry_entry_in_report_order() {

@@ -54,15 +54,21 @@ pub(crate) fn audit(ctx: &Context, inv: &Inventory) -> Vec<Finding> {
     out
 }
 
+/// Why a bridge's ACS control is not known from its config space.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum AcsError {
+    /// The extended space (past 256 bytes) is readable by root only.
+    #[error("only {0} bytes of config space readable (extended capabilities need root)")]
+    Short(usize),
+    #[error("ACS capability cut short")]
+    CutShort,
+}
+
 /// `ACS Control` of a PCI function from its config space (`/sys/bus/pci/devices/X/config`):
-/// `Ok(None)` when it has no ACS capability, `Err` when the extended space (past 256 bytes,
-/// readable by root only) is missing.
-pub(crate) fn acs_control(config: &[u8]) -> Result<Option<u16>, String> {
+/// `Ok(None)` when it has no ACS capability.
+pub(crate) fn acs_control(config: &[u8]) -> Result<Option<u16>, AcsError> {
     if config.len() < 0x104 {
-        return Err(format!(
-            "only {} bytes of config space readable (extended capabilities need root)",
-            config.len()
-        ));
+        return Err(AcsError::Short(config.len()));
     }
     let mut at = 0x100usize;
     for _ in 0..64 {
@@ -74,9 +80,7 @@ pub(crate) fn acs_control(config: &[u8]) -> Result<Option<u16>, String> {
             break;
         }
         if header & 0xffff == 0x000d {
-            let c = config
-                .get(at + 6..at + 8)
-                .ok_or("ACS capability cut short")?;
+            let c = config.get(at + 6..at + 8).ok_or(AcsError::CutShort)?;
             return Ok(Some(u16::from_le_bytes([c[0], c[1]])));
         }
         let next = (header >> 20) as usize & 0xffc;
@@ -293,7 +297,15 @@ mod tests {
         assert_eq!(acs_control(&config_with_acs(0x1d)).unwrap(), Some(0x1d));
         assert_eq!(acs_control(&config_with_acs(0)).unwrap(), Some(0));
         assert_eq!(acs_control(&vec![0u8; 4096]).unwrap(), None);
-        assert!(acs_control(&[0u8; 64]).is_err());
+        assert_eq!(acs_control(&[0u8; 64]), Err(AcsError::Short(64)));
+        assert_eq!(
+            AcsError::Short(64).to_string(),
+            "only 64 bytes of config space readable (extended capabilities need root)"
+        );
+        // The ACS header is the last four bytes read: its control word lies past the end.
+        let mut cut = vec![0u8; 0x104];
+        cut[0x100..].copy_from_slice(&0x000du32.to_le_bytes());
+        assert_eq!(acs_control(&cut), Err(AcsError::CutShort));
         assert_eq!(
             acs_flags(0x1d),
             "SrcValid+ ReqRedir+ CmpltRedir+ UpstreamFwd+"

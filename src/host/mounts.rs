@@ -60,10 +60,28 @@ pub struct MalformedLine {
 }
 
 impl MalformedLine {
-    /// `PATH:LINE: malformed line `...``.
-    pub(crate) fn in_file(&self, path: &str) -> String {
-        format!("{path}:{}: malformed line `{}`", self.line, self.text)
+    /// The same line, naming the file it is in.
+    pub(crate) fn in_file(self, file: &'static str) -> MalformedIn {
+        MalformedIn { file, line: self }
     }
+}
+
+/// A malformed line of a named mount table: `PATH:LINE: malformed line `...``.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{}: malformed line `{}`", line.line, line.text)]
+pub struct MalformedIn {
+    /// The table as the node names it: `/proc/mounts`, `/etc/fstab`.
+    pub file: &'static str,
+    pub line: MalformedLine,
+}
+
+/// Why a root's mount table is not known: the file is unreadable, or a line is malformed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TableError {
+    #[error(transparent)]
+    Unreadable(#[from] HostError),
+    #[error(transparent)]
+    Malformed(#[from] MalformedIn),
 }
 
 /// Undoes the octal escapes the kernel writes for space, tab, newline and backslash.
@@ -76,7 +94,7 @@ fn unescape(field: &str) -> String {
 }
 
 /// The mounts of the node under `root`; `None` when the root has no `/proc/mounts`.
-pub(crate) fn read(root: &Root) -> Result<Option<Result<Vec<Mount>, String>>, HostError> {
+pub(crate) fn read(root: &Root) -> Result<Option<Result<Vec<Mount>, MalformedIn>>, HostError> {
     Ok(root
         .read_optional("/proc/mounts")?
         .map(|t| parse(&t).map_err(|e| e.in_file("/proc/mounts"))))
@@ -104,5 +122,7 @@ mod tests {
                 text: "tmpfs /dev/shm".into()
             }
         );
+        let named = parse("tmpfs\n").unwrap_err().in_file("/proc/mounts");
+        assert_eq!(named.to_string(), "/proc/mounts:1: malformed line `tmpfs`");
     }
 }

@@ -33,8 +33,13 @@ pub(crate) fn assignment(text: &str, name: &str) -> Option<String> {
     })
 }
 
-/// The first torch in the site-packages search order, or where it looked.
-pub(crate) fn locate(root: &Root, env: &SearchEnv) -> Result<Torch, String> {
+/// No torch in any site-packages directory; says where it looked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no torch/version.py in {}", libsearch::site_packages_pattern())]
+pub(crate) struct NoTorch;
+
+/// The first torch in the site-packages search order.
+pub(crate) fn locate(root: &Root, env: &SearchEnv) -> Result<Torch, NoTorch> {
     for site in libsearch::site_packages(root, env) {
         let path = format!("{site}/torch/version.py");
         if let Ok(Some(text)) = root.read_optional(&path) {
@@ -45,10 +50,7 @@ pub(crate) fn locate(root: &Root, env: &SearchEnv) -> Result<Torch, String> {
             });
         }
     }
-    Err(format!(
-        "no torch/version.py in {}",
-        libsearch::site_packages_pattern()
-    ))
+    Err(NoTorch)
 }
 
 /// The CUDA version each NVIDIA driver branch supports at most, from the minimum driver of
@@ -101,6 +103,31 @@ pub(crate) fn major_minimum(cuda: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::Tree;
+
+    #[test]
+    fn locates_the_first_torch_or_says_where_it_looked() {
+        let tree = Tree::new();
+        let env = SearchEnv::default();
+        assert_eq!(locate(&tree.root(), &env), Err(NoTorch));
+        assert_eq!(
+            NoTorch.to_string(),
+            format!(
+                "no torch/version.py in {}",
+                libsearch::site_packages_pattern()
+            )
+        );
+        tree.file(
+            "/usr/lib/python3.11/dist-packages/torch/version.py",
+            "__version__ = '2.3.0+cu121'\ncuda = '12.1'\n",
+        );
+        let found = locate(&tree.root(), &env).unwrap();
+        assert_eq!(
+            found.path,
+            "/usr/lib/python3.11/dist-packages/torch/version.py"
+        );
+        assert_eq!(found.cuda.as_deref(), Some("12.1"));
+    }
 
     #[test]
     fn version_py_assignments() {

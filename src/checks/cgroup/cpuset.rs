@@ -1,6 +1,8 @@
 //! The cpuset check: whether the CPUs and memory nodes a cgroup allows are local to the GPUs.
 
 use super::*;
+use crate::host::HostError;
+use crate::host::cpulist::CpuListError;
 
 /// The two halves of a cpuset a GPU's rank needs: its local CPUs and its local memory.
 #[derive(Clone, Copy)]
@@ -57,6 +59,19 @@ impl CpusetPart {
     }
 }
 
+/// Why a cgroup's cpuset is not known: its file is unreadable, or not a CPU list.
+#[derive(Debug, thiserror::Error)]
+enum CpusetError {
+    #[error(transparent)]
+    Unreadable(#[from] HostError),
+    #[error("{file}: {source}")]
+    Malformed {
+        file: String,
+        #[source]
+        source: CpuListError,
+    },
+}
+
 /// The CPUs or memory nodes a cgroup may use: the nearest file holding the effective set;
 /// `None` when no cpuset applies.
 fn read_cpuset(
@@ -65,13 +80,15 @@ fn read_cpuset(
     part: CpusetPart,
     mount: &str,
     path: &str,
-) -> Result<Option<(BTreeSet<u32>, String)>, String> {
+) -> Result<Option<(BTreeSet<u32>, String)>, CpusetError> {
     for cg in hierarchy::ancestors(path) {
         let dir = format!("{mount}{}", if cg == "/" { "" } else { cg.as_str() });
         for file in part.files(layout) {
             let host = format!("{dir}/{file}");
-            if let Some(text) = ctx.root.read_optional(&host).map_err(|e| e.to_string())? {
-                let set = CpuList::parse(&text).map_err(|e| format!("{host}: {e}"))?.0;
+            if let Some(text) = ctx.root.read_optional(&host)? {
+                let set = CpuList::parse(&text)
+                    .map_err(|source| CpusetError::Malformed { file: host, source })?
+                    .0;
                 return Ok(Some((set, cg)));
             }
         }
@@ -114,7 +131,7 @@ impl Scope<'_> {
         let (allowed, from) = match read_cpuset(self.ctx, self.layout, part, mount, &path) {
             Ok(Some(found)) => found,
             Ok(None) => return check.skip(format!("no cpuset file between {path} and the root")),
-            Err(e) => return check.error(e),
+            Err(e) => return check.error(e.to_string()),
         };
         let without: Vec<(&Gpu, BTreeSet<u32>)> = gpus
             .iter()

@@ -118,8 +118,17 @@ pub(crate) struct Membership {
     pub path: String,
 }
 
+/// A line of `/proc/<pid>/cgroup` that is not what the kernel writes there.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum BadMembership {
+    #[error("`{0}` is not `hierarchy-id:controllers:path`")]
+    NotThreeFields(String),
+    #[error("`{line}`: hierarchy id `{id}` is not a number")]
+    NotAnId { line: String, id: String },
+}
+
 /// Parses `/proc/<pid>/cgroup`.
-pub(crate) fn parse_membership(text: &str) -> Result<Vec<Membership>, String> {
+pub(crate) fn parse_membership(text: &str) -> Result<Vec<Membership>, BadMembership> {
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|line| {
@@ -127,11 +136,12 @@ pub(crate) fn parse_membership(text: &str) -> Result<Vec<Membership>, String> {
             let (Some(id), Some(controllers), Some(path)) =
                 (parts.next(), parts.next(), parts.next())
             else {
-                return Err(format!("`{line}` is not `hierarchy-id:controllers:path`"));
+                return Err(BadMembership::NotThreeFields(line.into()));
             };
-            let id = id
-                .parse()
-                .map_err(|_| format!("`{line}`: hierarchy id `{id}` is not a number"))?;
+            let id = id.parse().map_err(|_| BadMembership::NotAnId {
+                line: line.into(),
+                id: id.into(),
+            })?;
             Ok(Membership {
                 id,
                 controllers: controllers
@@ -161,13 +171,21 @@ pub(crate) fn path_of<'a>(
     line.map(|l| l.path.as_str())
 }
 
+/// A profile's `[job] slice` that systemd would not take as a slice name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum BadSlice {
+    #[error("`{0}` is not a systemd slice name (NAME.slice)")]
+    NotASlice(String),
+    /// Empty, a dash at either end, two dashes in a row, or a slash.
+    #[error("`{0}` is not a valid systemd slice name")]
+    Invalid(String),
+}
+
 /// The cgroup path systemd gives a slice: `a-b.slice` → `/a.slice/a-b.slice`
 /// (systemd.slice(5): dashes nest).
-pub(crate) fn slice_path(slice: &str) -> Result<String, String> {
+pub(crate) fn slice_path(slice: &str) -> Result<String, BadSlice> {
     let Some(stem) = slice.strip_suffix(".slice") else {
-        return Err(format!(
-            "`{slice}` is not a systemd slice name (NAME.slice)"
-        ));
+        return Err(BadSlice::NotASlice(slice.into()));
     };
     if stem.is_empty()
         || stem.starts_with('-')
@@ -175,7 +193,7 @@ pub(crate) fn slice_path(slice: &str) -> Result<String, String> {
         || stem.contains("--")
         || stem.contains('/')
     {
-        return Err(format!("`{slice}` is not a valid systemd slice name"));
+        return Err(BadSlice::Invalid(slice.into()));
     }
     if stem == "-" {
         return Ok("/".into());
@@ -271,8 +289,22 @@ mod tests {
             path_of(&v2, &lines, "memory"),
             Some("/user.slice/session-1.scope")
         );
-        assert!(parse_membership("garbage\n").is_err());
-        assert!(parse_membership("x:cpu:/\n").is_err());
+        assert_eq!(
+            parse_membership("garbage\n"),
+            Err(BadMembership::NotThreeFields("garbage".into()))
+        );
+        let bad_id = parse_membership("0::/\nx:cpu:/\n").unwrap_err();
+        assert_eq!(
+            bad_id,
+            BadMembership::NotAnId {
+                line: "x:cpu:/".into(),
+                id: "x".into()
+            }
+        );
+        assert_eq!(
+            bad_id.to_string(),
+            "`x:cpu:/`: hierarchy id `x` is not a number"
+        );
         assert_eq!(parse_membership("").unwrap(), vec![]);
         // A path may itself contain colons.
         assert_eq!(parse_membership("0::/a:b\n").unwrap()[0].path, "/a:b");
@@ -289,9 +321,17 @@ mod tests {
             slice_path("a-b-c.slice").unwrap(),
             "/a.slice/a-b.slice/a-b-c.slice"
         );
-        assert!(slice_path("training").is_err());
-        assert!(slice_path("-a.slice").is_err());
-        assert!(slice_path("a--b.slice").is_err());
+        assert_eq!(
+            slice_path("training"),
+            Err(BadSlice::NotASlice("training".into()))
+        );
+        for bad in [".slice", "-a.slice", "a-.slice", "a--b.slice", "a/b.slice"] {
+            assert_eq!(slice_path(bad), Err(BadSlice::Invalid(bad.into())), "{bad}");
+        }
+        assert_eq!(
+            BadSlice::Invalid("-a.slice".into()).to_string(),
+            "`-a.slice` is not a valid systemd slice name"
+        );
     }
 
     #[test]

@@ -123,7 +123,7 @@ pub(crate) fn audit(ctx: &Context) -> Vec<Finding> {
             Some(layout) => layout,
             None => return all_skip("no cgroup file system is mounted (/proc/mounts)".into()),
         },
-        Ok(Some(Err(e))) => return all_error(e),
+        Ok(Some(Err(e))) => return all_error(e.to_string()),
         Ok(None) => return all_skip("/proc/mounts is absent under the root".into()),
         Err(e) => return all_error(e.to_string()),
     };

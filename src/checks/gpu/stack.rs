@@ -78,7 +78,7 @@ pub(crate) fn torch_cuda(
     let check = Check::new("torch.cuda", Area::Gpu).expected("<= the driver's CUDA version");
     let found = match torch::locate(ctx.root, env) {
         Ok(t) => t,
-        Err(reason) => return check.skip(reason),
+        Err(reason) => return check.skip(reason.to_string()),
     };
     let shown = format!(
         "torch {} ({})",

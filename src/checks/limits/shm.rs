@@ -14,19 +14,33 @@ use crate::probe::limits::LimitsProbe;
 
 const SHM: &str = "/dev/shm";
 
+/// Why a tmpfs `size=` option gives no size; each names the option as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum SizeError {
+    #[error("no size= option (half of RAM) and MemTotal is unknown")]
+    HalfOfUnknown,
+    #[error("size={0} is not a percentage")]
+    NotPercentage(String),
+    #[error("size={0} is of RAM, and MemTotal is unknown")]
+    PercentOfUnknown(String),
+    #[error("size={0} is not a size")]
+    NotSize(String),
+    #[error("size={0} has an unknown suffix")]
+    UnknownSuffix(String),
+    #[error("size={0} is too large")]
+    TooLarge(String),
+}
+
 /// Bytes of a tmpfs `size=` option given the node's RAM: `65536k`, `1g`, `50%`, `1073741824`.
-pub(crate) fn tmpfs_size(option: Option<&str>, mem_total: Option<u64>) -> Result<u64, String> {
+pub(crate) fn tmpfs_size(option: Option<&str>, mem_total: Option<u64>) -> Result<u64, SizeError> {
     let Some(text) = option else {
-        return mem_total
-            .map(|m| m / 2)
-            .ok_or_else(|| "no size= option (half of RAM) and MemTotal is unknown".to_string());
+        return mem_total.map(|m| m / 2).ok_or(SizeError::HalfOfUnknown);
     };
     if let Some(pct) = text.strip_suffix('%') {
         let pct: u64 = pct
             .parse()
-            .map_err(|_| format!("size={text} is not a percentage"))?;
-        let mem =
-            mem_total.ok_or_else(|| format!("size={text} is of RAM, and MemTotal is unknown"))?;
+            .map_err(|_| SizeError::NotPercentage(text.into()))?;
+        let mem = mem_total.ok_or_else(|| SizeError::PercentOfUnknown(text.into()))?;
         return Ok((u128::from(mem) * u128::from(pct) / 100) as u64);
     }
     let split = text
@@ -35,7 +49,7 @@ pub(crate) fn tmpfs_size(option: Option<&str>, mem_total: Option<u64>) -> Result
     let (digits, suffix) = text.split_at(split);
     let n: u64 = digits
         .parse()
-        .map_err(|_| format!("size={text} is not a size"))?;
+        .map_err(|_| SizeError::NotSize(text.into()))?;
     let shift = match suffix.to_ascii_lowercase().as_str() {
         "" => 0,
         "k" => 10,
@@ -44,10 +58,10 @@ pub(crate) fn tmpfs_size(option: Option<&str>, mem_total: Option<u64>) -> Result
         "t" => 40,
         "p" => 50,
         "e" => 60,
-        _ => return Err(format!("size={text} has an unknown suffix")),
+        _ => return Err(SizeError::UnknownSuffix(text.into())),
     };
     n.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("size={text} is too large"))
+        .ok_or_else(|| SizeError::TooLarge(text.into()))
 }
 
 /// `MemTotal` of `/proc/meminfo` in bytes.
@@ -83,17 +97,15 @@ fn judge(check: &Check, setting: &Setting, bytes: u64, actual: String) -> Findin
 }
 
 /// Whether `/dev/shm` is its own mount under the root (else it is a directory of `/`).
-fn shm_mount(ctx: &Context) -> Result<Option<mounts::Mount>, String> {
-    match mounts::read(ctx.root) {
-        Ok(Some(Ok(list))) => Ok(list.into_iter().rev().find(|m| m.target == SHM)),
-        Ok(Some(Err(e))) => Err(e),
-        Ok(None) => Ok(None),
-        Err(e) => Err(e.to_string()),
-    }
+fn shm_mount(ctx: &Context) -> Result<Option<mounts::Mount>, mounts::TableError> {
+    let Some(list) = mounts::read(ctx.root)? else {
+        return Ok(None);
+    };
+    Ok(list?.into_iter().rev().find(|m| m.target == SHM))
 }
 
 /// The `/dev/shm` line of `/etc/fstab` (same fields as `/proc/mounts`), if any.
-pub fn fstab_entry(text: &str) -> Result<Option<mounts::Mount>, String> {
+pub fn fstab_entry(text: &str) -> Result<Option<mounts::Mount>, mounts::MalformedIn> {
     // Comment lines become blank, so a malformed line keeps its number in the file.
     let lines: Vec<&str> = text
         .lines()
@@ -115,7 +127,7 @@ fn persisted_size(ctx: &Context, check: &Check, setting: &Setting) -> Finding {
     let entry = match ctx.root.read_optional("/etc/fstab") {
         Ok(text) => match fstab_entry(text.as_deref().unwrap_or_default()) {
             Ok(entry) => entry,
-            Err(e) => return check.error(e),
+            Err(e) => return check.error(e.to_string()),
         },
         Err(e) => return check.error(e.to_string()),
     };
@@ -152,7 +164,7 @@ pub(crate) fn size(ctx: &Context, probe: &dyn LimitsProbe, setting: &Setting) ->
     }
     let mount = match shm_mount(ctx) {
         Ok(m) => m,
-        Err(e) => return check.error(e),
+        Err(e) => return check.error(e.to_string()),
     };
     if ctx.root.is_live() {
         return match probe.space(&ctx.root.path(SHM)) {
@@ -239,29 +251,42 @@ mod tests {
 
     #[test]
     fn tmpfs_sizes() {
+        use SizeError::*;
         let gib = 1u64 << 30;
-        type Case<'a> = (Option<&'a str>, Option<u64>, Result<u64, ()>);
+        type Case<'a> = (Option<&'a str>, Option<u64>, Result<u64, SizeError>);
         let cases: &[Case] = &[
             (Some("65536k"), None, Ok(64 << 20)),
             (Some("1g"), None, Ok(gib)),
             (Some("1G"), None, Ok(gib)),
             (Some("1073741824"), None, Ok(gib)),
             (Some("50%"), Some(16 * gib), Ok(8 * gib)),
-            (Some("50%"), None, Err(())),
+            (Some("50%"), None, Err(PercentOfUnknown("50%".into()))),
             (None, Some(16 * gib), Ok(8 * gib)),
-            (None, None, Err(())),
-            (Some("lots"), None, Err(())),
-            (Some("1q"), None, Err(())),
-            (Some("x%"), Some(gib), Err(())),
-            (Some("99999999999e"), None, Err(())),
+            (None, None, Err(HalfOfUnknown)),
+            (Some("lots"), None, Err(NotSize("lots".into()))),
+            (Some("1q"), None, Err(UnknownSuffix("1q".into()))),
+            (Some("x%"), Some(gib), Err(NotPercentage("x%".into()))),
+            (
+                Some("99999999999e"),
+                None,
+                Err(TooLarge("99999999999e".into())),
+            ),
         ];
         for (option, mem, want) in cases {
-            assert_eq!(
-                tmpfs_size(*option, *mem).map_err(|_| ()),
-                *want,
-                "{option:?}"
-            );
+            assert_eq!(tmpfs_size(*option, *mem), *want, "{option:?}");
         }
+        assert_eq!(
+            HalfOfUnknown.to_string(),
+            "no size= option (half of RAM) and MemTotal is unknown"
+        );
+        assert_eq!(
+            PercentOfUnknown("50%".into()).to_string(),
+            "size=50% is of RAM, and MemTotal is unknown"
+        );
+        assert_eq!(
+            UnknownSuffix("1q".into()).to_string(),
+            "size=1q has an unknown suffix"
+        );
     }
 
     #[test]
@@ -274,8 +299,11 @@ mod tests {
         );
         assert_eq!(fstab_entry("UUID=1 / ext4 defaults 0 1\n").unwrap(), None);
         assert_eq!(fstab_entry("").unwrap(), None);
+        let bad = fstab_entry("# comment\ntmpfs /dev/shm\n").unwrap_err();
+        assert_eq!(bad.file, "/etc/fstab");
+        assert_eq!(bad.line.line, 2);
         assert_eq!(
-            fstab_entry("# comment\ntmpfs /dev/shm\n").unwrap_err(),
+            bad.to_string(),
             "/etc/fstab:2: malformed line `tmpfs /dev/shm`"
         );
     }

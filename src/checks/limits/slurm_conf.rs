@@ -221,12 +221,12 @@ mod tests {
     use super::*;
     use crate::testing::Tree;
 
-    fn conf(files: &[(&str, &str)]) -> Result<Propagation, String> {
+    fn conf(files: &[(&str, &str)]) -> Result<Propagation, SlurmConfError> {
         let tree = Tree::new();
         for (path, text) in files {
             tree.file(path, text);
         }
-        read(&tree.root(), None).map_err(|e| e.to_string())
+        read(&tree.root(), None)
     }
 
     #[test]
@@ -289,25 +289,46 @@ mod tests {
         )])
         .unwrap_err();
         assert!(
-            both.contains("slurm.conf:1") && both.contains("slurm.conf:2"),
-            "{both}"
+            matches!(&both, SlurmConfError::Both(a, b)
+                if a == "/etc/slurm/slurm.conf:1" && b == "/etc/slurm/slurm.conf:2"),
+            "{both:?}"
         );
         let bad =
             conf(&[("etc/slurm/slurm.conf", "PropagateResourceLimits=NOFILES\n")]).unwrap_err();
         assert!(
-            bad.contains("slurm.conf:1") && bad.contains("NOFILES"),
-            "{bad}"
+            matches!(&bad, SlurmConfError::NotALimit { place, word }
+                if place == "/etc/slurm/slurm.conf:1" && word == "NOFILES"),
+            "{bad:?}"
+        );
+        assert_eq!(
+            bad.to_string(),
+            "/etc/slurm/slurm.conf:1: \"NOFILES\" is not a resource limit Slurm propagates (one of ALL, NONE, AS, CORE, CPU, DATA, FSIZE, MEMLOCK, NOFILE, NPROC, RSS, STACK)"
         );
         let missing =
             conf(&[("etc/slurm/slurm.conf", "Include /etc/slurm/gone.conf\n")]).unwrap_err();
-        assert!(missing.contains("/etc/slurm/gone.conf"), "{missing}");
+        assert!(
+            matches!(&missing, SlurmConfError::NoInclude(p) if p == "/etc/slurm/gone.conf"),
+            "{missing:?}"
+        );
         let looped = conf(&[("etc/slurm/slurm.conf", "Include slurm.conf\n")]).unwrap_err();
-        assert!(looped.contains("nested deeper"), "{looped}");
+        assert!(
+            matches!(&looped, SlurmConfError::TooDeep(p) if p == "/etc/slurm/slurm.conf"),
+            "{looped:?}"
+        );
+        assert!(looped.to_string().contains("nested deeper"), "{looped}");
         let tree = Tree::new();
-        assert!(read(&tree.root(), Some("relative.conf")).is_err());
-        let gone = read(&tree.root(), Some("/etc/slurm/nope.conf"))
-            .unwrap_err()
-            .to_string();
-        assert!(gone.contains("SLURM_CONF=/etc/slurm/nope.conf"), "{gone}");
+        assert!(matches!(
+            read(&tree.root(), Some("relative.conf")),
+            Err(SlurmConfError::Relative(p)) if p == "relative.conf"
+        ));
+        let gone = read(&tree.root(), Some("/etc/slurm/nope.conf")).unwrap_err();
+        assert!(
+            matches!(&gone, SlurmConfError::NoConf(p) if p == "/etc/slurm/nope.conf"),
+            "{gone:?}"
+        );
+        assert_eq!(
+            gone.to_string(),
+            "SLURM_CONF=/etc/slurm/nope.conf: no such file"
+        );
     }
 }

@@ -67,7 +67,7 @@ pub fn parse(text: &str, file: &str) -> Vec<Assignment> {
             };
             let (value, rejected) = match super::kernel::kernel_value(&key, value) {
                 Ok(v) => (v, None),
-                Err(why) => (sysctl::normalize(value), Some(why)),
+                Err(why) => (sysctl::normalize(value), Some(why.to_string())),
             };
             Some(Assignment {
                 key,

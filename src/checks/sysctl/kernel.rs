@@ -55,10 +55,27 @@ pub(crate) fn handler(name: &str) -> Option<Handler> {
     }
 }
 
+/// Why systemd-sysctl's write of a value would fail: the kernel's handler rejects it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Rejected {
+    #[error("an empty value")]
+    Empty,
+    #[error("{given} values where the kernel takes {takes}")]
+    TooMany { given: usize, takes: usize },
+    #[error(
+        "`{0}` is not an integer the kernel reads (decimal, 0x hex or 0 octal, no sign but -, no units)"
+    )]
+    NotInteger(String),
+    #[error("{value} is outside {min}..={max}")]
+    OutOfRange { value: i64, min: i64, max: i64 },
+    #[error("the low port {low} is above the high port {high}")]
+    PortsReversed { low: i64, high: i64 },
+}
+
 /// What the kernel sets for `raw` written to knob `name`: the fields in decimal, separated
 /// by single spaces (`010` is 8, `0x10` is 16). Knobs without a known handler come back as
-/// written (white space folded). The error says why systemd-sysctl's write would fail.
-pub fn kernel_value(name: &str, raw: &str) -> Result<String, String> {
+/// written (white space folded).
+pub fn kernel_value(name: &str, raw: &str) -> Result<String, Rejected> {
     let Some(h) = handler(name) else {
         return Ok(crate::host::sysctl::normalize(raw));
     };
@@ -67,30 +84,31 @@ pub fn kernel_value(name: &str, raw: &str) -> Result<String, String> {
         .filter(|f| !f.is_empty())
         .collect();
     if fields.is_empty() {
-        return Err("an empty value".into());
+        return Err(Rejected::Empty);
     }
     if fields.len() > h.fields {
-        return Err(format!(
-            "{} values where the kernel takes {}",
-            fields.len(),
-            h.fields
-        ));
+        return Err(Rejected::TooMany {
+            given: fields.len(),
+            takes: h.fields,
+        });
     }
     let mut values = Vec::with_capacity(fields.len());
     for f in &fields {
-        let v = parse_long(f).ok_or_else(|| {
-            format!("`{f}` is not an integer the kernel reads (decimal, 0x hex or 0 octal, no sign but -, no units)")
-        })?;
+        let v = parse_long(f).ok_or_else(|| Rejected::NotInteger(f.to_string()))?;
         if v < h.min || v > h.max {
-            return Err(format!("{v} is outside {}..={}", h.min, h.max));
+            return Err(Rejected::OutOfRange {
+                value: v,
+                min: h.min,
+                max: h.max,
+            });
         }
         values.push(v);
     }
     if name == "net.ipv4.ip_local_port_range" && values.len() == 2 && values[0] > values[1] {
-        return Err(format!(
-            "the low port {} is above the high port {}",
-            values[0], values[1]
-        ));
+        return Err(Rejected::PortsReversed {
+            low: values[0],
+            high: values[1],
+        });
     }
     Ok(values
         .iter()
@@ -155,26 +173,81 @@ mod tests {
 
     #[test]
     fn values_systemd_sysctl_could_not_set() {
-        let cases: &[(&str, &str)] = &[
-            ("net.core.rmem_max", "64M"),
-            ("net.core.rmem_max", "unlimited"),
-            ("net.ipv4.tcp_fin_timeout", "+5"),
-            ("vm.swappiness", "-1"),
-            ("vm.swappiness", "201"),
-            ("vm.swappiness", "1.5"),
-            ("vm.swappiness", "09"),
-            ("vm.swappiness", ""),
-            ("fs.file-max", "-1"),
-            ("fs.file-max", "99999999999999999999"),
-            ("net.ipv4.tcp_rmem", "4096 131072 16777216 1"),
-            ("net.ipv4.tcp_rmem", "0 131072 16777216"),
-            ("net.ipv4.ip_local_port_range", "51000 50000"),
-            ("net.ipv4.ip_local_port_range", "0 50000"),
-            ("net.ipv4.tcp_sack", "2"),
-            ("net.core.somaxconn", "4096,"),
+        use Rejected::*;
+        let not = |f: &str| NotInteger(f.into());
+        let range = |value, min, max| OutOfRange { value, min, max };
+        let cases: &[(&str, &str, Rejected)] = &[
+            ("net.core.rmem_max", "64M", not("64M")),
+            ("net.core.rmem_max", "unlimited", not("unlimited")),
+            ("net.ipv4.tcp_fin_timeout", "+5", not("+5")),
+            ("vm.swappiness", "-1", range(-1, 0, 200)),
+            ("vm.swappiness", "201", range(201, 0, 200)),
+            ("vm.swappiness", "1.5", not("1.5")),
+            ("vm.swappiness", "09", not("09")),
+            ("vm.swappiness", "", Empty),
+            ("vm.swappiness", " \t\n", Empty),
+            ("fs.file-max", "-1", range(-1, 0, i64::MAX)),
+            (
+                "fs.file-max",
+                "99999999999999999999",
+                not("99999999999999999999"),
+            ),
+            (
+                "net.ipv4.tcp_rmem",
+                "4096 131072 16777216 1",
+                TooMany { given: 4, takes: 3 },
+            ),
+            (
+                "net.ipv4.tcp_rmem",
+                "0 131072 16777216",
+                range(0, 1, INT_MAX),
+            ),
+            (
+                "net.ipv4.ip_local_port_range",
+                "51000 50000",
+                PortsReversed {
+                    low: 51000,
+                    high: 50000,
+                },
+            ),
+            (
+                "net.ipv4.ip_local_port_range",
+                "0 50000",
+                range(0, 1, 65535),
+            ),
+            ("net.ipv4.tcp_sack", "2", range(2, 0, 1)),
+            ("net.core.somaxconn", "4096,", not("4096,")),
         ];
-        for (name, raw) in cases {
-            assert!(kernel_value(name, raw).is_err(), "{name} = {raw:?}");
+        for (name, raw, want) in cases {
+            assert_eq!(
+                kernel_value(name, raw).as_ref(),
+                Err(want),
+                "{name} = {raw:?}"
+            );
+        }
+    }
+
+    /// What systemd-sysctl's failure is reported as, word for word.
+    #[test]
+    fn rejections_read_as_before() {
+        let cases: &[(&str, &str, &str)] = &[
+            ("vm.swappiness", "", "an empty value"),
+            ("vm.swappiness", "1 2", "2 values where the kernel takes 1"),
+            (
+                "net.core.rmem_max",
+                "64M",
+                "`64M` is not an integer the kernel reads (decimal, 0x hex or 0 octal, no sign but -, no units)",
+            ),
+            ("vm.swappiness", "201", "201 is outside 0..=200"),
+            (
+                "net.ipv4.ip_local_port_range",
+                "50001 50000",
+                "the low port 50001 is above the high port 50000",
+            ),
+        ];
+        for (name, raw, want) in cases {
+            let got = kernel_value(name, raw).map_err(|e| e.to_string());
+            assert_eq!(got, Err(want.to_string()), "{name} = {raw:?}");
         }
     }
 
@@ -233,8 +306,13 @@ mod tests {
         assert_eq!(range("50000 50000").as_deref(), Ok("50000 50000"));
         assert_eq!(range("1 65535").as_deref(), Ok("1 65535"));
         assert_eq!(range("50000").as_deref(), Ok("50000"));
-        let err = range("50001 50000").unwrap_err();
-        assert!(err.contains("low port 50001"), "{err}");
+        assert_eq!(
+            range("50001 50000"),
+            Err(Rejected::PortsReversed {
+                low: 50001,
+                high: 50000
+            })
+        );
         // Only the port range orders its fields.
         assert_eq!(
             kernel_value("net.ipv4.tcp_rmem", "9 5 1").as_deref(),
@@ -253,9 +331,6 @@ mod tests {
         for bad in ["0x", "0xg", "-", "08", "1-", "\u{0664}"] {
             assert!(swap(bad).is_err(), "{bad:?}");
         }
-        let err = swap("1 2").unwrap_err();
-        assert_eq!(err, "2 values where the kernel takes 1");
-        let err = swap("201").unwrap_err();
-        assert_eq!(err, "201 is outside 0..=200");
+        assert_eq!(swap("1 2"), Err(Rejected::TooMany { given: 2, takes: 1 }));
     }
 }
