@@ -157,6 +157,14 @@ pub(crate) enum Unreadable {
     /// An `iptables-save` flavour printed a line it never prints.
     #[error(transparent)]
     Save(#[from] iptables::SaveError),
+    /// `iptables-nft-save` said a table is "incompatible" without naming it: which of its
+    /// tables it left out, and so what filters, cannot be told.
+    #[error("{program}: {source}")]
+    Incompatible {
+        program: String,
+        #[source]
+        source: iptables::NamesNoTable,
+    },
 }
 
 /// Why the ruleset could not be pieced together table by table when its whole `nft -j`
@@ -296,12 +304,16 @@ pub(crate) fn read_ruleset(runner: &dyn FirewallProbe) -> Result<Ruleset, Rulese
         any_tool = true;
         // Tables nft itself wrote are "incompatible" to iptables-nft-save, which names them
         // and shows the others: those it names are read through nft.
-        let Ok(incompatible) = iptables::incompatible_tables(&out.stdout).and_then(|mut names| {
-            names.extend(iptables::incompatible_tables(&out.stderr)?);
-            Ok(names)
-        }) else {
-            continue;
-        };
+        // One it cannot name leaves the rest unreadable: skipping them would hide a drop.
+        let incompatible = iptables::incompatible_tables(&out.stdout)
+            .and_then(|mut names| {
+                names.extend(iptables::incompatible_tables(&out.stderr)?);
+                Ok(names)
+            })
+            .map_err(|source| Unreadable::Incompatible {
+                program: program.to_string(),
+                source,
+            })?;
         if !out.success {
             if unsupported(&out.stderr) {
                 // This kernel has no such tables at all: nothing of this kind filters.

@@ -671,6 +671,19 @@ fn rules_that_cannot_be_read_say_why() {
         e.to_string(),
         "iptables-legacy line 2: unexpected line `nonsense`"
     );
+    // An "incompatible" table it does not name: what it left out cannot be told, so its
+    // drop policy is not taken for "no firewall".
+    let e = unreadable(&Canned::new(&[(
+        "iptables-nft-save",
+        true,
+        "# Some table is incompatible, use 'nft' tool.\n*filter\n:INPUT DROP [0:0]\nCOMMIT\n",
+        "",
+    )]));
+    assert!(matches!(e, Unreadable::Incompatible { .. }), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "iptables-nft-save: `# Some table is incompatible, use 'nft' tool.` names no table"
+    );
     // The audit shows the same words as an error.
     let f = audit(Canned::new(&[("nft", true, "{}", "")]), &Root::live());
     let nccl = expect(&f, "firewall.nccl_ports", Status::Error);
