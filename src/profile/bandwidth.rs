@@ -22,7 +22,7 @@ pub enum Threshold {
 
 impl Threshold {
     /// Parses `2.5` (GB/s) or `80%` (of the reference); what is wrong, else.
-    pub fn parse(text: &str) -> Result<Threshold, String> {
+    pub fn parse(text: &str) -> Result<Threshold, BadThreshold> {
         let t = text.trim();
         match t.strip_suffix('%') {
             Some(p) => parse_percent(p).map(Threshold::Fraction),
@@ -31,24 +31,17 @@ impl Threshold {
                 .ok()
                 .filter(|v| v.is_finite() && *v >= 0.0)
                 .map(Threshold::Gbps)
-                .ok_or_else(|| {
-                    format!(
-                        "`{t}` is neither a non-negative number of GB/s nor a percentage such \
-                         as 80%"
-                    )
-                }),
+                .ok_or_else(|| BadThreshold::NotGbps(t.to_string())),
         }
     }
 
     /// A profile value: a number of GB/s or a `"80%"` string.
-    pub fn from_toml(value: &toml::Value) -> Result<Threshold, String> {
+    pub fn from_toml(value: &toml::Value) -> Result<Threshold, BadThreshold> {
         match value {
             toml::Value::Float(f) => Threshold::parse(&f.to_string()),
             toml::Value::Integer(i) => Threshold::parse(&i.to_string()),
             toml::Value::String(s) => Threshold::parse(s),
-            other => Err(format!(
-                "{other} is not a bandwidth in GB/s nor a percentage such as \"80%\""
-            )),
+            other => Err(BadThreshold::NotAValue(other.clone())),
         }
     }
 
@@ -77,14 +70,28 @@ pub fn percent(fraction: f64) -> String {
 }
 
 /// The number of `80%` without its `%`: more than 0 and at most 100, as a fraction.
-fn parse_percent(number: &str) -> Result<f64, String> {
-    let bad = || format!("`{number}%` is not a percentage above 0% and at most 100%");
+fn parse_percent(number: &str) -> Result<f64, BadThreshold> {
+    let bad = || BadThreshold::NotPercent(number.to_string());
     let p: f64 = number.trim().parse().map_err(|_| bad())?;
     if p.is_finite() && p > 0.0 && p <= 100.0 {
         Ok(p / 100.0)
     } else {
         Err(bad())
     }
+}
+
+/// Why `--min-busbw` or a `[bench]` threshold is not one; each carries what was written.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BadThreshold {
+    /// Not a number, or a negative, infinite or NaN one (trimmed text).
+    #[error("`{0}` is neither a non-negative number of GB/s nor a percentage such as 80%")]
+    NotGbps(String),
+    /// The number before `%`, as written, is not above 0 and at most 100.
+    #[error("`{0}%` is not a percentage above 0% and at most 100%")]
+    NotPercent(String),
+    /// A profile value that is neither a number nor a string (a table, a boolean, ...).
+    #[error("{0} is not a bandwidth in GB/s nor a percentage such as \"80%\"")]
+    NotAValue(toml::Value),
 }
 
 /// Expected bus bandwidth per message size, and how far below it a run may fall.

@@ -36,10 +36,10 @@ pub(super) struct RawJob {
 }
 
 /// Parses `22`, `29500-29550`, `29500-29550,50000-51000` (also `:` as the range separator).
-pub(crate) fn parse_ports(text: &str) -> Result<PortRanges, String> {
+pub(crate) fn parse_ports(text: &str) -> Result<PortRanges, BadPorts> {
     let mut ranges = Vec::new();
     for part in text.split(',').map(str::trim) {
-        let bad = || format!("`{part}` is not a port or range of ports 1-65535 (e.g. 29500-29550)");
+        let bad = || BadPorts(part.to_string());
         let (lo, hi) = part.split_once(['-', ':']).unwrap_or((part, part));
         let lo: u16 = lo.trim().parse().map_err(|_| bad())?;
         let hi: u16 = hi.trim().parse().map_err(|_| bad())?;
@@ -50,6 +50,12 @@ pub(crate) fn parse_ports(text: &str) -> Result<PortRanges, String> {
     }
     Ok(ranges)
 }
+
+/// A comma-separated part (trimmed) that is not a port, or a range from a lower port to a
+/// higher one, within 1-65535.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a port or range of ports 1-65535 (e.g. 29500-29550)")]
+pub(crate) struct BadPorts(String);
 
 /// Ranges as written in profiles and messages: `29500-29550, 50000`.
 pub(crate) fn format_ports(ranges: &[(u16, u16)]) -> String {
@@ -73,18 +79,18 @@ impl Job {
         if let Some(text) = raw.rendezvous_ports {
             job.rendezvous_ports = Some(
                 parse_ports(text.get_ref())
-                    .map_err(|m| (text.span().start, "rendezvous_ports", m))?,
+                    .map_err(|e| (text.span().start, "rendezvous_ports", e.to_string()))?,
             );
         }
         if let Some(text) = raw.nccl_ports {
             job.nccl_ports = Some(if text.get_ref() == "ip_local_port_range" {
                 NcclPorts::LocalPortRange
             } else {
-                NcclPorts::Fixed(parse_ports(text.get_ref()).map_err(|m| {
+                NcclPorts::Fixed(parse_ports(text.get_ref()).map_err(|e| {
                     (
                         text.span().start,
                         "nccl_ports",
-                        format!("{m}, or \"ip_local_port_range\""),
+                        format!("{e}, or \"ip_local_port_range\""),
                     )
                 })?)
             });

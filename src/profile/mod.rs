@@ -302,11 +302,11 @@ impl<'a> Loader<'a> {
     pub fn load(&self, name_or_path: &str) -> Result<Profile, ProfileError> {
         let source = self
             .find(name_or_path, None)
-            .map_err(|message| ProfileError {
+            .map_err(|e| ProfileError {
                 file: name_or_path.to_string(),
                 line: None,
                 key: None,
-                message,
+                message: e.to_string(),
             })?;
         let mut stack = Vec::new();
         let mut memo = std::collections::HashMap::new();
