@@ -132,6 +132,25 @@ mod tests {
     }
 
     #[test]
+    fn malformed_amounts_say_what_is_wrong() {
+        let too_large = format!("{}T", i128::MAX);
+        let cases = [
+            ("lots", BadAmount::NotANumber("lots".into())),
+            (
+                " 12MB",
+                BadAmount::UnknownSuffix {
+                    text: " 12MB".into(),
+                    suffix: "MB".into(),
+                },
+            ),
+            (&too_large, BadAmount::TooLarge(too_large.clone())),
+        ];
+        for (text, want) in cases {
+            assert_eq!(Amount::parse(text), Err(want), "{text:?}");
+        }
+    }
+
+    #[test]
     fn unlimited_is_larger_than_any_number() {
         assert!(Amount::Unlimited > Amount::Finite(i128::MAX));
         assert!(Amount::Finite(1) < Amount::Finite(2));

@@ -31,7 +31,7 @@ impl Threshold {
                 .ok()
                 .filter(|v| v.is_finite() && *v >= 0.0)
                 .map(Threshold::Gbps)
-                .ok_or_else(|| BadThreshold::NotGbps(t.to_string())),
+                .ok_or_else(|| BadThreshold::Gbps(t.to_string())),
         }
     }
 
@@ -41,7 +41,7 @@ impl Threshold {
             toml::Value::Float(f) => Threshold::parse(&f.to_string()),
             toml::Value::Integer(i) => Threshold::parse(&i.to_string()),
             toml::Value::String(s) => Threshold::parse(s),
-            other => Err(BadThreshold::NotAValue(other.clone())),
+            other => Err(BadThreshold::OtherType(other.clone())),
         }
     }
 
@@ -71,7 +71,7 @@ pub fn percent(fraction: f64) -> String {
 
 /// The number of `80%` without its `%`: more than 0 and at most 100, as a fraction.
 fn parse_percent(number: &str) -> Result<f64, BadThreshold> {
-    let bad = || BadThreshold::NotPercent(number.to_string());
+    let bad = || BadThreshold::Percentage(number.to_string());
     let p: f64 = number.trim().parse().map_err(|_| bad())?;
     if p.is_finite() && p > 0.0 && p <= 100.0 {
         Ok(p / 100.0)
@@ -85,13 +85,13 @@ fn parse_percent(number: &str) -> Result<f64, BadThreshold> {
 pub enum BadThreshold {
     /// Not a number, or a negative, infinite or NaN one (trimmed text).
     #[error("`{0}` is neither a non-negative number of GB/s nor a percentage such as 80%")]
-    NotGbps(String),
+    Gbps(String),
     /// The number before `%`, as written, is not above 0 and at most 100.
     #[error("`{0}%` is not a percentage above 0% and at most 100%")]
-    NotPercent(String),
+    Percentage(String),
     /// A profile value that is neither a number nor a string (a table, a boolean, ...).
     #[error("{0} is not a bandwidth in GB/s nor a percentage such as \"80%\"")]
-    NotAValue(toml::Value),
+    OtherType(toml::Value),
 }
 
 /// Expected bus bandwidth per message size, and how far below it a run may fall.
@@ -237,6 +237,18 @@ mod tests {
         ] {
             assert!(Threshold::parse(bad).is_err(), "{bad}");
         }
+        assert_eq!(
+            Threshold::parse(" -1 "),
+            Err(BadThreshold::Gbps("-1".into()))
+        );
+        assert_eq!(
+            Threshold::parse("x %"),
+            Err(BadThreshold::Percentage("x ".into()))
+        );
+        assert_eq!(
+            Threshold::from_toml(&toml::Value::Boolean(true)),
+            Err(BadThreshold::OtherType(toml::Value::Boolean(true)))
+        );
         assert_eq!(Threshold::Fraction(0.07).to_string(), "7%");
         assert_eq!(Threshold::Fraction(0.8).to_toml(), "\"80%\"");
         assert_eq!(Threshold::Gbps(2.0).to_toml(), "2.0");

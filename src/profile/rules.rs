@@ -117,7 +117,7 @@ pub(super) fn parse_setting(
             if value != word && value.parse::<u32>().is_err() {
                 return Err(SettingError::NotWordOrCount {
                     value: value.clone(),
-                    word: *word,
+                    word,
                 });
             }
         }
@@ -241,4 +241,123 @@ pub(super) enum SettingError {
 /// 1-based line of a byte offset.
 pub(super) fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEYS: &[KeySpec] = &[
+        KeySpec {
+            key: "rmem_max",
+            kind: ValueKind::Number,
+            why: "",
+        },
+        KeySpec {
+            key: "thp",
+            kind: ValueKind::Text,
+            why: "",
+        },
+        KeySpec {
+            key: "nccl",
+            kind: ValueKind::Version,
+            why: "",
+        },
+    ];
+
+    fn parse(key: &str, setting: &str, keys: &[KeySpec]) -> Result<Setting, SettingError> {
+        #[derive(Deserialize)]
+        struct One {
+            v: Spanned<toml::Value>,
+        }
+        let one: One = toml::from_str(&format!("v = {setting}")).unwrap();
+        parse_setting(Area::Network, key, &one.v, keys)
+    }
+
+    #[test]
+    fn each_refusal_says_what_is_wrong() {
+        use SettingError::*;
+        let cases = [
+            (
+                "rmem_mx",
+                "{ min = 1 }",
+                KEYS,
+                UnknownKey {
+                    area: Area::Network,
+                    closest: Some("rmem_max"),
+                    known: vec!["rmem_max", "thp", "nccl"],
+                },
+            ),
+            ("rmem_max", "{ min = 1 }", &[][..], NoChecks(Area::Network)),
+            (
+                "rmem_max",
+                "{ min = 1, severity = \"loud\" }",
+                KEYS,
+                BadSeverity("loud".into()),
+            ),
+            (
+                "thp",
+                "{ max = 1 }",
+                KEYS,
+                NotFor {
+                    rule: "max",
+                    holds: "text",
+                },
+            ),
+            (
+                "rmem_max",
+                "{ version = \"1\" }",
+                KEYS,
+                NotFor {
+                    rule: "version",
+                    holds: "a number",
+                },
+            ),
+            ("nccl", "{ equals = \"2\" }", KEYS, VersionOnly),
+            (
+                "rmem_max",
+                "{ min = true }",
+                KEYS,
+                Value(BadValue::NotAmount("boolean")),
+            ),
+            (
+                "thp",
+                "{ equals = 1.5 }",
+                KEYS,
+                Value(BadValue::NotText("float")),
+            ),
+            ("rmem_max", "{ why = \"x\" }", KEYS, NoRule),
+            ("rmem_max", "{ one_of = [] }", KEYS, EmptyOneOf),
+            (
+                "rmem_max",
+                "{ min = \"2K\", max = 1 }",
+                KEYS,
+                MinAboveMax {
+                    min: Amount::Finite(2048),
+                    max: Amount::Finite(1),
+                },
+            ),
+            (
+                "rmem_max",
+                "{ equals = 5, min = 10 }",
+                KEYS,
+                Unmeetable {
+                    value: "5".into(),
+                    rule: "= 5 and >= 10".into(),
+                },
+            ),
+        ];
+        for (key, setting, keys, want) in cases {
+            assert_eq!(parse(key, setting, keys), Err(want), "{key} = {setting}");
+        }
+        assert!(matches!(
+            parse("rmem_max", "{ min = \"12MB\" }", KEYS),
+            Err(Value(BadValue::Amount(BadAmount::UnknownSuffix { .. })))
+        ));
+        assert!(matches!(
+            parse("nccl", "{ version = \"latest\" }", KEYS),
+            Err(Version(_))
+        ));
+        assert!(matches!(parse("rmem_max", "5", KEYS), Err(NotASetting(_))));
+    }
 }
