@@ -94,6 +94,36 @@ pub enum BadThreshold {
     OtherType(toml::Value),
 }
 
+/// What is wrong in a `[bench.KEY]` baseline table; each carries what was written.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BadBaseline {
+    /// A tolerance string without its `%`.
+    #[error("`{0}` is not a percentage such as \"10%\"")]
+    ToleranceWithoutPercent(String),
+    /// A tolerance that is not a number from 0 to below 100 before its `%`.
+    #[error("`{0}` is not a percentage from 0% to below 100%")]
+    ToleranceOutOfRange(String),
+    #[error("{0} is not a percentage: write it as a string such as \"10%\"")]
+    ToleranceNotText(toml::Value),
+    /// A key that is neither `tolerance` nor a message size above 0.
+    #[error("`{0}` is neither `tolerance` nor a message size such as \"1M\" or \"131072\"")]
+    NotASize(String),
+    /// Two keys for one size (`"1M"` and `"1024K"`); `first` is the earlier key.
+    #[error("`{name}` is the same size ({size} B) as `{first}`")]
+    SameSize {
+        name: String,
+        size: u64,
+        first: String,
+    },
+    /// A size's value that is not a finite number above 0.
+    #[error("{0} is not a bus bandwidth in GB/s above 0")]
+    NotGbps(toml::Value),
+    #[error("missing: say how far below its baseline a size may fall, e.g. tolerance = \"10%\"")]
+    NoTolerance,
+    #[error("no sizes: add the expected GB/s per size, e.g. \"128M\" = 9.4")]
+    NoSizes,
+}
+
 /// Expected bus bandwidth per message size, and how far below it a run may fall.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Baseline {
@@ -108,8 +138,8 @@ pub type RawBaseline = Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>;
 
 impl Baseline {
     /// Validates a table such as `tolerance = "10%"`, `"1M" = 2.1`, `"128M" = 9.4`; an
-    /// error carries the byte offset of what is wrong, the key and the message.
-    pub fn from_raw(raw: RawBaseline) -> Result<Baseline, (usize, String, String)> {
+    /// error carries the byte offset of what is wrong, the key and the problem.
+    pub fn from_raw(raw: RawBaseline) -> Result<Baseline, (usize, String, BadBaseline)> {
         let table_at = raw.span().start;
         let mut tolerance = None;
         let mut sizes = BTreeMap::new();
@@ -125,20 +155,16 @@ impl Baseline {
                     toml::Value::String(s) => s
                         .trim()
                         .strip_suffix('%')
-                        .ok_or_else(|| format!("`{s}` is not a percentage such as \"10%\""))
+                        .ok_or_else(|| BadBaseline::ToleranceWithoutPercent(s.clone()))
                         .and_then(|p| {
                             p.trim()
                                 .parse::<f64>()
                                 .ok()
                                 .filter(|p| p.is_finite() && (0.0..100.0).contains(p))
                                 .map(|p| p / 100.0)
-                                .ok_or_else(|| {
-                                    format!("`{s}` is not a percentage from 0% to below 100%")
-                                })
+                                .ok_or_else(|| BadBaseline::ToleranceOutOfRange(s.clone()))
                         }),
-                    other => Err(format!(
-                        "{other} is not a percentage: write it as a string such as \"10%\""
-                    )),
+                    other => Err(BadBaseline::ToleranceNotText(other.clone())),
                 };
                 tolerance = Some(t.map_err(|m| (value.span().start, name.clone(), m))?);
                 continue;
@@ -146,21 +172,12 @@ impl Baseline {
             let size = crate::bench::size::parse_size(&name)
                 .ok()
                 .filter(|s| *s > 0)
-                .ok_or_else(|| {
-                    (
-                        at,
-                        name.clone(),
-                        format!(
-                            "`{name}` is neither `tolerance` nor a message size such as \"1M\" \
-                             or \"131072\""
-                        ),
-                    )
-                })?;
+                .ok_or_else(|| (at, name.clone(), BadBaseline::NotASize(name.clone())))?;
             if let Some(first) = keys_of_size.insert(size, name.clone()) {
                 return Err((
                     at,
                     name.clone(),
-                    format!("`{name}` is the same size ({size} B) as `{first}`"),
+                    BadBaseline::SameSize { name, size, first },
                 ));
             }
             let gbps = match value.get_ref() {
@@ -173,26 +190,15 @@ impl Baseline {
                 (
                     value.span().start,
                     name.clone(),
-                    format!("{} is not a bus bandwidth in GB/s above 0", value.get_ref()),
+                    BadBaseline::NotGbps(value.get_ref().clone()),
                 )
             })?;
             sizes.insert(size, gbps);
         }
-        let tolerance = tolerance.ok_or_else(|| {
-            (
-                table_at,
-                "tolerance".to_string(),
-                "missing: say how far below its baseline a size may fall, e.g. tolerance = \
-                 \"10%\""
-                    .to_string(),
-            )
-        })?;
+        let tolerance = tolerance
+            .ok_or_else(|| (table_at, "tolerance".to_string(), BadBaseline::NoTolerance))?;
         if sizes.is_empty() {
-            return Err((
-                table_at,
-                "tolerance".to_string(),
-                "no sizes: add the expected GB/s per size, e.g. \"128M\" = 9.4".to_string(),
-            ));
+            return Err((table_at, "tolerance".to_string(), BadBaseline::NoSizes));
         }
         Ok(Baseline { tolerance, sizes })
     }
@@ -254,7 +260,7 @@ mod tests {
         assert_eq!(Threshold::Gbps(2.0).to_toml(), "2.0");
     }
 
-    fn baseline(text: &str) -> Result<Baseline, (usize, String, String)> {
+    fn baseline(text: &str) -> Result<Baseline, (usize, String, BadBaseline)> {
         #[derive(serde::Deserialize)]
         struct T {
             b: RawBaseline,
@@ -312,7 +318,7 @@ mod tests {
         for (text, key, message) in cases {
             let (at, k, m) = baseline(text).unwrap_err();
             assert_eq!(k, *key, "{text}");
-            assert!(m.contains(message), "{text}: {m}");
+            assert!(m.to_string().contains(message), "{text}: {m}");
             assert!(at < text.len(), "{text}");
         }
         // The offset points at the bad line.

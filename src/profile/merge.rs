@@ -113,11 +113,11 @@ impl Loader<'_> {
                     })
                 },
                 |key, table| {
-                    Baseline::from_raw(table).map_err(|(at, inner, m)| {
+                    Baseline::from_raw(table).map_err(|(at, inner, problem)| {
                         err(
                             Some(line_of(text, at)),
                             Some(format!("[bench.{key}] {inner}")),
-                            m,
+                            problem.to_string(),
                         )
                     })
                 },
@@ -125,11 +125,11 @@ impl Loader<'_> {
             merged.bench = bench.or(std::mem::take(&mut merged.bench));
         }
         if let Some(raw_job) = raw.job {
-            let job = job::Job::from_raw(raw_job).map_err(|(offset, key, message)| {
+            let job = job::Job::from_raw(raw_job).map_err(|(offset, key, problem)| {
                 err(
                     Some(line_of(&source.text, offset)),
                     Some(format!("[job] {key}")),
-                    message,
+                    problem.to_string(),
                 )
             })?;
             merged.job.absorb(job);
