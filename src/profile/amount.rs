@@ -14,7 +14,7 @@ pub enum Amount {
 impl Amount {
     /// Parses `16777216`, `-1`, `64M`, `64MiB`, `1g`, `unlimited`, `infinity` or `max`.
     /// Suffixes are powers of two (K = 1024), as in nccl-tests and ulimit.
-    pub(crate) fn parse(text: &str) -> Result<Amount, String> {
+    pub(crate) fn parse(text: &str) -> Result<Amount, BadAmount> {
         let t = text.trim();
         if matches!(
             t.to_ascii_lowercase().as_str(),
@@ -26,9 +26,9 @@ impl Amount {
             .find(|c: char| !(c.is_ascii_digit() || c == '-' || c == '+'))
             .unwrap_or(t.len());
         let (digits, suffix) = t.split_at(split);
-        let number: i128 = digits.parse().map_err(|_| {
-            format!("`{text}` is not a number or size (examples: 4096, 64M, 1GiB, unlimited)")
-        })?;
+        let number: i128 = digits
+            .parse()
+            .map_err(|_| BadAmount::NotANumber(text.to_string()))?;
         let shift = match suffix.to_ascii_lowercase().as_str() {
             "" | "b" => 0,
             "k" | "kib" => 10,
@@ -36,16 +36,31 @@ impl Amount {
             "g" | "gib" => 30,
             "t" | "tib" => 40,
             _ => {
-                return Err(format!(
-                    "`{text}` has an unknown size suffix `{suffix}` (use K, M, G, T or KiB, MiB, GiB, TiB)"
-                ));
+                return Err(BadAmount::UnknownSuffix {
+                    text: text.to_string(),
+                    suffix: suffix.to_string(),
+                });
             }
         };
         number
             .checked_mul(1i128 << shift)
             .map(Amount::Finite)
-            .ok_or_else(|| format!("`{text}` is too large"))
+            .ok_or_else(|| BadAmount::TooLarge(text.to_string()))
     }
+}
+
+/// Why a profile's or the kernel's text is not an [`Amount`]; each carries the text as given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum BadAmount {
+    #[error("`{0}` is not a number or size (examples: 4096, 64M, 1GiB, unlimited)")]
+    NotANumber(String),
+    #[error(
+        "`{text}` has an unknown size suffix `{suffix}` (use K, M, G, T or KiB, MiB, GiB, TiB)"
+    )]
+    UnknownSuffix { text: String, suffix: String },
+    /// More bytes than an `i128` holds.
+    #[error("`{0}` is too large")]
+    TooLarge(String),
 }
 
 impl PartialOrd for Amount {
@@ -113,6 +128,25 @@ mod tests {
             "99999999999999999999999999999999999999999G",
         ] {
             assert!(Amount::parse(text).is_err(), "{text:?} should not parse");
+        }
+    }
+
+    #[test]
+    fn malformed_amounts_say_what_is_wrong() {
+        let too_large = format!("{}T", i128::MAX);
+        let cases = [
+            ("lots", BadAmount::NotANumber("lots".into())),
+            (
+                " 12MB",
+                BadAmount::UnknownSuffix {
+                    text: " 12MB".into(),
+                    suffix: "MB".into(),
+                },
+            ),
+            (&too_large, BadAmount::TooLarge(too_large.clone())),
+        ];
+        for (text, want) in cases {
+            assert_eq!(Amount::parse(text), Err(want), "{text:?}");
         }
     }
 

@@ -22,7 +22,7 @@ pub enum Threshold {
 
 impl Threshold {
     /// Parses `2.5` (GB/s) or `80%` (of the reference); what is wrong, else.
-    pub fn parse(text: &str) -> Result<Threshold, String> {
+    pub fn parse(text: &str) -> Result<Threshold, BadThreshold> {
         let t = text.trim();
         match t.strip_suffix('%') {
             Some(p) => parse_percent(p).map(Threshold::Fraction),
@@ -31,24 +31,17 @@ impl Threshold {
                 .ok()
                 .filter(|v| v.is_finite() && *v >= 0.0)
                 .map(Threshold::Gbps)
-                .ok_or_else(|| {
-                    format!(
-                        "`{t}` is neither a non-negative number of GB/s nor a percentage such \
-                         as 80%"
-                    )
-                }),
+                .ok_or_else(|| BadThreshold::Gbps(t.to_string())),
         }
     }
 
     /// A profile value: a number of GB/s or a `"80%"` string.
-    pub fn from_toml(value: &toml::Value) -> Result<Threshold, String> {
+    pub fn from_toml(value: &toml::Value) -> Result<Threshold, BadThreshold> {
         match value {
             toml::Value::Float(f) => Threshold::parse(&f.to_string()),
             toml::Value::Integer(i) => Threshold::parse(&i.to_string()),
             toml::Value::String(s) => Threshold::parse(s),
-            other => Err(format!(
-                "{other} is not a bandwidth in GB/s nor a percentage such as \"80%\""
-            )),
+            other => Err(BadThreshold::OtherType(other.clone())),
         }
     }
 
@@ -77,14 +70,58 @@ pub fn percent(fraction: f64) -> String {
 }
 
 /// The number of `80%` without its `%`: more than 0 and at most 100, as a fraction.
-fn parse_percent(number: &str) -> Result<f64, String> {
-    let bad = || format!("`{number}%` is not a percentage above 0% and at most 100%");
+fn parse_percent(number: &str) -> Result<f64, BadThreshold> {
+    let bad = || BadThreshold::Percentage(number.to_string());
     let p: f64 = number.trim().parse().map_err(|_| bad())?;
     if p.is_finite() && p > 0.0 && p <= 100.0 {
         Ok(p / 100.0)
     } else {
         Err(bad())
     }
+}
+
+/// Why `--min-busbw` or a `[bench]` threshold is not one; each carries what was written.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BadThreshold {
+    /// Not a number, or a negative, infinite or NaN one (trimmed text).
+    #[error("`{0}` is neither a non-negative number of GB/s nor a percentage such as 80%")]
+    Gbps(String),
+    /// The number before `%`, as written, is not above 0 and at most 100.
+    #[error("`{0}%` is not a percentage above 0% and at most 100%")]
+    Percentage(String),
+    /// A profile value that is neither a number nor a string (a table, a boolean, ...).
+    #[error("{0} is not a bandwidth in GB/s nor a percentage such as \"80%\"")]
+    OtherType(toml::Value),
+}
+
+/// What is wrong in a `[bench.KEY]` baseline table; each carries what was written.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BadBaseline {
+    /// A tolerance string without its `%`.
+    #[error("`{0}` is not a percentage such as \"10%\"")]
+    ToleranceWithoutPercent(String),
+    /// A tolerance that is not a number from 0 to below 100 before its `%`.
+    #[error("`{0}` is not a percentage from 0% to below 100%")]
+    ToleranceOutOfRange(String),
+    #[error("{0} is not a percentage: write it as a string such as \"10%\"")]
+    ToleranceNotText(toml::Value),
+    /// A key that is neither `tolerance` nor a message size above 0.
+    #[error("`{0}` is neither `tolerance` nor a message size such as \"1M\" or \"131072\"")]
+    NotASize(String),
+    /// Two keys for one size (`"1M"` and `"1024K"`); `first` is the earlier key.
+    #[error("`{name}` is the same size ({size} B) as `{first}`")]
+    SameSize {
+        name: String,
+        size: u64,
+        first: String,
+    },
+    /// A size's value that is not a finite number above 0.
+    #[error("{0} is not a bus bandwidth in GB/s above 0")]
+    NotGbps(toml::Value),
+    #[error("missing: say how far below its baseline a size may fall, e.g. tolerance = \"10%\"")]
+    NoTolerance,
+    #[error("no sizes: add the expected GB/s per size, e.g. \"128M\" = 9.4")]
+    NoSizes,
 }
 
 /// Expected bus bandwidth per message size, and how far below it a run may fall.
@@ -101,8 +138,8 @@ pub type RawBaseline = Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>;
 
 impl Baseline {
     /// Validates a table such as `tolerance = "10%"`, `"1M" = 2.1`, `"128M" = 9.4`; an
-    /// error carries the byte offset of what is wrong, the key and the message.
-    pub fn from_raw(raw: RawBaseline) -> Result<Baseline, (usize, String, String)> {
+    /// error carries the byte offset of what is wrong, the key and the problem.
+    pub fn from_raw(raw: RawBaseline) -> Result<Baseline, (usize, String, BadBaseline)> {
         let table_at = raw.span().start;
         let mut tolerance = None;
         let mut sizes = BTreeMap::new();
@@ -118,20 +155,16 @@ impl Baseline {
                     toml::Value::String(s) => s
                         .trim()
                         .strip_suffix('%')
-                        .ok_or_else(|| format!("`{s}` is not a percentage such as \"10%\""))
+                        .ok_or_else(|| BadBaseline::ToleranceWithoutPercent(s.clone()))
                         .and_then(|p| {
                             p.trim()
                                 .parse::<f64>()
                                 .ok()
                                 .filter(|p| p.is_finite() && (0.0..100.0).contains(p))
                                 .map(|p| p / 100.0)
-                                .ok_or_else(|| {
-                                    format!("`{s}` is not a percentage from 0% to below 100%")
-                                })
+                                .ok_or_else(|| BadBaseline::ToleranceOutOfRange(s.clone()))
                         }),
-                    other => Err(format!(
-                        "{other} is not a percentage: write it as a string such as \"10%\""
-                    )),
+                    other => Err(BadBaseline::ToleranceNotText(other.clone())),
                 };
                 tolerance = Some(t.map_err(|m| (value.span().start, name.clone(), m))?);
                 continue;
@@ -139,21 +172,12 @@ impl Baseline {
             let size = crate::bench::measure::size::parse_size(&name)
                 .ok()
                 .filter(|s| *s > 0)
-                .ok_or_else(|| {
-                    (
-                        at,
-                        name.clone(),
-                        format!(
-                            "`{name}` is neither `tolerance` nor a message size such as \"1M\" \
-                             or \"131072\""
-                        ),
-                    )
-                })?;
+                .ok_or_else(|| (at, name.clone(), BadBaseline::NotASize(name.clone())))?;
             if let Some(first) = keys_of_size.insert(size, name.clone()) {
                 return Err((
                     at,
                     name.clone(),
-                    format!("`{name}` is the same size ({size} B) as `{first}`"),
+                    BadBaseline::SameSize { name, size, first },
                 ));
             }
             let gbps = match value.get_ref() {
@@ -166,26 +190,15 @@ impl Baseline {
                 (
                     value.span().start,
                     name.clone(),
-                    format!("{} is not a bus bandwidth in GB/s above 0", value.get_ref()),
+                    BadBaseline::NotGbps(value.get_ref().clone()),
                 )
             })?;
             sizes.insert(size, gbps);
         }
-        let tolerance = tolerance.ok_or_else(|| {
-            (
-                table_at,
-                "tolerance".to_string(),
-                "missing: say how far below its baseline a size may fall, e.g. tolerance = \
-                 \"10%\""
-                    .to_string(),
-            )
-        })?;
+        let tolerance = tolerance
+            .ok_or_else(|| (table_at, "tolerance".to_string(), BadBaseline::NoTolerance))?;
         if sizes.is_empty() {
-            return Err((
-                table_at,
-                "tolerance".to_string(),
-                "no sizes: add the expected GB/s per size, e.g. \"128M\" = 9.4".to_string(),
-            ));
+            return Err((table_at, "tolerance".to_string(), BadBaseline::NoSizes));
         }
         Ok(Baseline { tolerance, sizes })
     }
@@ -230,12 +243,24 @@ mod tests {
         ] {
             assert!(Threshold::parse(bad).is_err(), "{bad}");
         }
+        assert_eq!(
+            Threshold::parse(" -1 "),
+            Err(BadThreshold::Gbps("-1".into()))
+        );
+        assert_eq!(
+            Threshold::parse("x %"),
+            Err(BadThreshold::Percentage("x ".into()))
+        );
+        assert_eq!(
+            Threshold::from_toml(&toml::Value::Boolean(true)),
+            Err(BadThreshold::OtherType(toml::Value::Boolean(true)))
+        );
         assert_eq!(Threshold::Fraction(0.07).to_string(), "7%");
         assert_eq!(Threshold::Fraction(0.8).to_toml(), "\"80%\"");
         assert_eq!(Threshold::Gbps(2.0).to_toml(), "2.0");
     }
 
-    fn baseline(text: &str) -> Result<Baseline, (usize, String, String)> {
+    fn baseline(text: &str) -> Result<Baseline, (usize, String, BadBaseline)> {
         #[derive(serde::Deserialize)]
         struct T {
             b: RawBaseline,
@@ -293,7 +318,7 @@ mod tests {
         for (text, key, message) in cases {
             let (at, k, m) = baseline(text).unwrap_err();
             assert_eq!(k, *key, "{text}");
-            assert!(m.contains(message), "{text}: {m}");
+            assert!(m.to_string().contains(message), "{text}: {m}");
             assert!(at < text.len(), "{text}");
         }
         // The offset points at the bad line.

@@ -2,6 +2,7 @@
 //! on the invoking host, and where its path includes resolve.
 
 use super::*;
+use crate::host::HostError;
 
 /// The text of one profile file and how to name it in messages.
 pub(super) struct SourceFile {
@@ -29,7 +30,7 @@ impl Loader<'_> {
         &self,
         ident: &str,
         relative_to: Option<&Base>,
-    ) -> Result<SourceFile, String> {
+    ) -> Result<SourceFile, FindError> {
         if (ident.contains('/') || ident.ends_with(".toml"))
             && let Some(Base::InRoot(dir)) = relative_to
         {
@@ -41,14 +42,9 @@ impl Loader<'_> {
             let text = self
                 .root
                 .read_capped(&host, MAX_PROFILE_BYTES)
-                .map_err(|e| format!("cannot read {e}"))?
+                .map_err(FindError::Unreadable)?
                 .map(|b| String::from_utf8_lossy(&b).into_owned())
-                .ok_or_else(|| {
-                    format!(
-                        "cannot read {}: no such file",
-                        self.root.path(&host).display()
-                    )
-                })?;
+                .ok_or_else(|| FindError::Missing(self.root.path(&host)))?;
             let path = Path::new(&host);
             return Ok(SourceFile {
                 name: path
@@ -74,7 +70,7 @@ impl Loader<'_> {
             };
             let text = crate::host::confine::read_regular(&path, MAX_PROFILE_BYTES)
                 .map(|b| String::from_utf8_lossy(&b).into_owned())
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                .map_err(|e| FindError::Unreadable(HostError::new(&path, e)))?;
             let name = path
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
@@ -92,9 +88,7 @@ impl Loader<'_> {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
             || ident.is_empty()
         {
-            return Err(format!(
-                "`{ident}` is not a profile name (letters, digits, - and _) or a path"
-            ));
+            return Err(FindError::NotAName(ident.to_string()));
         }
         let site = format!("{SITE_DIR}/{ident}.toml");
         match self.root.read_optional(&site) {
@@ -113,7 +107,7 @@ impl Loader<'_> {
                 });
             }
             Ok(None) => {}
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(FindError::Site(e)),
         }
         match BUILTIN.iter().find(|(name, _)| *name == ident) {
             Some((name, text)) => Ok(SourceFile {
@@ -139,15 +133,40 @@ impl Loader<'_> {
                     })
                     .collect();
                 let known = names.iter().copied().chain(site.iter().map(String::as_str));
-                let hint = super::suggest::closest(ident, known)
-                    .map_or(String::new(), |c| format!("did you mean `{c}`? "));
-                Err(format!(
-                    "no profile named `{ident}` ({hint}built-in: {}; site profiles go in {SITE_DIR})",
-                    names.join(", ")
-                ))
+                Err(FindError::NoSuchProfile {
+                    name: ident.to_string(),
+                    closest: super::suggest::closest(ident, known).map(str::to_string),
+                    builtin: names,
+                })
             }
         }
     }
+}
+
+/// Why a name or path given as a profile (or an include) leads to no profile text.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum FindError {
+    /// A path, inside the root or on the invoking host, that cannot be read.
+    #[error("cannot read {0}")]
+    Unreadable(HostError),
+    /// A path inside the root that does not exist.
+    #[error("cannot read {}: no such file", .0.display())]
+    Missing(PathBuf),
+    #[error("`{0}` is not a profile name (letters, digits, - and _) or a path")]
+    NotAName(String),
+    /// The site profile of that name exists but cannot be read.
+    #[error(transparent)]
+    Site(HostError),
+    #[error(
+        "no profile named `{name}` ({}built-in: {}; site profiles go in {SITE_DIR})",
+        closest.as_ref().map_or(String::new(), |c| format!("did you mean `{c}`? ")),
+        builtin.join(", ")
+    )]
+    NoSuchProfile {
+        name: String,
+        closest: Option<String>,
+        builtin: Vec<&'static str>,
+    },
 }
 
 /// A file's canonical path, or the path as given when it cannot be resolved.

@@ -36,10 +36,10 @@ pub(super) struct RawJob {
 }
 
 /// Parses `22`, `29500-29550`, `29500-29550,50000-51000` (also `:` as the range separator).
-pub(crate) fn parse_ports(text: &str) -> Result<PortRanges, String> {
+pub(crate) fn parse_ports(text: &str) -> Result<PortRanges, BadPorts> {
     let mut ranges = Vec::new();
     for part in text.split(',').map(str::trim) {
-        let bad = || format!("`{part}` is not a port or range of ports 1-65535 (e.g. 29500-29550)");
+        let bad = || BadPorts(part.to_string());
         let (lo, hi) = part.split_once(['-', ':']).unwrap_or((part, part));
         let lo: u16 = lo.trim().parse().map_err(|_| bad())?;
         let hi: u16 = hi.trim().parse().map_err(|_| bad())?;
@@ -49,6 +49,25 @@ pub(crate) fn parse_ports(text: &str) -> Result<PortRanges, String> {
         ranges.push((lo, hi));
     }
     Ok(ranges)
+}
+
+/// A comma-separated part (trimmed) that is not a port, or a range from a lower port to a
+/// higher one, within 1-65535.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a port or range of ports 1-65535 (e.g. 29500-29550)")]
+pub(crate) struct BadPorts(String);
+
+/// What is wrong in a `[job]` section.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum BadJob {
+    /// `rendezvous_ports` is not a list of ports and ranges.
+    #[error(transparent)]
+    Ports(BadPorts),
+    /// `nccl_ports` is neither ports nor `ip_local_port_range`.
+    #[error("{0}, or \"ip_local_port_range\"")]
+    NcclPorts(BadPorts),
+    #[error("`{0}` is not a systemd slice name such as training.slice")]
+    Slice(String),
 }
 
 /// Ranges as written in profiles and messages: `29500-29550, 50000`.
@@ -67,26 +86,23 @@ pub(crate) fn format_ports(ranges: &[(u16, u16)]) -> String {
 }
 
 impl Job {
-    /// Validates a raw section; errors are (byte offset, key, message) for file:line:key.
-    pub(super) fn from_raw(raw: RawJob) -> Result<Job, (usize, &'static str, String)> {
+    /// Validates a raw section; errors are (byte offset, key, problem) for file:line:key.
+    pub(super) fn from_raw(raw: RawJob) -> Result<Job, (usize, &'static str, BadJob)> {
         let mut job = Job::default();
         if let Some(text) = raw.rendezvous_ports {
             job.rendezvous_ports = Some(
                 parse_ports(text.get_ref())
-                    .map_err(|m| (text.span().start, "rendezvous_ports", m))?,
+                    .map_err(|e| (text.span().start, "rendezvous_ports", BadJob::Ports(e)))?,
             );
         }
         if let Some(text) = raw.nccl_ports {
             job.nccl_ports = Some(if text.get_ref() == "ip_local_port_range" {
                 NcclPorts::LocalPortRange
             } else {
-                NcclPorts::Fixed(parse_ports(text.get_ref()).map_err(|m| {
-                    (
-                        text.span().start,
-                        "nccl_ports",
-                        format!("{m}, or \"ip_local_port_range\""),
-                    )
-                })?)
+                NcclPorts::Fixed(
+                    parse_ports(text.get_ref())
+                        .map_err(|e| (text.span().start, "nccl_ports", BadJob::NcclPorts(e)))?,
+                )
             });
         }
         if let Some(text) = raw.slice {
@@ -98,11 +114,7 @@ impl Job {
                         .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
             });
             if !valid {
-                return Err((
-                    text.span().start,
-                    "slice",
-                    format!("`{name}` is not a systemd slice name such as training.slice"),
-                ));
+                return Err((text.span().start, "slice", BadJob::Slice(name.clone())));
             }
             job.slice = Some(name.clone());
         }

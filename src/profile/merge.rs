@@ -61,7 +61,7 @@ impl Loader<'_> {
             let line = Some(line_of(&source.text, include.span().start));
             let parent_source = self
                 .find(include.get_ref(), source.dir.as_ref())
-                .map_err(|m| err(line, Some("include".into()), m))?;
+                .map_err(|e| err(line, Some("include".into()), e.to_string()))?;
             let parent = self.resolve(parent_source, stack, memo)?;
             merged.absorb(parent);
         }
@@ -71,7 +71,13 @@ impl Loader<'_> {
             for (key, value) in table {
                 let line = line_of(&source.text, key.span().start);
                 let setting = parse_setting(area, key.get_ref(), value, (self.keys)(area))
-                    .map_err(|m| err(Some(line), Some(format!("[{area}] {}", key.get_ref())), m))?;
+                    .map_err(|e| {
+                        err(
+                            Some(line),
+                            Some(format!("[{area}] {}", key.get_ref())),
+                            e.to_string(),
+                        )
+                    })?;
                 let inherited = merged
                     .settings
                     .get(&area)
@@ -79,8 +85,12 @@ impl Loader<'_> {
                 let setting = Setting {
                     origin: format!("{}:{line}", source.display),
                     set_by: source.name.clone(),
-                    ..severity_only(setting, inherited).map_err(|m| {
-                        err(Some(line), Some(format!("[{area}] {}", key.get_ref())), m)
+                    ..severity_only(setting, inherited).map_err(|e| {
+                        err(
+                            Some(line),
+                            Some(format!("[{area}] {}", key.get_ref())),
+                            e.to_string(),
+                        )
                     })?
                 };
                 merged
@@ -94,20 +104,20 @@ impl Loader<'_> {
             let text = &source.text;
             let bench = bench.try_map(
                 |key, min| {
-                    Threshold::from_toml(min.get_ref()).map_err(|m| {
+                    Threshold::from_toml(min.get_ref()).map_err(|e| {
                         err(
                             Some(line_of(text, min.span().start)),
                             Some(format!("[bench] {key}")),
-                            m,
+                            e.to_string(),
                         )
                     })
                 },
                 |key, table| {
-                    Baseline::from_raw(table).map_err(|(at, inner, m)| {
+                    Baseline::from_raw(table).map_err(|(at, inner, problem)| {
                         err(
                             Some(line_of(text, at)),
                             Some(format!("[bench.{key}] {inner}")),
-                            m,
+                            problem.to_string(),
                         )
                     })
                 },
@@ -115,11 +125,11 @@ impl Loader<'_> {
             merged.bench = bench.or(std::mem::take(&mut merged.bench));
         }
         if let Some(raw_job) = raw.job {
-            let job = job::Job::from_raw(raw_job).map_err(|(offset, key, message)| {
+            let job = job::Job::from_raw(raw_job).map_err(|(offset, key, problem)| {
                 err(
                     Some(line_of(&source.text, offset)),
                     Some(format!("[job] {key}")),
-                    message,
+                    problem.to_string(),
                 )
             })?;
             merged.job.absorb(job);
@@ -142,7 +152,10 @@ impl Loader<'_> {
 /// A setting written with only a severity (and perhaps a reason) takes its rule from the
 /// included profile that sets the key: a site profile softens or turns off what it inherits.
 /// Turned off, it needs no rule; softened, it needs one to judge by.
-fn severity_only(setting: Setting, inherited: Option<&Setting>) -> Result<Setting, String> {
+fn severity_only(
+    setting: Setting,
+    inherited: Option<&Setting>,
+) -> Result<Setting, NothingToSoften> {
     if setting.rule != Rule::default() {
         return Ok(setting);
     }
@@ -153,12 +166,18 @@ fn severity_only(setting: Setting, inherited: Option<&Setting>) -> Result<Settin
             ..setting
         }),
         None if setting.severity == Severity::Off => Ok(setting),
-        None => Err(format!(
-            "severity `{}` alone changes a setting an included profile makes, and no included profile sets this key: give a rule too (equals, min, max, one_of or version)",
-            setting.severity.name()
-        )),
+        None => Err(NothingToSoften(setting.severity)),
     }
 }
+
+/// A setting with only a severity (not `off`) where no included profile sets the key, so
+/// there is no rule to judge by.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "severity `{}` alone changes a setting an included profile makes, and no included profile sets this key: give a rule too (equals, min, max, one_of or version)",
+    .0.name()
+)]
+struct NothingToSoften(Severity);
 
 #[derive(Default, Clone)]
 pub(super) struct Merged {

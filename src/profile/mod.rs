@@ -300,14 +300,12 @@ impl<'a> Loader<'a> {
 
     /// Loads a profile by name (site, then built-in) or by path (contains `/` or ends in `.toml`).
     pub fn load(&self, name_or_path: &str) -> Result<Profile, ProfileError> {
-        let source = self
-            .find(name_or_path, None)
-            .map_err(|message| ProfileError {
-                file: name_or_path.to_string(),
-                line: None,
-                key: None,
-                message,
-            })?;
+        let source = self.find(name_or_path, None).map_err(|e| ProfileError {
+            file: name_or_path.to_string(),
+            line: None,
+            key: None,
+            message: e.to_string(),
+        })?;
         let mut stack = Vec::new();
         let mut memo = std::collections::HashMap::new();
         let merged = self.resolve(source, &mut stack, &mut memo)?;

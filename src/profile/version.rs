@@ -22,7 +22,7 @@ pub struct VersionReq {
 }
 
 impl VersionReq {
-    pub(crate) fn parse(text: &str) -> Result<VersionReq, String> {
+    pub(crate) fn parse(text: &str) -> Result<VersionReq, BadRequirement> {
         let mut terms = Vec::new();
         for term in text.split(',') {
             let term = term.trim();
@@ -39,7 +39,7 @@ impl VersionReq {
             .unwrap_or((Op::Ge, term));
             let version = Version::parse(rest)
                 .filter(|_| rest.trim().chars().all(|c| c.is_ascii_digit() || c == '.'))
-                .ok_or_else(|| format!("`{text}` is not a version requirement (examples: \">=2.14\", \">=11.8, <13\")"))?;
+                .ok_or_else(|| BadRequirement(text.to_string()))?;
             terms.push((op, version));
         }
         Ok(VersionReq {
@@ -61,6 +61,12 @@ impl VersionReq {
         })
     }
 }
+
+/// A requirement (the whole text as written) with a term that is not an operator and a
+/// dotted number.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a version requirement (examples: \">=2.14\", \">=11.8, <13\")")]
+pub(crate) struct BadRequirement(String);
 
 impl fmt::Display for VersionReq {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
