@@ -150,6 +150,9 @@ pub struct Facts {
     tests_header: Option<Evidence>,
     #[serde(skip)]
     tests_ended: bool,
+    /// Hosts nccl-tests' device lines name (`# Rank 0 ... on HOST device 0 ...`).
+    #[serde(skip)]
+    tests_hosts: Bounded,
     /// NCCL could not connect to a peer (refused, timed out, unreachable): then a loopback
     /// or bridge interface matters even in a log that names one host only.
     #[serde(skip)]
@@ -469,6 +472,9 @@ impl Facts {
         if let Some(gpu) = gpu_of(text) {
             self.gpus.insert(gpu);
         }
+        if let Some(host) = tests_host_of(text) {
+            self.tests_hosts.insert(host);
+        }
         if self.tests_header.is_none() && text.starts_with('#') && text.contains("Using devices") {
             self.tests_header = Some(Evidence {
                 line,
@@ -541,6 +547,11 @@ impl Facts {
         if let Some(header) = self.tests_header.as_ref().filter(|_| !self.tests_ended) {
             self.evidence
                 .insert("nccl_tests_hung", vec![header.clone()]);
+            // On one host its GPUs talk over PCIe or NVLink only, never a network.
+            if self.tests_hosts.values.len() == 1 && !self.tests_hosts.truncated {
+                self.evidence
+                    .insert("nccl_tests_hung_one_host", vec![header.clone()]);
+            }
         }
         if self.net_channels_gdr > 0 && self.net_channels_no_gdr > 0 {
             let mut lines = self.gdr_lines.iter().take(2).cloned().collect::<Vec<_>>();
@@ -615,6 +626,18 @@ fn gpu_of(text: &str) -> Option<&str> {
     let close = rest.find(']')?;
     let name = rest[close + 1..].trim();
     (!name.is_empty() && name.len() < 100).then_some(name)
+}
+
+/// The host of an nccl-tests device line (`#  Rank  0 Group  0 Pid 9822 on host device 0 ...`).
+fn tests_host_of(text: &str) -> Option<&str> {
+    if !text.trim_start().starts_with('#') || !text.contains(" Rank ") {
+        return None;
+    }
+    let at = text.find(" on ")?;
+    let rest = &text[at + " on ".len()..];
+    let host = &rest[..rest.find(" device ")?];
+    let host = host.trim();
+    (!host.is_empty() && !host.contains(char::is_whitespace)).then_some(host)
 }
 
 #[cfg(test)]
@@ -753,6 +776,19 @@ mod tests {
         let header = ["# nThread 1 nGpus 2 minBytes 8", "# Using devices"];
         let f = facts(&header);
         assert_eq!(f.evidence["nccl_tests_hung"][0].line, 2);
+        // Which hosts it ran on is unknown without the device lines.
+        assert!(!f.evidence.contains_key("nccl_tests_hung_one_host"));
+        let rank = |r: u32, host: &str| {
+            format!(
+                "#  Rank  {r} Group  0 Pid  28329 on {host:>9} device  {r} [0x01] NVIDIA RTX A6000"
+            )
+        };
+        let one = [header[0], header[1], &rank(0, "a"), &rank(1, "a")];
+        assert_eq!(facts(&one).evidence["nccl_tests_hung_one_host"][0].line, 2);
+        let two = [header[0], header[1], &rank(0, "a"), &rank(1, "b")];
+        let f = facts(&two);
+        assert!(f.evidence.contains_key("nccl_tests_hung"));
+        assert!(!f.evidence.contains_key("nccl_tests_hung_one_host"));
         for end in [
             "# Avg bus bandwidth    : 33.3227 ",
             "h: Test NCCL failure common.cu:959 'internal error'",
