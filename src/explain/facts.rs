@@ -153,6 +153,10 @@ pub struct Facts {
     /// Hosts nccl-tests' device lines name (`# Rank 0 ... on HOST device 0 ...`).
     #[serde(skip)]
     tests_hosts: Bounded,
+    /// Collectives NCCL_DEBUG_SUBSYS=COLL logged, by name, opCount and communicator size:
+    /// the first process's arguments, and which processes logged one (see [`Call`]).
+    #[serde(skip)]
+    calls: BTreeMap<CallKey, CallSeen>,
     /// NCCL could not connect to a peer (refused, timed out, unreachable): then a loopback
     /// or bridge interface matters even in a log that names one host only.
     #[serde(skip)]
@@ -475,6 +479,11 @@ impl Facts {
         if let Some(host) = tests_host_of(text) {
             self.tests_hosts.insert(host);
         }
+        if let Some(at) = nccl_at
+            && let Some(call) = Call::parse(&text[..at], body)
+        {
+            self.call(call, line, text);
+        }
         if self.tests_header.is_none() && text.starts_with('#') && text.contains("Using devices") {
             self.tests_header = Some(Evidence {
                 line,
@@ -485,6 +494,40 @@ impl Facts {
             || (text.contains("Test ") && text.contains(" failure"))
         {
             self.tests_ended = true;
+        }
+    }
+
+    /// One collective call of one process: a second communicator of that size in the same
+    /// process at the same opCount makes the key ambiguous, so it is dropped rather than
+    /// compared.
+    fn call(&mut self, call: Call, line: u64, text: &str) {
+        if self.calls.len() >= MAX_CALLS && !self.calls.contains_key(&call.key) {
+            return;
+        }
+        let seen = self.calls.entry(call.key).or_insert_with(|| CallSeen {
+            args: call.args.clone(),
+            first: Evidence {
+                line,
+                text: text.to_string(),
+            },
+            first_process: call.process.clone(),
+            comms: BTreeMap::new(),
+            ambiguous: false,
+            differ: None,
+        });
+        match seen.comms.get(&call.process) {
+            Some(comm) if *comm != call.comm => seen.ambiguous = true,
+            Some(_) => {}
+            None if seen.comms.len() < MAX_CALL_PROCESSES => {
+                seen.comms.insert(call.process.clone(), call.comm);
+            }
+            None => {}
+        }
+        if seen.differ.is_none() && seen.args != call.args && seen.first_process != call.process {
+            seen.differ = Some(Evidence {
+                line,
+                text: text.to_string(),
+            });
         }
     }
 
@@ -552,6 +595,18 @@ impl Facts {
                 self.evidence
                     .insert("nccl_tests_hung_one_host", vec![header.clone()]);
             }
+        }
+        // Not where a process logged two communicators of one size at that opCount: then the
+        // lines that differ may belong to different communicators.
+        let differ = self
+            .calls
+            .values()
+            .filter(|c| !c.ambiguous)
+            .filter_map(|c| Some((c.first.clone(), c.differ.clone()?)))
+            .min_by_key(|(first, _)| first.line);
+        if let Some((first, other)) = differ {
+            self.evidence
+                .insert("collective_args_differ", vec![first, other]);
         }
         if self.net_channels_gdr > 0 && self.net_channels_no_gdr > 0 {
             let mut lines = self.gdr_lines.iter().take(2).cloned().collect::<Vec<_>>();
@@ -626,6 +681,89 @@ fn gpu_of(text: &str) -> Option<&str> {
     let close = rest.find(']')?;
     let name = rest[close + 1..].trim();
     (!name.is_empty() && name.len() < 100).then_some(name)
+}
+
+/// The most collective calls remembered, and processes per call.
+const MAX_CALLS: usize = 1024;
+const MAX_CALL_PROCESSES: usize = 64;
+
+/// Which collective: its name, opCount and communicator size (`[nranks=8]`).
+type CallKey = (String, String, String);
+
+#[derive(Debug, Clone)]
+struct CallSeen {
+    /// count, datatype, op and root of the first line seen.
+    args: [String; 4],
+    first: Evidence,
+    first_process: String,
+    /// process -> the communicator it logged this call on.
+    comms: BTreeMap<String, String>,
+    ambiguous: bool,
+    /// The first line of another process whose arguments differ from `first`'s.
+    differ: Option<Evidence>,
+}
+
+/// `host:pid:tid [0] NCCL INFO Broadcast: opCount 0 sendbuff 0x.. recvbuff 0x.. count 53
+/// datatype 4 op 0 root 0 comm 0x.. [nranks=8] stream 0x..` (NCCL_DEBUG_SUBSYS=COLL).
+struct Call {
+    key: CallKey,
+    args: [String; 4],
+    process: String,
+    comm: String,
+}
+
+impl Call {
+    fn parse(before_nccl: &str, body: &str) -> Option<Call> {
+        let (name, rest) = body.trim_start().split_once(": opCount ")?;
+        // Send and Recv name their peer as root and may move different sizes per peer.
+        if ![
+            "AllReduce",
+            "Broadcast",
+            "Reduce",
+            "AllGather",
+            "ReduceScatter",
+        ]
+        .contains(&name)
+        {
+            return None;
+        }
+        let mut tokens = rest.split_whitespace();
+        let op_count = tokens.next()?.to_string();
+        let (mut args, mut comm, mut nranks) = ([None, None, None, None], None, None);
+        while let Some(token) = tokens.next() {
+            let slot = match token {
+                "count" => 0,
+                "datatype" => 1,
+                "op" => 2,
+                "root" => 3,
+                "comm" => {
+                    comm = tokens.next();
+                    continue;
+                }
+                _ => {
+                    if let Some(n) = token.strip_prefix("[nranks=") {
+                        nranks = Some(n.trim_end_matches(']'));
+                    }
+                    continue;
+                }
+            };
+            args[slot] = tokens.next().map(str::to_string);
+        }
+        let [Some(count), Some(datatype), Some(op), Some(root)] = args else {
+            return None;
+        };
+        let process = before_nccl.split_whitespace().rev().find_map(|t| {
+            let mut parts = t.rsplitn(3, ':');
+            let (_tid, pid, host) = (parts.next()?, parts.next()?, parts.next()?);
+            Some(format!("{host}:{pid}"))
+        })?;
+        Some(Call {
+            key: (name.to_string(), op_count, nranks?.to_string()),
+            args: [count, datatype, op, root],
+            process,
+            comm: comm?.to_string(),
+        })
+    }
 }
 
 /// The host of an nccl-tests device line (`#  Rank  0 Group  0 Pid 9822 on host device 0 ...`).
@@ -769,6 +907,49 @@ mod tests {
         assert!(!is_socket_trace(
             "h:1:1 [0] NCCL INFO misc/socket.cc:80 -> 6"
         ));
+    }
+
+    #[test]
+    fn one_collective_called_with_different_arguments_on_two_ranks() {
+        let call = |pid: u32, comm: &str, count: u32, datatype: u32| {
+            format!(
+                "h:{pid}:{pid} [0] NCCL INFO Broadcast: opCount 0 sendbuff 0x1 recvbuff 0x1 count {count} datatype {datatype} op 0 root 0 comm {comm} [nranks=2] stream 0x2"
+            )
+        };
+        let same = [call(1, "0xa", 53, 4), call(2, "0xb", 53, 4)];
+        let same: Vec<&str> = same.iter().map(String::as_str).collect();
+        assert!(!facts(&same).evidence.contains_key("collective_args_differ"));
+        let differ = [call(1, "0xa", 25503912, 6), call(2, "0xb", 53, 4)];
+        let differ: Vec<&str> = differ.iter().map(String::as_str).collect();
+        let f = facts(&differ);
+        let lines: Vec<u64> = f.evidence["collective_args_differ"]
+            .iter()
+            .map(|e| e.line)
+            .collect();
+        assert_eq!(lines, [1, 2]);
+        // Two communicators of one size in one process: the lines may be different ones.
+        let two_comms = [
+            call(1, "0xa", 25503912, 6),
+            call(1, "0xc", 53, 4),
+            call(2, "0xb", 53, 4),
+        ];
+        let two_comms: Vec<&str> = two_comms.iter().map(String::as_str).collect();
+        assert!(
+            !facts(&two_comms)
+                .evidence
+                .contains_key("collective_args_differ")
+        );
+        // Send and Recv name their peer as root: never compared.
+        let sends = [
+            call(1, "0xa", 8, 4).replace("Broadcast", "Send"),
+            call(2, "0xb", 9, 4).replace("Broadcast", "Send"),
+        ];
+        let sends: Vec<&str> = sends.iter().map(String::as_str).collect();
+        assert!(
+            !facts(&sends)
+                .evidence
+                .contains_key("collective_args_differ")
+        );
     }
 
     #[test]

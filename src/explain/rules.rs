@@ -71,6 +71,7 @@ pub const FACTS: &[&str] = &[
     "gdr_partial",
     "nccl_tests_hung",
     "nccl_tests_hung_one_host",
+    "collective_args_differ",
     "socket_on_ipoib_failed",
 ];
 
