@@ -156,7 +156,7 @@ pub struct Facts {
     /// Collectives NCCL_DEBUG_SUBSYS=COLL logged, by name, opCount and communicator size:
     /// the first process's arguments, and which processes logged one (see [`Call`]).
     #[serde(skip)]
-    calls: BTreeMap<CallKey, CallSeen>,
+    calls: BTreeMap<String, CallSeen>,
     /// NCCL could not connect to a peer (refused, timed out, unreachable): then a loopback
     /// or bridge interface matters even in a log that names one host only.
     #[serde(skip)]
@@ -501,25 +501,27 @@ impl Facts {
     /// process at the same opCount makes the key ambiguous, so it is dropped rather than
     /// compared.
     fn call(&mut self, call: Call, line: u64, text: &str) {
-        if self.calls.len() >= MAX_CALLS && !self.calls.contains_key(&call.key) {
+        let key = call.key();
+        if self.calls.len() >= MAX_CALLS && !self.calls.contains_key(&key) {
             return;
         }
-        let seen = self.calls.entry(call.key).or_insert_with(|| CallSeen {
-            args: call.args.clone(),
+        let seen = self.calls.entry(key).or_insert_with(|| CallSeen {
+            args: call.args.map(str::to_string),
             first: Evidence {
                 line,
                 text: text.to_string(),
             },
-            first_process: call.process.clone(),
+            first_process: call.process.to_string(),
             comms: BTreeMap::new(),
             ambiguous: false,
             differ: None,
         });
-        match seen.comms.get(&call.process) {
-            Some(comm) if *comm != call.comm => seen.ambiguous = true,
+        match seen.comms.get(call.process) {
+            Some(comm) if comm != call.comm => seen.ambiguous = true,
             Some(_) => {}
             None if seen.comms.len() < MAX_CALL_PROCESSES => {
-                seen.comms.insert(call.process.clone(), call.comm);
+                seen.comms
+                    .insert(call.process.to_string(), call.comm.to_string());
             }
             None => {}
         }
@@ -687,9 +689,6 @@ fn gpu_of(text: &str) -> Option<&str> {
 const MAX_CALLS: usize = 1024;
 const MAX_CALL_PROCESSES: usize = 64;
 
-/// Which collective: its name, opCount and communicator size (`[nranks=8]`).
-type CallKey = (String, String, String);
-
 #[derive(Debug, Clone)]
 struct CallSeen {
     /// count, datatype, op and root of the first line seen.
@@ -705,15 +704,20 @@ struct CallSeen {
 
 /// `host:pid:tid [0] NCCL INFO Broadcast: opCount 0 sendbuff 0x.. recvbuff 0x.. count 53
 /// datatype 4 op 0 root 0 comm 0x.. [nranks=8] stream 0x..` (NCCL_DEBUG_SUBSYS=COLL).
-struct Call {
-    key: CallKey,
-    args: [String; 4],
-    process: String,
-    comm: String,
+struct Call<'a> {
+    name: &'a str,
+    op_count: &'a str,
+    /// The communicator's size.
+    nranks: &'a str,
+    /// count, datatype, op and root.
+    args: [&'a str; 4],
+    /// `host:pid` of the line's prefix.
+    process: &'a str,
+    comm: &'a str,
 }
 
-impl Call {
-    fn parse(before_nccl: &str, body: &str) -> Option<Call> {
+impl<'a> Call<'a> {
+    fn parse(before_nccl: &'a str, body: &'a str) -> Option<Call<'a>> {
         let (name, rest) = body.trim_start().split_once(": opCount ")?;
         // Send and Recv name their peer as root and may move different sizes per peer.
         if ![
@@ -728,8 +732,8 @@ impl Call {
             return None;
         }
         let mut tokens = rest.split_whitespace();
-        let op_count = tokens.next()?.to_string();
-        let (mut args, mut comm, mut nranks) = ([None, None, None, None], None, None);
+        let op_count = tokens.next()?;
+        let (mut args, mut comm, mut nranks) = ([None; 4], None, None);
         while let Some(token) = tokens.next() {
             let slot = match token {
                 "count" => 0,
@@ -747,22 +751,29 @@ impl Call {
                     continue;
                 }
             };
-            args[slot] = tokens.next().map(str::to_string);
+            args[slot] = tokens.next();
         }
         let [Some(count), Some(datatype), Some(op), Some(root)] = args else {
             return None;
         };
+        // `host:pid:tid`: the process is all but the thread id.
         let process = before_nccl.split_whitespace().rev().find_map(|t| {
-            let mut parts = t.rsplitn(3, ':');
-            let (_tid, pid, host) = (parts.next()?, parts.next()?, parts.next()?);
-            Some(format!("{host}:{pid}"))
+            let cut = t.rfind(':')?;
+            t[..cut].contains(':').then_some(&t[..cut])
         })?;
         Some(Call {
-            key: (name.to_string(), op_count, nranks?.to_string()),
+            name,
+            op_count,
+            nranks: nranks?,
             args: [count, datatype, op, root],
             process,
-            comm: comm?.to_string(),
+            comm: comm?,
         })
+    }
+
+    /// Which collective: its name, opCount and communicator size.
+    fn key(&self) -> String {
+        format!("{} {} {}", self.name, self.op_count, self.nranks)
     }
 }
 
