@@ -964,6 +964,33 @@ mod tests {
     }
 
     #[test]
+    fn a_coll_line_is_read_only_when_whole() {
+        let body = " AllReduce: opCount 3 sendbuff 0x1 recvbuff 0x1 count 8 datatype 7 op 0 root 0 comm 0xa [nranks=2] stream 0x2";
+        let call = Call::parse("[1,0]<stdout>:h:12:34 [0]", body).unwrap();
+        assert_eq!(call.key(), "AllReduce 3 2");
+        assert_eq!(call.args, ["8", "7", "0", "0"]);
+        assert_eq!((call.process, call.comm), ("[1,0]<stdout>:h:12", "0xa"));
+        for (prefix, body) in [
+            ("h:12:34 [0]", body.replace(" count 8", "").as_str()),
+            ("h:12:34 [0]", body.replace(" comm 0xa", "").as_str()),
+            ("h:12:34 [0]", body.replace(" [nranks=2]", "").as_str()),
+            (
+                "h:12:34 [0]",
+                body.replace(" op 0 root 0", " op 0 root").as_str(),
+            ),
+            ("no process", body),
+            (
+                "h:12:34 [0]",
+                " Send: opCount 3 count 8 datatype 7 op 0 root 1 comm 0xa [nranks=2]",
+            ),
+            ("h:12:34 [0]", " AllReduce: opCount"),
+            ("h:12:34 [0]", ""),
+        ] {
+            assert!(Call::parse(prefix, body).is_none(), "{prefix} {body}");
+        }
+    }
+
+    #[test]
     fn an_nccl_tests_run_that_stops_after_its_header_hung() {
         let header = ["# nThread 1 nGpus 2 minBytes 8", "# Using devices"];
         let f = facts(&header);
