@@ -150,6 +150,13 @@ pub struct Facts {
     tests_header: Option<Evidence>,
     #[serde(skip)]
     tests_ended: bool,
+    /// Hosts nccl-tests' device lines name (`# Rank 0 ... on HOST device 0 ...`).
+    #[serde(skip)]
+    tests_hosts: Bounded,
+    /// Collectives NCCL_DEBUG_SUBSYS=COLL logged, by name, opCount and communicator size:
+    /// the first process's arguments, and which processes logged one (see [`Call`]).
+    #[serde(skip)]
+    calls: BTreeMap<String, CallSeen>,
     /// NCCL could not connect to a peer (refused, timed out, unreachable): then a loopback
     /// or bridge interface matters even in a log that names one host only.
     #[serde(skip)]
@@ -469,6 +476,14 @@ impl Facts {
         if let Some(gpu) = gpu_of(text) {
             self.gpus.insert(gpu);
         }
+        if let Some(host) = tests_host_of(text) {
+            self.tests_hosts.insert(host);
+        }
+        if let Some(at) = nccl_at
+            && let Some(call) = Call::parse(&text[..at], body)
+        {
+            self.call(call, line, text);
+        }
         if self.tests_header.is_none() && text.starts_with('#') && text.contains("Using devices") {
             self.tests_header = Some(Evidence {
                 line,
@@ -479,6 +494,42 @@ impl Facts {
             || (text.contains("Test ") && text.contains(" failure"))
         {
             self.tests_ended = true;
+        }
+    }
+
+    /// One collective call of one process: a second communicator of that size in the same
+    /// process at the same opCount makes the key ambiguous, so it is dropped rather than
+    /// compared.
+    fn call(&mut self, call: Call, line: u64, text: &str) {
+        let key = call.key();
+        if self.calls.len() >= MAX_CALLS && !self.calls.contains_key(&key) {
+            return;
+        }
+        let seen = self.calls.entry(key).or_insert_with(|| CallSeen {
+            args: call.args.map(str::to_string),
+            first: Evidence {
+                line,
+                text: text.to_string(),
+            },
+            first_process: call.process.to_string(),
+            comms: BTreeMap::new(),
+            ambiguous: false,
+            differ: None,
+        });
+        match seen.comms.get(call.process) {
+            Some(comm) if comm != call.comm => seen.ambiguous = true,
+            Some(_) => {}
+            None if seen.comms.len() < MAX_CALL_PROCESSES => {
+                seen.comms
+                    .insert(call.process.to_string(), call.comm.to_string());
+            }
+            None => {}
+        }
+        if seen.differ.is_none() && seen.args != call.args && seen.first_process != call.process {
+            seen.differ = Some(Evidence {
+                line,
+                text: text.to_string(),
+            });
         }
     }
 
@@ -541,6 +592,23 @@ impl Facts {
         if let Some(header) = self.tests_header.as_ref().filter(|_| !self.tests_ended) {
             self.evidence
                 .insert("nccl_tests_hung", vec![header.clone()]);
+            // On one host its GPUs talk over PCIe or NVLink only, never a network.
+            if self.tests_hosts.values.len() == 1 && !self.tests_hosts.truncated {
+                self.evidence
+                    .insert("nccl_tests_hung_one_host", vec![header.clone()]);
+            }
+        }
+        // Not where a process logged two communicators of one size at that opCount: then the
+        // lines that differ may belong to different communicators.
+        let differ = self
+            .calls
+            .values()
+            .filter(|c| !c.ambiguous)
+            .filter_map(|c| Some((c.first.clone(), c.differ.clone()?)))
+            .min_by_key(|(first, _)| first.line);
+        if let Some((first, other)) = differ {
+            self.evidence
+                .insert("collective_args_differ", vec![first, other]);
         }
         if self.net_channels_gdr > 0 && self.net_channels_no_gdr > 0 {
             let mut lines = self.gdr_lines.iter().take(2).cloned().collect::<Vec<_>>();
@@ -615,6 +683,110 @@ fn gpu_of(text: &str) -> Option<&str> {
     let close = rest.find(']')?;
     let name = rest[close + 1..].trim();
     (!name.is_empty() && name.len() < 100).then_some(name)
+}
+
+/// The most collective calls remembered, and processes per call.
+const MAX_CALLS: usize = 1024;
+const MAX_CALL_PROCESSES: usize = 64;
+
+#[derive(Debug, Clone)]
+struct CallSeen {
+    /// count, datatype, op and root of the first line seen.
+    args: [String; 4],
+    first: Evidence,
+    first_process: String,
+    /// process -> the communicator it logged this call on.
+    comms: BTreeMap<String, String>,
+    ambiguous: bool,
+    /// The first line of another process whose arguments differ from `first`'s.
+    differ: Option<Evidence>,
+}
+
+/// `host:pid:tid [0] NCCL INFO Broadcast: opCount 0 sendbuff 0x.. recvbuff 0x.. count 53
+/// datatype 4 op 0 root 0 comm 0x.. [nranks=8] stream 0x..` (NCCL_DEBUG_SUBSYS=COLL).
+struct Call<'a> {
+    name: &'a str,
+    op_count: &'a str,
+    /// The communicator's size.
+    nranks: &'a str,
+    /// count, datatype, op and root.
+    args: [&'a str; 4],
+    /// `host:pid` of the line's prefix.
+    process: &'a str,
+    comm: &'a str,
+}
+
+impl<'a> Call<'a> {
+    fn parse(before_nccl: &'a str, body: &'a str) -> Option<Call<'a>> {
+        let (name, rest) = body.trim_start().split_once(": opCount ")?;
+        // Send and Recv name their peer as root and may move different sizes per peer.
+        if ![
+            "AllReduce",
+            "Broadcast",
+            "Reduce",
+            "AllGather",
+            "ReduceScatter",
+        ]
+        .contains(&name)
+        {
+            return None;
+        }
+        let mut tokens = rest.split_whitespace();
+        let op_count = tokens.next()?;
+        let (mut args, mut comm, mut nranks) = ([None; 4], None, None);
+        while let Some(token) = tokens.next() {
+            let slot = match token {
+                "count" => 0,
+                "datatype" => 1,
+                "op" => 2,
+                "root" => 3,
+                "comm" => {
+                    comm = tokens.next();
+                    continue;
+                }
+                _ => {
+                    if let Some(n) = token.strip_prefix("[nranks=") {
+                        nranks = Some(n.trim_end_matches(']'));
+                    }
+                    continue;
+                }
+            };
+            args[slot] = tokens.next();
+        }
+        let [Some(count), Some(datatype), Some(op), Some(root)] = args else {
+            return None;
+        };
+        // `host:pid:tid`: the process is all but the thread id.
+        let process = before_nccl.split_whitespace().rev().find_map(|t| {
+            let cut = t.rfind(':')?;
+            t[..cut].contains(':').then_some(&t[..cut])
+        })?;
+        Some(Call {
+            name,
+            op_count,
+            nranks: nranks?,
+            args: [count, datatype, op, root],
+            process,
+            comm: comm?,
+        })
+    }
+
+    /// Which collective: its name, opCount and communicator size.
+    fn key(&self) -> String {
+        format!("{} {} {}", self.name, self.op_count, self.nranks)
+    }
+}
+
+/// The host of an nccl-tests device line (`#  Rank  0 Group  0 Pid 9822 on host device 0 ...`).
+fn tests_host_of(text: &str) -> Option<&str> {
+    if !text.trim_start().starts_with('#') || !text.contains(" Rank ") {
+        return None;
+    }
+    let at = text.find(" on ")?;
+    let rest = &text[at + " on ".len()..];
+    let host = &rest[..rest.find(" device ")?];
+    let host = host.trim();
+    (!host.is_empty() && !host.contains(char::is_whitespace)).then_some(host)
 }
 
 #[cfg(test)]
@@ -749,10 +921,93 @@ mod tests {
     }
 
     #[test]
+    fn one_collective_called_with_different_arguments_on_two_ranks() {
+        let call = |pid: u32, comm: &str, count: u32, datatype: u32| {
+            format!(
+                "h:{pid}:{pid} [0] NCCL INFO Broadcast: opCount 0 sendbuff 0x1 recvbuff 0x1 count {count} datatype {datatype} op 0 root 0 comm {comm} [nranks=2] stream 0x2"
+            )
+        };
+        let same = [call(1, "0xa", 53, 4), call(2, "0xb", 53, 4)];
+        let same: Vec<&str> = same.iter().map(String::as_str).collect();
+        assert!(!facts(&same).evidence.contains_key("collective_args_differ"));
+        let differ = [call(1, "0xa", 25503912, 6), call(2, "0xb", 53, 4)];
+        let differ: Vec<&str> = differ.iter().map(String::as_str).collect();
+        let f = facts(&differ);
+        let lines: Vec<u64> = f.evidence["collective_args_differ"]
+            .iter()
+            .map(|e| e.line)
+            .collect();
+        assert_eq!(lines, [1, 2]);
+        // Two communicators of one size in one process: the lines may be different ones.
+        let two_comms = [
+            call(1, "0xa", 25503912, 6),
+            call(1, "0xc", 53, 4),
+            call(2, "0xb", 53, 4),
+        ];
+        let two_comms: Vec<&str> = two_comms.iter().map(String::as_str).collect();
+        assert!(
+            !facts(&two_comms)
+                .evidence
+                .contains_key("collective_args_differ")
+        );
+        // Send and Recv name their peer as root: never compared.
+        let sends = [
+            call(1, "0xa", 8, 4).replace("Broadcast", "Send"),
+            call(2, "0xb", 9, 4).replace("Broadcast", "Send"),
+        ];
+        let sends: Vec<&str> = sends.iter().map(String::as_str).collect();
+        assert!(
+            !facts(&sends)
+                .evidence
+                .contains_key("collective_args_differ")
+        );
+    }
+
+    #[test]
+    fn a_coll_line_is_read_only_when_whole() {
+        let body = " AllReduce: opCount 3 sendbuff 0x1 recvbuff 0x1 count 8 datatype 7 op 0 root 0 comm 0xa [nranks=2] stream 0x2";
+        let call = Call::parse("[1,0]<stdout>:h:12:34 [0]", body).unwrap();
+        assert_eq!(call.key(), "AllReduce 3 2");
+        assert_eq!(call.args, ["8", "7", "0", "0"]);
+        assert_eq!((call.process, call.comm), ("[1,0]<stdout>:h:12", "0xa"));
+        for (prefix, body) in [
+            ("h:12:34 [0]", body.replace(" count 8", "").as_str()),
+            ("h:12:34 [0]", body.replace(" comm 0xa", "").as_str()),
+            ("h:12:34 [0]", body.replace(" [nranks=2]", "").as_str()),
+            (
+                "h:12:34 [0]",
+                body.replace(" op 0 root 0", " op 0 root").as_str(),
+            ),
+            ("no process", body),
+            (
+                "h:12:34 [0]",
+                " Send: opCount 3 count 8 datatype 7 op 0 root 1 comm 0xa [nranks=2]",
+            ),
+            ("h:12:34 [0]", " AllReduce: opCount"),
+            ("h:12:34 [0]", ""),
+        ] {
+            assert!(Call::parse(prefix, body).is_none(), "{prefix} {body}");
+        }
+    }
+
+    #[test]
     fn an_nccl_tests_run_that_stops_after_its_header_hung() {
         let header = ["# nThread 1 nGpus 2 minBytes 8", "# Using devices"];
         let f = facts(&header);
         assert_eq!(f.evidence["nccl_tests_hung"][0].line, 2);
+        // Which hosts it ran on is unknown without the device lines.
+        assert!(!f.evidence.contains_key("nccl_tests_hung_one_host"));
+        let rank = |r: u32, host: &str| {
+            format!(
+                "#  Rank  {r} Group  0 Pid  28329 on {host:>9} device  {r} [0x01] NVIDIA RTX A6000"
+            )
+        };
+        let one = [header[0], header[1], &rank(0, "a"), &rank(1, "a")];
+        assert_eq!(facts(&one).evidence["nccl_tests_hung_one_host"][0].line, 2);
+        let two = [header[0], header[1], &rank(0, "a"), &rank(1, "b")];
+        let f = facts(&two);
+        assert!(f.evidence.contains_key("nccl_tests_hung"));
+        assert!(!f.evidence.contains_key("nccl_tests_hung_one_host"));
         for end in [
             "# Avg bus bandwidth    : 33.3227 ",
             "h: Test NCCL failure common.cu:959 'internal error'",

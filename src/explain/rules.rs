@@ -70,6 +70,8 @@ pub const FACTS: &[&str] = &[
     "docker_bridge_address",
     "gdr_partial",
     "nccl_tests_hung",
+    "nccl_tests_hung_one_host",
+    "collective_args_differ",
     "socket_on_ipoib_failed",
 ];
 
