@@ -175,7 +175,8 @@ pub(crate) fn path_of<'a>(
 /// `a.slice`, `a-b.slice`; systemd.slice(5): dashes nest). `slice` is a name the profile
 /// has checked (`profile::job`), so it has no empty part.
 pub(crate) fn lineage(slice: &str) -> Vec<String> {
-    let stem = slice.trim_end_matches(".slice");
+    // One suffix only: `a.slice.slice` is the slice `a.slice` plus its suffix.
+    let stem = slice.strip_suffix(".slice").unwrap_or(slice);
     let parts: Vec<&str> = stem.split('-').collect();
     (1..=parts.len())
         .map(|n| format!("{}.slice", parts[..n].join("-")))
@@ -299,6 +300,7 @@ mod tests {
             ("training.slice", "/training.slice"),
             ("gpu-jobs.slice", "/gpu.slice/gpu-jobs.slice"),
             ("a-b-c.slice", "/a.slice/a-b.slice/a-b-c.slice"),
+            ("a.slice.slice", "/a.slice.slice"),
         ];
         assert_cases(cases, slice_path);
         assert_eq!(lineage("a-b.slice"), ["a.slice", "a-b.slice"]);
