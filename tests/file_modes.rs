@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use crate::common::{bin, fixture, text};
+use crate::common::{bin, fixture, gputune, text};
 
 fn mode(p: &Path) -> u32 {
     fs::metadata(p).unwrap().permissions().mode() & 0o7777
@@ -51,6 +51,38 @@ fn output_under_umask_077_is_world_readable_and_a_replaced_file_keeps_its_mode()
     fs::set_permissions(&report, fs::Permissions::from_mode(0o600)).unwrap();
     audited(&sh(audit, &[&root, &report]));
     assert_eq!(mode(&report), 0o600, "a replaced file keeps its mode");
+}
+
+/// A relative `--output` is taken from the working directory, as every tool takes it: from
+/// a fresh one, `rel/dir` is made there (0755, as for an absolute path) and holds only the
+/// report, and nothing else appears beside it.
+#[test]
+fn a_relative_output_is_written_under_the_working_directory() {
+    let top = tempfile::tempdir().unwrap();
+    let out = gputune()
+        .args(["audit", "--root"])
+        .arg(fixture("tuned-node"))
+        .args(["--format", "json", "--output", "rel/dir/report.json"])
+        .current_dir(top.path())
+        .output()
+        .unwrap();
+    audited(&out);
+    assert_eq!(text(&out.stdout), "", "the report went to the file only");
+    let names = |dir: &Path| -> Vec<String> {
+        fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    assert_eq!(names(top.path()), ["rel"]);
+    assert_eq!(names(&top.path().join("rel")), ["dir"]);
+    assert_eq!(names(&top.path().join("rel/dir")), ["report.json"]);
+    for dir in ["rel", "rel/dir"] {
+        assert_eq!(mode(&top.path().join(dir)), 0o755, "{dir}");
+    }
+    let report = fs::read(top.path().join("rel/dir/report.json")).unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&report).unwrap();
+    assert_eq!(doc["mode"], "live");
 }
 
 /// Issue 21: the README's `gputune audit --format json --output /var/lib/gputune/audit.json`,

@@ -29,24 +29,56 @@ impl Amount {
         let number: i128 = digits
             .parse()
             .map_err(|_| BadAmount::NotANumber(text.to_string()))?;
-        let shift = match suffix.to_ascii_lowercase().as_str() {
-            "" | "b" => 0,
-            "k" | "kib" => 10,
-            "m" | "mib" => 20,
-            "g" | "gib" => 30,
-            "t" | "tib" => 40,
-            _ => {
-                return Err(BadAmount::UnknownSuffix {
-                    text: text.to_string(),
-                    suffix: suffix.to_string(),
-                });
-            }
+        if let Some(rest) = suffix.strip_prefix('.') {
+            let (fraction, unit) = rest.split_at(
+                rest.find(|c: char| !c.is_ascii_digit())
+                    .unwrap_or(rest.len()),
+            );
+            return Err(BadAmount::NotWhole {
+                text: text.to_string(),
+                instead: shift_of(unit).and_then(|shift| in_whole_units(digits, fraction, shift)),
+            });
+        }
+        let Some(shift) = shift_of(suffix) else {
+            return Err(BadAmount::UnknownSuffix {
+                text: text.to_string(),
+                suffix: suffix.to_string(),
+            });
         };
         number
             .checked_mul(1i128 << shift)
             .map(Amount::Finite)
             .ok_or_else(|| BadAmount::TooLarge(text.to_string()))
     }
+}
+
+/// The power of two a size suffix stands for; `None` for an unknown suffix.
+fn shift_of(suffix: &str) -> Option<u32> {
+    match suffix.to_ascii_lowercase().as_str() {
+        "" | "b" => Some(0),
+        "k" | "kib" => Some(10),
+        "m" | "mib" => Some(20),
+        "g" | "gib" => Some(30),
+        "t" | "tib" => Some(40),
+        _ => None,
+    }
+}
+
+/// `WHOLE.FRACTION` times `1 << shift` written in the largest unit that makes it whole
+/// (`1.5G` → `1536M`); `None` when it is not a whole number of bytes (`0.3K`).
+fn in_whole_units(whole: &str, fraction: &str, shift: u32) -> Option<String> {
+    let scale = 10i128.checked_pow(u32::try_from(fraction.len()).ok()?)?;
+    let scaled: i128 = format!("{whole}{fraction}").parse().ok()?;
+    let scaled_bytes = scaled.checked_mul(1i128 << shift)?;
+    if scaled_bytes % scale != 0 {
+        return None;
+    }
+    let bytes = scaled_bytes / scale;
+    [(40, "T"), (30, "G"), (20, "M"), (10, "K"), (0, "")]
+        .into_iter()
+        .filter(|&(unit_shift, _)| unit_shift <= shift)
+        .find(|&(unit_shift, _)| bytes % (1i128 << unit_shift) == 0)
+        .map(|(unit_shift, unit)| format!("{}{unit}", bytes / (1i128 << unit_shift)))
 }
 
 /// Why a profile's or the kernel's text is not an [`Amount`]; each carries the text as given.
@@ -58,6 +90,17 @@ pub(crate) enum BadAmount {
         "`{text}` has an unknown size suffix `{suffix}` (use K, M, G, T or KiB, MiB, GiB, TiB)"
     )]
     UnknownSuffix { text: String, suffix: String },
+    /// A decimal such as `1.5G`: the values an amount sets (sysctls, cgroup and ulimit limits,
+    /// ring sizes) are whole numbers, so the profile says exactly which one; `instead` is the
+    /// same size in whole units when there is one.
+    #[error(
+        "`{text}` is not a whole number of units{}",
+        .instead.as_ref().map(|whole| format!(" (write {whole})")).unwrap_or_default()
+    )]
+    NotWhole {
+        text: String,
+        instead: Option<String>,
+    },
     /// More bytes than an `i128` holds.
     #[error("`{0}` is too large")]
     TooLarge(String),
@@ -131,6 +174,13 @@ mod tests {
         }
     }
 
+    fn not_whole(text: &str, instead: Option<&str>) -> BadAmount {
+        BadAmount::NotWhole {
+            text: text.into(),
+            instead: instead.map(Into::into),
+        }
+    }
+
     #[test]
     fn malformed_amounts_say_what_is_wrong() {
         let too_large = format!("{}T", i128::MAX);
@@ -144,10 +194,25 @@ mod tests {
                 },
             ),
             (&too_large, BadAmount::TooLarge(too_large.clone())),
+            ("1.5G", not_whole("1.5G", Some("1536M"))),
+            ("1.0g", not_whole("1.0g", Some("1G"))),
+            ("0.25KiB", not_whole("0.25KiB", Some("256"))),
+            ("-2.5M", not_whole("-2.5M", Some("-2560K"))),
+            ("1.5", not_whole("1.5", None)),
+            ("0.3K", not_whole("0.3K", None)),
+            ("1.5MB", not_whole("1.5MB", None)),
         ];
         for (text, want) in cases {
             assert_eq!(Amount::parse(text), Err(want), "{text:?}");
         }
+        assert_eq!(
+            Amount::parse("1.5G").unwrap_err().to_string(),
+            "`1.5G` is not a whole number of units (write 1536M)"
+        );
+        assert_eq!(
+            Amount::parse("1.5").unwrap_err().to_string(),
+            "`1.5` is not a whole number of units"
+        );
     }
 
     #[test]

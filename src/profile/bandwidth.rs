@@ -29,7 +29,8 @@ impl Threshold {
             None => t
                 .parse::<f64>()
                 .ok()
-                .filter(|v| v.is_finite() && *v >= 0.0)
+                // The sign bit, not `>= 0`: `-0` is written as a negative and is refused as one.
+                .filter(|v| v.is_finite() && v.is_sign_positive())
                 .map(Threshold::Gbps)
                 .ok_or_else(|| BadThreshold::Gbps(t.to_string())),
         }
@@ -243,9 +244,17 @@ mod tests {
         ] {
             assert!(Threshold::parse(bad).is_err(), "{bad}");
         }
+        // Negative zero is a negative as written: refused like -1, not shown as -0 GB/s.
+        for negative in [" -1 ", "-0", "-0.0", "-0e3"] {
+            assert_eq!(
+                Threshold::parse(negative),
+                Err(BadThreshold::Gbps(negative.trim().into())),
+                "{negative}"
+            );
+        }
         assert_eq!(
-            Threshold::parse(" -1 "),
-            Err(BadThreshold::Gbps("-1".into()))
+            Threshold::from_toml(&toml::Value::Float(-0.0)),
+            Err(BadThreshold::Gbps("-0".into()))
         );
         assert_eq!(
             Threshold::parse("x %"),

@@ -66,8 +66,39 @@ pub(super) enum BadJob {
     /// `nccl_ports` is neither ports nor `ip_local_port_range`.
     #[error("{0}, or \"ip_local_port_range\"")]
     NcclPorts(BadPorts),
+    /// Not `NAME.slice`, or a name systemd refuses: characters other than letters, digits
+    /// and `-_.:`, a dash at either end of NAME, or two dashes in a row (dashes nest slices).
     #[error("`{0}` is not a systemd slice name such as training.slice")]
     Slice(String),
+    /// `-.slice` is the root cgroup, which holds every unit and has no limit files of its
+    /// own, so there is nothing to judge or apply there.
+    #[error(
+        "`-.slice` is systemd's root slice (the whole node), not one jobs are started in; \
+         name that slice, such as training.slice"
+    )]
+    RootSlice,
+}
+
+/// Refuses a `[job] slice` that is not a slice systemd would start jobs in; everything that
+/// reads the slice afterwards (its cgroup path, its parent slices) relies on this.
+fn check_slice(name: &str) -> Result<(), BadJob> {
+    if name == "-.slice" {
+        return Err(BadJob::RootSlice);
+    }
+    let valid = name.strip_suffix(".slice").is_some_and(|stem| {
+        !stem.is_empty()
+            && stem
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
+            && !stem.starts_with('-')
+            && !stem.ends_with('-')
+            && !stem.contains("--")
+    });
+    if valid {
+        Ok(())
+    } else {
+        Err(BadJob::Slice(name.into()))
+    }
 }
 
 /// Ranges as written in profiles and messages: `29500-29550, 50000`.
@@ -106,17 +137,8 @@ impl Job {
             });
         }
         if let Some(text) = raw.slice {
-            let name = text.get_ref();
-            let valid = name.strip_suffix(".slice").is_some_and(|stem| {
-                !stem.is_empty()
-                    && stem
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
-            });
-            if !valid {
-                return Err((text.span().start, "slice", BadJob::Slice(name.clone())));
-            }
-            job.slice = Some(name.clone());
+            check_slice(text.get_ref()).map_err(|e| (text.span().start, "slice", e))?;
+            job.slice = Some(text.into_inner());
         }
         Ok(job)
     }
@@ -188,5 +210,23 @@ mod tests {
         ];
         assert_cases(cases, |text| parse_ports(text).map_err(|_| ()));
         assert_eq!(format_ports(&[(29500, 29550), (22, 22)]), "29500-29550, 22");
+    }
+
+    #[test]
+    fn slices() {
+        let bad = |name: &str| Err(BadJob::Slice(name.into()));
+        let cases = [
+            ("training.slice", Ok(())),
+            ("gpu-jobs.slice", Ok(())),
+            ("a_b:c.d.slice", Ok(())),
+            ("-.slice", Err(BadJob::RootSlice)),
+            ("training", bad("training")),
+            (".slice", bad(".slice")),
+            ("-a.slice", bad("-a.slice")),
+            ("a-.slice", bad("a-.slice")),
+            ("a--b.slice", bad("a--b.slice")),
+            ("a/b.slice", bad("a/b.slice")),
+        ];
+        assert_cases(cases, check_slice);
     }
 }

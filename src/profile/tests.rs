@@ -426,6 +426,8 @@ fn bad_job_sections_name_file_line_and_key() {
             "[job] rendezvous_ports",
         ),
         ("\n[job]\nslice = \"training\"\n", 3, "[job] slice"),
+        ("[job]\nslice = \"-.slice\"\n", 2, "[job] slice"),
+        ("[job]\nslice = \"gpu--jobs.slice\"\n", 2, "[job] slice"),
         ("[job]\nnccl_ports = \"ephemeral\"\n", 2, "[job] nccl_ports"),
     ];
     for (text, line, key) in cases {
@@ -434,6 +436,8 @@ fn bad_job_sections_name_file_line_and_key() {
         assert_eq!(err.key.as_deref(), Some(key), "{err}");
         assert!(err.file.ends_with("bad.toml"), "{err}");
     }
+    let err = load(&[("bad", "[job]\nslice = \"-.slice\"\n")], "bad").unwrap_err();
+    assert!(err.message.contains("systemd's root slice"), "{err}");
     let err = load(&[("bad", "[job]\nports = \"1\"\n")], "bad").unwrap_err();
     assert_eq!(err.line, Some(2), "{err}");
     assert!(err.message.contains("ports"), "{err}");

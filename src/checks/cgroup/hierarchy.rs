@@ -171,41 +171,24 @@ pub(crate) fn path_of<'a>(
     line.map(|l| l.path.as_str())
 }
 
-/// A profile's `[job] slice` that systemd would not take as a slice name.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum BadSlice {
-    #[error("`{0}` is not a systemd slice name (NAME.slice)")]
-    NotASlice(String),
-    /// Empty, a dash at either end, two dashes in a row, or a slash.
-    #[error("`{0}` is not a valid systemd slice name")]
-    Invalid(String),
+/// The slices `slice` runs inside, outermost first, ending with itself (`a-b.slice` →
+/// `a.slice`, `a-b.slice`; systemd.slice(5): dashes nest). `slice` is a name the profile
+/// has checked (`profile::job`), so it has no empty part.
+pub(crate) fn lineage(slice: &str) -> Vec<String> {
+    // One suffix only: `a.slice.slice` is the slice `a.slice` plus its suffix.
+    let stem = slice.strip_suffix(".slice").unwrap_or(slice);
+    let parts: Vec<&str> = stem.split('-').collect();
+    (1..=parts.len())
+        .map(|n| format!("{}.slice", parts[..n].join("-")))
+        .collect()
 }
 
-/// The cgroup path systemd gives a slice: `a-b.slice` → `/a.slice/a-b.slice`
-/// (systemd.slice(5): dashes nest).
-pub(crate) fn slice_path(slice: &str) -> Result<String, BadSlice> {
-    let Some(stem) = slice.strip_suffix(".slice") else {
-        return Err(BadSlice::NotASlice(slice.into()));
-    };
-    if stem.is_empty()
-        || stem.starts_with('-')
-        || stem.ends_with('-')
-        || stem.contains("--")
-        || stem.contains('/')
-    {
-        return Err(BadSlice::Invalid(slice.into()));
-    }
-    if stem == "-" {
-        return Ok("/".into());
-    }
-    let mut path = String::new();
-    let parts: Vec<&str> = stem.split('-').collect();
-    for i in 1..=parts.len() {
-        path.push('/');
-        path.push_str(&parts[..i].join("-"));
-        path.push_str(".slice");
-    }
-    Ok(path)
+/// The cgroup path systemd gives a slice: `a-b.slice` → `/a.slice/a-b.slice`.
+pub(crate) fn slice_path(slice: &str) -> String {
+    lineage(slice)
+        .iter()
+        .map(|unit| format!("/{unit}"))
+        .collect()
 }
 
 /// A user's `--cgroup`: a cgroup path (`/system.slice/x.service`) or a file system path under
@@ -251,6 +234,7 @@ pub(crate) fn ancestors(path: &str) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::host::mounts;
+    use crate::testing::assert_cases;
 
     const V2: &str =
         "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime,nsdelegate 0 0\n";
@@ -312,26 +296,14 @@ mod tests {
 
     #[test]
     fn slices() {
-        assert_eq!(slice_path("training.slice").unwrap(), "/training.slice");
-        assert_eq!(
-            slice_path("gpu-jobs.slice").unwrap(),
-            "/gpu.slice/gpu-jobs.slice"
-        );
-        assert_eq!(
-            slice_path("a-b-c.slice").unwrap(),
-            "/a.slice/a-b.slice/a-b-c.slice"
-        );
-        assert_eq!(
-            slice_path("training"),
-            Err(BadSlice::NotASlice("training".into()))
-        );
-        for bad in [".slice", "-a.slice", "a-.slice", "a--b.slice", "a/b.slice"] {
-            assert_eq!(slice_path(bad), Err(BadSlice::Invalid(bad.into())), "{bad}");
-        }
-        assert_eq!(
-            BadSlice::Invalid("-a.slice".into()).to_string(),
-            "`-a.slice` is not a valid systemd slice name"
-        );
+        let cases = [
+            ("training.slice", "/training.slice"),
+            ("gpu-jobs.slice", "/gpu.slice/gpu-jobs.slice"),
+            ("a-b-c.slice", "/a.slice/a-b.slice/a-b-c.slice"),
+            ("a.slice.slice", "/a.slice.slice"),
+        ];
+        assert_cases(cases, slice_path);
+        assert_eq!(lineage("a-b.slice"), ["a.slice", "a-b.slice"]);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use crate::profile::amount::Amount;
 use crate::profile::setting::Setting;
 
 use super::super::{Context, by_rule, setting_check};
+use super::hierarchy::lineage;
 use super::units::{self, Assignment, Value};
 
 /// The drop-in `gputune apply` writes for a slice; a drop-in sorting after it wins over it.
@@ -43,16 +44,6 @@ pub(crate) fn audit(ctx: &Context, keys: &[(&String, &Setting)]) -> Vec<Finding>
         }
     }
     findings
-}
-
-/// The slices `slice` runs inside, outermost first, ending with itself (`a-b.slice` →
-/// `a.slice`, `a-b.slice`).
-fn lineage(slice: &str) -> Vec<String> {
-    let stem = slice.trim_end_matches(".slice");
-    let parts: Vec<&str> = stem.split('-').collect();
-    (1..=parts.len())
-        .map(|n| format!("{}.slice", parts[..n].join("-")))
-        .collect()
 }
 
 /// The tightest value among the lineage and where it was set.

@@ -155,15 +155,12 @@ pub(crate) fn audit(ctx: &Context) -> Vec<Finding> {
         },
     }
     if let Some(slice) = &ctx.profile.job.slice {
-        match hierarchy::slice_path(slice) {
-            Ok(path) => targets.push(Target {
-                suffix: format!("@{slice}"),
-                label: format!("slice {slice}"),
-                kind: TargetKind::Path(path),
-                optional: true,
-            }),
-            Err(e) => return all_error(format!("profile [job] slice: {e}")),
-        }
+        targets.push(Target {
+            suffix: format!("@{slice}"),
+            label: format!("slice {slice}"),
+            kind: TargetKind::Path(hierarchy::slice_path(slice)),
+            optional: true,
+        });
     }
 
     let mut findings = Vec::new();
