@@ -161,6 +161,17 @@ pub struct Facts {
     /// or bridge interface matters even in a log that names one host only.
     #[serde(skip)]
     connect_failed: bool,
+    /// PyTorch's watchdog timeouts (`WorkNCCL(SeqNum=5, OpType=ALLREDUCE, ...)`) by sequence
+    /// number: see [`WatchdogSeen`].
+    #[serde(skip)]
+    watchdog_ops: BTreeMap<u64, WatchdogSeen>,
+    /// Whether the log names process group 0 (`[PG 0 (default_pg) Rank 7]`, `[PG ID 0 ...`)
+    /// and whether it names another: sequence numbers count per process group, so two ranks'
+    /// timeouts at one number are one call only where group 0 is the only group named.
+    #[serde(skip)]
+    default_pg_named: bool,
+    #[serde(skip)]
+    other_pg_named: bool,
 }
 
 fn keep(list: &mut Vec<Evidence>, line: u64, text: &str) {
@@ -255,6 +266,7 @@ fn number_after<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 impl Facts {
     /// Takes in one (already cleaned) line.
     pub fn observe(&mut self, line: u64, text: &str) {
+        self.observe_watchdog(line, text);
         let nccl_at = text.find("NCCL INFO").or_else(|| text.find("NCCL WARN"));
         if nccl_at.is_some() {
             self.nccl_lines += 1;
@@ -610,6 +622,19 @@ impl Facts {
             self.evidence
                 .insert("collective_args_differ", vec![first, other]);
         }
+        // Two ranks timed out in one call of the default group's sequence (the same SeqNum)
+        // waiting in different collectives: they did not call the same collective.
+        if self.default_pg_named && !self.other_pg_named {
+            let differ = self
+                .watchdog_ops
+                .values()
+                .filter_map(|w| Some((w.first.clone(), w.differ.clone()?)))
+                .min_by_key(|(first, _)| first.line);
+            if let Some((first, other)) = differ {
+                self.evidence
+                    .insert("watchdog_ops_differ", vec![first, other]);
+            }
+        }
         if self.net_channels_gdr > 0 && self.net_channels_no_gdr > 0 {
             let mut lines = self.gdr_lines.iter().take(2).cloned().collect::<Vec<_>>();
             lines.extend(self.no_gdr_lines.iter().take(3).cloned());
@@ -683,6 +708,71 @@ fn gpu_of(text: &str) -> Option<&str> {
     let close = rest.find(']')?;
     let name = rest[close + 1..].trim();
     (!name.is_empty() && name.len() < 100).then_some(name)
+}
+
+impl Facts {
+    /// `[PG 0 (default_pg) Rank 7]`, `[PG ID 1 PG GUID 1 Rank 0]`, and PyTorch's
+    /// `Watchdog caught collective operation timeout: WorkNCCL(SeqNum=80078, OpType=BROADCAST`.
+    fn observe_watchdog(&mut self, line: u64, text: &str) {
+        if let Some(at) = text.find("[PG ") {
+            let rest = &text[at + "[PG ".len()..];
+            let rest = rest.strip_prefix("ID ").unwrap_or(rest);
+            let id: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            match id.as_str() {
+                "" => {}
+                "0" => self.default_pg_named = true,
+                _ => self.other_pg_named = true,
+            }
+        }
+        if !text.contains("Watchdog caught collective operation timeout") {
+            return;
+        }
+        let Some(at) = text.find("WorkNCCL(SeqNum=") else {
+            return;
+        };
+        let rest = &text[at + "WorkNCCL(SeqNum=".len()..];
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        let Ok(seq) = digits.parse::<u64>() else {
+            return;
+        };
+        let Some(op_at) = rest.find("OpType=") else {
+            return;
+        };
+        let op: String = rest[op_at + "OpType=".len()..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if op.is_empty() {
+            return;
+        }
+        let evidence = Evidence {
+            line,
+            text: text.to_string(),
+        };
+        if let Some(seen) = self.watchdog_ops.get_mut(&seq) {
+            if seen.op != op && seen.differ.is_none() {
+                seen.differ = Some(evidence);
+            }
+        } else if self.watchdog_ops.len() < MAX_CALLS {
+            self.watchdog_ops.insert(
+                seq,
+                WatchdogSeen {
+                    op,
+                    first: evidence,
+                    differ: None,
+                },
+            );
+        }
+    }
+}
+
+/// The first watchdog timeout seen at one sequence number, and the first at that number
+/// waiting in another collective.
+#[derive(Debug, Clone)]
+struct WatchdogSeen {
+    op: String,
+    first: Evidence,
+    differ: Option<Evidence>,
 }
 
 /// The most collective calls remembered, and processes per call.
@@ -1027,5 +1117,62 @@ mod tests {
             "h:1:1 [0] NCCL WARN Net : Connect to 10.0.0.2<41231> failed : Connection refused",
         ]);
         assert!(f.evidence.contains_key("virtual_interface_chosen"));
+    }
+
+    #[test]
+    fn two_ranks_timing_out_in_different_collectives_at_one_seqnum() {
+        let timeout = |rank: u32, seq: u32, op: &str| {
+            format!(
+                "[rank{rank}]:[E816 ProcessGroupNCCL.cpp:607] [Rank {rank}] Watchdog caught \
+                 collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn=1, \
+                 NumelOut=1, Timeout(ms)=600000) ran for 600026 milliseconds before timing out."
+            )
+        };
+        let pg = |id: &str| {
+            format!("[rank7]:[E816 ProcessGroupNCCL.cpp:1664] [PG {id} Rank 7] Exception")
+        };
+        let differ = [
+            timeout(7, 8, "BROADCAST"),
+            pg("0 (default_pg)"),
+            timeout(3, 8, "ALLREDUCE"),
+        ];
+        let differ: Vec<&str> = differ.iter().map(String::as_str).collect();
+        let f = facts(&differ);
+        let lines: Vec<u64> = f.evidence["watchdog_ops_differ"]
+            .iter()
+            .map(|e| e.line)
+            .collect();
+        assert_eq!(lines, [1, 3]);
+        let cases = [
+            // One collective, or different positions of the sequence: a rank behind.
+            [
+                timeout(7, 8, "ALLREDUCE"),
+                pg("0 (default_pg)"),
+                timeout(3, 8, "ALLREDUCE"),
+            ],
+            [
+                timeout(7, 8, "BROADCAST"),
+                pg("0 (default_pg)"),
+                timeout(3, 9, "ALLREDUCE"),
+            ],
+            // Another process group numbers its own calls; no group named: cannot tell.
+            [
+                timeout(7, 8, "BROADCAST"),
+                pg("ID 1 PG GUID 1"),
+                timeout(3, 8, "ALLREDUCE"),
+            ],
+            [
+                timeout(7, 8, "BROADCAST"),
+                String::new(),
+                timeout(3, 8, "ALLREDUCE"),
+            ],
+        ];
+        for case in &cases {
+            let lines: Vec<&str> = case.iter().map(String::as_str).collect();
+            assert!(
+                !facts(&lines).evidence.contains_key("watchdog_ops_differ"),
+                "{lines:?}"
+            );
+        }
     }
 }

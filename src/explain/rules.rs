@@ -73,6 +73,7 @@ pub const FACTS: &[&str] = &[
     "nccl_tests_hung_one_host",
     "collective_args_differ",
     "socket_on_ipoib_failed",
+    "watchdog_ops_differ",
 ];
 
 /// A rules file that cannot be used: its file and line, and what is wrong (exit 2).
