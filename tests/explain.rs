@@ -37,9 +37,10 @@ struct HeldOutSet {
     wrong_ceiling: usize,
 }
 
-/// The second and third sets (a `blind` field) and the fourth (`blind` and `collected`, the
-/// helper who collected it); the first set's 7 logs are held to the fitted logs' standard.
-const HELD_OUT: [HeldOutSet; 2] = [
+/// The second and third sets (a `blind` field), the fourth (`blind` and `collected`, the
+/// helper who collected it) and the fifth (those and `heldout_set = 5`); the first set's 7
+/// logs are held to the fitted logs' standard.
+const HELD_OUT: [HeldOutSet; 3] = [
     HeldOutSet {
         name: "second and third",
         judged: 53,
@@ -51,6 +52,12 @@ const HELD_OUT: [HeldOutSet; 2] = [
         judged: 52,
         right_floor: 34,
         wrong_ceiling: 7,
+    },
+    HeldOutSet {
+        name: "fifth",
+        judged: 11,
+        right_floor: 2,
+        wrong_ceiling: 2,
     },
 ];
 
@@ -93,6 +100,10 @@ fn fixtures() -> Vec<Fixture> {
                 .map(|a| a.iter().map(|v| v.as_str().unwrap().to_string()).collect())
                 .unwrap_or_default(),
             held_out: match (meta.get("blind"), meta.get("collected")) {
+                (Some(_), Some(_)) if meta.get("heldout_set").is_some() => {
+                    assert_eq!(meta["heldout_set"].as_integer(), Some(5), "{}", path.display());
+                    Some(2)
+                }
                 (Some(_), Some(_)) => Some(1),
                 (Some(_), None) => Some(0),
                 (None, Some(_)) => panic!("{}: collected but never run blind", path.display()),
