@@ -57,7 +57,7 @@ const HELD_OUT: [HeldOutSet; 3] = [
         name: "fifth",
         judged: 11,
         right_floor: 2,
-        wrong_ceiling: 2,
+        wrong_ceiling: 0,
     },
 ];
 
@@ -101,7 +101,12 @@ fn fixtures() -> Vec<Fixture> {
                 .unwrap_or_default(),
             held_out: match (meta.get("blind"), meta.get("collected")) {
                 (Some(_), Some(_)) if meta.get("heldout_set").is_some() => {
-                    assert_eq!(meta["heldout_set"].as_integer(), Some(5), "{}", path.display());
+                    assert_eq!(
+                        meta["heldout_set"].as_integer(),
+                        Some(5),
+                        "{}",
+                        path.display()
+                    );
                     Some(2)
                 }
                 (Some(_), Some(_)) => Some(1),

@@ -502,8 +502,13 @@ impl Facts {
                 text: text.to_string(),
             });
         }
+        // A failure ends the run: nccl-tests 2 print `HOST: Test NCCL failure FILE:LINE`,
+        // the first ones (built against NCCL 1.x) `NCCL failure FILE:LINE` and `Cuda failure`.
         if text.contains("Avg bus bandwidth")
             || (text.contains("Test ") && text.contains(" failure"))
+            || ["NCCL failure ", "CUDA failure ", "Cuda failure "]
+                .iter()
+                .any(|failure| text.contains(failure))
         {
             self.tests_ended = true;
         }
@@ -1101,6 +1106,8 @@ mod tests {
         for end in [
             "# Avg bus bandwidth    : 33.3227 ",
             "h: Test NCCL failure common.cu:959 'internal error'",
+            "NCCL failure all_reduce.cu:95 'unhandled cuda error'",
+            "Cuda failure common.cu:372 'out of memory'",
         ] {
             let f = facts(&[header[0], header[1], end]);
             assert!(!f.evidence.contains_key("nccl_tests_hung"), "{end}");
