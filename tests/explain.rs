@@ -55,8 +55,8 @@ const HELD_OUT: [HeldOutSet; 3] = [
     },
     HeldOutSet {
         name: "fifth",
-        judged: 11,
-        right_floor: 2,
+        judged: 12,
+        right_floor: 3,
         wrong_ceiling: 0,
     },
 ];
