@@ -57,6 +57,9 @@ mod tests {
             ("ddp-infinband", Some("ddp-infiniband")),
             ("singlenode", Some("single-node")),
             ("bsae", Some("base")),
+            // a doubled letter, and three letters left out of a long name
+            ("single-nodde", Some("single-node")),
+            ("ddp-infband", Some("ddp-infiniband")),
             ("production", None),
             ("x", None),
         ];
