@@ -61,6 +61,8 @@ mod tests {
             ("single-nodde", Some("single-node")),
             ("ddp-infband", Some("ddp-infiniband")),
             ("production", None),
+            // three edits are too many in a short name: they leave it little of its own
+            ("bxyz", None),
             ("x", None),
         ];
         let keys = ["logind.RemoveIPC", "dev_shm.size"];
