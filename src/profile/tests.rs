@@ -672,4 +672,9 @@ fn a_misspelt_site_profile_name_is_answered_with_the_name_meant() {
         err.to_string().contains("did you mean `gpu-west`?"),
         "{err}"
     );
+    let err = load(&[("gpu_west", "description = \"d\"\n")], "gpu_wset").unwrap_err();
+    assert!(
+        err.to_string().contains("did you mean `gpu_west`?"),
+        "{err}"
+    );
 }
