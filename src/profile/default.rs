@@ -212,4 +212,32 @@ mod tests {
             assert_eq!(choose_from(&rdma, links).0, *want, "{links:?}");
         }
     }
+
+    #[test]
+    fn the_site_default_comes_first_and_an_image_without_one_is_refused() {
+        let tree = crate::testing::Tree::with(&[(SITE_DEFAULT, "# fleet\nsite-h100\n")]);
+        let (name, reason) = choose(&tree.root()).unwrap();
+        assert_eq!(name, "site-h100");
+        assert_eq!(reason, format!("site default, {SITE_DEFAULT}:2"));
+
+        let tree = crate::testing::Tree::with(&[(SITE_DEFAULT, "a\nb\n")]);
+        let err = choose(&tree.root()).unwrap_err().to_string();
+        assert!(
+            err.contains("default-profile:2: a second profile name"),
+            "{err}"
+        );
+
+        let image = crate::testing::Tree::new();
+        image.dir("/etc");
+        let err = choose(&image.root()).unwrap_err().to_string();
+        assert!(err.contains("is an image"), "{err}");
+
+        let snapshot = crate::testing::Tree::new();
+        snapshot.dir("/sys/class/infiniband/mlx5_0");
+        let (name, reason) = choose(&snapshot.root()).unwrap();
+        assert_eq!(
+            (name.as_str(), reason.as_str()),
+            ("ddp-infiniband", "RDMA device mlx5_0 present")
+        );
+    }
 }

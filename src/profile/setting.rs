@@ -289,11 +289,13 @@ mod tests {
     fn targets() {
         assert_eq!(min(16).target("4").as_deref(), Some("16"));
         assert_eq!(min(16).target("32"), None);
+        assert_eq!(min(16).target("16"), None, "on the bound is right");
         let max = Rule {
             max: Some(Amount::Finite(10)),
             ..Rule::default()
         };
         assert_eq!(max.target("60").as_deref(), Some("10"));
+        assert_eq!(max.target("10"), None, "on the bound is right");
         let one_of = Rule {
             one_of: Some(vec!["madvise".into(), "never".into()]),
             ..Rule::default()
@@ -310,5 +312,37 @@ mod tests {
             ..Rule::default()
         };
         assert_eq!(both.describe(), "= 0 and <= 3");
+    }
+
+    #[test]
+    fn a_family_key_takes_its_members_and_nothing_else() {
+        let family = KeySpec {
+            key: "firmware.*",
+            kind: ValueKind::Version,
+            why: "",
+        };
+        assert!(family.matches("firmware.mlx5_core"));
+        assert!(!family.matches("firmware."), "no member named");
+        assert!(!family.matches("firmware"));
+        assert!(!family.matches("driver.mlx5_core"));
+        let plain = KeySpec {
+            key: "vm.swappiness",
+            kind: ValueKind::Number,
+            why: "",
+        };
+        assert!(plain.matches("vm.swappiness"));
+        assert!(!plain.matches("vm.swappines"));
+    }
+
+    #[test]
+    fn numbers_equal_as_numbers_words_as_words() {
+        let equals = |want: &str| Rule {
+            equals: Some(want.into()),
+            ..Rule::default()
+        };
+        assert_eq!(equals("16M").judge("16777216"), Verdict::Met);
+        assert_eq!(equals("0").judge("00\n"), Verdict::Met);
+        assert_eq!(equals("madvise").judge(" madvise\n"), Verdict::Met);
+        assert_eq!(equals("16M").judge("16"), Verdict::NotMet);
     }
 }

@@ -57,7 +57,12 @@ mod tests {
             ("ddp-infinband", Some("ddp-infiniband")),
             ("singlenode", Some("single-node")),
             ("bsae", Some("base")),
+            // a doubled letter, and three letters left out of a long name
+            ("single-nodde", Some("single-node")),
+            ("ddp-infband", Some("ddp-infiniband")),
             ("production", None),
+            // three edits are too many in a short name: they leave it little of its own
+            ("bxyz", None),
             ("x", None),
         ];
         let keys = ["logind.RemoveIPC", "dev_shm.size"];

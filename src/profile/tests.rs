@@ -653,3 +653,32 @@ fn equal_min_and_max_pin_one_value() {
     );
     assert!(profile.is_ok(), "{:?}", profile.err());
 }
+
+#[test]
+fn a_profile_file_includes_another_file_beside_it() {
+    let tree = Tree::new();
+    tree.profile(
+        "/pp/common.toml",
+        "[memory]\n\"vm.swappiness\" = { max = 5 }\n",
+    );
+    let lab = tree.profile("/pp/lab.toml", "include = [\"./common.toml\"]\n");
+    let profile = Loader::new(&tree.root(), &keys).load(&lab).unwrap();
+    assert_eq!(
+        profile.get(Area::Memory, "vm.swappiness").unwrap().rule.max,
+        Some(Amount::Finite(5))
+    );
+}
+
+#[test]
+fn a_misspelt_site_profile_name_is_answered_with_the_name_meant() {
+    let err = load(&[("gpu-west", "description = \"d\"\n")], "gpu-wset").unwrap_err();
+    assert!(
+        err.to_string().contains("did you mean `gpu-west`?"),
+        "{err}"
+    );
+    let err = load(&[("gpu_west", "description = \"d\"\n")], "gpu_wset").unwrap_err();
+    assert!(
+        err.to_string().contains("did you mean `gpu_west`?"),
+        "{err}"
+    );
+}

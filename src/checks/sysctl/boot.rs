@@ -256,4 +256,20 @@ mod tests {
         let all = assignments(&root).unwrap();
         assert!(overriding(&all, "k", "5").is_empty());
     }
+
+    #[test]
+    fn commented_out_assignments_set_nothing() {
+        let text = "# vm.swappiness = 1\n; vm.swappiness = 2\n  # net.core.somaxconn=3\n";
+        assert_eq!(parse(text, "/etc/sysctl.d/x.conf"), []);
+    }
+
+    #[test]
+    fn a_same_named_file_elsewhere_is_masked_by_ours_not_applied_after_it() {
+        // Ours does not exist yet; once apply writes /etc/sysctl.d/90-gputune.conf it masks
+        // the vendor's file of that name, which so cannot override it.
+        let tree = Tree::with(&[("/usr/lib/sysctl.d/90-gputune.conf", "k = 1\n")]);
+        let all = assignments(&tree.root()).unwrap();
+        assert_eq!(all.len(), 1);
+        assert!(overriding(&all, "k", "5").is_empty());
+    }
 }

@@ -745,4 +745,55 @@ description = "test"
             })
         );
     }
+
+    #[test]
+    fn an_absent_init_namespace_limit_points_to_the_host() {
+        let tree = Tree::with(&[(SOMAXCONN, "4096\n")]);
+        let profile = tree.profile(
+            "/p.toml",
+            "description = \"t\"\n[network]\n\"net.core.rmem_max\" = { min = 16777216 }\n\"net.ipv4.tcp_sack\" = { equals = 1 }\n",
+        );
+        let root = tree.root();
+        let probes = Probes::for_root(&root);
+        let options = AuditOptions::default();
+        let findings = crate::testing::audit(&root, &profile, &options, probes, Area::Network);
+        let rmem = &findings["net.core.rmem_max"];
+        assert_eq!(rmem.status, Status::Skip, "{rmem:?}");
+        assert!(
+            rmem.message
+                .contains("belongs to the init network namespace"),
+            "{}",
+            rmem.message
+        );
+        let sack = &findings["net.ipv4.tcp_sack"];
+        assert_eq!(sack.status, Status::Skip, "{sack:?}");
+        assert!(!sack.message.contains("namespace"), "{}", sack.message);
+    }
+
+    #[test]
+    fn live_fixes_are_sysctl_lines_and_a_vector_short_of_numbers_is_an_error() {
+        let rmem = "/proc/sys/net/ipv4/tcp_rmem";
+        let findings = audit_node(
+            &[(SOMAXCONN, "128\n"), (rmem, "4096 131072 6291456\n")],
+            false,
+        );
+        let f = &findings["net.core.somaxconn"];
+        assert!(
+            f.fix.contains("sysctl -w net.core.somaxconn=4096"),
+            "{}",
+            f.fix
+        );
+        let f = &findings["net.ipv4.tcp_rmem.max"];
+        assert!(
+            f.fix
+                .contains("sysctl -w net.ipv4.tcp_rmem=\"4096 131072 16777216\""),
+            "{}",
+            f.fix
+        );
+
+        let short = audit_node(&[(rmem, "4096 131072\n")], false);
+        let f = &short["net.ipv4.tcp_rmem.max"];
+        assert_eq!(f.status, Status::Error, "{f:?}");
+        assert!(f.message.contains("expected 3 numbers"), "{}", f.message);
+    }
 }

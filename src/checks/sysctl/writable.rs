@@ -146,4 +146,29 @@ mod tests {
         let why = read_only(&root, "vm.swappiness").unwrap();
         assert!(why.starts_with("/proc/sys is mounted read-only"), "{why}");
     }
+
+    #[test]
+    fn a_global_key_is_read_only_from_another_network_namespace() {
+        let node = |own: &str| {
+            let tree = Tree::with(&[
+                ("/proc/sys/net/core/rmem_max", "212992\n"),
+                ("/proc/sys/net/core/somaxconn", "4096\n"),
+                ("/proc/mounts", "proc /proc proc rw 0 0\n"),
+            ]);
+            tree.link("/proc/1/ns/net", "net:[4026531840]");
+            tree.link("/proc/self/ns/net", own);
+            tree
+        };
+        let host = node("net:[4026531840]");
+        assert_eq!(read_only(&host.root(), "net.core.rmem_max"), None);
+
+        let container = node("net:[4026532281]");
+        let why = read_only(&container.root(), "net.core.rmem_max").unwrap();
+        assert!(
+            why.contains("global to the init network namespace"),
+            "{why}"
+        );
+        // somaxconn is per namespace: the container sets its own.
+        assert_eq!(read_only(&container.root(), "net.core.somaxconn"), None);
+    }
 }
