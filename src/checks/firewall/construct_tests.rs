@@ -528,6 +528,8 @@ fn a_port_ipset_is_a_port_test() {
         iptables::port_set("create f2b hash:ip family inet\nadd f2b 192.0.2.7\n"),
         None
     );
+    // An empty set of addresses is not a set of no ports: a rule on it is not a port test.
+    assert_eq!(iptables::port_set("create f2b hash:ip family inet\n"), None);
     let mut tables = input("DROP", &["-p tcp -m set --match-set ports dst -j ACCEPT"]);
     super::model::resolve_port_sets(&mut tables, &|name| {
         (name == "ports")

@@ -785,6 +785,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn copying_the_packet_mark_to_the_connection_sets_no_new_bit() {
+        let args = |line: &str| {
+            line.split_whitespace()
+                .map(String::from)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(marks(&args("-j CONNMARK --save-mark")), 0);
+        assert_eq!(
+            marks(&args("-j CONNMARK --save-mark --nfmask 0xff --ctmask 0xff")),
+            0
+        );
+        assert_eq!(marks(&args("-j MARK --set-xmark 0x10/0x10")), 0x10);
+        assert_eq!(marks(&args("-j CONNMARK --restore-mark")), u32::MAX);
+    }
+
+    #[test]
     fn quoting() {
         assert_eq!(
             words(r#"-A INPUT -m comment --comment "a \"b\" c" -j ACCEPT"#).unwrap(),

@@ -1086,6 +1086,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_a_mark_statement_sets_mark_bits() {
+        let set = |key: &str, what: &str, value: Value| {
+            mark_bits(&serde_json::json!({"key": {key: {"key": what}}, "value": value}))
+        };
+        assert_eq!(set("meta", "mark", 0x10.into()), 0x10);
+        assert_eq!(set("ct", "mark", 0x4.into()), 0x4);
+        // A computed value may set any bit.
+        assert_eq!(
+            set("meta", "mark", serde_json::json!({"ct": {"key": "mark"}})),
+            u32::MAX
+        );
+        // Another meta or ct key sets no mark.
+        assert_eq!(set("meta", "priority", 0x10.into()), 0);
+        assert_eq!(set("ct", "helper", "ftp".into()), 0);
+    }
+
+    #[test]
     fn a_document_that_cannot_be_read_says_what_is_wrong() {
         let doc = |items: &[&str]| format!(r#"{{"nftables": [{}]}}"#, items.join(", "));
         let table = r#"{"table": {"family": "ip", "name": "t"}}"#;

@@ -201,6 +201,20 @@ fn interface_and_source_matches_split_the_walk() {
 }
 
 #[test]
+fn only_a_test_on_the_interface_or_address_asks_for_the_node_s_facts() {
+    let ports = input_chain(
+        INPUT_DROP,
+        vec![rule("p", vec![dport(1, 2)], Action::Accept)],
+    );
+    assert!(!wants_facts(&[ports]));
+    let by_interface = input_chain(
+        INPUT_DROP,
+        vec![rule("lo", vec![iif("lo")], Action::Accept)],
+    );
+    assert!(wants_facts(&[by_interface]));
+}
+
+#[test]
 fn jumps_returns_and_gotos() {
     let t = table(
         "t",
