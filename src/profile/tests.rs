@@ -682,3 +682,19 @@ fn a_misspelt_site_profile_name_is_answered_with_the_name_meant() {
         "{err}"
     );
 }
+
+#[test]
+fn a_site_profile_shadows_the_built_in_of_its_name_in_the_list() {
+    let tree = site(&[("base", "description = \"our base\"\n")]);
+    let root = tree.root();
+    let list = Loader::new(&root, &crate::checks::keys).list().unwrap();
+    let names: Vec<&str> = list.iter().map(|l| l.name.as_str()).collect();
+    // Every built-in once, `base` as the site's.
+    assert_eq!(names.len(), BUILTIN.len(), "{names:?}");
+    assert_eq!(names.iter().filter(|n| **n == "base").count(), 1);
+    let base = list.iter().find(|l| l.name == "base").unwrap();
+    assert_eq!(base.description, "our base");
+    for (name, _) in BUILTIN {
+        assert!(names.contains(name), "{name} missing from {names:?}");
+    }
+}
