@@ -48,6 +48,23 @@ pub(crate) fn expect<'a>(
     finding
 }
 
+/// Asserts that each bench failure prints its text, the same once it is a `BenchError`, and
+/// ends the run with exit code 3 (a runtime failure).
+#[track_caller]
+pub(crate) fn assert_bench_failures<E: Into<crate::error::BenchError> + std::fmt::Display>(
+    cases: impl IntoIterator<Item = (E, String)>,
+) {
+    let mut checked = 0;
+    for (err, text) in cases {
+        assert_eq!(err.to_string(), text);
+        let bench: crate::error::BenchError = err.into();
+        assert_eq!(bench.to_string(), text);
+        assert_eq!(bench.exit_code(), crate::error::ExitCode::Runtime);
+        checked += 1;
+    }
+    assert!(checked > 0, "no cases");
+}
+
 /// A table test: asserts `f(input) == want` for every `(input, want)` of `cases`, naming the
 /// input that fails; an empty table fails too (a test that checks nothing).
 #[track_caller]

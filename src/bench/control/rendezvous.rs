@@ -841,12 +841,7 @@ mod tests {
                 format!("data port: {io_text}"),
             ),
         ];
-        for (err, text) in cases {
-            assert_eq!(err.to_string(), text);
-            let bench = BenchError::from(err);
-            assert_eq!(bench.to_string(), text);
-            assert_eq!(bench.exit_code(), crate::error::ExitCode::Runtime);
-        }
+        crate::testing::assert_bench_failures(cases);
     }
 
     #[test]

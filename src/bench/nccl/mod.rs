@@ -563,12 +563,7 @@ mod tests {
                 "ncclCommInitRank's thread ended without an answer".to_string(),
             ),
         ];
-        for (err, text) in cases {
-            assert_eq!(err.to_string(), text);
-            let bench = BenchError::from(err);
-            assert_eq!(bench.to_string(), text);
-            assert_eq!(bench.exit_code(), crate::error::ExitCode::Runtime);
-        }
+        crate::testing::assert_bench_failures(cases);
     }
 
     #[test]
