@@ -70,15 +70,7 @@ fn in_whole_units(whole: &str, fraction: &str, shift: u32) -> Option<String> {
     let scale = 10i128.checked_pow(u32::try_from(fraction.len()).ok()?)?;
     let scaled: i128 = format!("{whole}{fraction}").parse().ok()?;
     let scaled_bytes = scaled.checked_mul(1i128 << shift)?;
-    if scaled_bytes % scale != 0 {
-        return None;
-    }
-    let bytes = scaled_bytes / scale;
-    [(40, "T"), (30, "G"), (20, "M"), (10, "K"), (0, "")]
-        .into_iter()
-        .filter(|&(unit_shift, _)| unit_shift <= shift)
-        .find(|&(unit_shift, _)| bytes % (1i128 << unit_shift) == 0)
-        .map(|(unit_shift, unit)| format!("{}{unit}", bytes / (1i128 << unit_shift)))
+    (scaled_bytes % scale == 0).then(|| Amount::Finite(scaled_bytes / scale).in_units())
 }
 
 /// Why a profile's or the kernel's text is not an [`Amount`]; each carries the text as given.
@@ -104,6 +96,23 @@ pub(crate) enum BadAmount {
     /// More bytes than an `i128` holds.
     #[error("`{0}` is too large")]
     TooLarge(String),
+}
+
+impl Amount {
+    /// As a profile, `mount -o size=` or `docker --shm-size` takes it: the largest unit that
+    /// keeps it whole (`1536M`, `8G`, `100`), or `unlimited`.
+    pub(crate) fn in_units(self) -> String {
+        let Amount::Finite(n) = self else {
+            return "unlimited".into();
+        };
+        [(40, "T"), (30, "G"), (20, "M"), (10, "K")]
+            .into_iter()
+            .find(|&(shift, _)| n != 0 && n % (1i128 << shift) == 0)
+            .map_or_else(
+                || n.to_string(),
+                |(shift, unit)| format!("{}{unit}", n / (1i128 << shift)),
+            )
+    }
 }
 
 impl PartialOrd for Amount {
@@ -172,6 +181,21 @@ mod tests {
         ] {
             assert!(Amount::parse(text).is_err(), "{text:?} should not parse");
         }
+    }
+
+    #[test]
+    fn amounts_are_written_in_the_largest_unit_that_keeps_them_whole() {
+        // What `mount -o size=` and docker's --shm-size take: no decimals, no `B`.
+        let cases = [
+            (Amount::Finite(1536 << 20), "1536M"),
+            (Amount::Finite(8 << 30), "8G"),
+            (Amount::Finite(64 << 20), "64M"),
+            (Amount::Finite(100), "100"),
+            (Amount::Finite(0), "0"),
+            (Amount::Finite(-1), "-1"),
+            (Amount::Unlimited, "unlimited"),
+        ];
+        crate::testing::assert_cases(cases, Amount::in_units);
     }
 
     fn not_whole(text: &str, instead: Option<&str>) -> BadAmount {

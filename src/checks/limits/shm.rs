@@ -83,7 +83,7 @@ fn judge(check: &Check, setting: &Setting, bytes: u64, actual: String) -> Findin
     by_rule(check, setting, &judged, actual, || {
         let target = setting.rule.target(&judged)?;
         let target = Amount::parse(&target)
-            .map(|a| human(a).replace(' ', "").replace("iB", ""))
+            .map(Amount::in_units)
             .unwrap_or(target);
         Some(Remedy::by_hand(if check.id() == "dev_shm.free" {
             format!(
