@@ -459,7 +459,7 @@ fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
                 "gputune explain slurm-4711.out",
             ),
             (
-                "The same, and whether this node has the cause (run on the failing node):",
+                "The same, whether this node has the cause, and what NCCL left unused on it (TCP sockets beside an active RDMA port, GPUDirect RDMA off with nvidia_peermem loaded, GPUs over PCIe despite NVLink); run on the failing node:",
                 "gputune explain --check slurm-4711.out",
             ),
             (

@@ -480,6 +480,65 @@ fn check_confirms_or_refutes_each_problem_on_the_node() {
     assert_eq!(doc["problems"][0]["node_config"], false);
 }
 
+/// `--check` weighs what NCCL chose against what the node offers: TCP sockets beside an
+/// active InfiniBand port, GPUDirect RDMA off with nvidia_peermem loaded (nccl#1676: an NCCL
+/// that looked for the old module name only).
+#[test]
+fn check_flags_what_nccl_left_unused_on_the_node() {
+    let root = root_with_shm("size=8g");
+    let port = root.path().join("sys/class/infiniband/mlx5_0/ports/1");
+    std::fs::create_dir_all(&port).unwrap();
+    for (file, value) in [
+        ("state", "4: ACTIVE"),
+        ("phys_state", "5: LinkUp"),
+        ("link_layer", "InfiniBand"),
+        ("rate", "200 Gb/sec (4X HDR)"),
+    ] {
+        std::fs::write(port.join(file), format!("{value}\n")).unwrap();
+    }
+    let slowdowns = |log: &str, check: bool| -> Vec<String> {
+        let mut cmd = gputune();
+        cmd.args(["explain", "--format", "json", "--root"])
+            .arg(root.path());
+        if check {
+            cmd.arg("--check");
+        }
+        let out = cmd.arg(common::fixture(log)).output().unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        doc["nccl"]["slowdowns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| format!("{}: {}", s["line"], s["what"].as_str().unwrap()))
+            .collect()
+    };
+    let socket = "6: NCCL uses TCP sockets (NET/Socket) although this node has active RDMA ports: mlx5_0 port 1 (InfiniBand)";
+    assert!(
+        slowdowns("explain/pytorch-68893.log", true).contains(&socket.to_string()),
+        "{:?}",
+        slowdowns("explain/pytorch-68893.log", true)
+    );
+    assert!(!slowdowns("explain/pytorch-68893.log", false).contains(&socket.to_string()));
+    let peermem = |shown: &[String]| {
+        shown
+            .iter()
+            .any(|s| s.contains("although nvidia_peermem is loaded"))
+    };
+    assert!(
+        !peermem(&slowdowns("explain/nccl-1676.log", true)),
+        "not loaded yet"
+    );
+    std::fs::create_dir_all(root.path().join("sys/module/nvidia_peermem")).unwrap();
+    let shown = slowdowns("explain/nccl-1676.log", true);
+    assert!(
+        shown.iter().any(|s| s.starts_with(
+            "1: GPUDirect RDMA is off although nvidia_peermem is loaded on this node"
+        )),
+        "{shown:?}"
+    );
+    assert!(!peermem(&slowdowns("explain/nccl-1676.log", false)));
+}
+
 #[test]
 fn site_rules_add_and_override_and_bad_ones_are_exit_2_with_file_and_line() {
     let root = tempfile::tempdir().unwrap();

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use crate::finding::{Area, Check, Finding};
+use crate::host::Root;
 use crate::inventory::Inventory;
 use crate::profile::setting::{KeySpec, Setting, ValueKind::Number, ValueKind::Text};
 
@@ -258,14 +259,20 @@ fn iommu(ctx: &Context, setting: &Setting) -> Finding {
     )
 }
 
+/// Whether the module that lets a NIC reach GPU memory is loaded (`nv_peer_mem` is its
+/// name before driver 470).
+pub(crate) fn peermem_loaded(root: &Root) -> bool {
+    ["/sys/module/nvidia_peermem", "/sys/module/nv_peer_mem"]
+        .iter()
+        .any(|m| root.exists(m))
+}
+
 fn peermem(ctx: &Context, inv: &Inventory, setting: &Setting) -> Finding {
     let check = setting_check(ctx, Area::Platform, "nvidia_peermem.loaded", setting);
     if inv.gpus.is_empty() {
         return check.skip(NO_GPU);
     }
-    let loaded = ["/sys/module/nvidia_peermem", "/sys/module/nv_peer_mem"]
-        .iter()
-        .any(|m| ctx.root.exists(m));
+    let loaded = peermem_loaded(ctx.root);
     value_by_rule(
         &check,
         setting,

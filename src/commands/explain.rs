@@ -22,7 +22,8 @@ pub struct ExplainArgs {
     #[arg(long, value_enum, default_value = "text")]
     pub format: ExplainFormat,
     /// Run the checks each problem names on this node (or --root) and say whether the node
-    /// confirms or refutes it.
+    /// confirms or refutes it; also flag what NCCL left unused here (active RDMA ports,
+    /// nvidia_peermem, NVLink).
     #[arg(long)]
     pub check: bool,
 }
@@ -77,9 +78,13 @@ fn open(path: Option<&PathBuf>) -> Result<Box<dyn BufRead>> {
 pub(crate) fn run(args: &ExplainArgs, root: &Root) -> Result<ExitCode> {
     let rules = rules::load(root).map_err(|e| Error::Usage(e.to_string()))?;
     let mut reader = open(args.log.as_ref())?;
-    let analysis = explain::analyse(&mut reader, &rules).map_err(LogError::Read)?;
+    let mut analysis = explain::analyse(&mut reader, &rules).map_err(LogError::Read)?;
     let checks = if args.check {
         crate::image::check_root(root)?;
+        let node = explain::node::Node::read(root);
+        let here = node.slowdowns(&analysis.nccl);
+        analysis.nccl.slowdowns.extend(here);
+        analysis.nccl.slowdowns.sort_by_key(|s| s.line);
         let (profile, _) = super::audit::load_profile(None, root)?;
         let mode = Mode::detect(root, false);
         let options = AuditOptions {

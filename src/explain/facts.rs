@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::Evidence;
+use super::gpu_paths::GpuPaths;
 
 /// The most distinct values kept per fact (hosts, interfaces, versions...).
 const MAX_VALUES: usize = 256;
@@ -24,7 +25,7 @@ pub struct Bounded {
 }
 
 impl Bounded {
-    fn insert(&mut self, value: &str) {
+    pub(super) fn insert(&mut self, value: &str) {
         if self.values.contains(value) {
             return;
         }
@@ -109,9 +110,11 @@ pub struct Facts {
     pub gdr_disabled_lines: u64,
     pub gdr_enabled_lines: u64,
     #[serde(skip)]
-    first_gdr_disabled: u64,
+    pub(super) first_gdr_disabled: u64,
     /// Connections per transport (`P2P`, `SHM`, `NET`, `NVLS`, `CollNet`).
     pub transports: BTreeMap<String, u64>,
+    /// How the GPUs of a node were joined (NVLink, PCIe, host memory).
+    pub gpu_paths: GpuPaths,
     /// The largest channel count seen (`Channel 00/04` or `N coll channels`).
     pub channels: Option<u64>,
     pub rings: bool,
@@ -131,13 +134,13 @@ pub struct Facts {
     #[serde(skip)]
     driver_lines: Vec<Evidence>,
     #[serde(skip)]
-    socket_lines: Vec<Evidence>,
+    pub(super) socket_lines: Vec<Evidence>,
     #[serde(skip)]
     hca_lines: Vec<Evidence>,
     #[serde(skip)]
     gdr_lines: Vec<Evidence>,
     #[serde(skip)]
-    no_gdr_lines: Vec<Evidence>,
+    pub(super) no_gdr_lines: Vec<Evidence>,
     /// Socket interfaces chosen (bootstrap, NET/Socket, NET/IB's OOB) that are IPoIB or
     /// link-local, and whether NCCL's socket or bootstrap code then failed.
     #[serde(skip)]
@@ -435,6 +438,8 @@ impl Facts {
                 *self.transports.entry(transport.to_string()).or_default() += 1;
             }
         }
+        self.gpu_paths
+            .observe(line, text, nccl_at.is_some().then_some(body));
         if body.contains("NVLS comm") {
             *self.transports.entry("NVLS".into()).or_default() += 1;
         }
@@ -671,6 +676,15 @@ impl Facts {
         })
         .collect();
         for (what, line) in found {
+            self.slow(what, line);
+        }
+        if self.gpu_paths.nvlink.is_some()
+            && let Some(pcie) = self.gpu_paths.not_nvlink()
+        {
+            let what = self
+                .gpu_paths
+                .slowdown_text(pcie, "the topology NCCL detected");
+            let line = pcie.line;
             self.slow(what, line);
         }
         if self.gdr_disabled_lines > 0 {

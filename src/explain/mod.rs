@@ -8,6 +8,8 @@
 //! no line is held beyond [`MAX_LINE_BYTES`], and everything kept is bounded.
 
 pub mod facts;
+pub mod gpu_paths;
+pub mod node;
 pub mod render;
 pub mod rules;
 pub mod verify;

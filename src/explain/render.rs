@@ -165,6 +165,14 @@ pub fn text(a: &Analysis, checks: Option<&[Check]>) -> String {
             .map(|(t, n)| format!("{t} {n}"))
             .collect();
         let _ = writeln!(out, "  Transports:  {}", list(&transports, false));
+        let paths = &f.gpu_paths.between_gpus;
+        if !paths.values.is_empty() {
+            let _ = writeln!(
+                out,
+                "  GPU paths:   {} (NCCL's graphs: NVL is NVLink; PIX, PXB, PHB, SYS cross PCIe)",
+                list(&paths.values, paths.truncated)
+            );
+        }
         let mut algos = Vec::new();
         if f.rings {
             algos.push("ring".to_string());
