@@ -20,6 +20,8 @@ pub(crate) const MAX_NODE_ID: u32 = 4095;
 pub enum CpuListError {
     #[error("`{shown}` is not a CPU list (example: 0-3,8-11)")]
     Malformed { shown: String },
+    #[error("`{shown}` is not a NUMA node list (example: 0-1)")]
+    MalformedNodes { shown: String },
     #[error("`{shown}` names {id}, above {max_id}, the highest number the kernel allows")]
     TooHigh { shown: String, id: u32, max_id: u32 },
     #[error("`{shown}…` is longer than any kernel CPU list")]
@@ -50,8 +52,13 @@ impl CpuList {
             return Ok(CpuList(BTreeSet::new()));
         }
         let shown: String = text.chars().take(64).collect();
-        let bad = || CpuListError::Malformed {
-            shown: shown.clone(),
+        let bad = || {
+            let shown = shown.clone();
+            if max_id == MAX_NODE_ID {
+                CpuListError::MalformedNodes { shown }
+            } else {
+                CpuListError::Malformed { shown }
+            }
         };
         let mut bits = vec![0u64; (max_id as usize >> 6) + 1];
         let mut work: u64 = 0;
@@ -199,6 +206,14 @@ mod tests {
             assert!(CpuList::parse(text).is_err(), "{text:?}");
         }
         assert!(CpuList::parse_nodes("4096").is_err());
+        assert_eq!(
+            CpuList::parse_nodes("1,,").unwrap_err().to_string(),
+            "`1,,` is not a NUMA node list (example: 0-1)"
+        );
+        assert_eq!(
+            CpuList::parse("1,,").unwrap_err().to_string(),
+            "`1,,` is not a CPU list (example: 0-3,8-11)"
+        );
         assert_eq!(CpuList::parse_nodes("0-4095").unwrap().len(), 4096);
         assert_eq!(CpuList::parse("65535").unwrap().len(), 1);
     }

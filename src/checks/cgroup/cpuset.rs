@@ -86,7 +86,11 @@ fn read_cpuset(
         for file in part.files(layout) {
             let host = format!("{dir}/{file}");
             if let Some(text) = ctx.root.read_optional(&host)? {
-                let set = CpuList::parse(&text)
+                let parsed = match part {
+                    CpusetPart::Cpus => CpuList::parse(&text),
+                    CpusetPart::Mems => CpuList::parse_nodes(&text),
+                };
+                let set = parsed
                     .map_err(|source| CpusetError::Malformed { file: host, source })?
                     .0;
                 return Ok(Some((set, cg)));

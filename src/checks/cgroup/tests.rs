@@ -312,3 +312,25 @@ fn image_slice_parents_late_drop_ins_and_bad_values() {
 fn each_key_reaches_its_judge() {
     crate::checks::judged::assert_each_key_reaches_its_judge(super::JUDGED);
 }
+
+#[test]
+fn a_malformed_memory_node_list_is_named_as_one() {
+    let tree = Tree::new();
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(fixture("cgroup-v2").join("."))
+        .arg(tree.base())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    tree.file(
+        "/sys/fs/cgroup/training.slice/job-1.scope/cpuset.mems.effective",
+        "1,,",
+    );
+    let f = run(&tree.root(), None);
+    expect(&f, "cpuset.gpus_without_local_memory", Status::Error);
+    assert_contains(
+        &f["cpuset.gpus_without_local_memory"].message,
+        "cpuset.mems.effective: `1,,` is not a NUMA node list (example: 0-1)",
+    );
+}
