@@ -60,6 +60,14 @@ pub const CATEGORIES: &[&str] = &[
     "library_bug",
 ];
 
+/// Causes no node audit can detect: a rule of one of these says `node_config = false`.
+pub const NOT_NODE_CONFIG: &[&str] = &[
+    "launcher_misconfig",
+    "user_code_mismatched_collectives",
+    "user_code_device_mapping",
+    "library_bug",
+];
+
 /// Facts about what NCCL did that a rule may name instead of (or besides) line patterns;
 /// each is worked out from the whole log (see [`super::facts`]).
 pub const FACTS: &[&str] = &[
@@ -391,6 +399,11 @@ pub fn parse(file: &str, text: &str) -> Result<RuleSet, RuleError> {
         if any.is_empty() && fact.is_none() {
             return Err(at("needs `any` patterns or a `fact`".into()));
         }
+        if raw.node_config && NOT_NODE_CONFIG.contains(category) {
+            return Err(at(format!(
+                "node_config must be false for {category}: no node audit detects user code, a launcher mistake or a library bug"
+            )));
+        }
         if raw.symptom && raw.fallback {
             return Err(at(
                 "a rule is either a symptom (an echo) or a fallback (a cause), not both".into(),
@@ -527,6 +540,23 @@ mod tests {
             .filter(|c| !used.contains(c))
             .collect();
         assert!(missing.is_empty(), "{missing:?}");
+    }
+
+    #[test]
+    fn user_code_launcher_and_library_causes_are_never_node_configuration() {
+        for category in NOT_NODE_CONFIG {
+            let text = rule("any = [\"x\"]").replace("shm_too_small", category);
+            let e = parse("site.toml", &text).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "explain rules site.toml:1: rule \"x\": node_config must be false for {category}: no node audit detects user code, a launcher mistake or a library bug"
+                )
+            );
+            let text = text.replace("node_config = true", "node_config = false");
+            assert!(parse("site.toml", &text).is_ok(), "{category}");
+        }
+        assert!(NOT_NODE_CONFIG.iter().all(|c| CATEGORIES.contains(c)));
     }
 
     #[test]
