@@ -156,6 +156,9 @@ pub struct Facts {
     /// Hosts nccl-tests' device lines name (`# Rank 0 ... on HOST device 0 ...`).
     #[serde(skip)]
     tests_hosts: Bounded,
+    /// The ranks those lines number: one rank has no GPU peer to hang with.
+    #[serde(skip)]
+    tests_ranks: Bounded,
     /// Collectives NCCL_DEBUG_SUBSYS=COLL logged, by name, opCount and communicator size:
     /// the first process's arguments, and which processes logged one (see [`Call`]).
     #[serde(skip)]
@@ -495,6 +498,12 @@ impl Facts {
         }
         if let Some(host) = tests_host_of(text) {
             self.tests_hosts.insert(host);
+            if let Some(rank) = text
+                .split_once(" Rank ")
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+            {
+                self.tests_ranks.insert(rank);
+            }
         }
         if let Some(at) = nccl_at
             && let Some(call) = Call::parse(&text[..at], body)
@@ -614,8 +623,12 @@ impl Facts {
         if let Some(header) = self.tests_header.as_ref().filter(|_| !self.tests_ended) {
             self.evidence
                 .insert("nccl_tests_hung", vec![header.clone()]);
-            // On one host its GPUs talk over PCIe or NVLink only, never a network.
-            if self.tests_hosts.values.len() == 1 && !self.tests_hosts.truncated {
+            // On one host its GPUs talk over PCIe or NVLink only, never a network; a run of
+            // one GPU talks to no other.
+            if self.tests_hosts.values.len() == 1
+                && !self.tests_hosts.truncated
+                && self.tests_ranks.values.len() > 1
+            {
                 self.evidence
                     .insert("nccl_tests_hung_one_host", vec![header.clone()]);
             }
@@ -764,12 +777,20 @@ impl Facts {
         if op.is_empty() {
             return;
         }
+        let numel = rest.find("NumelIn=").map(|at| {
+            rest[at + "NumelIn=".len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+        });
         let evidence = Evidence {
             line,
             text: text.to_string(),
         };
         if let Some(seen) = self.watchdog_ops.get_mut(&seq) {
-            if seen.op != op && seen.differ.is_none() {
+            let sizes_differ = SAME_SIZE_ON_EVERY_RANK.contains(&op.as_str())
+                && matches!((&seen.numel, &numel), (Some(a), Some(b)) if a != b);
+            if (seen.op != op || sizes_differ) && seen.differ.is_none() {
                 seen.differ = Some(evidence);
             }
         } else if self.watchdog_ops.len() < MAX_CALLS {
@@ -777,6 +798,7 @@ impl Facts {
                 seq,
                 WatchdogSeen {
                     op,
+                    numel,
                     first: evidence,
                     differ: None,
                 },
@@ -785,11 +807,26 @@ impl Facts {
     }
 }
 
+/// Collectives whose input has one size on every rank (`NumelIn`): two ranks in one of them
+/// at the same sequence number with different sizes did not make the same call. Not
+/// all-to-all, gather/scatter or send/recv, whose sizes may differ by rank.
+const SAME_SIZE_ON_EVERY_RANK: [&str; 7] = [
+    "ALLREDUCE",
+    "BROADCAST",
+    "REDUCE",
+    "ALLGATHER",
+    "_ALLGATHER_BASE",
+    "REDUCE_SCATTER",
+    "_REDUCE_SCATTER_BASE",
+];
+
 /// The first watchdog timeout seen at one sequence number, and the first at that number
-/// waiting in another collective.
+/// waiting in another collective, or in the same one with another size.
 #[derive(Debug, Clone)]
 struct WatchdogSeen {
     op: String,
+    /// `NumelIn`, where the line gives it.
+    numel: Option<String>,
     first: Evidence,
     differ: Option<Evidence>,
 }
@@ -1113,6 +1150,12 @@ mod tests {
         };
         let one = [header[0], header[1], &rank(0, "a"), &rank(1, "a")];
         assert_eq!(facts(&one).evidence["nccl_tests_hung_one_host"][0].line, 2);
+        let alone = [header[0], header[1], &rank(0, "a")];
+        assert!(
+            !facts(&alone)
+                .evidence
+                .contains_key("nccl_tests_hung_one_host")
+        );
         let two = [header[0], header[1], &rank(0, "a"), &rank(1, "b")];
         let f = facts(&two);
         assert!(f.evidence.contains_key("nccl_tests_hung"));
@@ -1195,5 +1238,28 @@ mod tests {
                 "{lines:?}"
             );
         }
+    }
+
+    #[test]
+    fn two_ranks_in_one_collective_of_different_sizes_at_one_seqnum() {
+        let timeout = |rank: u32, op: &str, numel: u64| {
+            format!(
+                "[rank{rank}]:[E918 ProcessGroupNCCL.cpp:689] [Rank {rank}] Watchdog caught \
+                 collective operation timeout: WorkNCCL(SeqNum=7219, OpType={op}, NumelIn={numel}, \
+                 NumelOut={numel}, Timeout(ms)=3000000) ran for 3000097 milliseconds before timing out."
+            )
+        };
+        let pg = "[rank3]:[E918 ProcessGroupNCCL.cpp:2303] [PG ID 0 PG GUID 0(default_pg) Rank 3] failure detected by watchdog";
+        let differ = |op: &str, a: u64, b: u64| {
+            let lines = [timeout(3, op, a), pg.to_string(), timeout(2, op, b)];
+            let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+            facts(&lines).evidence.contains_key("watchdog_ops_differ")
+        };
+        assert!(differ("BROADCAST", 64, 24084544));
+        assert!(differ("ALLREDUCE", 1, 2));
+        assert!(!differ("BROADCAST", 64, 64));
+        // All-to-all and point-to-point sizes differ by rank in one correct call.
+        assert!(!differ("ALLTOALL_BASE", 64, 128));
+        assert!(!differ("SEND", 64, 0));
     }
 }
