@@ -45,13 +45,13 @@ const HELD_OUT: [HeldOutSet; 4] = [
         name: "second and third",
         judged: 53,
         right_floor: 35,
-        wrong_ceiling: 5,
+        wrong_ceiling: 4,
     },
     HeldOutSet {
         name: "fourth",
         judged: 52,
         right_floor: 35,
-        wrong_ceiling: 7,
+        wrong_ceiling: 6,
     },
     HeldOutSet {
         name: "fifth",
@@ -63,7 +63,7 @@ const HELD_OUT: [HeldOutSet; 4] = [
         name: "sixth",
         judged: 53,
         right_floor: 28,
-        wrong_ceiling: 7,
+        wrong_ceiling: 4,
     },
 ];
 
@@ -279,6 +279,16 @@ fn real_logs_get_the_cause_their_thread_established() {
             .iter()
             .map(|p| p["rule"].as_str().unwrap())
             .collect();
+        if meta.get("symptom").and_then(|s| s.as_bool()) == Some(true) {
+            // An echo alone explains nothing: its lines are listed as not understood.
+            assert!(rules.is_empty(), "{}: {rules:?}", log.display());
+            assert!(
+                doc["not_understood_total"].as_u64() > Some(0),
+                "{}",
+                log.display()
+            );
+            continue;
+        }
         assert!(rules.contains(&rule), "{}: {rules:?}", log.display());
         unfired.retain(|r| *r != rule);
     }
