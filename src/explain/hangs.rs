@@ -35,28 +35,34 @@ struct Matrix {
 /// What `p2pBandwidthLatencyTest` measured.
 #[derive(Debug, Clone, Default)]
 struct P2pTest {
-    /// The matrix whose rows the next lines are.
-    current: Option<Matrix>,
-    /// (bidirectional, from, to) -> GB/s with P2P disabled, and the row's line.
+    /// The matrix whose rows the next lines are, and its title line.
+    current: Option<(Matrix, Evidence)>,
+    /// (bidirectional, from, to) -> GB/s with P2P disabled, and the row's title and line.
     host: BTreeMap<(bool, usize, usize), f64>,
-    host_rows: BTreeMap<(bool, usize), Evidence>,
-    /// The first pair slower with P2P than without: the two rows.
-    slow: Option<[Evidence; 2]>,
+    host_rows: BTreeMap<(bool, usize), [Evidence; 2]>,
+    /// The first pair slower with P2P than without: both matrices' titles and rows.
+    slow: Option<[Evidence; 4]>,
 }
 
 impl P2pTest {
     fn observe(&mut self, line: u64, text: &str) {
         if text.contains("Bandwidth Matrix") || text.contains("Bandwidth (P2P") {
-            self.current = Some(Matrix {
+            let matrix = Matrix {
                 bidirectional: text.contains("Bidirectional"),
                 p2p: text.contains("P2P=Enabled"),
-            })
-            .filter(|_| text.contains("P2P=Enabled") || text.contains("P2P=Disabled"));
+            };
+            let title = Evidence {
+                line,
+                text: text.to_string(),
+            };
+            self.current = Some((matrix, title))
+                .filter(|_| text.contains("P2P=Enabled") || text.contains("P2P=Disabled"));
             return;
         }
-        let Some(matrix) = self.current else {
+        let Some((matrix, title)) = &self.current else {
             return;
         };
+        let (matrix, title) = (*matrix, title.clone());
         let mut tokens = text.split_whitespace();
         let Some(first) = tokens.next() else {
             self.current = None;
@@ -90,13 +96,19 @@ impl P2pTest {
                 self.host.insert(key, value);
                 self.host_rows
                     .entry((matrix.bidirectional, from))
-                    .or_insert_with(evidence);
+                    .or_insert_with(|| [title.clone(), evidence()]);
             } else if self.slow.is_none()
                 && let Some(host) = self.host.get(&key)
                 && value < host * SLOW_SHARE
-                && let Some(row) = self.host_rows.get(&(matrix.bidirectional, from))
+                && let Some([host_title, host_row]) =
+                    self.host_rows.get(&(matrix.bidirectional, from))
             {
-                self.slow = Some([row.clone(), evidence()]);
+                self.slow = Some([
+                    host_title.clone(),
+                    host_row.clone(),
+                    title.clone(),
+                    evidence(),
+                ]);
             }
         }
     }
@@ -245,7 +257,7 @@ mod tests {
             "     0 673.49   2.60",
             "     1   2.12 672.33",
         ];
-        assert_eq!(lines(&facts(&slow), "p2p_slower_than_host"), [3, 7]);
+        assert_eq!(lines(&facts(&slow), "p2p_slower_than_host"), [1, 3, 5, 7]);
         // NVLink, or a sound PCIe path: P2P as fast as the copy or faster.
         for fast in ["     0 673.49  12.10", "     0 673.49  96.80"] {
             let mut log = slow;
