@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::Evidence;
 use super::gpu_paths::GpuPaths;
+use super::hangs::Hangs;
 
 /// The most distinct values kept per fact (hosts, interfaces, versions...).
 const MAX_VALUES: usize = 256;
@@ -178,6 +179,9 @@ pub struct Facts {
     default_pg_named: bool,
     #[serde(skip)]
     other_pg_named: bool,
+    /// What a log that stops without an error line shows (see [`Hangs`]).
+    #[serde(skip)]
+    hangs: Hangs,
 }
 
 fn keep(list: &mut Vec<Evidence>, line: u64, text: &str) {
@@ -270,6 +274,12 @@ fn number_after<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 }
 
 impl Facts {
+    /// Takes in any line of the log, NCCL's or not: the few facts read from other programs'
+    /// output (see [`Hangs`]).
+    pub fn observe_any(&mut self, line: u64, text: &str) {
+        self.hangs.observe(line, text);
+    }
+
     /// Takes in one (already cleaned) line.
     pub fn observe(&mut self, line: u64, text: &str) {
         self.observe_watchdog(line, text);
@@ -663,6 +673,7 @@ impl Facts {
             lines.extend(self.no_gdr_lines.iter().take(3).cloned());
             self.evidence.insert("gdr_partial", lines);
         }
+        self.hangs.conclude(&mut self.evidence);
         for lines in self.evidence.values_mut() {
             lines.sort_by_key(|e| e.line);
         }

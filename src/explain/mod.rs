@@ -9,6 +9,7 @@
 
 pub mod facts;
 pub mod gpu_paths;
+pub mod hangs;
 pub mod node;
 pub mod render;
 pub mod rules;
@@ -313,6 +314,7 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
         }
         let n = analysis.lines;
         let text = clean(&buf);
+        analysis.nccl.observe_any(n, &text);
         // Only NCCL's own lines, nccl-tests' device lines and transport fragments carry facts.
         if text.contains("NCCL") || text.contains(" via ") || text.starts_with('#') {
             analysis.nccl.observe(n, &text);

@@ -82,6 +82,8 @@ pub const FACTS: &[&str] = &[
     "collective_args_differ",
     "socket_on_ipoib_failed",
     "watchdog_ops_differ",
+    "p2p_slower_than_host",
+    "lightning_ranks_missing",
 ];
 
 /// A rules file that cannot be used: its file and line, and what is wrong (exit 2).
