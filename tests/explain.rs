@@ -38,9 +38,9 @@ struct HeldOutSet {
 }
 
 /// The second and third sets (a `blind` field), the fourth (`blind` and `collected`, the
-/// helper who collected it), the fifth and the sixth (those and `heldout_set = 5` or `6`); the first set's 7
+/// helper who collected it), the fifth to the seventh (those and `heldout_set = 5`, `6` or `7`); the first set's 7
 /// logs are held to the fitted logs' standard.
-const HELD_OUT: [HeldOutSet; 4] = [
+const HELD_OUT: [HeldOutSet; 5] = [
     HeldOutSet {
         name: "second and third",
         judged: 53,
@@ -63,6 +63,12 @@ const HELD_OUT: [HeldOutSet; 4] = [
         name: "sixth",
         judged: 53,
         right_floor: 28,
+        wrong_ceiling: 2,
+    },
+    HeldOutSet {
+        name: "seventh",
+        judged: 28,
+        right_floor: 10,
         wrong_ceiling: 2,
     },
 ];
@@ -110,6 +116,7 @@ fn fixtures() -> Vec<Fixture> {
                     match meta["heldout_set"].as_integer() {
                         Some(5) => Some(2),
                         Some(6) => Some(3),
+                        Some(7) => Some(4),
                         other => panic!("{}: heldout_set {other:?}", path.display()),
                     }
                 }
