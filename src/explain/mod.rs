@@ -146,7 +146,8 @@ fn read_line(reader: &mut dyn BufRead, buf: &mut Vec<u8>) -> io::Result<Option<b
 struct Tally {
     evidence: Vec<Evidence>,
     matched: u64,
-    also: bool,
+    /// The first line matching one of the rule's `also_any` patterns: the condition's evidence.
+    also: Option<Evidence>,
     /// Matched lines a later `unless` line may still veto (within reach of it).
     recent: VecDeque<(u64, Option<Rank>)>,
     /// `unless` lines still in reach of the lines that follow.
@@ -334,8 +335,11 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
             if matched && !vetoed {
                 understood = true;
             }
-            if hits[also].iter().any(|h| *h) {
-                tally.also = true;
+            if tally.also.is_none() && hits[also].iter().any(|h| *h) {
+                tally.also = Some(Evidence {
+                    line: n,
+                    text: shorten(text.trim()),
+                });
             }
             if matched && rule.unless.is_empty() {
                 // Nothing can veto it: no rank to work out, nothing to remember.
@@ -438,12 +442,22 @@ fn admit(analysis: &mut Analysis, problems: Vec<Problem>) {
 }
 
 fn judge(rule: &Rule, tally: Tally, facts: &Facts) -> Option<Problem> {
-    if !rule.also_any.is_empty() && !tally.also {
+    if !rule.also_any.is_empty() && tally.also.is_none() {
         return None;
     }
     let fact_evidence = rule.fact.and_then(|f| facts.evidence.get(f));
     let mut evidence = tally.evidence;
     let mut matched = tally.matched;
+    // The line that meets the rule's condition (`also_any`: the NCCL version of a known bug)
+    // is half the evidence.
+    if let Some(also) = tally.also
+        && matched > 0
+        && evidence.len() < MAX_EVIDENCE
+        && !evidence.iter().any(|x| x.line == also.line)
+    {
+        evidence.push(also);
+        evidence.sort_by_key(|e| e.line);
+    }
     if let Some(lines) = fact_evidence {
         matched += lines.len() as u64;
         for e in lines {
@@ -482,6 +496,24 @@ mod tests {
     fn run(text: &[u8]) -> Analysis {
         let rules = rules::parse("builtin", rules::BUILTIN).unwrap();
         analyse(&mut io::Cursor::new(text), &rules).unwrap()
+    }
+
+    #[test]
+    fn the_line_that_meets_a_rules_condition_is_evidence_too() {
+        let a = run(
+            b"NCCL version 2.18.1+cuda12.1\nnoise\nLast error:\nCuda failure 'invalid argument'\n",
+        );
+        let p = &a.problems[0];
+        assert_eq!(p.rule, "nccl-2-18-invalid-argument");
+        let lines: Vec<u64> = p.evidence.iter().map(|e| e.line).collect();
+        assert_eq!(lines, [1, 4]);
+        // Without the version the condition fails and nothing is claimed.
+        let a = run(b"NCCL version 2.18.6+cuda12.1\nCuda failure 'invalid argument'\n");
+        assert!(
+            a.problems
+                .iter()
+                .all(|p| p.rule != "nccl-2-18-invalid-argument")
+        );
     }
 
     #[test]
