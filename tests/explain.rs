@@ -377,6 +377,35 @@ fn a_failure_without_nccl_messages_asks_for_them_instead_of_guessing() {
     );
 }
 
+/// A log that stops without an error line: how far each process got through NCCL's init,
+/// and where a hang would have been (nccl#447: two nodes that never finished set-up).
+#[test]
+fn a_log_that_stops_says_how_far_init_got() {
+    let out = gputune()
+        .arg("explain")
+        .arg(common::fixture("explain/nccl-447.log"))
+        .output()
+        .unwrap();
+    let shown = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(
+        shown.contains("  Init:        init complete on 0 of 2 processes; furthest behind: slurm-train-compute-0-1:2119 at \"network chosen\" (its last NCCL line: 11)"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("No known problem found.\nNCCL never reported init complete for 2 of 2 processes: if the job hung, it hung at \"network chosen\"; look at bootstrap"),
+        "{shown}"
+    );
+    let (_, doc) = explain_json(&common::fixture("explain/vllm-9920.log"));
+    let init = &doc["nccl"]["init"];
+    assert_eq!(
+        (init["processes"].as_u64(), init["complete"].as_u64()),
+        (Some(2), Some(1)),
+        "{init}"
+    );
+    assert_eq!(init["stalled"][0]["step"], "connected", "{init}");
+}
+
 #[test]
 fn slowdowns_are_flagged_from_what_nccl_printed() {
     let log = "a:1:1 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1.\n\

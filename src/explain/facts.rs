@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::Evidence;
 use super::gpu_paths::GpuPaths;
 use super::hangs::Hangs;
+use super::progress::Progress;
 
 /// The most distinct values kept per fact (hosts, interfaces, versions...).
 const MAX_VALUES: usize = 256;
@@ -116,6 +117,8 @@ pub struct Facts {
     pub transports: BTreeMap<String, u64>,
     /// How the GPUs of a node were joined (NVLink, PCIe, host memory).
     pub gpu_paths: GpuPaths,
+    /// How far each process got through communicator set-up.
+    pub init: Progress,
     /// The largest channel count seen (`Channel 00/04` or `N coll channels`).
     pub channels: Option<u64>,
     pub rings: bool,
@@ -196,6 +199,11 @@ fn keep(list: &mut Vec<Evidence>, line: u64, text: &str) {
 /// The host of an NCCL line (`host:pid:tid [dev] NCCL INFO ...`), after any launcher prefix
 /// (`[1,3]<stdout>:`, `node1: `).
 fn host_of(before_nccl: &str) -> Option<&str> {
+    process_of(before_nccl).map(|(host, _)| host)
+}
+
+/// The host and pid of NCCL's `host:pid:tid [rank]` prefix.
+fn process_of(before_nccl: &str) -> Option<(&str, &str)> {
     let token = before_nccl
         .split_whitespace()
         .rev()
@@ -210,7 +218,7 @@ fn host_of(before_nccl: &str) -> Option<&str> {
         return None;
     }
     let host = rest.rsplit([':', '>', ']']).next()?;
-    (!host.is_empty()).then_some(host)
+    (!host.is_empty()).then_some((host, pid))
 }
 
 /// `[0]eth0:10.0.0.1<0>` or `eth0:10.0.0.1<0>` -> (`eth0`, `10.0.0.1`).
@@ -453,6 +461,11 @@ impl Facts {
         }
         self.gpu_paths
             .observe(line, text, nccl_at.is_some().then_some(body));
+        if let Some(at) = nccl_at
+            && let Some((host, pid)) = process_of(&text[..at])
+        {
+            self.init.observe(line, &format!("{host}:{pid}"), body);
+        }
         if body.contains("NVLS comm") {
             *self.transports.entry("NVLS".into()).or_default() += 1;
         }
@@ -582,6 +595,7 @@ impl Facts {
 
     /// The named facts that hold for the whole log, each with its evidence lines.
     pub fn conclude(&mut self) {
+        self.init.conclude();
         if self.nccl_versions.len() > 1 {
             let lines = self
                 .version_lines

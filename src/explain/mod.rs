@@ -11,6 +11,7 @@ pub mod facts;
 pub mod gpu_paths;
 pub mod hangs;
 pub mod node;
+pub mod progress;
 pub mod render;
 pub mod rules;
 pub mod verify;

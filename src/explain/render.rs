@@ -186,6 +186,9 @@ pub fn text(a: &Analysis, checks: Option<&[Check]>) -> String {
             f.channels.map_or("-".into(), |c| c.to_string()),
             list(&algos, false)
         );
+        if let Some(init) = f.init.summary() {
+            let _ = writeln!(out, "  Init:        {init}");
+        }
         if !f.environment.is_empty() {
             let env: Vec<String> = f
                 .environment
@@ -204,6 +207,9 @@ pub fn text(a: &Analysis, checks: Option<&[Check]>) -> String {
     }
     if a.problems.is_empty() && a.not_understood_total == 0 {
         out.push_str("No known problem found.\n");
+        if let Some(hint) = a.nccl.init.hang_hint() {
+            let _ = writeln!(out, "{hint}");
+        }
     } else if a.problems.is_empty() {
         out.push_str("No rule explains this log.\n");
         if a.nccl.nccl_lines == 0 {
