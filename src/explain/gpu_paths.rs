@@ -122,9 +122,13 @@ mod tests {
             "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read",
             // Not NCCL's: a script's own text is no graph.
             "Pattern 1, type PHB/PIX",
+            // Cut or garbled types are not path types.
+            "h:1:1 [0] NCCL INFO Pattern 4, crossNic 0, nChannels 2, bw 1.0/1.0, type /PIX",
+            "h:1:1 [0] NCCL INFO Pattern 4, crossNic 0, nChannels 2, bw 1.0/1.0, type P-HB/PIX",
         ]);
         assert!(p.not_nvlink().is_none());
-        assert!(p.between_gpus.values.contains("LOC"));
+        let types: Vec<&str> = p.between_gpus.values.iter().map(String::as_str).collect();
+        assert_eq!(types, ["LOC", "NVL"]);
     }
 
     #[test]
