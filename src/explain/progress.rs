@@ -38,7 +38,7 @@ impl Step {
         let has = |s: &str| body.contains(s);
         if has("Init COMPLETE") || has("Launch mode") {
             Step::Complete
-        } else if has("Connected all ") || has("Connected NVLS") || has("Connected collnet") {
+        } else if has("Connected all ") || has("Connected NVLS") {
             Step::Connected
         } else if has(" via ") {
             Step::Connecting
@@ -207,11 +207,20 @@ mod tests {
             (" Ring 00 : 0 1", Step::Planned),
             (" Trees [0] 1/-1/-1->0->-1", Step::Planned),
             (
+                " Pattern 4, crossNic 0, nChannels 2, bw 24.0/24.0, type PHB/PIX, sameChannels 1",
+                Step::Planned,
+            ),
+            (
+                " threadThresholds 8/8/64 | 16/8/64 | 512 | 512",
+                Step::Planned,
+            ),
+            (
                 " Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read",
                 Step::Connecting,
             ),
             (" Ring 00 : 3 -> 4 [receive] via NET/IB/0", Step::Connecting),
             (" Connected all rings", Step::Connected),
+            (" Connected NVLS", Step::Connected),
             (
                 " comm 0x1 rank 0 nranks 2 cudaDev 0 busId 47000 - Init COMPLETE",
                 Step::Complete,
