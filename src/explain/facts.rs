@@ -119,6 +119,9 @@ pub struct Facts {
     pub gpu_paths: GpuPaths,
     /// How far each process got through communicator set-up.
     pub init: Progress,
+    /// `host:pid` of the line being read (a reused buffer).
+    #[serde(skip)]
+    process_key: String,
     /// The largest channel count seen (`Channel 00/04` or `N coll channels`).
     pub channels: Option<u64>,
     pub rings: bool,
@@ -464,7 +467,12 @@ impl Facts {
         if let Some(at) = nccl_at
             && let Some((host, pid)) = process_of(&text[..at])
         {
-            self.init.observe(line, &format!("{host}:{pid}"), body);
+            // One buffer for the key, not an allocation per line of a GB log.
+            self.process_key.clear();
+            self.process_key.push_str(host);
+            self.process_key.push(':');
+            self.process_key.push_str(pid);
+            self.init.observe(line, &self.process_key, body);
         }
         if body.contains("NVLS comm") {
             *self.transports.entry("NVLS".into()).or_default() += 1;
