@@ -99,6 +99,20 @@ pub(crate) fn total_wrong(rows: &[Row]) -> u64 {
 mod tests {
     use super::*;
 
+    /// A row of 8 bytes (2 floats, sum) with these two halves.
+    fn row(out_of_place: Half, in_place: Half) -> Row {
+        Row {
+            algo: None,
+            size: 8,
+            count: 2,
+            dtype: "float",
+            redop: "sum",
+            root: -1,
+            out_of_place,
+            in_place,
+        }
+    }
+
     #[test]
     fn factors() {
         assert_eq!(busbw_factor(1), 0.0);
@@ -127,16 +141,7 @@ mod tests {
             bus_bw,
             nwrong: Some(0),
         };
-        let row = |a, b| Row {
-            algo: None,
-            size: 8,
-            count: 2,
-            dtype: "float",
-            redop: "sum",
-            root: -1,
-            out_of_place: half(a),
-            in_place: half(b),
-        };
+        let row = |a, b| row(half(a), half(b));
         assert_eq!(average_busbw(&[row(1.0, 3.0), row(5.0, 7.0)]), 4.0);
         // Three rows: the mean over six halves (2·3), not over five.
         let three = [row(1.0, 3.0), row(5.0, 7.0), row(9.0, 11.0)];
@@ -153,16 +158,7 @@ mod tests {
             bus_bw: 1.0,
             nwrong,
         };
-        let row = |a, b| Row {
-            algo: None,
-            size: 8,
-            count: 2,
-            dtype: "float",
-            redop: "sum",
-            root: -1,
-            out_of_place: half(a),
-            in_place: half(b),
-        };
+        let row = |a, b| row(half(a), half(b));
         assert_eq!(total_wrong(&[row(Some(3), Some(4))]), 7);
         assert_eq!(total_wrong(&[row(Some(0), Some(1))]), 1);
         assert_eq!(total_wrong(&[row(Some(2), None), row(None, Some(5))]), 7);
