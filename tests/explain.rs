@@ -260,7 +260,7 @@ fn real_logs_get_the_cause_their_thread_established() {
         assert!(wrong.len() <= set.wrong_ceiling, "{}: {wrong:#?}", set.name);
     }
     // Every shipped rule is backed by at least one real log that triggers it.
-    let rules = gputune::explain::rules::parse("rules", gputune::explain::rules::BUILTIN).unwrap();
+    let rules = gputune::explain::rules::builtin().unwrap();
     let unfired: Vec<&str> = rules
         .rules
         .iter()
@@ -732,7 +732,7 @@ proptest! {
             0..40,
         )
     ) {
-        let rules = gputune::explain::rules::parse("rules", gputune::explain::rules::BUILTIN).unwrap();
+        let rules = gputune::explain::rules::builtin().unwrap();
         let log = lines.join(&b'\n');
         let a = gputune::explain::analyse(&mut std::io::Cursor::new(log), &rules).unwrap();
         let json = gputune::explain::render::json(&a, None).to_string();

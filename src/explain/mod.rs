@@ -495,7 +495,7 @@ mod tests {
     use super::*;
 
     fn run(text: &[u8]) -> Analysis {
-        let rules = rules::parse("builtin", rules::BUILTIN).unwrap();
+        let rules = rules::builtin().unwrap();
         analyse(&mut io::Cursor::new(text), &rules).unwrap()
     }
 

@@ -1,7 +1,8 @@
 //! The knowledge `explain` applies, as data: each rule says which log lines (or which fact
 //! about what NCCL did) reveal a cause, the cause in one sentence, the fix, the gputune
 //! checks that detect it on a node, and the threads it was learnt from. The shipped rules
-//! are `rules/explain.toml`, embedded; a site adds or overrides rules (by `id`) with
+//! are `rules/explain/*.toml`, one file per area, embedded; a site adds or overrides rules
+//! (by `id`) with
 //! `/etc/gputune/explain/*.toml` under the root, next to its profiles.
 
 use std::collections::BTreeSet;
@@ -12,8 +13,58 @@ use toml::Spanned;
 
 use crate::host::Root;
 
-/// The rules shipped inside the binary.
-pub const BUILTIN: &str = include_str!("../../rules/explain.toml");
+/// The rules shipped inside the binary, one file per area of the node, in the order they
+/// are read.
+pub const BUILTIN: &[(&str, &str)] = &[
+    (
+        "rules/explain/00-context.toml",
+        include_str!("../../rules/explain/00-context.toml"),
+    ),
+    (
+        "rules/explain/10-libraries.toml",
+        include_str!("../../rules/explain/10-libraries.toml"),
+    ),
+    (
+        "rules/explain/20-known-nccl-bugs.toml",
+        include_str!("../../rules/explain/20-known-nccl-bugs.toml"),
+    ),
+    (
+        "rules/explain/30-hardware.toml",
+        include_str!("../../rules/explain/30-hardware.toml"),
+    ),
+    (
+        "rules/explain/40-user-code-and-launchers.toml",
+        include_str!("../../rules/explain/40-user-code-and-launchers.toml"),
+    ),
+    (
+        "rules/explain/50-memory-and-limits.toml",
+        include_str!("../../rules/explain/50-memory-and-limits.toml"),
+    ),
+    (
+        "rules/explain/60-rdma.toml",
+        include_str!("../../rules/explain/60-rdma.toml"),
+    ),
+    (
+        "rules/explain/70-pcie-and-p2p.toml",
+        include_str!("../../rules/explain/70-pcie-and-p2p.toml"),
+    ),
+    (
+        "rules/explain/80-sockets-and-names.toml",
+        include_str!("../../rules/explain/80-sockets-and-names.toml"),
+    ),
+    (
+        "rules/explain/90-hangs.toml",
+        include_str!("../../rules/explain/90-hangs.toml"),
+    ),
+    (
+        "rules/explain/95-fallbacks.toml",
+        include_str!("../../rules/explain/95-fallbacks.toml"),
+    ),
+    (
+        "rules/explain/99-symptoms.toml",
+        include_str!("../../rules/explain/99-symptoms.toml"),
+    ),
+];
 
 /// Where site rules live on the node (under the root), beside `/etc/gputune/profiles`.
 pub const SITE_DIR: &str = "/etc/gputune/explain";
@@ -456,10 +507,39 @@ pub fn parse(file: &str, text: &str) -> Result<RuleSet, RuleError> {
     Ok(set)
 }
 
+/// The shipped rules: every file of [`BUILTIN`] in order. An id may be defined in one of
+/// them only, so no shipped rule silently replaces another.
+pub fn builtin() -> Result<RuleSet, RuleError> {
+    parse_shipped(BUILTIN)
+}
+
+fn parse_shipped(files: &[(&str, &str)]) -> Result<RuleSet, RuleError> {
+    let mut set = RuleSet::default();
+    for (name, text) in files {
+        let file = format!("(built-in) {name}");
+        let part = parse(&file, text)?;
+        for rule in &part.rules {
+            if let Some(first) = set.rules.iter().find(|r| r.id == rule.id) {
+                return Err(RuleError {
+                    file,
+                    line: None,
+                    message: format!(
+                        "rule {:?} is defined again at {}, after {}",
+                        rule.id, rule.origin, first.origin
+                    ),
+                });
+            }
+        }
+        set.context.extend(part.context);
+        set.rules.extend(part.rules);
+    }
+    Ok(set)
+}
+
 /// The shipped rules, then every `*.toml` in [`SITE_DIR`] under the root in name order; a
 /// site rule replaces the shipped (or earlier) rule with its id.
 pub fn load(root: &Root) -> Result<RuleSet, RuleError> {
-    let mut set = parse("(built-in) rules/explain.toml", BUILTIN)?;
+    let mut set = builtin()?;
     let names = root.list_dir(SITE_DIR).map_err(|e| RuleError {
         file: root.path(SITE_DIR).display().to_string(),
         line: None,
@@ -531,7 +611,7 @@ mod tests {
 
     #[test]
     fn the_shipped_rules_are_valid() {
-        let set = parse("rules/explain.toml", BUILTIN).unwrap();
+        let set = builtin().unwrap();
         assert!(set.rules.len() >= 20, "{}", set.rules.len());
         let used: BTreeSet<&str> = set.rules.iter().map(|r| r.category).collect();
         // Every category of the vocabulary has a shipped rule, each backed by a real log
@@ -542,6 +622,19 @@ mod tests {
             .filter(|c| !used.contains(c))
             .collect();
         assert!(missing.is_empty(), "{missing:?}");
+    }
+
+    #[test]
+    fn a_shipped_id_defined_in_two_files_is_refused() {
+        let (a, b) = (rule("any = [\"x\"]"), rule("any = [\"y\"]"));
+        let e = parse_shipped(&[("a.toml", &a), ("b.toml", &b)]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "explain rules (built-in) b.toml: rule \"x\" is defined again at (built-in) b.toml:1, after (built-in) a.toml:1"
+        );
+        let b = b.replace("id = \"x\"", "id = \"y\"");
+        let set = parse_shipped(&[("a.toml", &a), ("b.toml", &b)]).unwrap();
+        assert_eq!(set.rules.len(), 2);
     }
 
     #[test]
