@@ -245,15 +245,6 @@ fn pin_local_rank(members: &[Member], rank: usize) {
     }
 }
 
-fn hostname(root: &Root) -> String {
-    root.read_optional("/proc/sys/kernel/hostname")
-        .ok()
-        .flatten()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".to_string())
-}
-
 fn run_rank(
     job: &Job,
     root: &Root,
@@ -273,7 +264,7 @@ fn run_rank(
     };
     let member = Member {
         rank: env.rank,
-        host: hostname(root),
+        host: root.hostname(),
         pid: std::process::id(),
         device,
     };

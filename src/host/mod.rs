@@ -146,6 +146,17 @@ impl Root {
     }
 
     /// Reads a whole text file that must exist.
+    /// The host name as the kernel has it (the UTS namespace's), `localhost` when it has
+    /// none or cannot be read.
+    pub(crate) fn hostname(&self) -> String {
+        self.read_optional("/proc/sys/kernel/hostname")
+            .ok()
+            .flatten()
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "localhost".to_string())
+    }
+
     pub(crate) fn read(&self, host_path: &str) -> Result<String, HostError> {
         self.read_optional(host_path)?.ok_or_else(|| {
             HostError::new(
@@ -359,6 +370,15 @@ fn is_missing(e: &io::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_host_name_is_the_kernels_or_localhost() {
+        let tree = crate::testing::Tree::with(&[("proc/sys/kernel/hostname", "gpu-07\n")]);
+        assert_eq!(tree.root().hostname(), "gpu-07");
+        tree.file("proc/sys/kernel/hostname", " \n");
+        assert_eq!(tree.root().hostname(), "localhost");
+        assert_eq!(Root::new("/nonexistent/gputune").hostname(), "localhost");
+    }
 
     #[test]
     fn paths_resolve_under_the_root() {

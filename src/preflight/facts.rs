@@ -34,16 +34,6 @@ pub(crate) struct JobPorts {
     pub source: String,
 }
 
-/// The host name as the kernel has it (the UTS namespace's).
-pub(crate) fn hostname(root: &Root) -> String {
-    root.read_optional("/proc/sys/kernel/hostname")
-        .ok()
-        .flatten()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".to_string())
-}
-
 /// `name`'s addresses as this node resolves them (getaddrinfo: /etc/hosts, DNS), in the
 /// order a connect tries them, without repeats.
 pub(crate) fn resolve(name: &str) -> Result<Vec<IpAddr>, String> {
@@ -172,7 +162,7 @@ fn bounded(text: &str) -> String {
 
 /// Gathers this node's facts and opens its listeners (kept open while the result lives).
 pub(crate) fn gather(root: &Root, env: &JobEnv, ports: &JobPorts) -> (Facts, Listeners) {
-    let host = hostname(root);
+    let host = root.hostname();
     let master_resolved = resolve(&env.master.0);
     let own_name = resolve(&host);
     let (addrs, _why) = match ifaces::addresses(root) {
