@@ -673,6 +673,25 @@ impl Walker<'_> {
         (true, forks, unknown)
     }
 
+    /// Counts one more way that depends on the interface or source; past [`MAX_WALKS`] the
+    /// way ends at `rule`, undecided.
+    fn one_walk_more(&mut self, chain: &Chain, rule: &Rule, state: &State) -> Option<Vec<Step>> {
+        self.walks += 1;
+        (self.walks > MAX_WALKS).then(|| {
+            vec![Step::End(
+                state.conditions.clone(),
+                Walk {
+                    conditions: state.texts(),
+                    verdict: Verdict::CannotTell(
+                        "too many interface/source-dependent branches to follow".into(),
+                    ),
+                    decided_by: rule.label.clone(),
+                    decided_at: Some(self.place(chain, rule)),
+                },
+            )]
+        })
+    }
+
     /// The two ways on from a rule (or map entry) whose other tests hold but one test is
     /// not modelled: taken (that test holds, with the interface/source `forks`) and skipped
     /// (it fails). Each way is marked with the test, so that [`evaluate_with`] says "cannot
@@ -738,29 +757,13 @@ impl Walker<'_> {
                 return self.act(chain, index, rule, state, depth);
             }
             // The verdict depends on the interface or source: follow both ways.
-            self.walks += 1;
-            if self.walks > MAX_WALKS {
-                return vec![Step::End(
-                    state.conditions.clone(),
-                    Walk {
-                        conditions: state.texts(),
-                        verdict: Verdict::CannotTell(
-                            "too many interface/source-dependent branches to follow".into(),
-                        ),
-                        decided_by: rule.label.clone(),
-                        decided_at: Some(self.place(chain, rule)),
-                    },
-                )];
+            if let Some(end) = self.one_walk_more(chain, rule, &state) {
+                return end;
             }
             let mut taken = state.clone();
             taken.conditions.extend(forks.iter().cloned());
             let mut steps = self.act(chain, index, rule, taken, depth);
-            // Not matching means at least one condition fails; with several, each failure
-            // is its own way on. One fork per failing condition keeps it exact.
-            for (i, c) in forks.iter().enumerate() {
-                let mut skipped = state.clone();
-                skipped.conditions.extend(forks[..i].iter().cloned());
-                skipped.conditions.push(c.opposite());
+            for skipped in failing_ways(&state, &forks) {
                 steps.extend(self.rules(chain, index + 1, skipped, depth));
             }
             return steps;
@@ -875,33 +878,31 @@ impl Walker<'_> {
             if forks.is_empty() {
                 return self.act(chain, index, &as_rule(action), state, depth);
             }
-            self.walks += 1;
-            if self.walks > MAX_WALKS {
-                return vec![Step::End(
-                    state.conditions.clone(),
-                    Walk {
-                        conditions: state.texts(),
-                        verdict: Verdict::CannotTell(
-                            "too many interface/source-dependent branches to follow".into(),
-                        ),
-                        decided_by: rule.label.clone(),
-                        decided_at: Some(self.place(chain, rule)),
-                    },
-                )];
+            if let Some(end) = self.one_walk_more(chain, rule, &state) {
+                return end;
             }
             let mut taken = state.clone();
             taken.conditions.extend(forks.iter().cloned());
             let mut steps = self.act(chain, index, &as_rule(action), taken, depth);
-            for (i, c) in forks.iter().enumerate() {
-                let mut skipped = state.clone();
-                skipped.conditions.extend(forks[..i].iter().cloned());
-                skipped.conditions.push(c.opposite());
+            for skipped in failing_ways(&state, &forks) {
                 steps.extend(self.map(chain, index, rule, entries, at + 1, skipped, depth));
             }
             return steps;
         }
         self.rules(chain, index + 1, state, depth)
     }
+}
+
+/// The ways on when a rule's interface/source `forks` do not all hold: at least one
+/// condition fails, and with several each failure is its own way (the conditions before it
+/// holding), which keeps the ways exact.
+fn failing_ways<'a>(state: &'a State, forks: &'a [Cond]) -> impl Iterator<Item = State> + 'a {
+    forks.iter().enumerate().map(move |(i, c)| {
+        let mut skipped = state.clone();
+        skipped.conditions.extend(forks[..i].iter().cloned());
+        skipped.conditions.push(c.opposite());
+        skipped
+    })
 }
 
 fn state_return(state: State) -> Vec<Step> {
