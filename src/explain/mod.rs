@@ -298,9 +298,15 @@ fn logged_message(text: &str) -> Option<&str> {
     let mut labelled = false;
     for _ in 0..3 {
         let t = rest.trim_start();
-        if let Some(end) = t.find(") ").filter(|end| t.starts_with('(') && t[..*end].contains("pid=")) {
+        if let Some(end) = t
+            .find(") ")
+            .filter(|end| t.starts_with('(') && t[..*end].contains("pid="))
+        {
             rest = &t[end + 2..];
-        } else if let Some(end) = t.find("]:").filter(|end| t.starts_with("[rank") && *end < 12) {
+        } else if let Some(end) = t
+            .find("]:")
+            .filter(|end| t.starts_with("[rank") && *end < 12)
+        {
             rest = &t[end + 2..];
         } else {
             break;
@@ -315,7 +321,12 @@ fn logged_message(text: &str) -> Option<&str> {
             let b = after.as_bytes();
             b.len() > 5 && b[..2].iter().all(u8::is_ascii_digit) && b[2] == b'-'
         })
-        .and_then(|after| after.find("] ").filter(|end| *end < 80).map(|end| &after[end + 2..]));
+        .and_then(|after| {
+            after
+                .find("] ")
+                .filter(|end| *end < 80)
+                .map(|end| &after[end + 2..])
+        });
     match header {
         Some(message) => Some(message),
         None if labelled => Some(rest),
