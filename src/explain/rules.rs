@@ -37,6 +37,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../rules/explain/40-user-code-and-launchers.toml"),
     ),
     (
+        "rules/explain/45-llm-stacks.toml",
+        include_str!("../../rules/explain/45-llm-stacks.toml"),
+    ),
+    (
         "rules/explain/50-memory-and-limits.toml",
         include_str!("../../rules/explain/50-memory-and-limits.toml"),
     ),
