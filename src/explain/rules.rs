@@ -57,6 +57,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../rules/explain/80-sockets-and-names.toml"),
     ),
     (
+        "rules/explain/85-containers-and-clusters.toml",
+        include_str!("../../rules/explain/85-containers-and-clusters.toml"),
+    ),
+    (
         "rules/explain/90-hangs.toml",
         include_str!("../../rules/explain/90-hangs.toml"),
     ),
