@@ -14,6 +14,7 @@ pub mod node;
 pub mod progress;
 pub mod render;
 pub mod rules;
+mod unsettled;
 pub mod verify;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -369,6 +370,8 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
     let mut buf = Vec::new();
     let mut wrappers: Vec<Evidence> = Vec::new();
     let mut wrappers_total = 0u64;
+    let mut unsettled = unsettled::Unsettled::default();
+    let mut conditional = Vec::new();
     while let Some(long) = read_line(reader, &mut buf)? {
         analysis.lines += 1;
         if long {
@@ -383,8 +386,9 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
         }
         index.scan(&text, &mut hits);
         let mut understood = false;
+        conditional.clear();
         let mut at = 0;
-        for (rule, tally) in rules.rules.iter().zip(tallies.iter_mut()) {
+        for (i, (rule, tally)) in rules.rules.iter().zip(tallies.iter_mut()).enumerate() {
             let any = at..at + rule.any.len();
             let also = any.end..any.end + rule.also_any.len();
             let unless = also.end..also.end + rule.unless.len();
@@ -393,8 +397,14 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
             let vetoed = hits[unless].iter().any(|h| *h);
             // A line that is its own rule's exception is not explained by it; one vetoed by
             // a line nearby is, as the echo of what that line says.
+            // A rule with a condition explains the line only if the condition holds, which
+            // is known at the end of the log.
             if matched && !vetoed {
-                understood = true;
+                if rule.also_any.is_empty() {
+                    understood = true;
+                } else {
+                    conditional.push(i);
+                }
             }
             if tally.also.is_none() && hits[also].iter().any(|h| *h) {
                 tally.also = Some(Evidence {
@@ -417,7 +427,13 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
             }
         }
         let context = hits[at..].iter().any(|h| *h);
-        if !understood && ((context && looks_like_error(&text)) || is_error_trace(&text)) {
+        if understood {
+            continue;
+        }
+        let wrapper = (context && looks_like_error(&text)) || is_error_trace(&text);
+        if !conditional.is_empty() && (wrapper || looks_like_error(&text)) {
+            unsettled.add(&conditional, wrapper, n, || shorten(text.trim()));
+        } else if wrapper {
             // A wrapper ("unhandled system error") says that something failed but not what:
             // shown as not understood if nothing else in the log explains it.
             wrappers_total += 1;
@@ -427,7 +443,7 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
                     text: shorten(text.trim()),
                 });
             }
-        } else if !understood && !context && looks_like_error(&text) {
+        } else if !context && looks_like_error(&text) {
             analysis.not_understood_total += 1;
             if analysis.not_understood.len() < MAX_NOT_UNDERSTOOD {
                 analysis.not_understood.push(Evidence {
@@ -438,6 +454,20 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
         }
     }
     analysis.nccl.conclude();
+    let held: Vec<bool> = tallies.iter().map(|t| t.also.is_some()).collect();
+    let (failures, wrapping) = unsettled.unexplained(&held);
+    if failures.total > 0 {
+        analysis.not_understood_total += failures.total;
+        analysis.not_understood.extend(failures.first);
+        analysis.not_understood.sort_by_key(|e| e.line);
+        analysis.not_understood.truncate(MAX_NOT_UNDERSTOOD);
+    }
+    if wrapping.total > 0 {
+        wrappers_total += wrapping.total;
+        wrappers.extend(wrapping.first);
+        wrappers.sort_by_key(|e| e.line);
+        wrappers.truncate(MAX_NOT_UNDERSTOOD);
+    }
     let mut problems: Vec<Problem> = Vec::new();
     for (rule, tally) in rules.rules.iter().zip(tallies) {
         if let Some(problem) = judge(rule, tally, &analysis.nccl) {
@@ -575,6 +605,31 @@ mod tests {
                 .iter()
                 .all(|p| p.rule != "nccl-2-18-invalid-argument")
         );
+    }
+
+    #[test]
+    fn a_line_only_a_rule_whose_condition_fails_would_explain_is_not_understood() {
+        let text = r#"
+[[rule]]
+id = "after-fit"
+category = "user_code_mismatched_collectives"
+node_config = false
+any = ["collective timed out"]
+also_any = ["fit stopped"]
+cause = "c"
+fix = "f"
+"#;
+        let rules = rules::parse("t.toml", text).unwrap();
+        let read = |log: &[u8]| analyse(&mut io::Cursor::new(log), &rules).unwrap();
+        let a = read(b"collective timed out\nerror: collective timed out\n");
+        assert!(a.problems.is_empty());
+        assert_eq!(a.not_understood_total, 2);
+        let lines: Vec<u64> = a.not_understood.iter().map(|e| e.line).collect();
+        assert_eq!(lines, [1, 2]);
+        // The condition anywhere in the log, even after the line, makes it explained.
+        let a = read(b"collective timed out\nfit stopped\n");
+        assert_eq!(a.problems[0].rule, "after-fit");
+        assert_eq!(a.not_understood_total, 0);
     }
 
     #[test]
