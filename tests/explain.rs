@@ -38,9 +38,9 @@ struct HeldOutSet {
 }
 
 /// The second and third sets (a `blind` field), the fourth (`blind` and `collected`, the
-/// helper who collected it), the fifth to the eighth (those and `heldout_set = 5` to `8`);
+/// helper who collected it), the fifth to the ninth (those and `heldout_set = 5` to `9`);
 /// the first set's 7 logs are held to the fitted logs' standard.
-const HELD_OUT: [HeldOutSet; 6] = [
+const HELD_OUT: [HeldOutSet; 7] = [
     HeldOutSet {
         name: "second and third",
         judged: 53,
@@ -76,6 +76,12 @@ const HELD_OUT: [HeldOutSet; 6] = [
         judged: 41,
         right_floor: 25,
         wrong_ceiling: 4,
+    },
+    HeldOutSet {
+        name: "ninth",
+        judged: 30,
+        right_floor: 19,
+        wrong_ceiling: 2,
     },
 ];
 
@@ -124,6 +130,7 @@ fn fixtures() -> Vec<Fixture> {
                         Some(6) => Some(3),
                         Some(7) => Some(4),
                         Some(8) => Some(5),
+                        Some(9) => Some(6),
                         other => panic!("{}: heldout_set {other:?}", path.display()),
                     }
                 }
@@ -196,7 +203,9 @@ fn real_logs_get_the_cause_their_thread_established() {
                     Some(c) => {
                         blind_wrong[set].push(format!("{}: {c} where nothing is wrong", f.name))
                     }
-                    None => assert_eq!(code, Some(0), "{}", f.name),
+                    // Lines it does not understand (exit 1) are no guess either: nccl-259's
+                    // `Failed to open libibverbs.so` is harmless on one node only.
+                    None => assert!(matches!(code, Some(0) | Some(1)), "{}", f.name),
                 }
                 continue;
             }
