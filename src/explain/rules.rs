@@ -633,6 +633,20 @@ mod tests {
     }
 
     #[test]
+    fn every_rule_file_of_the_tree_ships_in_name_order() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("rules/explain");
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".toml"))
+            .map(|n| format!("rules/explain/{n}"))
+            .collect();
+        files.sort();
+        let shipped: Vec<&str> = BUILTIN.iter().map(|(name, _)| *name).collect();
+        assert_eq!(files, shipped);
+    }
+
+    #[test]
     fn a_shipped_id_defined_in_two_files_is_refused() {
         let (a, b) = (rule("any = [\"x\"]"), rule("any = [\"y\"]"));
         let e = parse_shipped(&[("a.toml", &a), ("b.toml", &b)]).unwrap_err();

@@ -10,6 +10,11 @@ use super::Evidence;
 /// Lines kept per group, as many as the analysis shows (the rest are only counted).
 const MAX_KEPT: usize = super::MAX_NOT_UNDERSTOOD;
 
+/// The most groups remembered. Each distinct set of conditional rules a line matches is a
+/// group, so site rules could make many; past this, a line with a new set is not understood
+/// at once (it is shown, never silently explained), which bounds what a hostile log costs.
+const MAX_GROUPS: usize = 1024;
+
 /// Some lines: how many, and the first of them.
 #[derive(Debug, Default)]
 pub(crate) struct Lines {
@@ -36,6 +41,8 @@ impl Lines {
 #[derive(Debug, Default)]
 pub(crate) struct Unsettled {
     groups: BTreeMap<Vec<usize>, (Lines, Lines)>,
+    /// Lines past [`MAX_GROUPS`]: not understood whatever holds.
+    overflow: (Lines, Lines),
 }
 
 impl Unsettled {
@@ -48,9 +55,14 @@ impl Unsettled {
         line: u64,
         text: impl FnOnce() -> String,
     ) {
-        let (failures, wrappers) = match self.groups.get_mut(rules) {
-            Some(group) => group,
-            None => self.groups.entry(rules.to_vec()).or_default(),
+        let (failures, wrappers) = if self.groups.contains_key(rules) {
+            self.groups
+                .get_mut(rules)
+                .expect("the group was just found")
+        } else if self.groups.len() < MAX_GROUPS {
+            self.groups.entry(rules.to_vec()).or_default()
+        } else {
+            &mut self.overflow
         };
         if wrapper {
             wrappers.add(line, text);
@@ -62,7 +74,7 @@ impl Unsettled {
     /// The lines none of whose rules held (`held[i]`: rule `i`'s condition was met), as
     /// (failures, wrappers).
     pub fn unexplained(self, held: &[bool]) -> (Lines, Lines) {
-        let mut out = (Lines::default(), Lines::default());
+        let mut out = self.overflow;
         for (rules, (failures, wrappers)) in self.groups {
             if !rules.iter().any(|&i| held.get(i).copied().unwrap_or(false)) {
                 out.0.append(failures);
@@ -97,6 +109,20 @@ mod tests {
         let (failures, wrappers) = u.unexplained(&[false, true, false]);
         assert_eq!((failures.total, wrappers.total), (0, 1));
         assert_eq!(wrappers.first[0].text, "c");
+    }
+
+    #[test]
+    fn past_the_group_limit_a_line_is_not_understood_whatever_holds() {
+        let mut u = Unsettled::default();
+        for i in 0..MAX_GROUPS {
+            u.add(&[i], false, i as u64 + 1, || "kept".into());
+        }
+        u.add(&[0, 1], false, 5000, || "past the limit".into());
+        u.add(&[0], false, 5001, || "an existing group".into());
+        let held = vec![true; MAX_GROUPS];
+        let (failures, _) = u.unexplained(&held);
+        assert_eq!(failures.total, 1);
+        assert_eq!(failures.first[0].text, "past the limit");
     }
 
     #[test]

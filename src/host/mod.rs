@@ -145,7 +145,6 @@ impl Root {
         self.read_capped(host_path, READ_CAP)
     }
 
-    /// Reads a whole text file that must exist.
     /// The host name as the kernel has it (the UTS namespace's), `localhost` when it has
     /// none or cannot be read.
     pub(crate) fn hostname(&self) -> String {
@@ -157,6 +156,7 @@ impl Root {
             .unwrap_or_else(|| "localhost".to_string())
     }
 
+    /// Reads a whole text file that must exist.
     pub(crate) fn read(&self, host_path: &str) -> Result<String, HostError> {
         self.read_optional(host_path)?.ok_or_else(|| {
             HostError::new(
