@@ -38,9 +38,9 @@ struct HeldOutSet {
 }
 
 /// The second and third sets (a `blind` field), the fourth (`blind` and `collected`, the
-/// helper who collected it), the fifth to the ninth (those and `heldout_set = 5` to `9`);
+/// helper who collected it), the fifth to the tenth (those and `heldout_set = 5` to `10`);
 /// the first set's 7 logs are held to the fitted logs' standard.
-const HELD_OUT: [HeldOutSet; 7] = [
+const HELD_OUT: [HeldOutSet; 8] = [
     HeldOutSet {
         name: "second and third",
         judged: 53,
@@ -82,6 +82,12 @@ const HELD_OUT: [HeldOutSet; 7] = [
         judged: 30,
         right_floor: 22,
         wrong_ceiling: 1,
+    },
+    HeldOutSet {
+        name: "tenth",
+        judged: 38,
+        right_floor: 15,
+        wrong_ceiling: 8,
     },
 ];
 
@@ -131,6 +137,7 @@ fn fixtures() -> Vec<Fixture> {
                         Some(7) => Some(4),
                         Some(8) => Some(5),
                         Some(9) => Some(6),
+                        Some(10) => Some(7),
                         other => panic!("{}: heldout_set {other:?}", path.display()),
                     }
                 }
