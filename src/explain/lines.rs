@@ -70,7 +70,7 @@ fn logged_message(text: &str) -> Option<&str> {
         .find_map(|level| t.strip_prefix(level))
         .filter(|after| {
             let b = after.as_bytes();
-            b.len() > 5 && b[..2].iter().all(u8::is_ascii_digit) && b[2] == b'-'
+            b.len() > 2 && b[..2].iter().all(u8::is_ascii_digit) && b[2] == b'-'
         })
         .and_then(|after| {
             after
@@ -137,6 +137,45 @@ mod tests {
     }
 
     #[test]
+    fn frames_and_code_are_no_failures_but_look_alike_lines_are() {
+        let far = format!(
+            "ERROR 10-13 {}] {}",
+            "x".repeat(74),
+            "  raise RuntimeError(x)"
+        );
+        for (line, error) in [
+            // A frame or a stack line names where, not what, even with an error word in it.
+            ("File \"train.py\", line 3, in main: Error", false),
+            ("frame #3: c10d::ProcessGroupNCCL::Error + 0x4a5", false),
+            ("Traceback (most recent call last): failed", false),
+            // vLLM's header puts ERROR on every line of a traceback.
+            (
+                "ERROR 10-13 09:06:25 [x.py:597] Traceback (most recent call last):",
+                false,
+            ),
+            ("ERROR 10-13 09:06:25 [x.py:597] ^^^^^^^^^^^^", false),
+            ("ERROR 10-13 09:06:25 [x.py:597] ~~~~~~^^^^^^", false),
+            // Not a label: no `pid=` in the parentheses, not `[rankN]:`, no date in the
+            // header, or the header's end too far off: judged as they read.
+            ("(see below)   raise RuntimeError('x')", true),
+            ("[info]:   connection timed out", true),
+            ("[rank1234567]:   raise RuntimeError(x)", true),
+            (
+                "ERROR 1x-13 09:06:25 [a.py:1]   raise RuntimeError(x)",
+                true,
+            ),
+            (
+                "ERROR 10:13 09:06:25 [a.py:1]   raise RuntimeError(x)",
+                true,
+            ),
+            ("ERROR 10", true),
+            (far.as_str(), true),
+        ] {
+            assert_eq!(looks_like_error(line), error, "{line}");
+        }
+    }
+
+    #[test]
     fn nccl_passing_an_error_code_up_is_an_error_trace() {
         assert!(is_error_trace(
             "h:1:2 [2] NCCL INFO misc/socket.cc:567 -> 2"
@@ -148,5 +187,6 @@ mod tests {
             "h:1:2 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/IPC"
         ));
         assert!(!is_error_trace("h:1:2 [0] NCCL INFO init.cc:1 -> 0"));
+        assert!(!is_error_trace("h:1:2 [0] NCCL INFO init.cc:1 -> "));
     }
 }
