@@ -261,8 +261,7 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
     let index = rules::Index::new(rules);
     let mut hits = Vec::new();
     let mut buf = Vec::new();
-    let mut wrappers: Vec<Evidence> = Vec::new();
-    let mut wrappers_total = 0u64;
+    let mut wrappers = unsettled::Lines::default();
     let mut unsettled = unsettled::Unsettled::default();
     let mut conditional = Vec::new();
     while let Some(long) = read_line(reader, &mut buf)? {
@@ -329,13 +328,7 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
         } else if wrapper {
             // A wrapper ("unhandled system error") says that something failed but not what:
             // shown as not understood if nothing else in the log explains it.
-            wrappers_total += 1;
-            if wrappers.len() < MAX_NOT_UNDERSTOOD {
-                wrappers.push(Evidence {
-                    line: n,
-                    text: shorten(text.trim()),
-                });
-            }
+            wrappers.add(n, || shorten(text.trim()));
         } else if !context && looks_like_error(&text) {
             analysis.not_understood_total += 1;
             if analysis.not_understood.len() < MAX_NOT_UNDERSTOOD {
@@ -349,18 +342,8 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
     analysis.nccl.conclude();
     let held: Vec<bool> = tallies.iter().map(|t| t.also.is_some()).collect();
     let (failures, wrapping) = unsettled.unexplained(&held);
-    if failures.total > 0 {
-        analysis.not_understood_total += failures.total;
-        analysis.not_understood.extend(failures.first);
-        analysis.not_understood.sort_by_key(|e| e.line);
-        analysis.not_understood.truncate(MAX_NOT_UNDERSTOOD);
-    }
-    if wrapping.total > 0 {
-        wrappers_total += wrapping.total;
-        wrappers.extend(wrapping.first);
-        wrappers.sort_by_key(|e| e.line);
-        wrappers.truncate(MAX_NOT_UNDERSTOOD);
-    }
+    add_not_understood(&mut analysis, failures);
+    wrappers.append(wrapping);
     let mut problems: Vec<Problem> = Vec::new();
     for (rule, tally) in rules.rules.iter().zip(tallies) {
         if let Some(problem) = judge(rule, tally, &analysis.nccl) {
@@ -402,13 +385,21 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
     let mut seen = BTreeMap::new();
     problems.retain(|p| seen.insert(p.category, ()).is_none());
     analysis.problems = problems;
-    if analysis.problems.is_empty() && wrappers_total > 0 {
-        analysis.not_understood_total += wrappers_total;
-        analysis.not_understood.extend(wrappers);
-        analysis.not_understood.sort_by_key(|e| e.line);
-        analysis.not_understood.truncate(MAX_NOT_UNDERSTOOD);
+    if analysis.problems.is_empty() {
+        add_not_understood(&mut analysis, wrappers);
     }
     Ok(analysis)
+}
+
+/// Counts `lines` as not understood and keeps the first of all such lines, in line order.
+fn add_not_understood(analysis: &mut Analysis, lines: unsettled::Lines) {
+    if lines.total == 0 {
+        return;
+    }
+    analysis.not_understood_total += lines.total;
+    analysis.not_understood.extend(lines.first);
+    analysis.not_understood.sort_by_key(|e| e.line);
+    analysis.not_understood.truncate(MAX_NOT_UNDERSTOOD);
 }
 
 /// Lists the lines of `problems` that explain nothing after all as not understood.

@@ -23,14 +23,14 @@ pub(crate) struct Lines {
 }
 
 impl Lines {
-    fn add(&mut self, line: u64, text: impl FnOnce() -> String) {
+    pub fn add(&mut self, line: u64, text: impl FnOnce() -> String) {
         self.total += 1;
         if self.first.len() < MAX_KEPT {
             self.first.push(Evidence { line, text: text() });
         }
     }
 
-    fn append(&mut self, other: Lines) {
+    pub fn append(&mut self, other: Lines) {
         self.total += other.total;
         self.first.extend(other.first);
     }
