@@ -7,6 +7,7 @@
 //! Logs are hostile input: every line is stripped of control characters before it is kept,
 //! no line is held beyond [`MAX_LINE_BYTES`], and everything kept is bounded.
 
+mod collectives;
 pub mod facts;
 pub mod gpu_paths;
 pub mod hangs;
