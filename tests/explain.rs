@@ -38,9 +38,9 @@ struct HeldOutSet {
 }
 
 /// The second and third sets (a `blind` field), the fourth (`blind` and `collected`, the
-/// helper who collected it), the fifth to the tenth (those and `heldout_set = 5` to `10`);
+/// helper who collected it), the fifth to the eleventh (those and `heldout_set = 5` to `11`);
 /// the first set's 7 logs are held to the fitted logs' standard.
-const HELD_OUT: [HeldOutSet; 8] = [
+const HELD_OUT: [HeldOutSet; 9] = [
     HeldOutSet {
         name: "second and third",
         judged: 53,
@@ -88,6 +88,12 @@ const HELD_OUT: [HeldOutSet; 8] = [
         judged: 38,
         right_floor: 17,
         wrong_ceiling: 8,
+    },
+    HeldOutSet {
+        name: "eleventh",
+        judged: 21,
+        right_floor: 10,
+        wrong_ceiling: 5,
     },
 ];
 
@@ -138,6 +144,7 @@ fn fixtures() -> Vec<Fixture> {
                         Some(8) => Some(5),
                         Some(9) => Some(6),
                         Some(10) => Some(7),
+                        Some(11) => Some(8),
                         other => panic!("{}: heldout_set {other:?}", path.display()),
                     }
                 }
