@@ -44,31 +44,31 @@ const HELD_OUT: [HeldOutSet; 9] = [
     HeldOutSet {
         name: "second and third",
         judged: 53,
-        right_floor: 35,
+        right_floor: 37,
         wrong_ceiling: 4,
     },
     HeldOutSet {
         name: "fourth",
         judged: 52,
-        right_floor: 38,
+        right_floor: 39,
         wrong_ceiling: 6,
     },
     HeldOutSet {
         name: "fifth",
         judged: 12,
-        right_floor: 4,
+        right_floor: 5,
         wrong_ceiling: 0,
     },
     HeldOutSet {
         name: "sixth",
         judged: 53,
-        right_floor: 28,
+        right_floor: 31,
         wrong_ceiling: 2,
     },
     HeldOutSet {
         name: "seventh",
         judged: 28,
-        right_floor: 17,
+        right_floor: 18,
         wrong_ceiling: 3,
     },
     HeldOutSet {
@@ -80,13 +80,13 @@ const HELD_OUT: [HeldOutSet; 9] = [
     HeldOutSet {
         name: "ninth",
         judged: 30,
-        right_floor: 22,
+        right_floor: 23,
         wrong_ceiling: 1,
     },
     HeldOutSet {
         name: "tenth",
         judged: 38,
-        right_floor: 17,
+        right_floor: 19,
         wrong_ceiling: 8,
     },
     HeldOutSet {

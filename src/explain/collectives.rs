@@ -21,6 +21,9 @@ pub struct Collectives {
     /// timeouts at one number are one call only where group 0 is the only group named.
     default_pg_named: bool,
     other_pg_named: bool,
+    /// TORCH_DISTRIBUTED_DEBUG=DETAIL's fingerprints of each call, by sequence number: see
+    /// [`FingerprintSeen`].
+    fingerprints: BTreeMap<u64, FingerprintSeen>,
 }
 
 impl Collectives {
@@ -131,7 +134,66 @@ impl Collectives {
         }
     }
 
-    /// `collective_args_differ` and `watchdog_ops_differ`, where they hold.
+    /// Any line of the log: the fingerprints come from PyTorch's wrapper, not NCCL's lines.
+    pub fn observe_any(&mut self, line: u64, text: &str) {
+        if text.contains("CollectiveFingerPrint(") {
+            self.fingerprint(line, text);
+        }
+    }
+
+    /// `[Rank 2] Running collective: CollectiveFingerPrint(SequenceNumber=38, OpType=ALLREDUCE,
+    /// TensorShape=[77, 1], TensorDtypes=Float, ...`: PyTorch's ProcessGroupWrapper
+    /// (TORCH_DISTRIBUTED_DEBUG=DETAIL) logging each call before it runs. A rank logging two
+    /// fingerprints at one number is in two process groups, so that number is not compared.
+    fn fingerprint(&mut self, line: u64, text: &str) {
+        let Some(rank) = number_after(text, "[Rank ") else {
+            return;
+        };
+        let Some(seq) = number_after(text, "SequenceNumber=") else {
+            return;
+        };
+        let Some(op_at) = text.find("OpType=") else {
+            return;
+        };
+        let op: String = text[op_at + "OpType=".len()..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        let shape = text.find("TensorShape=").map(|at| {
+            let rest = &text[at + "TensorShape=".len()..];
+            rest[..rest.find(", TensorDtypes").unwrap_or(rest.len())].to_string()
+        });
+        let evidence = Evidence {
+            line,
+            text: text.to_string(),
+        };
+        if let Some(seen) = self.fingerprints.get_mut(&seq) {
+            if seen.rank == rank {
+                seen.ambiguous |= seen.op != op || seen.shape != shape;
+                return;
+            }
+            let sizes_differ =
+                SAME_SIZE_ON_EVERY_RANK.contains(&op.as_str()) && seen.shape != shape;
+            if (seen.op != op || sizes_differ) && seen.differ.is_none() {
+                seen.differ = Some(evidence);
+            }
+        } else if self.fingerprints.len() < MAX_CALLS {
+            self.fingerprints.insert(
+                seq,
+                FingerprintSeen {
+                    rank,
+                    op,
+                    shape,
+                    first: evidence,
+                    ambiguous: false,
+                    differ: None,
+                },
+            );
+        }
+    }
+
+    /// `collective_args_differ`, `watchdog_ops_differ` and `collective_fingerprints_differ`,
+    /// where they hold.
     pub fn conclude(&self, evidence: &mut BTreeMap<&'static str, Vec<Evidence>>) {
         // Not where a process logged two communicators of one size at that opCount: then the
         // lines that differ may belong to different communicators.
@@ -154,6 +216,19 @@ impl Collectives {
                 .min_by_key(|(first, _)| first.line);
             if let Some((first, other)) = differ {
                 evidence.insert("watchdog_ops_differ", vec![first, other]);
+            }
+        }
+        // Two ranks' fingerprints at one sequence number name different calls; not where the
+        // log names a process group other than the default, which numbers its own calls.
+        if !self.other_pg_named {
+            let differ = self
+                .fingerprints
+                .values()
+                .filter(|f| !f.ambiguous)
+                .filter_map(|f| Some((f.first.clone(), f.differ.clone()?)))
+                .min_by_key(|(first, _)| first.line);
+            if let Some((first, other)) = differ {
+                evidence.insert("collective_fingerprints_differ", vec![first, other]);
             }
         }
     }
@@ -181,6 +256,29 @@ struct WatchdogSeen {
     numel: Option<String>,
     first: Evidence,
     differ: Option<Evidence>,
+}
+
+/// The first fingerprint logged at one sequence number, and the first of another rank that
+/// names another collective, or the same one with another shape.
+#[derive(Debug, Clone)]
+struct FingerprintSeen {
+    rank: u64,
+    op: String,
+    shape: Option<String>,
+    first: Evidence,
+    /// The first rank logged two different fingerprints at this number (two groups).
+    ambiguous: bool,
+    differ: Option<Evidence>,
+}
+
+/// The digits right after `key`, as a number.
+fn number_after(text: &str, key: &str) -> Option<u64> {
+    let at = text.find(key)?;
+    let digits: String = text[at + key.len()..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
 }
 
 /// The most collective calls remembered, and processes per call.
@@ -283,6 +381,7 @@ mod tests {
         let mut collectives = Collectives::default();
         for (n, l) in lines.iter().enumerate() {
             let line = n as u64 + 1;
+            collectives.observe_any(line, l);
             collectives.observe(line, l);
             if let Some(at) = l.find("NCCL INFO") {
                 collectives.observe_nccl(line, l, &l[..at], &l[at + "NCCL INFO".len()..]);
@@ -427,5 +526,63 @@ mod tests {
         // All-to-all and point-to-point sizes differ by rank in one correct call.
         assert!(!differ("ALLTOALL_BASE", 64, 128));
         assert!(!differ("SEND", 64, 0));
+    }
+
+    #[test]
+    fn two_ranks_fingerprinting_different_calls_at_one_seqnum() {
+        let print = |rank: u32, seq: u32, op: &str, shape: &str| {
+            format!(
+                "[rank{rank}]:[I1017 ProcessGroupWrapper.cpp:587] [Rank {rank}] Running collective: \
+                 CollectiveFingerPrint(SequenceNumber={seq}, OpType={op}, TensorShape={shape}, \
+                 TensorDtypes=Float, TensorDeviceTypes=TensorOptions(dtype=float (default)))"
+            )
+        };
+        let differ = |lines: &[String]| {
+            let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+            facts(&lines)
+                .get("collective_fingerprints_differ")
+                .map(|e| e.iter().map(|e| e.line).collect::<Vec<_>>())
+        };
+        let shapes = [
+            print(2, 38, "ALLREDUCE", "[77, 1]"),
+            print(1, 38, "ALLREDUCE", "[100, 1]"),
+        ];
+        assert_eq!(differ(&shapes), Some(vec![1, 2]));
+        let ops = [
+            print(2, 38, "ALLREDUCE", "[1]"),
+            print(1, 38, "BROADCAST", "[1]"),
+        ];
+        assert_eq!(differ(&ops), Some(vec![1, 2]));
+        for same in [
+            // The same call, or different numbers: a rank behind, not a mismatch.
+            [
+                print(2, 38, "ALLREDUCE", "[1]"),
+                print(1, 38, "ALLREDUCE", "[1]"),
+            ],
+            [
+                print(2, 38, "ALLREDUCE", "[1]"),
+                print(1, 39, "BROADCAST", "[1]"),
+            ],
+            // All-to-all sizes differ by rank in one correct call.
+            [
+                print(2, 38, "ALLTOALL_BASE", "[4]"),
+                print(1, 38, "ALLTOALL_BASE", "[8]"),
+            ],
+        ] {
+            assert_eq!(differ(&same), None, "{same:?}");
+        }
+        // One rank with two calls at one number is in two groups: cannot tell.
+        let groups = [
+            print(2, 38, "ALLREDUCE", "[1]"),
+            print(2, 38, "BROADCAST", "[1]"),
+            print(1, 38, "BROADCAST", "[1]"),
+        ];
+        assert_eq!(differ(&groups), None);
+        let other_group = [
+            print(2, 38, "ALLREDUCE", "[1]"),
+            "[rank1]:[E ProcessGroupNCCL.cpp:1664] [PG ID 1 PG GUID 1 Rank 1] x".to_string(),
+            print(1, 38, "BROADCAST", "[1]"),
+        ];
+        assert_eq!(differ(&other_group), None);
     }
 }

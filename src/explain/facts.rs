@@ -161,6 +161,19 @@ pub struct Facts {
     tests_header: Option<Evidence>,
     #[serde(skip)]
     tests_ended: bool,
+    /// nccl-tests prints one header (`# nThread 1 nGpus 8 ...`) and one `# Avg bus bandwidth`
+    /// summary per run: the summary seen since the last header, and the first two summaries
+    /// seen with no header between them (each process ran a test of its own).
+    #[serde(skip)]
+    tests_summary: Option<Evidence>,
+    #[serde(skip)]
+    tests_summaries_alone: Vec<Evidence>,
+    /// Hosts whose NCCL loaded an external net plugin, and hosts whose NCCL found none, each
+    /// with its first line saying so.
+    #[serde(skip)]
+    plugin_hosts: BTreeMap<String, Evidence>,
+    #[serde(skip)]
+    no_plugin_hosts: BTreeMap<String, Evidence>,
     /// Hosts nccl-tests' device lines name (`# Rank 0 ... on HOST device 0 ...`).
     #[serde(skip)]
     tests_hosts: Bounded,
@@ -275,9 +288,10 @@ fn number_after<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 
 impl Facts {
     /// Takes in any line of the log, NCCL's or not: the few facts read from other programs'
-    /// output (see [`Hangs`]).
+    /// output (see [`Hangs`] and [`Collectives`]).
     pub fn observe_any(&mut self, line: u64, text: &str) {
         self.hangs.observe(line, text);
+        self.collectives.observe_any(line, text);
     }
 
     /// Takes in one (already cleaned) line.
@@ -528,6 +542,25 @@ impl Facts {
         if let Some(at) = nccl_at {
             self.collectives.observe_nccl(line, text, &text[..at], body);
         }
+        if let Some(host) = host {
+            self.net_plugin(host, line, text);
+        }
+        let header = text.trim_start_matches('#').trim_start();
+        if header.starts_with("nThread ") || header.starts_with("Using devices") {
+            self.tests_summary = None;
+        } else if text.contains("Avg bus bandwidth") {
+            let summary = Evidence {
+                line,
+                text: text.to_string(),
+            };
+            match &self.tests_summary {
+                Some(first) if self.tests_summaries_alone.is_empty() => {
+                    self.tests_summaries_alone = vec![first.clone(), summary];
+                }
+                Some(_) => {}
+                None => self.tests_summary = Some(summary),
+            }
+        }
         if self.tests_header.is_none() && text.starts_with('#') && text.contains("Using devices") {
             self.tests_header = Some(Evidence {
                 line,
@@ -543,6 +576,32 @@ impl Facts {
                 .any(|failure| text.contains(failure))
         {
             self.tests_ended = true;
+        }
+    }
+
+    /// NCCL's word on the external net plugin (`libnccl-net.so`): loaded, or none found.
+    fn net_plugin(&mut self, host: &str, line: u64, text: &str) {
+        let loaded = ["Plugin Path :", "Loaded net plugin", "NET/OFI Using"];
+        let missing = [
+            "Could not find: libnccl-net",
+            "No plugin found",
+            "Plugin load (libnccl-net.so) returned",
+        ];
+        let hosts = if loaded.iter().any(|p| text.contains(p)) {
+            &mut self.plugin_hosts
+        } else if missing.iter().any(|p| text.contains(p)) {
+            &mut self.no_plugin_hosts
+        } else {
+            return;
+        };
+        if hosts.len() < MAX_VALUES && !hosts.contains_key(host) {
+            hosts.insert(
+                host.to_string(),
+                Evidence {
+                    line,
+                    text: text.to_string(),
+                },
+            );
         }
     }
 
@@ -602,6 +661,27 @@ impl Facts {
             let mut lines: Vec<Evidence> = self.ipoib_lines.iter().take(2).cloned().collect();
             lines.extend(self.socket_failed.clone());
             self.evidence.insert("socket_on_ipoib_failed", lines);
+        }
+        if !self.tests_summaries_alone.is_empty() {
+            self.evidence.insert(
+                "nccl_tests_ran_per_process",
+                self.tests_summaries_alone.clone(),
+            );
+        }
+        // Some hosts load the net plugin and others find none: only a host that did one and
+        // never the other counts (NCCL may look for several plugin names before one loads).
+        let with = self
+            .plugin_hosts
+            .iter()
+            .find(|(host, _)| !self.no_plugin_hosts.contains_key(*host));
+        let without = self
+            .no_plugin_hosts
+            .iter()
+            .find(|(host, _)| !self.plugin_hosts.contains_key(*host));
+        if let (Some((_, with)), Some((_, without))) = (with, without) {
+            let mut lines = vec![with.clone(), without.clone()];
+            lines.sort_by_key(|e| e.line);
+            self.evidence.insert("net_plugin_on_some_hosts", lines);
         }
         if let Some(header) = self.tests_header.as_ref().filter(|_| !self.tests_ended) {
             self.evidence
@@ -878,6 +958,46 @@ mod tests {
             let f = facts(&[header[0], header[1], end]);
             assert!(!f.evidence.contains_key("nccl_tests_hung"), "{end}");
         }
+    }
+
+    #[test]
+    fn nccl_tests_summaries_with_no_header_between_are_runs_of_their_own() {
+        let ran_alone = |lines: &[&str]| {
+            facts(lines)
+                .evidence
+                .get("nccl_tests_ran_per_process")
+                .map(|e| e.iter().map(|e| e.line).collect::<Vec<_>>())
+        };
+        let header = "# nThread 1 nGpus 1 minBytes 8 maxBytes 134217728 step: 2(factor)";
+        let summary = "# Avg bus bandwidth    : 3.94145 ";
+        assert_eq!(ran_alone(&[summary, "#", summary]), Some(vec![1, 3]));
+        assert_eq!(
+            ran_alone(&[header, header, summary, summary]),
+            Some(vec![3, 4])
+        );
+        // One run, or runs one after another, each with its header (older ones without '#').
+        assert_eq!(ran_alone(&[header, summary]), None);
+        assert_eq!(ran_alone(&[header, summary, header, summary]), None);
+        let old = "nThread 1 nGpus 8 minBytes 8 maxBytes 134217728 step: 2(factor)";
+        assert_eq!(ran_alone(&[old, summary, old, summary]), None);
+    }
+
+    #[test]
+    fn a_net_plugin_loaded_on_some_hosts_only() {
+        let on_some = |lines: &[&str]| {
+            facts(lines)
+                .evidence
+                .get("net_plugin_on_some_hosts")
+                .map(|e| e.iter().map(|e| e.line).collect::<Vec<_>>())
+        };
+        let none = "HGX-11:18226:18274 [5] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.";
+        let loaded = "HGX-04:589474:589541 [0] NCCL INFO Plugin Path : /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so";
+        assert_eq!(on_some(&[none, loaded]), Some(vec![1, 2]));
+        assert_eq!(on_some(&[loaded]), None);
+        assert_eq!(on_some(&[none]), None);
+        // A host that looked for one plugin name and then loaded another has the plugin.
+        let later = "HGX-11:18226:18274 [5] NCCL INFO NET/Plugin: Loaded net plugin NCCL RDMA Plugin v8 (v8)";
+        assert_eq!(on_some(&[none, later, loaded]), None);
     }
 
     #[test]

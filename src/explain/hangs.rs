@@ -178,14 +178,16 @@ impl LightningInit {
         self.last = Some(evidence);
     }
 
-    /// The first and last member lines when the log stops at them with ranks missing or
-    /// doubled.
+    /// The first and last member lines when the log stops at them with ranks missing, or
+    /// shows a rank twice.
     fn stuck(&self) -> Option<Vec<Evidence>> {
         let (first, last) = (self.first.as_ref()?, self.last.as_ref()?);
         let world = self.world?;
         let missing = (self.ranks.len() as u64) < world && self.ranks.len() < MAX_RANKS;
         let ends_here = last.line == self.last_text_line;
-        (ends_here && !self.registered && (missing || self.duplicate)).then(|| {
+        // A rank started twice is the launcher's mistake wherever the log goes on (a traceback
+        // cut short, the ranks' own errors); ranks missing, only where it stops there.
+        (!self.registered && ((ends_here && missing) || self.duplicate)).then(|| {
             let mut lines = vec![first.clone()];
             if last.line != first.line {
                 lines.push(last.clone());
@@ -319,6 +321,13 @@ mod tests {
         let doubled: Vec<String> = [0, 1, 0, 1].iter().map(|r| member(*r, 4)).collect();
         let doubled: Vec<&str> = doubled.iter().map(String::as_str).collect();
         assert_eq!(lines(&facts(&doubled), "lightning_ranks_missing"), [1, 4]);
+        // A rank twice stays the launcher's mistake when the log goes on.
+        let mut doubled_then_failed = doubled.clone();
+        doubled_then_failed.push("Traceback (most recent call last):");
+        assert_eq!(
+            lines(&facts(&doubled_then_failed), "lightning_ranks_missing"),
+            [1, 4]
+        );
         let v2 = "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2";
         assert_eq!(lines(&facts(&[v2]), "lightning_ranks_missing"), [1]);
         // Every rank came, set-up completed, or the run went on: no hang at set-up.

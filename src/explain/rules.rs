@@ -143,6 +143,9 @@ pub const FACTS: &[&str] = &[
     "watchdog_ops_differ",
     "p2p_slower_than_host",
     "lightning_ranks_missing",
+    "collective_fingerprints_differ",
+    "nccl_tests_ran_per_process",
+    "net_plugin_on_some_hosts",
 ];
 
 /// A rules file that cannot be used: its file and line, and what is wrong (exit 2).
