@@ -144,51 +144,58 @@ impl Collectives {
     /// `[Rank 2] Running collective: CollectiveFingerPrint(SequenceNumber=38, OpType=ALLREDUCE,
     /// TensorShape=[77, 1], TensorDtypes=Float, ...`: PyTorch's ProcessGroupWrapper
     /// (TORCH_DISTRIBUTED_DEBUG=DETAIL) logging each call before it runs. A rank logging two
-    /// fingerprints at one number is in two process groups, so that number is not compared.
+    /// different fingerprints at one number is in two process groups (each numbers its own
+    /// calls, and `[Rank N]` is the rank in that group), so that number is not compared. The
+    /// latest [`MAX_CALLS`] numbers are kept: a mismatch is where a job stops.
     fn fingerprint(&mut self, line: u64, text: &str) {
-        let Some(rank) = number_after(text, "[Rank ") else {
+        let Some(rank) = integer_after(text, "[Rank ") else {
             return;
         };
-        let Some(seq) = number_after(text, "SequenceNumber=") else {
+        let Some(seq) = integer_after(text, "SequenceNumber=") else {
             return;
         };
         let Some(op_at) = text.find("OpType=") else {
             return;
         };
-        let op: String = text[op_at + "OpType=".len()..]
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect();
-        let shape = text.find("TensorShape=").map(|at| {
-            let rest = &text[at + "TensorShape=".len()..];
-            rest[..rest.find(", TensorDtypes").unwrap_or(rest.len())].to_string()
-        });
+        let call = Fingerprint {
+            op: text[op_at + "OpType=".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect(),
+            shape: text.find("TensorShape=").map(|at| {
+                let rest = &text[at + "TensorShape=".len()..];
+                rest[..rest.find(", TensorDtypes").unwrap_or(rest.len())].to_string()
+            }),
+        };
         let evidence = Evidence {
             line,
             text: text.to_string(),
         };
-        if let Some(seen) = self.fingerprints.get_mut(&seq) {
-            if seen.rank == rank {
-                seen.ambiguous |= seen.op != op || seen.shape != shape;
+        if !self.fingerprints.contains_key(&seq) && self.fingerprints.len() >= MAX_CALLS {
+            self.fingerprints.pop_first();
+        }
+        let seen = self
+            .fingerprints
+            .entry(seq)
+            .or_insert_with(|| FingerprintSeen {
+                first: evidence.clone(),
+                first_call: call.clone(),
+                by_rank: BTreeMap::new(),
+                ambiguous: false,
+                differ: None,
+            });
+        match seen.by_rank.get(&rank) {
+            Some(earlier) => {
+                seen.ambiguous |= *earlier != call;
                 return;
             }
-            let sizes_differ =
-                SAME_SIZE_ON_EVERY_RANK.contains(&op.as_str()) && seen.shape != shape;
-            if (seen.op != op || sizes_differ) && seen.differ.is_none() {
-                seen.differ = Some(evidence);
+            None if seen.by_rank.len() < MAX_CALL_PROCESSES => {
+                seen.by_rank.insert(rank, call.clone());
             }
-        } else if self.fingerprints.len() < MAX_CALLS {
-            self.fingerprints.insert(
-                seq,
-                FingerprintSeen {
-                    rank,
-                    op,
-                    shape,
-                    first: evidence,
-                    ambiguous: false,
-                    differ: None,
-                },
-            );
+            None => {}
+        }
+        if seen.differ.is_none() && call.differs_from(&seen.first_call) {
+            seen.differ = Some(evidence);
         }
     }
 
@@ -258,21 +265,35 @@ struct WatchdogSeen {
     differ: Option<Evidence>,
 }
 
-/// The first fingerprint logged at one sequence number, and the first of another rank that
-/// names another collective, or the same one with another shape.
-#[derive(Debug, Clone)]
-struct FingerprintSeen {
-    rank: u64,
+/// One call as ProcessGroupWrapper fingerprints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Fingerprint {
     op: String,
     shape: Option<String>,
+}
+
+impl Fingerprint {
+    /// Another collective, or the same one with another shape where every rank's is the same.
+    fn differs_from(&self, other: &Fingerprint) -> bool {
+        self.op != other.op
+            || (SAME_SIZE_ON_EVERY_RANK.contains(&self.op.as_str()) && self.shape != other.shape)
+    }
+}
+
+/// The fingerprints logged at one sequence number: the first, each rank's, and the first of
+/// another rank that names another call.
+#[derive(Debug, Clone)]
+struct FingerprintSeen {
     first: Evidence,
-    /// The first rank logged two different fingerprints at this number (two groups).
+    first_call: Fingerprint,
+    by_rank: BTreeMap<u64, Fingerprint>,
+    /// Some rank logged two different fingerprints at this number (two process groups).
     ambiguous: bool,
     differ: Option<Evidence>,
 }
 
 /// The digits right after `key`, as a number.
-fn number_after(text: &str, key: &str) -> Option<u64> {
+fn integer_after(text: &str, key: &str) -> Option<u64> {
     let at = text.find(key)?;
     let digits: String = text[at + key.len()..]
         .chars()
@@ -578,6 +599,27 @@ mod tests {
             print(1, 38, "BROADCAST", "[1]"),
         ];
         assert_eq!(differ(&groups), None);
+        // Any rank with two calls at one number, not only the first to log one.
+        let second_rank_in_two_groups = [
+            print(2, 3, "ALLREDUCE", "[1]"),
+            print(0, 3, "BROADCAST", "[1]"),
+            print(0, 3, "ALLREDUCE", "[1]"),
+        ];
+        assert_eq!(differ(&second_rank_in_two_groups), None);
+        // The mismatch where the job stops, after more calls than are kept.
+        let mut long: Vec<String> = (0..MAX_CALLS as u32 + 200)
+            .flat_map(|seq| {
+                [
+                    print(0, seq, "ALLREDUCE", "[1]"),
+                    print(1, seq, "ALLREDUCE", "[1]"),
+                ]
+            })
+            .collect();
+        let last = MAX_CALLS as u32 + 200;
+        long.push(print(0, last, "ALLREDUCE", "[77, 1]"));
+        long.push(print(1, last, "ALLREDUCE", "[100, 1]"));
+        let n = long.len() as u64;
+        assert_eq!(differ(&long), Some(vec![n - 1, n]));
         let other_group = [
             print(2, 38, "ALLREDUCE", "[1]"),
             "[rank1]:[E ProcessGroupNCCL.cpp:1664] [PG ID 1 PG GUID 1 Rank 1] x".to_string(),

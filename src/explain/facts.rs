@@ -13,6 +13,18 @@ use super::gpu_paths::GpuPaths;
 use super::hangs::Hangs;
 use super::progress::Progress;
 
+/// NCCL loaded an external net plugin: its path (2.19+), its name, aws-ofi-nccl's own line.
+const NET_PLUGIN_LOADED: [&str; 3] = ["Plugin Path :", "Loaded net plugin", "NET/OFI Using"];
+
+/// On a `NET/Plugin` line, NCCL found no external net plugin (2.12-2.18: `No plugin found
+/// (libnccl-net.so), using internal implementation`; 2.19+: `Could not find: libnccl-net.so`,
+/// 2.23+ with NCCL_NET_PLUGIN: `Could not find: ofi libnccl-net-ofi.so`).
+const NET_PLUGIN_MISSING: [&str; 3] = [
+    "Could not find:",
+    "No plugin found",
+    "Plugin load (libnccl-net.so) returned",
+];
+
 /// The most distinct values kept per fact (hosts, interfaces, versions...).
 const MAX_VALUES: usize = 256;
 
@@ -161,13 +173,6 @@ pub struct Facts {
     tests_header: Option<Evidence>,
     #[serde(skip)]
     tests_ended: bool,
-    /// nccl-tests prints one header (`# nThread 1 nGpus 8 ...`) and one `# Avg bus bandwidth`
-    /// summary per run: the summary seen since the last header, and the first two summaries
-    /// seen with no header between them (each process ran a test of its own).
-    #[serde(skip)]
-    tests_summary: Option<Evidence>,
-    #[serde(skip)]
-    tests_summaries_alone: Vec<Evidence>,
     /// Hosts whose NCCL loaded an external net plugin, and hosts whose NCCL found none, each
     /// with its first line saying so.
     #[serde(skip)]
@@ -545,22 +550,6 @@ impl Facts {
         if let Some(host) = host {
             self.net_plugin(host, line, text);
         }
-        let header = text.trim_start_matches('#').trim_start();
-        if header.starts_with("nThread ") || header.starts_with("Using devices") {
-            self.tests_summary = None;
-        } else if text.contains("Avg bus bandwidth") {
-            let summary = Evidence {
-                line,
-                text: text.to_string(),
-            };
-            match &self.tests_summary {
-                Some(first) if self.tests_summaries_alone.is_empty() => {
-                    self.tests_summaries_alone = vec![first.clone(), summary];
-                }
-                Some(_) => {}
-                None => self.tests_summary = Some(summary),
-            }
-        }
         if self.tests_header.is_none() && text.starts_with('#') && text.contains("Using devices") {
             self.tests_header = Some(Evidence {
                 line,
@@ -579,17 +568,16 @@ impl Facts {
         }
     }
 
-    /// NCCL's word on the external net plugin (`libnccl-net.so`): loaded, or none found.
+    /// NCCL's word on the external net plugin (`libnccl-net.so`): loaded, or none found. The
+    /// tuner's and profiler's plugins (`TUNER/Plugin`, `PROFILER/Plugin`) are other plugins.
     fn net_plugin(&mut self, host: &str, line: u64, text: &str) {
-        let loaded = ["Plugin Path :", "Loaded net plugin", "NET/OFI Using"];
-        let missing = [
-            "Could not find: libnccl-net",
-            "No plugin found",
-            "Plugin load (libnccl-net.so) returned",
-        ];
-        let hosts = if loaded.iter().any(|p| text.contains(p)) {
+        if text.contains("TUNER/") || text.contains("PROFILER/") {
+            return;
+        }
+        let hosts = if NET_PLUGIN_LOADED.iter().any(|p| text.contains(p)) {
             &mut self.plugin_hosts
-        } else if missing.iter().any(|p| text.contains(p)) {
+        } else if text.contains("NET/Plugin") && NET_PLUGIN_MISSING.iter().any(|p| text.contains(p))
+        {
             &mut self.no_plugin_hosts
         } else {
             return;
@@ -662,14 +650,9 @@ impl Facts {
             lines.extend(self.socket_failed.clone());
             self.evidence.insert("socket_on_ipoib_failed", lines);
         }
-        if !self.tests_summaries_alone.is_empty() {
-            self.evidence.insert(
-                "nccl_tests_ran_per_process",
-                self.tests_summaries_alone.clone(),
-            );
-        }
         // Some hosts load the net plugin and others find none: only a host that did one and
         // never the other counts (NCCL may look for several plugin names before one loads).
+        // Where a communicator came up, the hosts connected: logs of two clusters side by side.
         let with = self
             .plugin_hosts
             .iter()
@@ -678,7 +661,9 @@ impl Facts {
             .no_plugin_hosts
             .iter()
             .find(|(host, _)| !self.plugin_hosts.contains_key(*host));
-        if let (Some((_, with)), Some((_, without))) = (with, without) {
+        if self.init.complete == 0
+            && let (Some((_, with)), Some((_, without))) = (with, without)
+        {
             let mut lines = vec![with.clone(), without.clone()];
             lines.sort_by_key(|e| e.line);
             self.evidence.insert("net_plugin_on_some_hosts", lines);
@@ -961,28 +946,6 @@ mod tests {
     }
 
     #[test]
-    fn nccl_tests_summaries_with_no_header_between_are_runs_of_their_own() {
-        let ran_alone = |lines: &[&str]| {
-            facts(lines)
-                .evidence
-                .get("nccl_tests_ran_per_process")
-                .map(|e| e.iter().map(|e| e.line).collect::<Vec<_>>())
-        };
-        let header = "# nThread 1 nGpus 1 minBytes 8 maxBytes 134217728 step: 2(factor)";
-        let summary = "# Avg bus bandwidth    : 3.94145 ";
-        assert_eq!(ran_alone(&[summary, "#", summary]), Some(vec![1, 3]));
-        assert_eq!(
-            ran_alone(&[header, header, summary, summary]),
-            Some(vec![3, 4])
-        );
-        // One run, or runs one after another, each with its header (older ones without '#').
-        assert_eq!(ran_alone(&[header, summary]), None);
-        assert_eq!(ran_alone(&[header, summary, header, summary]), None);
-        let old = "nThread 1 nGpus 8 minBytes 8 maxBytes 134217728 step: 2(factor)";
-        assert_eq!(ran_alone(&[old, summary, old, summary]), None);
-    }
-
-    #[test]
     fn a_net_plugin_loaded_on_some_hosts_only() {
         let on_some = |lines: &[&str]| {
             facts(lines)
@@ -998,6 +961,20 @@ mod tests {
         // A host that looked for one plugin name and then loaded another has the plugin.
         let later = "HGX-11:18226:18274 [5] NCCL INFO NET/Plugin: Loaded net plugin NCCL RDMA Plugin v8 (v8)";
         assert_eq!(on_some(&[none, later, loaded]), None);
+        // Each NCCL's wording of "none found".
+        for none in [
+            "a:1:1 [0] NCCL INFO NET/Plugin : No plugin found (libnccl-net.so), using internal implementation",
+            "a:1:1 [0] NCCL INFO NET/Plugin : Plugin load (libnccl-net.so) returned 2 : libnccl-net.so: cannot open shared object file",
+            "a:1:1 [0] NCCL INFO NET/Plugin: Could not find: ofi libnccl-net-ofi.so.",
+        ] {
+            assert_eq!(on_some(&[none, loaded]), Some(vec![1, 2]), "{none}");
+        }
+        // The tuner's plugin is another plugin; a host that has the net plugin says so.
+        let tuner = "HGX-04:589474:589541 [0] NCCL INFO TUNER/Plugin: No plugin found (libnccl-tuner.so), using internal tuner instead.";
+        assert_eq!(on_some(&[none, loaded, tuner]), Some(vec![1, 2]));
+        // A communicator came up: the hosts connected (two clusters' logs side by side).
+        let complete = "HGX-04:589474:589541 [0] NCCL INFO comm 0x5 rank 0 nranks 16 cudaDev 0 busId 18000 - Init COMPLETE";
+        assert_eq!(on_some(&[none, loaded, complete]), None);
     }
 
     #[test]

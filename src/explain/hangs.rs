@@ -121,8 +121,13 @@ struct LightningInit {
     /// The world size the lines name (`MEMBER: 3/8` -> 8); `None` once two disagree.
     world: Option<u64>,
     worlds_differ: bool,
-    /// A rank that initialised twice: two processes took one rank.
+    /// A rank that initialised twice in one run of member lines: two processes took one rank.
+    /// A rank seen again after other output is a later attempt (a requeued job), not this.
     duplicate: bool,
+    /// The ranks of the current run of consecutive member lines, and whether the last line
+    /// that was not blank was one.
+    block: BTreeSet<u64>,
+    in_block: bool,
     /// Rank 0's `All distributed processes registered`: set-up completed.
     registered: bool,
     first: Option<Evidence>,
@@ -153,8 +158,13 @@ impl LightningInit {
             self.registered = true;
         }
         let Some((rank, world)) = member_of(text) else {
+            self.in_block = false;
             return;
         };
+        if !self.in_block {
+            self.block.clear();
+            self.in_block = true;
+        }
         match self.world {
             None if !self.worlds_differ => self.world = Some(world),
             Some(w) if w != world => {
@@ -163,9 +173,12 @@ impl LightningInit {
             }
             _ => {}
         }
-        if self.ranks.contains(&rank) {
+        if self.block.contains(&rank) {
             self.duplicate = true;
-        } else if self.ranks.len() < MAX_RANKS {
+        } else if self.block.len() < MAX_RANKS {
+            self.block.insert(rank);
+        }
+        if self.ranks.len() < MAX_RANKS {
             self.ranks.insert(rank);
         }
         let evidence = Evidence {
@@ -328,6 +341,18 @@ mod tests {
             lines(&facts(&doubled_then_failed), "lightning_ranks_missing"),
             [1, 4]
         );
+        // The same ranks again after other output: a later attempt (a requeued job).
+        let (two, three) = (member(2, 4), member(3, 4));
+        let requeued = [
+            two.as_str(),
+            three.as_str(),
+            "Epoch 3: 40%",
+            "slurmstepd: error: *** JOB 7 CANCELLED DUE TO PREEMPTION ***",
+            two.as_str(),
+            three.as_str(),
+            "Epoch 3: 41%",
+        ];
+        assert!(facts(&requeued).is_empty());
         let v2 = "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2";
         assert_eq!(lines(&facts(&[v2]), "lightning_ranks_missing"), [1]);
         // Every rank came, set-up completed, or the run went on: no hang at set-up.

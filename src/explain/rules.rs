@@ -144,7 +144,6 @@ pub const FACTS: &[&str] = &[
     "p2p_slower_than_host",
     "lightning_ranks_missing",
     "collective_fingerprints_differ",
-    "nccl_tests_ran_per_process",
     "net_plugin_on_some_hosts",
 ];
 
