@@ -56,13 +56,18 @@ pub(crate) struct Library {
 
 impl Library {
     /// Loads the library at `path` (a bare file name goes through the linker's search).
+    /// It stays mapped until the process exits (`RTLD_NODELETE`): NCCL starts threads of its
+    /// own (`ncclGetUniqueId`'s bootstrap root waits for ranks that may never come) which
+    /// would run unmapped code, and crash the process, if closing the handle unloaded it.
     ///
     /// # Safety
     /// Loading runs the library's initialisers: `path` must name a library whose
     /// initialisers are sound to run in this process (the CUDA driver, NCCL).
     pub(crate) unsafe fn open(path: &Path) -> Result<Library, libloading::Error> {
+        use libloading::os::unix;
+        let flags = unix::RTLD_LAZY | unix::RTLD_LOCAL | libc::RTLD_NODELETE;
         // SAFETY: the caller vouches for the library's initialisers.
-        let inner = unsafe { libloading::Library::new(path) }?;
+        let inner: libloading::Library = unsafe { unix::Library::open(Some(path), flags) }?.into();
         Ok(Library {
             path: path.to_path_buf(),
             inner,
