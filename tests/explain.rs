@@ -38,9 +38,9 @@ struct HeldOutSet {
 }
 
 /// The second and third sets (a `blind` field), the fourth (`blind` and `collected`, the
-/// helper who collected it), the fifth to the eleventh (those and `heldout_set = 5` to `11`);
+/// helper who collected it), the fifth to the twelfth (those and `heldout_set = 5` to `12`);
 /// the first set's 7 logs are held to the fitted logs' standard.
-const HELD_OUT: [HeldOutSet; 9] = [
+const HELD_OUT: [HeldOutSet; 10] = [
     HeldOutSet {
         name: "second and third",
         judged: 53,
@@ -95,6 +95,12 @@ const HELD_OUT: [HeldOutSet; 9] = [
         right_floor: 13,
         wrong_ceiling: 4,
     },
+    HeldOutSet {
+        name: "twelfth",
+        judged: 17,
+        right_floor: 9,
+        wrong_ceiling: 3,
+    },
 ];
 
 struct Fixture {
@@ -145,6 +151,7 @@ fn fixtures() -> Vec<Fixture> {
                         Some(9) => Some(6),
                         Some(10) => Some(7),
                         Some(11) => Some(8),
+                        Some(12) => Some(9),
                         other => panic!("{}: heldout_set {other:?}", path.display()),
                     }
                 }
