@@ -294,7 +294,7 @@ complete -c gputune -n "__fish_gputune_using_subcommand fleet" -s h -l help -d '
 complete -c gputune -n "__fish_gputune_using_subcommand explain" -l format -d 'Output format' -r -f -a "text\t''
 json\t''"
 complete -c gputune -n "__fish_gputune_using_subcommand explain" -l root -d 'Resolve every host path (/proc, /sys, /etc, /dev, /run, /var/lib) under DIR, e.g. a fixture tree or a mounted golden image' -r -F
-complete -c gputune -n "__fish_gputune_using_subcommand explain" -l check -d 'Run the checks each problem names on this node (or --root) and say whether the node confirms or refutes it; also flag what NCCL left unused here (active RDMA ports, nvidia_peermem, NVLink)'
+complete -c gputune -n "__fish_gputune_using_subcommand explain" -l check -d 'Run the checks each problem (or possible cause) names on this node (or --root) and say whether the node confirms or refutes it; also flag what NCCL left unused here (active RDMA ports, nvidia_peermem, NVLink)'
 complete -c gputune -n "__fish_gputune_using_subcommand explain" -s h -l help -d 'Print help'
 complete -c gputune -n "__fish_gputune_using_subcommand preflight" -l timeout -d 'Hard deadline in seconds for the whole check, on every rank: a rank that has not joined by then is reported missing' -r
 complete -c gputune -n "__fish_gputune_using_subcommand preflight" -l format -d 'Output format (rank 0\'s report; the other ranks print one line each)' -r -f -a "table\t''

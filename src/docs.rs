@@ -466,6 +466,10 @@ fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
                 "From a pipe, as JSON for a job-failure bot:",
                 "kubectl logs job/train --all-containers | gputune explain --format json -",
             ),
+            (
+                "A bare wrapper (NCCL's `unhandled cuda error`) names no cause: no guess is made, the causes threads settled for it are listed as possible causes, and --check says which of them this node has:",
+                "gputune explain --check job.err",
+            ),
         ],
         "gputune-preflight" => &[
             (

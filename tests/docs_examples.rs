@@ -442,6 +442,11 @@ const CASES: &[Case] = &[
         sandbox: Host("explain"),
         exit: &[1],
     },
+    Case {
+        command: "gputune explain --check job.err",
+        sandbox: Host("explain"),
+        exit: &[1],
+    },
     // preflight: every node of a job.
     Case {
         command: "srun -N 64 --ntasks-per-node=1 gputune preflight",
@@ -548,11 +553,18 @@ const CASES: &[Case] = &[
 /// What a user's world holds before a journey's first command, which no documented command
 /// makes: `(journey, shell command, why)`, run in the journey's work directory with the
 /// fixtures at `$FIXTURES`.
-const WORLD: &[(&str, &str, &str)] = &[(
-    "explain",
-    "cp \"$FIXTURES/explain/nccl-1837.log\" slurm-4711.out",
-    "a job failed and Slurm kept its output: a real NCCL log from NVIDIA/nccl#1837",
-)];
+const WORLD: &[(&str, &str, &str)] = &[
+    (
+        "explain",
+        "cp \"$FIXTURES/explain/nccl-1837.log\" slurm-4711.out",
+        "a job failed and Slurm kept its output: a real NCCL log from NVIDIA/nccl#1837",
+    ),
+    (
+        "explain",
+        "cp \"$FIXTURES/explain/nccl-tests-6.log\" job.err",
+        "a job's error output holding only NCCL's bare wrapper: a real line from NVIDIA/nccl-tests#6",
+    ),
+];
 
 /// Every documented command with where it is documented: the README's `sh` blocks (comment
 /// lines skipped, trailing comments cut, continuation lines joined) and the man pages'

@@ -21,9 +21,9 @@ pub struct ExplainArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     pub format: ExplainFormat,
-    /// Run the checks each problem names on this node (or --root) and say whether the node
-    /// confirms or refutes it; also flag what NCCL left unused here (active RDMA ports,
-    /// nvidia_peermem, NVLink).
+    /// Run the checks each problem (or possible cause) names on this node (or --root) and
+    /// say whether the node confirms or refutes it; also flag what NCCL left unused here
+    /// (active RDMA ports, nvidia_peermem, NVLink).
     #[arg(long)]
     pub check: bool,
 }
@@ -93,26 +93,27 @@ pub(crate) fn run(args: &ExplainArgs, root: &Root) -> Result<ExitCode> {
             ..AuditOptions::default()
         };
         let findings = checks::run_limited(root, &profile, &options, &[], CHECK_LIMITS);
-        Some(
-            analysis
-                .problems
+        let judge = |problems: &[explain::Problem]| {
+            problems
                 .iter()
                 .map(|p| verify::judge(p, &findings, &profile.name))
-                .collect::<Vec<_>>(),
-        )
+                .collect::<Vec<_>>()
+        };
+        Some(verify::Verdicts {
+            problems: judge(&analysis.problems),
+            candidates: judge(&analysis.candidates),
+        })
     } else {
         None
     };
     let text = match args.format {
-        ExplainFormat::Text => render::text(&analysis, checks.as_deref()),
+        ExplainFormat::Text => render::text(&analysis, checks.as_ref()),
         ExplainFormat::Json => {
-            let mut text =
-                serde_json::to_string_pretty(&render::json(&analysis, checks.as_deref())).map_err(
-                    |source| Error::Render {
-                        what: "JSON",
-                        source,
-                    },
-                )?;
+            let mut text = serde_json::to_string_pretty(&render::json(&analysis, checks.as_ref()))
+                .map_err(|source| Error::Render {
+                    what: "JSON",
+                    source,
+                })?;
             text.push('\n');
             text
         }

@@ -66,6 +66,9 @@ pub struct Problem {
     /// The usual cause of a failure that names none (see [`rules::Rule::fallback`]).
     #[serde(skip)]
     pub fallback: bool,
+    /// One of several possible causes (see [`rules::Rule::candidate`]).
+    #[serde(skip)]
+    pub candidate: bool,
     /// The rule that found it, and how many lines matched in all.
     pub rule: String,
     pub matched_lines: u64,
@@ -84,6 +87,9 @@ pub struct Analysis {
     pub problems: Vec<Problem>,
     pub not_understood: Vec<Evidence>,
     pub not_understood_total: u64,
+    /// Where no problem is named: the causes threads settled for the lines not understood
+    /// (see [`rules::Rule::candidate`]), most likely first.
+    pub candidates: Vec<Problem>,
 }
 
 /// Text safe for a terminal or another program: control characters dropped, tabs as
@@ -292,7 +298,8 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
             // a line nearby is, as the echo of what that line says.
             // A rule with a condition explains the line only if the condition holds, which
             // is known at the end of the log.
-            if matched && !vetoed {
+            // A possible cause leaves its line not understood: it names no cause by itself.
+            if matched && !vetoed && !rule.candidate {
                 if rule.also_any.is_empty() {
                     understood = true;
                 } else {
@@ -351,6 +358,7 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
             problems.push(problem);
         }
     }
+    let mut candidates: Vec<Problem> = problems.extract_if(.., |p| p.candidate).collect();
     // A fallback stands only alone: beside a cause a rule names, or a failure no rule
     // explains (which may be that cause), it is no explanation. Echoes and slowdowns leave it
     // standing; they name no cause of the failure.
@@ -388,6 +396,14 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
     analysis.problems = problems;
     if analysis.problems.is_empty() {
         add_not_understood(&mut analysis, wrappers);
+    }
+    // Possible causes are for a failure nothing names: not beside a problem, nor for a log
+    // with nothing wrong.
+    if analysis.problems.is_empty() && analysis.not_understood_total > 0 {
+        candidates.sort_by_key(|p| std::cmp::Reverse(p.priority));
+        let mut seen = BTreeMap::new();
+        candidates.retain(|p| seen.insert(p.category, ()).is_none());
+        analysis.candidates = candidates;
     }
     Ok(analysis)
 }
@@ -462,6 +478,7 @@ fn judge(rule: &Rule, tally: Tally, facts: &Facts) -> Option<Problem> {
         priority: rule.priority,
         symptom: rule.symptom,
         fallback: rule.fallback,
+        candidate: rule.candidate,
     })
 }
 
@@ -551,6 +568,33 @@ fix = "f"
         let a = run(b"RuntimeError: NCCL error in: x.cpp:1, unhandled system error\nh:1:1 [0] NCCL WARN Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 0\n");
         assert_eq!(a.problems[0].category, "user_code_device_mapping");
         assert_eq!(a.not_understood_total, 0);
+    }
+
+    #[test]
+    fn possible_causes_are_listed_only_where_nothing_names_a_problem() {
+        let bare = "RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)\n";
+        let a = run(bare.as_bytes());
+        // No guess: the line stays not understood, the causes are only listed.
+        assert!(a.problems.is_empty(), "{:?}", a.problems);
+        assert_eq!(a.not_understood_total, 1);
+        let listed: Vec<&str> = a.candidates.iter().map(|p| p.category).collect();
+        assert_eq!(
+            listed,
+            [
+                "driver_cuda_mismatch",
+                "library_bug",
+                "nccl_version_mismatch"
+            ]
+        );
+        assert!(render::summary(&a).contains("possible causes: driver_cuda_mismatch"));
+        // Beside a cause a rule names, they are not listed.
+        let a = run(format!("{bare}torch.OutOfMemoryError: CUDA out of memory.\n").as_bytes());
+        let rules: Vec<&str> = a.problems.iter().map(|p| p.rule.as_str()).collect();
+        assert_eq!(rules, ["cuda-oom"]);
+        assert!(a.candidates.is_empty(), "{:?}", a.candidates);
+        // Nor where nothing failed.
+        let a = run(b"h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n");
+        assert!(a.problems.is_empty() && a.candidates.is_empty());
     }
 
     #[test]

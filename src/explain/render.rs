@@ -5,8 +5,8 @@ use std::fmt::Write;
 
 use serde_json::json;
 
-use super::Analysis;
-use super::verify::{Check, Verdict};
+use super::verify::{Check, Verdict, Verdicts};
+use super::{Analysis, Problem};
 use crate::finding::Status;
 
 /// Version of the JSON document's shape.
@@ -34,33 +34,54 @@ pub fn summary(a: &Analysis) -> String {
             a.not_understood_total
         );
     }
+    if !a.candidates.is_empty() {
+        let _ = write!(
+            s,
+            "; possible causes: {}",
+            a.candidates
+                .iter()
+                .map(|p| p.category)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     let _ = write!(s, " ({} lines read)", a.lines);
     s
 }
 
-/// The JSON document (issue 23's shape, plus what NCCL did and the `--check` verdicts).
-pub fn json(a: &Analysis, checks: Option<&[Check]>) -> serde_json::Value {
+/// One problem (or possible cause) as JSON, with the node's verdict where `--check` ran.
+fn problem_json(p: &Problem, check: Option<&Check>) -> serde_json::Value {
+    let mut v = json!({
+        "category": p.category,
+        "node_config": p.node_config,
+        "cause": p.cause,
+        "fix": p.fix,
+        "evidence": p.evidence,
+        "checks": p.checks,
+        "rule": p.rule,
+        "matched_lines": p.matched_lines,
+        "sources": p.sources,
+    });
+    if let Some(check) = check {
+        v["check"] = json!(check);
+    }
+    v
+}
+
+/// The JSON document (issue 23's shape, plus what NCCL did, the possible causes of a failure
+/// no rule names, and the `--check` verdicts).
+pub fn json(a: &Analysis, checks: Option<&Verdicts>) -> serde_json::Value {
     let problems: Vec<serde_json::Value> = a
         .problems
         .iter()
         .enumerate()
-        .map(|(i, p)| {
-            let mut v = json!({
-                "category": p.category,
-                "node_config": p.node_config,
-                "cause": p.cause,
-                "fix": p.fix,
-                "evidence": p.evidence,
-                "checks": p.checks,
-                "rule": p.rule,
-                "matched_lines": p.matched_lines,
-                "sources": p.sources,
-            });
-            if let Some(check) = checks.and_then(|c| c.get(i)) {
-                v["check"] = json!(check);
-            }
-            v
-        })
+        .map(|(i, p)| problem_json(p, checks.and_then(|c| c.problems.get(i))))
+        .collect();
+    let candidates: Vec<serde_json::Value> = a
+        .candidates
+        .iter()
+        .enumerate()
+        .map(|(i, p)| problem_json(p, checks.and_then(|c| c.candidates.get(i))))
         .collect();
     json!({
         "schema_version": SCHEMA_VERSION,
@@ -68,6 +89,7 @@ pub fn json(a: &Analysis, checks: Option<&[Check]>) -> serde_json::Value {
         "problems": problems,
         "not_understood": a.not_understood,
         "not_understood_total": a.not_understood_total,
+        "candidates": candidates,
         "lines": a.lines,
         "long_lines": a.long_lines,
         "nccl": a.nccl,
@@ -92,7 +114,7 @@ fn list<'a>(values: impl IntoIterator<Item = &'a String>, truncated: bool) -> St
 }
 
 /// The text report.
-pub fn text(a: &Analysis, checks: Option<&[Check]>) -> String {
+pub fn text(a: &Analysis, checks: Option<&Verdicts>) -> String {
     let mut out = String::new();
     let f = &a.nccl;
     if f.any() {
@@ -221,52 +243,7 @@ pub fn text(a: &Analysis, checks: Option<&[Check]>) -> String {
         let _ = writeln!(out, "Problems (most likely root cause first)");
     }
     for (i, p) in a.problems.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "{}. {} ({})",
-            i + 1,
-            p.category,
-            if p.node_config {
-                "node configuration"
-            } else {
-                "not node configuration"
-            }
-        );
-        let _ = writeln!(out, "   Cause:    {}", p.cause);
-        let _ = writeln!(out, "   Fix:      {}", p.fix);
-        out.push_str("   Evidence:\n");
-        for e in &p.evidence {
-            let _ = writeln!(out, "     line {}: {}", e.line, e.text);
-        }
-        if p.matched_lines > p.evidence.len() as u64 {
-            let _ = writeln!(out, "     ... {} matching lines in all", p.matched_lines);
-        }
-        if !p.checks.is_empty() {
-            let _ = writeln!(out, "   Checks:   {}", p.checks.join(", "));
-        }
-        if let Some(check) = checks.and_then(|c| c.get(i)) {
-            let verdict = match check.verdict {
-                Verdict::Confirmed => "confirmed",
-                Verdict::Refuted => "refuted",
-                Verdict::Unknown => "unknown",
-            };
-            let shown: Vec<String> = check
-                .findings
-                .iter()
-                .filter(|s| s.status != Status::Skip)
-                .take(4)
-                .map(|s| format!("{} is {} ({})", s.id, s.actual, s.status.name()))
-                .collect();
-            let why = if shown.is_empty() {
-                format!(
-                    "none of its checks is in profile {} or could run here",
-                    check.profile
-                )
-            } else {
-                shown.join("; ")
-            };
-            let _ = writeln!(out, "   Here:     {verdict}: {why}");
-        }
+        problem_text(&mut out, i + 1, p, checks.and_then(|c| c.problems.get(i)));
     }
     if a.not_understood_total > 0 {
         let _ = writeln!(
@@ -278,6 +255,69 @@ pub fn text(a: &Analysis, checks: Option<&[Check]>) -> String {
             let _ = writeln!(out, "  line {}: {}", e.line, e.text);
         }
     }
+    if !a.candidates.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nPossible causes (the log does not say which; threads that settled these lines found each of them{}):",
+            if checks.is_some() {
+                ""
+            } else {
+                "; `--check` tests them on this node"
+            }
+        );
+        for (i, p) in a.candidates.iter().enumerate() {
+            problem_text(&mut out, i + 1, p, checks.and_then(|c| c.candidates.get(i)));
+        }
+    }
     let _ = writeln!(out, "\nSummary: {}", summary(a));
     out
+}
+
+/// One problem (or possible cause), numbered `n`, with the node's verdict where `--check` ran.
+fn problem_text(out: &mut String, n: usize, p: &Problem, check: Option<&Check>) {
+    let _ = writeln!(
+        out,
+        "{n}. {} ({})",
+        p.category,
+        if p.node_config {
+            "node configuration"
+        } else {
+            "not node configuration"
+        }
+    );
+    let _ = writeln!(out, "   Cause:    {}", p.cause);
+    let _ = writeln!(out, "   Fix:      {}", p.fix);
+    out.push_str("   Evidence:\n");
+    for e in &p.evidence {
+        let _ = writeln!(out, "     line {}: {}", e.line, e.text);
+    }
+    if p.matched_lines > p.evidence.len() as u64 {
+        let _ = writeln!(out, "     ... {} matching lines in all", p.matched_lines);
+    }
+    if !p.checks.is_empty() {
+        let _ = writeln!(out, "   Checks:   {}", p.checks.join(", "));
+    }
+    if let Some(check) = check {
+        let verdict = match check.verdict {
+            Verdict::Confirmed => "confirmed",
+            Verdict::Refuted => "refuted",
+            Verdict::Unknown => "unknown",
+        };
+        let shown: Vec<String> = check
+            .findings
+            .iter()
+            .filter(|s| s.status != Status::Skip)
+            .take(4)
+            .map(|s| format!("{} is {} ({})", s.id, s.actual, s.status.name()))
+            .collect();
+        let why = if shown.is_empty() {
+            format!(
+                "none of its checks is in profile {} or could run here",
+                check.profile
+            )
+        } else {
+            shown.join("; ")
+        };
+        let _ = writeln!(out, "   Here:     {verdict}: {why}");
+    }
 }

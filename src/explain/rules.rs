@@ -69,6 +69,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../rules/explain/95-fallbacks.toml"),
     ),
     (
+        "rules/explain/97-possible-causes.toml",
+        include_str!("../../rules/explain/97-possible-causes.toml"),
+    ),
+    (
         "rules/explain/99-symptoms.toml",
         include_str!("../../rules/explain/99-symptoms.toml"),
     ),
@@ -305,6 +309,10 @@ pub struct Rule {
     /// error`), as the threads established it: it stands only when nothing else in the log
     /// explains the failure or is left unexplained, never beside a cause a rule names.
     pub fallback: bool,
+    /// One of several causes threads settled for a line that names none of them, none of
+    /// which holds half: never a problem, its lines stay not understood; where nothing else
+    /// names a problem it is listed as a possible cause, and `--check` judges it on the node.
+    pub candidate: bool,
     /// A fact about what NCCL did that is evidence by itself.
     pub fact: Option<&'static str>,
     pub cause: String,
@@ -370,6 +378,8 @@ struct RawRule {
     symptom: bool,
     #[serde(default)]
     fallback: bool,
+    #[serde(default)]
+    candidate: bool,
     #[serde(default)]
     fact: Option<String>,
     cause: String,
@@ -472,6 +482,11 @@ pub fn parse(file: &str, text: &str) -> Result<RuleSet, RuleError> {
                 "a rule is either a symptom (an echo) or a fallback (a cause), not both".into(),
             ));
         }
+        if raw.candidate && (raw.symptom || raw.fallback) {
+            return Err(at(
+                "a candidate (a possible cause) is neither a symptom nor a fallback".into(),
+            ));
+        }
         if raw.cause.trim().is_empty() || raw.fix.trim().is_empty() {
             return Err(at("cause and fix must not be empty".into()));
         }
@@ -506,6 +521,7 @@ pub fn parse(file: &str, text: &str) -> Result<RuleSet, RuleError> {
             unless_within,
             symptom: raw.symptom,
             fallback: raw.fallback,
+            candidate: raw.candidate,
             fact,
             cause: raw.cause,
             fix: raw.fix,
@@ -701,6 +717,11 @@ mod tests {
                 "any = [\"x\"]\nsymptom = true\nfallback = true",
                 Some(1),
                 "not both",
+            ),
+            (
+                "any = [\"x\"]\ncandidate = true\nfallback = true",
+                Some(1),
+                "neither a symptom nor a fallback",
             ),
         ] {
             let e = parse("site.toml", &rule(body)).unwrap_err();

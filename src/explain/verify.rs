@@ -38,6 +38,13 @@ pub struct Check {
     pub findings: Vec<Seen>,
 }
 
+/// The node's word on each problem and each possible cause, in the analysis's order.
+#[derive(Debug, Clone, Default)]
+pub struct Verdicts {
+    pub problems: Vec<Check>,
+    pub candidates: Vec<Check>,
+}
+
 /// Judges `problem` by the audit `findings` of this node.
 pub fn judge(problem: &Problem, findings: &[Finding], profile: &str) -> Check {
     let clean = |s: &str| super::clean(s.as_bytes());
@@ -92,6 +99,7 @@ mod tests {
             priority: 1,
             symptom: false,
             fallback: false,
+            candidate: false,
         }
     }
 
