@@ -467,7 +467,7 @@ fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
                 "kubectl logs job/train --all-containers | gputune explain --format json -",
             ),
             (
-                "A bare wrapper (NCCL's `unhandled cuda error`) names no cause: no guess is made, the causes threads settled for it are listed as possible causes, and --check says which of them this node has:",
+                "A log whose only error is NCCL's bare \"unhandled cuda error\" names no cause: no guess is made, the causes public reports settled for that line are listed as possible causes, and --check tests what it can of them on this node:",
                 "gputune explain --check job.err",
             ),
         ],

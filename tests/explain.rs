@@ -556,11 +556,22 @@ fn possible_causes_are_judged_on_the_node_without_becoming_problems() {
 id = "frobnicator-shm"
 category = "shm_too_small"
 node_config = true
+priority = 40
 candidate = true
 any = ["the frobnicator wrapped a failure"]
 cause = "One of the causes of the frobnicator's wrapper: /dev/shm too small."
 fix = "Mount a larger /dev/shm."
 checks = ["dev_shm.size"]
+
+[[rule]]
+id = "frobnicator-launcher"
+category = "launcher_misconfig"
+node_config = false
+priority = 10
+candidate = true
+any = ["the frobnicator wrapped a failure"]
+cause = "Another cause of the frobnicator's wrapper: the launcher."
+fix = "Start it with the launcher."
 "#,
         )
         .unwrap();
@@ -580,6 +591,8 @@ checks = ["dev_shm.size"]
         let candidate = &doc["candidates"][0];
         assert_eq!(candidate["rule"], "frobnicator-shm");
         assert_eq!(candidate["check"]["verdict"], verdict, "{candidate}");
+        let launcher = &doc["candidates"][1];
+        assert_eq!(launcher["check"]["verdict"], "unknown", "{launcher}");
         let shown = gputune()
             .args(["explain", "--check", "--root"])
             .arg(root.path())
@@ -590,6 +603,10 @@ checks = ["dev_shm.size"]
         assert!(shown.contains("Possible causes"), "{shown}");
         assert!(
             shown.contains(&format!("Here:     {verdict}: dev_shm.size is")),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("Here:     unknown: no node check applies"),
             "{shown}"
         );
     }

@@ -19,7 +19,7 @@ pub mod rules;
 mod unsettled;
 pub mod verify;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::io::{self, BufRead};
 
 use serde::Serialize;
@@ -390,22 +390,25 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
     if !problems.is_empty() && problems.iter().all(|p| p.symptom) {
         admit(&mut analysis, std::mem::take(&mut problems));
     }
-    // Two rules of one category on one log are one problem, told by the stronger rule.
-    let mut seen = BTreeMap::new();
-    problems.retain(|p| seen.insert(p.category, ()).is_none());
+    one_per_category(&mut problems);
     analysis.problems = problems;
     if analysis.problems.is_empty() {
         add_not_understood(&mut analysis, wrappers);
     }
     // Possible causes are for a failure nothing names: not beside a problem, nor for a log
-    // with nothing wrong.
-    if analysis.problems.is_empty() && analysis.not_understood_total > 0 {
-        candidates.sort_by_key(|p| std::cmp::Reverse(p.priority));
-        let mut seen = BTreeMap::new();
-        candidates.retain(|p| seen.insert(p.category, ()).is_none());
+    // with nothing wrong, nor one alone (a list of one reads as the answer).
+    candidates.sort_by_key(|p| std::cmp::Reverse(p.priority));
+    one_per_category(&mut candidates);
+    if analysis.problems.is_empty() && analysis.not_understood_total > 0 && candidates.len() > 1 {
         analysis.candidates = candidates;
     }
     Ok(analysis)
+}
+
+/// Two rules of one category on one log are one problem, told by the first (the stronger).
+fn one_per_category(problems: &mut Vec<Problem>) {
+    let mut seen = BTreeSet::new();
+    problems.retain(|p| seen.insert(p.category));
 }
 
 /// Counts `lines` as not understood and keeps the first of all such lines, in line order.
@@ -595,6 +598,24 @@ fix = "f"
         // Nor where nothing failed.
         let a = run(b"h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n");
         assert!(a.problems.is_empty() && a.candidates.is_empty());
+        // Nor one alone: a list of one reads as the answer.
+        let one = |categories: &[&str]| {
+            let text: String = categories
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    format!(
+                        "[[rule]]\nid = \"c{i}\"\ncategory = \"{c}\"\nnode_config = false\ncandidate = true\nany = [\"wrapped\"]\ncause = \"c\"\nfix = \"f\"\n"
+                    )
+                })
+                .collect();
+            let rules = rules::parse("site.toml", &text).unwrap();
+            let a = analyse(&mut io::Cursor::new(b"Error: wrapped\n".to_vec()), &rules).unwrap();
+            assert_eq!(a.not_understood_total, 1);
+            a.candidates.len()
+        };
+        assert_eq!(one(&["library_bug"]), 0);
+        assert_eq!(one(&["library_bug", "launcher_misconfig"]), 2);
     }
 
     #[test]

@@ -49,6 +49,15 @@ pub fn summary(a: &Analysis) -> String {
     s
 }
 
+/// Problems (or possible causes) as JSON, each with the node's verdict where `--check` ran.
+fn problems_json(problems: &[Problem], checks: Option<&[Check]>) -> Vec<serde_json::Value> {
+    problems
+        .iter()
+        .enumerate()
+        .map(|(i, p)| problem_json(p, checks.and_then(|c| c.get(i))))
+        .collect()
+}
+
 /// One problem (or possible cause) as JSON, with the node's verdict where `--check` ran.
 fn problem_json(p: &Problem, check: Option<&Check>) -> serde_json::Value {
     let mut v = json!({
@@ -71,18 +80,8 @@ fn problem_json(p: &Problem, check: Option<&Check>) -> serde_json::Value {
 /// The JSON document (issue 23's shape, plus what NCCL did, the possible causes of a failure
 /// no rule names, and the `--check` verdicts).
 pub fn json(a: &Analysis, checks: Option<&Verdicts>) -> serde_json::Value {
-    let problems: Vec<serde_json::Value> = a
-        .problems
-        .iter()
-        .enumerate()
-        .map(|(i, p)| problem_json(p, checks.and_then(|c| c.problems.get(i))))
-        .collect();
-    let candidates: Vec<serde_json::Value> = a
-        .candidates
-        .iter()
-        .enumerate()
-        .map(|(i, p)| problem_json(p, checks.and_then(|c| c.candidates.get(i))))
-        .collect();
+    let problems = problems_json(&a.problems, checks.map(|c| c.problems.as_slice()));
+    let candidates = problems_json(&a.candidates, checks.map(|c| c.candidates.as_slice()));
     json!({
         "schema_version": SCHEMA_VERSION,
         "summary": summary(a),
@@ -256,14 +255,14 @@ pub fn text(a: &Analysis, checks: Option<&Verdicts>) -> String {
         }
     }
     if !a.candidates.is_empty() {
+        let test = if checks.is_some() {
+            ""
+        } else {
+            "; `--check` tests them on this node"
+        };
         let _ = writeln!(
             out,
-            "\nPossible causes (the log does not say which; threads that settled these lines found each of them{}):",
-            if checks.is_some() {
-                ""
-            } else {
-                "; `--check` tests them on this node"
-            }
+            "\nPossible causes (the log does not say which; each was the cause in public issue reports that show these lines; not a complete list{test}):"
         );
         for (i, p) in a.candidates.iter().enumerate() {
             problem_text(&mut out, i + 1, p, checks.and_then(|c| c.candidates.get(i)));
@@ -310,7 +309,9 @@ fn problem_text(out: &mut String, n: usize, p: &Problem, check: Option<&Check>) 
             .take(4)
             .map(|s| format!("{} is {} ({})", s.id, s.actual, s.status.name()))
             .collect();
-        let why = if shown.is_empty() {
+        let why = if p.checks.is_empty() {
+            "no node check applies".to_string()
+        } else if shown.is_empty() {
             format!(
                 "none of its checks is in profile {} or could run here",
                 check.profile

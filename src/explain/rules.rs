@@ -487,6 +487,12 @@ pub fn parse(file: &str, text: &str) -> Result<RuleSet, RuleError> {
                 "a candidate (a possible cause) is neither a symptom nor a fallback".into(),
             ));
         }
+        // A possible cause of a line not understood: a fact's lines are never such a line.
+        if raw.candidate && (fact.is_some() || any.is_empty()) {
+            return Err(at(
+                "a candidate (a possible cause) needs `any` patterns and no `fact`".into(),
+            ));
+        }
         if raw.cause.trim().is_empty() || raw.fix.trim().is_empty() {
             return Err(at("cause and fix must not be empty".into()));
         }
@@ -722,6 +728,11 @@ mod tests {
                 "any = [\"x\"]\ncandidate = true\nfallback = true",
                 Some(1),
                 "neither a symptom nor a fallback",
+            ),
+            (
+                "fact = \"nccl_versions_differ\"\ncandidate = true",
+                Some(1),
+                "needs `any` patterns and no `fact`",
             ),
         ] {
             let e = parse("site.toml", &rule(body)).unwrap_err();

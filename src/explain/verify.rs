@@ -41,7 +41,9 @@ pub struct Check {
 /// The node's word on each problem and each possible cause, in the analysis's order.
 #[derive(Debug, Clone, Default)]
 pub struct Verdicts {
+    /// One per [`super::Analysis::problems`], in its order.
     pub problems: Vec<Check>,
+    /// One per [`super::Analysis::candidates`], in its order.
     pub candidates: Vec<Check>,
 }
 
