@@ -148,24 +148,8 @@ impl Collectives {
     /// calls, and `[Rank N]` is the rank in that group), so that number is not compared. The
     /// latest [`MAX_CALLS`] numbers are kept: a mismatch is where a job stops.
     fn fingerprint(&mut self, line: u64, text: &str) {
-        let Some(rank) = integer_after(text, "[Rank ") else {
+        let Some((rank, seq, call)) = Fingerprint::parse(text) else {
             return;
-        };
-        let Some(seq) = integer_after(text, "SequenceNumber=") else {
-            return;
-        };
-        let Some(op_at) = text.find("OpType=") else {
-            return;
-        };
-        let call = Fingerprint {
-            op: text[op_at + "OpType=".len()..]
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect(),
-            shape: text.find("TensorShape=").map(|at| {
-                let rest = &text[at + "TensorShape=".len()..];
-                rest[..rest.find(", TensorDtypes").unwrap_or(rest.len())].to_string()
-            }),
         };
         let evidence = Evidence {
             line,
@@ -273,6 +257,25 @@ struct Fingerprint {
 }
 
 impl Fingerprint {
+    /// `[Rank 2] Running collective: CollectiveFingerPrint(SequenceNumber=38, OpType=ALLREDUCE,
+    /// TensorShape=[77, 1], TensorDtypes=Float, ...` -> (2, 38, the call).
+    fn parse(text: &str) -> Option<(u64, u64, Fingerprint)> {
+        let rank = integer_after(text, "[Rank ")?;
+        let seq = integer_after(text, "SequenceNumber=")?;
+        let op_at = text.find("OpType=")?;
+        let call = Fingerprint {
+            op: text[op_at + "OpType=".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect(),
+            shape: text.find("TensorShape=").map(|at| {
+                let rest = &text[at + "TensorShape=".len()..];
+                rest[..rest.find(", TensorDtypes").unwrap_or(rest.len())].to_string()
+            }),
+        };
+        Some((rank, seq, call))
+    }
+
     /// Another collective, or the same one with another shape where every rank's is the same.
     fn differs_from(&self, other: &Fingerprint) -> bool {
         self.op != other.op
@@ -592,6 +595,12 @@ mod tests {
         ] {
             assert_eq!(differ(&same), None, "{same:?}");
         }
+        // Ops whose names hold underscores are read whole.
+        let ops = [
+            print(2, 38, "_ALLGATHER_BASE", "[1]"),
+            print(1, 38, "_REDUCE_SCATTER_BASE", "[1]"),
+        ];
+        assert_eq!(differ(&ops), Some(vec![1, 2]));
         // One rank with two calls at one number is in two groups: cannot tell.
         let groups = [
             print(2, 38, "ALLREDUCE", "[1]"),
@@ -626,5 +635,45 @@ mod tests {
             print(1, 38, "BROADCAST", "[1]"),
         ];
         assert_eq!(differ(&other_group), None);
+    }
+
+    #[test]
+    fn a_fingerprint_is_read_whole_or_not_at_all() {
+        let line = "[rank2]:[I1017 ProcessGroupWrapper.cpp:587] [Rank 2] Running collective: CollectiveFingerPrint(SequenceNumber=38, OpType=_ALLGATHER_BASE, TensorShape=[77, 1], TensorDtypes=Float, TensorDeviceTypes=TensorOptions())";
+        let (rank, seq, call) = Fingerprint::parse(line).unwrap();
+        assert_eq!((rank, seq), (2, 38));
+        assert_eq!(call.op, "_ALLGATHER_BASE");
+        assert_eq!(call.shape.as_deref(), Some("[77, 1]"));
+        for cut in ["[Rank 2]", "SequenceNumber=38", "OpType="] {
+            assert!(
+                Fingerprint::parse(&line.replace(cut, "")).is_none(),
+                "{cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn fingerprints_kept_are_bounded_and_the_latest() {
+        let print = |rank: usize, seq: usize| {
+            format!(
+                "[Rank {rank}] Running collective: CollectiveFingerPrint(SequenceNumber={seq}, OpType=ALLREDUCE, TensorShape=[1], TensorDtypes=Float)"
+            )
+        };
+        let mut collectives = Collectives::default();
+        for seq in 0..MAX_CALLS + 200 {
+            collectives.observe_any(seq as u64 + 1, &print(0, seq));
+        }
+        assert_eq!(collectives.fingerprints.len(), MAX_CALLS);
+        assert_eq!(collectives.fingerprints.keys().next(), Some(&200));
+        // A number seen again is no new one: nothing is dropped for it.
+        collectives.observe_any(1, &print(1, MAX_CALLS + 199));
+        assert_eq!(collectives.fingerprints.keys().next(), Some(&200));
+        for rank in 0..MAX_CALL_PROCESSES + 10 {
+            collectives.observe_any(1, &print(rank, 500));
+        }
+        assert_eq!(
+            collectives.fingerprints[&500].by_rank.len(),
+            MAX_CALL_PROCESSES
+        );
     }
 }
