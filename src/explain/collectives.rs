@@ -188,39 +188,26 @@ impl Collectives {
     pub fn conclude(&self, evidence: &mut BTreeMap<&'static str, Vec<Evidence>>) {
         // Not where a process logged two communicators of one size at that opCount: then the
         // lines that differ may belong to different communicators.
-        let differ = self
-            .calls
-            .values()
-            .filter(|c| !c.ambiguous)
-            .filter_map(|c| Some((c.first.clone(), c.differ.clone()?)))
-            .min_by_key(|(first, _)| first.line);
-        if let Some((first, other)) = differ {
-            evidence.insert("collective_args_differ", vec![first, other]);
+        let calls = self.calls.values().filter(|c| !c.ambiguous);
+        if let Some(lines) = earliest_differing(calls.map(|c| (&c.first, &c.differ))) {
+            evidence.insert("collective_args_differ", lines);
         }
         // Two ranks timed out in one call of the default group's sequence (the same SeqNum)
         // waiting in different collectives: they did not call the same collective.
-        if self.default_pg_named && !self.other_pg_named {
-            let differ = self
-                .watchdog_ops
-                .values()
-                .filter_map(|w| Some((w.first.clone(), w.differ.clone()?)))
-                .min_by_key(|(first, _)| first.line);
-            if let Some((first, other)) = differ {
-                evidence.insert("watchdog_ops_differ", vec![first, other]);
-            }
+        let timeouts = self.watchdog_ops.values().map(|w| (&w.first, &w.differ));
+        if self.default_pg_named
+            && !self.other_pg_named
+            && let Some(lines) = earliest_differing(timeouts)
+        {
+            evidence.insert("watchdog_ops_differ", lines);
         }
         // Two ranks' fingerprints at one sequence number name different calls; not where the
         // log names a process group other than the default, which numbers its own calls.
-        if !self.other_pg_named {
-            let differ = self
-                .fingerprints
-                .values()
-                .filter(|f| !f.ambiguous)
-                .filter_map(|f| Some((f.first.clone(), f.differ.clone()?)))
-                .min_by_key(|(first, _)| first.line);
-            if let Some((first, other)) = differ {
-                evidence.insert("collective_fingerprints_differ", vec![first, other]);
-            }
+        let prints = self.fingerprints.values().filter(|f| !f.ambiguous);
+        if !self.other_pg_named
+            && let Some(lines) = earliest_differing(prints.map(|f| (&f.first, &f.differ)))
+        {
+            evidence.insert("collective_fingerprints_differ", lines);
         }
     }
 }
@@ -293,6 +280,17 @@ struct FingerprintSeen {
     /// Some rank logged two different fingerprints at this number (two process groups).
     ambiguous: bool,
     differ: Option<Evidence>,
+}
+
+/// Of calls seen (each its first line and the first line that differs from it, if any), the
+/// earliest that has one: both lines.
+fn earliest_differing<'a>(
+    calls: impl Iterator<Item = (&'a Evidence, &'a Option<Evidence>)>,
+) -> Option<Vec<Evidence>> {
+    calls
+        .filter_map(|(first, differ)| Some((first, differ.as_ref()?)))
+        .min_by_key(|(first, _)| first.line)
+        .map(|(first, other)| vec![first.clone(), other.clone()])
 }
 
 /// The digits right after `key`, as a number.

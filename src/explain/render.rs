@@ -20,11 +20,7 @@ pub fn summary(a: &Analysis) -> String {
         1 => format!("1 problem: {}", a.problems[0].category),
         n => format!(
             "{n} problems, most likely root cause first: {}",
-            a.problems
-                .iter()
-                .map(|p| p.category)
-                .collect::<Vec<_>>()
-                .join(", ")
+            categories(&a.problems)
         ),
     };
     if a.not_understood_total > 0 {
@@ -35,18 +31,19 @@ pub fn summary(a: &Analysis) -> String {
         );
     }
     if !a.candidates.is_empty() {
-        let _ = write!(
-            s,
-            "; possible causes: {}",
-            a.candidates
-                .iter()
-                .map(|p| p.category)
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        let _ = write!(s, "; possible causes: {}", categories(&a.candidates));
     }
     let _ = write!(s, " ({} lines read)", a.lines);
     s
+}
+
+/// The problems' categories, in their order.
+fn categories(problems: &[Problem]) -> String {
+    problems
+        .iter()
+        .map(|p| p.category)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Problems (or possible causes) as JSON, each with the node's verdict where `--check` ran.
