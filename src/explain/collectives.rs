@@ -424,6 +424,14 @@ mod tests {
         let same = [call(1, "0xa", 53, 4), call(2, "0xb", 53, 4)];
         let same: Vec<&str> = same.iter().map(String::as_str).collect();
         assert!(!facts(&same).contains_key("collective_args_differ"));
+        // One process logging the same call twice on one communicator is still one call.
+        let again = [
+            call(1, "0xa", 25503912, 6),
+            call(1, "0xa", 25503912, 6),
+            call(2, "0xb", 53, 4),
+        ];
+        let again: Vec<&str> = again.iter().map(String::as_str).collect();
+        assert!(facts(&again).contains_key("collective_args_differ"));
         let differ = [call(1, "0xa", 25503912, 6), call(2, "0xb", 53, 4)];
         let differ: Vec<&str> = differ.iter().map(String::as_str).collect();
         let f = facts(&differ);
@@ -673,5 +681,48 @@ mod tests {
             collectives.fingerprints[&500].by_rank.len(),
             MAX_CALL_PROCESSES
         );
+    }
+
+    #[test]
+    fn calls_kept_are_bounded() {
+        let call = |pid: usize, op_count: usize| {
+            format!(
+                "h:{pid}:{pid} [0] NCCL INFO AllReduce: opCount {op_count} sendbuff 0x1 recvbuff 0x1 count 8 datatype 7 op 0 root 0 comm 0x{pid} [nranks=2] stream 0x2"
+            )
+        };
+        let mut collectives = Collectives::default();
+        let mut observe = |text: &str| {
+            let at = text.find("NCCL INFO").unwrap();
+            collectives.observe_nccl(1, text, &text[..at], &text[at + "NCCL INFO".len()..]);
+        };
+        for op_count in 0..MAX_CALLS + 10 {
+            observe(&call(1, op_count));
+        }
+        // A call already seen is still followed once the table is full.
+        for pid in 2..MAX_CALL_PROCESSES + 10 {
+            observe(&call(pid, 0));
+        }
+        assert_eq!(collectives.calls.len(), MAX_CALLS);
+        assert_eq!(
+            collectives.calls["AllReduce 0 2"].comms.len(),
+            MAX_CALL_PROCESSES
+        );
+    }
+
+    #[test]
+    fn a_process_group_is_named_only_by_its_number() {
+        let mut collectives = Collectives::default();
+        collectives.observe(
+            1,
+            "[rank0]:[W ProcessGroupNCCL.cpp:1] [PG (default_pg) Rank 0] x",
+        );
+        assert!(!collectives.default_pg_named && !collectives.other_pg_named);
+        collectives.observe(
+            2,
+            "[rank0]:[W ProcessGroupNCCL.cpp:1] [PG ID 0 PG GUID 0 Rank 0] x",
+        );
+        assert!(collectives.default_pg_named && !collectives.other_pg_named);
+        collectives.observe(3, "[rank0]:[W ProcessGroupNCCL.cpp:1] [PG 3 Rank 0] x");
+        assert!(collectives.other_pg_named);
     }
 }
