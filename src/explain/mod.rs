@@ -26,7 +26,7 @@ use serde::Serialize;
 
 use facts::Facts;
 use lines::{is_error_trace, looks_like_error};
-use rules::{Rule, RuleSet};
+use rules::{Kind, Rule, RuleSet};
 
 /// The most of one line that is looked at; the rest of a longer line is skipped unread
 /// into memory (a log that is one 10 GB line costs 64 KiB).
@@ -60,15 +60,9 @@ pub struct Problem {
     pub fix: String,
     pub evidence: Vec<Evidence>,
     pub checks: Vec<String>,
-    /// An echo of a failure elsewhere (see [`rules::Rule::symptom`]).
+    /// A cause, an echo, a usual cause or a possible cause (see [`rules::Kind`]).
     #[serde(skip)]
-    pub symptom: bool,
-    /// The usual cause of a failure that names none (see [`rules::Rule::fallback`]).
-    #[serde(skip)]
-    pub fallback: bool,
-    /// One of several possible causes (see [`rules::Rule::candidate`]).
-    #[serde(skip)]
-    pub candidate: bool,
+    pub kind: Kind,
     /// The rule that found it, and how many lines matched in all.
     pub rule: String,
     pub matched_lines: u64,
@@ -299,7 +293,7 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
             // A rule with a condition explains the line only if the condition holds, which
             // is known at the end of the log.
             // A possible cause leaves its line not understood: it names no cause by itself.
-            if matched && !vetoed && !rule.candidate {
+            if matched && !vetoed && rule.kind != Kind::Candidate {
                 if rule.also_any.is_empty() {
                     understood = true;
                 } else {
@@ -358,15 +352,19 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
             problems.push(problem);
         }
     }
-    let mut candidates: Vec<Problem> = problems.extract_if(.., |p| p.candidate).collect();
+    let mut candidates: Vec<Problem> = problems
+        .extract_if(.., |p| p.kind == Kind::Candidate)
+        .collect();
     // A fallback stands only alone: beside a cause a rule names, or a failure no rule
     // explains (which may be that cause), it is no explanation. Echoes and slowdowns leave it
     // standing; they name no cause of the failure.
     let named = problems
         .iter()
-        .any(|p| !p.fallback && !p.symptom && p.priority > HINT_PRIORITY);
+        .any(|p| p.kind == Kind::Cause && p.priority > HINT_PRIORITY);
     if named || analysis.not_understood_total > 0 {
-        let fallbacks: Vec<Problem> = problems.extract_if(.., |p| p.fallback).collect();
+        let fallbacks: Vec<Problem> = problems
+            .extract_if(.., |p| p.kind == Kind::Fallback)
+            .collect();
         // Beside lines no rule explains, the failure it would have explained is one of them.
         if !named {
             admit(&mut analysis, fallbacks);
@@ -387,7 +385,7 @@ pub fn analyse(reader: &mut dyn BufRead, rules: &RuleSet) -> io::Result<Analysis
     }
     // An echo (a peer closed the connection) names no cause by itself: its lines are what
     // the log does not explain.
-    if !problems.is_empty() && problems.iter().all(|p| p.symptom) {
+    if !problems.is_empty() && problems.iter().all(|p| p.kind == Kind::Symptom) {
         admit(&mut analysis, std::mem::take(&mut problems));
     }
     one_per_category(&mut problems);
@@ -479,9 +477,7 @@ fn judge(rule: &Rule, tally: Tally, facts: &Facts) -> Option<Problem> {
         matched_lines: matched,
         sources: rule.sources.clone(),
         priority: rule.priority,
-        symptom: rule.symptom,
-        fallback: rule.fallback,
-        candidate: rule.candidate,
+        kind: rule.kind,
     })
 }
 

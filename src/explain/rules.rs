@@ -303,16 +303,8 @@ pub struct Rule {
     pub unless: Vec<Pattern>,
     /// How far (in lines) an `unless` line reaches; 0 vetoes only its own line.
     pub unless_within: u64,
-    /// An echo of a failure elsewhere: alone it explains nothing.
-    pub symptom: bool,
-    /// The usual cause of a failure line that names none itself (a bare `unhandled system
-    /// error`), as the threads established it: it stands only when nothing else in the log
-    /// explains the failure or is left unexplained, never beside a cause a rule names.
-    pub fallback: bool,
-    /// One of several causes threads settled for a line that names none of them, none of
-    /// which holds half: never a problem, its lines stay not understood; where nothing else
-    /// names a problem it is listed as a possible cause, and `--check` judges it on the node.
-    pub candidate: bool,
+    /// What the rule's evidence is: a cause, an echo, a usual cause, a possible cause.
+    pub kind: Kind,
     /// A fact about what NCCL did that is evidence by itself.
     pub fact: Option<&'static str>,
     pub cause: String,
@@ -322,6 +314,24 @@ pub struct Rule {
     pub sources: Vec<String>,
     /// Where the rule was defined, for messages.
     pub origin: String,
+}
+
+/// What a rule's evidence says (the rules file's `symptom`, `fallback` and `candidate`, of
+/// which a rule is at most one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// The cause the evidence names.
+    Cause,
+    /// An echo of a failure elsewhere: alone it explains nothing.
+    Symptom,
+    /// The usual cause of a failure line that names none itself (a bare `unhandled system
+    /// error`), as the threads established it: it stands only when nothing else in the log
+    /// explains the failure or is left unexplained, never beside a cause a rule names.
+    Fallback,
+    /// One of several causes threads settled for a line that names none of them, none of
+    /// which holds half: never a problem, its lines stay not understood; where nothing else
+    /// names a problem it is listed as a possible cause, and `--check` judges it on the node.
+    Candidate,
 }
 
 impl RuleSet {
@@ -477,18 +487,19 @@ pub fn parse(file: &str, text: &str) -> Result<RuleSet, RuleError> {
                 "node_config must be false for {category}: no node audit detects user code, a launcher mistake or a library bug"
             )));
         }
-        if raw.symptom && raw.fallback {
-            return Err(at(
-                "a rule is either a symptom (an echo) or a fallback (a cause), not both".into(),
-            ));
-        }
-        if raw.candidate && (raw.symptom || raw.fallback) {
-            return Err(at(
-                "a candidate (a possible cause) is neither a symptom nor a fallback".into(),
-            ));
-        }
+        let kind = match (raw.symptom, raw.fallback, raw.candidate) {
+            (false, false, false) => Kind::Cause,
+            (true, false, false) => Kind::Symptom,
+            (false, true, false) => Kind::Fallback,
+            (false, false, true) => Kind::Candidate,
+            _ => {
+                return Err(at(
+                    "a rule is at most one of a symptom (an echo), a fallback (the usual cause) and a candidate (a possible cause)".into(),
+                ));
+            }
+        };
         // A possible cause of a line not understood: a fact's lines are never such a line.
-        if raw.candidate && (fact.is_some() || any.is_empty()) {
+        if kind == Kind::Candidate && (fact.is_some() || any.is_empty()) {
             return Err(at(
                 "a candidate (a possible cause) needs `any` patterns and no `fact`".into(),
             ));
@@ -525,9 +536,7 @@ pub fn parse(file: &str, text: &str) -> Result<RuleSet, RuleError> {
             also_any: patterns(&raw.also_any)?,
             unless: patterns(&raw.unless)?,
             unless_within,
-            symptom: raw.symptom,
-            fallback: raw.fallback,
-            candidate: raw.candidate,
+            kind,
             fact,
             cause: raw.cause,
             fix: raw.fix,
@@ -722,12 +731,12 @@ mod tests {
             (
                 "any = [\"x\"]\nsymptom = true\nfallback = true",
                 Some(1),
-                "not both",
+                "at most one of",
             ),
             (
                 "any = [\"x\"]\ncandidate = true\nfallback = true",
                 Some(1),
-                "neither a symptom nor a fallback",
+                "at most one of",
             ),
             (
                 "fact = \"nccl_versions_differ\"\ncandidate = true",

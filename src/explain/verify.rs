@@ -99,9 +99,7 @@ mod tests {
             matched_lines: 1,
             sources: Vec::new(),
             priority: 1,
-            symptom: false,
-            fallback: false,
-            candidate: false,
+            kind: crate::explain::rules::Kind::Cause,
         }
     }
 
