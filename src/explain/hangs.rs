@@ -369,7 +369,7 @@ mod tests {
         went_on.push("Epoch 0: 100%");
         assert!(facts(&went_on).is_empty());
         // Two runs of different sizes in one log: which rank belongs to which is unknown.
-        let mixed = [member(0, 8), member(0, 2)];
+        let mixed = [member(0, 8), member(0, 2), member(1, 8)];
         let mixed: Vec<&str> = mixed.iter().map(String::as_str).collect();
         assert!(facts(&mixed).is_empty());
         for odd in [
