@@ -81,8 +81,8 @@ pub struct Analysis {
     pub problems: Vec<Problem>,
     pub not_understood: Vec<Evidence>,
     pub not_understood_total: u64,
-    /// Where no problem is named: the causes threads settled for the lines not understood
-    /// (see [`rules::Rule::candidate`]), most likely first.
+    /// Where no problem is named: the causes public reports settled for the lines not
+    /// understood (see [`rules::Kind::Candidate`]), most likely first.
     pub candidates: Vec<Problem>,
 }
 
