@@ -27,9 +27,14 @@ pub struct Collectives {
 }
 
 impl Collectives {
-    /// `[PG 0 (default_pg) Rank 7]`, `[PG ID 1 PG GUID 1 Rank 0]`, and PyTorch's
-    /// `Watchdog caught collective operation timeout: WorkNCCL(SeqNum=80078, OpType=BROADCAST`.
+    /// Takes in any line of the log (PyTorch's, not only NCCL's): the process group it names
+    /// (`[PG 0 (default_pg) Rank 7]`, `[PG ID 1 PG GUID 1 Rank 0]`), a watchdog timeout
+    /// (`Watchdog caught collective operation timeout: WorkNCCL(SeqNum=80078,
+    /// OpType=BROADCAST`), a ProcessGroupWrapper fingerprint.
     pub fn observe(&mut self, line: u64, text: &str) {
+        if text.contains("CollectiveFingerPrint(") {
+            self.fingerprint(line, text);
+        }
         if let Some(at) = text.find("[PG ") {
             let rest = &text[at + "[PG ".len()..];
             let rest = rest.strip_prefix("ID ").unwrap_or(rest);
@@ -131,13 +136,6 @@ impl Collectives {
                 line,
                 text: text.to_string(),
             });
-        }
-    }
-
-    /// Any line of the log: the fingerprints come from PyTorch's wrapper, not NCCL's lines.
-    pub fn observe_any(&mut self, line: u64, text: &str) {
-        if text.contains("CollectiveFingerPrint(") {
-            self.fingerprint(line, text);
         }
     }
 
@@ -403,7 +401,6 @@ mod tests {
         let mut collectives = Collectives::default();
         for (n, l) in lines.iter().enumerate() {
             let line = n as u64 + 1;
-            collectives.observe_any(line, l);
             collectives.observe(line, l);
             if let Some(at) = l.find("NCCL INFO") {
                 collectives.observe_nccl(line, l, &l[..at], &l[at + "NCCL INFO".len()..]);
@@ -667,15 +664,15 @@ mod tests {
         };
         let mut collectives = Collectives::default();
         for seq in 0..MAX_CALLS + 200 {
-            collectives.observe_any(seq as u64 + 1, &print(0, seq));
+            collectives.observe(seq as u64 + 1, &print(0, seq));
         }
         assert_eq!(collectives.fingerprints.len(), MAX_CALLS);
         assert_eq!(collectives.fingerprints.keys().next(), Some(&200));
         // A number seen again is no new one: nothing is dropped for it.
-        collectives.observe_any(1, &print(1, MAX_CALLS + 199));
+        collectives.observe(1, &print(1, MAX_CALLS + 199));
         assert_eq!(collectives.fingerprints.keys().next(), Some(&200));
         for rank in 0..MAX_CALL_PROCESSES + 10 {
-            collectives.observe_any(1, &print(rank, 500));
+            collectives.observe(1, &print(rank, 500));
         }
         assert_eq!(
             collectives.fingerprints[&500].by_rank.len(),

@@ -296,12 +296,11 @@ impl Facts {
     /// output (see [`Hangs`] and [`Collectives`]).
     pub fn observe_any(&mut self, line: u64, text: &str) {
         self.hangs.observe(line, text);
-        self.collectives.observe_any(line, text);
+        self.collectives.observe(line, text);
     }
 
     /// Takes in one (already cleaned) line.
     pub fn observe(&mut self, line: u64, text: &str) {
-        self.collectives.observe(line, text);
         let nccl_at = text.find("NCCL INFO").or_else(|| text.find("NCCL WARN"));
         if nccl_at.is_some() {
             self.nccl_lines += 1;

@@ -124,10 +124,9 @@ struct LightningInit {
     /// A rank that initialised twice in one run of member lines: two processes took one rank.
     /// A rank seen again after other output is a later attempt (a requeued job), not this.
     duplicate: bool,
-    /// The ranks of the current run of consecutive member lines, and whether the last line
-    /// that was not blank was one.
+    /// The ranks of the current run of consecutive member lines (emptied by any other line
+    /// that is not blank).
     block: BTreeSet<u64>,
-    in_block: bool,
     /// Rank 0's `All distributed processes registered`: set-up completed.
     registered: bool,
     first: Option<Evidence>,
@@ -158,13 +157,9 @@ impl LightningInit {
             self.registered = true;
         }
         let Some((rank, world)) = member_of(text) else {
-            self.in_block = false;
+            self.block.clear();
             return;
         };
-        if !self.in_block {
-            self.block.clear();
-            self.in_block = true;
-        }
         match self.world {
             None if !self.worlds_differ => self.world = Some(world),
             Some(w) if w != world => {

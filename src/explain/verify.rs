@@ -39,7 +39,7 @@ pub struct Check {
 }
 
 /// The node's word on each problem and each possible cause, in the analysis's order.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Verdicts {
     /// One per [`super::Analysis::problems`], in its order.
     pub problems: Vec<Check>,
