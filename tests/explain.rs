@@ -541,6 +541,16 @@ fn root_with_shm(size: &str) -> tempfile::TempDir {
     dir
 }
 
+/// `gputune explain --check --root ROOT LOG`, as JSON or as text.
+fn explain_check(root: &Path, log: &Path, json: bool) -> std::process::Output {
+    let mut cmd = gputune();
+    cmd.args(["explain", "--check"]);
+    if json {
+        cmd.args(["--format", "json"]);
+    }
+    cmd.arg("--root").arg(root).arg(log).output().unwrap()
+}
+
 #[test]
 fn possible_causes_are_judged_on_the_node_without_becoming_problems() {
     // A site's candidate (the same format as the shipped ones) checked by /dev/shm's size.
@@ -577,12 +587,7 @@ fix = "Start it with the launcher."
         .unwrap();
         let path = root.path().join("job.log");
         std::fs::write(&path, log).unwrap();
-        let out = gputune()
-            .args(["explain", "--check", "--format", "json", "--root"])
-            .arg(root.path())
-            .arg(&path)
-            .output()
-            .unwrap();
+        let out = explain_check(root.path(), &path, true);
         // Still no problem named, and the line still not understood: exit 1, no guess.
         assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
         let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -593,12 +598,7 @@ fix = "Start it with the launcher."
         assert_eq!(candidate["check"]["verdict"], verdict, "{candidate}");
         let launcher = &doc["candidates"][1];
         assert_eq!(launcher["check"]["verdict"], "unknown", "{launcher}");
-        let shown = gputune()
-            .args(["explain", "--check", "--root"])
-            .arg(root.path())
-            .arg(&path)
-            .output()
-            .unwrap();
+        let shown = explain_check(root.path(), &path, false);
         let shown = text(&shown.stdout);
         assert!(shown.contains("Possible causes"), "{shown}");
         assert!(
@@ -617,12 +617,7 @@ fn check_confirms_or_refutes_each_problem_on_the_node() {
     let log = common::fixture("explain/nccl-342.log");
     for (size, verdict) in [("size=65536k", "confirmed"), ("size=8g", "refuted")] {
         let root = root_with_shm(size);
-        let out = gputune()
-            .args(["explain", "--check", "--format", "json", "--root"])
-            .arg(root.path())
-            .arg(&log)
-            .output()
-            .unwrap();
+        let out = explain_check(root.path(), &log, true);
         assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
         let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
         let check = &doc["problems"][0]["check"];
@@ -641,12 +636,7 @@ fn check_confirms_or_refutes_each_problem_on_the_node() {
                 "pass"
             }
         );
-        let shown = gputune()
-            .args(["explain", "--check", "--root"])
-            .arg(root.path())
-            .arg(&log)
-            .output()
-            .unwrap();
+        let shown = explain_check(root.path(), &log, false);
         assert!(
             text(&shown.stdout).contains(&format!("Here:     {verdict}: dev_shm.size is")),
             "{}",
@@ -655,12 +645,11 @@ fn check_confirms_or_refutes_each_problem_on_the_node() {
     }
     // User code has no node check: unknown, never a guess.
     let root = root_with_shm("size=8g");
-    let out = gputune()
-        .args(["explain", "--check", "--format", "json", "--root"])
-        .arg(root.path())
-        .arg(common::fixture("explain/lightning-4420.log"))
-        .output()
-        .unwrap();
+    let out = explain_check(
+        root.path(),
+        &common::fixture("explain/lightning-4420.log"),
+        true,
+    );
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["problems"][0]["check"]["verdict"], "unknown");
     assert_eq!(doc["problems"][0]["node_config"], false);
